@@ -1,0 +1,69 @@
+/**
+ * The agent contract of DESIGN §5: what an in-process handler receives and may return.
+ */
+import type { Json, TriggerRef } from "../core/types.js";
+
+export interface DepResult {
+  status: string;
+  output: Json | null;
+  error: Json | null;
+}
+
+export interface Task {
+  run_id: string;
+  node_id: string;
+  agent_type: string;
+  visit: number;
+  attempt: number;
+  /** Stable across the attempts of this visit: the idempotency key for the agent's side effects. */
+  execution_id: string;
+  /** Templates resolved once per visit: every attempt sees the same payload. */
+  payload: Json;
+  /** The run's input. */
+  input: Json;
+  /** `{ <node_id>: { status, output, error } }` of the node's dependencies. */
+  deps: Record<string, DepResult>;
+  /** The edge that activated this visit, if any (a failure handler reads the error here). */
+  trigger: (TriggerRef & DepResult) | null;
+  trace_id: string;
+  traceparent: string;
+  /** Aborted at the attempt's deadline, on lease loss, or when the run is cancelled. */
+  signal: AbortSignal;
+  /** Renews the lease of a long attempt (never past its timeout). Resolves false when the attempt is no longer held. */
+  heartbeat(): Promise<boolean>;
+  /**
+   * Chooses the branch: `return task.route(["publish"], output)`. `next` must be among the node's
+   * declared success targets, or `"$end"` to finish the run.
+   */
+  route(next: string | string[], output?: unknown): Routed;
+}
+
+const ROUTE = Symbol("skein.route");
+
+/** The value of `task.route(...)`: recognised by the engine, never mistaken for output. */
+export interface Routed {
+  readonly [ROUTE]: true;
+  readonly next: string[];
+  readonly output: unknown;
+}
+
+export function route(next: string | string[], output: unknown = null): Routed {
+  return { [ROUTE]: true, next: typeof next === "string" ? [next] : [...next], output };
+}
+
+export function isRouted(value: unknown): value is Routed {
+  return typeof value === "object" && value !== null && (value as Partial<Routed>)[ROUTE] === true;
+}
+
+/**
+ * An in-process agent: returns the node's output (any JSON value), or throws to fail the attempt
+ * (`NonRetryableError` fails the node without retries).
+ * @example const agents = { summarize: async (task) => ({ summary: await llm(task.payload.text) }) };
+ */
+export type AgentHandler = (task: Task) => unknown;
+
+/** A `decide` hook: chooses the next nodes from a succeeded node's output. */
+export type DecideHook = (
+  output: Json,
+  ctx: { input: Json; run_id: string; node_id: string; nodes: Record<string, unknown> },
+) => string | string[] | Promise<string | string[]>;

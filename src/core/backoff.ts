@@ -1,0 +1,15 @@
+/** Retry delay of DESIGN §2: `fixed`, or `exponential` (interval × 2^(failures−1)), capped, with optional full jitter. */
+export interface BackoffSettings {
+  retry_interval: number;
+  retry_backoff: "fixed" | "exponential";
+  retry_max_interval: number;
+  retry_jitter: "none" | "full";
+}
+
+/** Milliseconds to wait before the retry that follows failure number `failures` (1-based). */
+export function retryDelayMs(s: BackoffSettings, failures: number, random: () => number = Math.random): number {
+  const base = s.retry_backoff === "exponential" ? s.retry_interval * 2 ** Math.max(0, failures - 1) : s.retry_interval;
+  const capped = Math.min(base, s.retry_max_interval);
+  const seconds = s.retry_jitter === "full" ? random() * capped : capped;
+  return Math.round(seconds * 1000);
+}

@@ -1,0 +1,74 @@
+/**
+ * The visit state machine of DESIGN §3 and the run status derived from it. Pure: no I/O.
+ * Every state write in the engine goes through `assertTransition`.
+ */
+
+export const VISIT_STATES = [
+  "PENDING",
+  "RUNNING",
+  "SUCCEEDED",
+  "FAILED",
+  "RETRYING",
+  "IN_REVIEW",
+  "SKIPPED",
+  "CANCELLED",
+] as const;
+export type VisitState = (typeof VISIT_STATES)[number];
+
+export type RunStatus = "RUNNING" | "COMPENSATING" | "SUCCEEDED" | "FAILED" | "CANCELLED";
+
+/** Why a run ended early; none while it runs or when it simply finished. */
+export type EndCause = "failed" | "cancelled" | "ttl" | "end";
+
+const TRANSITIONS: Readonly<Record<VisitState, readonly VisitState[]>> = {
+  // FAILED from PENDING: a visit that fails before any attempt (max_visits_exceeded, template_error).
+  PENDING: ["RUNNING", "IN_REVIEW", "SKIPPED", "CANCELLED", "FAILED"],
+  RUNNING: ["SUCCEEDED", "FAILED", "RETRYING", "CANCELLED"],
+  RETRYING: ["RUNNING", "CANCELLED"],
+  IN_REVIEW: ["SUCCEEDED", "FAILED", "CANCELLED"],
+  SUCCEEDED: [],
+  FAILED: [],
+  SKIPPED: [],
+  CANCELLED: [],
+};
+
+export const TERMINAL_STATES: ReadonlySet<VisitState> = new Set(["SUCCEEDED", "FAILED", "SKIPPED", "CANCELLED"]);
+/** States in which an attempt or a review holds the visit. */
+export const ACTIVE_STATES: ReadonlySet<VisitState> = new Set(["RUNNING", "RETRYING", "IN_REVIEW"]);
+
+export function isTerminal(state: VisitState): boolean {
+  return TERMINAL_STATES.has(state);
+}
+
+export function canTransition(from: VisitState, to: VisitState): boolean {
+  return TRANSITIONS[from].includes(to);
+}
+
+/** Throws when `from → to` is not in the table: a bug in the engine, never user input. */
+export function assertTransition(from: VisitState, to: VisitState, where: string): void {
+  if (!canTransition(from, to)) {
+    throw new Error(`illegal visit transition ${from} -> ${to} (${where}); this is a Skein bug, please report it`);
+  }
+}
+
+/** What the run status depends on: the run's current visits, its compensation rows, and why it ended. */
+export interface RunStatusInput {
+  visits: Iterable<{ state: VisitState; handled: boolean }>;
+  /** States of the run's compensation rows (none until compensation exists for the run). */
+  compensations?: Iterable<{ state: VisitState }>;
+  endCause: EndCause | null;
+}
+
+/** The run status as one pure function of the visits, compensations and end cause (DESIGN §3). */
+export function deriveRunStatus({ visits, compensations = [], endCause }: RunStatusInput): RunStatus {
+  for (const c of compensations) if (!isTerminal(c.state)) return "COMPENSATING";
+  if (endCause === "cancelled") return "CANCELLED";
+  if (endCause === "failed" || endCause === "ttl") return "FAILED";
+  if (endCause === "end") return "SUCCEEDED";
+  let failed = false;
+  for (const v of visits) {
+    if (!isTerminal(v.state)) return "RUNNING";
+    if (v.state === "FAILED" && !v.handled) failed = true;
+  }
+  return failed ? "FAILED" : "SUCCEEDED";
+}

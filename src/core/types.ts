@@ -1,0 +1,111 @@
+/**
+ * Domain types of runs, visits and events, as the core and the engine see them. Data is
+ * snake_case (DESIGN §1), the same as in the database and the HTTP API; stores convert their
+ * rows to these types at their edge.
+ */
+import type { EndCause, RunStatus, VisitState } from "./states.js";
+
+/** Any JSON value. */
+export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
+
+/** Why an attempt or a visit failed. `reason` is one of DESIGN §3's failure reasons or an attempt failure (`timeout`, `lease_expired`, `error`). */
+export interface VisitError {
+  message: string;
+  reason: string;
+  name?: string;
+  details?: Json;
+}
+
+export interface TriggerRef {
+  node_id: string;
+  visit: number;
+}
+
+export interface Visit {
+  run_id: string;
+  node_id: string;
+  visit: number;
+  /** Stable across the attempts of this visit: agents use it as an idempotency key. */
+  execution_id: string;
+  agent_type: string;
+  state: VisitState;
+  is_current: boolean;
+  /** Made by a loop-back edge, which activates it. */
+  loop_activated: boolean;
+  trigger: TriggerRef | null;
+  /** The resolved payload; null until resolved (templates resolve once per visit). */
+  payload: Json | null;
+  output: Json | null;
+  error: VisitError | null;
+  /** Why the visit is FAILED, SKIPPED or CANCELLED. */
+  reason: string | null;
+  /** A FAILED visit whose next_on_failure edges fired. */
+  handled: boolean;
+  /** The edge decision of this visit: the targets it fired (null = not decided yet). */
+  fired: string[] | null;
+  failures: number;
+  attempt: number;
+  interruptions: number;
+  /** How many earlier visits of this node started running (for max_visits). */
+  prior_starts: number;
+  ready_at: number | null;
+  deadline_at: number | null;
+  lease_expires_at: number | null;
+  holder: string | null;
+  created_at: number;
+  started_at: number | null;
+  ended_at: number | null;
+}
+
+export interface Run {
+  run_id: string;
+  workflow_id: string;
+  workflow_version: number;
+  status: RunStatus;
+  input: Json;
+  output: Json | null;
+  error: VisitError | null;
+  end_cause: EndCause | null;
+  trace_id: string;
+  traceparent: string;
+  idempotency_key: string | null;
+  input_hash: string;
+  needs_attention: boolean;
+  created_at: number;
+  updated_at: number;
+  deadline_at: number;
+  ended_at: number | null;
+}
+
+export type EventType =
+  | "run.started"
+  | "run.succeeded"
+  | "run.failed"
+  | "run.cancelled"
+  | "run.warning"
+  | "node.ready"
+  | "node.started"
+  | "node.succeeded"
+  | "node.failed"
+  | "node.retrying"
+  | "node.interrupted"
+  | "node.skipped"
+  | "node.cancelled"
+  | "branch.none"
+  | "result.fenced"
+  | "loop.reset";
+
+export interface NewEvent {
+  run_id: string;
+  type: EventType;
+  node_id: string | null;
+  visit: number | null;
+  trace_id: string;
+  at: number;
+  data: Record<string, Json>;
+}
+
+/** One line of a run's history (DESIGN §9). `seq` orders all events of a database. */
+export interface RunEvent extends NewEvent {
+  seq: number;
+}

@@ -1,0 +1,316 @@
+/**
+ * JSONata templates (`"{{ expr }}"`) and `when` conditions (DESIGN §5).
+ *
+ * Everything is parsed once, when a workflow version is compiled; evaluation is async (JSONata
+ * is), which is why the engine runs it outside transactions (DESIGN §4).
+ *
+ * Decisions where DESIGN is silent:
+ * - A template is the text between `{{` and the next `}}`; there is no escape for a literal
+ *   `{{`, and an expression that itself contains `}}` must put a space between the braces.
+ * - A whole-string template whose expression yields nothing (JSONata `undefined`, e.g. a
+ *   missing field) resolves to `null`; inside interpolation it becomes the empty string. In an
+ *   object an `undefined` value drops the key, as `JSON.stringify` would.
+ * - Results must be JSON: a function or a non-finite number is an evaluation error.
+ * - Evaluation is bounded (time and depth guardrails below), so a runaway expression fails the
+ *   visit with an error instead of stalling the engine.
+ */
+import jsonata from "jsonata";
+import type { Problem } from "../errors.js";
+import { joinPath } from "./path.js";
+
+/** What an expression sees: `input`, `nodes.<id>`, `run`, and `output` (in `when`) / `self` (in compensation). */
+export interface ExpressionContext {
+  input: unknown;
+  nodes: Record<string, { output: unknown; status: string; error: unknown } | null>;
+  run: { run_id: string; trace_id: string };
+  output?: unknown;
+  self?: unknown;
+}
+
+/** Where a template reads `nodes.<id>`, for the "reads a node that is not an ancestor" warning. */
+export interface NodeRead {
+  path: string;
+  node_id: string;
+}
+
+/** A payload with its templates parsed. */
+export interface CompiledPayload {
+  /** Returns a new JSON value: the payload with every template replaced by its value. */
+  resolve(ctx: ExpressionContext): Promise<unknown>;
+  /** Node ids the templates read through `nodes.<id>` (deduplicated, first-read order). */
+  readonly readsNodes: string[];
+  /** Each read with the path of the string holding it. */
+  readonly reads: NodeRead[];
+}
+
+/** A parsed `when` condition. */
+export interface CompiledWhen {
+  /** True when the result is truthy by JSONata's `$boolean` rules; a missing result is false. */
+  test(ctx: ExpressionContext): Promise<boolean>;
+  readonly readsNodes: string[];
+}
+
+/** Thrown (as a rejection) when an expression fails at evaluation time. */
+export class ExpressionError extends Error {
+  override readonly name = "ExpressionError";
+  constructor(
+    readonly expression: string,
+    readonly path: string,
+    cause: unknown,
+  ) {
+    super(`expression "${expression}" at ${path} failed: ${describeJsonataError(cause)}`, {
+      cause,
+    });
+  }
+}
+
+// JSONata evaluates in microtasks, so a runaway expression starves the event loop until the
+// time guard (ms) fires; real templates take microseconds. `stack` bounds evaluation depth.
+const GUARDRAILS = { timeout: 1000, stack: 2000 };
+const TEMPLATE = /\{\{([\s\S]*?)\}\}/g;
+
+type Part = string | { expr: Expression };
+type Node =
+  | { kind: "literal"; value: unknown }
+  | { kind: "whole"; expr: Expression }
+  | { kind: "text"; parts: Part[] }
+  | { kind: "array"; items: Node[] }
+  | { kind: "object"; entries: [string, Node][] };
+
+interface Expression {
+  source: string;
+  path: string;
+  compiled: jsonata.Expression;
+}
+
+/**
+ * Parses every template in a payload (nested objects and arrays included).
+ * `template` is null when the payload holds no template, so the engine can skip evaluation.
+ * @example compilePayload({ topic: "{{ input.topic }}" }, "nodes[0].payload")
+ */
+export function compilePayload(
+  payload: unknown,
+  path: string,
+): { template: CompiledPayload | null; problems: Problem[] } {
+  const problems: Problem[] = [];
+  const reads: NodeRead[] = [];
+  const root = compileValue(payload, path, problems, reads);
+  if (problems.length > 0 || root.kind === "literal") return { template: null, problems };
+  return {
+    template: {
+      resolve: (ctx) => resolveNode(root, ctx),
+      readsNodes: unique(reads.map((r) => r.node_id)),
+      reads,
+    },
+    problems,
+  };
+}
+
+/** Parses a `when` condition of a `next_on_success` case. */
+export function compileWhen(expr: string, path: string): { when: CompiledWhen | null; problems: Problem[] } {
+  const problems: Problem[] = [];
+  const compiled = parse(expr, path, problems);
+  if (!compiled) return { when: null, problems };
+  return {
+    when: {
+      test: async (ctx) => toBoolean(await evaluate(compiled, ctx)),
+      readsNodes: unique(nodeReads(compiled.compiled.ast())),
+    },
+    problems,
+  };
+}
+
+function compileValue(value: unknown, path: string, problems: Problem[], reads: NodeRead[]): Node {
+  if (typeof value === "string") return compileString(value, path, problems, reads);
+  if (Array.isArray(value)) {
+    const items = value.map((v, i) => compileValue(v, joinPath(path, i), problems, reads));
+    return items.every((n) => n.kind === "literal") ? { kind: "literal", value } : { kind: "array", items };
+  }
+  if (value !== null && typeof value === "object") {
+    const entries = Object.entries(value).map(
+      ([k, v]) => [k, compileValue(v, joinPath(path, k), problems, reads)] as [string, Node],
+    );
+    return entries.every(([, n]) => n.kind === "literal") ? { kind: "literal", value } : { kind: "object", entries };
+  }
+  return { kind: "literal", value };
+}
+
+function compileString(text: string, path: string, problems: Problem[], reads: NodeRead[]): Node {
+  const matches = [...text.matchAll(TEMPLATE)];
+  if (matches.length === 0) return { kind: "literal", value: text };
+  const compileOne = (source: string): Expression | null => {
+    const expr = parse(source, path, problems);
+    if (expr) for (const id of nodeReads(expr.compiled.ast())) reads.push({ path, node_id: id });
+    return expr;
+  };
+  const trimmed = text.trim();
+  const first = matches[0];
+  if (matches.length === 1 && first && first[0] === trimmed) {
+    const expr = compileOne(first[1] ?? "");
+    return expr ? { kind: "whole", expr } : { kind: "literal", value: text };
+  }
+  const parts: Part[] = [];
+  let last = 0;
+  for (const m of matches) {
+    parts.push(text.slice(last, m.index));
+    const expr = compileOne(m[1] ?? "");
+    if (expr) parts.push({ expr });
+    last = m.index + m[0].length;
+  }
+  parts.push(text.slice(last));
+  return { kind: "text", parts };
+}
+
+function parse(source: string, path: string, problems: Problem[]): Expression | null {
+  const trimmed = source.trim();
+  if (trimmed === "") {
+    problems.push({ path, message: "empty expression" });
+    return null;
+  }
+  try {
+    return { source: trimmed, path, compiled: jsonata(trimmed, GUARDRAILS) };
+  } catch (err) {
+    problems.push({ path, message: `cannot parse "${trimmed}": ${describeJsonataError(err)}` });
+    return null;
+  }
+}
+
+async function resolveNode(node: Node, ctx: ExpressionContext): Promise<unknown> {
+  switch (node.kind) {
+    case "literal":
+      return structuredClone(node.value);
+    case "whole":
+      return (await evaluate(node.expr, ctx)) ?? null;
+    case "text": {
+      let out = "";
+      for (const part of node.parts) {
+        if (typeof part === "string") out += part;
+        else out += interpolate(await evaluate(part.expr, ctx));
+      }
+      return out;
+    }
+    case "array": {
+      const items: unknown[] = [];
+      for (const item of node.items) items.push(await resolveNode(item, ctx));
+      return items;
+    }
+    case "object": {
+      const out: Record<string, unknown> = {};
+      for (const [key, item] of node.entries) {
+        const value = await resolveNode(item, ctx);
+        if (value !== undefined) out[key] = value;
+      }
+      return out;
+    }
+  }
+}
+
+/** Evaluates and converts the result to plain JSON (JSONata returns sequences and lambdas). */
+async function evaluate(expr: Expression, ctx: ExpressionContext): Promise<unknown> {
+  try {
+    return toJson(await expr.compiled.evaluate(ctx));
+  } catch (err) {
+    throw new ExpressionError(expr.source, expr.path, err);
+  }
+}
+
+function interpolate(value: unknown): string {
+  if (value === undefined) return "";
+  return typeof value === "string" ? value : JSON.stringify(value);
+}
+
+function toJson(value: unknown): unknown {
+  if (value === undefined || value === null) return value;
+  switch (typeof value) {
+    case "string":
+    case "boolean":
+      return value;
+    case "number":
+      if (!Number.isFinite(value)) throw new Error(`the result ${value} is not a JSON number`);
+      return value;
+    case "object": {
+      if (Array.isArray(value)) return value.map((v) => toJson(v) ?? null);
+      if ("_jsonata_lambda" in value) throw new Error("the result is a function, not a JSON value");
+      const out: Record<string, unknown> = {};
+      for (const [k, v] of Object.entries(value)) {
+        const json = toJson(v);
+        if (json !== undefined) out[k] = json;
+      }
+      return out;
+    }
+    default:
+      throw new Error(`the result is a ${typeof value}, not a JSON value`);
+  }
+}
+
+/** JSONata's `$boolean` casting rules, applied to an already-JSON result. */
+export function toBoolean(value: unknown): boolean {
+  if (value === undefined || value === null) return false;
+  if (Array.isArray(value)) {
+    if (value.length === 1) return toBoolean(value[0]);
+    return value.some((v) => toBoolean(v));
+  }
+  switch (typeof value) {
+    case "boolean":
+      return value;
+    case "string":
+      return value.length > 0;
+    case "number":
+      return value !== 0;
+    case "object":
+      return Object.keys(value).length > 0;
+    default:
+      return false;
+  }
+}
+
+/**
+ * Node ids read as `nodes.<id>` (also `$.nodes.<id>` and `$$.nodes.<id>`). Dynamic reads
+ * (`nodes.*`, `$lookup(nodes, x)`) cannot be known statically and are not reported.
+ */
+function nodeReads(ast: unknown): string[] {
+  const found: string[] = [];
+  const seen = new Set<object>();
+  const walk = (n: unknown): void => {
+    if (n === null || typeof n !== "object" || seen.has(n)) return;
+    seen.add(n);
+    const steps = (n as { type?: unknown; steps?: unknown }).steps;
+    if ((n as { type?: unknown }).type === "path" && Array.isArray(steps)) {
+      const id = readNodeId(steps);
+      if (id !== null) found.push(id);
+    }
+    for (const child of Object.values(n)) walk(child);
+  };
+  walk(ast);
+  return found;
+}
+
+function readNodeId(steps: unknown[]): string | null {
+  const isName = (s: unknown, value?: string): s is { value: string } =>
+    typeof s === "object" &&
+    s !== null &&
+    (s as { type?: unknown }).type === "name" &&
+    typeof (s as { value?: unknown }).value === "string" &&
+    (value === undefined || (s as { value: string }).value === value);
+  const first = steps[0] as { type?: unknown; value?: unknown } | undefined;
+  // `$` and `$$` are the context and the root, both the ExpressionContext at the top level.
+  const rootVariable = first?.type === "variable" && (first.value === "" || first.value === "$");
+  const at = rootVariable ? 1 : 0;
+  const next = steps[at + 1];
+  return isName(steps[at], "nodes") && isName(next) ? next.value : null;
+}
+
+function describeJsonataError(err: unknown): string {
+  if (err !== null && typeof err === "object") {
+    const e = err as { message?: unknown; code?: unknown; position?: unknown };
+    const message = typeof e.message === "string" ? e.message : String(err);
+    const code = typeof e.code === "string" ? `${e.code}: ` : "";
+    const at = typeof e.position === "number" ? ` (at character ${e.position})` : "";
+    return `${code}${message}${at}`;
+  }
+  return String(err);
+}
+
+function unique(values: string[]): string[] {
+  return [...new Set(values)];
+}

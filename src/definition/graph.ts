@@ -1,0 +1,190 @@
+/**
+ * The static facts the scheduler needs (DESIGN §4), computed once per workflow version so that
+ * readiness stays incremental: who is gated, who depends on whom, what a terminal visit can
+ * change, and what a loop-back resets.
+ */
+import { ValidationError } from "../errors.js";
+import { type CompiledPayload, type CompiledWhen, compilePayload, compileWhen } from "./expressions.js";
+import { BUILTIN_DEFAULTS, type NodeDefinition, type WorkflowDefinition } from "./schema.js";
+import { buildTopology, reachable, successCases } from "./topology.js";
+
+/** A node with its effective settings and its place in the graph. */
+export interface CompiledNode {
+  readonly id: string;
+  /** Position in `nodes`: edges to a higher index are forward, others loop back. */
+  readonly index: number;
+  readonly def: NodeDefinition;
+  readonly agent_type: string;
+  /** Effective settings: node value, else `defaults`, else the built-in default. */
+  readonly retry_count: number;
+  readonly retry_interval: number;
+  readonly retry_backoff: "fixed" | "exponential";
+  readonly retry_max_interval: number;
+  readonly retry_jitter: "none" | "full";
+  /** Seconds; for `human_review`, how long the review waits (node value or workflow timeout). */
+  readonly timeout: number;
+  readonly heartbeat_timeout: number | null;
+  readonly max_visits: number;
+  readonly join: "all" | "any" | "all_done";
+  readonly depends_on: string[];
+  /** null when `next_on_success` is absent; a plain id or list is one case without `when`. */
+  readonly successCases: { when: CompiledWhen | null; to: string[] }[] | null;
+  /** Union of all declared success targets (a route or hook may only pick among them). */
+  readonly successTargets: string[];
+  readonly failureTargets: string[];
+  /** null when the payload holds no template. */
+  readonly payload: CompiledPayload | null;
+  /** null when there is no compensation or its payload holds no template. */
+  readonly compensationPayload: CompiledPayload | null;
+  /** Aggregator sources (`payload.sources`, else depends_on); empty for other agent types. */
+  readonly sources: string[];
+  /** True when some forward edge names it: it runs only once activated. */
+  readonly gated: boolean;
+  /** Sources of the forward edges into it. */
+  readonly incomingForward: string[];
+  /** Nodes whose depends_on lists it. */
+  readonly dependents: string[];
+  /**
+   * Nodes whose readiness or skip can change when a visit of this node becomes terminal: its
+   * dependents and its forward targets. Skips cascade by applying `affected` again to every
+   * node that became terminal; loop-backs are handled through `regions`.
+   */
+  readonly affected: string[];
+  readonly loopBackTargets: string[];
+}
+
+export interface WorkflowGraph {
+  /** In document order. */
+  readonly nodes: Map<string, CompiledNode>;
+  readonly order: string[];
+  /** For every loop-back target T: T and every node reachable from it through depends_on and forward edges, in document order. */
+  readonly regions: Map<string, string[]>;
+  /** Nodes nothing depends on and no forward edge leaves: their outputs form the run output. */
+  readonly sinks: string[];
+  /** Free nodes with no dependencies: ready when the run starts. */
+  readonly startNodes: string[];
+  /** True when an edge from `from` to `to` is forward (`to` listed later). */
+  isForward(from: string, to: string): boolean;
+}
+
+/**
+ * Compiles a definition that already passed `validateWorkflow`.
+ * @throws ValidationError when a template or `when` does not parse (an unvalidated definition).
+ */
+export function compileGraph(def: WorkflowDefinition): WorkflowGraph {
+  const topo = buildTopology(def);
+  const ids = def.nodes.map((n) => n.node_id);
+  const names = (indices: readonly number[] = []) => [...indices].sort((a, b) => a - b).map((i) => ids[i] as string);
+  const problems: { path: string; message: string }[] = [];
+
+  const nodes = new Map<string, CompiledNode>();
+  def.nodes.forEach((node, index) => {
+    const cases = successCases(node, index);
+    const compiledCases =
+      cases?.map((c) => {
+        const when = c.when === undefined ? null : compileWhen(c.when, `${c.path}.when`);
+        if (when) problems.push(...when.problems);
+        return { when: when?.when ?? null, to: c.to.map((r) => r.id) };
+      }) ?? null;
+    const payload = compilePayload(node.payload, `nodes[${index}].payload`);
+    const compensation = node.compensation
+      ? compilePayload(node.compensation.payload, `nodes[${index}].compensation.payload`)
+      : { template: null, problems: [] };
+    problems.push(...payload.problems, ...compensation.problems);
+    const failureTargets = node.next_on_failure === undefined ? [] : [node.next_on_failure].flat();
+    nodes.set(node.node_id, {
+      id: node.node_id,
+      index,
+      def: node,
+      agent_type: node.agent_type,
+      ...effectiveSettings(node, def),
+      join: node.join,
+      depends_on: [...new Set(node.depends_on)],
+      successCases: compiledCases,
+      successTargets: [...new Set(compiledCases?.flatMap((c) => c.to) ?? [])],
+      failureTargets: [...new Set(failureTargets)],
+      payload: payload.template,
+      compensationPayload: compensation.template,
+      sources: node.agent_type === "aggregator" ? aggregatorSources(node) : [],
+      gated: (topo.forwardIn[index]?.length ?? 0) > 0,
+      incomingForward: names(topo.forwardIn[index]),
+      dependents: names(topo.dependents[index]),
+      affected: names(topo.flow[index]),
+      loopBackTargets: names(topo.loopBack[index]),
+    });
+  });
+  if (problems.length > 0) throw new ValidationError("Workflow definition is invalid", problems);
+
+  const regions = new Map<string, string[]>();
+  for (const targets of topo.loopBack) {
+    for (const t of targets) {
+      const id = ids[t] as string;
+      if (!regions.has(id)) regions.set(id, names([...reachable([t], topo.flow)]));
+    }
+  }
+  const all = [...nodes.values()];
+  return {
+    nodes,
+    order: ids,
+    regions,
+    sinks: all.filter((n) => n.dependents.length === 0 && (topo.forward[n.index]?.length ?? 0) === 0).map((n) => n.id),
+    startNodes: all.filter((n) => !n.gated && n.depends_on.length === 0).map((n) => n.id),
+    isForward(from, to) {
+      const a = topo.indexOf.get(from);
+      const b = topo.indexOf.get(to);
+      return a !== undefined && b !== undefined && b > a;
+    },
+  };
+}
+
+type Settings = Pick<
+  CompiledNode,
+  | "retry_count"
+  | "retry_interval"
+  | "retry_backoff"
+  | "retry_max_interval"
+  | "retry_jitter"
+  | "timeout"
+  | "heartbeat_timeout"
+  | "max_visits"
+>;
+
+function effectiveSettings(node: NodeDefinition, def: WorkflowDefinition): Settings {
+  const d = def.defaults;
+  const b = BUILTIN_DEFAULTS;
+  const shared = {
+    heartbeat_timeout: node.heartbeat_timeout ?? d.heartbeat_timeout ?? b.heartbeat_timeout,
+    max_visits: node.max_visits ?? d.max_visits ?? b.max_visits,
+  };
+  if (node.agent_type === "human_review") {
+    // A review waits for a person, not for an agent: no retries (DESIGN §5), and `defaults`,
+    // written for agent attempts, do not apply to its timeout or retry fields.
+    return {
+      ...shared,
+      retry_count: 0,
+      retry_interval: node.retry_interval ?? b.retry_interval,
+      retry_backoff: node.retry_backoff ?? b.retry_backoff,
+      retry_max_interval: node.retry_max_interval ?? b.retry_max_interval,
+      retry_jitter: node.retry_jitter ?? b.retry_jitter,
+      timeout: node.timeout ?? def.timeout,
+    };
+  }
+  return {
+    ...shared,
+    retry_count: node.retry_count ?? d.retry_count ?? b.retry_count,
+    retry_interval: node.retry_interval ?? d.retry_interval ?? b.retry_interval,
+    retry_backoff: node.retry_backoff ?? d.retry_backoff ?? b.retry_backoff,
+    retry_max_interval: node.retry_max_interval ?? d.retry_max_interval ?? b.retry_max_interval,
+    retry_jitter: node.retry_jitter ?? d.retry_jitter ?? b.retry_jitter,
+    timeout: node.timeout ?? d.timeout ?? b.timeout,
+  };
+}
+
+/** `payload.sources` when it is a list of ids (validation checks it), else depends_on. */
+export function aggregatorSources(node: NodeDefinition): string[] {
+  const sources = node.payload.sources;
+  if (Array.isArray(sources) && sources.every((s) => typeof s === "string")) {
+    return [...new Set(sources as string[])];
+  }
+  return [...new Set(node.depends_on)];
+}

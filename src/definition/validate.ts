@@ -1,0 +1,289 @@
+/**
+ * Validation of a workflow definition (DESIGN §2): the schema first, then the graph and
+ * expression checks, reporting every problem at once with its path.
+ */
+import { type Problem, ValidationError } from "../errors.js";
+import { checkStructure } from "./check-structure.js";
+import { type CompiledPayload, compilePayload, compileWhen } from "./expressions.js";
+import { compileGraph, type WorkflowGraph } from "./graph.js";
+import { type NodeDefinition, type WorkflowDefinition, WorkflowSchema } from "./schema.js";
+import {
+  buildTopology,
+  dependsOnRefs,
+  failureRefs,
+  reachable,
+  reverse,
+  successCases,
+  type Topology,
+} from "./topology.js";
+import { issuesToProblems } from "./zod-issues.js";
+
+export interface ValidateOptions {
+  /** Agent types with a handler; others get a warning. Built-ins are always known. Default: no check. */
+  knownAgentTypes?: Iterable<string>;
+  /** Registered `decide` hooks; a node naming another one is an error. Default: no check. */
+  decideHooks?: Iterable<string>;
+}
+
+export type ValidationResult =
+  | {
+      ok: true;
+      workflow: WorkflowDefinition;
+      graph: WorkflowGraph;
+      errors: [];
+      warnings: Problem[];
+    }
+  | { ok: false; errors: Problem[]; warnings: Problem[] };
+
+const BUILTIN_AGENT_TYPES = ["aggregator", "human_review"];
+
+/**
+ * Checks a workflow definition and compiles its graph.
+ * @example
+ * const result = validateWorkflow(JSON.parse(text), { knownAgentTypes: ["collector"] });
+ * if (!result.ok) for (const p of result.errors) console.error(`${p.path}: ${p.message}`);
+ */
+export function validateWorkflow(json: unknown, options: ValidateOptions = {}): ValidationResult {
+  const parsed = WorkflowSchema.safeParse(json, { reportInput: true });
+  if (!parsed.success) {
+    return { ok: false, errors: issuesToProblems(parsed.error.issues), warnings: [] };
+  }
+  const def = parsed.data;
+  const errors: Problem[] = [];
+  const warnings: Problem[] = [];
+  const topo = buildTopology(def);
+  const ctx: Checks = { def, topo, errors, warnings, ancestors: ancestorsOf(topo) };
+
+  def.nodes.forEach((node, i) => {
+    checkIdentity(ctx, node, i);
+    checkReferences(ctx, node, i);
+    checkCases(ctx, node, i);
+    checkTemplates(ctx, node, i);
+    checkAggregator(ctx, node, i);
+    checkHooksAndAgents(ctx, node, i, options);
+    checkTimeout(ctx, node, i);
+  });
+  checkStructure(def, topo, errors);
+  checkDefaultsTimeout(ctx);
+
+  if (errors.length > 0) return { ok: false, errors, warnings };
+  return { ok: true, workflow: def, graph: compileGraph(def), errors: [], warnings };
+}
+
+/**
+ * Like `validateWorkflow`, for callers that stop at the first invalid definition.
+ * @throws ValidationError listing every error.
+ */
+export function parseWorkflowOrThrow(
+  json: unknown,
+  options: ValidateOptions = {},
+): { workflow: WorkflowDefinition; graph: WorkflowGraph; warnings: Problem[] } {
+  const result = validateWorkflow(json, options);
+  if (!result.ok) throw new ValidationError("Workflow definition is invalid", result.errors);
+  return { workflow: result.workflow, graph: result.graph, warnings: result.warnings };
+}
+
+interface Checks {
+  def: WorkflowDefinition;
+  topo: Topology;
+  errors: Problem[];
+  warnings: Problem[];
+  /** Per node index: the indices that reach it through depends_on and forward edges. */
+  ancestors: (index: number) => Set<number>;
+}
+
+function ancestorsOf(topo: Topology): (index: number) => Set<number> {
+  const upstream = reverse(topo.flow);
+  const cache = new Map<number, Set<number>>();
+  return (index) => {
+    let set = cache.get(index);
+    if (!set) {
+      set = reachable(upstream[index] ?? [], upstream);
+      cache.set(index, set);
+    }
+    return set;
+  };
+}
+
+function checkIdentity(c: Checks, node: NodeDefinition, i: number): void {
+  const first = c.topo.indexOf.get(node.node_id);
+  if (first !== undefined && first !== i) {
+    c.errors.push({
+      path: `nodes[${i}].node_id`,
+      message: `duplicate node id "${node.node_id}": nodes[${first}] already uses it`,
+    });
+  }
+}
+
+function checkReferences(c: Checks, node: NodeDefinition, i: number): void {
+  const refs = [
+    ...dependsOnRefs(node, i),
+    ...(successCases(node, i) ?? []).flatMap((k) => k.to),
+    ...failureRefs(node, i),
+  ];
+  for (const ref of refs) {
+    if (!c.topo.indexOf.has(ref.id)) c.errors.push(unknownNode(c, ref.path, ref.id));
+  }
+}
+
+function unknownNode(c: Checks, path: string, id: string): Problem {
+  // Only suggest for ids long enough that a near miss is likely a typo, not another node.
+  const limit = Math.min(2, Math.floor(id.length / 3));
+  const near = [...c.topo.indexOf.keys()].find((known) => editDistance(known, id) <= limit);
+  const hint = near === undefined ? "" : ` (did you mean "${near}"?)`;
+  return { path, message: `unknown node "${id}"${hint}` };
+}
+
+function checkCases(c: Checks, node: NodeDefinition, i: number): void {
+  const cases = successCases(node, i) ?? [];
+  const isCaseList = Array.isArray(node.next_on_success) && node.next_on_success.some((x) => typeof x === "object");
+  if (isCaseList) {
+    const defaults = cases.filter((k) => k.when === undefined);
+    defaults.forEach((k, n) => {
+      if (n > 0) {
+        c.errors.push({ path: k.path, message: 'only one default case (without "when") is allowed' });
+      } else if (k !== cases[cases.length - 1]) {
+        c.errors.push({
+          path: k.path,
+          message: 'the default case (without "when") must be the last case: the cases after it could never be chosen',
+        });
+      }
+    });
+    if (defaults.length === 0) {
+      c.warnings.push({
+        path: `nodes[${i}].next_on_success`,
+        message:
+          'no default case (without "when"): when no case holds, no edge fires and the branch ends (branch.none)',
+      });
+    }
+  }
+  for (const k of cases) {
+    if (k.when === undefined) continue;
+    const { when, problems } = compileWhen(k.when, `${k.path}.when`);
+    c.errors.push(...problems);
+    if (when)
+      checkReads(
+        c,
+        i,
+        when.readsNodes.map((id) => ({ path: `${k.path}.when`, node_id: id })),
+        true,
+      );
+  }
+}
+
+function checkTemplates(c: Checks, node: NodeDefinition, i: number): void {
+  checkPayload(c, i, compilePayload(node.payload, `nodes[${i}].payload`), false);
+  if (node.compensation) {
+    const path = `nodes[${i}].compensation.payload`;
+    checkPayload(c, i, compilePayload(node.compensation.payload, path), true);
+  }
+}
+
+function checkPayload(
+  c: Checks,
+  i: number,
+  compiled: { template: CompiledPayload | null; problems: Problem[] },
+  selfAllowed: boolean,
+): void {
+  c.errors.push(...compiled.problems);
+  if (compiled.template) checkReads(c, i, compiled.template.reads, selfAllowed);
+}
+
+/** Warns about reads of nodes that need not have run yet: their value may be null. */
+function checkReads(
+  c: Checks,
+  i: number,
+  reads: readonly { path: string; node_id: string }[],
+  selfAllowed: boolean,
+): void {
+  const self = c.def.nodes[i]?.node_id;
+  for (const read of reads) {
+    const j = c.topo.indexOf.get(read.node_id);
+    if (j === undefined) {
+      c.warnings.push({
+        path: read.path,
+        message: `reads nodes.${read.node_id}, but there is no node "${read.node_id}"`,
+      });
+    } else if (!(selfAllowed && read.node_id === self) && !c.ancestors(i).has(j)) {
+      c.warnings.push({
+        path: read.path,
+        message: `reads nodes.${read.node_id}, but "${read.node_id}" is not an ancestor of "${self}" (through depends_on and forward edges): its value may be null or from an earlier loop round`,
+      });
+    }
+  }
+}
+
+function checkAggregator(c: Checks, node: NodeDefinition, i: number): void {
+  if (node.agent_type !== "aggregator" || !("sources" in node.payload)) return;
+  const sources = node.payload.sources;
+  const path = `nodes[${i}].payload.sources`;
+  if (!Array.isArray(sources) || !sources.every((s) => typeof s === "string")) {
+    c.errors.push({ path, message: "must be a list of node ids" });
+    return;
+  }
+  sources.forEach((id: string, k) => {
+    if (!c.topo.indexOf.has(id)) c.errors.push(unknownNode(c, `${path}[${k}]`, id));
+    else if (!node.depends_on.includes(id)) {
+      c.errors.push({
+        path: `${path}[${k}]`,
+        message: `source "${id}" is not in depends_on: an aggregator collects only nodes it waits for; add it to depends_on`,
+      });
+    }
+  });
+}
+
+function checkHooksAndAgents(c: Checks, node: NodeDefinition, i: number, options: ValidateOptions): void {
+  if (options.decideHooks !== undefined && node.decide !== undefined) {
+    const hooks = [...options.decideHooks];
+    if (!hooks.includes(node.decide)) {
+      const list = hooks.length > 0 ? `registered hooks: ${hooks.join(", ")}` : "no hooks are registered";
+      c.errors.push({ path: `nodes[${i}].decide`, message: `unknown decide hook "${node.decide}" (${list})` });
+    }
+  }
+  if (options.knownAgentTypes === undefined) return;
+  const known = new Set([...options.knownAgentTypes, ...BUILTIN_AGENT_TYPES]);
+  const check = (path: string, type: string) => {
+    if (!known.has(type)) {
+      c.warnings.push({
+        path,
+        message: `no agent is registered for agent_type "${type}": its visits will wait until a worker claims them`,
+      });
+    }
+  };
+  check(`nodes[${i}].agent_type`, node.agent_type);
+  if (node.compensation) check(`nodes[${i}].compensation.agent_type`, node.compensation.agent_type);
+}
+
+function checkTimeout(c: Checks, node: NodeDefinition, i: number): void {
+  if (node.timeout !== undefined && node.timeout >= c.def.timeout) {
+    c.warnings.push({
+      path: `nodes[${i}].timeout`,
+      message: `timeout ${node.timeout} s is at or above the workflow timeout (${c.def.timeout} s): the run expires first`,
+    });
+  }
+}
+
+function checkDefaultsTimeout(c: Checks): void {
+  const t = c.def.defaults.timeout;
+  if (t !== undefined && t >= c.def.timeout) {
+    c.warnings.push({
+      path: "defaults.timeout",
+      message: `timeout ${t} s is at or above the workflow timeout (${c.def.timeout} s): the run expires first`,
+    });
+  }
+}
+
+/** Levenshtein distance, for "did you mean" hints on short ids. */
+function editDistance(a: string, b: string): number {
+  if (Math.abs(a.length - b.length) > 2) return 3;
+  let prev = Array.from({ length: b.length + 1 }, (_, k) => k);
+  for (let x = 1; x <= a.length; x++) {
+    const row = [x];
+    for (let y = 1; y <= b.length; y++) {
+      const cost = a[x - 1] === b[y - 1] ? 0 : 1;
+      row.push(Math.min((prev[y] ?? 0) + 1, (row[y - 1] ?? 0) + 1, (prev[y - 1] ?? 0) + cost));
+    }
+    prev = row;
+  }
+  return prev[b.length] ?? 0;
+}

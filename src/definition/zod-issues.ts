@@ -1,0 +1,129 @@
+/**
+ * @internal Converts zod issues into Problems with Skein paths and plain messages. zod's own
+ * messages ("Invalid input: expected record, received number") speak zod, not workflow.
+ * Parse with `reportInput: true` so messages can say what was received.
+ */
+import type { z } from "zod";
+import type { Problem } from "../errors.js";
+import { formatPath } from "./path.js";
+
+type Issue = z.core.$ZodIssue;
+
+export function issuesToProblems(issues: readonly Issue[], base = ""): Problem[] {
+  return issues.flatMap((issue) => issueToProblems(issue, base));
+}
+
+function issueToProblems(issue: Issue, base: string): Problem[] {
+  const path = formatPath(issue.path, base);
+  switch (issue.code) {
+    case "unrecognized_keys":
+      return issue.keys.map((key) => ({ path, message: `unknown field "${key}"` }));
+    case "invalid_union":
+      return unionProblems(issue, path);
+    default:
+      return [{ path, message: issueMessage(issue) }];
+  }
+}
+
+/**
+ * zod reports a failed union with the issues of every branch. The branch that got furthest into
+ * the value is the one the author meant (a case object with a bad `when` is a case, not a
+ * string); when no branch stands out, the union's own message lists the accepted shapes.
+ */
+function unionProblems(issue: Extract<Issue, { code: "invalid_union" }>, path: string): Problem[] {
+  const scored = issue.errors
+    .map((branch) => ({ branch, score: progress(branch) }))
+    .sort((a, b) => b.score - a.score || a.branch.length - b.branch.length);
+  const [best, second] = scored;
+  const tied =
+    !best || (second !== undefined && second.score === best.score && second.branch.length === best.branch.length);
+  if (tied || !best || best.score === 0) {
+    return [{ path, message: `${issue.message}, got ${describe(issue.input)}` }];
+  }
+  return issuesToProblems(best.branch, path);
+}
+
+function progress(branch: readonly Issue[]): number {
+  let score = 0;
+  for (const i of branch) {
+    // A type mismatch at the union itself means the branch did not apply at all.
+    const depth = i.path.length + (i.code === "invalid_type" ? 0 : 0.5);
+    score = Math.max(score, depth);
+  }
+  return score;
+}
+
+function issueMessage(issue: Issue): string {
+  switch (issue.code) {
+    case "invalid_type":
+      if (issue.input === undefined) return "is required";
+      return `expected ${article(issue.expected)}, got ${describe(issue.input)}`;
+    case "too_small":
+      return tooSmall(issue);
+    case "too_big":
+      return issue.origin === "number" || issue.origin === "int"
+        ? `must be ${issue.inclusive ? "<=" : "<"} ${issue.maximum}, got ${describe(issue.input)}`
+        : `must have at most ${issue.maximum} ${unit(issue.origin)}`;
+    case "invalid_value":
+      return `must be one of ${issue.values.map((v) => JSON.stringify(v)).join(", ")}, got ${describe(issue.input)}`;
+    case "invalid_format":
+      // Our regexes carry their own plain message (see schema.ts).
+      return `${issue.message}, got ${describe(issue.input)}`;
+    case "invalid_key":
+      return `invalid key: ${issuesToProblems(issue.issues)
+        .map((p) => p.message)
+        .join("; ")}`;
+    case "invalid_element":
+      return issuesToProblems(issue.issues)
+        .map((p) => p.message)
+        .join("; ");
+    default:
+      return issue.message;
+  }
+}
+
+function tooSmall(issue: Extract<Issue, { code: "too_small" }>): string {
+  if (issue.origin === "number" || issue.origin === "int") {
+    return `must be ${issue.inclusive ? ">=" : ">"} ${issue.minimum}, got ${describe(issue.input)}`;
+  }
+  if (issue.origin === "string" && Number(issue.minimum) === 1) return "must not be empty";
+  return `must have at least ${issue.minimum} ${unit(issue.origin)}`;
+}
+
+function unit(origin: string): string {
+  return origin === "string" ? "characters" : "items";
+}
+
+function article(expected: string): string {
+  const names: Record<string, string> = {
+    int: "an integer",
+    number: "a number",
+    string: "a string",
+    boolean: "a boolean",
+    array: "a list",
+    object: "an object",
+    record: "an object",
+  };
+  return names[expected] ?? expected;
+}
+
+/** What the author wrote, briefly: `"some"`, `1.5`, `a list`, `an object`. */
+function describe(value: unknown): string {
+  if (value === null) return "null";
+  if (Array.isArray(value)) return "a list";
+  switch (typeof value) {
+    case "string": {
+      const text = value.length > 40 ? `${value.slice(0, 40)}...` : value;
+      return JSON.stringify(text);
+    }
+    case "number":
+    case "boolean":
+      return String(value);
+    case "object":
+      return "an object";
+    case "undefined":
+      return "nothing";
+    default:
+      return typeof value;
+  }
+}

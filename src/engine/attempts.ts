@@ -1,0 +1,291 @@
+/**
+ * Runs in-process attempts: builds the task of DESIGN §5, calls the handler, turns whatever it
+ * does (returns, routes, throws, hangs, returns garbage) into one input for the dispatcher, and
+ * resolves payload templates. Expressions (JSONata) are asynchronous, so they run here, outside
+ * any transaction; the dispatcher re-checks the fence when it applies the result.
+ */
+import { randomBytes } from "node:crypto";
+import type { Logger } from "pino";
+import { type AgentHandler, type DecideHook, isRouted, route, type Task } from "../agents/task.js";
+import { checkRoute } from "../core/branching.js";
+import type { Decision } from "../core/scheduler.js";
+import type { Json, VisitError } from "../core/types.js";
+import type { ExpressionContext } from "../definition/expressions.js";
+import type { CompiledNode, WorkflowGraph } from "../definition/graph.js";
+import { NonRetryableError } from "../errors.js";
+import type { Store, VisitKey } from "../store/store.js";
+import type { ClaimedTask, Dispatcher, Input } from "./dispatcher.js";
+import { jsonProblem } from "./json.js";
+import type { WorkflowRegistry } from "./registry.js";
+
+export interface AttemptRunnerOptions {
+  handlers: ReadonlyMap<string, AgentHandler>;
+  decideHooks: Readonly<Record<string, DecideHook>>;
+  registry: WorkflowRegistry;
+  store: Store;
+  logger: Logger;
+  /** Largest accepted output or resolved payload, in bytes of JSON. */
+  maxOutputBytes: number;
+}
+
+interface Held {
+  attempt: number;
+  agent_type: string;
+  controller: AbortController;
+  /** Settles when the handler returns or throws (never, for a handler that hangs). */
+  finished: Promise<void>;
+}
+
+export class AttemptRunner {
+  private readonly held = new Map<string, Held>();
+  private readonly byType = new Map<string, number>();
+  private readonly resolving = new Set<string>();
+  dispatcher!: Dispatcher;
+
+  constructor(private readonly o: AttemptRunnerOptions) {}
+
+  inFlight(): { total: number; byType: ReadonlyMap<string, number> } {
+    return { total: this.held.size, byType: this.byType };
+  }
+
+  /** Handler promises of the attempts still held, for a graceful close. */
+  pending(): Promise<void>[] {
+    return [...this.held.values()].map((h) => h.finished);
+  }
+
+  dispatch(task: ClaimedTask): void {
+    const handler = this.o.handlers.get(task.agent_type);
+    const controller = new AbortController();
+    let finish!: () => void;
+    const held: Held = {
+      attempt: task.attempt,
+      agent_type: task.agent_type,
+      controller,
+      finished: new Promise((resolve) => {
+        finish = resolve;
+      }),
+    };
+    this.held.set(task.execution_id, held);
+    this.byType.set(task.agent_type, (this.byType.get(task.agent_type) ?? 0) + 1);
+    void this.run(task, handler, controller.signal).then((input) => {
+      finish();
+      this.release(task.execution_id, task.attempt);
+      this.dispatcher.push(input);
+    });
+  }
+
+  /** Aborts an attempt's signal and stops counting it (its late result will be fenced). */
+  abort(executionId: string, reason: string): void {
+    const held = this.held.get(executionId);
+    if (!held) return;
+    this.release(executionId, held.attempt);
+    held.controller.abort(new Error(`attempt ${held.attempt} of ${executionId} was ${reason}`));
+  }
+
+  abortAll(reason: string): void {
+    for (const id of [...this.held.keys()]) this.abort(id, reason);
+  }
+
+  private release(executionId: string, attempt: number): void {
+    const held = this.held.get(executionId);
+    if (!held || held.attempt !== attempt) return;
+    this.held.delete(executionId);
+    this.byType.set(held.agent_type, (this.byType.get(held.agent_type) ?? 1) - 1);
+  }
+
+  private async run(task: ClaimedTask, handler: AgentHandler | undefined, signal: AbortSignal): Promise<Input> {
+    const at = { execution_id: task.execution_id, attempt: task.attempt };
+    try {
+      if (!handler) throw new NonRetryableError(`no handler is registered for agent_type "${task.agent_type}"`);
+      const value = await handler(this.task(task, signal));
+      return await this.outcome(task, value);
+    } catch (e) {
+      return { kind: "failure", ...at, error: errorOf(e), retryable: !isNonRetryable(e) };
+    }
+  }
+
+  private task(t: ClaimedTask, signal: AbortSignal): Task {
+    return {
+      run_id: t.run_id,
+      node_id: t.node_id,
+      agent_type: t.agent_type,
+      visit: t.visit,
+      attempt: t.attempt,
+      execution_id: t.execution_id,
+      payload: t.payload,
+      input: t.input,
+      deps: t.deps,
+      trigger: t.trigger,
+      trace_id: t.trace_id,
+      traceparent: `00-${t.trace_id}-${randomBytes(8).toString("hex")}-01`,
+      signal,
+      heartbeat: () =>
+        new Promise<boolean>((resolve, reject) => {
+          this.dispatcher.push({
+            kind: "heartbeat",
+            execution_id: t.execution_id,
+            attempt: t.attempt,
+            done: { resolve, reject },
+          });
+        }),
+      route,
+    };
+  }
+
+  /** Checks the handler's value and works out the edge decision. */
+  private async outcome(t: ClaimedTask, value: unknown): Promise<Input> {
+    const at = { execution_id: t.execution_id, attempt: t.attempt };
+    const routed = isRouted(value) ? value : null;
+    const raw = routed ? routed.output : value;
+    const checked = this.checkJson(raw === undefined ? null : raw, "output");
+    if (!checked.ok) {
+      return {
+        kind: "failure",
+        ...at,
+        error: { message: checked.problem, reason: "invalid_output" },
+        retryable: false,
+      };
+    }
+    const output = checked.value;
+    const { graph } = await this.o.registry.get(t.workflow_id, t.workflow_version);
+    const node = graph.nodes.get(t.node_id) as CompiledNode;
+    const decided = await this.decide(t, graph, node, output, routed?.next ?? null);
+    if ("decision" in decided) return { kind: "success", ...at, output, decision: decided.decision };
+    return {
+      kind: "fail_visit",
+      ...at,
+      reason: decided.reason,
+      error: { message: decided.message, reason: decided.reason },
+    };
+  }
+
+  /** Branch precedence of DESIGN §4: agent route, then decide hook, then `when` cases, then the plain list. */
+  private async decide(
+    t: ClaimedTask,
+    graph: WorkflowGraph,
+    node: CompiledNode,
+    output: Json,
+    next: string[] | null,
+  ): Promise<{ decision: Decision } | { reason: string; message: string }> {
+    const checked = (targets: string[], what: string) => {
+      const d = checkRoute(graph, node, targets);
+      return "invalid" in d ? { reason: "invalid_next", message: `${what}: ${d.invalid}` } : { decision: d };
+    };
+    if (next) return checked(next, "the agent's route");
+    const hookName = node.def.decide;
+    if (hookName !== undefined) {
+      const hook = this.o.decideHooks[hookName];
+      if (!hook)
+        return { reason: "invalid_next", message: `decide hook "${hookName}" is not registered with this engine` };
+      try {
+        const ctx = await this.context(t, graph, output);
+        const chosen = await hook(output, { input: t.input, run_id: t.run_id, node_id: t.node_id, nodes: ctx.nodes });
+        return checked(typeof chosen === "string" ? [chosen] : [...chosen], `decide hook "${hookName}"`);
+      } catch (e) {
+        return { reason: "invalid_next", message: `decide hook "${hookName}" threw: ${errorOf(e).message}` };
+      }
+    }
+    const cases = node.successCases;
+    if (!cases) return { decision: { kind: "targets", targets: [] } };
+    if (cases.every((c) => c.when === null))
+      return { decision: { kind: "targets", targets: [...node.successTargets] } };
+    const ctx = await this.context(t, graph, output);
+    for (const c of cases) {
+      try {
+        if (c.when === null || (await c.when.test(ctx))) return checked(c.to, "the matching case");
+      } catch (e) {
+        return { reason: "when_error", message: errorOf(e).message };
+      }
+    }
+    return { decision: { kind: "none" } };
+  }
+
+  /** Resolves a ready visit's payload templates once; the dispatcher stores the result. */
+  resolvePayload(key: VisitKey): void {
+    const id = `${key.run_id}:${key.node_id}:${key.visit}`;
+    if (this.resolving.has(id)) return;
+    this.resolving.add(id);
+    void (async (): Promise<Input> => {
+      try {
+        const run = await this.o.store.getRun(key.run_id);
+        if (!run) throw new Error(`run ${key.run_id} vanished`);
+        const { graph } = await this.o.registry.get(run.workflow_id, run.workflow_version);
+        const template = graph.nodes.get(key.node_id)?.payload;
+        if (!template)
+          return { kind: "payload", key, payload: (graph.nodes.get(key.node_id)?.def.payload ?? {}) as Json };
+        const ctx = await this.context({ run_id: run.run_id, trace_id: run.trace_id, input: run.input }, graph);
+        const payload = this.checkJson(await template.resolve(ctx), "payload");
+        if (!payload.ok)
+          return { kind: "payload_error", key, error: { message: payload.problem, reason: "template_error" } };
+        return { kind: "payload", key, payload: payload.value };
+      } catch (e) {
+        return { kind: "payload_error", key, error: { message: errorOf(e).message, reason: "template_error" } };
+      }
+    })().then((input) => {
+      this.resolving.delete(id);
+      this.dispatcher.push(input);
+    });
+  }
+
+  /** What expressions see: input, the latest terminal visit of every node, run, and `output`. */
+  private async context(
+    t: { run_id: string; trace_id: string; input: Json },
+    graph: WorkflowGraph,
+    output?: Json,
+  ): Promise<ExpressionContext> {
+    const nodes: ExpressionContext["nodes"] = {};
+    for (const id of graph.order) nodes[id] = null;
+    for (const v of await this.o.store.latestTerminalVisits(t.run_id)) {
+      nodes[v.node_id] = { output: v.output, status: v.state, error: v.error };
+    }
+    return {
+      input: t.input,
+      nodes,
+      run: { run_id: t.run_id, trace_id: t.trace_id },
+      ...(output !== undefined ? { output } : {}),
+    };
+  }
+
+  /** The value as it will be stored, or why it cannot be stored. */
+  private checkJson(value: unknown, what: string): { ok: true; value: Json } | { ok: false; problem: string } {
+    const problem = jsonProblem(value, what);
+    if (problem) {
+      return {
+        ok: false,
+        problem: `the ${what} is not JSON: ${problem}; use plain objects, arrays, strings, numbers, booleans or null`,
+      };
+    }
+    const text = JSON.stringify(value);
+    if (Buffer.byteLength(text) > this.o.maxOutputBytes) {
+      return {
+        ok: false,
+        problem: `the ${what} is ${Buffer.byteLength(text)} bytes, over the limit of ${this.o.maxOutputBytes}; store large data elsewhere and pass a reference`,
+      };
+    }
+    return { ok: true, value: JSON.parse(text) as Json };
+  }
+}
+
+function isNonRetryable(e: unknown): boolean {
+  return e instanceof NonRetryableError || (e instanceof Error && e.name === "NonRetryableError");
+}
+
+function errorOf(e: unknown): VisitError {
+  if (e instanceof Error) {
+    const error: VisitError = {
+      message: e.message || e.name,
+      reason: isNonRetryable(e) ? "non_retryable" : "error",
+      name: e.name,
+    };
+    return error;
+  }
+  return { message: typeof e === "string" ? e : `handler threw a non-Error value: ${safeString(e)}`, reason: "error" };
+}
+
+function safeString(value: unknown): string {
+  try {
+    return JSON.stringify(value) ?? String(value);
+  } catch {
+    return String(value);
+  }
+}

@@ -1,0 +1,77 @@
+/**
+ * All engine time comes from a Clock, so tests of timeouts, backoff and TTLs advance time
+ * instead of sleeping. Times are epoch milliseconds.
+ */
+export interface Clock {
+  now(): number;
+  setTimeout(fn: () => void, ms: number): TimerHandle;
+  clearTimeout(handle: TimerHandle): void;
+}
+
+export type TimerHandle = { readonly id: number } | NodeJS.Timeout;
+
+export const systemClock: Clock = {
+  now: () => Date.now(),
+  setTimeout: (fn, ms) => {
+    const t = setTimeout(fn, Math.max(0, ms));
+    t.unref?.();
+    return t;
+  },
+  clearTimeout: (handle) => clearTimeout(handle as NodeJS.Timeout),
+};
+
+interface ManualTimer {
+  id: number;
+  due: number;
+  fn: () => void;
+}
+
+/**
+ * A clock that only moves when told to. `advance(ms)` fires due timers in time order, letting
+ * the engine's promises settle between them.
+ * @example const clock = new ManualClock(); ...; await clock.advance(30_000);
+ */
+export class ManualClock implements Clock {
+  private current: number;
+  private timers: ManualTimer[] = [];
+  private nextId = 1;
+
+  constructor(start = Date.UTC(2026, 0, 1)) {
+    this.current = start;
+  }
+
+  now(): number {
+    return this.current;
+  }
+
+  setTimeout(fn: () => void, ms: number): TimerHandle {
+    const timer = { id: this.nextId++, due: this.current + Math.max(0, ms), fn };
+    this.timers.push(timer);
+    return { id: timer.id };
+  }
+
+  clearTimeout(handle: TimerHandle): void {
+    const id = (handle as { id: number }).id;
+    this.timers = this.timers.filter((t) => t.id !== id);
+  }
+
+  /** Moves time forward by `ms`, firing every timer that falls due on the way, in order. */
+  async advance(ms: number): Promise<void> {
+    const target = this.current + ms;
+    for (;;) {
+      await settle();
+      const next = this.timers.filter((t) => t.due <= target).sort((a, b) => a.due - b.due || a.id - b.id)[0];
+      if (!next) break;
+      this.timers = this.timers.filter((t) => t !== next);
+      this.current = Math.max(this.current, next.due);
+      next.fn();
+    }
+    this.current = target;
+    await settle();
+  }
+}
+
+/** Lets pending promise callbacks and immediates run. */
+function settle(): Promise<void> {
+  return new Promise((resolve) => setImmediate(resolve));
+}

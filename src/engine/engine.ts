@@ -1,0 +1,366 @@
+/**
+ * The public engine: `createEngine` opens the database, recovers what a dead engine left, and
+ * serves runs. The methods here validate and delegate: state changes go through the Dispatcher.
+ */
+import { randomBytes, randomUUID } from "node:crypto";
+import { hostname } from "node:os";
+import { type Logger, pino } from "pino";
+import type { AgentHandler, DecideHook } from "../agents/task.js";
+import type { RunStatus } from "../core/states.js";
+import type { Json, Run, RunEvent, Visit } from "../core/types.js";
+import { EngineClosedError, NotFoundError, ValidationError } from "../errors.js";
+import { SqliteStore } from "../store/sqlite/sqlite-store.js";
+import type { Store } from "../store/store.js";
+import { AttemptRunner } from "./attempts.js";
+import { type Clock, systemClock } from "./clock.js";
+import { Dispatcher } from "./dispatcher.js";
+import { canonicalJson, jsonProblem, sha256 } from "./json.js";
+import { type RegisteredWorkflow, WorkflowRegistry } from "./registry.js";
+
+export interface EngineOptions {
+  /** `sqlite:<path>` or `sqlite::memory:`. @defaultValue `"sqlite:./skein.db"` */
+  database?: string;
+  /** In-process agents by agent_type. The built-in `aggregator` is always there. */
+  agents?: Record<string, AgentHandler>;
+  /** Code hooks named by nodes' `decide`. */
+  decideHooks?: Record<string, DecideHook>;
+  /** SQLite durability: `normal` survives process crashes; `full` also power loss. @defaultValue `"normal"` */
+  synchronous?: "normal" | "full";
+  /** Most attempts in flight in this engine; more ready nodes wait in the database. @defaultValue 100 */
+  maxConcurrency?: number;
+  /** Most attempts in flight per agent_type (an LLM provider's rate limit), e.g. `{ llm: 4 }`. */
+  agentConcurrency?: Record<string, number>;
+  /** How often the engine looks for due work a lost wake-up left behind, ms. @defaultValue 1000 */
+  sweepIntervalMs?: number;
+  /** How often the engine records that it is alive, ms. @defaultValue 5000 */
+  heartbeatIntervalMs?: number;
+  /** After how long without a heartbeat an engine counts as dead, ms. @defaultValue 30000 */
+  engineTimeoutMs?: number;
+  /** Largest run input, agent output or resolved payload, in bytes of JSON. @defaultValue 1 MiB */
+  maxPayloadBytes?: number;
+  /** Time source; tests pass a ManualClock. @defaultValue the system clock */
+  clock?: Clock;
+  /** Random numbers for retry jitter. @defaultValue Math.random */
+  random?: () => number;
+  /** @defaultValue a pino logger to stderr at level `SKEIN_LOG_LEVEL` or `warn` */
+  logger?: Logger;
+  /** @defaultValue `<host>-<pid>-<random>` */
+  engineId?: string;
+}
+
+export interface StartRunOptions {
+  input?: unknown;
+  /** The same key returns the same run; the same key with another input is a ConflictError. */
+  idempotency_key?: string;
+  /** W3C trace context of the caller; the run joins its trace. */
+  traceparent?: string;
+  /** A registered version; default the latest. */
+  version?: number;
+}
+
+/** A run with its current visits. */
+export interface RunWithNodes extends Run {
+  nodes: Visit[];
+}
+
+export type EventListener = (event: RunEvent) => void;
+
+const FINAL: ReadonlySet<RunStatus> = new Set(["SUCCEEDED", "FAILED", "CANCELLED"]);
+
+/**
+ * Opens the database and starts an engine.
+ * @example
+ * const engine = await createEngine({ database: "sqlite:./skein.db", agents: { summarize: async (t) => ({ ok: true }) } });
+ * await engine.registerWorkflow(definition);
+ * const run = await engine.startRun("content-publish", { input: { topic: "x" } });
+ * const done = await engine.waitForRun(run.run_id);
+ */
+export async function createEngine(options: EngineOptions = {}): Promise<Engine> {
+  const store = await openStore(options.database ?? "sqlite:./skein.db", options);
+  try {
+    const engine = new Engine(store, options);
+    await engine.start();
+    return engine;
+  } catch (e) {
+    await store.close();
+    throw e;
+  }
+}
+
+async function openStore(url: string, options: EngineOptions): Promise<Store> {
+  if (url.startsWith("sqlite:")) {
+    return SqliteStore.open({ path: url.slice("sqlite:".length) || "./skein.db", synchronous: options.synchronous });
+  }
+  throw new ValidationError(
+    `unsupported database "${url}": use sqlite:<path> or sqlite::memory: (PostgreSQL is not available in this version)`,
+  );
+}
+
+export class Engine {
+  readonly engineId: string;
+  private readonly clock: Clock;
+  private readonly logger: Logger;
+  private readonly registry: WorkflowRegistry;
+  private readonly attempts: AttemptRunner;
+  private readonly dispatcher: Dispatcher;
+  private readonly listeners = new Set<{ fn: EventListener; run_id?: string }>();
+  private readonly maxPayloadBytes: number;
+  private heartbeatTimer: ReturnType<Clock["setTimeout"]> | null = null;
+  private closed = false;
+
+  /** @internal use createEngine */
+  constructor(
+    private readonly store: Store,
+    private readonly options: EngineOptions,
+  ) {
+    this.engineId = options.engineId ?? `${hostname()}-${process.pid}-${randomBytes(3).toString("hex")}`;
+    this.clock = options.clock ?? systemClock;
+    this.logger = options.logger ?? pino({ level: process.env.SKEIN_LOG_LEVEL ?? "warn" }, pino.destination(2));
+    this.maxPayloadBytes = options.maxPayloadBytes ?? 1024 * 1024;
+    const handlers = new Map<string, AgentHandler>(Object.entries(options.agents ?? {}));
+    if (!handlers.has("aggregator")) handlers.set("aggregator", aggregatorHandler);
+    const decideHooks = options.decideHooks ?? {};
+    this.registry = new WorkflowRegistry(store, {
+      knownAgentTypes: () => [...handlers.keys()],
+      decideHooks: () => Object.keys(decideHooks),
+    });
+    this.attempts = new AttemptRunner({
+      handlers,
+      decideHooks,
+      registry: this.registry,
+      store,
+      logger: this.logger,
+      maxOutputBytes: this.maxPayloadBytes,
+    });
+    this.dispatcher = new Dispatcher({
+      store,
+      registry: this.registry,
+      clock: this.clock,
+      engineId: this.engineId,
+      logger: this.logger,
+      agentTypes: () => [...handlers.keys()],
+      maxConcurrency: options.maxConcurrency ?? 100,
+      agentConcurrency: options.agentConcurrency ?? {},
+      sweepIntervalMs: options.sweepIntervalMs ?? 1000,
+      random: options.random ?? Math.random,
+      hooks: {
+        dispatch: (task) => this.attempts.dispatch(task),
+        resolvePayload: (key) => this.attempts.resolvePayload(key),
+        abort: (id, reason) => this.attempts.abort(id, reason),
+        published: (events) => this.publish(events),
+        inFlight: () => this.attempts.inFlight(),
+      },
+    });
+    this.attempts.dispatcher = this.dispatcher;
+  }
+
+  /** @internal registers the engine, then recovers attempts of dead engines and starts dispatching. */
+  async start(): Promise<void> {
+    const now = this.clock.now();
+    const dead = await this.store.registerEngine(
+      { engine_id: this.engineId, host: hostname(), pid: process.pid, started_at: now, heartbeat_at: now },
+      now - (this.options.engineTimeoutMs ?? 30_000),
+    );
+    this.dispatcher.start(dead);
+    this.armHeartbeat();
+  }
+
+  /**
+   * Validates a definition and stores it as a new version (the same content keeps its version).
+   * @throws ValidationError listing every problem; nothing is stored.
+   */
+  async registerWorkflow(definition: unknown): Promise<RegisteredWorkflow> {
+    this.assertOpen();
+    return this.registry.register(definition, this.clock.now());
+  }
+
+  /**
+   * Starts a run of the latest (or given) version of a workflow.
+   * @throws NotFoundError for an unknown workflow, ValidationError for a bad input,
+   * ConflictError for an idempotency key reused with another input.
+   */
+  async startRun(workflowId: string, options: StartRunOptions = {}): Promise<Run> {
+    this.assertOpen();
+    const workflow = await this.registry.get(workflowId, options.version);
+    const input = (options.input ?? {}) as Json;
+    const problem = jsonProblem(input, "input");
+    if (problem) throw new ValidationError("Run input is not JSON", [{ path: "input", message: problem }]);
+    const text = canonicalJson(input);
+    if (Buffer.byteLength(text) > this.maxPayloadBytes) {
+      throw new ValidationError(
+        `Run input is ${Buffer.byteLength(text)} bytes, over the limit of ${this.maxPayloadBytes} (maxPayloadBytes); pass a reference to large data instead`,
+      );
+    }
+    const problems = workflow.checkInput(input);
+    if (problems.length > 0)
+      throw new ValidationError(`Run input does not match the input_schema of ${workflowId}`, problems);
+    const now = this.clock.now();
+    const trace = traceOf(options.traceparent);
+    const run: Run = {
+      run_id: randomUUID(),
+      workflow_id: workflow.id,
+      workflow_version: workflow.version,
+      status: "RUNNING",
+      input: JSON.parse(text) as Json,
+      output: null,
+      error: null,
+      end_cause: null,
+      trace_id: trace,
+      traceparent: `00-${trace}-${randomBytes(8).toString("hex")}-01`,
+      idempotency_key: options.idempotency_key ?? null,
+      input_hash: sha256(`${workflow.id}\n${text}`),
+      needs_attention: false,
+      created_at: now,
+      updated_at: now,
+      deadline_at: now + workflow.definition.timeout * 1000,
+      ended_at: null,
+    };
+    return new Promise<Run>((resolve, reject) =>
+      this.dispatcher.push({ kind: "start", run, done: { resolve, reject } }),
+    );
+  }
+
+  /** The run with its current visits as `nodes`. @throws NotFoundError */
+  async getRun(runId: string): Promise<RunWithNodes> {
+    const run = await this.store.getRun(runId);
+    if (!run) throw new NotFoundError(`run ${runId} does not exist; list runs with listRuns()`);
+    return { ...run, nodes: await this.store.listVisits(runId, { currentOnly: true }) };
+  }
+
+  /** Newest first. `before` pages: pass the last run_id of the previous page. */
+  listRuns(filter: { status?: RunStatus; workflow_id?: string; limit?: number; before?: string } = {}): Promise<Run[]> {
+    return this.store.listRuns(filter);
+  }
+
+  /** Every visit of a run, superseded ones included (the loop and retry history). */
+  listVisits(runId: string): Promise<Visit[]> {
+    return this.store.listVisits(runId);
+  }
+
+  /** The run's history, oldest first. */
+  listEvents(runId: string, options: { afterSeq?: number; limit?: number } = {}): Promise<RunEvent[]> {
+    return this.store.listEvents(runId, options);
+  }
+
+  listWorkflows(): Promise<{ id: string; version: number; created_at: number }[]> {
+    return this.store.listWorkflows();
+  }
+
+  /** The stored definition of a workflow version (latest by default). @throws NotFoundError */
+  async getWorkflow(id: string, version?: number): Promise<{ id: string; version: number; definition: unknown }> {
+    const w = await this.registry.get(id, version);
+    const stored = await this.store.getWorkflow(id, w.version);
+    return { id, version: w.version, definition: JSON.parse(stored?.definition ?? "null") };
+  }
+
+  /**
+   * Calls `listener` with every committed event (of one run, if given), in order.
+   * @returns a function that unsubscribes
+   */
+  subscribe(listener: EventListener, filter: { run_id?: string } = {}): () => void {
+    const entry = { fn: listener, ...filter };
+    this.listeners.add(entry);
+    return () => this.listeners.delete(entry);
+  }
+
+  /** Resolves with the run once it has ended (SUCCEEDED, FAILED or CANCELLED). */
+  async waitForRun(runId: string): Promise<RunWithNodes> {
+    return new Promise<RunWithNodes>((resolve, reject) => {
+      let settled = false;
+      const finish = () => {
+        if (settled) return;
+        settled = true;
+        unsubscribe();
+        this.getRun(runId).then(resolve, reject);
+      };
+      const unsubscribe = this.subscribe(
+        (e) => {
+          if (e.type === "run.succeeded" || e.type === "run.failed" || e.type === "run.cancelled") finish();
+        },
+        { run_id: runId },
+      );
+      this.store.getRun(runId).then((run) => {
+        if (!run) {
+          settled = true;
+          unsubscribe();
+          reject(new NotFoundError(`run ${runId} does not exist`));
+        } else if (FINAL.has(run.status)) finish();
+      }, reject);
+    });
+  }
+
+  /**
+   * Stops gracefully: no new claims, waits up to `timeoutMs` for attempts in flight, records their
+   * results, and releases the database. Attempts still running then are recovered by the next engine.
+   */
+  async close(options: { timeoutMs?: number } = {}): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    if (this.heartbeatTimer) this.clock.clearTimeout(this.heartbeatTimer);
+    this.dispatcher.stopClaiming();
+    const pending = this.attempts.pending();
+    if (pending.length > 0) {
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([
+        Promise.all(pending),
+        new Promise((resolve) => {
+          timer = setTimeout(resolve, options.timeoutMs ?? 10_000);
+        }),
+      ]);
+      clearTimeout(timer);
+    }
+    await this.dispatcher.drain();
+    this.attempts.abortAll("stopped with the engine");
+    await this.dispatcher.stop();
+    await this.store.stopEngine(this.engineId, this.clock.now());
+    await this.store.close();
+    this.listeners.clear();
+  }
+
+  private publish(events: RunEvent[]): void {
+    for (const e of events) {
+      for (const l of this.listeners) {
+        if (l.run_id !== undefined && l.run_id !== e.run_id) continue;
+        try {
+          l.fn(e);
+        } catch (err) {
+          this.logger.error({ err, run_id: e.run_id }, "skein: an event listener threw");
+        }
+      }
+    }
+  }
+
+  private armHeartbeat(): void {
+    const interval = this.options.heartbeatIntervalMs ?? 5000;
+    this.heartbeatTimer = this.clock.setTimeout(() => {
+      if (this.closed) return;
+      this.store.heartbeat(this.engineId, this.clock.now()).catch((err) => {
+        this.logger.error({ err }, "skein: engine heartbeat failed");
+      });
+      this.armHeartbeat();
+    }, interval);
+  }
+
+  private assertOpen(): void {
+    if (this.closed) throw new EngineClosedError("the engine is closed; create a new engine with createEngine()");
+  }
+}
+
+/** The built-in `aggregator` for nodes that branch on its output (others run inline in the scheduler). */
+const aggregatorHandler: AgentHandler = (task) => {
+  const payload = task.payload as { sources?: string[] } | null;
+  const sources = payload?.sources ?? Object.keys(task.deps);
+  const out: Record<string, Json> = {};
+  for (const s of sources) {
+    const dep = task.deps[s];
+    if (dep?.status === "SUCCEEDED") out[s] = dep.output;
+  }
+  return out;
+};
+
+/** The trace id of a valid W3C traceparent, else a new one (invalid headers are ignored, as the spec says). */
+function traceOf(traceparent: string | undefined): string {
+  const m = traceparent ? /^[0-9a-f]{2}-([0-9a-f]{32})-[0-9a-f]{16}-[0-9a-f]{2}$/.exec(traceparent.trim()) : null;
+  if (m?.[1] && !/^0+$/.test(m[1])) return m[1];
+  return randomBytes(16).toString("hex");
+}

@@ -1,0 +1,103 @@
+/**
+ * The workflow registry: validates definitions, stores each distinct content once as a new
+ * version, and keeps compiled graphs of the versions runs use.
+ */
+import { Ajv, type ValidateFunction } from "ajv";
+import type { WorkflowGraph } from "../definition/graph.js";
+import type { WorkflowDefinition } from "../definition/schema.js";
+import { parseWorkflowOrThrow } from "../definition/validate.js";
+import { NotFoundError, type Problem, ValidationError } from "../errors.js";
+import type { Store } from "../store/store.js";
+import { canonicalJson, sha256 } from "./json.js";
+
+export interface LoadedWorkflow {
+  id: string;
+  version: number;
+  definition: WorkflowDefinition;
+  graph: WorkflowGraph;
+  /** Problems of a run input against `input_schema` (none when there is no schema). */
+  checkInput(input: unknown): Problem[];
+}
+
+export interface RegisteredWorkflow {
+  id: string;
+  version: number;
+  /** False when the same content was already registered (its version is returned). */
+  created: boolean;
+  warnings: Problem[];
+}
+
+export class WorkflowRegistry {
+  private readonly cache = new Map<string, LoadedWorkflow>();
+  private readonly ajv = new Ajv({ allErrors: true, strict: false });
+
+  constructor(
+    private readonly store: Store,
+    private readonly options: { knownAgentTypes: () => string[]; decideHooks: () => string[] },
+  ) {}
+
+  async register(json: unknown, now: number): Promise<RegisteredWorkflow> {
+    const { workflow, graph, warnings } = parseWorkflowOrThrow(json, {
+      knownAgentTypes: this.options.knownAgentTypes(),
+      decideHooks: this.options.decideHooks(),
+    });
+    const checkInput = this.compileInputSchema(workflow);
+    // The version is the registry's to assign: content without it decides identity.
+    const { version: _ignored, ...content } = json as Record<string, unknown>;
+    const text = canonicalJson(content);
+    const { version, created } = await this.store.putWorkflow(workflow.id, sha256(text), text, now);
+    this.cache.set(key(workflow.id, version), { id: workflow.id, version, definition: workflow, graph, checkInput });
+    return { id: workflow.id, version, created, warnings };
+  }
+
+  /** The given version, or the latest. @throws NotFoundError */
+  async get(id: string, version?: number): Promise<LoadedWorkflow> {
+    if (version !== undefined) {
+      const hit = this.cache.get(key(id, version));
+      if (hit) return hit;
+    }
+    const stored = await this.store.getWorkflow(id, version);
+    if (!stored) {
+      throw new NotFoundError(
+        version === undefined
+          ? `workflow "${id}" is not registered; register it first with registerWorkflow (or skein workflows put)`
+          : `workflow "${id}" has no version ${version}`,
+      );
+    }
+    const hit = this.cache.get(key(id, stored.version));
+    if (hit) return hit;
+    const { workflow, graph } = parseWorkflowOrThrow(JSON.parse(stored.definition));
+    const loaded = {
+      id,
+      version: stored.version,
+      definition: workflow,
+      graph,
+      checkInput: this.compileInputSchema(workflow),
+    };
+    this.cache.set(key(id, stored.version), loaded);
+    return loaded;
+  }
+
+  private compileInputSchema(workflow: WorkflowDefinition): (input: unknown) => Problem[] {
+    if (!workflow.input_schema) return () => [];
+    let validate: ValidateFunction;
+    try {
+      validate = this.ajv.compile(workflow.input_schema);
+    } catch (e) {
+      throw new ValidationError("Workflow definition is invalid", [
+        { path: "input_schema", message: `not a valid JSON Schema: ${(e as Error).message}` },
+      ]);
+    }
+    return (input) => {
+      if (validate(input)) return [];
+      return (validate.errors ?? []).map((err) => ({
+        path: `input${err.instancePath.replace(/\/([^/]+)/g, (_m, k: string) => (/^\d+$/.test(k) ? `[${k}]` : `.${k}`))}`,
+        message: err.message ?? "is invalid",
+      }));
+    };
+  }
+}
+
+function key(id: string, version: number): string {
+  return `${id}@${version}`;
+}

@@ -1,0 +1,67 @@
+/**
+ * The error family of Skein. Every error has a stable `code` (the HTTP layer and the CLI map
+ * codes to statuses and exit codes) and a message that says what to do next.
+ */
+
+/** One problem found in user input, with where it is. */
+export interface Problem {
+  /** Where the problem is, e.g. `nodes[4].depends_on[1]` (empty for the whole document). */
+  path: string;
+  message: string;
+}
+
+export type SkeinErrorCode = "validation" | "not_found" | "conflict" | "database" | "engine_closed" | "non_retryable";
+
+/** Base class: never thrown directly. */
+export abstract class SkeinError extends Error {
+  abstract readonly code: SkeinErrorCode;
+}
+
+/** Thrown when a definition, a run input or an option is invalid; `problems` lists every problem. */
+export class ValidationError extends SkeinError {
+  override readonly name = "ValidationError";
+  readonly code = "validation";
+  constructor(
+    message: string,
+    readonly problems: Problem[] = [],
+  ) {
+    super(problems.length > 0 ? `${message}:\n${problems.map(formatProblem).join("\n")}` : message);
+  }
+}
+
+/** Thrown when a workflow, run, or node named by the caller does not exist. */
+export class NotFoundError extends SkeinError {
+  override readonly name = "NotFoundError";
+  readonly code = "not_found";
+}
+
+/** Thrown when a request contradicts stored state (an idempotency key reused with another input, a finished run cancelled). */
+export class ConflictError extends SkeinError {
+  override readonly name = "ConflictError";
+  readonly code = "conflict";
+}
+
+/** Thrown when the database file cannot be used: locked by another engine, corrupt, or not a Skein database. */
+export class DatabaseError extends SkeinError {
+  override readonly name = "DatabaseError";
+  readonly code = "database";
+}
+
+/** Thrown by engine methods called after `close()`. */
+export class EngineClosedError extends SkeinError {
+  override readonly name = "EngineClosedError";
+  readonly code = "engine_closed";
+}
+
+/**
+ * Thrown by an agent to fail its node for good: the engine does not retry it.
+ * @example throw new NonRetryableError("the article was deleted upstream")
+ */
+export class NonRetryableError extends SkeinError {
+  override readonly name = "NonRetryableError";
+  readonly code = "non_retryable";
+}
+
+export function formatProblem(p: Problem): string {
+  return p.path ? `  ${p.path}: ${p.message}` : `  ${p.message}`;
+}

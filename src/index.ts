@@ -1,0 +1,20 @@
+/** Skein's public surface. Anything not exported here is internal. */
+
+export type { AgentHandler, DecideHook, Routed, Task } from "./agents/task.js";
+export { canTransition, deriveRunStatus, type RunStatus, VISIT_STATES, type VisitState } from "./core/states.js";
+export type { Json, Run, RunEvent, Visit, VisitError } from "./core/types.js";
+export type { WorkflowDefinition } from "./definition/schema.js";
+export { type ValidationResult, validateWorkflow } from "./definition/validate.js";
+export { type Clock, ManualClock, systemClock } from "./engine/clock.js";
+export { createEngine, Engine, type EngineOptions, type RunWithNodes, type StartRunOptions } from "./engine/engine.js";
+export type { RegisteredWorkflow } from "./engine/registry.js";
+export {
+  ConflictError,
+  DatabaseError,
+  EngineClosedError,
+  NonRetryableError,
+  NotFoundError,
+  type Problem,
+  SkeinError,
+  ValidationError,
+} from "./errors.js";

@@ -1,0 +1,125 @@
+/** Conversion between SQLite rows (snake_case, JSON as text, booleans as 0/1) and domain types. */
+import type { EndCause, RunStatus, VisitState } from "../../core/states.js";
+import type { Json, NewEvent, Run, RunEvent, Visit, VisitError } from "../../core/types.js";
+
+export interface DbRun {
+  run_id: string;
+  workflow_id: string;
+  workflow_version: number;
+  status: string;
+  input: string;
+  output: string | null;
+  error: string | null;
+  end_cause: string | null;
+  trace_id: string;
+  traceparent: string;
+  idempotency_key: string | null;
+  input_hash: string;
+  needs_attention: number;
+  created_at: number;
+  updated_at: number;
+  deadline_at: number;
+  ended_at: number | null;
+}
+
+export interface DbVisit {
+  run_id: string;
+  node_id: string;
+  visit: number;
+  execution_id: string;
+  agent_type: string;
+  state: string;
+  is_current: number;
+  loop_activated: number;
+  trigger: string | null;
+  payload: string | null;
+  output: string | null;
+  error: string | null;
+  reason: string | null;
+  handled: number;
+  fired: string | null;
+  failures: number;
+  attempt: number;
+  interruptions: number;
+  prior_starts: number;
+  ready_at: number | null;
+  deadline_at: number | null;
+  lease_expires_at: number | null;
+  holder: string | null;
+  created_at: number;
+  started_at: number | null;
+  ended_at: number | null;
+}
+
+export interface DbEvent {
+  seq: number;
+  run_id: string;
+  type: string;
+  node_id: string | null;
+  visit: number | null;
+  trace_id: string;
+  at: number;
+  data: string;
+}
+
+const parse = <T>(text: string | null): T | null => (text === null ? null : (JSON.parse(text) as T));
+const text = (value: unknown): string | null => (value === null || value === undefined ? null : JSON.stringify(value));
+
+export function runFromDb(r: DbRun): Run {
+  return {
+    ...r,
+    status: r.status as RunStatus,
+    input: JSON.parse(r.input) as Json,
+    output: parse<Json>(r.output),
+    error: parse<VisitError>(r.error),
+    end_cause: r.end_cause as EndCause | null,
+    needs_attention: r.needs_attention === 1,
+  };
+}
+
+export function runToDb(r: Run): DbRun {
+  return {
+    ...r,
+    input: JSON.stringify(r.input),
+    output: text(r.output),
+    error: text(r.error),
+    needs_attention: r.needs_attention ? 1 : 0,
+  };
+}
+
+export function visitFromDb(r: DbVisit): Visit {
+  return {
+    ...r,
+    state: r.state as VisitState,
+    is_current: r.is_current === 1,
+    loop_activated: r.loop_activated === 1,
+    trigger: parse(r.trigger),
+    payload: parse<Json>(r.payload),
+    output: parse<Json>(r.output),
+    error: parse<VisitError>(r.error),
+    handled: r.handled === 1,
+    fired: parse<string[]>(r.fired),
+  };
+}
+
+export function visitToDb(v: Visit): DbVisit {
+  return {
+    ...v,
+    is_current: v.is_current ? 1 : 0,
+    loop_activated: v.loop_activated ? 1 : 0,
+    trigger: text(v.trigger),
+    payload: text(v.payload),
+    output: v.state === "SUCCEEDED" ? JSON.stringify(v.output) : text(v.output),
+    error: text(v.error),
+    handled: v.handled ? 1 : 0,
+    fired: text(v.fired),
+  };
+}
+
+export function eventFromDb(r: DbEvent): RunEvent {
+  return { ...r, type: r.type as RunEvent["type"], data: JSON.parse(r.data) as RunEvent["data"] };
+}
+
+export function eventToDb(e: NewEvent): Omit<DbEvent, "seq"> {
+  return { ...e, data: JSON.stringify(e.data) };
+}

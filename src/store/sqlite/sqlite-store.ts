@@ -1,0 +1,408 @@
+/**
+ * The SQLite store: one file, one engine process (DESIGN §8). better-sqlite3 is synchronous;
+ * the async interface serialises transactions with a promise chain so nothing else uses the
+ * write connection while one is open. Reads go through a second connection and see committed
+ * data only (WAL lets them run beside the writer).
+ */
+import { hostname } from "node:os";
+import Database from "better-sqlite3";
+import type { NewEvent, Run, RunEvent, Visit } from "../../core/types.js";
+import { DatabaseError } from "../../errors.js";
+import type { EngineRow, RunFilter, Store, StoredWorkflow, StoreTx, VisitKey } from "../store.js";
+import { migrate } from "./migrate.js";
+import {
+  type DbEvent,
+  type DbRun,
+  type DbVisit,
+  eventFromDb,
+  eventToDb,
+  runFromDb,
+  runToDb,
+  visitFromDb,
+  visitToDb,
+} from "./rows.js";
+import { databaseError } from "./sqlite-errors.js";
+
+export interface SqliteOptions {
+  /** A file path, or `:memory:`. */
+  path: string;
+  /** `normal` (default: durable across process crashes, may lose the last commits on power loss) or `full`. */
+  synchronous?: "normal" | "full";
+  /** How long a write waits for a lock held by another connection, in ms. Default 5000. */
+  busyTimeoutMs?: number;
+}
+
+type Db = Database.Database;
+
+export class SqliteStore implements Store {
+  private readonly writer: Db;
+  private readonly reader: Db;
+  private readonly sql: ReturnType<typeof prepare>;
+  private readonly tx: StoreTx;
+  private lock: Promise<unknown> = Promise.resolve();
+
+  private constructor(
+    readonly path: string,
+    writer: Db,
+    reader: Db,
+  ) {
+    this.writer = writer;
+    this.reader = reader;
+    this.sql = prepare(writer);
+    this.tx = this.makeTx();
+  }
+
+  /** Opens (and creates) the database file and migrates it. Throws DatabaseError for a corrupt or foreign file. */
+  static async open(options: SqliteOptions): Promise<SqliteStore> {
+    const { path } = options;
+    const memory = path === ":memory:";
+    const writer = openConnection(path, options);
+    try {
+      migrate(writer, path);
+    } catch (e) {
+      writer.close();
+      throw e;
+    }
+    const reader = memory ? writer : openConnection(path, { ...options, readonly: true });
+    return new SqliteStore(path, writer, reader);
+  }
+
+  async migrate(): Promise<void> {
+    migrate(this.writer, this.path);
+  }
+
+  async registerEngine(engine: EngineRow, staleBefore: number): Promise<string[]> {
+    return this.transaction(async () => {
+      const others = this.writer
+        .prepare("SELECT engine_id, host, pid, heartbeat_at FROM engines WHERE stopped_at IS NULL")
+        .all() as EngineRow[];
+      const dead: string[] = [];
+      for (const other of others) {
+        if (isAlive(other, staleBefore)) {
+          throw new DatabaseError(
+            `database ${this.path} is in use by engine ${other.engine_id} (pid ${other.pid} on ${other.host}); ` +
+              "SQLite allows one engine per file: stop that engine first, or use PostgreSQL to run several engines",
+          );
+        }
+        dead.push(other.engine_id);
+      }
+      this.writer.prepare("UPDATE engines SET stopped_at = ? WHERE stopped_at IS NULL").run(engine.started_at);
+      this.writer
+        .prepare(
+          "INSERT INTO engines (engine_id, host, pid, started_at, heartbeat_at) VALUES (@engine_id, @host, @pid, @started_at, @heartbeat_at)",
+        )
+        .run(engine);
+      return dead;
+    });
+  }
+
+  async heartbeat(engineId: string, now: number): Promise<void> {
+    await this.transaction(async () => {
+      this.writer.prepare("UPDATE engines SET heartbeat_at = ? WHERE engine_id = ?").run(now, engineId);
+    });
+  }
+
+  async stopEngine(engineId: string, now: number): Promise<void> {
+    await this.transaction(async () => {
+      this.writer.prepare("UPDATE engines SET stopped_at = ? WHERE engine_id = ?").run(now, engineId);
+    });
+  }
+
+  async putWorkflow(id: string, hash: string, definition: string, now: number) {
+    return this.transaction(async () => {
+      const same = this.writer.prepare("SELECT version FROM workflows WHERE id = ? AND hash = ?").get(id, hash) as
+        | { version: number }
+        | undefined;
+      if (same) return { version: same.version, created: false };
+      const { latest } = this.writer.prepare("SELECT max(version) AS latest FROM workflows WHERE id = ?").get(id) as {
+        latest: number | null;
+      };
+      const version = (latest ?? 0) + 1;
+      const stored = JSON.stringify({ ...JSON.parse(definition), version });
+      this.writer
+        .prepare("INSERT INTO workflows (id, version, hash, definition, created_at) VALUES (?, ?, ?, ?, ?)")
+        .run(id, version, hash, stored, now);
+      return { version, created: true };
+    });
+  }
+
+  async getWorkflow(id: string, version?: number): Promise<StoredWorkflow | null> {
+    const row =
+      version === undefined
+        ? this.reader.prepare("SELECT * FROM workflows WHERE id = ? ORDER BY version DESC LIMIT 1").get(id)
+        : this.reader.prepare("SELECT * FROM workflows WHERE id = ? AND version = ?").get(id, version);
+    return (row as StoredWorkflow | undefined) ?? null;
+  }
+
+  async listWorkflows() {
+    return this.reader
+      .prepare(
+        "SELECT id, max(version) AS version, max(created_at) AS created_at FROM workflows GROUP BY id ORDER BY id",
+      )
+      .all() as { id: string; version: number; created_at: number }[];
+  }
+
+  async getRun(runId: string): Promise<Run | null> {
+    const row = this.reader.prepare("SELECT * FROM runs WHERE run_id = ?").get(runId) as DbRun | undefined;
+    return row ? runFromDb(row) : null;
+  }
+
+  async listRuns(filter: RunFilter): Promise<Run[]> {
+    const where: string[] = [];
+    const params: unknown[] = [];
+    if (filter.status) {
+      where.push("status = ?");
+      params.push(filter.status);
+    }
+    if (filter.workflow_id) {
+      where.push("workflow_id = ?");
+      params.push(filter.workflow_id);
+    }
+    if (filter.before) {
+      where.push("(created_at, run_id) < (SELECT created_at, run_id FROM runs WHERE run_id = ?)");
+      params.push(filter.before);
+    }
+    const sql = `SELECT * FROM runs ${where.length ? `WHERE ${where.join(" AND ")}` : ""}
+      ORDER BY created_at DESC, run_id DESC LIMIT ?`;
+    const rows = this.reader.prepare(sql).all(...params, filter.limit ?? 100) as DbRun[];
+    return rows.map(runFromDb);
+  }
+
+  async listVisits(runId: string, options: { currentOnly?: boolean } = {}): Promise<Visit[]> {
+    const sql = options.currentOnly
+      ? "SELECT * FROM visits WHERE run_id = ? AND is_current = 1 ORDER BY created_at, node_id"
+      : "SELECT * FROM visits WHERE run_id = ? ORDER BY created_at, node_id, visit";
+    return (this.reader.prepare(sql).all(runId) as DbVisit[]).map(visitFromDb);
+  }
+
+  async latestTerminalVisits(runId: string): Promise<Visit[]> {
+    const rows = this.reader
+      .prepare(
+        `SELECT * FROM visits v WHERE run_id = ? AND state IN ('SUCCEEDED','FAILED','SKIPPED','CANCELLED')
+           AND visit = (SELECT max(visit) FROM visits w WHERE w.run_id = v.run_id AND w.node_id = v.node_id
+                        AND w.state IN ('SUCCEEDED','FAILED','SKIPPED','CANCELLED'))`,
+      )
+      .all(runId) as DbVisit[];
+    return rows.map(visitFromDb);
+  }
+
+  async listEvents(runId: string, options: { afterSeq?: number; limit?: number } = {}): Promise<RunEvent[]> {
+    const rows = this.reader
+      .prepare("SELECT * FROM events WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?")
+      .all(runId, options.afterSeq ?? 0, options.limit ?? 10_000) as DbEvent[];
+    return rows.map(eventFromDb);
+  }
+
+  transaction<T>(fn: (tx: StoreTx) => Promise<T>): Promise<T> {
+    const run = async (): Promise<T> => {
+      begin(this.writer, this.path);
+      try {
+        const result = await fn(this.tx);
+        this.writer.exec("COMMIT");
+        return result;
+      } catch (e) {
+        if (this.writer.inTransaction) this.writer.exec("ROLLBACK");
+        throw e;
+      }
+    };
+    const result = this.lock.then(run, run);
+    this.lock = result.catch(() => undefined);
+    return result;
+  }
+
+  async close(): Promise<void> {
+    await this.lock;
+    if (this.reader !== this.writer) this.reader.close();
+    this.writer.close();
+  }
+
+  private makeTx(): StoreTx {
+    const s = this.sql;
+    const keys = (rows: unknown[]) => rows as VisitKey[];
+    return {
+      runByIdempotencyKey: async (key) => {
+        const row = s.runByKey.get(key) as DbRun | undefined;
+        return row ? runFromDb(row) : null;
+      },
+      insertRun: async (run) => void s.insertRun.run(runToDb(run)),
+      updateRun: async (run) => void s.updateRun.run(runToDb(run)),
+      loadRun: async (runId) => {
+        const row = s.getRun.get(runId) as DbRun | undefined;
+        if (!row) return null;
+        return { run: runFromDb(row), visits: (s.currentVisits.all(runId) as DbVisit[]).map(visitFromDb) };
+      },
+      runOfExecution: async (executionId) =>
+        (s.runOfExecution.get(executionId) as { run_id: string } | undefined)?.run_id ?? null,
+      getVisit: async (key) => {
+        const row = s.getVisit.get(key) as DbVisit | undefined;
+        return row ? visitFromDb(row) : null;
+      },
+      insertVisits: async (visits) => {
+        for (const v of visits) s.insertVisit.run(visitToDb(v));
+      },
+      updateVisits: async (visits) => {
+        for (const v of visits) s.updateVisit.run(visitToDb(v));
+      },
+      insertEvents: async (events: NewEvent[]) =>
+        events.map((e) => {
+          const { lastInsertRowid } = s.insertEvent.run(eventToDb(e));
+          return { ...e, seq: Number(lastInsertRowid) };
+        }),
+      claimable: async (agentType, now, limit) => keys(s.claimable.all(agentType, now, limit)),
+      unresolved: async (now, limit) => keys(s.unresolved.all(now, limit)),
+      expiredAttempts: async (now, limit) => keys(s.expiredAttempts.all(now, limit)),
+      attemptsHeldBy: async (holders, limit) =>
+        holders.length === 0
+          ? []
+          : keys(
+              this.writer
+                .prepare(
+                  `SELECT run_id, node_id, visit FROM visits WHERE state = 'RUNNING'
+                     AND holder IN (${holders.map(() => "?").join(",")}) LIMIT ?`,
+                )
+                .all(...holders, limit),
+            ),
+      expiredRuns: async (now, limit) => (s.expiredRuns.all(now, limit) as { run_id: string }[]).map((r) => r.run_id),
+      nextDue: async (now) => {
+        const { t } = s.nextDue.get({ now }) as { t: number | null };
+        return t;
+      },
+    };
+  }
+}
+
+function prepare(db: Db) {
+  const visitColumns = Object.keys(visitRowShape);
+  return {
+    runByKey: db.prepare("SELECT * FROM runs WHERE idempotency_key = ?"),
+    getRun: db.prepare("SELECT * FROM runs WHERE run_id = ?"),
+    insertRun: db.prepare(
+      `INSERT INTO runs (${runColumns.join(", ")}) VALUES (${runColumns.map((c) => `@${c}`).join(", ")})`,
+    ),
+    updateRun: db.prepare(
+      `UPDATE runs SET status = @status, output = @output, error = @error, end_cause = @end_cause,
+         needs_attention = @needs_attention, updated_at = @updated_at, deadline_at = @deadline_at,
+         ended_at = @ended_at WHERE run_id = @run_id`,
+    ),
+    currentVisits: db.prepare("SELECT * FROM visits WHERE run_id = ? AND is_current = 1"),
+    runOfExecution: db.prepare("SELECT run_id FROM visits WHERE execution_id = ?"),
+    getVisit: db.prepare("SELECT * FROM visits WHERE run_id = @run_id AND node_id = @node_id AND visit = @visit"),
+    insertVisit: db.prepare(
+      `INSERT INTO visits (${visitColumns.join(", ")}) VALUES (${visitColumns.map((c) => `@${c}`).join(", ")})`,
+    ),
+    updateVisit: db.prepare(
+      `UPDATE visits SET ${visitColumns
+        .filter((c) => !["run_id", "node_id", "visit", "execution_id", "agent_type", "created_at"].includes(c))
+        .map((c) => `${c} = @${c}`)
+        .join(", ")} WHERE run_id = @run_id AND node_id = @node_id AND visit = @visit`,
+    ),
+    insertEvent: db.prepare(
+      "INSERT INTO events (run_id, type, node_id, visit, trace_id, at, data) VALUES (@run_id, @type, @node_id, @visit, @trace_id, @at, @data)",
+    ),
+    claimable: db.prepare(
+      `SELECT run_id, node_id, visit FROM visits INDEXED BY visits_ready
+         WHERE agent_type = ? AND ready_at IS NOT NULL AND ready_at <= ? AND payload IS NOT NULL
+         ORDER BY ready_at LIMIT ?`,
+    ),
+    unresolved: db.prepare(
+      `SELECT run_id, node_id, visit FROM visits
+         WHERE ready_at IS NOT NULL AND payload IS NULL AND ready_at <= ? ORDER BY ready_at LIMIT ?`,
+    ),
+    expiredAttempts: db.prepare(
+      `SELECT run_id, node_id, visit FROM visits
+         WHERE state = 'RUNNING' AND lease_expires_at <= ? ORDER BY lease_expires_at LIMIT ?`,
+    ),
+    expiredRuns: db.prepare(
+      "SELECT run_id FROM runs WHERE ended_at IS NULL AND deadline_at <= ? ORDER BY deadline_at LIMIT ?",
+    ),
+    nextDue: db.prepare(
+      `SELECT min(t) AS t FROM (
+         SELECT min(ready_at) AS t FROM visits WHERE ready_at IS NOT NULL AND ready_at > @now
+         UNION ALL SELECT min(lease_expires_at) FROM visits WHERE state = 'RUNNING'
+         UNION ALL SELECT min(deadline_at) FROM runs WHERE ended_at IS NULL)`,
+    ),
+  };
+}
+
+const runColumns = [
+  "run_id",
+  "workflow_id",
+  "workflow_version",
+  "status",
+  "input",
+  "output",
+  "error",
+  "end_cause",
+  "trace_id",
+  "traceparent",
+  "idempotency_key",
+  "input_hash",
+  "needs_attention",
+  "created_at",
+  "updated_at",
+  "deadline_at",
+  "ended_at",
+];
+
+/** The visit columns, in table order (a typed record so a missing column is a compile error). */
+const visitRowShape: Record<keyof DbVisit, true> = {
+  run_id: true,
+  node_id: true,
+  visit: true,
+  execution_id: true,
+  agent_type: true,
+  state: true,
+  is_current: true,
+  loop_activated: true,
+  trigger: true,
+  payload: true,
+  output: true,
+  error: true,
+  reason: true,
+  handled: true,
+  fired: true,
+  failures: true,
+  attempt: true,
+  interruptions: true,
+  prior_starts: true,
+  ready_at: true,
+  deadline_at: true,
+  lease_expires_at: true,
+  holder: true,
+  created_at: true,
+  started_at: true,
+  ended_at: true,
+};
+
+function openConnection(path: string, options: SqliteOptions & { readonly?: boolean }): Db {
+  let db: Db;
+  try {
+    db = new Database(path, { readonly: options.readonly ?? false, fileMustExist: options.readonly ?? false });
+    if (!options.readonly) db.pragma("journal_mode = WAL");
+    db.pragma(`synchronous = ${options.synchronous === "full" ? "FULL" : "NORMAL"}`);
+    db.pragma(`busy_timeout = ${options.busyTimeoutMs ?? 5000}`);
+    db.pragma("foreign_keys = ON");
+  } catch (e) {
+    throw databaseError(e, path);
+  }
+  return db;
+}
+
+function begin(db: Db, path: string): void {
+  try {
+    db.exec("BEGIN IMMEDIATE");
+  } catch (e) {
+    throw databaseError(e, path);
+  }
+}
+
+function isAlive(engine: EngineRow, staleBefore: number): boolean {
+  if (engine.heartbeat_at < staleBefore) return false;
+  if (engine.host !== hostname()) return true;
+  try {
+    process.kill(engine.pid, 0);
+    return true;
+  } catch (e) {
+    return (e as { code?: string }).code === "EPERM";
+  }
+}

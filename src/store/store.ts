@@ -1,0 +1,106 @@
+/**
+ * The storage interface. SQLite implements it now, PostgreSQL later, with the same behaviour.
+ * Every method is async so that a networked store can implement it. Reads outside a transaction
+ * see committed data only. Writes happen only inside `transaction`, which stores run one at a
+ * time per engine.
+ */
+import type { RunStatus } from "../core/states.js";
+import type { NewEvent, Run, RunEvent, Visit } from "../core/types.js";
+
+export interface StoredWorkflow {
+  id: string;
+  version: number;
+  hash: string;
+  /** The definition as registered (JSON text), with its version. */
+  definition: string;
+  created_at: number;
+}
+
+export interface EngineRow {
+  engine_id: string;
+  host: string;
+  pid: number;
+  started_at: number;
+  heartbeat_at: number;
+}
+
+export interface RunFilter {
+  status?: RunStatus;
+  workflow_id?: string;
+  limit?: number;
+  /** Return runs created before this run (the `run_id` of the last run of the previous page). */
+  before?: string;
+}
+
+/** The identity of a visit row. */
+export interface VisitKey {
+  run_id: string;
+  node_id: string;
+  visit: number;
+}
+
+export interface Store {
+  /** Applies the migrations this version knows; refuses a foreign, corrupt or newer database. Idempotent. */
+  migrate(): Promise<void>;
+
+  /**
+   * Records this engine and makes it the database's engine. SQLite: throws DatabaseError when
+   * another live engine holds the file. Returns the ids of engines known to be dead (their
+   * in-process attempts are to be recovered).
+   */
+  registerEngine(engine: EngineRow, staleBefore: number): Promise<string[]>;
+  heartbeat(engineId: string, now: number): Promise<void>;
+  stopEngine(engineId: string, now: number): Promise<void>;
+
+  /** Stores a definition under the next version unless one with the same hash exists. Idempotent. */
+  putWorkflow(
+    id: string,
+    hash: string,
+    definition: string,
+    now: number,
+  ): Promise<{ version: number; created: boolean }>;
+  /** The given version, or the latest. */
+  getWorkflow(id: string, version?: number): Promise<StoredWorkflow | null>;
+  listWorkflows(): Promise<{ id: string; version: number; created_at: number }[]>;
+
+  getRun(runId: string): Promise<Run | null>;
+  listRuns(filter: RunFilter): Promise<Run[]>;
+  /** The run's visits in document-independent order (node_id, visit); current ones only when asked. */
+  listVisits(runId: string, options?: { currentOnly?: boolean }): Promise<Visit[]>;
+  /** The run's latest terminal visit of each node: what templates read as `nodes.<id>`. */
+  latestTerminalVisits(runId: string): Promise<Visit[]>;
+  listEvents(runId: string, options?: { afterSeq?: number; limit?: number }): Promise<RunEvent[]>;
+
+  /** Runs `fn` in one write transaction (SQLite: BEGIN IMMEDIATE); rolls back if it throws. */
+  transaction<T>(fn: (tx: StoreTx) => Promise<T>): Promise<T>;
+  close(): Promise<void>;
+}
+
+/** Operations valid inside a write transaction. */
+export interface StoreTx {
+  runByIdempotencyKey(key: string): Promise<Run | null>;
+  insertRun(run: Run): Promise<void>;
+  updateRun(run: Run): Promise<void>;
+  /** The run and its current visits, or null. */
+  loadRun(runId: string): Promise<{ run: Run; visits: Visit[] } | null>;
+  /** The run id of a visit, by execution_id. */
+  runOfExecution(executionId: string): Promise<string | null>;
+  getVisit(key: VisitKey): Promise<Visit | null>;
+  insertVisits(visits: Iterable<Visit>): Promise<void>;
+  updateVisits(visits: Iterable<Visit>): Promise<void>;
+  /** Inserts events and returns them with their sequence numbers. */
+  insertEvents(events: NewEvent[]): Promise<RunEvent[]>;
+
+  /** Ready visits of an agent type whose payload is resolved, due by `now`, oldest first. */
+  claimable(agentType: string, now: number, limit: number): Promise<VisitKey[]>;
+  /** Ready visits whose payload templates are not resolved yet. */
+  unresolved(now: number, limit: number): Promise<VisitKey[]>;
+  /** Running attempts whose lease or deadline passed. */
+  expiredAttempts(now: number, limit: number): Promise<VisitKey[]>;
+  /** Running attempts held by any of these holders. */
+  attemptsHeldBy(holders: string[], limit: number): Promise<VisitKey[]>;
+  /** Unfinished runs whose TTL passed. */
+  expiredRuns(now: number, limit: number): Promise<string[]>;
+  /** The earliest future time something falls due (retry, lease, TTL), or null. */
+  nextDue(now: number): Promise<number | null>;
+}

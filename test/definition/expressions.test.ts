@@ -1,0 +1,183 @@
+import { describe, expect, it } from "vitest";
+import {
+  type CompiledPayload,
+  type CompiledWhen,
+  compilePayload,
+  compileWhen,
+  type ExpressionContext,
+  ExpressionError,
+} from "../../src/definition/index.js";
+
+const ctx: ExpressionContext = {
+  input: { topic: "rust", count: 3, tags: ["a", "b"], nested: { deep: true } },
+  nodes: {
+    fetch: { output: { items: [1, 2, 3], title: "T" }, status: "SUCCEEDED", error: null },
+    other: null,
+  },
+  run: { run_id: "run_1", trace_id: "trace_1" },
+  output: { ok: true, score: 0.4, list: [], name: "" },
+  self: { execution_id: "exec_1" },
+};
+
+function template(payload: unknown): CompiledPayload {
+  const { template, problems } = compilePayload(payload, "nodes[0].payload");
+  expect(problems).toEqual([]);
+  if (!template) throw new Error("expected a template");
+  return template;
+}
+
+function when(expr: string): CompiledWhen {
+  const { when, problems } = compileWhen(expr, "nodes[0].next_on_success[0].when");
+  expect(problems).toEqual([]);
+  if (!when) throw new Error("expected a condition");
+  return when;
+}
+
+describe("compilePayload", () => {
+  it("returns no template for a payload without templates (the engine skips evaluation)", () => {
+    expect(compilePayload({ a: 1, b: ["x", { c: "no {braces} here" }] }, "p")).toEqual({
+      template: null,
+      problems: [],
+    });
+    expect(compilePayload({}, "p").template).toBeNull();
+  });
+
+  it("replaces a whole-string template by a typed value", async () => {
+    const t = template({
+      n: "{{ input.count }}",
+      list: " {{ nodes.fetch.output.items }} ",
+      obj: "{{ input.nested }}",
+      b: "{{ input.count > 2 }}",
+    });
+    expect(await t.resolve(ctx)).toEqual({ n: 3, list: [1, 2, 3], obj: { deep: true }, b: true });
+  });
+
+  it("interpolates templates inside text, JSON-stringifying non-strings", async () => {
+    const t = template({ s: "topic={{ input.topic }} n={{input.count}} tags={{ input.tags }} run {{ run.run_id }}" });
+    expect(await t.resolve(ctx)).toEqual({ s: 'topic=rust n=3 tags=["a","b"] run run_1' });
+  });
+
+  it("resolves nested objects and arrays and keeps literals", async () => {
+    const t = template({
+      keep: { x: 1 },
+      deep: [{ title: "{{ nodes.fetch.output.title }}", fixed: [true, null] }],
+      self: "{{ self.execution_id }}",
+    });
+    expect(await t.resolve(ctx)).toEqual({
+      keep: { x: 1 },
+      deep: [{ title: "T", fixed: [true, null] }],
+      self: "exec_1",
+    });
+  });
+
+  it("returns a new value each time, not the definition's objects", async () => {
+    const payload = { keep: { x: 1 }, t: "{{ input.tags }}" };
+    const t = template(payload);
+    const first = (await t.resolve(ctx)) as { keep: { x: number }; t: string[] };
+    first.keep.x = 99;
+    first.t.push("c");
+    expect(payload.keep.x).toBe(1);
+    expect((ctx.input as { tags: string[] }).tags).toEqual(["a", "b"]);
+    expect(await t.resolve(ctx)).toEqual({ keep: { x: 1 }, t: ["a", "b"] });
+  });
+
+  it("resolves a missing value to null as a whole and to empty text inside text", async () => {
+    const t = template({ whole: "{{ input.missing }}", text: "[{{ nodes.other.output }}]" });
+    expect(await t.resolve(ctx)).toEqual({ whole: null, text: "[]" });
+  });
+
+  it("turns a JSONata sequence into a plain array", async () => {
+    const value = (await template({ v: "{{ nodes.fetch.output.items.($ * 2) }}" }).resolve(ctx)) as { v: number[] };
+    expect(value.v).toEqual([2, 4, 6]);
+    expect(Object.keys(value.v)).toEqual(["0", "1", "2"]);
+  });
+
+  it("lists the nodes templates read, with where", () => {
+    const t = template({
+      a: "{{ nodes.fetch.output }}",
+      b: ["x {{ $$.nodes.`other-x`.status }} {{ nodes.fetch.error }}"],
+      c: "{{ $count(nodes.*) }}",
+    });
+    expect(t.readsNodes).toEqual(["fetch", "other-x"]);
+    expect(t.reads).toEqual([
+      { path: "nodes[0].payload.a", node_id: "fetch" },
+      { path: "nodes[0].payload.b[0]", node_id: "other-x" },
+      { path: "nodes[0].payload.b[0]", node_id: "fetch" },
+    ]);
+  });
+
+  it("reports parse errors with the path of the string", () => {
+    const { template, problems } = compilePayload(
+      { ok: "{{ input.a }}", items: [{ topic: "{{ input.( }}" }], "odd key": "{{ 1 + }}" },
+      "nodes[2].payload",
+    );
+    expect(template).toBeNull();
+    expect(problems.map((p) => p.path)).toEqual(["nodes[2].payload.items[0].topic", 'nodes[2].payload["odd key"]']);
+    expect(problems[0]?.message).toMatch(/^cannot parse "input\.\(": /);
+  });
+
+  it("rejects with an error naming the expression and the cause at run time", async () => {
+    const t = template({ x: "{{ input.topic + 1 }}" });
+    const error = await t.resolve(ctx).then(
+      () => null,
+      (e: unknown) => e,
+    );
+    expect(error).toBeInstanceOf(ExpressionError);
+    expect((error as Error).message).toContain('expression "input.topic + 1" at nodes[0].payload.x failed');
+    expect((error as Error).message).toContain("must evaluate to a number");
+  });
+
+  it("rejects a result that is not JSON", async () => {
+    await expect(template({ f: "{{ function($x) { $x } }}" }).resolve(ctx)).rejects.toThrow(/not a JSON value/);
+    await expect(template({ f: "{{ 1 / 0 }}" }).resolve(ctx)).rejects.toThrow(/not a JSON number/);
+  });
+
+  it("stops runaway recursion instead of hanging", async () => {
+    const t = template({ x: "{{ ($f := function($n) { $f($n + 1) }; $f(0)) }}" });
+    await expect(t.resolve(ctx)).rejects.toThrow(ExpressionError);
+  });
+});
+
+describe("compileWhen", () => {
+  it("tests conditions against the visit's output", async () => {
+    expect(await when("output.ok = true").test(ctx)).toBe(true);
+    expect(await when("output.score > 0.5").test(ctx)).toBe(false);
+    expect(await when("nodes.fetch.status = 'SUCCEEDED' and input.topic = 'rust'").test(ctx)).toBe(true);
+  });
+
+  it("casts results with JSONata's $boolean rules; nothing is false", async () => {
+    const cases: [string, boolean][] = [
+      ["output.name", false], // ""
+      ["input.topic", true], // non-empty string
+      ["output.score", true], // non-zero number
+      ["0", false],
+      ["output.list", false], // []
+      ["input.tags", true], // non-empty array of truthy strings
+      ["[0, '']", false], // array whose members are all falsy
+      ["input.nested", true], // non-empty object
+      ["{}", false],
+      ["null", false],
+      ["input.missing", false], // undefined
+      ["nodes.other", false], // null node
+    ];
+    for (const [expr, expected] of cases) expect([expr, await when(expr).test(ctx)]).toEqual([expr, expected]);
+  });
+
+  it("lists the nodes a condition reads", () => {
+    expect(when("nodes.a.output.x > 1 and $.nodes.b.status = 'FAILED' or output.ok").readsNodes).toEqual(["a", "b"]);
+  });
+
+  it("reports parse errors at the path of the condition", () => {
+    const { when, problems } = compileWhen("output.ok = ", "nodes[3].next_on_success[0].when");
+    expect(when).toBeNull();
+    expect(problems).toHaveLength(1);
+    expect(problems[0]?.path).toBe("nodes[3].next_on_success[0].when");
+    expect(problems[0]?.message).toContain('cannot parse "output.ok ="');
+  });
+
+  it("rejects when the condition throws", async () => {
+    await expect(when("$number('abc') > 1").test(ctx)).rejects.toThrow(
+      /expression "\$number\('abc'\) > 1" at nodes\[0\]\.next_on_success\[0\]\.when failed/,
+    );
+  });
+});

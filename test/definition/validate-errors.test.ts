@@ -1,0 +1,334 @@
+import { describe, expect, it } from "vitest";
+import { parseWorkflowOrThrow, validateWorkflow } from "../../src/definition/index.js";
+import type { Problem } from "../../src/errors.js";
+import { ValidationError } from "../../src/errors.js";
+import { caseStudy, wf } from "./fixtures.js";
+
+function errorsOf(json: unknown, options = {}): Problem[] {
+  const result = validateWorkflow(json, options);
+  if (result.ok) throw new Error("expected the definition to be invalid");
+  return result.errors;
+}
+
+/** Asserts exactly one error, at `path`, whose message contains `fragment`. */
+function expectOneError(json: unknown, path: string, fragment: string, options = {}): void {
+  const errors = errorsOf(json, options);
+  expect(errors).toHaveLength(1);
+  expect(errors[0]?.path).toBe(path);
+  expect(errors[0]?.message).toContain(fragment);
+}
+
+describe("schema errors", () => {
+  it("reports an unknown field with its name", () => {
+    expectOneError(wf([{ node_id: "a", retries: 3 }]), "nodes[0]", 'unknown field "retries"');
+  });
+
+  it("reports an unknown top-level field at the root", () => {
+    expectOneError({ ...wf([{ node_id: "a" }]), owner: "me" }, "", 'unknown field "owner"');
+  });
+
+  it("reports a missing required field", () => {
+    expectOneError({ id: "x", nodes: [{ node_id: "a" }] }, "nodes[0].agent_type", "is required");
+  });
+
+  it("reports a wrong type with what was received", () => {
+    expectOneError(
+      wf([{ node_id: "a", retry_interval: "30" }]),
+      "nodes[0].retry_interval",
+      'expected a number, got "30"',
+    );
+  });
+
+  it("lists the allowed values of an enum", () => {
+    expectOneError(wf([{ node_id: "a", join: "some" }]), "nodes[0].join", '"all", "any", "all_done"');
+    expectOneError(wf([{ node_id: "a", retry_backoff: "linear" }]), "nodes[0].retry_backoff", '"fixed", "exponential"');
+  });
+
+  it("checks ranges: timeouts > 0, retry_count 0..100 and integral, max_visits >= 1", () => {
+    expectOneError(wf([{ node_id: "a", timeout: 0 }]), "nodes[0].timeout", "must be > 0");
+    expectOneError(wf([{ node_id: "a", retry_count: 101 }]), "nodes[0].retry_count", "must be <= 100");
+    expectOneError(wf([{ node_id: "a", retry_count: 1.5 }]), "nodes[0].retry_count", "expected an integer");
+    expectOneError(wf([{ node_id: "a", max_visits: 0 }]), "nodes[0].max_visits", "must be >= 1");
+    expectOneError(wf([{ node_id: "a" }], { timeout: -1 }), "timeout", "must be > 0");
+    expect(validateWorkflow(wf([{ node_id: "a", timeout: 0.5, retry_interval: 0 }])).ok).toBe(true);
+  });
+
+  it("checks id formats", () => {
+    expectOneError(wf([{ node_id: "a b" }]), "nodes[0].node_id", "letters, digits");
+    expectOneError(wf([{ node_id: "a", agent_type: "x/y" }]), "nodes[0].agent_type", "letters, digits");
+    expectOneError({ ...wf([{ node_id: "a" }]), id: "Publish" }, "id", "lowercase");
+  });
+
+  it("lets defaults hold only the documented fields", () => {
+    expectOneError(wf([{ node_id: "a" }], { defaults: { join: "any" } }), "defaults", 'unknown field "join"');
+  });
+
+  it("points into a case with a bad field instead of blaming the whole union", () => {
+    const def = wf([{ node_id: "a", next_on_success: [{ when: 3, to: "b" }, { to: "b" }] }, { node_id: "b" }]);
+    expectOneError(def, "nodes[0].next_on_success[0].when", "expected a string, got 3");
+    const extra = wf([{ node_id: "a", next_on_success: [{ to: "b", if: "x" }] }, { node_id: "b" }]);
+    expectOneError(extra, "nodes[0].next_on_success[0]", 'unknown field "if"');
+  });
+
+  it("names the accepted shapes when next_on_success matches none", () => {
+    expectOneError(
+      wf([{ node_id: "a", next_on_success: 5 }]),
+      "nodes[0].next_on_success",
+      "a list of cases {when, to}",
+    );
+  });
+});
+
+describe("graph errors", () => {
+  it("reports duplicate node ids", () => {
+    expectOneError(
+      wf([{ node_id: "a" }, { node_id: "a", depends_on: ["a"] }]),
+      "nodes[1].node_id",
+      'duplicate node id "a"',
+    );
+  });
+
+  it("reports an unknown node in depends_on, as in DESIGN", () => {
+    const def = caseStudy();
+    def.nodes[3] = { ...def.nodes[3], depends_on: ["fetch_a", "fetch_x", "fetch_c"] } as (typeof def.nodes)[number];
+    const errors = errorsOf(def);
+    expect(errors).toEqual([
+      { path: "nodes[3].depends_on[1]", message: 'unknown node "fetch_x" (did you mean "fetch_a"?)' },
+    ]);
+  });
+
+  it("reports unknown nodes in every edge form", () => {
+    const def = wf([
+      { node_id: "a", next_on_success: "x1", next_on_failure: ["b", "x2"] },
+      { node_id: "b", next_on_success: ["x3"] },
+      { node_id: "c", depends_on: ["a"], next_on_success: [{ when: "true", to: ["x4"] }, { to: "x5" }] },
+    ]);
+    expect(errorsOf(def).map((e) => [e.path, e.message])).toEqual([
+      ["nodes[0].next_on_success", 'unknown node "x1"'],
+      ["nodes[0].next_on_failure[1]", 'unknown node "x2"'],
+      ["nodes[1].next_on_success[0]", 'unknown node "x3"'],
+      ["nodes[2].next_on_success[0].to[0]", 'unknown node "x4"'],
+      ["nodes[2].next_on_success[1].to", 'unknown node "x5"'],
+    ]);
+  });
+
+  it("reports an unknown aggregator source", () => {
+    const def = wf([
+      { node_id: "a" },
+      { node_id: "s", agent_type: "aggregator", depends_on: ["a"], payload: { sources: ["a", "zz"] } },
+    ]);
+    expectOneError(def, "nodes[1].payload.sources[1]", 'unknown node "zz"');
+  });
+
+  it("names a cycle through depends_on", () => {
+    const def = wf([{ node_id: "s" }, { node_id: "a", depends_on: ["s", "b"] }, { node_id: "b", depends_on: ["a"] }]);
+    expectOneError(def, "nodes[1].depends_on[1]", "cycle a -> b -> a");
+  });
+
+  it("names a cycle through depends_on and forward edges together", () => {
+    const def = wf([
+      { node_id: "s" },
+      { node_id: "a", depends_on: ["s", "b"], next_on_success: "b" },
+      { node_id: "b" },
+    ]);
+    expectOneError(def, "nodes[1].depends_on[1]", "cycle a -> b -> a");
+  });
+
+  it("reports each distinct cycle once", () => {
+    const def = wf([
+      { node_id: "s" },
+      { node_id: "a", depends_on: ["s", "c"] },
+      { node_id: "b", depends_on: ["a", "c"] },
+      { node_id: "c", depends_on: ["a"] },
+    ]);
+    const messages = errorsOf(def).map((e) => e.message);
+    expect(messages.filter((m) => m.startsWith("cycle a -> c -> a"))).toHaveLength(1);
+    expect(messages.every((m) => m.startsWith("cycle"))).toBe(true);
+  });
+
+  it("reports a node depending on itself as a cycle", () => {
+    expectOneError(
+      wf([{ node_id: "s" }, { node_id: "a", depends_on: ["s", "a"] }]),
+      "nodes[1].depends_on[1]",
+      "cycle a -> a",
+    );
+  });
+
+  it("reports a loop-back edge that closes no cycle, as in DESIGN", () => {
+    const def = wf([{ node_id: "review" }, { node_id: "fetch", next_on_success: "review" }]);
+    expectOneError(
+      def,
+      "nodes[1].next_on_success",
+      "edge fetch -> review goes back up the list but no path leads from review to fetch: list review after fetch",
+    );
+  });
+
+  it("accepts a self-loop and a loop-back that closes a cycle", () => {
+    expect(validateWorkflow(wf([{ node_id: "a", next_on_failure: "a" }])).ok).toBe(true);
+    expect(validateWorkflow(caseStudy()).ok).toBe(true);
+  });
+
+  it("rejects one decision mixing a loop-back and a forward edge", () => {
+    const def = wf([
+      { node_id: "a" },
+      { node_id: "b", depends_on: ["a"], next_on_success: [{ when: "output.x", to: ["a", "c"] }, { to: "c" }] },
+      { node_id: "c" },
+    ]);
+    expectOneError(def, "nodes[1].next_on_success[0].to", '"a" loops back');
+    const plain = wf([
+      { node_id: "a" },
+      { node_id: "b", depends_on: ["a"], next_on_failure: ["c", "a"] },
+      { node_id: "c" },
+    ]);
+    expectOneError(plain, "nodes[1].next_on_failure", "either one loop-back edge or only forward edges");
+  });
+
+  it("accepts loop-back and forward targets in different cases", () => {
+    const def = wf([
+      { node_id: "a" },
+      { node_id: "b", depends_on: ["a"], next_on_success: [{ when: "output.again", to: "a" }, { to: "c" }] },
+      { node_id: "c" },
+    ]);
+    expect(validateWorkflow(def).ok).toBe(true);
+  });
+
+  it("reports nodes no start node can reach", () => {
+    const def = wf([
+      { node_id: "s" },
+      { node_id: "a", depends_on: ["b"] },
+      { node_id: "b", depends_on: ["a"] },
+      { node_id: "c", depends_on: ["b"] },
+      { node_id: "d", depends_on: ["ghost"] },
+      { node_id: "e", depends_on: ["d"] },
+    ]);
+    // a and b are on a cycle, d depends on an unknown node: both are reported as such. c and
+    // e come after them and can never run.
+    const errors = errorsOf(def);
+    expect(errors.map((e) => e.path)).toEqual([
+      "nodes[4].depends_on[0]",
+      "nodes[1].depends_on[0]",
+      "nodes[3]",
+      "nodes[5]",
+    ]);
+    expect(errors[2]?.message).toContain('node "c" cannot be reached from any start node (s)');
+  });
+
+  it("reports a workflow without start nodes", () => {
+    const def = wf([
+      { node_id: "a", depends_on: ["b"] },
+      { node_id: "b", depends_on: ["a"] },
+    ]);
+    const errors = errorsOf(def);
+    expect(errors.map((e) => e.path)).toEqual(["nodes[0].depends_on[0]", "nodes"]);
+    expect(errors[1]?.message).toContain("no start node");
+  });
+
+  it("reports templates and when expressions that do not parse", () => {
+    const def = wf([
+      {
+        node_id: "a",
+        payload: { x: [1, { topic: "about {{ input.( }}" }] },
+        next_on_success: [{ when: "output.ok = ", to: "b" }, { to: "b" }],
+      },
+      { node_id: "b", compensation: { agent_type: "undo", payload: { id: "{{ }}" } } },
+    ]);
+    const errors = errorsOf(def);
+    expect(errors.map((e) => e.path)).toEqual([
+      "nodes[0].next_on_success[0].when",
+      "nodes[0].payload.x[1].topic",
+      "nodes[1].compensation.payload.id",
+    ]);
+    expect(errors[0]?.message).toContain('cannot parse "output.ok ="');
+    expect(errors[1]?.message).toContain('cannot parse "input.("');
+    expect(errors[2]?.message).toBe("empty expression");
+  });
+
+  it("requires the default case to come last", () => {
+    const def = wf([
+      { node_id: "a", next_on_success: [{ to: "b" }, { when: "output.x", to: "c" }] },
+      { node_id: "b" },
+      { node_id: "c" },
+    ]);
+    expectOneError(def, "nodes[0].next_on_success[0]", "must be the last case");
+  });
+
+  it("allows only one default case", () => {
+    const def = wf([
+      { node_id: "a", next_on_success: [{ when: "output.x", to: "c" }, { to: "b" }, { to: "c" }] },
+      { node_id: "b" },
+      { node_id: "c" },
+    ]);
+    const errors = errorsOf(def);
+    expect(errors.map((e) => e.path)).toEqual(["nodes[0].next_on_success[1]", "nodes[0].next_on_success[2]"]);
+    expect(errors[1]?.message).toContain("only one default case");
+  });
+
+  it("reports aggregator sources outside depends_on", () => {
+    const def = wf([
+      { node_id: "a" },
+      { node_id: "b" },
+      { node_id: "s", agent_type: "aggregator", depends_on: ["a"], payload: { sources: ["a", "b"] } },
+    ]);
+    expectOneError(def, "nodes[2].payload.sources[1]", 'source "b" is not in depends_on');
+    const bad = wf([
+      { node_id: "a" },
+      { node_id: "s", agent_type: "aggregator", depends_on: ["a"], payload: { sources: "a" } },
+    ]);
+    expectOneError(bad, "nodes[1].payload.sources", "must be a list of node ids");
+  });
+
+  it("reports a decide hook that is not registered, only when hooks are given", () => {
+    const def = wf([{ node_id: "a", decide: "pick", next_on_success: ["b"] }, { node_id: "b" }]);
+    expectOneError(def, "nodes[0].decide", 'unknown decide hook "pick" (registered hooks: choose)', {
+      decideHooks: ["choose"],
+    });
+    expect(validateWorkflow(def).ok).toBe(true);
+    expect(validateWorkflow(def, { decideHooks: new Set(["pick"]) }).ok).toBe(true);
+  });
+
+  it("reports every problem at once", () => {
+    const def = wf([
+      { node_id: "a", depends_on: ["ghost"] },
+      { node_id: "a" },
+      { node_id: "c", payload: { q: "{{ ) }}" } },
+    ]);
+    const errors = errorsOf(def);
+    expect(errors).toHaveLength(3);
+    expect(errors.map((e) => e.path).sort()).toEqual([
+      "nodes[0].depends_on[0]",
+      "nodes[1].node_id",
+      "nodes[2].payload.q",
+    ]);
+  });
+
+  it("reports every schema problem at once", () => {
+    const errors = errorsOf({ id: "BAD", nodes: [{ node_id: "a", agent_type: "w", retry_count: -1, extra: true }] });
+    expect(errors.map((e) => e.path)).toEqual(["id", "nodes[0].retry_count", "nodes[0]"]);
+  });
+});
+
+describe("parseWorkflowOrThrow", () => {
+  it("throws a ValidationError listing every problem", () => {
+    const def = wf([{ node_id: "a", depends_on: ["x"] }, { node_id: "a" }]);
+    let thrown: unknown;
+    try {
+      parseWorkflowOrThrow(def);
+    } catch (err) {
+      thrown = err;
+    }
+    expect(thrown).toBeInstanceOf(ValidationError);
+    const error = thrown as ValidationError;
+    expect(error.problems).toHaveLength(2);
+    expect(error.message).toContain("Workflow definition is invalid");
+    expect(error.message).toContain('nodes[0].depends_on[0]: unknown node "x"');
+  });
+
+  it("returns the workflow, its graph and warnings", () => {
+    const { workflow, graph, warnings } = parseWorkflowOrThrow(caseStudy(), {
+      knownAgentTypes: ["collector", "content_reviewer", "publisher", "unpublisher"],
+    });
+    expect(workflow.id).toBe("content-publish");
+    expect(graph.order).toHaveLength(9);
+    expect(warnings).toEqual([]);
+  });
+});
