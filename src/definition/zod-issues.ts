@@ -38,7 +38,10 @@ function unionProblems(issue: Extract<Issue, { code: "invalid_union" }>, path: s
   const tied =
     !best || (second !== undefined && second.score === best.score && second.branch.length === best.branch.length);
   if (tied || !best || best.score === 0) {
-    return [{ path, message: `${issue.message}, got ${describe(issue.input)}` }];
+    if (issue.input === undefined) return [{ path, message: "is required" }];
+    // A list reaching here fits no list form: it mixes them (ids and cases) or holds neither.
+    const got = Array.isArray(issue.input) ? "a list mixing these forms" : describe(issue.input);
+    return [{ path, message: `${issue.message}, got ${got}` }];
   }
   return issuesToProblems(best.branch, path);
 }
@@ -86,7 +89,7 @@ function tooSmall(issue: Extract<Issue, { code: "too_small" }>): string {
   if (issue.origin === "number" || issue.origin === "int") {
     return `must be ${issue.inclusive ? ">=" : ">"} ${issue.minimum}, got ${describe(issue.input)}`;
   }
-  if (issue.origin === "string" && Number(issue.minimum) === 1) return "must not be empty";
+  if (Number(issue.minimum) === 1) return "must not be empty";
   return `must have at least ${issue.minimum} ${unit(issue.origin)}`;
 }
 

@@ -103,7 +103,9 @@ export class Engine {
   private readonly registry: WorkflowRegistry;
   private readonly attempts: AttemptRunner;
   private readonly dispatcher: Dispatcher;
-  private readonly listeners = new Set<{ fn: EventListener; run_id?: string }>();
+  /** Listeners of every event, and of one run's events (keyed by run_id, so many waiters stay cheap). */
+  private readonly listeners = new Set<EventListener>();
+  private readonly runListeners = new Map<string, Set<EventListener>>();
   private readonly maxPayloadBytes: number;
   private heartbeatTimer: ReturnType<Clock["setTimeout"]> | null = null;
   private closed = false;
@@ -258,9 +260,18 @@ export class Engine {
    * @returns a function that unsubscribes
    */
   subscribe(listener: EventListener, filter: { run_id?: string } = {}): () => void {
-    const entry = { fn: listener, ...filter };
-    this.listeners.add(entry);
-    return () => this.listeners.delete(entry);
+    const runId = filter.run_id;
+    if (runId === undefined) {
+      this.listeners.add(listener);
+      return () => this.listeners.delete(listener);
+    }
+    const set = this.runListeners.get(runId) ?? new Set<EventListener>();
+    this.runListeners.set(runId, set);
+    set.add(listener);
+    return () => {
+      set.delete(listener);
+      if (set.size === 0 && this.runListeners.get(runId) === set) this.runListeners.delete(runId);
+    };
   }
 
   /** Resolves with the run once it has ended (SUCCEEDED, FAILED or CANCELLED). */
@@ -315,14 +326,15 @@ export class Engine {
     await this.store.stopEngine(this.engineId, this.clock.now());
     await this.store.close();
     this.listeners.clear();
+    this.runListeners.clear();
   }
 
   private publish(events: RunEvent[]): void {
     for (const e of events) {
-      for (const l of this.listeners) {
-        if (l.run_id !== undefined && l.run_id !== e.run_id) continue;
+      const forRun = this.runListeners.get(e.run_id);
+      for (const listener of forRun ? [...this.listeners, ...forRun] : this.listeners) {
         try {
-          l.fn(e);
+          listener(e);
         } catch (err) {
           this.logger.error({ err, run_id: e.run_id }, "skein: an event listener threw");
         }

@@ -52,7 +52,12 @@ function reachableFrom(start: number, flow: number[][]): Set<number> {
   const seen = new Set([start]);
   const queue = [start];
   for (let q = queue.pop(); q !== undefined; q = queue.pop()) {
-    for (const next of flow[q] ?? []) if (!seen.has(next)) queue.push(next), seen.add(next);
+    for (const next of flow[q] ?? []) {
+      if (!seen.has(next)) {
+        seen.add(next);
+        queue.push(next);
+      }
+    }
   }
   return seen;
 }
