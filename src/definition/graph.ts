@@ -181,7 +181,7 @@ function effectiveSettings(node: NodeDefinition, def: WorkflowDefinition): Setti
 }
 
 /** `payload.sources` when it is a list of ids (validation checks it), else depends_on. */
-export function aggregatorSources(node: NodeDefinition): string[] {
+function aggregatorSources(node: NodeDefinition): string[] {
   const sources = node.payload.sources;
   if (Array.isArray(sources) && sources.every((s) => typeof s === "string")) {
     return [...new Set(sources as string[])];

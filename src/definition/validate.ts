@@ -159,15 +159,11 @@ function checkCases(c: Checks, node: NodeDefinition, i: number): void {
   }
   for (const k of cases) {
     if (k.when === undefined) continue;
-    const { when, problems } = compileWhen(k.when, `${k.path}.when`);
+    const path = `${k.path}.when`;
+    const { when, problems } = compileWhen(k.when, path);
     c.errors.push(...problems);
-    if (when)
-      checkReads(
-        c,
-        i,
-        when.readsNodes.map((id) => ({ path: `${k.path}.when`, node_id: id })),
-        true,
-      );
+    const reads = when?.readsNodes.map((node_id) => ({ path, node_id })) ?? [];
+    checkReads(c, i, reads, true);
   }
 }
 

@@ -116,7 +116,7 @@ export class Dispatcher {
     this.scheduled = true;
     setImmediate(() => {
       this.scheduled = false;
-      void this.flush();
+      if (!this.stopped) void this.flush();
     });
   }
 
@@ -127,9 +127,8 @@ export class Dispatcher {
 
   /** Applies everything queued; resolves when the inbox is empty and no flush runs. */
   async drain(): Promise<void> {
-    while (this.flushing || this.inbox.length > 0 || this.scheduled) {
-      await (this.flushing ?? this.flush());
-    }
+    do await this.flush();
+    while (this.inbox.length > 0);
   }
 
   async stop(): Promise<void> {

@@ -1,0 +1,118 @@
+/**
+ * dag8: the 8-node case-study shape (workloads.ts DAG8) with no-op agents.
+ *
+ * - Throughput (`dag8_runs_per_s`, `dag8_p50_ms`, `dag8_p99_ms`): a closed loop of 200 workers,
+ *   each starting a run and starting the next one when it ends, for 5,000 runs after a warm-up.
+ *   A run's end is seen through one global `subscribe` listener (run.succeeded/failed/cancelled);
+ *   latency is from the startRun call to that event; throughput is measured runs divided by the
+ *   time from the first measured start to the last end.
+ * - Serial (`dag8_serial_p50_ms`): one run at a time, from the startRun call to waitForRun
+ *   resolving.
+ */
+import { createEngine, type Engine } from "../src/index.js";
+import { deferred, type Measured, percentile, progress, tempDb, within } from "./lib.js";
+import { DAG8, DAG8_AGENTS } from "./workloads.js";
+
+/** Stops issuing new runs after this long, so a slow engine cannot blow the bench's time budget. */
+const MAX_LOOP_MS = 60_000;
+
+async function withEngine<T>(name: string, fn: (engine: Engine) => Promise<T>): Promise<T> {
+  const db = tempDb(name);
+  const engine = await createEngine({ database: db.url, agents: DAG8_AGENTS, maxConcurrency: 1000 });
+  try {
+    await engine.registerWorkflow(DAG8);
+    return await fn(engine);
+  } finally {
+    await engine.close();
+    db.cleanup();
+  }
+}
+
+/** Resolves run ends seen by one global listener; an end may arrive before startRun resolves. */
+class RunEnds {
+  private readonly waiting = new Map<string, (end: { at: number; type: string }) => void>();
+  private readonly early = new Map<string, { at: number; type: string }>();
+
+  constructor(engine: Engine) {
+    engine.subscribe((e) => {
+      if (e.type !== "run.succeeded" && e.type !== "run.failed" && e.type !== "run.cancelled") return;
+      const end = { at: performance.now(), type: e.type };
+      const resolve = this.waiting.get(e.run_id);
+      if (resolve) {
+        this.waiting.delete(e.run_id);
+        resolve(end);
+      } else this.early.set(e.run_id, end);
+    });
+  }
+
+  wait(runId: string): Promise<{ at: number; type: string }> {
+    const early = this.early.get(runId);
+    if (early) {
+      this.early.delete(runId);
+      return Promise.resolve(early);
+    }
+    const d = deferred<{ at: number; type: string }>();
+    this.waiting.set(runId, d.resolve);
+    return d.promise;
+  }
+}
+
+/** Runs `total` runs with `inFlight` workers; returns latencies and the measured window. */
+async function closedLoop(engine: Engine, ends: RunEnds, total: number, inFlight: number) {
+  const latencies: number[] = [];
+  let issued = 0;
+  let failed = 0;
+  const first = performance.now();
+  let last = first;
+  const worker = async () => {
+    while (issued < total && performance.now() - first < MAX_LOOP_MS) {
+      issued += 1;
+      const t0 = performance.now();
+      const run = await engine.startRun(DAG8.id);
+      const end = await ends.wait(run.run_id);
+      if (end.type !== "run.succeeded") failed += 1;
+      latencies.push(end.at - t0);
+      last = Math.max(last, end.at);
+    }
+  };
+  await within(Promise.all(Array.from({ length: inFlight }, worker)), MAX_LOOP_MS + 30_000, "dag8 closed loop");
+  if (failed > 0) throw new Error(`dag8: ${failed} runs did not succeed`);
+  return { latencies, seconds: (last - first) / 1000 };
+}
+
+export async function benchDag8(total = 5000, inFlight = 200, warmup = 1000): Promise<Measured> {
+  return withEngine("dag8", async (engine) => {
+    const ends = new RunEnds(engine);
+    await closedLoop(engine, ends, warmup, inFlight);
+    progress(`dag8: warm-up of ${warmup} runs done`);
+    const { latencies, seconds } = await closedLoop(engine, ends, total, inFlight);
+    if (latencies.length < total) progress(`dag8: stopped after ${latencies.length} runs (time cap)`);
+    progress(`dag8: ${latencies.length} runs in ${seconds.toFixed(2)} s`);
+    return {
+      metrics: {
+        dag8_runs_per_s: latencies.length / seconds,
+        dag8_p50_ms: percentile(latencies, 50),
+        dag8_p99_ms: percentile(latencies, 99),
+      },
+      meta: { dag8: { runs: latencies.length, in_flight: inFlight, warmup_runs: warmup, seconds } },
+    };
+  });
+}
+
+export async function benchDag8Serial(runs = 300, warmup = 30): Promise<Measured> {
+  return withEngine("dag8-serial", async (engine) => {
+    const latencies: number[] = [];
+    for (let i = 0; i < warmup + runs; i++) {
+      const t0 = performance.now();
+      const run = await engine.startRun(DAG8.id);
+      const done = await within(engine.waitForRun(run.run_id), 10_000, "dag8 serial run");
+      const t1 = performance.now();
+      if (done.status !== "SUCCEEDED") throw new Error(`dag8 serial: run ended ${done.status}`);
+      if (i >= warmup) latencies.push(t1 - t0);
+    }
+    progress(`dag8 serial: ${latencies.length} runs`);
+    return {
+      metrics: { dag8_serial_p50_ms: percentile(latencies, 50), dag8_serial_p99_ms: percentile(latencies, 99) },
+    };
+  });
+}

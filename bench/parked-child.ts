@@ -1,0 +1,34 @@
+/**
+ * The process whose memory the parked bench measures: `node --expose-gc --import tsx
+ * bench/parked-child.ts <db path> [runs]`. An engine with no agent for `nobody` starts 10,000
+ * runs of a one-node `nobody` workflow, in batches of 500 awaited together; the runs stay
+ * parked (ready, never claimed). After a global.gc() it prints one JSON line with its memory.
+ */
+import { createEngine } from "../src/index.js";
+import { PARKED } from "./workloads.js";
+
+const path = process.argv[2];
+const runs = Number(process.argv[3] ?? 10_000);
+const BATCH = 500;
+if (!path) throw new Error("usage: parked-child.ts <db path> [runs]");
+
+const gc = (globalThis as { gc?: () => void }).gc;
+const engine = await createEngine({ database: `sqlite:${path}` });
+try {
+  await engine.registerWorkflow(PARKED);
+  const t0 = performance.now();
+  for (let done = 0; done < runs; done += BATCH) {
+    const n = Math.min(BATCH, runs - done);
+    await Promise.all(Array.from({ length: n }, () => engine.startRun(PARKED.id)));
+  }
+  const startMs = performance.now() - t0;
+  gc?.();
+  const m = process.memoryUsage();
+  const mb = (bytes: number) => bytes / (1024 * 1024);
+  const parked = (await engine.listRuns({ status: "RUNNING", limit: runs + 1 })).length;
+  process.stdout.write(
+    `${JSON.stringify({ runs, parked, start_ms: startMs, gc: gc !== undefined, rss_mb: mb(m.rss), heap_used_mb: mb(m.heapUsed), external_mb: mb(m.external) })}\n`,
+  );
+} finally {
+  await engine.close();
+}

@@ -1,0 +1,47 @@
+/**
+ * parked10k_rss_mb: the resident memory of an engine process holding 10,000 parked runs (their
+ * only node is ready but no agent serves it). Measured in a child process of its own
+ * (parked-child.ts, run with --expose-gc) so the bench's other work does not count: rss after a
+ * global.gc() once every run is started.
+ */
+import { spawn } from "node:child_process";
+import { type Measured, progress, tempDb, within } from "./lib.js";
+
+export async function benchParked(runs = 10_000): Promise<Measured> {
+  const db = tempDb("parked");
+  try {
+    const child = spawn(
+      process.execPath,
+      ["--expose-gc", "--import", "tsx", "bench/parked-child.ts", db.path, String(runs)],
+      { stdio: ["ignore", "pipe", "inherit"] },
+    );
+    let out = "";
+    child.stdout.setEncoding("utf8");
+    child.stdout.on("data", (chunk: string) => {
+      out += chunk;
+    });
+    const code = await within(
+      new Promise<number | null>((resolve) => child.once("exit", (c) => resolve(c))),
+      120_000,
+      "parked child",
+    ).catch((e: unknown) => {
+      child.kill("SIGKILL");
+      throw e;
+    });
+    if (code !== 0) throw new Error(`parked child exited with ${code}`);
+    const result = JSON.parse(out.trim().split("\n").pop() ?? "{}") as {
+      runs: number;
+      parked: number;
+      start_ms: number;
+      gc: boolean;
+      rss_mb: number;
+      heap_used_mb: number;
+    };
+    const failures = result.parked === runs ? [] : [`parked: ${result.parked} of ${runs} runs are RUNNING`];
+    if (!result.gc) failures.push("parked: global.gc was not exposed; rss includes garbage");
+    progress(`parked: ${result.parked} runs parked, started in ${(result.start_ms / 1000).toFixed(1)} s`);
+    return { metrics: { parked10k_rss_mb: result.rss_mb }, meta: { parked: result }, failures };
+  } finally {
+    db.cleanup();
+  }
+}

@@ -1,0 +1,124 @@
+/**
+ * Skein's benchmark (`npm run bench`). Runs each measurement on a fresh SQLite file (synchronous
+ * "normal" unless stated, the system clock), prints a markdown table to stdout and writes
+ * bench/results/latest.json as `{ sqlite: { <metric>: number }, meta: {...} }`. Progress goes to
+ * stderr. Exit code 1 if a measurement failed its own checks (the numbers are still written).
+ * What each metric means and how it is measured is documented in the file that measures it.
+ */
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { availableParallelism, cpus } from "node:os";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { benchDag8, benchDag8Serial } from "./dag8.js";
+import { benchDispatch50 } from "./dispatch.js";
+import { type Measured, progress, round } from "./lib.js";
+import { benchParked } from "./parked.js";
+import { benchRecovery } from "./recovery.js";
+import { benchTransition } from "./transition.js";
+
+const here = dirname(fileURLToPath(import.meta.url));
+
+/** The targets the project must reach: a metric passes when `ok(value)` holds. */
+const TARGETS: Record<string, { text: string; ok(v: number): boolean }> = {
+  dispatch50_p50_ms: { text: "< 5", ok: (v) => v < 5 },
+  transition_p50_ms: { text: "< 0.1", ok: (v) => v < 0.1 },
+  dag8_runs_per_s: { text: ">= 1000", ok: (v) => v >= 1000 },
+  dag8_serial_p50_ms: { text: "< 3", ok: (v) => v < 3 },
+  recovery_ms: { text: "< 500", ok: (v) => v < 500 },
+  parked10k_rss_mb: { text: "< 200", ok: (v) => v < 200 },
+};
+
+const MEASUREMENTS: [string, () => Promise<Measured>][] = [
+  ["dispatch50", () => benchDispatch50()],
+  [
+    "transition",
+    async () => {
+      const normal = await benchTransition("normal", 2000);
+      const full = await benchTransition("full", 1000);
+      return {
+        metrics: {
+          transition_p50_ms: normal.p50,
+          transition_p99_ms: normal.p99,
+          transition_full_p50_ms: full.p50,
+          transition_full_p99_ms: full.p99,
+        },
+        meta: { transition: { samples_normal: 2000, samples_full: 1000 } },
+      };
+    },
+  ],
+  ["dag8", () => benchDag8()],
+  ["dag8_serial", () => benchDag8Serial()],
+  ["recovery", () => benchRecovery()],
+  ["parked10k", () => benchParked()],
+];
+
+async function main(): Promise<void> {
+  process.chdir(join(here, ".."));
+  const only = process.argv.slice(2);
+  const sqlite: Record<string, number> = {};
+  const meta: Record<string, unknown> = {
+    node: process.version,
+    cpus: availableParallelism(),
+    date: new Date().toISOString(),
+    cpu_model: cpus()[0]?.model ?? "unknown",
+    platform: `${process.platform}-${process.arch}`,
+    commit: gitCommit(),
+    synchronous: "normal (transition_full_*: full)",
+    clock: "system",
+  };
+  const failures: string[] = [];
+  const t0 = performance.now();
+  for (const [name, measure] of MEASUREMENTS) {
+    if (only.length > 0 && !only.includes(name)) continue;
+    progress(`${name}...`);
+    const started = performance.now();
+    try {
+      const result = await measure();
+      for (const [k, v] of Object.entries(result.metrics)) sqlite[k] = round(v);
+      Object.assign(meta, result.meta);
+      failures.push(...(result.failures ?? []));
+    } catch (e) {
+      failures.push(`${name}: ${(e as Error).stack ?? String(e)}`);
+    }
+    progress(`${name} took ${((performance.now() - started) / 1000).toFixed(1)} s`);
+  }
+  meta.duration_s = round((performance.now() - t0) / 1000);
+  if (failures.length > 0) meta.failures = failures;
+
+  const out = join(here, "results", "latest.json");
+  mkdirSync(dirname(out), { recursive: true });
+  writeFileSync(out, `${JSON.stringify({ sqlite, meta }, null, 2)}\n`);
+
+  process.stdout.write(`${table(sqlite)}\n`);
+  process.stdout.write(`\nwritten to ${out} (${meta.duration_s} s)\n`);
+  if (failures.length > 0) {
+    process.stderr.write(`\n!!! BENCH FAILURES (${failures.length}):\n${failures.map((f) => `!!! ${f}`).join("\n")}\n`);
+    process.exitCode = 1;
+  }
+}
+
+function table(sqlite: Record<string, number>): string {
+  const rows = ["| metric | value | target | ok |", "| --- | ---: | --- | --- |"];
+  for (const [k, v] of Object.entries(sqlite)) {
+    const t = TARGETS[k];
+    rows.push(`| ${k} | ${v} | ${t?.text ?? ""} | ${t ? (t.ok(v) ? "yes" : "**NO**") : ""} |`);
+  }
+  return rows.join("\n");
+}
+
+/** The checked-out commit, read from .git without running git. */
+function gitCommit(): string | null {
+  try {
+    const git = join(here, "..", ".git");
+    const head = readFileSync(join(git, "HEAD"), "utf8").trim();
+    if (!head.startsWith("ref: ")) return head;
+    const ref = head.slice(5);
+    if (existsSync(join(git, ref))) return readFileSync(join(git, ref), "utf8").trim();
+    const packed = readFileSync(join(git, "packed-refs"), "utf8");
+    return packed.split("\n").find((l) => l.endsWith(` ${ref}`))?.split(" ")[0] ?? null;
+  } catch {
+    return null;
+  }
+}
+
+await main();

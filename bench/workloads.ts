@@ -1,0 +1,54 @@
+/** The workflow definitions the bench runs, and the no-op agents that serve them. */
+import type { AgentHandler } from "../src/index.js";
+
+/** An agent that returns at once. */
+export const noop: AgentHandler = () => ({ ok: true });
+
+/** A parent node and 50 children that all depend on it. */
+export const FANOUT50 = {
+  id: "bench-fanout50",
+  nodes: [
+    { node_id: "parent", agent_type: "parent" },
+    ...Array.from({ length: 50 }, (_, i) => ({
+      node_id: `child_${String(i).padStart(2, "0")}`,
+      agent_type: "child",
+      depends_on: ["parent"],
+    })),
+  ],
+};
+
+/**
+ * The 8-node shape of the case study (DESIGN §2) without its branch and loop: 3 parallel
+ * collectors, a reviewer joining them, 3 parallel publishers after it, and the built-in
+ * aggregator joining the publishers.
+ */
+export const DAG8 = {
+  id: "bench-dag8",
+  nodes: [
+    { node_id: "fetch_a", agent_type: "collector", payload: { platform: "a" } },
+    { node_id: "fetch_b", agent_type: "collector", payload: { platform: "b" } },
+    { node_id: "fetch_c", agent_type: "collector", payload: { platform: "c" } },
+    { node_id: "review", agent_type: "reviewer", depends_on: ["fetch_a", "fetch_b", "fetch_c"] },
+    { node_id: "publish_a", agent_type: "publisher", payload: { platform: "a" }, depends_on: ["review"] },
+    { node_id: "publish_b", agent_type: "publisher", payload: { platform: "b" }, depends_on: ["review"] },
+    { node_id: "publish_c", agent_type: "publisher", payload: { platform: "c" }, depends_on: ["review"] },
+    { node_id: "summary", agent_type: "aggregator", depends_on: ["publish_a", "publish_b", "publish_c"] },
+  ],
+};
+
+export const DAG8_AGENTS: Record<string, AgentHandler> = { collector: noop, reviewer: noop, publisher: noop };
+
+/** A single node whose agent type no engine serves: its runs stay parked, ready but unclaimed. */
+export const PARKED = {
+  id: "bench-parked",
+  nodes: [{ node_id: "wait", agent_type: "nobody" }],
+};
+
+/** Two steps; the recovery bench kills the engine while `first` is in flight. */
+export const RECOVERY = {
+  id: "bench-recovery",
+  nodes: [
+    { node_id: "first", agent_type: "work" },
+    { node_id: "second", agent_type: "work", depends_on: ["first"] },
+  ],
+};
