@@ -12,11 +12,8 @@ export type TimerHandle = { readonly id: number } | NodeJS.Timeout;
 
 export const systemClock: Clock = {
   now: () => Date.now(),
-  setTimeout: (fn, ms) => {
-    const t = setTimeout(fn, Math.max(0, ms));
-    t.unref?.();
-    return t;
-  },
+  // Not unref'd: a waiting retry or deadline must keep the process alive, as an open engine should.
+  setTimeout: (fn, ms) => setTimeout(fn, Math.max(0, ms)),
   clearTimeout: (handle) => clearTimeout(handle as NodeJS.Timeout),
 };
 

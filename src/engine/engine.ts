@@ -226,7 +226,10 @@ export class Engine {
   async getRun(runId: string): Promise<RunWithNodes> {
     const run = await this.store.getRun(runId);
     if (!run) throw new NotFoundError(`run ${runId} does not exist; list runs with listRuns()`);
-    return { ...run, nodes: await this.store.listVisits(runId, { currentOnly: true }) };
+    const { graph } = await this.registry.get(run.workflow_id, run.workflow_version);
+    const nodes = await this.store.listVisits(runId, { currentOnly: true });
+    const order = (v: Visit) => graph.nodes.get(v.node_id)?.index ?? 0;
+    return { ...run, nodes: nodes.sort((a, b) => order(a) - order(b)) };
   }
 
   /** Newest first. `before` pages: pass the last run_id of the previous page. */
