@@ -54,12 +54,15 @@ engine.subscribe((e) => {
 });
 
 try {
-  const { version } = await engine.registerWorkflow(JSON.parse(readFileSync(new URL("./content-publish.json", import.meta.url), "utf8")));
+  const { version } = await engine.registerWorkflow(
+    JSON.parse(readFileSync(new URL("./content-publish.json", import.meta.url), "utf8")),
+  );
   const run = await engine.startRun("content-publish", { input: { topic: "durable agents" } });
   console.log(`started run ${run.run_id} of content-publish v${version}\n`);
   const done = await engine.waitForRun(run.run_id);
   console.log(`\nrun ${done.status} in ${done.ended_at! - done.created_at} ms`);
-  for (const n of done.nodes) console.log(`  ${n.node_id.padEnd(10)} ${n.state.padEnd(10)} visit ${n.visit} attempt ${n.attempt}`);
+  for (const n of done.nodes)
+    console.log(`  ${n.node_id.padEnd(10)} ${n.state.padEnd(10)} visit ${n.visit} attempt ${n.attempt}`);
   console.log(`output: ${JSON.stringify(done.output, null, 2)}`);
   process.exitCode = done.status === "SUCCEEDED" ? 0 : 1;
 } finally {

@@ -12,10 +12,7 @@ describe("branching", () => {
       {
         node_id: "check",
         agent_type: "checker",
-        next_on_success: [
-          { when: "output.ok = true", to: "publish" },
-          { to: "rework" },
-        ],
+        next_on_success: [{ when: "output.ok = true", to: "publish" }, { to: "rework" }],
       },
       { node_id: "publish", agent_type: "worker" },
       { node_id: "rework", agent_type: "worker" },
@@ -30,12 +27,22 @@ describe("branching", () => {
     await engine.registerWorkflow(workflow);
     const yes = await engine.waitForRun((await engine.startRun("branch", { input: { ok: true } })).run_id);
     expect(yes.status).toBe("SUCCEEDED");
-    expect(nodeStates(yes.nodes)).toEqual({ check: "SUCCEEDED", publish: "SUCCEEDED", rework: "SKIPPED", report: "SUCCEEDED" });
+    expect(nodeStates(yes.nodes)).toEqual({
+      check: "SUCCEEDED",
+      publish: "SUCCEEDED",
+      rework: "SKIPPED",
+      report: "SUCCEEDED",
+    });
     expect(yes.output).toEqual({ report: { publish: "publish" } });
     expect(yes.nodes.find((n) => n.node_id === "rework")?.reason).toBe("branch_not_taken");
 
     const no = await engine.waitForRun((await engine.startRun("branch", { input: { ok: false } })).run_id);
-    expect(nodeStates(no.nodes)).toEqual({ check: "SUCCEEDED", publish: "SKIPPED", rework: "SUCCEEDED", report: "SUCCEEDED" });
+    expect(nodeStates(no.nodes)).toEqual({
+      check: "SUCCEEDED",
+      publish: "SKIPPED",
+      rework: "SUCCEEDED",
+      report: "SUCCEEDED",
+    });
     expect(no.output).toEqual({ report: { rework: "rework" } });
   });
 
@@ -103,7 +110,11 @@ describe("branching", () => {
     await engine.registerWorkflow({
       id: "badwhen",
       nodes: [
-        { node_id: "check", agent_type: "checker", next_on_success: [{ when: "$error('boom')", to: "publish" }, { to: "publish" }] },
+        {
+          node_id: "check",
+          agent_type: "checker",
+          next_on_success: [{ when: "$error('boom')", to: "publish" }, { to: "publish" }],
+        },
         { node_id: "publish", agent_type: "worker" },
       ],
     });
@@ -116,7 +127,8 @@ describe("branching", () => {
     const { engine } = await testEngine({
       agents: {
         checker: (t: Task) => t.route("$end", { early: true }),
-        slow: (t: Task) => new Promise((_r, reject) => t.signal.addEventListener("abort", () => reject(t.signal.reason))),
+        slow: (t: Task) =>
+          new Promise((_r, reject) => t.signal.addEventListener("abort", () => reject(t.signal.reason))),
         worker: () => null,
       },
     });
@@ -161,7 +173,11 @@ describe("branching", () => {
     expect(nodeStates(run.nodes)).toEqual({ call: "FAILED", fallback: "SUCCEEDED", after: "SUCCEEDED" });
     expect(run.nodes.find((n) => n.node_id === "call")?.handled).toBe(true);
     expect(seen).toEqual([
-      expect.objectContaining({ node_id: "call", status: "FAILED", error: expect.objectContaining({ message: "upstream 502" }) }),
+      expect.objectContaining({
+        node_id: "call",
+        status: "FAILED",
+        error: expect.objectContaining({ message: "upstream 502" }),
+      }),
     ]);
   });
 });

@@ -66,7 +66,9 @@ describe("loops", () => {
     const review = run.nodes.find((n) => n.node_id === "review");
     expect(review).toMatchObject({ state: "FAILED", reason: "max_visits_exceeded", visit: 4, attempt: 0 });
     expect(run.error?.message).toContain("max_visits");
-    const started = (await engine.listEvents(run.run_id)).filter((e) => e.type === "node.started" && e.node_id === "review");
+    const started = (await engine.listEvents(run.run_id)).filter(
+      (e) => e.type === "node.started" && e.node_id === "review",
+    );
     expect(started).toHaveLength(3);
   });
 
@@ -82,7 +84,10 @@ describe("loops", () => {
       },
     });
     const def = loop();
-    (def.nodes[1] as Record<string, unknown>).payload = { latest: "{{ nodes.rework.output.text }}", first: "{{ nodes.draft.output.text }}" };
+    (def.nodes[1] as Record<string, unknown>).payload = {
+      latest: "{{ nodes.rework.output.text }}",
+      first: "{{ nodes.draft.output.text }}",
+    };
     await engine.registerWorkflow(def);
     const run = await engine.waitForRun((await engine.startRun("loop")).run_id);
     expect(run.status).toBe("SUCCEEDED");

@@ -14,7 +14,9 @@ import { tempDb, tempDir, testEngine } from "../helpers.js";
 const echo = {
   id: "echo",
   input_schema: { type: "object", properties: { topic: { type: "string" } }, required: ["topic"] },
-  nodes: [{ node_id: "a", agent_type: "echo", payload: { topic: "{{ input.topic }}", note: "about {{ input.topic }}" } }],
+  nodes: [
+    { node_id: "a", agent_type: "echo", payload: { topic: "{{ input.topic }}", note: "about {{ input.topic }}" } },
+  ],
 };
 
 describe("runs", () => {
@@ -95,7 +97,9 @@ describe("runs", () => {
 
   it("versions workflows by content and pins a run to the version it started with", async () => {
     const seen: string[] = [];
-    const { engine } = await testEngine({ agents: { echo: (t: Task) => seen.push(String((t.payload as { v: string }).v)) } });
+    const { engine } = await testEngine({
+      agents: { echo: (t: Task) => seen.push(String((t.payload as { v: string }).v)) },
+    });
     const v1 = { id: "ver", nodes: [{ node_id: "a", agent_type: "echo", payload: { v: "one" } }] };
     const v2 = { id: "ver", nodes: [{ node_id: "a", agent_type: "echo", payload: { v: "two" } }] };
     expect(await engine.registerWorkflow(v1)).toMatchObject({ version: 1, created: true });
@@ -162,7 +166,9 @@ describe("runs", () => {
       const next = release.shift();
       if (next) {
         expect(inFlight).toBeLessThanOrEqual(2);
-        const ready = (await engine.getRun(run.run_id)).nodes.filter((n) => n.state === "PENDING" && n.ready_at !== null);
+        const ready = (await engine.getRun(run.run_id)).nodes.filter(
+          (n) => n.state === "PENDING" && n.ready_at !== null,
+        );
         expect(ready.length).toBe(5 - released - inFlight);
         next();
         released += 1;

@@ -2,7 +2,8 @@ import { describe, expect, it } from "vitest";
 import { NonRetryableError, type RunEvent, type Task } from "../../src/index.js";
 import { nextEvent, testEngine } from "../helpers.js";
 
-const isEvent = (type: string, node?: string) => (e: RunEvent) => e.type === type && (node === undefined || e.node_id === node);
+const isEvent = (type: string, node?: string) => (e: RunEvent) =>
+  e.type === type && (node === undefined || e.node_id === node);
 
 describe("retries and time", () => {
   it("retries with exponential backoff, observed through the injected clock", async () => {
@@ -18,7 +19,9 @@ describe("retries and time", () => {
     });
     await engine.registerWorkflow({
       id: "retry",
-      nodes: [{ node_id: "call", agent_type: "flaky", retry_count: 3, retry_interval: 10, retry_backoff: "exponential" }],
+      nodes: [
+        { node_id: "call", agent_type: "flaky", retry_count: 3, retry_interval: 10, retry_backoff: "exponential" },
+      ],
     });
     const t0 = clock.now();
     const retrying = nextEvent(engine, isEvent("node.retrying"));
@@ -91,7 +94,10 @@ describe("retries and time", () => {
     expect(fatal.nodes[0]).toMatchObject({ reason: "non_retryable", attempt: 1 });
     expect(calls).toBe(1);
 
-    await engine.registerWorkflow({ id: "budget", nodes: [{ node_id: "a", agent_type: "flaky", retry_count: 2, retry_interval: 1 }] });
+    await engine.registerWorkflow({
+      id: "budget",
+      nodes: [{ node_id: "a", agent_type: "flaky", retry_count: 2, retry_interval: 1 }],
+    });
     const run = await engine.startRun("budget");
     const done = engine.waitForRun(run.run_id);
     await clock.advance(1_000);
@@ -116,7 +122,10 @@ describe("retries and time", () => {
         },
       },
     });
-    await engine.registerWorkflow({ id: "hang", nodes: [{ node_id: "a", agent_type: "hang", timeout: 5, retry_count: 0 }] });
+    await engine.registerWorkflow({
+      id: "hang",
+      nodes: [{ node_id: "a", agent_type: "hang", timeout: 5, retry_count: 0 }],
+    });
     const started = nextEvent(engine, isEvent("node.started"));
     const run = await engine.startRun("hang");
     await started;
@@ -168,7 +177,10 @@ describe("retries and time", () => {
     expect(expired.status).toBe("FAILED");
     expect(expired.end_cause).toBe("ttl");
     expect(expired.error?.reason).toBe("run_timeout");
-    expect(Object.fromEntries(expired.nodes.map((n) => [n.node_id, n.state]))).toEqual({ a: "CANCELLED", b: "SKIPPED" });
+    expect(Object.fromEntries(expired.nodes.map((n) => [n.node_id, n.state]))).toEqual({
+      a: "CANCELLED",
+      b: "SKIPPED",
+    });
     expect(aborted).toBe(true);
   });
 
