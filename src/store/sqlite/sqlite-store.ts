@@ -76,7 +76,6 @@ export class SqliteStore implements Store {
       const others = this.writer
         .prepare("SELECT engine_id, host, pid, heartbeat_at FROM engines WHERE stopped_at IS NULL")
         .all() as EngineRow[];
-      const dead: string[] = [];
       for (const other of others) {
         if (isAlive(other, staleBefore)) {
           throw new DatabaseError(
@@ -84,7 +83,6 @@ export class SqliteStore implements Store {
               "SQLite allows one engine per file: stop that engine first, or use PostgreSQL to run several engines",
           );
         }
-        dead.push(other.engine_id);
       }
       this.writer.prepare("UPDATE engines SET stopped_at = ? WHERE stopped_at IS NULL").run(engine.started_at);
       this.writer
@@ -92,7 +90,15 @@ export class SqliteStore implements Store {
           "INSERT INTO engines (engine_id, host, pid, started_at, heartbeat_at) VALUES (@engine_id, @host, @pid, @started_at, @heartbeat_at)",
         )
         .run(engine);
-      return dead;
+      // Every other engine is gone now; those still holding attempts (killed, or closed before
+      // their attempts returned) are the ones to recover. External workers are not engines.
+      const holders = this.writer
+        .prepare(
+          `SELECT engine_id FROM engines WHERE engine_id <> ?
+             AND engine_id IN (SELECT DISTINCT holder FROM visits WHERE state = 'RUNNING')`,
+        )
+        .all(engine.engine_id) as { engine_id: string }[];
+      return holders.map((h) => h.engine_id);
     });
   }
 
