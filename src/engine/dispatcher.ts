@@ -189,7 +189,6 @@ export class Dispatcher {
     for (const done of out.callbacks) done();
     for (const key of out.unresolved) h.resolvePayload(key);
     for (const task of out.claimed) h.dispatch(task);
-    if (out.moreToClaim) this.wake();
   }
 
   /** Arms one timer for the next moment something falls due (a retry, a deadline, a TTL). */
@@ -221,7 +220,6 @@ interface FlushOutcome {
   unresolved: VisitKey[];
   aborted: [string, string][];
   callbacks: (() => void)[];
-  moreToClaim: boolean;
   /** The next moment something falls due, to arm the wake-up timer. */
   nextDue: number | null;
 }
@@ -235,7 +233,6 @@ class Flush {
     unresolved: [],
     aborted: [],
     callbacks: [],
-    moreToClaim: false,
     nextDue: null,
   };
 
@@ -250,11 +247,8 @@ class Flush {
     await this.recover(deadEngines);
     for (const input of inputs) await this.apply(input);
     await this.sweep();
+    if (this.claiming) await this.claimReady();
     await this.persist();
-    if (this.claiming) {
-      await this.claimReady();
-      await this.persist();
-    }
     this.out.nextDue = await this.tx.nextDue(this.now);
     return this.out;
   }
@@ -293,6 +287,7 @@ class Flush {
         if (input.kind === "payload") {
           v.payload = input.payload;
           rs.changes.updated.add(v);
+          rs.changes.readied.push(v); // claimable now
         } else {
           failVisit(rs, v, "template_error", input.error, this.now);
         }
@@ -418,26 +413,39 @@ class Flush {
     this.out.unresolved.push(...(await this.tx.unresolved(this.now, SWEEP_BATCH)));
   }
 
-  /** Claims ready visits for this engine's agents, oldest first, within the concurrency limits. */
+  /**
+   * Claims ready visits for this engine's agents within the concurrency limits: first those
+   * already waiting in the database (oldest first), then those this flush made ready, which are
+   * not written yet; everything is written once, claimed, by the persist that follows.
+   */
   private async claimReady(): Promise<void> {
     const inFlight = this.o.hooks.inFlight();
     let free = this.o.maxConcurrency - inFlight.total;
-    for (const type of this.o.agentTypes()) {
-      if (free <= 0) {
-        this.out.moreToClaim = true;
-        return;
-      }
-      const typeLimit = this.o.agentConcurrency[type];
-      const typeFree = typeLimit === undefined ? free : Math.min(free, typeLimit - (inFlight.byType.get(type) ?? 0));
-      if (typeFree <= 0) continue;
-      const keys = await this.tx.claimable(type, this.now, typeFree);
-      for (const key of keys) {
+    const taken = new Map<string, number>();
+    const room = (type: string) => {
+      const limit = this.o.agentConcurrency[type];
+      if (limit === undefined) return free;
+      return Math.min(free, limit - (inFlight.byType.get(type) ?? 0) - (taken.get(type) ?? 0));
+    };
+    const take = async (rs: RunState, v: Visit) => {
+      claim(rs, v, this.o.engineId, this.now);
+      this.out.claimed.push(await this.task(rs, v));
+      free -= 1;
+      taken.set(v.agent_type, (taken.get(v.agent_type) ?? 0) + 1);
+    };
+    const types = this.o.agentTypes();
+    for (const type of types) {
+      const n = room(type);
+      if (n <= 0) continue;
+      for (const key of await this.tx.claimable(type, this.now, n)) {
         const rs = await this.load(key.run_id);
         const v = rs?.current.get(key.node_id);
-        if (!rs || !v || v.visit !== key.visit || (v.state !== "PENDING" && v.state !== "RETRYING")) continue;
-        claim(rs, v, this.o.engineId, this.now);
-        this.out.claimed.push(await this.task(rs, v));
-        free -= 1;
+        if (rs && v && v.visit === key.visit && isClaimable(v, this.now)) await take(rs, v);
+      }
+    }
+    for (const rs of this.states.values()) {
+      for (const v of rs.changes.readied) {
+        if (isClaimable(v, this.now) && types.includes(v.agent_type) && room(v.agent_type) > 0) await take(rs, v);
       }
     }
   }
@@ -508,6 +516,17 @@ class Flush {
       rs.changes = emptyChanges();
     }
   }
+}
+
+/** Ready, resolved and still waiting for an attempt (in memory, which may be ahead of the database). */
+function isClaimable(v: Visit, now: number): boolean {
+  return (
+    v.is_current &&
+    (v.state === "PENDING" || v.state === "RETRYING") &&
+    v.ready_at !== null &&
+    v.ready_at <= now &&
+    v.payload !== null
+  );
 }
 
 /** `run_id:node_id:visit` → its parts (run ids may not contain ':' but node ids never do). */
