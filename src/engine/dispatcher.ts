@@ -96,6 +96,8 @@ export class Dispatcher {
   private deadEngines: string[] = [];
   private claiming = true;
   private stopped = false;
+  /** Set by the timers: the next flush also looks for what fell due. Input-driven flushes skip that. */
+  private sweepDue = true;
 
   constructor(private readonly o: DispatcherOptions) {}
 
@@ -147,10 +149,10 @@ export class Dispatcher {
     }
     this.flushing = (async () => {
       try {
-        do {
-          const inputs = this.inbox.splice(0);
-          await this.flushOnce(inputs);
-        } while (this.inbox.length > 0);
+        // Loop while work arrived meanwhile; after a failed transaction, wait for the next wake-up.
+        let ok = true;
+        do ok = await this.flushOnce(this.inbox.splice(0));
+        while (ok && (this.inbox.length > 0 || (this.sweepDue && !this.stopped)));
       } finally {
         this.flushing = null;
       }
@@ -158,22 +160,30 @@ export class Dispatcher {
     return this.flushing;
   }
 
-  private async flushOnce(inputs: Input[]): Promise<void> {
+  /** One transaction; false when it failed and was rolled back. */
+  private async flushOnce(inputs: Input[]): Promise<boolean> {
     const now = this.o.clock.now();
+    const dead = this.takeDead();
+    const sweep = this.sweepDue;
+    this.sweepDue = false;
     let outcome: FlushOutcome;
     try {
       outcome = await this.o.store.transaction((tx) =>
-        new Flush(this.o, tx, now, this.claiming).run(inputs, this.takeDead()),
+        new Flush(this.o, tx, now, this.claiming).run(inputs, dead, sweep),
       );
     } catch (e) {
       // A failed transaction changed nothing. Callers waiting on it hear why; attempts whose
-      // results were lost here expire and retry, so no run is stuck.
+      // results were lost here expire and retry, so no run is stuck. Recovery and the sweep
+      // rolled back with the rest: they run again on the next flush.
+      this.deadEngines.push(...dead);
+      this.sweepDue ||= sweep;
       this.o.logger.error({ err: e }, "skein: a transaction failed and was rolled back");
       for (const input of inputs) if ("done" in input) input.done.reject(e);
-      return;
+      return false;
     }
     this.afterCommit(outcome);
     this.armWake(now, outcome.nextDue);
+    return true;
   }
 
   private takeDead(): string[] {
@@ -201,6 +211,7 @@ export class Dispatcher {
       at,
       handle: this.o.clock.setTimeout(() => {
         this.wakeTimer = null;
+        this.sweepDue = true;
         this.wake();
       }, at - now),
     };
@@ -208,6 +219,7 @@ export class Dispatcher {
 
   private armSweep(): void {
     this.sweepTimer = this.o.clock.setTimeout(() => {
+      this.sweepDue = true;
       this.wake();
       if (!this.stopped) this.armSweep();
     }, this.o.sweepIntervalMs);
@@ -243,10 +255,10 @@ class Flush {
     private readonly claiming: boolean,
   ) {}
 
-  async run(inputs: Input[], deadEngines: string[]): Promise<FlushOutcome> {
+  async run(inputs: Input[], deadEngines: string[], sweep: boolean): Promise<FlushOutcome> {
     await this.recover(deadEngines);
     for (const input of inputs) await this.apply(input);
-    await this.sweep();
+    if (sweep) await this.sweep();
     if (this.claiming) await this.claimReady();
     await this.persist();
     this.out.nextDue = await this.tx.nextDue(this.now);
