@@ -1,0 +1,40 @@
+import { readFileSync, writeFileSync } from "node:fs";
+import Database from "better-sqlite3";
+import { describe, expect, it } from "vitest";
+import { migrate } from "../../src/store/sqlite/migrate.js";
+
+// The committed schema makes every schema change visible in review.
+// After changing a migration on purpose: UPDATE_SCHEMA=1 npx vitest run test/store/schema.test.ts
+const SCHEMA_FILE = new URL("./sqlite-schema.sql", import.meta.url);
+
+function dump(db: Database.Database): string {
+  const rows = db
+    .prepare(
+      "SELECT sql FROM sqlite_master WHERE sql IS NOT NULL AND name NOT LIKE 'sqlite_%' ORDER BY type DESC, name",
+    )
+    .all() as { sql: string }[];
+  return `${rows.map((r) => `${r.sql};`).join("\n\n")}\n`;
+}
+
+describe("SQLite schema", () => {
+  it("matches the committed schema dump", () => {
+    const db = new Database(":memory:");
+    migrate(db, ":memory:");
+    const schema = dump(db);
+    db.close();
+    if (process.env.UPDATE_SCHEMA) writeFileSync(SCHEMA_FILE, schema);
+    expect(schema, "the schema changed: review it, then regenerate test/store/sqlite-schema.sql").toBe(
+      readFileSync(SCHEMA_FILE, "utf8"),
+    );
+  });
+
+  it("migrating twice changes nothing", () => {
+    const db = new Database(":memory:");
+    migrate(db, ":memory:");
+    const once = dump(db);
+    migrate(db, ":memory:");
+    expect(dump(db)).toBe(once);
+    expect(db.prepare("SELECT version, name FROM skein_migrations").all()).toEqual([{ version: 1, name: "init" }]);
+    db.close();
+  });
+});

@@ -1,0 +1,100 @@
+CREATE TABLE engines (
+  engine_id     TEXT    PRIMARY KEY,
+  host          TEXT    NOT NULL,
+  pid           INTEGER NOT NULL,
+  started_at    INTEGER NOT NULL,
+  heartbeat_at  INTEGER NOT NULL,
+  stopped_at    INTEGER
+);
+
+CREATE TABLE events (
+  seq       INTEGER PRIMARY KEY AUTOINCREMENT,
+  run_id    TEXT    NOT NULL,
+  type      TEXT    NOT NULL,
+  node_id   TEXT,
+  visit     INTEGER,
+  trace_id  TEXT    NOT NULL,
+  at        INTEGER NOT NULL,
+  data      TEXT    NOT NULL
+);
+
+CREATE TABLE runs (
+  run_id            TEXT    PRIMARY KEY,
+  workflow_id       TEXT    NOT NULL,
+  workflow_version  INTEGER NOT NULL,
+  status            TEXT    NOT NULL,
+  input             TEXT    NOT NULL,
+  output            TEXT,
+  error             TEXT,
+  end_cause         TEXT,
+  trace_id          TEXT    NOT NULL,
+  traceparent       TEXT    NOT NULL,
+  idempotency_key   TEXT    UNIQUE,
+  input_hash        TEXT    NOT NULL,
+  needs_attention   INTEGER NOT NULL DEFAULT 0,
+  created_at        INTEGER NOT NULL,
+  updated_at        INTEGER NOT NULL,
+  deadline_at       INTEGER NOT NULL,  -- the run's TTL
+  ended_at          INTEGER,
+  FOREIGN KEY (workflow_id, workflow_version) REFERENCES workflows (id, version)
+);
+
+CREATE TABLE skein_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL);
+
+CREATE TABLE visits (
+  run_id          TEXT    NOT NULL REFERENCES runs (run_id),
+  node_id         TEXT    NOT NULL,
+  visit           INTEGER NOT NULL,
+  execution_id    TEXT    NOT NULL UNIQUE,
+  agent_type      TEXT    NOT NULL,
+  state           TEXT    NOT NULL,
+  is_current      INTEGER NOT NULL,
+  loop_activated  INTEGER NOT NULL DEFAULT 0,  -- created by a loop-back edge, which activates it
+  trigger         TEXT,                        -- {"node_id","visit"} of the edge that activated it
+  payload         TEXT,                        -- resolved once per visit; NULL until resolved
+  output          TEXT,
+  error           TEXT,
+  reason          TEXT,                        -- why FAILED / SKIPPED / CANCELLED
+  handled         INTEGER NOT NULL DEFAULT 0,  -- a FAILED visit whose next_on_failure fired
+  fired           TEXT,                        -- edge decision: JSON list of targets (NULL = undecided)
+  failures        INTEGER NOT NULL DEFAULT 0,  -- spends the retry budget
+  attempt         INTEGER NOT NULL DEFAULT 0,  -- only grows; fences results
+  interruptions   INTEGER NOT NULL DEFAULT 0,  -- engine deaths while an attempt was held
+  prior_starts    INTEGER NOT NULL DEFAULT 0,  -- visits of this node that started before this one
+  ready_at        INTEGER,                     -- set while ready to claim (PENDING or RETRYING)
+  deadline_at     INTEGER,                     -- hard cap of the running attempt
+  lease_expires_at INTEGER,                    -- deadline or heartbeat expiry, the earlier
+  holder          TEXT,                        -- engine id (or worker id) holding the attempt
+  created_at      INTEGER NOT NULL,
+  started_at      INTEGER,
+  ended_at        INTEGER,
+  PRIMARY KEY (run_id, node_id, visit)
+);
+
+CREATE TABLE workflows (
+  id          TEXT    NOT NULL,
+  version     INTEGER NOT NULL,
+  hash        TEXT    NOT NULL,  -- sha256 of the canonical definition: same content, same version
+  definition  TEXT    NOT NULL,
+  created_at  INTEGER NOT NULL,
+  PRIMARY KEY (id, version),
+  UNIQUE (id, hash)
+);
+
+CREATE INDEX events_by_run ON events (run_id, seq);
+
+CREATE INDEX runs_by_deadline ON runs (deadline_at) WHERE ended_at IS NULL;
+
+CREATE INDEX runs_by_status ON runs (status, created_at);
+
+CREATE INDEX runs_by_workflow ON runs (workflow_id, created_at);
+
+CREATE INDEX visits_by_holder ON visits (holder) WHERE state = 'RUNNING';
+
+CREATE INDEX visits_current ON visits (run_id, is_current);
+
+CREATE INDEX visits_ready ON visits (agent_type, ready_at) WHERE ready_at IS NOT NULL;
+
+CREATE INDEX visits_running ON visits (lease_expires_at) WHERE state = 'RUNNING';
+
+CREATE INDEX visits_unresolved ON visits (ready_at) WHERE ready_at IS NOT NULL AND payload IS NULL;
