@@ -21,7 +21,7 @@ import {
   succeed,
 } from "../core/scheduler.js";
 import type { Json, Run, RunEvent, Visit, VisitError } from "../core/types.js";
-import { ConflictError } from "../errors.js";
+import { ConflictError, EngineClosedError } from "../errors.js";
 import type { Store, StoreTx, VisitKey } from "../store/store.js";
 import type { Clock, TimerHandle } from "./clock.js";
 import type { WorkflowRegistry } from "./registry.js";
@@ -108,6 +108,11 @@ export class Dispatcher {
   }
 
   push(input: Input): void {
+    if (this.stopped) {
+      // Too late to record: an attempt still RUNNING is recovered by the next engine.
+      if ("done" in input) input.done.reject(new EngineClosedError("the engine is closed"));
+      return;
+    }
     this.inbox.push(input);
     this.wake();
   }
