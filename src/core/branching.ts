@@ -11,8 +11,9 @@ export const END = "$end";
 export function checkRoute(
   graph: WorkflowGraph,
   node: CompiledNode,
-  next: readonly string[],
+  route: readonly string[],
 ): Decision | { invalid: string } {
+  const next = [...new Set(route)];
   if (next.includes(END)) {
     return next.length === 1
       ? { kind: "end" }
@@ -30,5 +31,5 @@ export function checkRoute(
   if (loops.length > 1 || (loops.length === 1 && next.length > 1)) {
     return { invalid: `one decision fires either one loop-back edge or only forward edges, got ${next.join(", ")}` };
   }
-  return { kind: "targets", targets: [...new Set(next)] };
+  return { kind: "targets", targets: next };
 }

@@ -217,10 +217,12 @@ function resetLoop(rs: RunState, source: Visit, target: string, now: number): vo
     let v = old;
     if (old.state !== "PENDING") {
       v = newVisit(rs, id, old.visit + 1, old.prior_starts + (old.started_at === null ? 0 : 1), now);
-    } else if (old.ready_at !== null || old.trigger !== null) {
-      // A PENDING visit keeps its row but forgets an activation that came from inside the region.
+    } else if (old.ready_at !== null || old.trigger !== null || old.loop_activated) {
+      // A PENDING visit keeps its row but forgets an activation that came from inside the region
+      // (an edge or an inner loop-back); one from outside is found again by the re-check below.
       old.ready_at = null;
       old.trigger = null;
+      old.loop_activated = false;
       if (nodeOf(rs, id).payload !== null) old.payload = null;
       touch(rs, old);
     }
