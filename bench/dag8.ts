@@ -80,7 +80,7 @@ async function closedLoop(engine: Engine, ends: RunEnds, total: number, inFlight
   return { latencies, seconds: (last - first) / 1000 };
 }
 
-export async function benchDag8(total = 5000, inFlight = 200, warmup = 1000): Promise<Measured> {
+export async function benchDag8(total = 5000, inFlight = 200, warmup = 500): Promise<Measured> {
   return withEngine("dag8", async (engine) => {
     const ends = new RunEnds(engine);
     await closedLoop(engine, ends, warmup, inFlight);

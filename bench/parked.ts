@@ -2,12 +2,36 @@
  * parked10k_rss_mb: the resident memory of an engine process holding 10,000 parked runs (their
  * only node is ready but no agent serves it). Measured in a child process of its own
  * (parked-child.ts, run with --expose-gc) so the bench's other work does not count: rss after a
- * global.gc() once every run is started.
+ * global.gc() once every run is started. meta.parked.baseline_rss_mb is the same process with one
+ * run (node + tsx's loader thread + an engine), so the runs' own share is the difference.
  */
 import { spawn } from "node:child_process";
 import { type Measured, progress, tempDb, within } from "./lib.js";
 
 export async function benchParked(runs = 10_000): Promise<Measured> {
+  // The same process with one run: what the runtime (node, tsx's loader thread, the engine) costs by itself.
+  const baseline = await parkedChild(1);
+  const result = await parkedChild(runs);
+  const failures = result.parked === runs ? [] : [`parked: ${result.parked} of ${runs} runs are RUNNING`];
+  if (!result.gc) failures.push("parked: global.gc was not exposed; rss includes garbage");
+  progress(`parked: ${result.parked} runs parked, started in ${(result.start_ms / 1000).toFixed(1)} s`);
+  return {
+    metrics: { parked10k_rss_mb: result.rss_mb },
+    meta: { parked: { ...result, baseline_rss_mb: baseline.rss_mb } },
+    failures,
+  };
+}
+
+interface ChildReport {
+  runs: number;
+  parked: number;
+  start_ms: number;
+  gc: boolean;
+  rss_mb: number;
+  heap_used_mb: number;
+}
+
+async function parkedChild(runs: number): Promise<ChildReport> {
   const db = tempDb("parked");
   try {
     const child = spawn(
@@ -29,18 +53,7 @@ export async function benchParked(runs = 10_000): Promise<Measured> {
       throw e;
     });
     if (code !== 0) throw new Error(`parked child exited with ${code}`);
-    const result = JSON.parse(out.trim().split("\n").pop() ?? "{}") as {
-      runs: number;
-      parked: number;
-      start_ms: number;
-      gc: boolean;
-      rss_mb: number;
-      heap_used_mb: number;
-    };
-    const failures = result.parked === runs ? [] : [`parked: ${result.parked} of ${runs} runs are RUNNING`];
-    if (!result.gc) failures.push("parked: global.gc was not exposed; rss includes garbage");
-    progress(`parked: ${result.parked} runs parked, started in ${(result.start_ms / 1000).toFixed(1)} s`);
-    return { metrics: { parked10k_rss_mb: result.rss_mb }, meta: { parked: result }, failures };
+    return JSON.parse(out.trim().split("\n").pop() ?? "{}") as ChildReport;
   } finally {
     db.cleanup();
   }

@@ -37,5 +37,6 @@ engine.subscribe((e) => {
 });
 await engine.registerWorkflow(RECOVERY);
 await Promise.all(Array.from({ length: runs }, () => engine.startRun(RECOVERY.id)));
-// Stay alive (the engine's timers are unref'd) until the parent kills us.
-setInterval(() => {}, 60_000);
+// Stay alive until the parent kills us; if the parent dies first, its end of our stdin closes.
+process.stdin.on("end", () => process.exit(0));
+process.stdin.resume();

@@ -45,7 +45,8 @@ export async function benchRecovery(): Promise<Measured> {
     for (const [id, attempt] of before) {
       const again = seen.get(id);
       if (again === undefined) failures.push(`recovery: execution ${id} was not re-dispatched`);
-      else if (again !== attempt + 1) failures.push(`recovery: ${id} came back as attempt ${again}, not ${attempt + 1}`);
+      else if (again !== attempt + 1)
+        failures.push(`recovery: ${id} came back as attempt ${again}, not ${attempt + 1}`);
     }
     for (const id of seen.keys()) {
       if (!before.has(id)) failures.push(`recovery: re-dispatched ${id}, an execution_id the dead engine never held`);
@@ -64,7 +65,7 @@ export async function benchRecovery(): Promise<Measured> {
 /** Runs the child until it reports its attempts in flight, SIGKILLs it, and returns execution_id → attempt. */
 async function killedChild(path: string): Promise<Map<string, number>> {
   const child = spawn(process.execPath, ["--import", "tsx", "bench/recovery-child.ts", path, String(RUNS)], {
-    stdio: ["ignore", "pipe", "inherit"],
+    stdio: ["pipe", "pipe", "inherit"], // the child exits when our end of its stdin closes
   });
   const exited = new Promise<void>((resolve) => child.once("exit", () => resolve()));
   try {

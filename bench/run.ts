@@ -4,14 +4,16 @@
  * bench/results/latest.json as `{ sqlite: { <metric>: number }, meta: {...} }`. Progress goes to
  * stderr. Exit code 1 if a measurement failed its own checks (the numbers are still written).
  * What each metric means and how it is measured is documented in the file that measures it.
+ * `npm run bench -- dag8 recovery` runs only the named measurements (names: see MEASUREMENTS).
  */
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
-import { availableParallelism, cpus } from "node:os";
+import { availableParallelism, cpus, loadavg } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
+import { Worker } from "node:worker_threads";
 import { benchDag8, benchDag8Serial } from "./dag8.js";
 import { benchDispatch50 } from "./dispatch.js";
-import { type Measured, progress, round } from "./lib.js";
+import { type Measured, progress, round, within } from "./lib.js";
 import { benchParked } from "./parked.js";
 import { benchRecovery } from "./recovery.js";
 import { benchTransition } from "./transition.js";
@@ -27,6 +29,11 @@ const TARGETS: Record<string, { text: string; ok(v: number): boolean }> = {
   recovery_ms: { text: "< 500", ok: (v) => v < 500 },
   parked10k_rss_mb: { text: "< 200", ok: (v) => v < 200 },
 };
+
+/** A measurement that hangs is abandoned after this long (it fails; the bench goes on). */
+const MEASUREMENT_TIMEOUT_MS = 150_000;
+/** The whole bench gives up after this long: writes what it has and exits 1. */
+const BENCH_TIMEOUT_MS = 300_000;
 
 const MEASUREMENTS: [string, () => Promise<Measured>][] = [
   ["dispatch50", () => benchDispatch50()],
@@ -65,26 +72,44 @@ async function main(): Promise<void> {
     commit: gitCommit(),
     synchronous: "normal (transition_full_*: full)",
     clock: "system",
+    // Other processes on the machine skew every number: compare runs made on a quiet machine.
+    loadavg_1m_at_start: round(loadavg()[0] ?? 0),
   };
   const failures: string[] = [];
   const t0 = performance.now();
+  const finish = () => {
+    meta.duration_s = round((performance.now() - t0) / 1000);
+    meta.loadavg_1m_at_end = round(loadavg()[0] ?? 0);
+    if (failures.length > 0) meta.failures = failures;
+    report(sqlite, meta, failures);
+  };
+  killIfStuck(BENCH_TIMEOUT_MS + 30_000);
+  const watchdog = setTimeout(() => {
+    failures.push(`the bench did not finish within ${BENCH_TIMEOUT_MS / 1000} s`);
+    finish();
+    process.exit(1);
+  }, BENCH_TIMEOUT_MS);
   for (const [name, measure] of MEASUREMENTS) {
     if (only.length > 0 && !only.includes(name)) continue;
     progress(`${name}...`);
     const started = performance.now();
     try {
-      const result = await measure();
+      const result = await within(measure(), MEASUREMENT_TIMEOUT_MS, name);
       for (const [k, v] of Object.entries(result.metrics)) sqlite[k] = round(v);
-      Object.assign(meta, result.meta);
+      Object.assign(meta, roundAll(result.meta ?? {}));
       failures.push(...(result.failures ?? []));
     } catch (e) {
       failures.push(`${name}: ${(e as Error).stack ?? String(e)}`);
     }
     progress(`${name} took ${((performance.now() - started) / 1000).toFixed(1)} s`);
   }
-  meta.duration_s = round((performance.now() - t0) / 1000);
-  if (failures.length > 0) meta.failures = failures;
+  clearTimeout(watchdog);
+  finish();
+  // A measurement abandoned by its timeout may have left an engine running: do not wait for it.
+  if (failures.length > 0) process.exit(1);
+}
 
+function report(sqlite: Record<string, number>, meta: Record<string, unknown>, failures: string[]): void {
   const out = join(here, "results", "latest.json");
   mkdirSync(dirname(out), { recursive: true });
   writeFileSync(out, `${JSON.stringify({ sqlite, meta }, null, 2)}\n`);
@@ -97,11 +122,36 @@ async function main(): Promise<void> {
   }
 }
 
+/**
+ * The last resort: a thread that kills this process if it is still alive after `ms`. It catches what
+ * the timers above cannot: code that never yields to the event loop (a promise loop that spins).
+ */
+function killIfStuck(ms: number): void {
+  const code = `setTimeout(() => {
+    require("node:fs").writeSync(2, "\\n!!! BENCH STUCK: killed after ${ms / 1000} s (the event loop never yielded)\\n");
+    process.kill(${process.pid}, "SIGKILL");
+  }, ${ms});`;
+  new Worker(code, { eval: true }).unref();
+}
+
+/** Rounds every number in a meta object, however deep. */
+function roundAll<T>(value: T): T {
+  if (typeof value === "number") return round(value) as T;
+  if (Array.isArray(value)) return value.map(roundAll) as T;
+  if (value && typeof value === "object") {
+    return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, roundAll(v)])) as T;
+  }
+  return value;
+}
+
 function table(sqlite: Record<string, number>): string {
   const rows = ["| metric | value | target | ok |", "| --- | ---: | --- | --- |"];
   for (const [k, v] of Object.entries(sqlite)) {
     const t = TARGETS[k];
     rows.push(`| ${k} | ${v} | ${t?.text ?? ""} | ${t ? (t.ok(v) ? "yes" : "**NO**") : ""} |`);
+  }
+  for (const [k, t] of Object.entries(TARGETS)) {
+    if (!(k in sqlite)) rows.push(`| ${k} | (not measured) | ${t.text} | **NO** |`);
   }
   return rows.join("\n");
 }
@@ -115,7 +165,12 @@ function gitCommit(): string | null {
     const ref = head.slice(5);
     if (existsSync(join(git, ref))) return readFileSync(join(git, ref), "utf8").trim();
     const packed = readFileSync(join(git, "packed-refs"), "utf8");
-    return packed.split("\n").find((l) => l.endsWith(` ${ref}`))?.split(" ")[0] ?? null;
+    return (
+      packed
+        .split("\n")
+        .find((l) => l.endsWith(` ${ref}`))
+        ?.split(" ")[0] ?? null
+    );
   } catch {
     return null;
   }
