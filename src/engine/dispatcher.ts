@@ -224,6 +224,7 @@ export class Dispatcher {
 
   private armSweep(): void {
     this.sweepTimer = this.o.clock.setTimeout(() => {
+      this.o.store.checkpoint().catch((err) => this.o.logger.error({ err }, "skein: checkpoint failed"));
       this.sweepDue = true;
       this.wake();
       if (!this.stopped) this.armSweep();

@@ -2,7 +2,7 @@
  * The public engine: `createEngine` opens the database, recovers what a dead engine left, and
  * serves runs. The methods here validate and delegate: state changes go through the Dispatcher.
  */
-import { randomBytes, randomUUID } from "node:crypto";
+import { randomBytes } from "node:crypto";
 import { hostname } from "node:os";
 import { type Logger, pino } from "pino";
 import type { AgentHandler, DecideHook } from "../agents/task.js";
@@ -14,6 +14,7 @@ import type { Store } from "../store/store.js";
 import { AttemptRunner } from "./attempts.js";
 import { type Clock, systemClock } from "./clock.js";
 import { Dispatcher } from "./dispatcher.js";
+import { uuidv7 } from "./ids.js";
 import { canonicalJson, jsonProblem, sha256 } from "./json.js";
 import { type RegisteredWorkflow, WorkflowRegistry } from "./registry.js";
 
@@ -199,7 +200,7 @@ export class Engine {
     const now = this.clock.now();
     const trace = traceOf(options.traceparent);
     const run: Run = {
-      run_id: randomUUID(),
+      run_id: uuidv7(now),
       workflow_id: workflow.id,
       workflow_version: workflow.version,
       status: "RUNNING",

@@ -71,6 +71,9 @@ export interface Store {
   latestTerminalVisits(runId: string): Promise<Visit[]>;
   listEvents(runId: string, options?: { afterSeq?: number; limit?: number }): Promise<RunEvent[]>;
 
+  /** Housekeeping the engine calls from its periodic sweep (SQLite: a WAL checkpoint). */
+  checkpoint(): Promise<void>;
+
   /** Runs `fn` in one write transaction (SQLite: BEGIN IMMEDIATE); rolls back if it throws. */
   transaction<T>(fn: (tx: StoreTx) => Promise<T>): Promise<T>;
   close(): Promise<void>;
@@ -83,8 +86,6 @@ export interface StoreTx {
   updateRun(run: Run): Promise<void>;
   /** The run and its current visits, or null. */
   loadRun(runId: string): Promise<{ run: Run; visits: Visit[] } | null>;
-  /** The run id of a visit, by execution_id. */
-  runOfExecution(executionId: string): Promise<string | null>;
   getVisit(key: VisitKey): Promise<Visit | null>;
   insertVisits(visits: Iterable<Visit>): Promise<void>;
   updateVisits(visits: Iterable<Visit>): Promise<void>;

@@ -45,7 +45,7 @@ CREATE TABLE visits (
   run_id          TEXT    NOT NULL REFERENCES runs (run_id),
   node_id         TEXT    NOT NULL,
   visit           INTEGER NOT NULL,
-  execution_id    TEXT    NOT NULL UNIQUE,
+  execution_id    TEXT    NOT NULL,            -- run_id:node_id:visit
   agent_type      TEXT    NOT NULL,
   state           TEXT    NOT NULL,
   is_current      INTEGER NOT NULL,
@@ -90,8 +90,6 @@ CREATE INDEX runs_by_status ON runs (status, created_at);
 CREATE INDEX runs_by_workflow ON runs (workflow_id, created_at);
 
 CREATE INDEX visits_by_holder ON visits (holder) WHERE state = 'RUNNING';
-
-CREATE INDEX visits_current ON visits (run_id, is_current);
 
 CREATE INDEX visits_ready ON visits (agent_type, ready_at) WHERE ready_at IS NOT NULL;
 

@@ -40,6 +40,7 @@ export class SqliteStore implements Store {
   private readonly sql: ReturnType<typeof prepare>;
   private readonly tx: StoreTx;
   private lock: Promise<unknown> = Promise.resolve();
+  private readonly readStatements = new Map<string, Database.Statement>();
 
   private constructor(
     readonly path: string,
@@ -135,8 +136,8 @@ export class SqliteStore implements Store {
   async getWorkflow(id: string, version?: number): Promise<StoredWorkflow | null> {
     const row =
       version === undefined
-        ? this.reader.prepare("SELECT * FROM workflows WHERE id = ? ORDER BY version DESC LIMIT 1").get(id)
-        : this.reader.prepare("SELECT * FROM workflows WHERE id = ? AND version = ?").get(id, version);
+        ? this.read("SELECT * FROM workflows WHERE id = ? ORDER BY version DESC LIMIT 1").get(id)
+        : this.read("SELECT * FROM workflows WHERE id = ? AND version = ?").get(id, version);
     return (row as StoredWorkflow | undefined) ?? null;
   }
 
@@ -149,7 +150,7 @@ export class SqliteStore implements Store {
   }
 
   async getRun(runId: string): Promise<Run | null> {
-    const row = this.reader.prepare("SELECT * FROM runs WHERE run_id = ?").get(runId) as DbRun | undefined;
+    const row = this.read("SELECT * FROM runs WHERE run_id = ?").get(runId) as DbRun | undefined;
     return row ? runFromDb(row) : null;
   }
 
@@ -170,7 +171,7 @@ export class SqliteStore implements Store {
     }
     const sql = `SELECT * FROM runs ${where.length ? `WHERE ${where.join(" AND ")}` : ""}
       ORDER BY created_at DESC, run_id DESC LIMIT ?`;
-    const rows = this.reader.prepare(sql).all(...params, filter.limit ?? 100) as DbRun[];
+    const rows = this.read(sql).all(...params, filter.limit ?? 100) as DbRun[];
     return rows.map(runFromDb);
   }
 
@@ -178,7 +179,7 @@ export class SqliteStore implements Store {
     const sql = options.currentOnly
       ? "SELECT * FROM visits WHERE run_id = ? AND is_current = 1 ORDER BY created_at, node_id"
       : "SELECT * FROM visits WHERE run_id = ? ORDER BY created_at, node_id, visit";
-    return (this.reader.prepare(sql).all(runId) as DbVisit[]).map(visitFromDb);
+    return (this.read(sql).all(runId) as DbVisit[]).map(visitFromDb);
   }
 
   async latestTerminalVisits(runId: string): Promise<Visit[]> {
@@ -200,7 +201,7 @@ export class SqliteStore implements Store {
   }
 
   transaction<T>(fn: (tx: StoreTx) => Promise<T>): Promise<T> {
-    const run = async (): Promise<T> => {
+    return this.serial(async () => {
       begin(this.writer, this.path);
       try {
         const result = await fn(this.tx);
@@ -210,16 +211,41 @@ export class SqliteStore implements Store {
         if (this.writer.inTransaction) this.writer.exec("ROLLBACK");
         throw e;
       }
-    };
-    const result = this.lock.then(run, run);
+    });
+  }
+
+  /** Runs `fn` when the write connection is free: one user at a time, in call order. */
+  private serial<T>(fn: () => Promise<T>): Promise<T> {
+    const result = this.lock.then(fn, fn);
     this.lock = result.catch(() => undefined);
     return result;
   }
 
   async close(): Promise<void> {
     await this.lock;
+    if (this.path !== ":memory:") this.writer.pragma("wal_checkpoint(TRUNCATE)");
     if (this.reader !== this.writer) this.reader.close();
     this.writer.close();
+  }
+
+  /** A prepared statement on the read connection, prepared once per SQL text. */
+  private read(sql: string): Database.Statement {
+    let statement = this.readStatements.get(sql);
+    if (!statement) {
+      statement = this.reader.prepare(sql);
+      this.readStatements.set(sql, statement);
+    }
+    return statement;
+  }
+
+  /**
+   * Copies the WAL back into the database file. Automatic checkpoints are off so that no
+   * commit on the hot path pays for one; the engine calls this from its periodic sweep.
+   */
+  checkpoint(): Promise<void> {
+    return this.serial(async () => {
+      this.writer.pragma("wal_checkpoint(PASSIVE)");
+    });
   }
 
   private makeTx(): StoreTx {
@@ -237,8 +263,6 @@ export class SqliteStore implements Store {
         if (!row) return null;
         return { run: runFromDb(row), visits: (s.currentVisits.all(runId) as DbVisit[]).map(visitFromDb) };
       },
-      runOfExecution: async (executionId) =>
-        (s.runOfExecution.get(executionId) as { run_id: string } | undefined)?.run_id ?? null,
       getVisit: async (key) => {
         const row = s.getVisit.get(key) as DbVisit | undefined;
         return row ? visitFromDb(row) : null;
@@ -291,7 +315,6 @@ function prepare(db: Db) {
          ended_at = @ended_at WHERE run_id = @run_id`,
     ),
     currentVisits: db.prepare("SELECT * FROM visits WHERE run_id = ? AND is_current = 1"),
-    runOfExecution: db.prepare("SELECT run_id FROM visits WHERE execution_id = ?"),
     getVisit: db.prepare("SELECT * FROM visits WHERE run_id = @run_id AND node_id = @node_id AND visit = @visit"),
     insertVisit: db.prepare(
       `INSERT INTO visits (${visitColumns.join(", ")}) VALUES (${visitColumns.map((c) => `@${c}`).join(", ")})`,
@@ -384,7 +407,10 @@ function openConnection(path: string, options: SqliteOptions & { readonly?: bool
   let db: Db;
   try {
     db = new Database(path, { readonly: options.readonly ?? false, fileMustExist: options.readonly ?? false });
-    if (!options.readonly) db.pragma("journal_mode = WAL");
+    if (!options.readonly) {
+      db.pragma("journal_mode = WAL");
+      db.pragma("wal_autocheckpoint = 0");
+    }
     db.pragma(`synchronous = ${options.synchronous === "full" ? "FULL" : "NORMAL"}`);
     db.pragma(`busy_timeout = ${options.busyTimeoutMs ?? 5000}`);
     db.pragma("foreign_keys = ON");

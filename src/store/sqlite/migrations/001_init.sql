@@ -39,7 +39,7 @@ CREATE TABLE visits (
   run_id          TEXT    NOT NULL REFERENCES runs (run_id),
   node_id         TEXT    NOT NULL,
   visit           INTEGER NOT NULL,
-  execution_id    TEXT    NOT NULL UNIQUE,
+  execution_id    TEXT    NOT NULL,            -- run_id:node_id:visit
   agent_type      TEXT    NOT NULL,
   state           TEXT    NOT NULL,
   is_current      INTEGER NOT NULL,
@@ -64,7 +64,6 @@ CREATE TABLE visits (
   ended_at        INTEGER,
   PRIMARY KEY (run_id, node_id, visit)
 );
-CREATE INDEX visits_current ON visits (run_id, is_current);
 CREATE INDEX visits_ready ON visits (agent_type, ready_at) WHERE ready_at IS NOT NULL;
 CREATE INDEX visits_unresolved ON visits (ready_at) WHERE ready_at IS NOT NULL AND payload IS NULL;
 CREATE INDEX visits_running ON visits (lease_expires_at) WHERE state = 'RUNNING';
