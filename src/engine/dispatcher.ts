@@ -25,6 +25,7 @@ import { ConflictError, EngineClosedError } from "../errors.js";
 import type { Store, StoreTx, VisitKey } from "../store/store.js";
 import type { Clock, TimerHandle } from "./clock.js";
 import type { WorkflowRegistry } from "./registry.js";
+import { RunCache } from "./run-cache.js";
 
 /** A task as claimed in the transaction: everything an attempt needs but its signal and callbacks. */
 export interface ClaimedTask {
@@ -82,6 +83,8 @@ export interface DispatcherOptions {
   agentConcurrency: Readonly<Record<string, number>>;
   sweepIntervalMs: number;
   random: () => number;
+  /** How many in-progress runs to keep in memory between transactions (exclusive stores only). */
+  runCacheSize: number;
 }
 
 const SWEEP_BATCH = 500;
@@ -94,12 +97,15 @@ export class Dispatcher {
   private sweepTimer: TimerHandle | null = null;
   /** Engines found dead at start: their in-process attempts are recovered on the first flush. */
   private deadEngines: string[] = [];
+  private readonly cache: RunCache;
   private claiming = true;
   private stopped = false;
   /** Set by the timers: the next flush also looks for what fell due. Input-driven flushes skip that. */
   private sweepDue = true;
 
-  constructor(private readonly o: DispatcherOptions) {}
+  constructor(private readonly o: DispatcherOptions) {
+    this.cache = new RunCache(o.store.exclusive ? o.runCacheSize : 0);
+  }
 
   start(deadEngines: string[]): void {
     this.deadEngines = deadEngines;
@@ -172,11 +178,12 @@ export class Dispatcher {
     const sweep = this.sweepDue;
     this.sweepDue = false;
     let outcome: FlushOutcome;
+    const flush = new Flush(this.o, this.cache, now, this.claiming);
     try {
-      outcome = await this.o.store.transaction((tx) =>
-        new Flush(this.o, tx, now, this.claiming).run(inputs, dead, sweep),
-      );
+      outcome = await this.o.store.transaction((tx) => flush.run(tx, inputs, dead, sweep));
+      this.cache.keep(flush.states.values());
     } catch (e) {
+      this.cache.forget(flush.states.keys());
       // A failed transaction changed nothing. Callers waiting on it hear why; attempts whose
       // results were lost here expire and retry, so no run is stuck. Recovery and the sweep
       // rolled back with the rest: they run again on the next flush.
@@ -244,7 +251,9 @@ interface FlushOutcome {
 
 /** One transaction's work. Run states are loaded once and shared by every input of the flush. */
 class Flush {
-  private readonly states = new Map<string, RunState>();
+  /** The runs this transaction read or changed. */
+  readonly states = new Map<string, RunState>();
+  private tx!: StoreTx;
   private readonly out: FlushOutcome = {
     events: [],
     claimed: [],
@@ -256,12 +265,13 @@ class Flush {
 
   constructor(
     private readonly o: DispatcherOptions,
-    private readonly tx: StoreTx,
+    private readonly cache: RunCache,
     private readonly now: number,
     private readonly claiming: boolean,
   ) {}
 
-  async run(inputs: Input[], deadEngines: string[], sweep: boolean): Promise<FlushOutcome> {
+  async run(tx: StoreTx, inputs: Input[], deadEngines: string[], sweep: boolean): Promise<FlushOutcome> {
+    this.tx = tx;
     await this.recover(deadEngines);
     for (const input of inputs) await this.apply(input);
     if (sweep) await this.sweep();
@@ -337,7 +347,8 @@ class Flush {
     await this.tx.insertRun(run);
     const rs = startRunState(run, graph, this.now);
     this.states.set(run.run_id, rs);
-    this.out.callbacks.push(() => done.resolve(rs.run));
+    const started = { ...rs.run };
+    this.out.callbacks.push(() => done.resolve(started));
   }
 
   /**
@@ -503,8 +514,11 @@ class Flush {
   }
 
   private async load(runId: string): Promise<RunState | undefined> {
-    const cached = this.states.get(runId);
-    if (cached) return cached;
+    const known = this.states.get(runId) ?? this.cache.get(runId);
+    if (known) {
+      this.states.set(runId, known);
+      return known;
+    }
     const loaded = await this.tx.loadRun(runId);
     if (!loaded) return undefined;
     const { graph } = await this.o.registry.get(loaded.run.workflow_id, loaded.run.workflow_version);

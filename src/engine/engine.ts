@@ -146,6 +146,7 @@ export class Engine {
       agentConcurrency: options.agentConcurrency ?? {},
       sweepIntervalMs: options.sweepIntervalMs ?? 1000,
       random: options.random ?? Math.random,
+      runCacheSize: 2000,
       hooks: {
         dispatch: (task) => this.attempts.dispatch(task),
         resolvePayload: (key) => this.attempts.resolvePayload(key),

@@ -40,6 +40,12 @@ export interface VisitKey {
 }
 
 export interface Store {
+  /**
+   * True when this engine is the database's only writer (SQLite: one engine per file), so run
+   * state read in one transaction is still true in the next and may be kept in memory.
+   */
+  readonly exclusive: boolean;
+
   /** Applies the migrations this version knows; refuses a foreign, corrupt or newer database. Idempotent. */
   migrate(): Promise<void>;
 

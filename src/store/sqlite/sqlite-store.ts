@@ -35,6 +35,7 @@ export interface SqliteOptions {
 type Db = Database.Database;
 
 export class SqliteStore implements Store {
+  readonly exclusive = true;
   private readonly writer: Db;
   private readonly reader: Db;
   private readonly sql: ReturnType<typeof prepare>;
@@ -202,13 +203,17 @@ export class SqliteStore implements Store {
 
   transaction<T>(fn: (tx: StoreTx) => Promise<T>): Promise<T> {
     return this.serial(async () => {
-      begin(this.writer, this.path);
+      try {
+        this.sql.begin.run();
+      } catch (e) {
+        throw databaseError(e, this.path);
+      }
       try {
         const result = await fn(this.tx);
-        this.writer.exec("COMMIT");
+        this.sql.commit.run();
         return result;
       } catch (e) {
-        if (this.writer.inTransaction) this.writer.exec("ROLLBACK");
+        if (this.writer.inTransaction) this.sql.rollback.run();
         throw e;
       }
     });
@@ -304,6 +309,9 @@ export class SqliteStore implements Store {
 function prepare(db: Db) {
   const visitColumns = Object.keys(visitRowShape);
   return {
+    begin: db.prepare("BEGIN IMMEDIATE"),
+    commit: db.prepare("COMMIT"),
+    rollback: db.prepare("ROLLBACK"),
     runByKey: db.prepare("SELECT * FROM runs WHERE idempotency_key = ?"),
     getRun: db.prepare("SELECT * FROM runs WHERE run_id = ?"),
     insertRun: db.prepare(
@@ -418,14 +426,6 @@ function openConnection(path: string, options: SqliteOptions & { readonly?: bool
     throw databaseError(e, path);
   }
   return db;
-}
-
-function begin(db: Db, path: string): void {
-  try {
-    db.exec("BEGIN IMMEDIATE");
-  } catch (e) {
-    throw databaseError(e, path);
-  }
 }
 
 function isAlive(engine: EngineRow, staleBefore: number): boolean {

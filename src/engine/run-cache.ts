@@ -1,0 +1,35 @@
+import type { RunState } from "../core/scheduler.js";
+
+/**
+ * Run states kept between transactions, so a busy run is not re-read from the database for
+ * every result. Valid only while this engine is the database's only writer (SQLite: one engine
+ * per file); runs touched by a transaction that rolled back are forgotten, ended runs dropped,
+ * and the least recently used go first when the cache is full.
+ */
+export class RunCache {
+  private readonly runs = new Map<string, RunState>();
+
+  constructor(private readonly capacity: number) {}
+
+  get(runId: string): RunState | undefined {
+    return this.runs.get(runId);
+  }
+
+  /** After a commit: keep what the transaction left, most recently used last. */
+  keep(states: Iterable<RunState>): void {
+    if (this.capacity <= 0) return;
+    for (const rs of states) {
+      this.runs.delete(rs.run.run_id);
+      if (rs.run.ended_at === null) this.runs.set(rs.run.run_id, rs);
+    }
+    for (const runId of this.runs.keys()) {
+      if (this.runs.size <= this.capacity) break;
+      this.runs.delete(runId);
+    }
+  }
+
+  /** After a rollback: the in-memory states are ahead of the database. */
+  forget(runIds: Iterable<string>): void {
+    for (const runId of runIds) this.runs.delete(runId);
+  }
+}
