@@ -2,7 +2,8 @@
  * dag8: the 8-node case-study shape (workloads.ts DAG8) with no-op agents.
  *
  * - Throughput (`dag8_runs_per_s`, `dag8_p50_ms`, `dag8_p99_ms`): a closed loop of 200 workers,
- *   each starting a run and starting the next one when it ends, for 5,000 runs after a warm-up.
+ *   each starting a run and starting the next one when it ends, for 5,000 runs after a warm-up;
+ *   the median of three such windows.
  *   A run's end is seen through one global `subscribe` listener (run.succeeded/failed/cancelled);
  *   latency is from the startRun call to that event; throughput is measured runs divided by the
  *   time from the first measured start to the last end.
@@ -80,21 +81,40 @@ async function closedLoop(engine: Engine, ends: RunEnds, total: number, inFlight
   return { latencies, seconds: (last - first) / 1000 };
 }
 
-export async function benchDag8(total = 5000, inFlight = 200, warmup = 500): Promise<Measured> {
+/**
+ * The closed loop settles into waves of runs moving together, so one 5,000-run window varies
+ * by ±20% from one repetition to the next: the metric is the median of three windows.
+ */
+export async function benchDag8(total = 5000, inFlight = 200, warmup = 500, repetitions = 3): Promise<Measured> {
   return withEngine("dag8", async (engine) => {
     const ends = new RunEnds(engine);
     await closedLoop(engine, ends, warmup, inFlight);
     progress(`dag8: warm-up of ${warmup} runs done`);
-    const { latencies, seconds } = await closedLoop(engine, ends, total, inFlight);
-    if (latencies.length < total) progress(`dag8: stopped after ${latencies.length} runs (time cap)`);
-    progress(`dag8: ${latencies.length} runs in ${seconds.toFixed(2)} s`);
+    const windows: { rate: number; latencies: number[]; seconds: number }[] = [];
+    for (let r = 0; r < repetitions; r++) {
+      const { latencies, seconds } = await closedLoop(engine, ends, total, inFlight);
+      if (latencies.length < total) progress(`dag8: stopped after ${latencies.length} runs (time cap)`);
+      progress(`dag8: ${latencies.length} runs in ${seconds.toFixed(2)} s`);
+      windows.push({ rate: latencies.length / seconds, latencies, seconds });
+    }
+    const sorted = [...windows].sort((a, b) => a.rate - b.rate);
+    const median = sorted[Math.floor(sorted.length / 2)] as (typeof windows)[number];
     return {
       metrics: {
-        dag8_runs_per_s: latencies.length / seconds,
-        dag8_p50_ms: percentile(latencies, 50),
-        dag8_p99_ms: percentile(latencies, 99),
+        dag8_runs_per_s: median.rate,
+        dag8_p50_ms: percentile(median.latencies, 50),
+        dag8_p99_ms: percentile(median.latencies, 99),
       },
-      meta: { dag8: { runs: latencies.length, in_flight: inFlight, warmup_runs: warmup, seconds } },
+      meta: {
+        dag8: {
+          runs_per_window: total,
+          windows: repetitions,
+          runs_per_s_min: sorted[0]?.rate ?? 0,
+          runs_per_s_max: sorted[sorted.length - 1]?.rate ?? 0,
+          in_flight: inFlight,
+          warmup_runs: warmup,
+        },
+      },
     };
   });
 }

@@ -4,7 +4,6 @@
  * resolves payload templates. Expressions (JSONata) are asynchronous, so they run here, outside
  * any transaction; the dispatcher re-checks the fence when it applies the result.
  */
-import { randomBytes } from "node:crypto";
 import type { Logger } from "pino";
 import { type AgentHandler, type DecideHook, isRouted, route, type Task } from "../agents/task.js";
 import { checkRoute } from "../core/branching.js";
@@ -15,6 +14,7 @@ import type { CompiledNode, WorkflowGraph } from "../definition/graph.js";
 import { NonRetryableError } from "../errors.js";
 import type { Store, VisitKey } from "../store/store.js";
 import type { ClaimedTask, Dispatcher, Input } from "./dispatcher.js";
+import { randomHex } from "./ids.js";
 import { jsonProblem } from "./json.js";
 import type { WorkflowRegistry } from "./registry.js";
 
@@ -31,7 +31,7 @@ export interface AttemptRunnerOptions {
 interface Held {
   attempt: number;
   agent_type: string;
-  controller: AbortController;
+  abort: LazyAbort;
   /** Settles when the handler returns or throws (never, for a handler that hangs). */
   finished: Promise<void>;
 }
@@ -55,19 +55,19 @@ export class AttemptRunner {
 
   dispatch(task: ClaimedTask): void {
     const handler = this.o.handlers.get(task.agent_type);
-    const controller = new AbortController();
+    const abort = new LazyAbort();
     let finish!: () => void;
     const held: Held = {
       attempt: task.attempt,
       agent_type: task.agent_type,
-      controller,
+      abort,
       finished: new Promise((resolve) => {
         finish = resolve;
       }),
     };
     this.held.set(task.execution_id, held);
     this.byType.set(task.agent_type, (this.byType.get(task.agent_type) ?? 0) + 1);
-    void this.run(task, handler, controller.signal).then((input) => {
+    void this.run(task, handler, abort).then((input) => {
       finish();
       this.release(task.execution_id, task.attempt);
       this.dispatcher.push(input);
@@ -79,7 +79,7 @@ export class AttemptRunner {
     const held = this.held.get(executionId);
     if (!held) return;
     this.release(executionId, held.attempt);
-    held.controller.abort(new Error(`attempt ${held.attempt} of ${executionId} was ${reason}`));
+    held.abort.abort(new Error(`attempt ${held.attempt} of ${executionId} was ${reason}`));
   }
 
   abortAll(reason: string): void {
@@ -93,7 +93,7 @@ export class AttemptRunner {
     this.byType.set(held.agent_type, (this.byType.get(held.agent_type) ?? 1) - 1);
   }
 
-  private async run(task: ClaimedTask, handler: AgentHandler | undefined, signal: AbortSignal): Promise<Input> {
+  private async run(task: ClaimedTask, handler: AgentHandler | undefined, signal: LazyAbort): Promise<Input> {
     const at = { execution_id: task.execution_id, attempt: task.attempt };
     try {
       if (!handler) throw new NonRetryableError(`no handler is registered for agent_type "${task.agent_type}"`);
@@ -104,7 +104,7 @@ export class AttemptRunner {
     }
   }
 
-  private task(t: ClaimedTask, signal: AbortSignal): Task {
+  private task(t: ClaimedTask, abort: LazyAbort): Task {
     return {
       run_id: t.run_id,
       node_id: t.node_id,
@@ -117,8 +117,10 @@ export class AttemptRunner {
       deps: t.deps,
       trigger: t.trigger,
       trace_id: t.trace_id,
-      traceparent: `00-${t.trace_id}-${randomBytes(8).toString("hex")}-01`,
-      signal,
+      traceparent: `00-${t.trace_id}-${randomHex(8)}-01`,
+      get signal() {
+        return abort.signal;
+      },
       heartbeat: () =>
         new Promise<boolean>((resolve, reject) => {
           this.dispatcher.push({
@@ -263,6 +265,26 @@ export class AttemptRunner {
       };
     }
     return { ok: true, value: JSON.parse(text) as Json };
+  }
+}
+
+/** An AbortController made on first use: most handlers never read their signal. */
+class LazyAbort {
+  private controller: AbortController | null = null;
+  private reason: unknown = null;
+
+  get signal(): AbortSignal {
+    if (!this.controller) {
+      this.controller = new AbortController();
+      if (this.reason !== null) this.controller.abort(this.reason);
+    }
+    return this.controller.signal;
+  }
+
+  abort(reason: Error): void {
+    if (this.reason !== null) return;
+    this.reason = reason;
+    this.controller?.abort(reason);
   }
 }
 

@@ -2,7 +2,6 @@
  * The public engine: `createEngine` opens the database, recovers what a dead engine left, and
  * serves runs. The methods here validate and delegate: state changes go through the Dispatcher.
  */
-import { randomBytes } from "node:crypto";
 import { hostname } from "node:os";
 import { type Logger, pino } from "pino";
 import type { AgentHandler, DecideHook } from "../agents/task.js";
@@ -14,7 +13,7 @@ import type { Store } from "../store/store.js";
 import { AttemptRunner } from "./attempts.js";
 import { type Clock, systemClock } from "./clock.js";
 import { Dispatcher } from "./dispatcher.js";
-import { uuidv7 } from "./ids.js";
+import { randomHex, uuidv7 } from "./ids.js";
 import { canonicalJson, jsonProblem, sha256 } from "./json.js";
 import { type RegisteredWorkflow, WorkflowRegistry } from "./registry.js";
 
@@ -116,7 +115,7 @@ export class Engine {
     private readonly store: Store,
     private readonly options: EngineOptions,
   ) {
-    this.engineId = options.engineId ?? `${hostname()}-${process.pid}-${randomBytes(3).toString("hex")}`;
+    this.engineId = options.engineId ?? `${hostname()}-${process.pid}-${randomHex(3)}`;
     this.clock = options.clock ?? systemClock;
     this.logger = options.logger ?? pino({ level: process.env.SKEIN_LOG_LEVEL ?? "warn" }, pino.destination(2));
     this.maxPayloadBytes = options.maxPayloadBytes ?? 1024 * 1024;
@@ -210,7 +209,7 @@ export class Engine {
       error: null,
       end_cause: null,
       trace_id: trace,
-      traceparent: `00-${trace}-${randomBytes(8).toString("hex")}-01`,
+      traceparent: `00-${trace}-${randomHex(8)}-01`,
       idempotency_key: options.idempotency_key ?? null,
       input_hash: sha256(`${workflow.id}\n${text}`),
       needs_attention: false,
@@ -379,5 +378,5 @@ const aggregatorHandler: AgentHandler = (task) => {
 function traceOf(traceparent: string | undefined): string {
   const m = traceparent ? /^[0-9a-f]{2}-([0-9a-f]{32})-[0-9a-f]{16}-[0-9a-f]{2}$/.exec(traceparent.trim()) : null;
   if (m?.[1] && !/^0+$/.test(m[1])) return m[1];
-  return randomBytes(16).toString("hex");
+  return randomHex(16);
 }

@@ -8,7 +8,7 @@ CREATE TABLE engines (
 );
 
 CREATE TABLE events (
-  seq       INTEGER PRIMARY KEY AUTOINCREMENT,
+  seq       INTEGER PRIMARY KEY,  -- the rowid: grows with every insert (no AUTOINCREMENT: it costs a write per row)
   run_id    TEXT    NOT NULL,
   type      TEXT    NOT NULL,
   node_id   TEXT,
@@ -88,8 +88,6 @@ CREATE INDEX runs_by_deadline ON runs (deadline_at) WHERE ended_at IS NULL;
 CREATE INDEX runs_by_status ON runs (status, created_at);
 
 CREATE INDEX runs_by_workflow ON runs (workflow_id, created_at);
-
-CREATE INDEX visits_by_holder ON visits (holder) WHERE state = 'RUNNING';
 
 CREATE INDEX visits_ready ON visits (agent_type, ready_at) WHERE ready_at IS NOT NULL;
 

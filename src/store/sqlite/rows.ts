@@ -119,7 +119,3 @@ export function visitToDb(v: Visit): DbVisit {
 export function eventFromDb(r: DbEvent): RunEvent {
   return { ...r, type: r.type as RunEvent["type"], data: JSON.parse(r.data) as RunEvent["data"] };
 }
-
-export function eventToDb(e: NewEvent): Omit<DbEvent, "seq"> {
-  return { ...e, data: JSON.stringify(e.data) };
-}

@@ -4,6 +4,7 @@
  * write connection while one is open. Reads go through a second connection and see committed
  * data only (WAL lets them run beside the writer).
  */
+import { statSync } from "node:fs";
 import { hostname } from "node:os";
 import Database from "better-sqlite3";
 import type { NewEvent, Run, RunEvent, Visit } from "../../core/types.js";
@@ -15,7 +16,6 @@ import {
   type DbRun,
   type DbVisit,
   eventFromDb,
-  eventToDb,
   runFromDb,
   runToDb,
   visitFromDb,
@@ -33,6 +33,25 @@ export interface SqliteOptions {
 }
 
 type Db = Database.Database;
+
+/** Events per multi-row INSERT. */
+const EVENT_BATCH = 32;
+
+function eventParams(e: NewEvent): unknown[] {
+  return [e.run_id, e.type, e.node_id, e.visit, e.trace_id, e.at, JSON.stringify(e.data)];
+}
+
+/** Checkpoint once the WAL passes this size: pages written many times between checkpoints are copied once. */
+const WAL_CHECKPOINT_BYTES = 16 * 1024 * 1024;
+
+function walBytes(path: string): number {
+  if (path === ":memory:") return 0;
+  try {
+    return statSync(`${path}-wal`).size;
+  } catch {
+    return 0;
+  }
+}
 
 export class SqliteStore implements Store {
   readonly exclusive = true;
@@ -249,7 +268,7 @@ export class SqliteStore implements Store {
    */
   checkpoint(): Promise<void> {
     return this.serial(async () => {
-      this.writer.pragma("wal_checkpoint(PASSIVE)");
+      if (walBytes(this.path) >= WAL_CHECKPOINT_BYTES) this.writer.pragma("wal_checkpoint(PASSIVE)");
     });
   }
 
@@ -278,11 +297,22 @@ export class SqliteStore implements Store {
       updateVisits: async (visits) => {
         for (const v of visits) s.updateVisit.run(visitToDb(v));
       },
-      insertEvents: async (events: NewEvent[]) =>
-        events.map((e) => {
-          const { lastInsertRowid } = s.insertEvent.run(eventToDb(e));
-          return { ...e, seq: Number(lastInsertRowid) };
-        }),
+      insertEvents: async (events: NewEvent[]) => {
+        // Full batches go in one multi-row INSERT: rowids are assigned in order, so the batch's
+        // seqs are the last one and the ones just before it.
+        const out: RunEvent[] = [];
+        let i = 0;
+        for (; i + EVENT_BATCH <= events.length; i += EVENT_BATCH) {
+          const batch = events.slice(i, i + EVENT_BATCH);
+          const { lastInsertRowid } = s.insertEventBatch.run(batch.flatMap(eventParams));
+          const first = Number(lastInsertRowid) - EVENT_BATCH + 1;
+          batch.forEach((e, k) => out.push({ ...e, seq: first + k }));
+        }
+        for (const e of events.slice(i)) {
+          out.push({ ...e, seq: Number(s.insertEvent.run(eventParams(e)).lastInsertRowid) });
+        }
+        return out;
+      },
       claimable: async (agentType, now, limit) => keys(s.claimable.all(agentType, now, limit)),
       unresolved: async (now, limit) => keys(s.unresolved.all(now, limit)),
       expiredAttempts: async (now, limit) => keys(s.expiredAttempts.all(now, limit)),
@@ -334,7 +364,13 @@ function prepare(db: Db) {
         .join(", ")} WHERE run_id = @run_id AND node_id = @node_id AND visit = @visit`,
     ),
     insertEvent: db.prepare(
-      "INSERT INTO events (run_id, type, node_id, visit, trace_id, at, data) VALUES (@run_id, @type, @node_id, @visit, @trace_id, @at, @data)",
+      "INSERT INTO events (run_id, type, node_id, visit, trace_id, at, data) VALUES (?, ?, ?, ?, ?, ?, ?)",
+    ),
+    insertEventBatch: db.prepare(
+      `INSERT INTO events (run_id, type, node_id, visit, trace_id, at, data) VALUES ${Array.from(
+        { length: EVENT_BATCH },
+        () => "(?, ?, ?, ?, ?, ?, ?)",
+      ).join(", ")}`,
     ),
     claimable: db.prepare(
       `SELECT run_id, node_id, visit FROM visits INDEXED BY visits_ready
@@ -418,6 +454,9 @@ function openConnection(path: string, options: SqliteOptions & { readonly?: bool
     if (!options.readonly) {
       db.pragma("journal_mode = WAL");
       db.pragma("wal_autocheckpoint = 0");
+      // After a checkpoint the WAL restarts and is cut back to this size, so its size tells
+      // how much was written since (see WAL_CHECKPOINT_BYTES).
+      db.pragma(`journal_size_limit = ${WAL_CHECKPOINT_BYTES / 4}`);
     }
     db.pragma(`synchronous = ${options.synchronous === "full" ? "FULL" : "NORMAL"}`);
     db.pragma(`busy_timeout = ${options.busyTimeoutMs ?? 5000}`);

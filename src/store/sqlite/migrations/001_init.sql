@@ -67,10 +67,9 @@ CREATE TABLE visits (
 CREATE INDEX visits_ready ON visits (agent_type, ready_at) WHERE ready_at IS NOT NULL;
 CREATE INDEX visits_unresolved ON visits (ready_at) WHERE ready_at IS NOT NULL AND payload IS NULL;
 CREATE INDEX visits_running ON visits (lease_expires_at) WHERE state = 'RUNNING';
-CREATE INDEX visits_by_holder ON visits (holder) WHERE state = 'RUNNING';
 
 CREATE TABLE events (
-  seq       INTEGER PRIMARY KEY AUTOINCREMENT,
+  seq       INTEGER PRIMARY KEY,  -- the rowid: grows with every insert (no AUTOINCREMENT: it costs a write per row)
   run_id    TEXT    NOT NULL,
   type      TEXT    NOT NULL,
   node_id   TEXT,
