@@ -1,6 +1,6 @@
 /** Conversion between SQLite rows (snake_case, JSON as text, booleans as 0/1) and domain types. */
 import type { EndCause, RunStatus, VisitState } from "../../core/states.js";
-import type { Json, NewEvent, Run, RunEvent, Visit, VisitError } from "../../core/types.js";
+import type { Json, Run, RunEvent, Visit, VisitError } from "../../core/types.js";
 
 export interface DbRun {
   run_id: string;

@@ -306,7 +306,7 @@ export class SqliteStore implements Store {
           const batch = events.slice(i, i + EVENT_BATCH);
           const { lastInsertRowid } = s.insertEventBatch.run(batch.flatMap(eventParams));
           const first = Number(lastInsertRowid) - EVENT_BATCH + 1;
-          batch.forEach((e, k) => out.push({ ...e, seq: first + k }));
+          out.push(...batch.map((e, k) => ({ ...e, seq: first + k })));
         }
         for (const e of events.slice(i)) {
           out.push({ ...e, seq: Number(s.insertEvent.run(eventParams(e)).lastInsertRowid) });

@@ -1,0 +1,389 @@
+/**
+ * One flush: everything the dispatcher queued, applied in ONE write transaction. Run states
+ * are loaded once (or taken from the run cache) and shared by every input; the fence of
+ * DESIGN §5 is checked here, then the pure scheduler changes the state, and what changed is
+ * written once at the end, claims included.
+ */
+import {
+  claim,
+  type Decision,
+  emptyChanges,
+  endRun,
+  failAttempt,
+  failVisit,
+  interrupt,
+  type RunState,
+  renewLease,
+  runState,
+  startRunState,
+  succeed,
+} from "../core/scheduler.js";
+import type { Json, Run, RunEvent, Visit, VisitError } from "../core/types.js";
+import { ConflictError } from "../errors.js";
+import type { StoreTx, VisitKey } from "../store/store.js";
+import type { DispatcherOptions } from "./dispatcher.js";
+import type { RunCache } from "./run-cache.js";
+
+/** A task as claimed in the transaction: everything an attempt needs but its signal and callbacks. */
+export interface ClaimedTask {
+  run_id: string;
+  node_id: string;
+  agent_type: string;
+  visit: number;
+  attempt: number;
+  execution_id: string;
+  payload: Json;
+  input: Json;
+  deps: Record<string, { status: string; output: Json | null; error: Json | null }>;
+  trigger: { node_id: string; visit: number; status: string; output: Json | null; error: Json | null } | null;
+  trace_id: string;
+  workflow_id: string;
+  workflow_version: number;
+  deadline_at: number;
+}
+
+export type Input =
+  | { kind: "start"; run: Run; done: Callback<Run> }
+  | { kind: "success"; execution_id: string; attempt: number; output: Json; decision: Decision }
+  | { kind: "failure"; execution_id: string; attempt: number; error: VisitError; retryable: boolean }
+  /** A failure of the visit itself, not retried: invalid_next, when_error. */
+  | { kind: "fail_visit"; execution_id: string; attempt: number; reason: string; error: VisitError }
+  | { kind: "payload"; key: VisitKey; payload: Json }
+  | { kind: "payload_error"; key: VisitKey; error: VisitError }
+  | { kind: "heartbeat"; execution_id: string; attempt: number; done: Callback<boolean> };
+
+type Callback<T> = { resolve(value: T): void; reject(error: unknown): void };
+
+const SWEEP_BATCH = 500;
+
+export interface FlushOutcome {
+  events: RunEvent[];
+  claimed: ClaimedTask[];
+  unresolved: VisitKey[];
+  aborted: [string, string][];
+  callbacks: (() => void)[];
+  /** The next moment something falls due, to arm the wake-up timer. */
+  nextDue: number | null;
+}
+
+/** One transaction's work. Run states are loaded once and shared by every input of the flush. */
+export class Flush {
+  /** The runs this transaction read or changed. */
+  readonly states = new Map<string, RunState>();
+  private tx!: StoreTx;
+  private readonly out: FlushOutcome = {
+    events: [],
+    claimed: [],
+    unresolved: [],
+    aborted: [],
+    callbacks: [],
+    nextDue: null,
+  };
+
+  constructor(
+    private readonly o: DispatcherOptions,
+    private readonly cache: RunCache,
+    private readonly now: number,
+    private readonly claiming: boolean,
+  ) {}
+
+  async run(tx: StoreTx, inputs: Input[], deadEngines: string[], sweep: boolean): Promise<FlushOutcome> {
+    this.tx = tx;
+    await this.recover(deadEngines);
+    for (const input of inputs) await this.apply(input);
+    if (sweep) await this.sweep();
+    if (this.claiming) await this.claimReady();
+    await this.persist();
+    this.out.nextDue = await this.tx.nextDue(this.now);
+    return this.out;
+  }
+
+  private async apply(input: Input): Promise<unknown> {
+    switch (input.kind) {
+      case "start":
+        return this.start(input.run, input.done);
+      case "success":
+        return this.withAttempt(input, (rs, v) => succeed(rs, v, input.output, input.decision, this.now));
+      case "failure":
+        return this.withAttempt(input, (rs, v) =>
+          failAttempt(rs, v, input.error, input.retryable, this.now, this.o.random),
+        );
+      case "fail_visit":
+        return this.withAttempt(input, (rs, v) => failVisit(rs, v, input.reason, input.error, this.now));
+      case "heartbeat": {
+        const held = await this.withAttempt(input, (rs, v) => renewLease(rs, v, this.now), false);
+        this.out.callbacks.push(() => input.done.resolve(held));
+        return;
+      }
+      case "payload":
+      case "payload_error": {
+        const rs = await this.load(input.key.run_id);
+        const v = rs?.current.get(input.key.node_id);
+        // Resolved for a visit that has since moved on (loop reset, run ended): drop it.
+        if (
+          !rs ||
+          !v ||
+          v.visit !== input.key.visit ||
+          v.state !== "PENDING" ||
+          v.ready_at === null ||
+          v.payload !== null
+        )
+          return;
+        if (input.kind === "payload") {
+          v.payload = input.payload;
+          rs.changes.updated.add(v);
+          rs.changes.readied.push(v); // claimable now
+        } else {
+          failVisit(rs, v, "template_error", input.error, this.now);
+        }
+        return;
+      }
+    }
+  }
+
+  private async start(run: Run, done: Callback<Run>): Promise<void> {
+    if (run.idempotency_key !== null) {
+      const existing = await this.tx.runByIdempotencyKey(run.idempotency_key);
+      if (existing) {
+        if (existing.input_hash !== run.input_hash || existing.workflow_id !== run.workflow_id) {
+          this.out.callbacks.push(() =>
+            done.reject(
+              new ConflictError(
+                `idempotency_key "${run.idempotency_key}" was already used for run ${existing.run_id} with a different ` +
+                  "workflow or input; use a new key for a new run",
+              ),
+            ),
+          );
+        } else {
+          this.out.callbacks.push(() => done.resolve(existing));
+        }
+        return;
+      }
+    }
+    const { graph } = await this.o.registry.get(run.workflow_id, run.workflow_version);
+    await this.tx.insertRun(run);
+    const rs = startRunState(run, graph, this.now);
+    this.states.set(run.run_id, rs);
+    const started = { ...rs.run };
+    this.out.callbacks.push(() => done.resolve(started));
+  }
+
+  /**
+   * Applies `fn` to the visit of an attempt if the sender still holds it (the fence of DESIGN §5);
+   * otherwise records `result.fenced` and changes nothing.
+   */
+  private async withAttempt(
+    input: { kind: string; execution_id: string; attempt: number },
+    fn: (rs: RunState, v: Visit) => void,
+    recordFence = true,
+  ): Promise<boolean> {
+    const key = parseExecutionId(input.execution_id);
+    const rs = key ? await this.load(key.run_id) : undefined;
+    const v = key ? rs?.current.get(key.node_id) : undefined;
+    if (rs && v && key && v.visit === key.visit && v.state === "RUNNING" && v.attempt === input.attempt) {
+      fn(rs, v);
+      return true;
+    }
+    if (recordFence && rs) {
+      rs.changes.events.push({
+        run_id: rs.run.run_id,
+        type: "result.fenced",
+        node_id: key?.node_id ?? null,
+        visit: key?.visit ?? null,
+        trace_id: rs.run.trace_id,
+        at: this.now,
+        data: {
+          execution_id: input.execution_id,
+          attempt: input.attempt,
+          result: input.kind,
+          reason:
+            !v || v.visit !== key?.visit
+              ? "superseded"
+              : v.attempt !== input.attempt
+                ? "stale_attempt"
+                : `visit is ${v.state}`,
+        },
+      });
+    }
+    return false;
+  }
+
+  /** Attempts held by in-process agents of dead engines go back to RETRYING (DESIGN §7). */
+  private async recover(deadEngines: string[]): Promise<void> {
+    if (deadEngines.length === 0) return;
+    for (;;) {
+      let recovered = 0;
+      for (const key of await this.tx.attemptsHeldBy(deadEngines, SWEEP_BATCH)) {
+        const rs = await this.load(key.run_id);
+        const v = rs?.current.get(key.node_id);
+        if (rs && v?.visit === key.visit && v.state === "RUNNING") {
+          interrupt(rs, v, this.now);
+          recovered += 1;
+        }
+      }
+      if (recovered === 0) return;
+      await this.persist();
+    }
+  }
+
+  /** What fell due: expired attempts, expired runs, ready visits whose payload waits for templates. */
+  private async sweep(): Promise<void> {
+    for (const key of await this.tx.expiredAttempts(this.now, SWEEP_BATCH)) {
+      const rs = await this.load(key.run_id);
+      const v = rs?.current.get(key.node_id);
+      if (!rs || !v || v.state !== "RUNNING" || v.lease_expires_at === null || v.lease_expires_at > this.now) continue;
+      const timedOut = v.deadline_at !== null && v.deadline_at <= this.now;
+      const seconds = rs.graph.nodes.get(v.node_id)?.timeout;
+      this.out.aborted.push([v.execution_id, timedOut ? "timeout" : "lease_expired"]);
+      failAttempt(
+        rs,
+        v,
+        timedOut
+          ? { message: `attempt ${v.attempt} timed out after ${seconds} s`, reason: "timeout" }
+          : { message: `attempt ${v.attempt} sent no heartbeat in time`, reason: "lease_expired" },
+        true,
+        this.now,
+        this.o.random,
+      );
+    }
+    for (const runId of await this.tx.expiredRuns(this.now, SWEEP_BATCH)) {
+      const rs = await this.load(runId);
+      if (!rs || rs.run.ended_at !== null) continue;
+      endRun(
+        rs,
+        "ttl",
+        { message: "the run passed its timeout (the workflow's TTL)", reason: "run_timeout" },
+        this.now,
+      );
+    }
+    this.out.unresolved.push(...(await this.tx.unresolved(this.now, SWEEP_BATCH)));
+  }
+
+  /**
+   * Claims ready visits for this engine's agents within the concurrency limits: first those
+   * already waiting in the database (oldest first), then those this flush made ready, which are
+   * not written yet; everything is written once, claimed, by the persist that follows.
+   */
+  private async claimReady(): Promise<void> {
+    const inFlight = this.o.hooks.inFlight();
+    let free = this.o.maxConcurrency - inFlight.total;
+    const taken = new Map<string, number>();
+    const room = (type: string) => {
+      const limit = this.o.agentConcurrency[type];
+      if (limit === undefined) return free;
+      return Math.min(free, limit - (inFlight.byType.get(type) ?? 0) - (taken.get(type) ?? 0));
+    };
+    const take = async (rs: RunState, v: Visit) => {
+      claim(rs, v, this.o.engineId, this.now);
+      this.out.claimed.push(await this.task(rs, v));
+      free -= 1;
+      taken.set(v.agent_type, (taken.get(v.agent_type) ?? 0) + 1);
+    };
+    const types = this.o.agentTypes();
+    for (const type of types) {
+      const n = room(type);
+      if (n <= 0) continue;
+      for (const key of await this.tx.claimable(type, this.now, n)) {
+        const rs = await this.load(key.run_id);
+        const v = rs?.current.get(key.node_id);
+        if (rs && v && v.visit === key.visit && isClaimable(v, this.now)) await take(rs, v);
+      }
+    }
+    for (const rs of this.states.values()) {
+      for (const v of rs.changes.readied) {
+        if (isClaimable(v, this.now) && types.includes(v.agent_type) && room(v.agent_type) > 0) await take(rs, v);
+      }
+    }
+  }
+
+  private async task(rs: RunState, v: Visit): Promise<ClaimedTask> {
+    const node = rs.graph.nodes.get(v.node_id);
+    const deps: ClaimedTask["deps"] = {};
+    for (const d of node?.depends_on ?? []) {
+      const dv = rs.current.get(d);
+      if (dv) deps[d] = { status: dv.state, output: dv.output, error: dv.error as Json | null };
+    }
+    let trigger: ClaimedTask["trigger"] = null;
+    if (v.trigger) {
+      const current = rs.current.get(v.trigger.node_id);
+      const t =
+        current && current.visit === v.trigger.visit
+          ? current
+          : await this.tx.getVisit({ run_id: rs.run.run_id, ...v.trigger });
+      if (t) trigger = { ...v.trigger, status: t.state, output: t.output, error: t.error as Json | null };
+    }
+    return {
+      run_id: rs.run.run_id,
+      node_id: v.node_id,
+      agent_type: v.agent_type,
+      visit: v.visit,
+      attempt: v.attempt,
+      execution_id: v.execution_id,
+      payload: v.payload ?? {},
+      input: rs.run.input,
+      deps,
+      trigger,
+      trace_id: rs.run.trace_id,
+      workflow_id: rs.run.workflow_id,
+      workflow_version: rs.run.workflow_version,
+      deadline_at: v.deadline_at ?? this.now,
+    };
+  }
+
+  private async load(runId: string): Promise<RunState | undefined> {
+    const known = this.states.get(runId) ?? this.cache.get(runId);
+    if (known) {
+      this.states.set(runId, known);
+      return known;
+    }
+    const loaded = await this.tx.loadRun(runId);
+    if (!loaded) return undefined;
+    const { graph } = await this.o.registry.get(loaded.run.workflow_id, loaded.run.workflow_version);
+    const rs = runState(loaded.run, graph, loaded.visits);
+    this.states.set(runId, rs);
+    return rs;
+  }
+
+  /** Writes what every loaded run changed, and collects what to do after commit. */
+  private async persist(): Promise<void> {
+    for (const rs of this.states.values()) {
+      const c = rs.changes;
+      if (c.inserted.size === 0 && c.updated.size === 0 && c.events.length === 0 && !c.runUpdated) continue;
+      if (c.runUpdated || c.ended) {
+        rs.run.updated_at = this.now;
+        await this.tx.updateRun(rs.run);
+      }
+      await this.tx.updateVisits(c.updated);
+      await this.tx.insertVisits(c.inserted);
+      this.out.events.push(...(await this.tx.insertEvents(c.events)));
+      for (const v of c.cancelled) this.out.aborted.push([v.execution_id, "cancelled"]);
+      for (const v of c.readied) {
+        if (v.payload === null && v.state === "PENDING") {
+          this.out.unresolved.push({ run_id: v.run_id, node_id: v.node_id, visit: v.visit });
+        }
+      }
+      rs.changes = emptyChanges();
+    }
+  }
+}
+
+/** Ready, resolved and still waiting for an attempt (in memory, which may be ahead of the database). */
+function isClaimable(v: Visit, now: number): boolean {
+  return (
+    v.is_current &&
+    (v.state === "PENDING" || v.state === "RETRYING") &&
+    v.ready_at !== null &&
+    v.ready_at <= now &&
+    v.payload !== null
+  );
+}
+
+/** `run_id:node_id:visit` → its parts (run ids may not contain ':' but node ids never do). */
+export function parseExecutionId(executionId: string): VisitKey | null {
+  const last = executionId.lastIndexOf(":");
+  const middle = executionId.lastIndexOf(":", last - 1);
+  if (last < 0 || middle < 0) return null;
+  const visit = Number(executionId.slice(last + 1));
+  if (!Number.isInteger(visit) || visit < 1) return null;
+  return { run_id: executionId.slice(0, middle), node_id: executionId.slice(middle + 1, last), visit };
+}
