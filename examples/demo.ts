@@ -40,7 +40,7 @@ const agents = {
   },
   publisher: async (t: Task) => {
     await sleep(100 + Math.random() * 100, t.signal);
-    return { url: `https://${(t.payload as { platform: string }).platform}.example/${t.execution_id.slice(0, 8)}` };
+    return { url: `https://${(t.payload as { platform: string }).platform}.example/${t.run_id.slice(-8)}` };
   },
 };
 

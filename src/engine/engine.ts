@@ -26,6 +26,8 @@ export interface EngineOptions {
   decideHooks?: Record<string, DecideHook>;
   /** SQLite durability: `normal` survives process crashes; `full` also power loss. @defaultValue `"normal"` */
   synchronous?: "normal" | "full";
+  /** How long a write waits for a lock another process holds on the SQLite file, ms. @defaultValue 5000 */
+  busyTimeoutMs?: number;
   /** Most attempts in flight in this engine; more ready nodes wait in the database. @defaultValue 100 */
   maxConcurrency?: number;
   /** Most attempts in flight per agent_type (an LLM provider's rate limit), e.g. `{ llm: 4 }`. */
@@ -89,7 +91,11 @@ export async function createEngine(options: EngineOptions = {}): Promise<Engine>
 
 async function openStore(url: string, options: EngineOptions): Promise<Store> {
   if (url.startsWith("sqlite:")) {
-    return SqliteStore.open({ path: url.slice("sqlite:".length) || "./skein.db", synchronous: options.synchronous });
+    return SqliteStore.open({
+      path: url.slice("sqlite:".length) || "./skein.db",
+      synchronous: options.synchronous,
+      busyTimeoutMs: options.busyTimeoutMs,
+    });
   }
   throw new ValidationError(
     `unsupported database "${url}": use sqlite:<path> or sqlite::memory: (PostgreSQL is not available in this version)`,
