@@ -116,10 +116,25 @@ function report(sqlite: Record<string, number>, meta: Record<string, unknown>, f
 
   process.stdout.write(`${table(sqlite)}\n`);
   process.stdout.write(`\nwritten to ${out} (${meta.duration_s} s)\n`);
+  // A full run (no measurement named on the command line) also refreshes README's table.
+  if (process.argv.length <= 2 && failures.length === 0) updateReadme(sqlite, meta);
   if (failures.length > 0) {
     process.stderr.write(`\n!!! BENCH FAILURES (${failures.length}):\n${failures.map((f) => `!!! ${f}`).join("\n")}\n`);
     process.exitCode = 1;
   }
+}
+
+/** Replaces the table between README's bench-table markers with this run's. */
+function updateReadme(sqlite: Record<string, number>, meta: Record<string, unknown>): void {
+  const readme = join(here, "..", "README.md");
+  const text = readFileSync(readme, "utf8");
+  const start = "<!-- bench-table -->";
+  const end = "<!-- /bench-table -->";
+  const a = text.indexOf(start);
+  const b = text.indexOf(end);
+  if (a < 0 || b < a) return;
+  const when = `Measured ${String(meta.date).slice(0, 10)} on ${meta.cpus} cores, Node ${meta.node}, commit ${String(meta.commit ?? "?").slice(0, 8)}.`;
+  writeFileSync(readme, `${text.slice(0, a + start.length)}\n${table(sqlite)}\n\n${when}\n${text.slice(b)}`);
 }
 
 /**
