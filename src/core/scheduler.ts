@@ -27,7 +27,7 @@ export interface Changes {
   events: NewEvent[];
   /** Visits whose attempt was cancelled: the engine aborts their signals after commit. */
   cancelled: Visit[];
-  /** Visits that became ready: claimable once their payload is resolved. */
+  /** Visits that became ready, or RETRYING with a due time: claimable once resolved and due. */
   readied: Visit[];
   /** The run ended in this change. */
   ended: boolean;
@@ -153,6 +153,7 @@ export function failAttempt(
     v.error = error;
     clearAttempt(v);
     v.ready_at = now + retryDelayMs(node, v.failures, random);
+    rs.changes.readied.push(v);
     event(rs, "node.retrying", v, now, { attempt: v.attempt, error: errorJson(error), retry_at: v.ready_at });
     return;
   }
@@ -173,6 +174,7 @@ export function interrupt(rs: RunState, v: Visit, now: number): void {
   transition(rs, v, "RETRYING");
   clearAttempt(v);
   v.ready_at = now;
+  rs.changes.readied.push(v);
   event(rs, "node.interrupted", v, now, { attempt: v.attempt, interruptions: v.interruptions });
 }
 

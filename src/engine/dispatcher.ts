@@ -53,6 +53,8 @@ export class Dispatcher {
   /** Engines found dead at start: their in-process attempts are recovered on the first flush. */
   private deadEngines: string[] = [];
   private readonly cache: RunCache;
+  /** Agent types that may have ready visits waiting in the database (see Flush.claimReady). */
+  private readonly backlog = new Set<string>();
   private claiming = true;
   private stopped = false;
   /** Set by the timers: the next flush also looks for what fell due. Input-driven flushes skip that. */
@@ -133,7 +135,7 @@ export class Dispatcher {
     const sweep = this.sweepDue;
     this.sweepDue = false;
     let outcome: FlushOutcome;
-    const flush = new Flush(this.o, this.cache, now, this.claiming);
+    const flush = new Flush(this.o, this.cache, this.backlog, now, this.claiming);
     try {
       outcome = await this.o.store.transaction((tx) => flush.run(tx, inputs, dead, sweep));
       this.cache.keep(flush.states.values());

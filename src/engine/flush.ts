@@ -83,6 +83,8 @@ export class Flush {
   constructor(
     private readonly o: DispatcherOptions,
     private readonly cache: RunCache,
+    /** Agent types with ready visits waiting in the database; shared across flushes. */
+    private readonly backlog: Set<string>,
     private readonly now: number,
     private readonly claiming: boolean,
   ) {}
@@ -92,7 +94,7 @@ export class Flush {
     await this.recover(deadEngines);
     for (const input of inputs) await this.apply(input);
     if (sweep) await this.sweep();
-    if (this.claiming) await this.claimReady();
+    if (this.claiming) await this.claimReady(sweep);
     await this.persist();
     this.out.nextDue = await this.tx.nextDue(this.now);
     return this.out;
@@ -263,8 +265,12 @@ export class Flush {
    * Claims ready visits for this engine's agents within the concurrency limits: first those
    * already waiting in the database (oldest first), then those this flush made ready, which are
    * not written yet; everything is written once, claimed, by the persist that follows.
+   *
+   * The database is asked only for agent types in the backlog (ready visits left waiting by an
+   * earlier flush), or for every type on a sweep, which also catches retries that fell due.
    */
-  private async claimReady(): Promise<void> {
+  private async claimReady(sweep: boolean): Promise<void> {
+    const backlog = this.backlog;
     const inFlight = this.o.hooks.inFlight();
     let free = this.o.maxConcurrency - inFlight.total;
     const taken = new Map<string, number>();
@@ -281,17 +287,26 @@ export class Flush {
     };
     const types = this.o.agentTypes();
     for (const type of types) {
+      if (!sweep && !backlog.has(type)) continue;
       const n = room(type);
-      if (n <= 0) continue;
-      for (const key of await this.tx.claimable(type, this.now, n)) {
+      if (n <= 0) {
+        backlog.add(type);
+        continue;
+      }
+      const keys = await this.tx.claimable(type, this.now, n);
+      for (const key of keys) {
         const rs = await this.load(key.run_id);
         const v = rs?.current.get(key.node_id);
         if (rs && v && v.visit === key.visit && isClaimable(v, this.now)) await take(rs, v);
       }
+      if (keys.length < n) backlog.delete(type);
+      else backlog.add(type);
     }
     for (const rs of this.states.values()) {
       for (const v of rs.changes.readied) {
-        if (isClaimable(v, this.now) && types.includes(v.agent_type) && room(v.agent_type) > 0) await take(rs, v);
+        if (!isClaimable(v, this.now) || !types.includes(v.agent_type)) continue;
+        if (room(v.agent_type) > 0) await take(rs, v);
+        else backlog.add(v.agent_type);
       }
     }
   }
