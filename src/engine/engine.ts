@@ -78,9 +78,10 @@ const FINAL: ReadonlySet<RunStatus> = new Set(["SUCCEEDED", "FAILED", "CANCELLED
  * const done = await engine.waitForRun(run.run_id);
  */
 export async function createEngine(options: EngineOptions = {}): Promise<Engine> {
-  const store = await openStore(options.database ?? "sqlite:./skein.db", options);
+  const logger = options.logger ?? pino({ level: process.env.SKEIN_LOG_LEVEL ?? "warn" }, pino.destination(2));
+  const store = await openStore(options.database ?? "sqlite:./skein.db", { ...options, logger });
   try {
-    const engine = new Engine(store, options);
+    const engine = new Engine(store, { ...options, logger });
     await engine.start();
     return engine;
   } catch (e) {
@@ -95,6 +96,7 @@ async function openStore(url: string, options: EngineOptions): Promise<Store> {
       path: url.slice("sqlite:".length) || "./skein.db",
       synchronous: options.synchronous,
       busyTimeoutMs: options.busyTimeoutMs,
+      logger: options.logger,
     });
   }
   throw new ValidationError(
@@ -123,7 +125,7 @@ export class Engine {
   ) {
     this.engineId = options.engineId ?? `${hostname()}-${process.pid}-${randomHex(3)}`;
     this.clock = options.clock ?? systemClock;
-    this.logger = options.logger ?? pino({ level: process.env.SKEIN_LOG_LEVEL ?? "warn" }, pino.destination(2));
+    this.logger = options.logger ?? pino({ level: "silent" });
     this.maxPayloadBytes = options.maxPayloadBytes ?? 1024 * 1024;
     const handlers = new Map<string, AgentHandler>(Object.entries(options.agents ?? {}));
     if (!handlers.has("aggregator")) handlers.set("aggregator", aggregatorHandler);

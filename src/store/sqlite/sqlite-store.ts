@@ -7,9 +7,11 @@
 import { statSync } from "node:fs";
 import { hostname } from "node:os";
 import Database from "better-sqlite3";
+import type { Logger } from "pino";
 import type { NewEvent, Run, RunEvent, Visit } from "../../core/types.js";
 import { DatabaseError } from "../../errors.js";
 import type { EngineRow, RunFilter, Store, StoredWorkflow, StoreTx, VisitKey } from "../store.js";
+import { Checkpointer } from "./checkpointer.js";
 import { migrate } from "./migrate.js";
 import {
   type DbEvent,
@@ -30,6 +32,7 @@ export interface SqliteOptions {
   synchronous?: "normal" | "full";
   /** How long a write waits for a lock held by another connection, in ms. Default 5000. */
   busyTimeoutMs?: number;
+  logger?: Pick<Logger, "warn">;
 }
 
 type Db = Database.Database;
@@ -62,13 +65,17 @@ export class SqliteStore implements Store {
   private lock: Promise<unknown> = Promise.resolve();
   private readonly readStatements = new Map<string, Database.Statement>();
 
+  private readonly checkpointer: Checkpointer | null;
+
   private constructor(
     readonly path: string,
     writer: Db,
     reader: Db,
+    logger?: Pick<Logger, "warn">,
   ) {
     this.writer = writer;
     this.reader = reader;
+    this.checkpointer = path === ":memory:" ? null : new Checkpointer(path, logger);
     this.sql = prepare(writer);
     this.tx = this.makeTx();
   }
@@ -85,7 +92,7 @@ export class SqliteStore implements Store {
       throw e;
     }
     const reader = memory ? writer : openConnection(path, { ...options, readonly: true });
-    return new SqliteStore(path, writer, reader);
+    return new SqliteStore(path, writer, reader, options.logger);
   }
 
   async migrate(): Promise<void> {
@@ -247,6 +254,7 @@ export class SqliteStore implements Store {
 
   async close(): Promise<void> {
     await this.lock;
+    await this.checkpointer?.close();
     if (this.path !== ":memory:") this.writer.pragma("wal_checkpoint(TRUNCATE)");
     if (this.reader !== this.writer) this.reader.close();
     this.writer.close();
@@ -263,13 +271,12 @@ export class SqliteStore implements Store {
   }
 
   /**
-   * Copies the WAL back into the database file. Automatic checkpoints are off so that no
-   * commit on the hot path pays for one; the engine calls this from its periodic sweep.
+   * Copies the WAL back into the database file, on the checkpoint thread, once enough has been
+   * written. Automatic checkpoints are off so that no commit on the hot path pays for one; the
+   * engine calls this from its periodic sweep.
    */
-  checkpoint(): Promise<void> {
-    return this.serial(async () => {
-      if (walBytes(this.path) >= WAL_CHECKPOINT_BYTES) this.writer.pragma("wal_checkpoint(PASSIVE)");
-    });
+  async checkpoint(): Promise<void> {
+    if (walBytes(this.path) >= WAL_CHECKPOINT_BYTES) this.checkpointer?.request();
   }
 
   private makeTx(): StoreTx {
