@@ -4,6 +4,8 @@
  * DESIGN §5 is checked here, then the pure scheduler changes the state, and what changed is
  * written once at the end, claims included.
  */
+
+import type { Task } from "../agents/task.js";
 import {
   claim,
   type Decision,
@@ -24,23 +26,12 @@ import type { StoreTx, VisitKey } from "../store/store.js";
 import type { DispatcherOptions } from "./dispatcher.js";
 import type { RunCache } from "./run-cache.js";
 
-/** A task as claimed in the transaction: everything an attempt needs but its signal and callbacks. */
-export interface ClaimedTask {
-  run_id: string;
-  node_id: string;
-  agent_type: string;
-  visit: number;
-  attempt: number;
-  execution_id: string;
-  payload: Json;
-  input: Json;
-  deps: Record<string, { status: string; output: Json | null; error: Json | null }>;
-  trigger: { node_id: string; visit: number; status: string; output: Json | null; error: Json | null } | null;
-  trace_id: string;
+/** A task as claimed in the transaction: the agent's task without its signal and callbacks. */
+export type ClaimedTask = Omit<Task, "signal" | "heartbeat" | "route" | "traceparent"> & {
   workflow_id: string;
   workflow_version: number;
   deadline_at: number;
-}
+};
 
 export type Input =
   | { kind: "start"; run: Run; done: Callback<Run> }
