@@ -6,7 +6,14 @@ export type { Json, Run, RunEvent, Visit, VisitError } from "./core/types.js";
 export type { WorkflowDefinition } from "./definition/schema.js";
 export { type ValidationResult, validateWorkflow } from "./definition/validate.js";
 export { type Clock, ManualClock, systemClock } from "./engine/clock.js";
-export { createEngine, Engine, type EngineOptions, type RunWithNodes, type StartRunOptions } from "./engine/engine.js";
+export {
+  createClient,
+  createEngine,
+  Engine,
+  type EngineOptions,
+  type RunWithNodes,
+  type StartRunOptions,
+} from "./engine/engine.js";
 export type { RegisteredWorkflow } from "./engine/registry.js";
 export {
   ConflictError,

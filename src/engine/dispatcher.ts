@@ -59,6 +59,7 @@ export class Dispatcher {
   private stopped = false;
   /** Set by the timers: the next flush also looks for what fell due. Input-driven flushes skip that. */
   private sweepDue = true;
+  private serving = true;
 
   constructor(private readonly o: DispatcherOptions) {
     this.cache = new RunCache(o.store.exclusive ? o.runCacheSize : 0);
@@ -68,6 +69,13 @@ export class Dispatcher {
     this.deadEngines = deadEngines;
     this.armSweep();
     this.wake();
+  }
+
+  /** Client mode: only applies what is pushed (run starts); claims, sweeps and timers stay off. */
+  startClient(): void {
+    this.serving = false;
+    this.claiming = false;
+    this.sweepDue = false;
   }
 
   push(input: Input): void {
@@ -172,7 +180,7 @@ export class Dispatcher {
 
   /** Arms one timer for the next moment something falls due (a retry, a deadline, a TTL). */
   private armWake(now: number, due: number | null): void {
-    if (this.stopped) return;
+    if (this.stopped || !this.serving) return;
     if (due === null || (this.wakeTimer && this.wakeTimer.at <= due)) return;
     if (this.wakeTimer) this.o.clock.clearTimeout(this.wakeTimer.handle);
     const at = due;

@@ -77,11 +77,31 @@ const FINAL: ReadonlySet<RunStatus> = new Set(["SUCCEEDED", "FAILED", "CANCELLED
  * const run = await engine.startRun("content-publish", { input: { topic: "x" } });
  * const done = await engine.waitForRun(run.run_id);
  */
-export async function createEngine(options: EngineOptions = {}): Promise<Engine> {
+export function createEngine(options: EngineOptions = {}): Promise<Engine> {
+  return open(options, true);
+}
+
+/**
+ * Opens the database without running an engine: registers workflows, starts runs and reads
+ * them while an engine (in this process or another, like `skein engine`) runs them. Any number
+ * of clients may open a SQLite file beside its one engine. `subscribe` and `waitForRun` see
+ * only what this client itself wrote; poll `getRun` to follow a run an engine elsewhere runs.
+ * @example const client = await createClient({ database: "sqlite:./skein.db" });
+ */
+export function createClient(
+  options: Pick<
+    EngineOptions,
+    "database" | "synchronous" | "busyTimeoutMs" | "maxPayloadBytes" | "clock" | "logger"
+  > = {},
+): Promise<Engine> {
+  return open(options, false);
+}
+
+async function open(options: EngineOptions, serve: boolean): Promise<Engine> {
   const logger = options.logger ?? pino({ level: process.env.SKEIN_LOG_LEVEL ?? "warn" }, pino.destination(2));
   const store = await openStore(options.database ?? "sqlite:./skein.db", { ...options, logger });
   try {
-    const engine = new Engine(store, { ...options, logger });
+    const engine = new Engine(store, { ...options, logger }, serve);
     await engine.start();
     return engine;
   } catch (e) {
@@ -118,10 +138,12 @@ export class Engine {
   private heartbeatTimer: ReturnType<Clock["setTimeout"]> | null = null;
   private closed = false;
 
-  /** @internal use createEngine */
+  /** @internal use createEngine or createClient */
   constructor(
     private readonly store: Store,
     private readonly options: EngineOptions,
+    /** False for a client: no engine registration, no claims, no sweeps. */
+    private readonly serve = true,
   ) {
     this.engineId = options.engineId ?? `${hostname()}-${process.pid}-${randomHex(3)}`;
     this.clock = options.clock ?? systemClock;
@@ -167,6 +189,10 @@ export class Engine {
 
   /** @internal registers the engine, then recovers attempts of dead engines and starts dispatching. */
   async start(): Promise<void> {
+    if (!this.serve) {
+      this.dispatcher.startClient();
+      return;
+    }
     const now = this.clock.now();
     const dead = await this.store.registerEngine(
       { engine_id: this.engineId, host: hostname(), pid: process.pid, started_at: now, heartbeat_at: now },
@@ -335,7 +361,7 @@ export class Engine {
     await this.dispatcher.drain();
     this.attempts.abortAll("stopped with the engine");
     await this.dispatcher.stop();
-    await this.store.stopEngine(this.engineId, this.clock.now());
+    if (this.serve) await this.store.stopEngine(this.engineId, this.clock.now());
     await this.store.close();
     this.listeners.clear();
     this.runListeners.clear();

@@ -255,7 +255,8 @@ export class SqliteStore implements Store {
   async close(): Promise<void> {
     await this.lock;
     await this.checkpointer?.close();
-    if (this.path !== ":memory:") this.writer.pragma("wal_checkpoint(TRUNCATE)");
+    // PASSIVE: never waits for (or blocks) an engine that still has the file open.
+    if (this.path !== ":memory:") this.writer.pragma("wal_checkpoint(PASSIVE)");
     if (this.reader !== this.writer) this.reader.close();
     this.writer.close();
   }
