@@ -55,7 +55,7 @@ engine.subscribe((e) => {
 
 try {
   const { version } = await engine.registerWorkflow(
-    JSON.parse(readFileSync(new URL("./content-publish.json", import.meta.url), "utf8")),
+    JSON.parse(readFileSync(new URL("./content-publish/workflow.json", import.meta.url), "utf8")),
   );
   const run = await engine.startRun("content-publish", { input: { topic: "durable agents" } });
   console.log(`started run ${run.run_id} of content-publish v${version}\n`);

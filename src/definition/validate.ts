@@ -66,8 +66,20 @@ export function validateWorkflow(json: unknown, options: ValidateOptions = {}): 
   checkStructure(def, topo, errors);
   checkDefaultsTimeout(ctx);
 
-  if (errors.length > 0) return { ok: false, errors, warnings };
-  return { ok: true, workflow: def, graph: compileGraph(def), errors: [], warnings };
+  const unique = dedupe(warnings);
+  if (errors.length > 0) return { ok: false, errors, warnings: unique };
+  return { ok: true, workflow: def, graph: compileGraph(def), errors: [], warnings: unique };
+}
+
+/** One warning per path and message (a template reading a node twice warns once). */
+function dedupe(problems: Problem[]): Problem[] {
+  const seen = new Set<string>();
+  return problems.filter((p) => {
+    const key = `${p.path}\n${p.message}`;
+    if (seen.has(key)) return false;
+    seen.add(key);
+    return true;
+  });
 }
 
 /**

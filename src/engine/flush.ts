@@ -311,12 +311,16 @@ export class Flush {
     }
     let trigger: ClaimedTask["trigger"] = null;
     if (v.trigger) {
-      const current = rs.current.get(v.trigger.node_id);
+      const { node_id, visit } = v.trigger;
+      // The trigger may be the current visit, one this flush superseded (a loop-back's source:
+      // changed in memory, not written yet), or an older row.
+      const same = (x: Visit) => x.node_id === node_id && x.visit === visit;
+      const current = rs.current.get(node_id);
       const t =
-        current && current.visit === v.trigger.visit
-          ? current
-          : await this.tx.getVisit({ run_id: rs.run.run_id, ...v.trigger });
-      if (t) trigger = { ...v.trigger, status: t.state, output: t.output, error: t.error as Json | null };
+        (current && same(current) ? current : undefined) ??
+        [...rs.changes.updated].find(same) ??
+        (await this.tx.getVisit({ run_id: rs.run.run_id, node_id, visit }));
+      if (t) trigger = { node_id, visit, status: t.state, output: t.output, error: t.error as Json | null };
     }
     return {
       run_id: rs.run.run_id,

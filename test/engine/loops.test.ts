@@ -37,6 +37,15 @@ describe("loops", () => {
     expect(reviews.map((t) => t.visit)).toEqual([1, 2, 3]);
     expect(new Set(reviews.map((t) => t.execution_id)).size).toBe(3);
     expect(reviews.map((t) => t.trigger?.node_id ?? null)).toEqual([null, "rework", "rework"]);
+    // The loop-back's source was superseded in the same transaction that claimed the new visit.
+    expect(reviews[1]?.trigger).toEqual({
+      node_id: "rework",
+      visit: 1,
+      status: "SUCCEEDED",
+      output: "rework#1",
+      error: null,
+    });
+    expect(reviews[2]?.trigger).toMatchObject({ visit: 2, output: "rework#2" });
 
     const visits = await engine.listVisits(run.run_id);
     const count = (id: string) => visits.filter((v) => v.node_id === id).length;
