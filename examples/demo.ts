@@ -7,42 +7,9 @@
  *   npm run demo
  */
 import { readFileSync } from "node:fs";
-import { createEngine, type Task } from "../src/index.js";
+import { createEngine } from "../src/index.js";
 
-const sleep = (ms: number, signal: AbortSignal) =>
-  new Promise<void>((resolve, reject) => {
-    const timer = setTimeout(resolve, ms);
-    signal.addEventListener("abort", () => {
-      clearTimeout(timer);
-      reject(signal.reason);
-    });
-  });
-
-const failedOnce = new Set<string>();
-
-const agents = {
-  collector: async (t: Task) => {
-    const { platform, topic } = t.payload as { platform: string; topic: string };
-    await sleep(100 + Math.random() * 200, t.signal);
-    if (platform === "b" && !failedOnce.has(t.execution_id)) {
-      failedOnce.add(t.execution_id);
-      throw new Error("502 Bad Gateway");
-    }
-    return { platform, items: [`${topic} news from ${platform}`] };
-  },
-  content_reviewer: async (t: Task) => {
-    await sleep(150, t.signal);
-    return { ok: t.visit > 1, note: t.visit > 1 ? "looks good" : "needs a better headline" };
-  },
-  editor: async (t: Task) => {
-    await sleep(100, t.signal);
-    return { headline: "A better headline" };
-  },
-  publisher: async (t: Task) => {
-    await sleep(100 + Math.random() * 100, t.signal);
-    return { url: `https://${(t.payload as { platform: string }).platform}.example/${t.run_id.slice(-8)}` };
-  },
-};
+import agents from "./content-publish/agents.js";
 
 const engine = await createEngine({ database: process.env.SKEIN_DB ?? "sqlite:./skein.db", agents });
 const started = Date.now();
