@@ -1,16 +1,19 @@
 /**
  * Skein's benchmark (`npm run bench`). Runs each measurement on a fresh SQLite file (synchronous
  * "normal" unless stated, the system clock), prints a markdown table to stdout and writes
- * bench/results/latest.json as `{ sqlite: { <metric>: number }, meta: {...} }`. Progress goes to
- * stderr. Exit code 1 if a measurement failed its own checks (the numbers are still written).
- * What each metric means and how it is measured is documented in the file that measures it.
- * `npm run bench -- dag8 recovery` runs only the named measurements (names: see MEASUREMENTS).
+ * bench/results/latest.json as `{ sqlite: { <metric>: number }, cli: { help_ms }, meta: {...} }`.
+ * Progress goes to stderr. Exit code 1 if a measurement failed its own checks (the numbers are
+ * still written). What each metric means and how it is measured is documented in the file that
+ * measures it. `npm run bench -- dag8 recovery` runs only the named measurements (names: see
+ * MEASUREMENTS); such a partial run updates only their metrics in latest.json and keeps the
+ * others, with this run's meta under `meta.partial`.
  */
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { availableParallelism, cpus, loadavg } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Worker } from "node:worker_threads";
+import { benchCli } from "./cli.js";
 import { benchDag8, benchDag8Serial } from "./dag8.js";
 import { benchDispatch50 } from "./dispatch.js";
 import { type Measured, progress, round, within } from "./lib.js";
@@ -28,6 +31,7 @@ const TARGETS: Record<string, { text: string; ok(v: number): boolean }> = {
   dag8_serial_p50_ms: { text: "< 3", ok: (v) => v < 3 },
   recovery_ms: { text: "< 500", ok: (v) => v < 500 },
   parked10k_rss_mb: { text: "< 200", ok: (v) => v < 200 },
+  "cli.help_ms": { text: "< 300", ok: (v) => v < 300 },
 };
 
 /** A measurement that hangs is abandoned after this long (it fails; the bench goes on). */
@@ -35,7 +39,10 @@ const MEASUREMENT_TIMEOUT_MS = 150_000;
 /** The whole bench gives up after this long: writes what it has and exits 1. */
 const BENCH_TIMEOUT_MS = 300_000;
 
-const MEASUREMENTS: [string, () => Promise<Measured>][] = [
+/** Sections of latest.json: metrics of the store (`sqlite`), and of the command line (`cli`). */
+type Section = "sqlite" | "cli";
+
+const MEASUREMENTS: [string, () => Promise<Measured>, Section?][] = [
   ["dispatch50", () => benchDispatch50()],
   [
     "transition",
@@ -57,12 +64,13 @@ const MEASUREMENTS: [string, () => Promise<Measured>][] = [
   ["dag8_serial", () => benchDag8Serial()],
   ["recovery", () => benchRecovery()],
   ["parked10k", () => benchParked()],
+  ["cli", () => benchCli(), "cli"],
 ];
 
 async function main(): Promise<void> {
   process.chdir(join(here, ".."));
   const only = process.argv.slice(2);
-  const sqlite: Record<string, number> = {};
+  const sections: Record<Section, Record<string, number>> = { sqlite: {}, cli: {} };
   const meta: Record<string, unknown> = {
     node: process.version,
     cpus: availableParallelism(),
@@ -81,7 +89,7 @@ async function main(): Promise<void> {
     meta.duration_s = round((performance.now() - t0) / 1000);
     meta.loadavg_1m_at_end = round(loadavg()[0] ?? 0);
     if (failures.length > 0) meta.failures = failures;
-    report(sqlite, meta, failures);
+    report(sections, meta, failures);
   };
   killIfStuck(BENCH_TIMEOUT_MS + 30_000);
   const watchdog = setTimeout(() => {
@@ -89,13 +97,13 @@ async function main(): Promise<void> {
     finish();
     process.exit(1);
   }, BENCH_TIMEOUT_MS);
-  for (const [name, measure] of MEASUREMENTS) {
+  for (const [name, measure, section = "sqlite"] of MEASUREMENTS) {
     if (only.length > 0 && !only.includes(name)) continue;
     progress(`${name}...`);
     const started = performance.now();
     try {
       const result = await within(measure(), MEASUREMENT_TIMEOUT_MS, name);
-      for (const [k, v] of Object.entries(result.metrics)) sqlite[k] = round(v);
+      for (const [k, v] of Object.entries(result.metrics)) sections[section][k] = round(v);
       Object.assign(meta, roundAll(result.meta ?? {}));
       failures.push(...(result.failures ?? []));
     } catch (e) {
@@ -109,23 +117,61 @@ async function main(): Promise<void> {
   if (failures.length > 0) process.exit(1);
 }
 
-function report(sqlite: Record<string, number>, meta: Record<string, unknown>, failures: string[]): void {
+function report(
+  sections: Record<Section, Record<string, number>>,
+  meta: Record<string, unknown>,
+  failures: string[],
+): void {
   const out = join(here, "results", "latest.json");
   mkdirSync(dirname(out), { recursive: true });
-  writeFileSync(out, `${JSON.stringify({ sqlite, meta }, null, 2)}\n`);
+  const partial = process.argv.length > 2;
+  writeFileSync(
+    out,
+    `${JSON.stringify(partial ? mergeWithPrevious(out, sections, meta) : { ...sections, meta }, null, 2)}\n`,
+  );
 
-  process.stdout.write(`${table(sqlite)}\n`);
+  const metrics = flatten(sections);
+  process.stdout.write(`${table(metrics)}\n`);
   process.stdout.write(`\nwritten to ${out} (${meta.duration_s} s)\n`);
   // A full run (no measurement named on the command line) also refreshes README's table.
-  if (process.argv.length <= 2 && failures.length === 0) updateReadme(sqlite, meta);
+  if (!partial && failures.length === 0) updateReadme(metrics, meta);
   if (failures.length > 0) {
     process.stderr.write(`\n!!! BENCH FAILURES (${failures.length}):\n${failures.map((f) => `!!! ${f}`).join("\n")}\n`);
     process.exitCode = 1;
   }
 }
 
+/** A partial run's result: the previous latest.json with this run's metrics replaced, and its meta under `meta.partial`. */
+function mergeWithPrevious(
+  file: string,
+  sections: Record<Section, Record<string, number>>,
+  meta: Record<string, unknown>,
+): Record<string, unknown> {
+  let previous: Record<string, unknown> = {};
+  try {
+    previous = JSON.parse(readFileSync(file, "utf8")) as Record<string, unknown>;
+  } catch {
+    // no previous results: this run's are all there is
+  }
+  const merged: Record<string, unknown> = { ...previous };
+  for (const [name, metrics] of Object.entries(sections)) {
+    merged[name] = { ...((previous[name] as Record<string, number> | undefined) ?? {}), ...metrics };
+  }
+  const { meta: previousMeta, ...rest } = merged;
+  return { ...rest, meta: { ...((previousMeta as Record<string, unknown> | undefined) ?? {}), partial: meta } };
+}
+
+/** Metrics of every section, keyed as in the table: `dag8_p50_ms` (sqlite), `cli.help_ms`. */
+function flatten(sections: Record<Section, Record<string, number>>): Record<string, number> {
+  const flat: Record<string, number> = {};
+  for (const [name, metrics] of Object.entries(sections)) {
+    for (const [k, v] of Object.entries(metrics)) flat[name === "sqlite" ? k : `${name}.${k}`] = v;
+  }
+  return flat;
+}
+
 /** Replaces the table between README's bench-table markers with this run's. */
-function updateReadme(sqlite: Record<string, number>, meta: Record<string, unknown>): void {
+function updateReadme(metrics: Record<string, number>, meta: Record<string, unknown>): void {
   const readme = join(here, "..", "README.md");
   const text = readFileSync(readme, "utf8");
   const start = "<!-- bench-table -->";
@@ -134,7 +180,7 @@ function updateReadme(sqlite: Record<string, number>, meta: Record<string, unkno
   const b = text.indexOf(end);
   if (a < 0 || b < a) return;
   const when = `Measured ${String(meta.date).slice(0, 10)} on ${meta.cpus} cores, Node ${meta.node}, commit ${String(meta.commit ?? "?").slice(0, 8)}.`;
-  writeFileSync(readme, `${text.slice(0, a + start.length)}\n${table(sqlite)}\n\n${when}\n${text.slice(b)}`);
+  writeFileSync(readme, `${text.slice(0, a + start.length)}\n${table(metrics)}\n\n${when}\n${text.slice(b)}`);
 }
 
 /**
@@ -159,14 +205,14 @@ function roundAll<T>(value: T): T {
   return value;
 }
 
-function table(sqlite: Record<string, number>): string {
+function table(metrics: Record<string, number>): string {
   const rows = ["| metric | value | target | ok |", "| --- | ---: | --- | --- |"];
-  for (const [k, v] of Object.entries(sqlite)) {
+  for (const [k, v] of Object.entries(metrics)) {
     const t = TARGETS[k];
     rows.push(`| ${k} | ${v} | ${t?.text ?? ""} | ${t ? (t.ok(v) ? "yes" : "**NO**") : ""} |`);
   }
   for (const [k, t] of Object.entries(TARGETS)) {
-    if (!(k in sqlite)) rows.push(`| ${k} | (not measured) | ${t.text} | **NO** |`);
+    if (!(k in metrics)) rows.push(`| ${k} | (not measured) | ${t.text} | **NO** |`);
   }
   return rows.join("\n");
 }

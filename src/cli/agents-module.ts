@@ -1,0 +1,91 @@
+/**
+ * Loads an agents module: a `.js`, `.mjs` or `.ts` file whose default export maps agent_type to
+ * a handler, e.g. `export default { summarize: async (task) => ({ summary: "..." }) }`. A `.ts`
+ * file loads without a build step through tsx. Every problem is a CliError (exit 2) that names
+ * the file.
+ */
+import { existsSync } from "node:fs";
+import { extname, resolve } from "node:path";
+import { pathToFileURL } from "node:url";
+import type { AgentHandler } from "../index.js";
+import { CliError } from "./output.js";
+
+const TYPESCRIPT = new Set([".ts", ".mts", ".cts"]);
+const JAVASCRIPT = new Set([".js", ".mjs", ".cjs"]);
+
+/** The handlers of the module at `file` (relative to the working directory). @throws CliError */
+export async function loadAgents(file: string): Promise<Record<string, AgentHandler>> {
+  const path = resolve(file);
+  const ext = extname(path);
+  if (!TYPESCRIPT.has(ext) && !JAVASCRIPT.has(ext)) {
+    throw new CliError(`agents module ${file}: expected a .js, .mjs or .ts file`);
+  }
+  if (!existsSync(path)) throw new CliError(`agents module ${file} does not exist`);
+  const url = pathToFileURL(path).href;
+  let module: unknown;
+  try {
+    if (TYPESCRIPT.has(ext)) {
+      const { tsImport } = await import("tsx/esm/api");
+      module = await tsImport(url, import.meta.url);
+    } else {
+      module = await import(url);
+    }
+  } catch (e) {
+    const reason = e instanceof Error ? e.message : String(e);
+    throw new CliError(`agents module ${file} failed to load: ${reason}`);
+  }
+  return handlersOf(module, file);
+}
+
+function handlersOf(module: unknown, file: string): Record<string, AgentHandler> {
+  const agents = (module as { default?: unknown }).default;
+  const usage = "export default { <agent_type>: async (task) => output, ... }";
+  if (agents === undefined) throw new CliError(`agents module ${file} has no default export; write ${usage}`);
+  if (typeof agents !== "object" || agents === null || Array.isArray(agents)) {
+    throw new CliError(`agents module ${file}: the default export must be an object; write ${usage}`);
+  }
+  const entries = Object.entries(agents);
+  if (entries.length === 0) throw new CliError(`agents module ${file} exports no handlers; write ${usage}`);
+  const notFunctions = entries.filter(([, handler]) => typeof handler !== "function").map(([type]) => type);
+  if (notFunctions.length > 0) {
+    throw new CliError(
+      `agents module ${file}: the handlers of ${notFunctions.map((t) => `"${t}"`).join(", ")} are not functions; ${usage}`,
+    );
+  }
+  return Object.fromEntries(entries) as Record<string, AgentHandler>;
+}
+
+type NodeShape = { node_id?: string; agent_type?: string; compensation?: { agent_type?: string } };
+
+/**
+ * Refuses to run a workflow whose agent types (compensation included) have no handler here:
+ * their visits would wait forever, since this process's engine is the only one on the file.
+ * Built-in types (aggregator, human_review) need none. An invalid definition is left to the
+ * caller's validation. @throws CliError naming the types, their nodes and what to do
+ */
+export async function assertAgentsCover(
+  definition: unknown,
+  agents: Record<string, AgentHandler>,
+  modulePath: string | undefined,
+  what: string,
+): Promise<void> {
+  const { validateWorkflow } = await import("../index.js");
+  const result = validateWorkflow(definition, { knownAgentTypes: Object.keys(agents) });
+  if (!result.ok) return;
+  const nodes = ((definition as { nodes?: unknown }).nodes ?? []) as NodeShape[];
+  const missing = new Map<string, string[]>();
+  for (const w of result.warnings) {
+    const m = /^nodes\[(\d+)\]\.(agent_type|compensation\.agent_type)$/.exec(w.path);
+    const node = m ? nodes[Number(m[1])] : undefined;
+    const type = m?.[2] === "agent_type" ? node?.agent_type : node?.compensation?.agent_type;
+    if (node?.node_id === undefined || type === undefined) continue;
+    missing.set(type, [...(missing.get(type) ?? []), node.node_id]);
+  }
+  if (missing.size === 0) return;
+  const list = [...missing].map(([type, ids]) => `"${type}" (node${ids.length > 1 ? "s" : ""} ${ids.join(", ")})`);
+  throw new CliError(
+    modulePath === undefined
+      ? `${what} needs agents for ${list.join(", ")}: pass --agents <module> whose default export handles them`
+      : `agents module ${modulePath} has no handler for ${list.join(", ")}, which ${what} needs: add them to its default export`,
+  );
+}

@@ -1,0 +1,57 @@
+/** `skein list`: runs, newest first. */
+import { type Command, InvalidArgumentError, Option } from "commander";
+import { withClient } from "../database.js";
+import { dbOf, examples } from "../options.js";
+import { formatMs, formatTime, printJson, println, table } from "../output.js";
+
+const STATUSES = ["RUNNING", "COMPENSATING", "SUCCEEDED", "FAILED", "CANCELLED"] as const;
+
+interface ListOptions {
+  status?: (typeof STATUSES)[number];
+  workflow?: string;
+  limit: number;
+  json?: boolean;
+}
+
+export function registerList(program: Command): void {
+  program
+    .command("list")
+    .summary("list runs, newest first")
+    .description("list runs, newest first")
+    .addOption(new Option("--status <status>", "only runs with this status").choices(STATUSES))
+    .option("--workflow <workflow_id>", "only runs of this workflow")
+    .option("--limit <n>", "at most this many runs (1 to 1000)", positiveInt, 20)
+    .option("--json", "print the runs as a JSON array")
+    .addHelpText("after", examples("skein list --status FAILED --workflow content-publish --limit 5"))
+    .action(async (options: ListOptions, command: Command) => {
+      const runs = await withClient(dbOf(command), (client) =>
+        client.listRuns({
+          limit: options.limit,
+          ...(options.status ? { status: options.status } : {}),
+          ...(options.workflow ? { workflow_id: options.workflow } : {}),
+        }),
+      );
+      if (options.json) return printJson(runs);
+      if (runs.length === 0) return println("no runs");
+      const now = Date.now();
+      println(
+        table(
+          ["run_id", "workflow", "status", "created", "duration"],
+          runs.map((r) => [
+            r.run_id,
+            `${r.workflow_id} v${r.workflow_version}`,
+            r.status,
+            formatTime(r.created_at),
+            formatMs((r.ended_at ?? now) - r.created_at),
+          ]),
+        ),
+      );
+    });
+}
+
+function positiveInt(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1 || n > 1000)
+    throw new InvalidArgumentError("expected a whole number from 1 to 1000.");
+  return n;
+}

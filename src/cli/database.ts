@@ -1,0 +1,68 @@
+/**
+ * Opening the library for a command: a client (no engine) for the commands that read or write
+ * through the database, or an engine for those that run workflows. The library is imported
+ * here, on first use, so that `skein --help` never loads it.
+ */
+import { existsSync } from "node:fs";
+import type { Logger } from "pino";
+import type { AgentHandler, Engine, RunWithNodes } from "../index.js";
+import { CliError } from "./output.js";
+
+/** The library's public surface, loaded on demand. */
+export function library(): Promise<typeof import("../index.js")> {
+  return import("../index.js");
+}
+
+/**
+ * Runs `fn` with a client on `db`, closing it afterwards. A reading command refuses a SQLite
+ * file that does not exist rather than creating an empty one.
+ */
+export async function withClient<T>(
+  db: string,
+  fn: (client: Engine) => Promise<T>,
+  options: { mustExist?: boolean } = { mustExist: true },
+): Promise<T> {
+  if (options.mustExist !== false) assertDatabaseExists(db);
+  const { createClient } = await library();
+  const client = await createClient({ database: db });
+  try {
+    return await fn(client);
+  } finally {
+    await client.close();
+  }
+}
+
+/** The run with its nodes. @throws CliError (exit 2) naming the database when there is no such run */
+export async function getRunOrFail(client: Engine, runId: string, db: string): Promise<RunWithNodes> {
+  try {
+    return await client.getRun(runId);
+  } catch (e) {
+    if ((e as { code?: unknown }).code !== "not_found") throw e;
+    throw new CliError(`run ${runId} does not exist in ${db}; skein list shows the runs`);
+  }
+}
+
+/** An engine serving `db` with the given agents (it recovers what a dead engine left). */
+export async function openEngine(db: string, agents: Record<string, AgentHandler>, logger?: Logger): Promise<Engine> {
+  const { createEngine } = await library();
+  return createEngine({ database: db, agents, ...(logger ? { logger } : {}) });
+}
+
+/** False for a SQLite file that does not exist (other URLs: true, the library explains them). */
+export function databaseExists(db: string): boolean {
+  if (!db.startsWith("sqlite:")) return true;
+  const path = sqlitePath(db);
+  return path === ":memory:" || existsSync(path);
+}
+
+function sqlitePath(db: string): string {
+  return db.slice("sqlite:".length) || "./skein.db";
+}
+
+function assertDatabaseExists(db: string): void {
+  if (databaseExists(db)) return;
+  const path = sqlitePath(db);
+  throw new CliError(
+    `no database at ${path}: pass --db sqlite:<path> (or set SKEIN_DB) to use another file, or create it with skein workflows put <file>`,
+  );
+}

@@ -1,0 +1,262 @@
+/**
+ * Live progress of one run while this process's engine runs it: on a terminal, a table of nodes
+ * redrawn in place (ANSI cursor movement); otherwise one line per event, which suits logs and
+ * pipes. Both are fed the run's events as the engine publishes them.
+ */
+import type { RunEvent, RunWithNodes, Visit } from "../index.js";
+import { formatMs, oneLine } from "./output.js";
+
+export interface LiveView {
+  event(e: RunEvent): void;
+  /** Draws the last state and releases the terminal. */
+  stop(): void;
+}
+
+/** One node's row: its current visit as the events describe it. */
+export interface NodeRow {
+  node_id: string;
+  /** A visit state, or READY for a PENDING visit that waits only for capacity. */
+  state: string;
+  visit: number;
+  attempt: number;
+  startedAt: number | null;
+  endedAt: number | null;
+  /** The last error (or why it was skipped or cancelled). */
+  note: string;
+}
+
+/** The run's nodes, seeded from the stored run and kept current by its events. */
+export class RunProgress {
+  readonly rows = new Map<string, NodeRow>();
+  status: string;
+  endedAt: number | null;
+
+  constructor(readonly run: RunWithNodes) {
+    this.status = run.status;
+    this.endedAt = run.ended_at;
+    for (const v of run.nodes) this.rows.set(v.node_id, rowOf(v));
+  }
+
+  apply(e: RunEvent): void {
+    if (e.type === "run.succeeded" || e.type === "run.failed" || e.type === "run.cancelled") {
+      this.status = typeof e.data.status === "string" ? e.data.status : this.status;
+      this.endedAt = e.at;
+      return;
+    }
+    if (e.type === "loop.reset") {
+      // The region's nodes get new visits (no event of their own) unless still PENDING.
+      const region = Array.isArray(e.data.region) ? e.data.region.filter((x) => typeof x === "string") : [];
+      for (const id of region) {
+        const row = this.rows.get(id);
+        if (!row) continue;
+        if (row.state === "PENDING" || row.state === "READY") row.state = "PENDING";
+        else this.rows.set(id, freshRow(id, row.visit + 1));
+      }
+      return;
+    }
+    if (e.node_id === null || e.visit === null) return;
+    let row = this.rows.get(e.node_id);
+    if (!row || e.visit > row.visit) {
+      row = freshRow(e.node_id, e.visit);
+      this.rows.set(e.node_id, row);
+    } else if (e.visit < row.visit) {
+      return; // a superseded visit (cancelled by a loop reset)
+    }
+    const attempt = typeof e.data.attempt === "number" ? e.data.attempt : row.attempt;
+    switch (e.type) {
+      case "node.ready":
+        row.state = "READY";
+        break;
+      case "node.started":
+        row.state = "RUNNING";
+        row.attempt = attempt;
+        row.startedAt ??= e.at;
+        row.endedAt = null;
+        break;
+      case "node.retrying":
+        row.state = "RETRYING";
+        row.note = errorMessage(e) ?? row.note;
+        break;
+      case "node.interrupted":
+        row.state = "RETRYING";
+        row.note = `attempt ${attempt} interrupted: its engine stopped`;
+        break;
+      case "node.succeeded":
+      case "node.failed":
+      case "node.skipped":
+      case "node.cancelled":
+        row.state = e.type.slice("node.".length).toUpperCase();
+        row.attempt = attempt;
+        row.endedAt = e.at;
+        row.note = errorMessage(e) ?? (typeof e.data.reason === "string" ? e.data.reason : row.note);
+        break;
+      default:
+        break;
+    }
+  }
+}
+
+function rowOf(v: Visit): NodeRow {
+  return {
+    node_id: v.node_id,
+    state: v.state === "PENDING" && v.ready_at !== null ? "READY" : v.state,
+    visit: v.visit,
+    attempt: v.attempt,
+    startedAt: v.started_at,
+    endedAt: v.ended_at,
+    note: v.error?.message ?? v.reason ?? "",
+  };
+}
+
+function freshRow(node_id: string, visit: number): NodeRow {
+  return { node_id, state: "PENDING", visit, attempt: 0, startedAt: null, endedAt: null, note: "" };
+}
+
+function errorMessage(e: RunEvent): string | undefined {
+  const error = e.data.error;
+  if (error && typeof error === "object" && !Array.isArray(error) && typeof error.message === "string") {
+    return error.message;
+  }
+  return undefined;
+}
+
+/** One event as a line: `    123 ms  node.started    fetch_a#1 attempt 1` (time since `origin`). */
+export function formatEventLine(e: RunEvent, origin: number): string {
+  const at = `${String(Math.max(0, e.at - origin)).padStart(7)} ms`;
+  const where = e.node_id === null ? "" : `${e.node_id}#${e.visit}`;
+  return `${at}  ${e.type.padEnd(15)} ${[where, describe(e)].filter(Boolean).join(" ")}`.trimEnd();
+}
+
+function describe(e: RunEvent): string {
+  const d = e.data;
+  const attempt = `attempt ${d.attempt}`;
+  const list = (x: unknown) => (Array.isArray(x) ? x.join(", ") : "");
+  switch (e.type) {
+    case "run.started":
+      return `workflow ${d.workflow_id} v${d.workflow_version}`;
+    case "run.succeeded":
+    case "run.failed":
+    case "run.cancelled":
+      return [d.status, errorMessage(e)].filter(Boolean).join(": ");
+    case "run.warning":
+      return String(d.message ?? "");
+    case "node.ready": {
+      const t = d.trigger as { node_id?: string; visit?: number } | undefined;
+      return t?.node_id ? `after ${t.node_id}#${t.visit}` : "";
+    }
+    case "node.started":
+      return attempt;
+    case "node.succeeded":
+      if (d.end === true) return `${attempt} -> $end`;
+      return list(d.fired) ? `${attempt} -> ${list(d.fired)}` : attempt;
+    case "node.retrying": {
+      const wait = typeof d.retry_at === "number" ? `; retry in ${formatMs(d.retry_at - e.at)}` : "";
+      return `${attempt} failed: ${oneLine(errorMessage(e) ?? "", 120)}${wait}`;
+    }
+    case "node.interrupted":
+      return `${attempt} interrupted: its engine stopped`;
+    case "node.failed":
+      return `${d.reason}: ${oneLine(errorMessage(e) ?? "", 120)}${d.handled === true ? " (handled)" : ""}`;
+    case "node.skipped":
+    case "node.cancelled":
+      return String(d.reason ?? "");
+    case "branch.none":
+      return "no case held: the branch ends";
+    case "loop.reset":
+      return `-> ${d.target} (resets ${list(d.region)})`;
+    case "result.fenced":
+      return "late result ignored";
+    default:
+      return "";
+  }
+}
+
+/** One line per event, for pipes and logs. */
+export function lineView(write: (text: string) => void, origin: number): LiveView {
+  return {
+    event: (e) => write(`${formatEventLine(e, origin)}\n`),
+    stop: () => {},
+  };
+}
+
+const COLORS: Record<string, string> = {
+  RUNNING: "36",
+  READY: "34",
+  RETRYING: "33",
+  IN_REVIEW: "35",
+  SUCCEEDED: "32",
+  FAILED: "31",
+  CANCELLED: "2",
+  SKIPPED: "2",
+};
+
+/** The table's lines at time `now`, each at most `width` characters wide (colour codes aside). */
+export function renderTable(progress: RunProgress, now: number, width: number, color: boolean): string[] {
+  const run = progress.run;
+  const paint = (state: string, text: string) =>
+    color && COLORS[state] ? `\x1b[${COLORS[state]}m${text}\x1b[0m` : text;
+  const title = `run ${run.run_id}  ${run.workflow_id} v${run.workflow_version}  `;
+  const lines = [
+    `${title}${paint(progress.status, progress.status)}  ${formatMs((progress.endedAt ?? now) - run.created_at)}`,
+  ];
+  const rows = [...progress.rows.values()];
+  const cells = rows.map((r) => [
+    r.node_id,
+    r.state,
+    String(r.visit),
+    String(r.attempt),
+    r.startedAt === null ? "-" : formatMs((r.endedAt ?? now) - r.startedAt),
+  ]);
+  const headers = ["node", "state", "visit", "attempt", "elapsed"];
+  const widths = headers.map((h, i) => Math.max(h.length, ...cells.map((c) => (c[i] ?? "").length)));
+  const fixed = widths.reduce((a, b) => a + b + 2, 0);
+  const noteWidth = width - fixed - 1;
+  const line = (c: string[], state: string | null, note: string) => {
+    const padded = c.map((x, i) => x.padEnd(widths[i] ?? 0));
+    if (state !== null) padded[1] = paint(state, padded[1] ?? "");
+    const tail = noteWidth > 10 && note ? oneLine(note, noteWidth) : "";
+    return `${padded.join("  ")}  ${tail}`.trimEnd();
+  };
+  lines.push(line(headers, null, "last error"));
+  rows.forEach((r, i) => {
+    lines.push(line(cells[i] ?? [], r.state, r.note));
+  });
+  return lines;
+}
+
+/** A table of the run's nodes, redrawn in place on `out` (a TTY). */
+export function tableView(out: NodeJS.WriteStream, progress: RunProgress): LiveView {
+  const color = !process.env.NO_COLOR;
+  let drawn = 0;
+  let pending: NodeJS.Timeout | null = null;
+  const draw = () => {
+    pending = null;
+    let lines = renderTable(progress, Date.now(), out.columns || 120, color);
+    // Redrawing in place only works for what fits on the screen.
+    const room = Math.max(3, (out.rows || 40) - 1);
+    if (lines.length > room) lines = [...lines.slice(0, room - 1), `... ${lines.length - room + 1} more nodes`];
+    let text = drawn > 0 ? `\x1b[${drawn}F` : "";
+    for (const l of lines) text += `\x1b[2K${l}\n`;
+    out.write(`${text}\x1b[0J`);
+    drawn = lines.length;
+  };
+  // The cursor is hidden while drawing; shown again however the process ends.
+  const showCursor = () => out.write("\x1b[?25h");
+  process.once("exit", showCursor);
+  out.write("\x1b[?25l");
+  draw();
+  const ticker = setInterval(draw, 250);
+  return {
+    event(e) {
+      progress.apply(e);
+      pending ??= setTimeout(draw, 30);
+    },
+    stop() {
+      clearInterval(ticker);
+      if (pending) clearTimeout(pending);
+      draw();
+      process.off("exit", showCursor);
+      showCursor();
+    },
+  };
+}

@@ -1,0 +1,35 @@
+/** The report of a run: status, duration, error, per-node times and retries, output. */
+import type { RunWithNodes, Visit } from "../index.js";
+import { formatMs, oneLine, table } from "./output.js";
+
+/** The run's report as text; `visits` are all of its visits (loops and superseded ones included). */
+export function runReport(run: RunWithNodes, visits: readonly Visit[], now = Date.now()): string {
+  const ended = run.ended_at !== null;
+  const duration = formatMs((run.ended_at ?? now) - run.created_at);
+  const lines = [
+    `run ${run.run_id}  ${run.workflow_id} v${run.workflow_version}  ${run.status}  ${ended ? "in" : "for"} ${duration}`,
+  ];
+  if (run.error) lines.push(`error: ${run.error.message}`);
+  const byNode = new Map<string, Visit[]>();
+  for (const v of visits) byNode.set(v.node_id, [...(byNode.get(v.node_id) ?? []), v]);
+  const rows = run.nodes.map((current) => {
+    const all = byNode.get(current.node_id) ?? [current];
+    const attempts = all.reduce((n, v) => n + v.attempt, 0);
+    const retries = all.reduce((n, v) => n + Math.max(0, v.attempt - 1), 0);
+    const time = all.reduce((ms, v) => ms + (v.started_at === null ? 0 : (v.ended_at ?? now) - v.started_at), 0);
+    const started = all.some((v) => v.started_at !== null);
+    const note = current.error?.message ?? current.reason ?? "";
+    return [
+      current.node_id,
+      current.state,
+      String(all.length),
+      String(attempts),
+      String(retries),
+      started ? formatMs(time) : "-",
+      oneLine(note, 100),
+    ];
+  });
+  lines.push("", table(["node", "state", "visits", "attempts", "retries", "time", "note"], rows));
+  if (ended && run.output !== null) lines.push("", "output:", JSON.stringify(run.output, null, 2));
+  return lines.join("\n");
+}

@@ -1,0 +1,166 @@
+/**
+ * The commands that read and write through a client (no engine): workflows, workflows put,
+ * start, status, list, events. Their exit codes and --json outputs.
+ */
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { AGENTS, json, type Result, requireBuiltCli, Skein, skein, WORKFLOWS, workspace } from "./helpers.js";
+
+requireBuiltCli();
+
+interface RunJson {
+  run_id: string;
+  workflow_id: string;
+  status: string;
+  input: unknown;
+  nodes: { node_id: string; state: string }[];
+}
+
+function lines(r: Result): unknown[] {
+  return r.stdout
+    .trim()
+    .split("\n")
+    .map((l) => JSON.parse(l) as unknown);
+}
+
+describe("skein workflows", () => {
+  it("puts a workflow (created, then unchanged, then a new version) and lists the latest versions", async () => {
+    const ws = workspace();
+    const file = ws.file("small.json", WORKFLOWS.small);
+    const db = ["--db", ws.db];
+    const first = await skein(["workflows", "put", file, ...db], ws.dir);
+    expect(first.code, first.stderr).toBe(0);
+    expect(first.stdout).toBe("small v1 created\n");
+    const again = await skein(["workflows", "put", file, "--json", ...db], ws.dir);
+    expect(json(again)).toEqual({ id: "small", version: 1, created: false, warnings: [] });
+    ws.file("small.json", { ...WORKFLOWS.small, description: "changed" });
+    expect((await skein(["workflows", "put", file, ...db], ws.dir)).stdout).toBe("small v2 created\n");
+    await skein(["workflows", "put", ws.file("f.json", WORKFLOWS.failing), ...db], ws.dir);
+    const list = await skein(["workflows", "--json", ...db], ws.dir);
+    expect(list.code).toBe(0);
+    const ids = json<{ id: string; version: number }[]>(list).map((w) => [w.id, w.version]);
+    expect(ids.sort()).toEqual([
+      ["failing", 1],
+      ["small", 2],
+    ]);
+    const text = await skein(["workflows", ...db], ws.dir);
+    expect(text.stdout).toMatch(/^small +2 +\d{4}-/m);
+  });
+
+  it("warns with the path, and about agent types only when --agents is given", async () => {
+    const ws = workspace();
+    const file = ws.file("w.json", {
+      id: "w",
+      defaults: { timeout: 100000 },
+      nodes: [{ node_id: "a", agent_type: "translator" }],
+    });
+    const plain = await skein(["workflows", "put", file, "--db", ws.db], ws.dir);
+    expect(plain.code).toBe(0);
+    expect(plain.stderr).toContain("skein: warning: ");
+    expect(plain.stderr).toContain("defaults.timeout: timeout 100000 s is at or above the workflow timeout");
+    expect(plain.stderr).not.toContain("translator");
+    const checked = await skein(["workflows", "put", file, "--agents", AGENTS, "--db", ws.db], ws.dir);
+    expect(checked.stderr).toContain('nodes[0].agent_type: no agent is registered for agent_type "translator"');
+  });
+
+  it("exits 2 for an invalid file and registers nothing", async () => {
+    const ws = workspace();
+    const file = ws.file("bad.json", { id: "bad", nodes: [{ node_id: "a", agent_type: "x", depends_on: ["zz"] }] });
+    const r = await skein(["workflows", "put", file, "--db", ws.db], ws.dir);
+    expect(r.code).toBe(2);
+    expect(r.stderr).toContain('nodes[0].depends_on[0]: unknown node "zz"');
+    expect(r.stderr).toContain("nothing was registered");
+  });
+});
+
+describe("skein start, status, list, events", () => {
+  it("starts a run without an engine, and reads it back", async () => {
+    const ws = workspace();
+    const db = ["--db", ws.db];
+    await skein(["workflows", "put", ws.file("w.json", WORKFLOWS.withInput), ...db], ws.dir);
+    const started = await skein(["start", "with-input", "--input", '{"topic":"t"}', ...db], ws.dir);
+    expect(started.code, started.stderr).toBe(0);
+    const runId = started.stdout.trim();
+    expect(runId).toMatch(/^[0-9a-f-]{36}$/);
+
+    const status = await skein(["status", runId, "--json", ...db], ws.dir);
+    expect(status.code).toBe(0);
+    const run = json<RunJson>(status);
+    expect(run).toMatchObject({ run_id: runId, workflow_id: "with-input", status: "RUNNING", input: { topic: "t" } });
+    expect(run.nodes.map((n) => n.node_id)).toEqual(["a"]);
+    const text = await skein(["status", runId, ...db], ws.dir);
+    expect(text.stdout).toMatch(new RegExp(`^run ${runId} {2}with-input v1 {2}RUNNING {2}for `));
+
+    const events = await skein(["events", runId, "--json", ...db], ws.dir);
+    expect(events.code).toBe(0);
+    const types = lines(events).map((e) => (e as { type: string }).type);
+    expect(types).toEqual(["run.started", "node.ready"]);
+    const timeline = await skein(["events", runId, ...db], ws.dir);
+    expect(timeline.stdout).toMatch(/^ +\d+ ms {2}run\.started +workflow with-input v1$/m);
+  });
+
+  it("returns the same run for the same idempotency key", async () => {
+    const ws = workspace();
+    const db = ["--db", ws.db];
+    await skein(["workflows", "put", ws.file("w.json", WORKFLOWS.withInput), ...db], ws.dir);
+    const args = ["start", "with-input", "--input", '{"topic":"t"}', "--idempotency-key", "req-1", ...db];
+    const [a, b] = [await skein(args, ws.dir), await skein(args, ws.dir)];
+    expect(a.stdout).toBe(b.stdout);
+  });
+
+  it("lists runs newest first, filtered by status and workflow, limited", async () => {
+    const ws = workspace();
+    const db = ["--db", ws.db];
+    expect((await skein(["run", ws.file("s.json", WORKFLOWS.small), "--agents", AGENTS, ...db], ws.dir)).code).toBe(0);
+    expect((await skein(["run", ws.file("f.json", WORKFLOWS.failing), "--agents", AGENTS, ...db], ws.dir)).code).toBe(
+      1,
+    );
+    expect((await skein(["run", "small", "--agents", AGENTS, ...db], ws.dir)).code).toBe(0);
+
+    const all = json<RunJson[]>(await skein(["list", "--json", ...db], ws.dir));
+    expect(all.map((r) => [r.workflow_id, r.status])).toEqual([
+      ["small", "SUCCEEDED"],
+      ["failing", "FAILED"],
+      ["small", "SUCCEEDED"],
+    ]);
+    const failed = json<RunJson[]>(await skein(["list", "--status", "FAILED", "--json", ...db], ws.dir));
+    expect(failed.map((r) => r.workflow_id)).toEqual(["failing"]);
+    const small = json<RunJson[]>(
+      await skein(["list", "--workflow", "small", "--limit", "1", "--json", ...db], ws.dir),
+    );
+    expect(small.map((r) => r.run_id)).toEqual([all[0]?.run_id]);
+    const text = await skein(["list", ...db], ws.dir);
+    expect(text.stdout.split("\n")[0]).toMatch(/^run_id +workflow +status +created +duration$/);
+  });
+
+  it("exits 2 for an unknown run, a bad --limit, a missing database and unknown workflow", async () => {
+    const ws = workspace();
+    const db = ["--db", ws.db];
+    await skein(["workflows", "put", ws.file("s.json", WORKFLOWS.small), ...db], ws.dir);
+    const missingDb = ["--db", `sqlite:${join(ws.dir, "missing.db")}`];
+    const results = await Promise.all([
+      skein(["status", "nope", ...db], ws.dir),
+      skein(["events", "nope", "--json", ...db], ws.dir),
+      skein(["list", "--limit", "0", ...db], ws.dir),
+      skein(["list", ...missingDb], ws.dir),
+      skein(["start", "nope", ...db], ws.dir),
+      skein(["start", "small", "--input", "[1,", ...db], ws.dir),
+    ]);
+    for (const r of results) expect(r.code, r.stderr).toBe(2);
+    const [status, events, limit, missing, start, input] = results.map((r) => r.stderr);
+    expect(status).toMatch(/^skein: run nope does not exist in sqlite:/);
+    expect(events).toMatch(/^skein: run nope does not exist in sqlite:/);
+    expect(limit).toContain("expected a whole number from 1 to 1000");
+    expect(missing).toMatch(/^skein: no database at .*missing\.db: pass --db/);
+    expect(start).toMatch(/^skein: workflow "nope" is not registered/);
+    expect(input).toMatch(/^skein: --input is not valid JSON/);
+  });
+
+  it("reads the database from SKEIN_DB when --db is absent", async () => {
+    const ws = workspace();
+    await skein(["workflows", "put", ws.file("s.json", WORKFLOWS.small), "--db", ws.db], ws.dir);
+    const r = await new Skein(["workflows", "--json"], ws.dir, { SKEIN_DB: ws.db }).result();
+    expect(r.code, r.stderr).toBe(0);
+    expect(json<{ id: string }[]>(r).map((w) => w.id)).toEqual(["small"]);
+  });
+});

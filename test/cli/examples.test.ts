@@ -1,0 +1,58 @@
+/** Every example in examples/ runs with `skein run` and ends as its README says. */
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { json, ROOT, requireBuiltCli, skein, workspace } from "./helpers.js";
+
+requireBuiltCli();
+
+interface RunJson {
+  status: string;
+  output: Record<string, unknown>;
+  nodes: { node_id: string; state: string; visit: number; attempt: number }[];
+}
+
+const example = (name: string) => [
+  join(ROOT, "examples", name, "workflow.json"),
+  "--agents",
+  join(ROOT, "examples", name, "agents.ts"),
+];
+
+async function run(name: string, input: unknown): Promise<RunJson> {
+  const ws = workspace();
+  const r = await skein(["--db", ws.db, "run", ...example(name), "--input", JSON.stringify(input), "--json"], ws.dir);
+  expect(r.code, r.stderr).toBe(0);
+  return json<RunJson>(r);
+}
+
+const node = (run: RunJson, id: string) => run.nodes.find((n) => n.node_id === id);
+
+describe("examples", () => {
+  it("content-publish: retries the 502, loops through rework once, publishes to three platforms", async () => {
+    const r = await run("content-publish", { topic: "durable agents" });
+    expect(r.status).toBe("SUCCEEDED");
+    expect(node(r, "fetch_b")).toMatchObject({ state: "SUCCEEDED", attempt: 2 });
+    expect(node(r, "review")).toMatchObject({ state: "SUCCEEDED", visit: 2 });
+    expect(node(r, "rework")).toMatchObject({ state: "SKIPPED", visit: 2 });
+    expect(Object.keys(r.output.summary as object).sort()).toEqual(["publish_a", "publish_b", "publish_c"]);
+  });
+
+  it("branch-merge: a question takes the answer branch, a statement the summary branch", async () => {
+    const question = await run("branch-merge", { text: "is it durable?" });
+    expect(question.output).toEqual({ reply: { answer: { answer: "Answer to: is it durable?" } } });
+    expect(node(question, "summarize")?.state).toBe("SKIPPED");
+    const statement = await run("branch-merge", { text: "it is durable" });
+    expect(statement.output).toEqual({ reply: { summarize: { summarize: "Summary of: it is durable" } } });
+    expect(node(statement, "answer")?.state).toBe("SKIPPED");
+  });
+
+  it("loop: revises until the third critique passes", async () => {
+    const r = await run("loop", {});
+    expect(r.output).toEqual({ publish: { published: "draft v3" } });
+    expect(node(r, "critique")).toMatchObject({ state: "SUCCEEDED", visit: 3 });
+  });
+
+  it("timeout-retry: the flaky call succeeds on attempt 3, the hung one after its timeout", async () => {
+    const r = await run("timeout-retry", {});
+    expect(r.output).toEqual({ report: { flaky_api: { attempts: 3 }, slow_tool: { attempts: 2 } } });
+  });
+});

@@ -1,0 +1,196 @@
+/**
+ * Running the BUILT command line (`node dist/cli/main.js`) as a child process, each test in its
+ * own temp directory with its own SQLite file. `npm test` builds first; when running vitest
+ * alone, run `npm run build` first (checked in beforeAll). Waits are on output lines, bounded.
+ */
+import { type ChildProcess, spawn } from "node:child_process";
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { afterEach, beforeAll } from "vitest";
+
+export const ROOT = fileURLToPath(new URL("../../", import.meta.url));
+export const CLI = join(ROOT, "dist", "cli", "main.js");
+/** The test agents module (TypeScript, loaded by the CLI through tsx). */
+export const AGENTS = join(ROOT, "test", "fixtures", "cli-agents.ts");
+/** Bound on one CLI command (a cold start that loads tsx takes a second or two on a loaded machine). */
+const COMMAND_MS = 25_000;
+
+/** Fails the file early, with what to do, when the CLI is not built. */
+export function requireBuiltCli(): void {
+  beforeAll(() => {
+    if (!existsSync(CLI)) throw new Error(`${CLI} is missing: run \`npm run build\` first (npm test does)`);
+  });
+}
+
+const dirs: string[] = [];
+const children = new Set<ChildProcess>();
+
+afterEach(() => {
+  for (const child of children) child.kill("SIGKILL");
+  children.clear();
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+});
+
+/** A temp directory with a database URL and a helper to write JSON files into it. */
+export function workspace(): { dir: string; db: string; file(name: string, value: unknown): string } {
+  const dir = mkdtempSync(join(tmpdir(), "skein-cli-"));
+  dirs.push(dir);
+  return {
+    dir,
+    db: `sqlite:${join(dir, "x.db")}`,
+    file(name, value) {
+      const path = join(dir, name);
+      writeFileSync(path, typeof value === "string" ? value : JSON.stringify(value, null, 2));
+      return path;
+    },
+  };
+}
+
+export interface Result {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+}
+
+function env(): NodeJS.ProcessEnv {
+  const e: NodeJS.ProcessEnv = { ...process.env, NO_COLOR: "1" };
+  delete e.SKEIN_DB;
+  delete e.SKEIN_LOG_LEVEL;
+  return e;
+}
+
+/** A running `skein` process: its output so far, line waits, and its exit. */
+export class Skein {
+  readonly proc: ChildProcess;
+  stdout = "";
+  stderr = "";
+  readonly exited: Promise<Result>;
+  private readonly waiters = new Set<() => void>();
+
+  /** `extraEnv` adds to the environment (which never inherits SKEIN_DB or SKEIN_LOG_LEVEL). */
+  constructor(args: string[], cwd: string, extraEnv: NodeJS.ProcessEnv = {}) {
+    this.proc = spawn(process.execPath, [CLI, ...args], {
+      cwd,
+      env: { ...env(), ...extraEnv },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
+    children.add(this.proc);
+    this.proc.stdout?.setEncoding("utf8").on("data", (chunk: string) => {
+      this.stdout += chunk;
+      this.notify();
+    });
+    this.proc.stderr?.setEncoding("utf8").on("data", (chunk: string) => {
+      this.stderr += chunk;
+      this.notify();
+    });
+    this.exited = new Promise((resolve) => {
+      this.proc.once("close", (code, signal) => {
+        children.delete(this.proc);
+        this.notify();
+        resolve({ code, signal, stdout: this.stdout, stderr: this.stderr });
+      });
+    });
+  }
+
+  /** Resolves with the first match of `pattern` in stdout (now or later); rejects on exit or after `ms`. */
+  waitFor(pattern: RegExp, ms = COMMAND_MS): Promise<RegExpMatchArray> {
+    return new Promise((resolve, reject) => {
+      const check = () => {
+        const m = this.stdout.match(pattern);
+        if (m) return done(() => resolve(m));
+        if (this.proc.exitCode !== null || this.proc.signalCode !== null) {
+          done(() => reject(new Error(`skein exited before printing ${pattern}:\n${this.stdout}\n${this.stderr}`)));
+        }
+      };
+      const timer = setTimeout(
+        () => done(() => reject(new Error(`no ${pattern} within ${ms} ms:\n${this.stdout}\n${this.stderr}`))),
+        ms,
+      );
+      const done = (settle: () => void) => {
+        clearTimeout(timer);
+        this.waiters.delete(check);
+        settle();
+      };
+      this.waiters.add(check);
+      check();
+    });
+  }
+
+  /** The exit, bounded: a hung command is killed and fails the test. */
+  async result(ms = COMMAND_MS): Promise<Result> {
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        this.proc.kill("SIGKILL");
+        reject(new Error(`skein did not exit within ${ms} ms:\n${this.stdout}\n${this.stderr}`));
+      }, ms);
+    });
+    try {
+      return await Promise.race([this.exited, timeout]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  private notify(): void {
+    for (const w of [...this.waiters]) w();
+  }
+}
+
+/** Runs `skein <args>` in `cwd` to its end. */
+export function skein(args: string[], cwd: string): Promise<Result> {
+  return new Skein(args, cwd).result();
+}
+
+/** Parses stdout as one JSON value, with the output in the error when it is not JSON. */
+export function json<T = unknown>(r: Result): T {
+  try {
+    return JSON.parse(r.stdout) as T;
+  } catch {
+    throw new Error(`stdout is not JSON (exit ${r.code}):\n${r.stdout}\nstderr:\n${r.stderr}`);
+  }
+}
+
+/** Small workflows of the CLI tests (agent types of test/fixtures/cli-agents.ts). */
+export const WORKFLOWS = {
+  /** a -> (b flaky, c) -> d aggregator: succeeds after one retry of b. */
+  small: {
+    id: "small",
+    defaults: { retry_interval: 0.05, timeout: 30 },
+    nodes: [
+      { node_id: "a", agent_type: "echo" },
+      { node_id: "b", agent_type: "flaky", depends_on: ["a"] },
+      { node_id: "c", agent_type: "slow", payload: { ms: 50 }, depends_on: ["a"] },
+      { node_id: "d", agent_type: "aggregator", depends_on: ["b", "c"] },
+    ],
+  },
+  /** b fails for good: the run FAILS. */
+  failing: {
+    id: "failing",
+    defaults: { timeout: 30 },
+    nodes: [
+      { node_id: "a", agent_type: "echo" },
+      { node_id: "b", agent_type: "broken", payload: { message: "the upstream API said no" }, depends_on: ["a"] },
+      { node_id: "c", agent_type: "echo", depends_on: ["b"] },
+    ],
+  },
+  /** b takes long enough to be interrupted mid-run. */
+  long: {
+    id: "long",
+    defaults: { retry_count: 0, timeout: 60 },
+    nodes: [
+      { node_id: "a", agent_type: "echo" },
+      { node_id: "b", agent_type: "slow", payload: { ms: 2500 }, depends_on: ["a"] },
+      { node_id: "c", agent_type: "echo", depends_on: ["b"] },
+    ],
+  },
+  /** Needs a {topic} input. */
+  withInput: {
+    id: "with-input",
+    input_schema: { type: "object", properties: { topic: { type: "string" } }, required: ["topic"] },
+    nodes: [{ node_id: "a", agent_type: "echo" }],
+  },
+};

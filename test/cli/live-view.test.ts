@@ -1,0 +1,68 @@
+/**
+ * The live view's model (in process): fed a real engine's events, the rows end as the stored
+ * visits say, through a loop that gives nodes new visits; the table fits its width.
+ */
+import { describe, expect, it } from "vitest";
+import { EventTap } from "../../src/cli/follow.js";
+import { formatEventLine, RunProgress, renderTable } from "../../src/cli/live-view.js";
+import { testEngine } from "../helpers.js";
+
+const LOOP = {
+  id: "loop",
+  nodes: [
+    { node_id: "draft", agent_type: "writer" },
+    {
+      node_id: "review",
+      agent_type: "reviewer",
+      depends_on: ["draft"],
+      next_on_success: [{ when: "output.ok = true", to: "publish" }, { to: "draft" }],
+    },
+    { node_id: "publish", agent_type: "writer" },
+  ],
+};
+
+describe("live view", () => {
+  it("keeps each node's row equal to its current visit, loops included", async () => {
+    const { engine } = await testEngine({
+      agents: {
+        writer: (t) => ({ node: t.node_id, visit: t.visit }),
+        reviewer: (t) => ({ ok: t.visit > 2, note: "x".repeat(200) }),
+      },
+    });
+    await engine.registerWorkflow(LOOP);
+    const tap = new EventTap(engine);
+    const run = await engine.startRun("loop");
+    const progress = new RunProgress(await engine.getRun(run.run_id));
+    const lines: string[] = [];
+    tap.follow(run.run_id, (e) => {
+      progress.apply(e);
+      lines.push(formatEventLine(e, run.created_at));
+    });
+    const done = await engine.waitForRun(run.run_id);
+    tap.close();
+
+    expect(done.status).toBe("SUCCEEDED");
+    expect(progress.status).toBe("SUCCEEDED");
+    for (const v of done.nodes) {
+      expect(progress.rows.get(v.node_id), v.node_id).toMatchObject({
+        state: v.state,
+        visit: v.visit,
+        attempt: v.attempt,
+      });
+    }
+    expect(progress.rows.get("review")?.visit).toBe(3);
+    expect(lines[0]).toMatch(/^ +\d+ ms {2}run\.started +workflow loop v1$/);
+    expect(lines).toContainEqual(
+      expect.stringMatching(/loop\.reset +review#1 -> draft \(resets draft, review, publish\)$/),
+    );
+
+    const table = renderTable(progress, Date.now(), 60, false);
+    expect(table[1]).toMatch(/^node +state +visit +attempt +elapsed/);
+    expect(table.slice(2).map((l) => l.split(/ +/).slice(0, 3))).toEqual([
+      ["draft", "SUCCEEDED", "3"],
+      ["review", "SUCCEEDED", "3"],
+      ["publish", "SUCCEEDED", "1"],
+    ]);
+    for (const l of table.slice(1)) expect(l.length).toBeLessThanOrEqual(60);
+  });
+});

@@ -1,0 +1,176 @@
+/** `skein run`: live lines, the report, --json, exit codes (0, 1, 2), agents modules and inputs. */
+import { writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { describe, expect, it } from "vitest";
+import { AGENTS, json, requireBuiltCli, Skein, skein, WORKFLOWS, workspace } from "./helpers.js";
+
+requireBuiltCli();
+
+interface RunJson {
+  run_id: string;
+  status: string;
+  output: unknown;
+  error: { message: string } | null;
+  nodes: { node_id: string; state: string; attempt: number; error: { message: string } | null }[];
+}
+
+describe("skein run", () => {
+  it("runs a workflow file to SUCCEEDED: one line per event, then the report (exit 0)", async () => {
+    const ws = workspace();
+    const file = ws.file("small.json", WORKFLOWS.small);
+    const r = await skein(["run", file, "--agents", AGENTS, "--db", ws.db, "--input", '{"topic":"agents"}'], ws.dir);
+    expect(r.code, r.stderr).toBe(0);
+    const lines = r.stdout.split("\n");
+    expect(lines[0]).toMatch(/^run [0-9a-f-]{36} started$/);
+    expect(r.stdout).toMatch(/^ +\d+ ms {2}node\.started +a#1 attempt 1$/m);
+    expect(r.stdout).toMatch(/^ +\d+ ms {2}node\.retrying +b#1 attempt 1 failed: 502 Bad Gateway; retry in \d+ ms$/m);
+    expect(r.stdout).toMatch(/^ +\d+ ms {2}run\.succeeded +SUCCEEDED$/m);
+    expect(r.stdout).toMatch(/^run \S+ {2}small v1 {2}SUCCEEDED {2}in /m);
+    // The report: per-node attempts and retries, then the output.
+    expect(r.stdout).toMatch(/^b +SUCCEEDED +1 +2 +1 +\d+ ms +502 Bad Gateway$/m);
+    expect(r.stdout).toContain('output:\n{\n  "d": {');
+  });
+
+  it("prints the finished run as one JSON object with --json", async () => {
+    const ws = workspace();
+    const input = ws.file("input.json", { topic: "agents" });
+    const r = await skein(
+      [
+        "run",
+        ws.file("small.json", WORKFLOWS.small),
+        "--agents",
+        AGENTS,
+        "--db",
+        ws.db,
+        "--input",
+        `@${input}`,
+        "--json",
+      ],
+      ws.dir,
+    );
+    expect(r.code, r.stderr).toBe(0);
+    const run = json<RunJson>(r);
+    expect(run.status).toBe("SUCCEEDED");
+    expect(r.stderr).toContain(`run ${run.run_id} started`);
+    expect(run.nodes.map((n) => [n.node_id, n.state, n.attempt])).toEqual([
+      ["a", "SUCCEEDED", 1],
+      ["b", "SUCCEEDED", 2],
+      ["c", "SUCCEEDED", 1],
+      ["d", "SUCCEEDED", 1],
+    ]);
+    expect(run.output).toEqual({ d: { b: { node: "b", attempt: 2 }, c: { node: "c", attempt: 1 } } });
+  });
+
+  it("exits 1 for a FAILED run, with the error in the report", async () => {
+    const ws = workspace();
+    const r = await skein(["run", ws.file("f.json", WORKFLOWS.failing), "--agents", AGENTS, "--db", ws.db], ws.dir);
+    expect(r.code).toBe(1);
+    expect(r.stdout).toMatch(/^ +\d+ ms {2}node\.failed +b#1 non_retryable: the upstream API said no$/m);
+    expect(r.stdout).toMatch(/^run \S+ {2}failing v1 {2}FAILED {2}in /m);
+    expect(r.stdout).toContain("error: node b failed (non_retryable): the upstream API said no");
+    expect(r.stdout).toMatch(/^c +SKIPPED/m);
+    const j = await skein(["run", "failing", "--agents", AGENTS, "--db", ws.db, "--json"], ws.dir);
+    expect(j.code).toBe(1);
+    expect(json<RunJson>(j).status).toBe("FAILED");
+  });
+
+  it("runs a registered workflow by id, with the input checked against its schema", async () => {
+    const ws = workspace();
+    const put = await skein(["workflows", "put", ws.file("w.json", WORKFLOWS.withInput), "--db", ws.db], ws.dir);
+    expect(put.code).toBe(0);
+    const ok = await skein(
+      ["run", "with-input", "--agents", AGENTS, "--db", ws.db, "--input", '{"topic":"x"}'],
+      ws.dir,
+    );
+    expect(ok.code, ok.stderr).toBe(0);
+    const bad = await skein(["run", "with-input", "--agents", AGENTS, "--db", ws.db, "--input", "{}"], ws.dir);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toMatch(/^skein: Run input does not match the input_schema of with-input:\n {2}input: /);
+  });
+
+  it("exits 2 for bad input: an unknown workflow, input that is not JSON, an invalid file, a missing input file", async () => {
+    const ws = workspace();
+    const file = ws.file("small.json", WORKFLOWS.small);
+    const invalid = ws.file("invalid.json", {
+      id: "x",
+      nodes: [{ node_id: "a", agent_type: "echo", depends_on: ["b"] }],
+    });
+    const [unknown, notJson, invalidFile, missing] = await Promise.all([
+      skein(["run", "nope", "--agents", AGENTS, "--db", ws.db], ws.dir),
+      skein(
+        ["run", file, "--agents", AGENTS, "--db", `sqlite:${join(ws.dir, "a.db")}`, "--input", "{topic:1}"],
+        ws.dir,
+      ),
+      skein(["run", invalid, "--agents", AGENTS, "--db", `sqlite:${join(ws.dir, "b.db")}`], ws.dir),
+      skein(
+        ["run", file, "--agents", AGENTS, "--db", `sqlite:${join(ws.dir, "c.db")}`, "--input", "@none.json"],
+        ws.dir,
+      ),
+    ]);
+    expect(unknown.code).toBe(2);
+    expect(unknown.stderr).toMatch(/^skein: workflow "nope" is not registered/);
+    expect(notJson.code).toBe(2);
+    expect(notJson.stderr).toMatch(/^skein: --input is not valid JSON: .*\(line 1, column 2\)/);
+    expect(invalidFile.code).toBe(2);
+    expect(invalidFile.stderr).toContain('nodes[0].depends_on[0]: unknown node "b"');
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toBe("skein: cannot read --input file none.json: no such file\n");
+  });
+
+  it("exits 2 when agents are missing for the workflow's agent types, naming them", async () => {
+    const ws = workspace();
+    const file = ws.file("small.json", WORKFLOWS.small);
+    writeFileSync(join(ws.dir, "partial.mjs"), "export default { echo: () => 1 };\n");
+    const [none, partial] = await Promise.all([
+      skein(["run", file, "--db", ws.db], ws.dir),
+      skein(["run", file, "--agents", "partial.mjs", "--db", `sqlite:${join(ws.dir, "p.db")}`], ws.dir),
+    ]);
+    expect(none.code).toBe(2);
+    expect(none.stderr).toContain('needs agents for "echo" (node a), "flaky" (node b), "slow" (node c): pass --agents');
+    expect(partial.code).toBe(2);
+    expect(partial.stderr).toContain('agents module partial.mjs has no handler for "flaky" (node b), "slow" (node c)');
+  });
+
+  it("exits 2 for an agents module that fails to load or exports no handlers, naming the file and the problem", async () => {
+    const ws = workspace();
+    const file = ws.file("small.json", WORKFLOWS.small);
+    const modules: Record<string, string> = {
+      "throws.mjs": 'throw new Error("cannot reach the vault");\n',
+      "no-default.mjs": "export const echo = () => 1;\n",
+      "not-object.js": "export default () => 1;\n",
+      "not-functions.mjs": 'export default { echo: "echo" };\n',
+      "empty.mjs": "export default {};\n",
+      "syntax.ts": "export default { echo: (t: number) => t, };\nconst x: = 1;\n",
+    };
+    for (const [name, text] of Object.entries(modules)) writeFileSync(join(ws.dir, name), text);
+    const results = await Promise.all(
+      [...Object.keys(modules), "missing.ts", "agents.txt"].map((m) =>
+        skein(["run", file, "--agents", m, "--db", ws.db], ws.dir),
+      ),
+    );
+    const stderr = results.map((r) => r.stderr.trim());
+    for (const r of results) expect(r.code).toBe(2);
+    expect(stderr).toEqual([
+      "skein: agents module throws.mjs failed to load: cannot reach the vault",
+      expect.stringMatching(/^skein: agents module no-default\.mjs has no default export; write export default \{/),
+      expect.stringMatching(/^skein: agents module not-object\.js: the default export must be an object/),
+      expect.stringMatching(/^skein: agents module not-functions\.mjs: the handlers of "echo" are not functions/),
+      expect.stringMatching(/^skein: agents module empty\.mjs exports no handlers/),
+      expect.stringMatching(/^skein: agents module syntax\.ts failed to load: .*Unexpected "="/s),
+      "skein: agents module missing.ts does not exist",
+      "skein: agents module agents.txt: expected a .js, .mjs or .ts file",
+    ]);
+  });
+
+  it("exits 2 when the database is in use by another engine", async () => {
+    const ws = workspace();
+    const file = ws.file("long.json", WORKFLOWS.long);
+    const first = new Skein(["run", file, "--agents", AGENTS, "--db", ws.db], ws.dir);
+    await first.waitFor(/node\.started +b#1/);
+    const second = await skein(["run", file, "--agents", AGENTS, "--db", ws.db], ws.dir);
+    expect(second.code).toBe(2);
+    expect(second.stderr).toMatch(/^skein: database .* is in use by engine /);
+    first.proc.kill("SIGKILL");
+    await first.result();
+  });
+});
