@@ -254,7 +254,7 @@ function checkHooksAndAgents(c: Checks, node: NodeDefinition, i: number, options
     if (!known.has(type)) {
       c.warnings.push({
         path,
-        message: `no agent is registered for agent_type "${type}": its visits will wait until a worker claims them`,
+        message: `no agent is registered for agent_type "${type}": its visits wait until an engine with a handler for it claims them`,
       });
     }
   };

@@ -260,7 +260,7 @@ export class Engine {
   /** The run with its current visits as `nodes`. @throws NotFoundError */
   async getRun(runId: string): Promise<RunWithNodes> {
     const run = await this.store.getRun(runId);
-    if (!run) throw new NotFoundError(`run ${runId} does not exist; list runs with listRuns()`);
+    if (!run) throw new NotFoundError(`run ${runId} does not exist; check the run id and the database`);
     const { graph } = await this.registry.get(run.workflow_id, run.workflow_version);
     const nodes = await this.store.listVisits(runId, { currentOnly: true });
     const order = (v: Visit) => graph.nodes.get(v.node_id)?.index ?? 0;

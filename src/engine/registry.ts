@@ -2,7 +2,7 @@
  * The workflow registry: validates definitions, stores each distinct content once as a new
  * version, and keeps compiled graphs of the versions runs use.
  */
-import { Ajv, type ValidateFunction } from "ajv";
+import type { Ajv, ValidateFunction } from "ajv";
 import type { WorkflowGraph } from "../definition/graph.js";
 import type { WorkflowDefinition } from "../definition/schema.js";
 import { parseWorkflowOrThrow } from "../definition/validate.js";
@@ -29,7 +29,8 @@ export interface RegisteredWorkflow {
 
 export class WorkflowRegistry {
   private readonly cache = new Map<string, LoadedWorkflow>();
-  private readonly ajv = new Ajv({ allErrors: true, strict: false });
+  /** Loaded on the first workflow with an input_schema: most never need it, and it is slow to import. */
+  private ajv: Ajv | null = null;
 
   constructor(
     private readonly store: Store,
@@ -41,7 +42,7 @@ export class WorkflowRegistry {
       knownAgentTypes: this.options.knownAgentTypes(),
       decideHooks: this.options.decideHooks(),
     });
-    const checkInput = this.compileInputSchema(workflow);
+    const checkInput = await this.compileInputSchema(workflow);
     // The version is the registry's to assign: content without it decides identity.
     const { version: _ignored, ...content } = json as Record<string, unknown>;
     const text = canonicalJson(content);
@@ -72,14 +73,18 @@ export class WorkflowRegistry {
       version: stored.version,
       definition: workflow,
       graph,
-      checkInput: this.compileInputSchema(workflow),
+      checkInput: await this.compileInputSchema(workflow),
     };
     this.cache.set(key(id, stored.version), loaded);
     return loaded;
   }
 
-  private compileInputSchema(workflow: WorkflowDefinition): (input: unknown) => Problem[] {
+  private async compileInputSchema(workflow: WorkflowDefinition): Promise<(input: unknown) => Problem[]> {
     if (!workflow.input_schema) return () => [];
+    if (!this.ajv) {
+      const { Ajv } = await import("ajv");
+      this.ajv = new Ajv({ allErrors: true, strict: false });
+    }
     let validate: ValidateFunction;
     try {
       validate = this.ajv.compile(workflow.input_schema);

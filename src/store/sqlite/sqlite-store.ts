@@ -108,7 +108,7 @@ export class SqliteStore implements Store {
         if (isAlive(other, staleBefore)) {
           throw new DatabaseError(
             `database ${this.path} is in use by engine ${other.engine_id} (pid ${other.pid} on ${other.host}); ` +
-              "SQLite allows one engine per file: stop that engine first, or use PostgreSQL to run several engines",
+              "SQLite allows one engine per file: stop that engine first, or add runs for it to pick up with createClient (skein start)",
           );
         }
       }
