@@ -10,7 +10,14 @@ export interface Problem {
   message: string;
 }
 
-export type SkeinErrorCode = "validation" | "not_found" | "conflict" | "database" | "engine_closed" | "non_retryable";
+export type SkeinErrorCode =
+  | "validation"
+  | "not_found"
+  | "conflict"
+  | "forbidden"
+  | "database"
+  | "engine_closed"
+  | "non_retryable";
 
 /** Base class: never thrown directly. */
 export abstract class SkeinError extends Error {
@@ -39,6 +46,12 @@ export class NotFoundError extends SkeinError {
 export class ConflictError extends SkeinError {
   override readonly name = "ConflictError";
   readonly code = "conflict";
+}
+
+/** Thrown when the caller may not do what it asked (a review decided by someone not among its assignees). */
+export class ForbiddenError extends SkeinError {
+  override readonly name = "ForbiddenError";
+  readonly code = "forbidden";
 }
 
 /** Thrown when the database file cannot be used: locked by another engine, corrupt, or not a Skein database. */

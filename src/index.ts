@@ -11,14 +11,18 @@ export {
   createEngine,
   Engine,
   type EngineOptions,
+  type PendingReview,
+  type ReviewOptions,
   type RunWithNodes,
   type StartRunOptions,
 } from "./engine/engine.js";
+export type { Notification, NotifyOptions } from "./engine/notifier.js";
 export type { RegisteredWorkflow } from "./engine/registry.js";
 export {
   ConflictError,
   DatabaseError,
   EngineClosedError,
+  ForbiddenError,
   NonRetryableError,
   NotFoundError,
   type Problem,

@@ -105,6 +105,57 @@ export function claim(rs: RunState, v: Visit, holder: string, now: number): void
   event(rs, "node.started", v, now, { attempt: v.attempt, holder });
 }
 
+/**
+ * A `human_review` visit waits for a person: IN_REVIEW until a decision or its timeout (the
+ * deadline; the node's timeout defaults to the workflow's). The payload is what to review.
+ */
+export function enterReview(rs: RunState, v: Visit, now: number): void {
+  const node = nodeOf(rs, v.node_id);
+  transition(rs, v, "IN_REVIEW");
+  v.attempt += 1;
+  v.ready_at = null;
+  v.started_at ??= now;
+  v.deadline_at = now + node.timeout * 1000;
+  v.lease_expires_at = v.deadline_at;
+  const payload = (v.payload ?? {}) as Record<string, Json>;
+  event(rs, "review.requested", v, now, {
+    execution_id: v.execution_id,
+    title: payload.title ?? null,
+    instructions: payload.instructions ?? null,
+    assignees: payload.assignees ?? null,
+    data: payload,
+    deadline_at: v.deadline_at,
+  });
+}
+
+export interface ReviewDecision {
+  decision: "approve" | "reject";
+  by: string | null;
+  comment: string | null;
+  /** Optional edited output (approve). */
+  output: Json;
+}
+
+/**
+ * A person's decision on an IN_REVIEW visit: approve succeeds with `{ decision, by, comment,
+ * output }` and fires `next`; reject fails the visit as `rejected`, so next_on_failure routes it.
+ */
+export function decideReview(rs: RunState, v: Visit, d: ReviewDecision, next: Decision, now: number): void {
+  event(rs, "review.decided", v, now, { decision: d.decision, by: d.by, comment: d.comment });
+  if (d.decision === "approve") {
+    succeed(rs, v, { decision: d.decision, by: d.by, comment: d.comment, output: d.output }, next, now);
+  } else {
+    const who = d.by ?? "a reviewer";
+    failVisit(
+      rs,
+      v,
+      "rejected",
+      { message: `rejected by ${who}${d.comment ? `: ${d.comment}` : ""}`, reason: "rejected" },
+      now,
+    );
+  }
+}
+
 /** Renews the lease of a running attempt; never past its deadline. */
 export function renewLease(rs: RunState, v: Visit, now: number): void {
   v.lease_expires_at = leaseExpiry(nodeOf(rs, v.node_id), v, now);

@@ -93,7 +93,11 @@ export type EventType =
   | "node.cancelled"
   | "branch.none"
   | "result.fenced"
-  | "loop.reset";
+  | "loop.reset"
+  | "review.requested"
+  | "review.decided"
+  | "run.needs_attention"
+  | "notify.failed";
 
 export interface NewEvent {
   run_id: string;

@@ -163,8 +163,19 @@ export class AttemptRunner {
   }
 
   /** Branch precedence of DESIGN §4: agent route, then decide hook, then `when` cases, then the plain list. */
+  /** The edges an approved review's output fires: the decide hook, `when` cases or the plain list. */
+  async decideOutput(
+    run: { run_id: string; trace_id: string; input: Json; workflow_id: string; workflow_version: number },
+    nodeId: string,
+    output: Json,
+  ): Promise<{ decision: Decision } | { reason: string; message: string }> {
+    const { graph } = await this.o.registry.get(run.workflow_id, run.workflow_version);
+    const node = graph.nodes.get(nodeId) as CompiledNode;
+    return this.decide({ ...run, node_id: nodeId }, graph, node, output, null);
+  }
+
   private async decide(
-    t: ClaimedTask,
+    t: Pick<ClaimedTask, "run_id" | "node_id" | "trace_id" | "input">,
     graph: WorkflowGraph,
     node: CompiledNode,
     output: Json,

@@ -15,6 +15,7 @@ import { type Clock, systemClock } from "./clock.js";
 import { Dispatcher } from "./dispatcher.js";
 import { randomHex, uuidv7 } from "./ids.js";
 import { canonicalJson, jsonProblem, sha256 } from "./json.js";
+import { Notifier, type NotifyOptions } from "./notifier.js";
 import { type RegisteredWorkflow, WorkflowRegistry } from "./registry.js";
 
 export interface EngineOptions {
@@ -48,6 +49,13 @@ export interface EngineOptions {
   logger?: Logger;
   /** @defaultValue `<host>-<pid>-<random>` */
   engineId?: string;
+  /**
+   * Notifiers called on `review.requested`, `run.failed` and `run.needs_attention`: each webhook
+   * gets a JSON POST with a `traceparent` header, and `hook` the same notification. Delivery is
+   * asynchronous and retried with backoff on the clock; one that fails for good is logged and
+   * recorded as a `notify.failed` event. Retries pending at `close()` are abandoned.
+   */
+  notify?: NotifyOptions;
 }
 
 export interface StartRunOptions {
@@ -63,6 +71,36 @@ export interface StartRunOptions {
 /** A run with its current visits. */
 export interface RunWithNodes extends Run {
   nodes: Visit[];
+  /** Nodes waiting for a person's decision. */
+  waiting_reviews: number;
+}
+
+/** A decision on a `human_review` node. */
+export interface ReviewOptions {
+  decision: "approve" | "reject";
+  /** Who decides; must be among the node's `assignees` when it has some. */
+  by?: string;
+  comment?: string;
+  /** Edited output to pass on (approve). */
+  output?: unknown;
+  /** The review round decided on; a decision for an older round of a loop is a ConflictError. */
+  execution_id?: string;
+}
+
+/** What waits for a person. */
+export interface PendingReview {
+  run_id: string;
+  node_id: string;
+  visit: number;
+  execution_id: string;
+  title: Json | null;
+  instructions: Json | null;
+  assignees: Json | null;
+  /** The review node's payload: the data to review (templates resolved). */
+  data: Json | null;
+  requested_at: number | null;
+  deadline_at: number | null;
+  trace_id: string;
 }
 
 export type EventListener = (event: RunEvent) => void;
@@ -131,6 +169,7 @@ export class Engine {
   private readonly registry: WorkflowRegistry;
   private readonly attempts: AttemptRunner;
   private readonly dispatcher: Dispatcher;
+  private readonly notifier: Notifier | null;
   /** Listeners of every event, and of one run's events (keyed by run_id, so many waiters stay cheap). */
   private readonly listeners = new Set<EventListener>();
   private readonly runListeners = new Map<string, Set<EventListener>>();
@@ -185,6 +224,26 @@ export class Engine {
       },
     });
     this.attempts.dispatcher = this.dispatcher;
+    this.notifier = options.notify
+      ? new Notifier({
+          options: options.notify,
+          clock: this.clock,
+          logger: this.logger,
+          recordFailure: async (runId, traceId, data) => {
+            const at = this.clock.now();
+            const event = {
+              run_id: runId,
+              type: "notify.failed" as const,
+              node_id: null,
+              visit: null,
+              trace_id: traceId,
+              at,
+              data,
+            };
+            this.dispatcher.push({ kind: "event", event });
+          },
+        })
+      : null;
   }
 
   /** @internal registers the engine, then recovers attempts of dead engines and starts dispatching. */
@@ -264,7 +323,94 @@ export class Engine {
     const { graph } = await this.registry.get(run.workflow_id, run.workflow_version);
     const nodes = await this.store.listVisits(runId, { currentOnly: true });
     const order = (v: Visit) => graph.nodes.get(v.node_id)?.index ?? 0;
-    return { ...run, nodes: nodes.sort((a, b) => order(a) - order(b)) };
+    const waiting_reviews = nodes.filter((n) => n.state === "IN_REVIEW").length;
+    return { ...run, nodes: nodes.sort((a, b) => order(a) - order(b)), waiting_reviews };
+  }
+
+  /**
+   * Decides a `human_review` node: approve succeeds it with `{ decision, by, comment, output }`,
+   * reject fails it (`rejected`, routed by next_on_failure). Exactly one decision wins.
+   * @throws ConflictError when the node is not waiting (already decided, timed out, an older
+   * round), ForbiddenError when `by` is not an assignee, NotFoundError for an unknown run or node.
+   */
+  async review(runId: string, nodeId: string, options: ReviewOptions): Promise<Visit> {
+    this.assertOpen();
+    if (options.decision !== "approve" && options.decision !== "reject") {
+      throw new ValidationError("Review decision is invalid", [
+        { path: "decision", message: `must be "approve" or "reject", got ${JSON.stringify(options.decision)}` },
+      ]);
+    }
+    const output = (options.output ?? null) as Json;
+    const problem = jsonProblem(output, "output");
+    if (problem) throw new ValidationError("Review output is not JSON", [{ path: "output", message: problem }]);
+    const run = await this.store.getRun(runId);
+    if (!run) throw new NotFoundError(`run ${runId} does not exist; check the run id and the database`);
+    const decision = { decision: options.decision, by: options.by ?? null, comment: options.comment ?? null, output };
+    const approved = { decision: decision.decision, by: decision.by, comment: decision.comment, output };
+    const next =
+      options.decision === "approve"
+        ? await this.attempts.decideOutput(run, nodeId, approved)
+        : { decision: { kind: "none" as const } };
+    return new Promise<Visit>((resolve, reject) =>
+      this.dispatcher.push({
+        kind: "review",
+        run_id: runId,
+        node_id: nodeId,
+        ...(options.execution_id !== undefined ? { execution_id: options.execution_id } : {}),
+        decision,
+        next: "decision" in next ? next.decision : next,
+        done: { resolve, reject },
+      }),
+    );
+  }
+
+  /** What waits for people, oldest first. */
+  async listReviews(_filter: { status?: "pending" } = {}): Promise<PendingReview[]> {
+    const visits = await this.store.listReviews();
+    const traces = new Map<string, string>();
+    const out: PendingReview[] = [];
+    for (const v of visits) {
+      let trace = traces.get(v.run_id);
+      if (trace === undefined) {
+        trace = (await this.store.getRun(v.run_id))?.trace_id ?? "";
+        traces.set(v.run_id, trace);
+      }
+      const payload = (v.payload ?? {}) as Record<string, Json>;
+      out.push({
+        run_id: v.run_id,
+        node_id: v.node_id,
+        visit: v.visit,
+        execution_id: v.execution_id,
+        title: payload.title ?? null,
+        instructions: payload.instructions ?? null,
+        assignees: payload.assignees ?? null,
+        data: v.payload,
+        requested_at: v.started_at,
+        deadline_at: v.deadline_at,
+        trace_id: trace,
+      });
+    }
+    return out;
+  }
+
+  /**
+   * Cancels a run: its active nodes become CANCELLED (their signals abort, late results are
+   * fenced), pending ones SKIPPED, the run CANCELLED.
+   * @throws ConflictError for a run that already ended, NotFoundError for an unknown run.
+   */
+  async cancelRun(runId: string, options: { reason?: string; compensate?: boolean } = {}): Promise<Run> {
+    this.assertOpen();
+    if (options.compensate) {
+      throw new ValidationError("compensate: true is not available yet: compensation is not built in this version");
+    }
+    return new Promise<Run>((resolve, reject) =>
+      this.dispatcher.push({
+        kind: "cancel",
+        run_id: runId,
+        ...(options.reason !== undefined ? { reason: options.reason } : {}),
+        done: { resolve, reject },
+      }),
+    );
   }
 
   /** Newest first. `before` pages: pass the last run_id of the previous page. */
@@ -361,6 +507,7 @@ export class Engine {
     await this.dispatcher.drain();
     this.attempts.abortAll("stopped with the engine");
     await this.dispatcher.stop();
+    this.notifier?.stop();
     if (this.serve) await this.store.stopEngine(this.engineId, this.clock.now());
     await this.store.close();
     this.listeners.clear();
@@ -368,6 +515,7 @@ export class Engine {
   }
 
   private publish(events: RunEvent[]): void {
+    this.notifier?.notify(events);
     for (const e of events) {
       const forRun = this.runListeners.get(e.run_id);
       for (const listener of forRun ? [...this.listeners, ...forRun] : this.listeners) {

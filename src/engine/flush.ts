@@ -9,19 +9,22 @@ import type { Task } from "../agents/task.js";
 import {
   claim,
   type Decision,
+  decideReview,
   emptyChanges,
   endRun,
+  enterReview,
   failAttempt,
   failVisit,
   interrupt,
+  type ReviewDecision,
   type RunState,
   renewLease,
   runState,
   startRunState,
   succeed,
 } from "../core/scheduler.js";
-import type { Json, Run, RunEvent, Visit, VisitError } from "../core/types.js";
-import { ConflictError } from "../errors.js";
+import type { Json, NewEvent, Run, RunEvent, Visit, VisitError } from "../core/types.js";
+import { ConflictError, ForbiddenError, NotFoundError } from "../errors.js";
 import type { StoreTx, VisitKey } from "../store/store.js";
 import type { DispatcherOptions } from "./dispatcher.js";
 import type { RunCache } from "./run-cache.js";
@@ -41,11 +44,27 @@ export type Input =
   | { kind: "fail_visit"; execution_id: string; attempt: number; reason: string; error: VisitError }
   | { kind: "payload"; key: VisitKey; payload: Json }
   | { kind: "payload_error"; key: VisitKey; error: VisitError }
-  | { kind: "heartbeat"; execution_id: string; attempt: number; done: Callback<boolean> };
+  | { kind: "heartbeat"; execution_id: string; attempt: number; done: Callback<boolean> }
+  | {
+      kind: "review";
+      run_id: string;
+      node_id: string;
+      execution_id?: string;
+      decision: ReviewDecision;
+      /** The edges an approval fires, worked out beforehand (JSONata is async), or why that failed. */
+      next: Decision | { reason: string; message: string };
+      done: Callback<Visit>;
+    }
+  | { kind: "cancel"; run_id: string; reason?: string; done: Callback<Run> }
+  /** An event about a run that changes no state (a notifier that failed for good). */
+  | { kind: "event"; event: NewEvent };
 
 type Callback<T> = { resolve(value: T): void; reject(error: unknown): void };
 
 const SWEEP_BATCH = 500;
+
+/** The built-in agent type that waits for a person instead of running an attempt. */
+const REVIEW = "human_review";
 
 export interface FlushOutcome {
   events: RunEvent[];
@@ -103,6 +122,26 @@ export class Flush {
         );
       case "fail_visit":
         return this.withAttempt(input, (rs, v) => failVisit(rs, v, input.reason, input.error, this.now));
+      case "review":
+        return this.review(input);
+      case "event": {
+        const rs = await this.load(input.event.run_id);
+        rs?.changes.events.push(input.event);
+        return;
+      }
+      case "cancel": {
+        const rs = await this.load(input.run_id);
+        if (!rs) return input.done.reject(new NotFoundError(`run ${input.run_id} does not exist`));
+        if (rs.run.ended_at !== null) {
+          return input.done.reject(
+            new ConflictError(`run ${input.run_id} already ended ${rs.run.status}; nothing to cancel`),
+          );
+        }
+        endRun(rs, "cancelled", { message: input.reason ?? "cancelled", reason: "cancelled" }, this.now);
+        const run = { ...rs.run };
+        this.out.callbacks.push(() => input.done.resolve(run));
+        return;
+      }
       case "heartbeat": {
         const held = await this.withAttempt(input, (rs, v) => renewLease(rs, v, this.now), false);
         this.out.callbacks.push(() => input.done.resolve(held));
@@ -201,6 +240,35 @@ export class Flush {
     return false;
   }
 
+  /** A person's decision: exactly one wins, for the review round it names (DESIGN §5). */
+  private async review(input: Extract<Input, { kind: "review" }>): Promise<void> {
+    const { run_id, node_id, decision, done } = input;
+    const rs = await this.load(run_id);
+    const v = rs?.current.get(node_id);
+    if (!rs || !v) return done.reject(new NotFoundError(`run ${run_id} has no node "${node_id}"`));
+    if (v.state !== "IN_REVIEW" || (input.execution_id !== undefined && input.execution_id !== v.execution_id)) {
+      const what = v.state === "IN_REVIEW" ? `its current round is ${v.execution_id}` : `it is ${v.state}`;
+      return done.reject(
+        new ConflictError(`node ${node_id} of run ${run_id} is not waiting for this decision: ${what}`),
+      );
+    }
+    const assignees = (v.payload as { assignees?: unknown } | null)?.assignees;
+    if (Array.isArray(assignees) && !assignees.includes(decision.by)) {
+      return done.reject(
+        new ForbiddenError(
+          `${decision.by ?? "an anonymous reviewer"} may not decide ${node_id}: assignees are ${assignees.join(", ")}`,
+        ),
+      );
+    }
+    if (decision.decision === "approve" && "reason" in input.next) {
+      failVisit(rs, v, input.next.reason, { message: input.next.message, reason: input.next.reason }, this.now);
+    } else {
+      decideReview(rs, v, decision, "kind" in input.next ? input.next : { kind: "none" }, this.now);
+    }
+    const decided = { ...v };
+    this.out.callbacks.push(() => done.resolve(decided));
+  }
+
   /** Attempts held by in-process agents of dead engines go back to RETRYING (DESIGN §7). */
   private async recover(deadEngines: string[]): Promise<void> {
     if (deadEngines.length === 0) return;
@@ -239,6 +307,19 @@ export class Flush {
         this.o.random,
       );
     }
+    for (const key of await this.tx.expiredReviews(this.now, SWEEP_BATCH)) {
+      const rs = await this.load(key.run_id);
+      const v = rs?.current.get(key.node_id);
+      if (!rs || v?.visit !== key.visit || v.state !== "IN_REVIEW") continue;
+      const seconds = rs.graph.nodes.get(v.node_id)?.timeout;
+      failVisit(
+        rs,
+        v,
+        "review_timeout",
+        { message: `no decision within ${seconds} s`, reason: "review_timeout" },
+        this.now,
+      );
+    }
     for (const runId of await this.tx.expiredRuns(this.now, SWEEP_BATCH)) {
       const rs = await this.load(runId);
       if (!rs || rs.run.ended_at !== null) continue;
@@ -266,17 +347,19 @@ export class Flush {
     let free = this.o.maxConcurrency - inFlight.total;
     const taken = new Map<string, number>();
     const room = (type: string) => {
+      if (type === REVIEW) return SWEEP_BATCH; // people, not attempts: no concurrency limit
       const limit = this.o.agentConcurrency[type];
       if (limit === undefined) return free;
       return Math.min(free, limit - (inFlight.byType.get(type) ?? 0) - (taken.get(type) ?? 0));
     };
     const take = async (rs: RunState, v: Visit) => {
+      if (v.agent_type === REVIEW) return enterReview(rs, v, this.now);
       claim(rs, v, this.o.engineId, this.now);
       this.out.claimed.push(await this.task(rs, v));
       free -= 1;
       taken.set(v.agent_type, (taken.get(v.agent_type) ?? 0) + 1);
     };
-    const types = this.o.agentTypes();
+    const types = [...this.o.agentTypes().filter((t) => t !== REVIEW), REVIEW];
     for (const type of types) {
       if (!sweep && !backlog.has(type)) continue;
       const n = room(type);

@@ -76,6 +76,8 @@ export interface Store {
   /** The run's latest terminal visit of each node: what templates read as `nodes.<id>`. */
   latestTerminalVisits(runId: string): Promise<Visit[]>;
   listEvents(runId: string, options?: { afterSeq?: number; limit?: number }): Promise<RunEvent[]>;
+  /** Visits waiting for a person (IN_REVIEW), oldest first. */
+  listReviews(): Promise<Visit[]>;
 
   /** Housekeeping the engine calls from its periodic sweep (SQLite: a WAL checkpoint). */
   checkpoint(): Promise<void>;
@@ -106,6 +108,8 @@ export interface StoreTx {
   expiredAttempts(now: number, limit: number): Promise<VisitKey[]>;
   /** Running attempts held by any of these holders. */
   attemptsHeldBy(holders: string[], limit: number): Promise<VisitKey[]>;
+  /** Reviews (IN_REVIEW visits) whose timeout passed. */
+  expiredReviews(now: number, limit: number): Promise<VisitKey[]>;
   /** Unfinished runs whose TTL passed. */
   expiredRuns(now: number, limit: number): Promise<string[]>;
   /** The earliest future time something falls due (retry, lease, TTL), or null. */

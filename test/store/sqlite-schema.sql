@@ -89,6 +89,8 @@ CREATE INDEX runs_by_status ON runs (status, created_at);
 
 CREATE INDEX runs_by_workflow ON runs (workflow_id, created_at);
 
+CREATE INDEX visits_in_review ON visits (lease_expires_at) WHERE state = 'IN_REVIEW';
+
 CREATE INDEX visits_ready ON visits (agent_type, ready_at) WHERE ready_at IS NOT NULL;
 
 CREATE INDEX visits_running ON visits (lease_expires_at) WHERE state = 'RUNNING';

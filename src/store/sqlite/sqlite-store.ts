@@ -227,6 +227,13 @@ export class SqliteStore implements Store {
     return rows.map(eventFromDb);
   }
 
+  async listReviews(): Promise<Visit[]> {
+    const rows = this.read(
+      "SELECT * FROM visits WHERE state = 'IN_REVIEW' ORDER BY started_at, run_id",
+    ).all() as DbVisit[];
+    return rows.map(visitFromDb);
+  }
+
   transaction<T>(fn: (tx: StoreTx) => Promise<T>): Promise<T> {
     return this.serial(async () => {
       try {
@@ -341,6 +348,7 @@ export class SqliteStore implements Store {
                 )
                 .all(...holders, limit),
             ),
+      expiredReviews: async (now, limit) => keys(s.expiredReviews.all(now, limit)),
       expiredRuns: async (now, limit) => (s.expiredRuns.all(now, limit) as { run_id: string }[]).map((r) => r.run_id),
       nextDue: async (now) => {
         const { t } = s.nextDue.get({ now }) as { t: number | null };
@@ -397,6 +405,10 @@ function prepare(db: Db) {
       `SELECT run_id, node_id, visit FROM visits
          WHERE state = 'RUNNING' AND lease_expires_at <= ? ORDER BY lease_expires_at LIMIT ?`,
     ),
+    expiredReviews: db.prepare(
+      `SELECT run_id, node_id, visit FROM visits
+         WHERE state = 'IN_REVIEW' AND lease_expires_at <= ? ORDER BY lease_expires_at LIMIT ?`,
+    ),
     expiredRuns: db.prepare(
       "SELECT run_id FROM runs WHERE ended_at IS NULL AND deadline_at <= ? ORDER BY deadline_at LIMIT ?",
     ),
@@ -404,6 +416,7 @@ function prepare(db: Db) {
       `SELECT min(t) AS t FROM (
          SELECT min(ready_at) AS t FROM visits WHERE ready_at IS NOT NULL AND ready_at > @now
          UNION ALL SELECT min(lease_expires_at) FROM visits WHERE state = 'RUNNING'
+         UNION ALL SELECT min(lease_expires_at) FROM visits WHERE state = 'IN_REVIEW'
          UNION ALL SELECT min(deadline_at) FROM runs WHERE ended_at IS NULL)`,
     ),
   };

@@ -67,6 +67,7 @@ CREATE TABLE visits (
 CREATE INDEX visits_ready ON visits (agent_type, ready_at) WHERE ready_at IS NOT NULL;
 CREATE INDEX visits_unresolved ON visits (ready_at) WHERE ready_at IS NOT NULL AND payload IS NULL;
 CREATE INDEX visits_running ON visits (lease_expires_at) WHERE state = 'RUNNING';
+CREATE INDEX visits_in_review ON visits (lease_expires_at) WHERE state = 'IN_REVIEW';
 
 CREATE TABLE events (
   seq       INTEGER PRIMARY KEY,  -- the rowid: grows with every insert (no AUTOINCREMENT: it costs a write per row)
