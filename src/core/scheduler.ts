@@ -9,14 +9,7 @@
 import type { CompiledNode, WorkflowGraph } from "../definition/graph.js";
 import { retryDelayMs } from "./backoff.js";
 import { readiness } from "./readiness.js";
-import {
-  ACTIVE_STATES,
-  assertTransition,
-  deriveRunStatus,
-  type EndCause,
-  isTerminal,
-  type VisitState,
-} from "./states.js";
+import { ACTIVE_STATES, assertTransition, deriveRunStatus, type EndCause, type VisitState } from "./states.js";
 import type { EventType, Json, NewEvent, Run, Visit, VisitError } from "./types.js";
 
 /** What a transaction changed in one run; the store writes it, the engine acts on it after commit. */
@@ -512,5 +505,3 @@ function event(rs: RunState, type: EventType, v: Visit | null, now: number, data
 function errorJson(e: VisitError): Json {
   return e as unknown as Json;
 }
-
-export { isTerminal };

@@ -435,8 +435,7 @@ export class Engine {
   /** The stored definition of a workflow version (latest by default). @throws NotFoundError */
   async getWorkflow(id: string, version?: number): Promise<{ id: string; version: number; definition: unknown }> {
     const w = await this.registry.get(id, version);
-    const stored = await this.store.getWorkflow(id, w.version);
-    return { id, version: w.version, definition: JSON.parse(stored?.definition ?? "null") };
+    return { id, version: w.version, definition: w.document };
   }
 
   /**

@@ -1,6 +1,5 @@
 /** JSON checks at the engine's boundaries: handler outputs, run inputs, canonical hashing. */
 import { createHash } from "node:crypto";
-import type { Json } from "../core/types.js";
 
 /** Where `value` stops being plain JSON (a function, a class instance, NaN, a cycle...), or null when it is JSON. */
 export function jsonProblem(value: unknown, path = "output", seen = new Set<object>()): string | null {
@@ -44,9 +43,4 @@ export function canonicalJson(value: unknown): string {
 
 export function sha256(text: string): string {
   return createHash("sha256").update(text).digest("hex");
-}
-
-/** A JSON copy with `undefined` members dropped (how the value will read back from the database). */
-export function toJson(value: unknown): Json {
-  return value === undefined ? null : (JSON.parse(JSON.stringify(value)) as Json);
 }

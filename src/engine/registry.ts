@@ -13,6 +13,9 @@ import { canonicalJson, sha256 } from "./json.js";
 export interface LoadedWorkflow {
   id: string;
   version: number;
+  /** The definition as registered, with its version (what getWorkflow returns). */
+  document: unknown;
+  /** The parsed definition, defaults applied. */
   definition: WorkflowDefinition;
   graph: WorkflowGraph;
   /** Problems of a run input against `input_schema` (none when there is no schema). */
@@ -47,7 +50,16 @@ export class WorkflowRegistry {
     const { version: _ignored, ...content } = json as Record<string, unknown>;
     const text = canonicalJson(content);
     const { version, created } = await this.store.putWorkflow(workflow.id, sha256(text), text, now);
-    this.cache.set(key(workflow.id, version), { id: workflow.id, version, definition: workflow, graph, checkInput });
+    // The document exactly as the store keeps it: canonical content plus the version.
+    const document = { ...(JSON.parse(text) as Record<string, unknown>), version };
+    this.cache.set(key(workflow.id, version), {
+      id: workflow.id,
+      version,
+      document,
+      definition: workflow,
+      graph,
+      checkInput,
+    });
     return { id: workflow.id, version, created, warnings };
   }
 
@@ -67,10 +79,12 @@ export class WorkflowRegistry {
     }
     const hit = this.cache.get(key(id, stored.version));
     if (hit) return hit;
-    const { workflow, graph } = parseWorkflowOrThrow(JSON.parse(stored.definition));
+    const document: unknown = JSON.parse(stored.definition);
+    const { workflow, graph } = parseWorkflowOrThrow(document);
     const loaded = {
       id,
       version: stored.version,
+      document,
       definition: workflow,
       graph,
       checkInput: await this.compileInputSchema(workflow),

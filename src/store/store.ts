@@ -46,9 +46,6 @@ export interface Store {
    */
   readonly exclusive: boolean;
 
-  /** Applies the migrations this version knows; refuses a foreign, corrupt or newer database. Idempotent. */
-  migrate(): Promise<void>;
-
   /**
    * Records this engine and makes it the database's engine. SQLite: throws DatabaseError when
    * another live engine holds the file. Returns the ids of engines known to be dead (their

@@ -109,7 +109,7 @@ export function visitToDb(v: Visit): DbVisit {
     loop_activated: v.loop_activated ? 1 : 0,
     trigger: text(v.trigger),
     payload: text(v.payload),
-    output: v.state === "SUCCEEDED" ? JSON.stringify(v.output) : text(v.output),
+    output: text(v.output),
     error: text(v.error),
     handled: v.handled ? 1 : 0,
     fired: text(v.fired),

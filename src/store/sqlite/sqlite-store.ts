@@ -95,10 +95,6 @@ export class SqliteStore implements Store {
     return new SqliteStore(path, writer, reader, options.logger);
   }
 
-  async migrate(): Promise<void> {
-    migrate(this.writer, this.path);
-  }
-
   async registerEngine(engine: EngineRow, staleBefore: number): Promise<string[]> {
     return this.transaction(async () => {
       const others = this.writer
