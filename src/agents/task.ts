@@ -25,6 +25,12 @@ export interface Task {
   deps: Record<string, DepResult>;
   /** The edge that activated this visit, if any (a failure handler reads the error here). */
   trigger: (TriggerRef & DepResult) | null;
+  /**
+   * Set when this task undoes a visit (a compensation, DESIGN §6): the visit's execution_id,
+   * output and error; `node_id` and `visit` name that visit, and `execution_id` is
+   * `<its execution_id>:compensate`. Payload templates see the same as `self`.
+   */
+  compensates?: { execution_id: string; output: Json | null; error: Json | null };
   trace_id: string;
   traceparent: string;
   /** Aborted at the attempt's deadline, on lease loss, or when the run is cancelled. */

@@ -10,7 +10,7 @@ import type { CompiledNode, WorkflowGraph } from "../definition/graph.js";
 import { retryDelayMs } from "./backoff.js";
 import { readiness } from "./readiness.js";
 import { ACTIVE_STATES, assertTransition, deriveRunStatus, type EndCause, type VisitState } from "./states.js";
-import type { EventType, Json, NewEvent, Run, Visit, VisitError } from "./types.js";
+import type { Compensation, EventType, Json, NewEvent, Run, Visit, VisitError } from "./types.js";
 
 /** What a transaction changed in one run; the store writes it, the engine acts on it after commit. */
 export interface Changes {
@@ -24,6 +24,13 @@ export interface Changes {
   readied: Visit[];
   /** The run ended in this change. */
   ended: boolean;
+  /** Compensation rows created or changed. */
+  compensations: Set<Compensation>;
+  /**
+   * The run ended and has work to undo: the engine loads the run's visit history and plans the
+   * compensations (`planCompensation`) before it writes this change.
+   */
+  plan: { failing: Visit | null } | null;
 }
 
 export interface RunState {
@@ -31,6 +38,8 @@ export interface RunState {
   graph: WorkflowGraph;
   /** The current visit of every node. */
   current: Map<string, Visit>;
+  /** The run's compensation rows, by seq (empty unless it ended and had work to undo). */
+  compensations: Compensation[];
   changes: Changes;
   /** Nodes waiting to be re-checked while `settle` runs (nested calls append here). */
   settling: string[] | null;
@@ -50,13 +59,20 @@ export function emptyChanges(): Changes {
     cancelled: [],
     readied: [],
     ended: false,
+    compensations: new Set(),
+    plan: null,
   };
 }
 
-export function runState(run: Run, graph: WorkflowGraph, currentVisits: Iterable<Visit>): RunState {
+export function runState(
+  run: Run,
+  graph: WorkflowGraph,
+  currentVisits: Iterable<Visit>,
+  compensations: Compensation[] = [],
+): RunState {
   const current = new Map<string, Visit>();
   for (const v of currentVisits) current.set(v.node_id, v);
-  return { run, graph, current, changes: emptyChanges(), settling: null };
+  return { run, graph, current, compensations, changes: emptyChanges(), settling: null };
 }
 
 export function executionId(runId: string, nodeId: string, visit: number): string {
@@ -155,7 +171,7 @@ export function renewLease(rs: RunState, v: Visit, now: number): void {
   touch(rs, v);
 }
 
-function leaseExpiry(node: CompiledNode, v: Visit, now: number): number | null {
+export function leaseExpiry(node: CompiledNode, v: { deadline_at: number | null }, now: number): number | null {
   if (v.deadline_at === null) return null;
   return node.heartbeat_timeout === null ? v.deadline_at : Math.min(v.deadline_at, now + node.heartbeat_timeout * 1000);
 }
@@ -235,7 +251,7 @@ export function failVisit(rs: RunState, v: Visit, reason: string, error: VisitEr
   if (!v.handled) {
     v.fired = [];
     rs.run.error = { ...v.error, message: `node ${v.node_id} failed (${reason}): ${v.error.message}`, reason };
-    endRun(rs, "failed", null, now);
+    endRun(rs, "failed", null, now, { failing: v });
     return;
   }
   fire(rs, v, node.failureTargets, now);
@@ -367,14 +383,30 @@ function skip(rs: RunState, v: Visit, reason: string, now: number): void {
   event(rs, "node.skipped", v, now, { reason });
 }
 
+/**
+ * Cancels an active visit. A running attempt keeps its holder and deadline until it returns
+ * (its late result is fenced and releases it, see `releaseCancelled`) or its deadline passes:
+ * compensation waits for it (DESIGN §6).
+ */
 function cancel(rs: RunState, v: Visit, reason: string, now: number): void {
-  const hadAttempt = v.state === "RUNNING";
+  const running = v.state === "RUNNING" ? { holder: v.holder, deadline_at: v.deadline_at } : null;
   transition(rs, v, "CANCELLED");
   v.reason = reason;
   v.ended_at = now;
   clearAttempt(v);
-  if (hadAttempt) rs.changes.cancelled.push(v);
+  if (running) {
+    Object.assign(v, running);
+    rs.changes.cancelled.push(v);
+  }
   event(rs, "node.cancelled", v, now, { reason, attempt: v.attempt });
+}
+
+/** The attempt of a cancelled visit returned (its result was fenced): it holds nothing any more. */
+export function releaseCancelled(rs: RunState, v: Visit): void {
+  if (v.state !== "CANCELLED" || v.holder === null) return;
+  v.holder = null;
+  v.deadline_at = null;
+  touch(rs, v);
 }
 
 /** The safety net of DESIGN §3: when nothing is active, ready or due, the run ends. */
@@ -396,9 +428,17 @@ function finishIfIdle(rs: RunState, now: number): void {
 
 /**
  * Ends the run: active visits CANCELLED (their attempts aborted, late results fenced), PENDING
- * ones SKIPPED; status, output and the final event follow from the visits and the cause.
+ * ones SKIPPED. A failure, a TTL expiry, or a cancel asked to compensate then goes through
+ * COMPENSATING when the workflow declares compensations (the engine plans them, see
+ * `Changes.plan`); otherwise the run takes its final status now.
  */
-export function endRun(rs: RunState, cause: EndCause | null, error: VisitError | null, now: number): void {
+export function endRun(
+  rs: RunState,
+  cause: EndCause | null,
+  error: VisitError | null,
+  now: number,
+  options: { failing?: Visit; compensate?: boolean } = {},
+): void {
   if (rs.run.ended_at !== null) return;
   const run = rs.run;
   run.end_cause = cause;
@@ -407,7 +447,25 @@ export function endRun(rs: RunState, cause: EndCause | null, error: VisitError |
     if (ACTIVE_STATES.has(v.state)) cancel(rs, v, `run_${cause ?? "ended"}`, now);
     else if (v.state === "PENDING") skip(rs, v, `run_${cause ?? "ended"}`, now);
   }
-  run.status = deriveRunStatus({ visits: rs.current.values(), endCause: cause });
+  run.ended_at = now;
+  run.updated_at = now;
+  rs.changes.runUpdated = true;
+  rs.changes.ended = true;
+  const undo = cause === "failed" || cause === "ttl" || (cause === "cancelled" && options.compensate === true);
+  if (undo && rs.graph.compensates) {
+    run.status = "COMPENSATING";
+    run.output = null;
+    rs.changes.plan = { failing: options.failing ?? null };
+    return;
+  }
+  finishRun(rs, now);
+}
+
+/** The run's final status, output and event, once nothing runs or compensates any more. */
+export function finishRun(rs: RunState, now: number): void {
+  const run = rs.run;
+  const cause = run.end_cause;
+  run.status = deriveRunStatus({ visits: rs.current.values(), compensations: rs.compensations, endCause: cause });
   if (run.status === "SUCCEEDED" && cause !== "end") run.output = sinkOutputs(rs);
   if (run.status !== "SUCCEEDED") run.output = null;
   run.ended_at = now;
@@ -420,6 +478,7 @@ export function endRun(rs: RunState, cause: EndCause | null, error: VisitError |
     status: run.status,
     ...(cause ? { end_cause: cause } : {}),
     ...(run.error ? { error: errorJson(run.error) } : {}),
+    ...(run.needs_attention ? { needs_attention: true } : {}),
   });
 }
 
@@ -432,7 +491,7 @@ function sinkOutputs(rs: RunState): Json {
   return out;
 }
 
-function newVisit(rs: RunState, nodeId: string, visitNo: number, priorStarts: number, now: number): Visit {
+export function newVisit(rs: RunState, nodeId: string, visitNo: number, priorStarts: number, now: number): Visit {
   const node = nodeOf(rs, nodeId);
   const previous = rs.current.get(nodeId);
   if (previous) {
@@ -490,7 +549,13 @@ function touch(rs: RunState, v: Visit): void {
   if (!rs.changes.inserted.has(v)) rs.changes.updated.add(v);
 }
 
-function event(rs: RunState, type: EventType, v: Visit | null, now: number, data: Record<string, Json>): void {
+export function event(
+  rs: RunState,
+  type: EventType,
+  v: { node_id: string; visit: number } | null,
+  now: number,
+  data: Record<string, Json>,
+): void {
   rs.changes.events.push({
     run_id: rs.run.run_id,
     type,
@@ -502,6 +567,6 @@ function event(rs: RunState, type: EventType, v: Visit | null, now: number, data
   });
 }
 
-function errorJson(e: VisitError): Json {
+export function errorJson(e: VisitError): Json {
   return e as unknown as Json;
 }

@@ -74,6 +74,39 @@ export interface Run {
   created_at: number;
   updated_at: number;
   deadline_at: number;
+  /** When the run stopped running nodes; moved to when it reached its final status if it compensated. */
+  ended_at: number | null;
+}
+
+/**
+ * One compensation (DESIGN §6): undoes the effect of one visit of a node that declares
+ * `compensation`. A row of its own with the visit state machine (PENDING, RUNNING, RETRYING,
+ * SUCCEEDED, FAILED, SKIPPED), retries and fencing; a run's rows run one at a time, by `seq`.
+ */
+export interface Compensation {
+  run_id: string;
+  /** Order within the run: 1 runs first; a redriven run that fails again continues the numbering. */
+  seq: number;
+  /** The visit it undoes. */
+  node_id: string;
+  visit: number;
+  /** `<visit execution_id>:compensate`: stable across attempts, an idempotency key for the agent. */
+  execution_id: string;
+  agent_type: string;
+  state: VisitState;
+  output: Json | null;
+  error: VisitError | null;
+  /** Why it is FAILED or SKIPPED. */
+  reason: string | null;
+  failures: number;
+  attempt: number;
+  interruptions: number;
+  ready_at: number | null;
+  deadline_at: number | null;
+  lease_expires_at: number | null;
+  holder: string | null;
+  created_at: number;
+  started_at: number | null;
   ended_at: number | null;
 }
 
@@ -97,6 +130,13 @@ export type EventType =
   | "review.requested"
   | "review.decided"
   | "run.needs_attention"
+  | "run.retried"
+  | "compensation.planned"
+  | "compensation.started"
+  | "compensation.succeeded"
+  | "compensation.retrying"
+  | "compensation.failed"
+  | "compensation.skipped"
   | "notify.failed";
 
 export interface NewEvent {

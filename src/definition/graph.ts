@@ -63,6 +63,10 @@ export interface WorkflowGraph {
   readonly sinks: string[];
   /** Free nodes with no dependencies: ready when the run starts. */
   readonly startNodes: string[];
+  /** The run's TTL in seconds (the workflow's `timeout`). */
+  readonly timeout: number;
+  /** Some node declares `compensation`: a failed run of this workflow may have work to undo. */
+  readonly compensates: boolean;
   /** True when an edge from `from` to `to` is forward (`to` listed later). */
   isForward(from: string, to: string): boolean;
 }
@@ -129,6 +133,8 @@ export function compileGraph(def: WorkflowDefinition): WorkflowGraph {
     regions,
     sinks: all.filter((n) => n.dependents.length === 0 && (topo.forward[n.index]?.length ?? 0) === 0).map((n) => n.id),
     startNodes: all.filter((n) => !n.gated && n.depends_on.length === 0).map((n) => n.id),
+    timeout: def.timeout,
+    compensates: all.some((n) => n.def.compensation !== undefined),
     isForward(from, to) {
       const a = topo.indexOf.get(from);
       const b = topo.indexOf.get(to);

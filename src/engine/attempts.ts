@@ -98,6 +98,19 @@ export class AttemptRunner {
     const at = { execution_id: task.execution_id, attempt: task.attempt };
     try {
       if (!handler) throw new NonRetryableError(`no handler is registered for agent_type "${task.agent_type}"`);
+      if (task.compensates) {
+        const payload = await this.compensationPayload(task);
+        const value = await handler(this.task({ ...task, payload }, signal));
+        const checked = this.checkJson(value === undefined ? null : value, "output");
+        if (!checked.ok)
+          return {
+            kind: "failure",
+            ...at,
+            error: { message: checked.problem, reason: "invalid_output" },
+            retryable: false,
+          };
+        return { kind: "success", ...at, output: checked.value, decision: { kind: "targets", targets: [] } };
+      }
       const value = await handler(this.task(task, signal));
       return await this.outcome(task, value);
     } catch (e) {
@@ -117,6 +130,7 @@ export class AttemptRunner {
       input: t.input,
       deps: t.deps,
       trigger: t.trigger,
+      ...(t.compensates ? { compensates: t.compensates } : {}),
       trace_id: t.trace_id,
       traceparent: `00-${t.trace_id}-${randomHex(8)}-01`,
       get signal() {
@@ -239,6 +253,27 @@ export class AttemptRunner {
       this.resolving.delete(id);
       this.dispatcher.push(input);
     });
+  }
+
+  /**
+   * A compensation's payload: its templates see `self` (the undone visit's execution_id, output
+   * and error). Resolved at each attempt: the run has ended, so every attempt sees the same.
+   */
+  private async compensationPayload(t: ClaimedTask): Promise<Json> {
+    const { graph } = await this.o.registry.get(t.workflow_id, t.workflow_version);
+    const node = graph.nodes.get(t.node_id);
+    const template = node?.compensationPayload;
+    if (!template) return (node?.def.compensation?.payload ?? {}) as Json;
+    let value: unknown;
+    try {
+      const ctx = await this.context(t, graph);
+      value = await template.resolve({ ...ctx, self: t.compensates });
+    } catch (e) {
+      throw new NonRetryableError(`compensation payload of ${t.node_id}: ${errorOf(e).message}`);
+    }
+    const checked = this.checkJson(value, "payload");
+    if (!checked.ok) throw new NonRetryableError(`compensation payload of ${t.node_id}: ${checked.problem}`);
+    return checked.value;
   }
 
   /** What expressions see: input, the latest terminal visit of every node, run, and `output`. */

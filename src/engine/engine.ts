@@ -6,7 +6,7 @@ import { hostname } from "node:os";
 import { type Logger, pino } from "pino";
 import type { AgentHandler, DecideHook } from "../agents/task.js";
 import type { RunStatus } from "../core/states.js";
-import type { Json, Run, RunEvent, Visit } from "../core/types.js";
+import type { Compensation, Json, Run, RunEvent, Visit } from "../core/types.js";
 import { EngineClosedError, NotFoundError, ValidationError } from "../errors.js";
 import { SqliteStore } from "../store/sqlite/sqlite-store.js";
 import type { Store } from "../store/store.js";
@@ -73,6 +73,8 @@ export interface RunWithNodes extends Run {
   nodes: Visit[];
   /** Nodes waiting for a person's decision. */
   waiting_reviews: number;
+  /** What a failed (or cancelled) run undid or undoes, in order (DESIGN §6). */
+  compensations: Compensation[];
 }
 
 /** A decision on a `human_review` node. */
@@ -324,7 +326,8 @@ export class Engine {
     const nodes = await this.store.listVisits(runId, { currentOnly: true });
     const order = (v: Visit) => graph.nodes.get(v.node_id)?.index ?? 0;
     const waiting_reviews = nodes.filter((n) => n.state === "IN_REVIEW").length;
-    return { ...run, nodes: nodes.sort((a, b) => order(a) - order(b)), waiting_reviews };
+    const compensations = await this.store.listCompensations(runId);
+    return { ...run, nodes: nodes.sort((a, b) => order(a) - order(b)), waiting_reviews, compensations };
   }
 
   /**
@@ -395,19 +398,38 @@ export class Engine {
 
   /**
    * Cancels a run: its active nodes become CANCELLED (their signals abort, late results are
-   * fenced), pending ones SKIPPED, the run CANCELLED.
-   * @throws ConflictError for a run that already ended, NotFoundError for an unknown run.
+   * fenced), pending ones SKIPPED, the run CANCELLED. With `compensate`, what the run did is
+   * undone first (COMPENSATING, then CANCELLED).
+   * @throws ConflictError for a run that already ended or is compensating, NotFoundError for an unknown run.
    */
   async cancelRun(runId: string, options: { reason?: string; compensate?: boolean } = {}): Promise<Run> {
     this.assertOpen();
-    if (options.compensate) {
-      throw new ValidationError("compensate: true is not available yet: compensation is not built in this version");
-    }
     return new Promise<Run>((resolve, reject) =>
       this.dispatcher.push({
         kind: "cancel",
         run_id: runId,
         ...(options.reason !== undefined ? { reason: options.reason } : {}),
+        compensate: options.compensate === true,
+        done: { resolve, reject },
+      }),
+    );
+  }
+
+  /**
+   * Redrives a FAILED or CANCELLED run (DESIGN §6): new visits for what failed or was cancelled
+   * (and for `from`, an earlier node to run again), for everything downstream, and for every
+   * success a compensation undid; other successes are kept. The run gets a fresh TTL.
+   * @throws ConflictError for a run that is not FAILED or CANCELLED, or that needs attention
+   * without `force`; NotFoundError for an unknown run or `from` node.
+   */
+  async retryRun(runId: string, options: { from?: string; force?: boolean } = {}): Promise<Run> {
+    this.assertOpen();
+    return new Promise<Run>((resolve, reject) =>
+      this.dispatcher.push({
+        kind: "retry",
+        run_id: runId,
+        from: options.from ?? null,
+        force: options.force === true,
         done: { resolve, reject },
       }),
     );

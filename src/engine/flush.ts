@@ -7,6 +7,18 @@
 
 import type { Task } from "../agents/task.js";
 import {
+  advanceCompensation,
+  claimableCompensation,
+  claimCompensation,
+  compensationFailed,
+  compensationSucceeded,
+  interruptCompensation,
+  type PastVisit,
+  planCompensation,
+  renewCompensationLease,
+} from "../core/compensation.js";
+import { redrive } from "../core/redrive.js";
+import {
   claim,
   type Decision,
   decideReview,
@@ -18,12 +30,13 @@ import {
   interrupt,
   type ReviewDecision,
   type RunState,
+  releaseCancelled,
   renewLease,
   runState,
   startRunState,
   succeed,
 } from "../core/scheduler.js";
-import type { Json, NewEvent, Run, RunEvent, Visit, VisitError } from "../core/types.js";
+import type { Compensation, Json, NewEvent, Run, RunEvent, Visit, VisitError } from "../core/types.js";
 import { ConflictError, ForbiddenError, NotFoundError } from "../errors.js";
 import type { StoreTx, VisitKey } from "../store/store.js";
 import type { DispatcherOptions } from "./dispatcher.js";
@@ -55,7 +68,8 @@ export type Input =
       next: Decision | { reason: string; message: string };
       done: Callback<Visit>;
     }
-  | { kind: "cancel"; run_id: string; reason?: string; done: Callback<Run> }
+  | { kind: "cancel"; run_id: string; reason?: string; compensate: boolean; done: Callback<Run> }
+  | { kind: "retry"; run_id: string; from: string | null; force: boolean; done: Callback<Run> }
   /** An event about a run that changes no state (a notifier that failed for good). */
   | { kind: "event"; event: NewEvent };
 
@@ -101,9 +115,12 @@ export class Flush {
 
   async run(tx: StoreTx, inputs: Input[], deadEngines: string[], sweep: boolean): Promise<FlushOutcome> {
     this.tx = tx;
+    // Another process (a client's review, cancel or redrive) changed runs this engine may keep in memory.
+    if (await tx.writtenElsewhere()) this.cache.clear();
     await this.recover(deadEngines);
     for (const input of inputs) await this.apply(input);
     if (sweep) await this.sweep();
+    await this.planCompensations();
     if (this.claiming) await this.claimReady(sweep);
     await this.persist();
     this.out.nextDue = await this.tx.nextDue(this.now);
@@ -111,6 +128,7 @@ export class Flush {
   }
 
   private async apply(input: Input): Promise<unknown> {
+    if ("attempt" in input && isCompensationId(input.execution_id)) return this.compensationResult(input);
     switch (input.kind) {
       case "start":
         return this.start(input.run, input.done);
@@ -133,15 +151,15 @@ export class Flush {
         const rs = await this.load(input.run_id);
         if (!rs) return input.done.reject(new NotFoundError(`run ${input.run_id} does not exist`));
         if (rs.run.ended_at !== null) {
-          return input.done.reject(
-            new ConflictError(`run ${input.run_id} already ended ${rs.run.status}; nothing to cancel`),
-          );
+          const what = rs.run.status === "COMPENSATING" ? "is compensating" : `already ended ${rs.run.status}`;
+          return input.done.reject(new ConflictError(`run ${input.run_id} ${what}; nothing to cancel`));
         }
-        endRun(rs, "cancelled", { message: input.reason ?? "cancelled", reason: "cancelled" }, this.now);
-        const run = { ...rs.run };
-        this.out.callbacks.push(() => input.done.resolve(run));
-        return;
+        const error = { message: input.reason ?? "cancelled", reason: "cancelled" };
+        endRun(rs, "cancelled", error, this.now, { compensate: input.compensate });
+        return this.answer(rs, input.done);
       }
+      case "retry":
+        return this.retry(input);
       case "heartbeat": {
         const held = await this.withAttempt(input, (rs, v) => renewLease(rs, v, this.now), false);
         this.out.callbacks.push(() => input.done.resolve(held));
@@ -216,6 +234,11 @@ export class Flush {
       fn(rs, v);
       return true;
     }
+    if (rs && v && key && v.visit === key.visit && v.state === "CANCELLED" && v.attempt === input.attempt) {
+      // The cancelled attempt returned: compensation, which waits for it, may start.
+      releaseCancelled(rs, v);
+      advanceCompensation(rs, this.now);
+    }
     if (recordFence && rs) {
       rs.changes.events.push({
         run_id: rs.run.run_id,
@@ -272,6 +295,16 @@ export class Flush {
   /** Attempts held by in-process agents of dead engines go back to RETRYING (DESIGN §7). */
   private async recover(deadEngines: string[]): Promise<void> {
     if (deadEngines.length === 0) return;
+    const dead = new Set(deadEngines);
+    for (const runId of await this.tx.compensatingRuns(SWEEP_BATCH)) {
+      const rs = await this.load(runId);
+      if (!rs) continue;
+      for (const v of rs.current.values()) if (v.holder !== null && dead.has(v.holder)) releaseCancelled(rs, v);
+      for (const c of rs.compensations) {
+        if (c.state === "RUNNING" && c.holder !== null && dead.has(c.holder)) interruptCompensation(rs, c, this.now);
+      }
+      advanceCompensation(rs, this.now);
+    }
     for (;;) {
       let recovered = 0;
       for (const key of await this.tx.attemptsHeldBy(deadEngines, SWEEP_BATCH)) {
@@ -330,7 +363,104 @@ export class Flush {
         this.now,
       );
     }
+    for (const runId of await this.tx.compensatingRuns(SWEEP_BATCH)) {
+      const rs = await this.load(runId);
+      for (const c of rs?.compensations ?? []) {
+        if (!rs || c.state !== "RUNNING" || c.lease_expires_at === null || c.lease_expires_at > this.now) continue;
+        const timedOut = c.deadline_at !== null && c.deadline_at <= this.now;
+        this.out.aborted.push([c.execution_id, timedOut ? "timeout" : "lease_expired"]);
+        const error = timedOut
+          ? { message: `attempt ${c.attempt} timed out`, reason: "timeout" }
+          : { message: `attempt ${c.attempt} sent no heartbeat in time`, reason: "lease_expired" };
+        compensationFailed(rs, c, error, true, this.now, this.o.random);
+      }
+      if (rs) advanceCompensation(rs, this.now);
+    }
     this.out.unresolved.push(...(await this.tx.unresolved(this.now, SWEEP_BATCH)));
+  }
+
+  /** A compensation's result or heartbeat, fenced like a visit's. */
+  private async compensationResult(input: Extract<Input, { attempt: number }>): Promise<void> {
+    const key = parseExecutionId(input.execution_id.slice(0, -COMPENSATE.length));
+    const rs = key ? await this.load(key.run_id) : undefined;
+    const c = rs?.compensations.find((x) => x.node_id === key?.node_id && x.visit === key.visit);
+    const held = rs && c && c.state === "RUNNING" && c.attempt === input.attempt ? { rs, c } : null;
+    if (input.kind === "heartbeat") {
+      if (held) renewCompensationLease(held.rs, held.c, this.now);
+      this.out.callbacks.push(() => input.done.resolve(held !== null));
+      return;
+    }
+    if (!held) {
+      rs?.changes.events.push({
+        run_id: rs.run.run_id,
+        type: "result.fenced",
+        node_id: key?.node_id ?? null,
+        visit: key?.visit ?? null,
+        trace_id: rs.run.trace_id,
+        at: this.now,
+        data: { execution_id: input.execution_id, attempt: input.attempt, result: input.kind },
+      });
+      return;
+    }
+    if (input.kind === "success") compensationSucceeded(held.rs, held.c, input.output, this.now);
+    else if (input.kind === "failure") {
+      compensationFailed(held.rs, held.c, input.error, input.retryable, this.now, this.o.random);
+    } else compensationFailed(held.rs, held.c, input.error, false, this.now, this.o.random, input.reason);
+  }
+
+  /** A redrive (DESIGN §6): only a FAILED or CANCELLED run, and with `force` one that needs attention. */
+  private async retry(input: Extract<Input, { kind: "retry" }>): Promise<void> {
+    const rs = await this.load(input.run_id);
+    if (!rs) return input.done.reject(new NotFoundError(`run ${input.run_id} does not exist`));
+    const { status, needs_attention } = rs.run;
+    if (status !== "FAILED" && status !== "CANCELLED") {
+      return input.done.reject(
+        new ConflictError(`run ${input.run_id} is ${status}; only a FAILED or CANCELLED run can be retried`),
+      );
+    }
+    if (needs_attention && !input.force) {
+      return input.done.reject(
+        new ConflictError(
+          `run ${input.run_id} needs attention: a compensation failed for good. Undo its effect by hand, then retry with force`,
+        ),
+      );
+    }
+    if (input.from !== null && !rs.graph.nodes.has(input.from)) {
+      return input.done.reject(
+        new NotFoundError(`workflow ${rs.run.workflow_id} has no node "${input.from}" to retry from`),
+      );
+    }
+    redrive(rs, { from: input.from, force: input.force }, this.now);
+    return this.answer(rs, input.done);
+  }
+
+  /** Resolves a caller with the run as this transaction leaves it, once committed. */
+  private answer(rs: RunState, done: Callback<Run>): void {
+    this.out.callbacks.push(() => done.resolve({ ...rs.run }));
+  }
+
+  /**
+   * Plans the compensation of runs that ended with work to undo (DESIGN §6), from the run's
+   * whole history: stored rows, overlaid with what this transaction changed in memory.
+   */
+  private async planCompensations(): Promise<void> {
+    for (const rs of this.states.values()) {
+      const plan = rs.changes.plan;
+      if (!plan) continue;
+      rs.changes.plan = null;
+      const byKey = new Map<string, PastVisit>();
+      for (const p of await this.tx.runHistory(rs.run.run_id)) byKey.set(`${p.visit.node_id}#${p.visit.visit}`, p);
+      // Successes of this transaction have no stored event yet: they come after every stored one, in order.
+      const fresh = new Map<string, number>();
+      rs.changes.events.forEach((e, i) => {
+        if (e.type === "node.succeeded") fresh.set(`${e.node_id}#${e.visit}`, 2 ** 50 + i);
+      });
+      for (const v of [...rs.changes.inserted, ...rs.changes.updated, ...rs.current.values()]) {
+        const k = `${v.node_id}#${v.visit}`;
+        byKey.set(k, { visit: v, successSeq: fresh.get(k) ?? byKey.get(k)?.successSeq ?? null });
+      }
+      planCompensation(rs, [...byKey.values()], plan.failing, this.now);
+    }
   }
 
   /**
@@ -382,7 +512,45 @@ export class Flush {
         if (room(v.agent_type) > 0) await take(rs, v);
         else backlog.add(v.agent_type);
       }
+      // A compensating run's next row; one left over a limit is found again by the sweep.
+      const c = claimableCompensation(rs, this.now);
+      if (c && types.includes(c.agent_type) && room(c.agent_type) > 0) {
+        claimCompensation(rs, c, this.o.engineId, this.now);
+        this.out.claimed.push(await this.compensationTask(rs, c));
+        free -= 1;
+        taken.set(c.agent_type, (taken.get(c.agent_type) ?? 0) + 1);
+      }
     }
+  }
+
+  /** The task of a compensation: the visit it undoes is `compensates`; its payload is resolved at dispatch. */
+  private async compensationTask(rs: RunState, c: Compensation): Promise<ClaimedTask> {
+    const current = rs.current.get(c.node_id);
+    const v =
+      current?.visit === c.visit
+        ? current
+        : await this.tx.getVisit({ run_id: rs.run.run_id, node_id: c.node_id, visit: c.visit });
+    return {
+      run_id: rs.run.run_id,
+      node_id: c.node_id,
+      agent_type: c.agent_type,
+      visit: c.visit,
+      attempt: c.attempt,
+      execution_id: c.execution_id,
+      payload: null,
+      input: rs.run.input,
+      deps: {},
+      trigger: null,
+      trace_id: rs.run.trace_id,
+      workflow_id: rs.run.workflow_id,
+      workflow_version: rs.run.workflow_version,
+      deadline_at: c.deadline_at ?? this.now,
+      compensates: {
+        execution_id: v?.execution_id ?? c.execution_id.slice(0, -COMPENSATE.length),
+        output: v?.output ?? null,
+        error: (v?.error ?? null) as Json | null,
+      },
+    };
   }
 
   private async task(rs: RunState, v: Visit): Promise<ClaimedTask> {
@@ -432,13 +600,14 @@ export class Flush {
     const loaded = await this.tx.loadRun(runId);
     if (!loaded) return undefined;
     const { graph } = await this.o.registry.get(loaded.run.workflow_id, loaded.run.workflow_version);
-    const rs = runState(loaded.run, graph, loaded.visits);
+    const rs = runState(loaded.run, graph, loaded.visits, loaded.compensations);
     this.states.set(runId, rs);
     return rs;
   }
 
   /** Writes what every loaded run changed, and collects what to do after commit. */
   private async persist(): Promise<void> {
+    await this.planCompensations();
     for (const rs of this.states.values()) {
       const c = rs.changes;
       if (c.inserted.size === 0 && c.updated.size === 0 && c.events.length === 0 && !c.runUpdated) continue;
@@ -448,6 +617,7 @@ export class Flush {
       }
       await this.tx.updateVisits(c.updated);
       await this.tx.insertVisits(c.inserted);
+      if (c.compensations.size > 0) await this.tx.writeCompensations(c.compensations);
       this.out.events.push(...(await this.tx.insertEvents(c.events)));
       for (const v of c.cancelled) this.out.aborted.push([v.execution_id, "cancelled"]);
       for (const v of c.readied) {
@@ -469,6 +639,12 @@ function isClaimable(v: Visit, now: number): boolean {
     v.ready_at <= now &&
     v.payload !== null
   );
+}
+
+const COMPENSATE = ":compensate";
+
+function isCompensationId(executionId: string): boolean {
+  return executionId.endsWith(COMPENSATE);
 }
 
 /** `run_id:node_id:visit` → its parts (run ids may not contain ':' but node ids never do). */

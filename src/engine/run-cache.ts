@@ -3,7 +3,7 @@ import type { RunState } from "../core/scheduler.js";
 /**
  * Run states kept between transactions, so a busy run is not re-read from the database for
  * every result. Valid only while this engine is the database's only writer (SQLite: one engine
- * per file); runs touched by a transaction that rolled back are forgotten, ended runs dropped,
+ * per file); runs touched by a transaction that rolled back are forgotten, finished runs dropped,
  * and the least recently used go first when the cache is full.
  */
 export class RunCache {
@@ -20,12 +20,17 @@ export class RunCache {
     if (this.capacity <= 0) return;
     for (const rs of states) {
       this.runs.delete(rs.run.run_id);
-      if (rs.run.ended_at === null) this.runs.set(rs.run.run_id, rs);
+      if (rs.run.status === "RUNNING" || rs.run.status === "COMPENSATING") this.runs.set(rs.run.run_id, rs);
     }
     for (const runId of this.runs.keys()) {
       if (this.runs.size <= this.capacity) break;
       this.runs.delete(runId);
     }
+  }
+
+  /** Another process wrote to the database: what is kept may be stale. */
+  clear(): void {
+    this.runs.clear();
   }
 
   /** After a rollback: the in-memory states are ahead of the database. */

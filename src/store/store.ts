@@ -5,7 +5,7 @@
  * time per engine.
  */
 import type { RunStatus } from "../core/states.js";
-import type { NewEvent, Run, RunEvent, Visit } from "../core/types.js";
+import type { Compensation, NewEvent, Run, RunEvent, Visit } from "../core/types.js";
 
 export interface StoredWorkflow {
   id: string;
@@ -75,6 +75,8 @@ export interface Store {
   listEvents(runId: string, options?: { afterSeq?: number; limit?: number }): Promise<RunEvent[]>;
   /** Visits waiting for a person (IN_REVIEW), oldest first. */
   listReviews(): Promise<Visit[]>;
+  /** The run's compensation rows, by seq. */
+  listCompensations(runId: string): Promise<Compensation[]>;
 
   /** Housekeeping the engine calls from its periodic sweep (SQLite: a WAL checkpoint). */
   checkpoint(): Promise<void>;
@@ -89,8 +91,22 @@ export interface StoreTx {
   runByIdempotencyKey(key: string): Promise<Run | null>;
   insertRun(run: Run): Promise<void>;
   updateRun(run: Run): Promise<void>;
-  /** The run and its current visits, or null. */
-  loadRun(runId: string): Promise<{ run: Run; visits: Visit[] } | null>;
+  /**
+   * True when another process wrote to the database since this store's last transaction (a
+   * client's review, cancel or redrive): run state kept in memory may be stale.
+   */
+  writtenElsewhere(): Promise<boolean>;
+  /** The run, its current visits and its compensation rows, or null. */
+  loadRun(runId: string): Promise<{ run: Run; visits: Visit[]; compensations: Compensation[] } | null>;
+  /**
+   * Every visit of the run with the commit order of its success (the seq of its
+   * `node.succeeded` event), for planning compensation.
+   */
+  runHistory(runId: string): Promise<{ visit: Visit; successSeq: number | null }[]>;
+  /** Inserts new compensation rows and updates changed ones. */
+  writeCompensations(rows: Iterable<Compensation>): Promise<void>;
+  /** Runs whose compensation is in progress. */
+  compensatingRuns(limit: number): Promise<string[]>;
   getVisit(key: VisitKey): Promise<Visit | null>;
   insertVisits(visits: Iterable<Visit>): Promise<void>;
   updateVisits(visits: Iterable<Visit>): Promise<void>;
@@ -109,6 +125,6 @@ export interface StoreTx {
   expiredReviews(now: number, limit: number): Promise<VisitKey[]>;
   /** Unfinished runs whose TTL passed. */
   expiredRuns(now: number, limit: number): Promise<string[]>;
-  /** The earliest future time something falls due (retry, lease, TTL), or null. */
+  /** The earliest future time something falls due (retry, lease, TTL, a compensation), or null. */
   nextDue(now: number): Promise<number | null>;
 }

@@ -403,7 +403,9 @@ describe("$end", () => {
 
   it("cancels the active visits (listing the running ones) and skips the PENDING ones", () => {
     const rs = endScenario();
-    expect(cur(rs, "b")).toMatchObject({ state: "CANCELLED", reason: "run_end", holder: null, ended_at: 3_000 });
+    // The cancelled attempt keeps its holder until it returns (compensation waits for it).
+    expect(cur(rs, "b")).toMatchObject({ state: "CANCELLED", reason: "run_end", holder: "w1", ended_at: 3_000 });
+    expect(cur(rs, "b").lease_expires_at).toBeNull();
     expect(cur(rs, "c")).toMatchObject({ state: "CANCELLED", reason: "run_end", ready_at: null });
     expect(cur(rs, "r")).toMatchObject({ state: "CANCELLED", reason: "run_end" });
     expect(cur(rs, "d")).toMatchObject({ state: "SKIPPED", reason: "run_end" });
@@ -582,7 +584,7 @@ describe("loop-back reset", () => {
 
   it("cancels the active visits in the region and lists the running ones", () => {
     const { rs, old } = loopScenario();
-    expect(old.notify).toMatchObject({ state: "CANCELLED", reason: "loop_reset", holder: null, ended_at: 6_000 });
+    expect(old.notify).toMatchObject({ state: "CANCELLED", reason: "loop_reset", holder: "w1", ended_at: 6_000 });
     expect(old.fix).toMatchObject({ state: "SUCCEEDED", fired: ["review"], output: { fixed: true } });
     expect(old.publish).toMatchObject({ state: "SKIPPED", reason: "branch_not_taken" });
     expect(rs.changes.cancelled).toEqual([old.notify]);

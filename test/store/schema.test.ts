@@ -34,7 +34,10 @@ describe("SQLite schema", () => {
     const once = dump(db);
     migrate(db, ":memory:");
     expect(dump(db)).toBe(once);
-    expect(db.prepare("SELECT version, name FROM skein_migrations").all()).toEqual([{ version: 1, name: "init" }]);
+    expect(db.prepare("SELECT version, name FROM skein_migrations").all()).toEqual([
+      { version: 1, name: "init" },
+      { version: 2, name: "compensations" },
+    ]);
     db.close();
   });
 });

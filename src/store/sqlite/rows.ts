@@ -1,6 +1,6 @@
 /** Conversion between SQLite rows (snake_case, JSON as text, booleans as 0/1) and domain types. */
 import type { EndCause, RunStatus, VisitState } from "../../core/states.js";
-import type { Json, Run, RunEvent, Visit, VisitError } from "../../core/types.js";
+import type { Compensation, Json, Run, RunEvent, Visit, VisitError } from "../../core/types.js";
 
 export interface DbRun {
   run_id: string;
@@ -42,6 +42,29 @@ export interface DbVisit {
   attempt: number;
   interruptions: number;
   prior_starts: number;
+  ready_at: number | null;
+  deadline_at: number | null;
+  lease_expires_at: number | null;
+  holder: string | null;
+  created_at: number;
+  started_at: number | null;
+  ended_at: number | null;
+}
+
+export interface DbCompensation {
+  run_id: string;
+  seq: number;
+  node_id: string;
+  visit: number;
+  execution_id: string;
+  agent_type: string;
+  state: string;
+  output: string | null;
+  error: string | null;
+  reason: string | null;
+  failures: number;
+  attempt: number;
+  interruptions: number;
   ready_at: number | null;
   deadline_at: number | null;
   lease_expires_at: number | null;
@@ -118,4 +141,17 @@ export function visitToDb(v: Visit): DbVisit {
 
 export function eventFromDb(r: DbEvent): RunEvent {
   return { ...r, type: r.type as RunEvent["type"], data: JSON.parse(r.data) as RunEvent["data"] };
+}
+
+export function compensationFromDb(r: DbCompensation): Compensation {
+  return {
+    ...r,
+    state: r.state as VisitState,
+    output: parse<Json>(r.output),
+    error: parse<VisitError>(r.error),
+  };
+}
+
+export function compensationToDb(c: Compensation): DbCompensation {
+  return { ...c, output: text(c.output), error: text(c.error) };
 }

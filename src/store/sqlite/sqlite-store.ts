@@ -8,12 +8,15 @@ import { statSync } from "node:fs";
 import { hostname } from "node:os";
 import Database from "better-sqlite3";
 import type { Logger } from "pino";
-import type { NewEvent, Run, RunEvent, Visit } from "../../core/types.js";
+import type { Compensation, NewEvent, Run, RunEvent, Visit } from "../../core/types.js";
 import { DatabaseError } from "../../errors.js";
 import type { EngineRow, RunFilter, Store, StoredWorkflow, StoreTx, VisitKey } from "../store.js";
 import { Checkpointer } from "./checkpointer.js";
 import { migrate } from "./migrate.js";
 import {
+  compensationFromDb,
+  compensationToDb,
+  type DbCompensation,
   type DbEvent,
   type DbRun,
   type DbVisit,
@@ -64,6 +67,9 @@ export class SqliteStore implements Store {
   private readonly tx: StoreTx;
   private lock: Promise<unknown> = Promise.resolve();
   private readonly readStatements = new Map<string, Database.Statement>();
+  /** The write connection's `data_version` at its last transaction: it moves when another connection commits. */
+  private dataVersion: number | null = null;
+  private writtenElsewhere = false;
 
   private readonly checkpointer: Checkpointer | null;
 
@@ -119,7 +125,10 @@ export class SqliteStore implements Store {
       const holders = this.writer
         .prepare(
           `SELECT engine_id FROM engines WHERE engine_id <> ?
-             AND engine_id IN (SELECT DISTINCT holder FROM visits WHERE state = 'RUNNING')`,
+             AND engine_id IN (SELECT holder FROM visits WHERE state = 'RUNNING'
+                               UNION SELECT holder FROM compensations WHERE state = 'RUNNING'
+                               UNION SELECT v.holder FROM runs r JOIN visits v ON v.run_id = r.run_id
+                                 WHERE r.status = 'COMPENSATING' AND v.state = 'CANCELLED' AND v.holder IS NOT NULL)`,
         )
         .all(engine.engine_id) as { engine_id: string }[];
       return holders.map((h) => h.engine_id);
@@ -230,6 +239,11 @@ export class SqliteStore implements Store {
     return rows.map(visitFromDb);
   }
 
+  async listCompensations(runId: string): Promise<Compensation[]> {
+    const rows = this.read("SELECT * FROM compensations WHERE run_id = ? ORDER BY seq").all(runId) as DbCompensation[];
+    return rows.map(compensationFromDb);
+  }
+
   transaction<T>(fn: (tx: StoreTx) => Promise<T>): Promise<T> {
     return this.serial(async () => {
       try {
@@ -237,6 +251,9 @@ export class SqliteStore implements Store {
       } catch (e) {
         throw databaseError(e, this.path);
       }
+      const version = this.sql.dataVersion.get() as number;
+      this.writtenElsewhere = this.dataVersion !== null && version !== this.dataVersion;
+      this.dataVersion = version;
       try {
         const result = await fn(this.tx);
         this.sql.commit.run();
@@ -293,11 +310,30 @@ export class SqliteStore implements Store {
       },
       insertRun: async (run) => void s.insertRun.run(runToDb(run)),
       updateRun: async (run) => void s.updateRun.run(runToDb(run)),
+      writtenElsewhere: async () => this.writtenElsewhere,
       loadRun: async (runId) => {
         const row = s.getRun.get(runId) as DbRun | undefined;
         if (!row) return null;
-        return { run: runFromDb(row), visits: (s.currentVisits.all(runId) as DbVisit[]).map(visitFromDb) };
+        return {
+          run: runFromDb(row),
+          visits: (s.currentVisits.all(runId) as DbVisit[]).map(visitFromDb),
+          compensations: (s.compensations.all(runId) as DbCompensation[]).map(compensationFromDb),
+        };
       },
+      runHistory: async (runId) => {
+        const rows = this.writer
+          .prepare(
+            `SELECT v.*, (SELECT max(e.seq) FROM events e WHERE e.run_id = v.run_id AND e.type = 'node.succeeded'
+                            AND e.node_id = v.node_id AND e.visit = v.visit) AS success_seq
+               FROM visits v WHERE v.run_id = ?`,
+          )
+          .all(runId) as (DbVisit & { success_seq: number | null })[];
+        return rows.map(({ success_seq, ...row }) => ({ visit: visitFromDb(row), successSeq: success_seq }));
+      },
+      writeCompensations: async (rows) => {
+        for (const c of rows) s.upsertCompensation.run(compensationToDb(c));
+      },
+      compensatingRuns: async (limit) => (s.compensatingRuns.all(limit) as { run_id: string }[]).map((r) => r.run_id),
       getVisit: async (key) => {
         const row = s.getVisit.get(key) as DbVisit | undefined;
         return row ? visitFromDb(row) : null;
@@ -358,6 +394,7 @@ function prepare(db: Db) {
   const visitColumns = Object.keys(visitRowShape);
   return {
     begin: db.prepare("BEGIN IMMEDIATE"),
+    dataVersion: db.prepare("PRAGMA data_version").pluck(),
     commit: db.prepare("COMMIT"),
     rollback: db.prepare("ROLLBACK"),
     runByKey: db.prepare("SELECT * FROM runs WHERE idempotency_key = ?"),
@@ -371,6 +408,18 @@ function prepare(db: Db) {
          ended_at = @ended_at WHERE run_id = @run_id`,
     ),
     currentVisits: db.prepare("SELECT * FROM visits WHERE run_id = ? AND is_current = 1"),
+    compensations: db.prepare("SELECT * FROM compensations WHERE run_id = ? ORDER BY seq"),
+    upsertCompensation: db.prepare(
+      `INSERT INTO compensations (${compensationColumns.join(", ")})
+         VALUES (${compensationColumns.map((c) => `@${c}`).join(", ")})
+         ON CONFLICT (run_id, seq) DO UPDATE SET ${compensationColumns
+           .filter(
+             (c) => !["run_id", "seq", "node_id", "visit", "execution_id", "agent_type", "created_at"].includes(c),
+           )
+           .map((c) => `${c} = excluded.${c}`)
+           .join(", ")}`,
+    ),
+    compensatingRuns: db.prepare("SELECT run_id FROM runs WHERE status = 'COMPENSATING' ORDER BY created_at LIMIT ?"),
     getVisit: db.prepare("SELECT * FROM visits WHERE run_id = @run_id AND node_id = @node_id AND visit = @visit"),
     insertVisit: db.prepare(
       `INSERT INTO visits (${visitColumns.join(", ")}) VALUES (${visitColumns.map((c) => `@${c}`).join(", ")})`,
@@ -413,7 +462,9 @@ function prepare(db: Db) {
          SELECT min(ready_at) AS t FROM visits WHERE ready_at IS NOT NULL AND ready_at > @now
          UNION ALL SELECT min(lease_expires_at) FROM visits WHERE state = 'RUNNING'
          UNION ALL SELECT min(lease_expires_at) FROM visits WHERE state = 'IN_REVIEW'
-         UNION ALL SELECT min(deadline_at) FROM runs WHERE ended_at IS NULL)`,
+         UNION ALL SELECT min(deadline_at) FROM runs WHERE ended_at IS NULL
+         UNION ALL SELECT min(ready_at) FROM compensations WHERE ready_at IS NOT NULL AND ready_at > @now
+         UNION ALL SELECT min(lease_expires_at) FROM compensations WHERE state = 'RUNNING')`,
     ),
   };
 }
@@ -435,6 +486,29 @@ const runColumns = [
   "created_at",
   "updated_at",
   "deadline_at",
+  "ended_at",
+];
+
+const compensationColumns: (keyof DbCompensation)[] = [
+  "run_id",
+  "seq",
+  "node_id",
+  "visit",
+  "execution_id",
+  "agent_type",
+  "state",
+  "output",
+  "error",
+  "reason",
+  "failures",
+  "attempt",
+  "interruptions",
+  "ready_at",
+  "deadline_at",
+  "lease_expires_at",
+  "holder",
+  "created_at",
+  "started_at",
   "ended_at",
 ];
 
