@@ -25,8 +25,16 @@ export function readJsonFile(path: string, what: string): unknown {
  */
 export function parseInputOption(value: string | undefined): unknown {
   if (value === undefined) return {};
-  if (value.startsWith("@")) return readJsonFile(value.slice(1), "--input file");
-  return parseJson(value, "--input");
+  return parseJsonOption(value, "--input");
+}
+
+/**
+ * The value of a JSON flag (`--input`, `--output`): JSON text, or `@path` to read a JSON file.
+ * @throws CliError naming the flag when the text or the file is not JSON
+ */
+export function parseJsonOption(value: string, flag: string): unknown {
+  if (value.startsWith("@")) return readJsonFile(value.slice(1), `${flag} file`);
+  return parseJson(value, flag);
 }
 
 /** JSON.parse with the failing line and column added to the message. */

@@ -43,6 +43,15 @@ export class RunProgress {
       this.endedAt = e.at;
       return;
     }
+    if (e.type === "compensation.planned") {
+      this.status = "COMPENSATING";
+      return;
+    }
+    if (e.type === "run.retried") {
+      this.status = "RUNNING";
+      this.endedAt = null;
+      return;
+    }
     if (e.type === "loop.reset") {
       // The region's nodes get new visits (no event of their own) unless still PENDING.
       const region = Array.isArray(e.data.region) ? e.data.region.filter((x) => typeof x === "string") : [];
@@ -81,6 +90,19 @@ export class RunProgress {
         row.state = "RETRYING";
         row.note = `attempt ${attempt} interrupted: its engine stopped`;
         break;
+      case "review.requested":
+        row.state = "IN_REVIEW";
+        row.attempt = attempt;
+        row.startedAt ??= e.at;
+        row.endedAt = null;
+        row.note = `waiting for ${reviewers(e.data.assignees)}`;
+        break;
+      case "compensation.succeeded":
+        row.note = "undone (compensation succeeded)";
+        break;
+      case "compensation.failed":
+        row.note = `compensation failed: ${errorMessage(e) ?? e.data.reason}`;
+        break;
       case "node.succeeded":
       case "node.failed":
       case "node.skipped":
@@ -110,6 +132,11 @@ function rowOf(v: Visit): NodeRow {
 
 function freshRow(node_id: string, visit: number): NodeRow {
   return { node_id, state: "PENDING", visit, attempt: 0, startedAt: null, endedAt: null, note: "" };
+}
+
+/** `ops-lead or finance`; `anyone` when the review names no assignees. */
+function reviewers(assignees: unknown): string {
+  return Array.isArray(assignees) && assignees.length > 0 ? assignees.join(" or ") : "anyone";
 }
 
 function errorMessage(e: RunEvent): string | undefined {
@@ -166,6 +193,33 @@ function describe(e: RunEvent): string {
       return `-> ${d.target} (resets ${list(d.region)})`;
     case "result.fenced":
       return "late result ignored";
+    case "review.requested":
+      return `waiting for ${reviewers(d.assignees)}${typeof d.title === "string" ? `: ${oneLine(d.title, 80)}` : ""}`;
+    case "review.decided":
+      return `${d.decision} by ${d.by ?? "a reviewer"}${typeof d.comment === "string" ? `: ${oneLine(d.comment, 80)}` : ""}`;
+    case "run.retried":
+      return `runs again: ${list(d.nodes)}${typeof d.from === "string" ? ` (from ${d.from})` : ""}`;
+    case "run.needs_attention":
+      return String(d.message ?? "");
+    case "compensation.planned": {
+      const rows = Array.isArray(d.compensations) ? d.compensations : [];
+      const names = rows.map((c) => {
+        const r = c as { node_id?: unknown; visit?: unknown };
+        return `${r.node_id}#${r.visit}`;
+      });
+      return names.length > 0 ? `undo ${names.join(", ")}` : "nothing to undo";
+    }
+    case "compensation.started":
+    case "compensation.succeeded":
+      return attempt;
+    case "compensation.retrying": {
+      const wait = typeof d.retry_at === "number" ? `; retry in ${formatMs(d.retry_at - e.at)}` : "";
+      return `${attempt} failed: ${oneLine(errorMessage(e) ?? "", 120)}${wait}`;
+    }
+    case "compensation.failed":
+      return `${d.reason}: ${oneLine(errorMessage(e) ?? "", 120)}`;
+    case "compensation.skipped":
+      return String(d.reason ?? "");
     default:
       return "";
   }

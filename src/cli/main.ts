@@ -6,11 +6,15 @@
  */
 import { readFileSync } from "node:fs";
 import { Command, CommanderError, Option } from "commander";
+import { registerCancel } from "./commands/cancel.js";
 import { registerEngine } from "./commands/engine.js";
 import { registerEvents } from "./commands/events.js";
 import { registerGraph } from "./commands/graph.js";
 import { registerList } from "./commands/list.js";
 import { registerResume } from "./commands/resume.js";
+import { registerRetry } from "./commands/retry.js";
+import { registerReview } from "./commands/review.js";
+import { registerReviews } from "./commands/reviews.js";
 import { registerRun } from "./commands/run.js";
 import { registerStart } from "./commands/start.js";
 import { registerStatus } from "./commands/status.js";
@@ -36,7 +40,7 @@ export function buildProgram(): Command {
         "skein validate content-publish.json",
         `skein run content-publish.json --agents ./agents.ts --input '{"topic":"agents"}'`,
         "skein list --status FAILED",
-      )}\nExit codes: 0 ok (run SUCCEEDED), 1 run FAILED or CANCELLED, 2 bad input, 130 stopped by a signal.\n`,
+      )}\nExit codes: 0 ok (run SUCCEEDED), 1 run FAILED or CANCELLED, 2 bad input or a refused request (conflict), 130 stopped by a signal.\n`,
     );
   // Registered after the settings above, which subcommands inherit.
   for (const register of [
@@ -49,6 +53,10 @@ export function buildProgram(): Command {
     registerStatus,
     registerList,
     registerEvents,
+    registerReviews,
+    registerReview,
+    registerCancel,
+    registerRetry,
     registerWorkflows,
   ]) {
     register(program);

@@ -8,7 +8,11 @@ export const EXIT = {
   ok: 0,
   /** The run ended FAILED or CANCELLED, or something unexpected broke. */
   failed: 1,
-  /** Bad input: an invalid file, unknown run or workflow, bad flags, a refused database, a broken agents module. */
+  /**
+   * Bad input: an invalid file, unknown run or workflow, bad flags, a refused database, a broken
+   * agents module, a request the run's state refuses (a conflict: a review already decided, a
+   * finished run cancelled), a reviewer who is not among the assignees.
+   */
   badInput: 2,
   /** Stopped by SIGINT or SIGTERM. */
   interrupted: 130,
@@ -26,7 +30,7 @@ export class CliError extends Error {
 }
 
 /** Library error codes (SkeinError.code) that mean the caller's input was wrong. */
-const BAD_INPUT_CODES = new Set(["validation", "not_found", "conflict", "database"]);
+const BAD_INPUT_CODES = new Set(["validation", "not_found", "conflict", "forbidden", "database"]);
 
 /** Prints an error as `skein: <message>` and returns the exit code it deserves. */
 export function reportError(e: unknown): number {

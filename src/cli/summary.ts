@@ -1,4 +1,4 @@
-/** The report of a run: status, duration, error, per-node times and retries, output. */
+/** The report of a run: status, duration, error, per-node times and retries, compensations, output. */
 import type { RunWithNodes, Visit } from "../index.js";
 import { formatMs, oneLine, table } from "./output.js";
 
@@ -10,6 +10,11 @@ export function runReport(run: RunWithNodes, visits: readonly Visit[], now = Dat
     `run ${run.run_id}  ${run.workflow_id} v${run.workflow_version}  ${run.status}  ${ended ? "in" : "for"} ${duration}`,
   ];
   if (run.error) lines.push(`error: ${run.error.message}`);
+  if (run.needs_attention) {
+    lines.push(
+      `needs attention: a compensation failed for good; undo its effect by hand, then skein retry ${run.run_id} --force`,
+    );
+  }
   const byNode = new Map<string, Visit[]>();
   for (const v of visits) byNode.set(v.node_id, [...(byNode.get(v.node_id) ?? []), v]);
   const rows = run.nodes.map((current) => {
@@ -30,6 +35,25 @@ export function runReport(run: RunWithNodes, visits: readonly Visit[], now = Dat
     ];
   });
   lines.push("", table(["node", "state", "visits", "attempts", "retries", "time", "note"], rows));
+  if (run.compensations.length > 0) {
+    // In the order they run (DESIGN §6): the failing step, cancelled ones, then successes newest first.
+    const undo = [...run.compensations].sort((a, b) => a.seq - b.seq);
+    lines.push(
+      "",
+      "compensations:",
+      table(
+        ["seq", "node", "agent_type", "state", "attempts", "note"],
+        undo.map((c) => [
+          String(c.seq),
+          `${c.node_id}#${c.visit}`,
+          c.agent_type,
+          c.state,
+          String(c.attempt),
+          oneLine(c.error?.message ?? c.reason ?? "", 100),
+        ]),
+      ),
+    );
+  }
   if (ended && run.output !== null) lines.push("", "output:", JSON.stringify(run.output, null, 2));
   return lines.join("\n");
 }

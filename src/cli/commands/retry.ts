@@ -1,0 +1,49 @@
+/** `skein retry <run_id>`: redrive a FAILED or CANCELLED run from where it stopped. */
+import type { Command } from "commander";
+import { getRunOrFail, withClient } from "../database.js";
+import { dbOf, examples } from "../options.js";
+import { printJson, println } from "../output.js";
+
+interface RetryOptions {
+  from?: string;
+  force?: boolean;
+  json?: boolean;
+}
+
+export function registerRetry(program: Command): void {
+  program
+    .command("retry")
+    .summary("run a FAILED or CANCELLED run again from where it stopped")
+    .description(
+      "redrive a FAILED or CANCELLED run: what failed or was cancelled runs again, with everything downstream and every step a compensation undid; other successes are kept. An engine (skein engine) runs it. Any other run is refused (exit 2), and so is a run that needs attention unless --force",
+    )
+    .argument("<run_id>", "the run")
+    .option("--from <node_id>", "also run this node again (and everything downstream of it)")
+    .option(
+      "--force",
+      "retry a run that needs attention (a compensation failed for good: undo its effect by hand first)",
+    )
+    .option("--json", "print the run as the retry left it, as JSON")
+    .addHelpText(
+      "after",
+      examples(
+        "skein retry 01939a6e-6c1e-7b52-9f3a-2d1c4b5a6e7f",
+        "skein retry 01939a6e-6c1e-7b52-9f3a-2d1c4b5a6e7f --from charge_card",
+      ),
+    )
+    .action(async (runId: string, options: RetryOptions, command: Command) => {
+      const db = dbOf(command);
+      const { run, again } = await withClient(db, async (client) => {
+        await getRunOrFail(client, runId, db);
+        const retried = await client.retryRun(runId, {
+          ...(options.from === undefined ? {} : { from: options.from }),
+          force: options.force === true,
+        });
+        // The retry's new visits were made in its transaction, at the run's updated_at.
+        const { nodes } = await client.getRun(runId);
+        return { run: retried, again: nodes.filter((n) => n.created_at === retried.updated_at).map((n) => n.node_id) };
+      });
+      if (options.json) return printJson(run);
+      println(`run ${runId} ${run.status}; runs again: ${again.join(", ") || "-"}`);
+    });
+}
