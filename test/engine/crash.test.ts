@@ -307,6 +307,55 @@ describe("crash recovery (SIGKILL)", () => {
     }
   }, 90_000);
 
+  it("resumes compensation after a crash, in order, without running a finished compensation again", async () => {
+    const dir = tempDir();
+    const db = join(dir, "skein.db");
+    const logFile = join(dir, "agents.log");
+
+    // 1. The child's run fails at ship and compensates ship, then charge, whose undo hangs: kill it there.
+    const child = startChild("saga", db, logFile, "--hang-undo-of", "charge");
+    const { run_ids } = (await child.waitFor("runs", (m) => m.type === "runs")) as unknown as { run_ids: string[] };
+    const runId = run_ids[0] as string;
+    await child.waitFor(
+      "charge's compensation",
+      (m) => m.type === "agent" && m.execution_id === `${runId}:charge:1:compensate`,
+    );
+    await child.kill();
+    const killOffset = markLog(logFile);
+    const before = logLinesFrom(logFile, 0, killOffset).filter((l) => l.execution_id.endsWith(":compensate"));
+    expect(before.map((l) => [l.node_id, l.phase, l.attempt])).toEqual([
+      ["ship", "start", 1],
+      ["ship", "done", 1],
+      ["charge", "start", 1],
+    ]);
+
+    // 2. A new engine finishes the compensation: charge again (same execution_id, next attempt), then reserve.
+    const engine = await openEngine(db, crashAgents(logFile));
+    const done = await within(30_000, "the end of the compensation", engine.waitForRun(runId));
+    expect(done).toMatchObject({ status: "FAILED", needs_attention: false });
+    expect(done.compensations.map((c) => [c.node_id, c.state, c.attempt, c.interruptions])).toEqual([
+      ["ship", "SUCCEEDED", 1, 0],
+      ["charge", "SUCCEEDED", 2, 1],
+      ["reserve", "SUCCEEDED", 1, 0],
+    ]);
+    const all = logLinesFrom(logFile, 0).filter((l) => l.execution_id.endsWith(":compensate"));
+    const completed = all.filter((l) => l.phase === "done").map((l) => l.execution_id);
+    // Every compensation completed exactly once, in order; the one that had finished never started again.
+    expect(completed).toEqual([
+      `${runId}:ship:1:compensate`,
+      `${runId}:charge:1:compensate`,
+      `${runId}:reserve:1:compensate`,
+    ]);
+    expect(all.filter((l) => l.node_id === "ship" && l.phase === "start")).toHaveLength(1);
+    expect(all.filter((l) => l.node_id === "charge" && l.phase === "start").map((l) => l.attempt)).toEqual([1, 2]);
+    const events = await engine.listEvents(runId);
+    expect(events.filter((e) => e.type === "compensation.succeeded").map((e) => e.node_id)).toEqual([
+      "ship",
+      "charge",
+      "reserve",
+    ]);
+  }, 60_000);
+
   it("refuses a second engine on a file a live engine holds, and opens it once that engine was killed", async () => {
     const dir = tempDir();
     const db = join(dir, "skein.db");
