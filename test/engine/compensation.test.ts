@@ -4,7 +4,7 @@
  * as the agents saw them.
  */
 import { describe, expect, it } from "vitest";
-import { ConflictError, NonRetryableError, type Notification, NotFoundError, type Task } from "../../src/index.js";
+import { ConflictError, NonRetryableError, NotFoundError, type Notification, type Task } from "../../src/index.js";
 import { nextEvent, testEngine } from "../helpers.js";
 
 const undo = (what: string) => ({
@@ -89,6 +89,10 @@ describe("compensation", () => {
     const { undone, undoAgent } = recorder();
     let refundFailures = 1;
     let release!: () => void;
+    let unshipCalled!: () => void;
+    const unship = new Promise<void>((resolve) => {
+      unshipCalled = resolve;
+    });
     const { engine, clock } = await testEngine({
       agents: {
         step: () => ({}),
@@ -100,6 +104,7 @@ describe("compensation", () => {
           if ((t.payload as { what: string }).what === "unship") {
             return new Promise((resolve) => {
               release = () => resolve(undoAgent(t));
+              unshipCalled();
             });
           }
           return undoAgent(t);
@@ -107,12 +112,8 @@ describe("compensation", () => {
       },
     });
     await engine.registerWorkflow({ ...SAGA, defaults: { retry_interval: 10 } });
-    const unshipCalled = new Promise<void>((resolve) => {
-      const poll = () => (release ? resolve() : setImmediate(poll));
-      poll();
-    });
     const run = await engine.startRun("saga");
-    await unshipCalled;
+    await unship;
     // While unship runs, nothing else has started.
     const during = await engine.getRun(run.run_id);
     expect(during.status).toBe("COMPENSATING");
