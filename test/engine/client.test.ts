@@ -21,4 +21,57 @@ describe("createClient", () => {
       await client.close();
     }
   });
+
+  it("decides a review and cancels a run beside the engine, whose in-memory runs then follow the file", async () => {
+    let finishSlow!: () => void;
+    const { engine, clock, database } = await testEngine({
+      agents: {
+        step: (t: Task) => ({ node: t.node_id }),
+        slow: () =>
+          new Promise((resolve) => {
+            finishSlow = () => resolve({ late: true });
+          }),
+      },
+    });
+    await engine.registerWorkflow({
+      id: "approve",
+      nodes: [
+        { node_id: "draft", agent_type: "step" },
+        { node_id: "ok", agent_type: "human_review", depends_on: ["draft"], payload: { title: "ok?" } },
+        { node_id: "publish", agent_type: "step", depends_on: ["ok"] },
+      ],
+    });
+    await engine.registerWorkflow({ id: "slow", nodes: [{ node_id: "s", agent_type: "slow" }] });
+    const asked = nextEvent(engine, (e) => e.type === "review.requested");
+    const run = await engine.startRun("approve");
+    await asked;
+    const slowStarted = nextEvent(engine, (e) => e.type === "node.started" && e.node_id === "s");
+    const slow = await engine.startRun("slow");
+    await slowStarted;
+
+    const client = await createClient({ database, clock });
+    try {
+      // The engine holds both runs in memory; the client changes them in the file.
+      await client.review(run.run_id, "ok", { decision: "approve", by: "me" });
+      await client.cancelRun(slow.run_id, { reason: "from another process" });
+
+      const ended = nextEvent(engine, (e) => e.type === "run.succeeded" && e.run_id === run.run_id);
+      await clock.advance(1_000); // the sweep claims publish, made ready by the client's decision
+      await ended;
+      expect((await engine.getRun(run.run_id)).nodes.map((n) => [n.node_id, n.state])).toEqual([
+        ["draft", "SUCCEEDED"],
+        ["ok", "SUCCEEDED"],
+        ["publish", "SUCCEEDED"],
+      ]);
+      // The slow attempt's late result is fenced against the cancel the client wrote.
+      const fenced = nextEvent(engine, (e) => e.type === "result.fenced" && e.run_id === slow.run_id);
+      finishSlow();
+      await fenced;
+      const after = await engine.getRun(slow.run_id);
+      expect(after).toMatchObject({ status: "CANCELLED", error: { message: "from another process" } });
+      expect(after.nodes[0]).toMatchObject({ state: "CANCELLED", output: null });
+    } finally {
+      await client.close();
+    }
+  });
 });
