@@ -1,8 +1,13 @@
 /**
- * The storage interface. SQLite implements it now, PostgreSQL later, with the same behaviour.
- * Every method is async so that a networked store can implement it. Reads outside a transaction
- * see committed data only. Writes happen only inside `transaction`, which stores run one at a
- * time per engine.
+ * The storage interface, implemented by SQLite and PostgreSQL with the same behaviour. Every
+ * method is async so that a networked store can implement it. Reads outside a transaction see
+ * committed data only. Writes happen only inside `transaction`, which a store runs one at a time
+ * per engine.
+ *
+ * Concurrency (PostgreSQL, several engines): a run is changed only under a lock on its row,
+ * taken by `lockRuns` (waits; always in run_id order, so two transactions never deadlock) or by
+ * `loadRun(id, { skipLocked: true })` and `claimable` (never wait: a run another engine holds is
+ * skipped and found again later). SQLite has one writer and ignores the locks.
  */
 import type { RunStatus } from "../core/states.js";
 import type { Compensation, NewEvent, Run, RunEvent, Visit } from "../core/types.js";
@@ -81,6 +86,12 @@ export interface Store {
   /** Housekeeping the engine calls from its periodic sweep (SQLite: a WAL checkpoint). */
   checkpoint(): Promise<void>;
 
+  /**
+   * Calls `listener` when another engine or client made visits of an agent type ready, or
+   * started runs (agent type `*`): PostgreSQL's LISTEN/NOTIFY. SQLite: never (one engine).
+   */
+  onReady(listener: (agentType: string) => void): void;
+
   /** Runs `fn` in one write transaction (SQLite: BEGIN IMMEDIATE); rolls back if it throws. */
   transaction<T>(fn: (tx: StoreTx) => Promise<T>): Promise<T>;
   close(): Promise<void>;
@@ -88,6 +99,20 @@ export interface Store {
 
 /** Operations valid inside a write transaction. */
 export interface StoreTx {
+  /**
+   * The transaction's time in epoch ms when the database is the clock (PostgreSQL's `now()`,
+   * DESIGN §7), or null: use the engine's clock (SQLite, and tests with a manual clock).
+   */
+  now(): Promise<number | null>;
+  /** Locks these runs' rows until the transaction ends, in run_id order (PostgreSQL; SQLite: nothing to do). */
+  lockRuns(runIds: string[]): Promise<void>;
+  /** Tells other engines, once this transaction commits, that visits of these agent types are ready. */
+  notifyReady(agentTypes: string[]): Promise<void>;
+  /**
+   * Engines (other than `self`) whose heartbeat is older than `staleBefore`, marked stopped by
+   * this call: exactly one engine takes each dead engine and recovers its attempts.
+   */
+  takeDeadEngines(self: string, staleBefore: number): Promise<string[]>;
   runByIdempotencyKey(key: string): Promise<Run | null>;
   insertRun(run: Run): Promise<void>;
   updateRun(run: Run): Promise<void>;
@@ -96,8 +121,15 @@ export interface StoreTx {
    * client's review, cancel or redrive): run state kept in memory may be stale.
    */
   writtenElsewhere(): Promise<boolean>;
-  /** The run, its current visits and its compensation rows, or null. */
-  loadRun(runId: string): Promise<{ run: Run; visits: Visit[]; compensations: Compensation[] } | null>;
+  /**
+   * The run, its current visits and its compensation rows, or null when it does not exist, or
+   * (with `skipLocked`) when another transaction holds it. Locks the run's row until the end
+   * of the transaction (PostgreSQL).
+   */
+  loadRun(
+    runId: string,
+    options?: { skipLocked?: boolean },
+  ): Promise<{ run: Run; visits: Visit[]; compensations: Compensation[] } | null>;
   /**
    * Every visit of the run with the commit order of its success (the seq of its
    * `node.succeeded` event), for planning compensation.
@@ -113,7 +145,11 @@ export interface StoreTx {
   /** Inserts events and returns them with their sequence numbers. */
   insertEvents(events: NewEvent[]): Promise<RunEvent[]>;
 
-  /** Ready visits of an agent type whose payload is resolved, due by `now`, oldest first. */
+  /**
+   * Ready visits of an agent type whose payload is resolved, due by `now`, oldest first, at most
+   * `limit`; their runs are locked for this transaction (PostgreSQL: runs other transactions
+   * hold are skipped).
+   */
   claimable(agentType: string, now: number, limit: number): Promise<VisitKey[]>;
   /** Ready visits whose payload templates are not resolved yet. */
   unresolved(now: number, limit: number): Promise<VisitKey[]>;

@@ -239,6 +239,10 @@ export class SqliteStore implements Store {
     return rows.map(visitFromDb);
   }
 
+  onReady(): void {
+    // One engine per file: nothing else makes visits ready (clients' runs are found by the sweep).
+  }
+
   async listCompensations(runId: string): Promise<Compensation[]> {
     const rows = this.read("SELECT * FROM compensations WHERE run_id = ? ORDER BY seq").all(runId) as DbCompensation[];
     return rows.map(compensationFromDb);
@@ -311,6 +315,10 @@ export class SqliteStore implements Store {
       insertRun: async (run) => void s.insertRun.run(runToDb(run)),
       updateRun: async (run) => void s.updateRun.run(runToDb(run)),
       writtenElsewhere: async () => this.writtenElsewhere,
+      now: async () => null,
+      lockRuns: async () => {},
+      notifyReady: async () => {},
+      takeDeadEngines: async () => [],
       loadRun: async (runId) => {
         const row = s.getRun.get(runId) as DbRun | undefined;
         if (!row) return null;
