@@ -2,6 +2,10 @@
  * Following a run that this process's engine runs (`skein run`, `skein resume`): the live view
  * while it runs, then the report (or the run as JSON) and the exit code. SIGINT or SIGTERM stops
  * the engine gracefully and prints how to resume.
+ *
+ * The view shows the run's stored events in order. This engine's events trigger a read at once;
+ * what another process writes to the run (`skein review`, `cancel`, `retry`), which this engine
+ * never publishes, is found by a read every second.
  */
 import type { Engine, RunEvent } from "../index.js";
 import { type LiveView, lineView, RunProgress, tableView } from "./live-view.js";
@@ -45,11 +49,17 @@ export interface FollowOptions {
   resume: string;
 }
 
+/** How often the stored events are read for what other processes wrote. */
+const POLL_MS = 1000;
+const PAGE = 1000;
+const END_EVENTS: ReadonlySet<string> = new Set(["run.succeeded", "run.failed", "run.cancelled"]);
+
 /** Follows the run to its end; returns the exit code (0 SUCCEEDED, 1 FAILED or CANCELLED, 130 stopped). */
 export async function follow(engine: Engine, tap: EventTap, runId: string, options: FollowOptions): Promise<number> {
   const release = keepAlive();
   const stop = stopSignal();
   let view: LiveView | null = null;
+  let stored: StoredEvents | null = null;
   try {
     const run = await engine.getRun(runId);
     if (!options.json) {
@@ -58,11 +68,26 @@ export async function follow(engine: Engine, tap: EventTap, runId: string, optio
         : lineView((text) => process.stdout.write(text), run.created_at);
     }
     const live = view;
-    tap.follow(runId, (e) => live?.event(e));
+    // The events this engine published before now (the new run's, or what a resumed run's
+    // recovery did) are shown; the history before them is not replayed.
+    let firstSeq: number | null = null;
+    let ready = false;
+    tap.follow(runId, (e) => {
+      firstSeq ??= e.seq;
+      if (ready) void stored?.read();
+    });
+    const last = await lastSeq(engine, runId);
+    const from = firstSeq === null ? last : Math.min(firstSeq - 1, last ?? firstSeq - 1);
+    stored = new StoredEvents(engine, runId, from, (e) => live?.event(e));
+    ready = true;
+    void stored.read();
     const outcome = await Promise.race([
       engine.waitForRun(runId).then((done) => ({ done })),
+      stored.ended.then(() => engine.getRun(runId)).then((done) => ({ done })),
       stop.received.then((signal) => ({ signal })),
     ]);
+    if ("done" in outcome) await stored.read(); // the view ends with the run's last event
+    stored.stop();
     view?.stop();
     view = null;
     if ("signal" in outcome) {
@@ -76,9 +101,94 @@ export async function follow(engine: Engine, tap: EventTap, runId: string, optio
     else println(`\n${runReport(done, await engine.listVisits(runId))}`);
     return exitCodeForStatus(done.status);
   } finally {
+    stored?.stop();
     view?.stop();
     tap.close();
     stop.dispose();
     release();
+  }
+}
+
+/** The seq of the run's last stored event (undefined when it has none). */
+async function lastSeq(engine: Engine, runId: string): Promise<number | undefined> {
+  let afterSeq: number | undefined;
+  for (;;) {
+    const page = await engine.listEvents(runId, { limit: PAGE, ...(afterSeq === undefined ? {} : { afterSeq }) });
+    afterSeq = page.at(-1)?.seq ?? afterSeq;
+    if (page.length < PAGE) return afterSeq;
+  }
+}
+
+/**
+ * A run's stored events after `afterSeq`, handed to `listener` in order, each once: read when
+ * asked and every POLL_MS. `ended` resolves once the events read say the run ended (a redrive
+ * after an end starts it again). A failed read is left to the next one.
+ */
+class StoredEvents {
+  readonly ended: Promise<void>;
+  private resolveEnded!: () => void;
+  private isEnded = false;
+  /** Reads run one after another; `again` coalesces the requests made during one. */
+  private reading: Promise<void> | null = null;
+  private again = false;
+  private timer: NodeJS.Timeout | null = null;
+  private stopped = false;
+
+  constructor(
+    private readonly engine: Engine,
+    private readonly runId: string,
+    private afterSeq: number | undefined,
+    private readonly listener: (e: RunEvent) => void,
+  ) {
+    this.ended = new Promise((resolve) => {
+      this.resolveEnded = resolve;
+    });
+    this.schedule();
+  }
+
+  /** Reads what was stored since the last read; resolves when that read (or a later one) is done. */
+  read(): Promise<void> {
+    if (this.reading) {
+      this.again = true;
+      return this.reading;
+    }
+    this.reading = (async () => {
+      do {
+        this.again = false;
+        await this.readPages().catch(() => {});
+      } while (this.again && !this.stopped);
+      this.reading = null;
+    })();
+    return this.reading;
+  }
+
+  stop(): void {
+    this.stopped = true;
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+  }
+
+  private schedule(): void {
+    if (this.stopped) return;
+    this.timer = setTimeout(() => {
+      void this.read().then(() => this.schedule());
+    }, POLL_MS);
+  }
+
+  private async readPages(): Promise<void> {
+    for (;;) {
+      const page = await this.engine.listEvents(this.runId, {
+        limit: PAGE,
+        ...(this.afterSeq === undefined ? {} : { afterSeq: this.afterSeq }),
+      });
+      for (const e of page) {
+        this.afterSeq = e.seq;
+        this.listener(e);
+        if (END_EVENTS.has(e.type)) this.isEnded = true;
+        else if (e.type === "run.retried") this.isEnded = false;
+      }
+      if (this.isEnded) this.resolveEnded();
+      if (page.length < PAGE) return;
+    }
   }
 }
