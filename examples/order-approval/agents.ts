@@ -1,0 +1,56 @@
+/**
+ * Simulated inventory, payment and shipping services for the order-approval example. Each
+ * side effect is keyed by the task's execution_id (stable across attempts), so a retried
+ * attempt would reserve or charge once; the compensations undo by the ids that the original
+ * step returned (`self.output` in their payload). Every agent logs what it does to stderr.
+ */
+import { createHash } from "node:crypto";
+import type { Task } from "../../src/index.js";
+
+function log(task: Task, message: string): void {
+  process.stderr.write(`[${task.run_id.slice(-8)}] ${task.node_id}#${task.visit}: ${message}\n`);
+}
+
+/** An id derived from the idempotency key: every attempt of a visit gets the same one. */
+function idOf(prefix: string, task: Task): string {
+  return `${prefix}-${createHash("sha256").update(task.execution_id).digest("hex").slice(0, 10)}`;
+}
+
+export default {
+  inventory(task: Task) {
+    const { sku, quantity } = task.payload as { sku: string; quantity: number };
+    const reservation_id = idOf("res", task);
+    log(task, `reserved ${quantity} x ${sku} (${reservation_id})`);
+    return { reservation_id, sku, quantity };
+  },
+
+  inventory_release(task: Task) {
+    const { reservation_id, sku } = task.payload as { reservation_id: string; sku: string };
+    log(task, `released reservation ${reservation_id} of ${sku}`);
+    return { released: reservation_id };
+  },
+
+  payments(task: Task) {
+    const { order_id, amount } = task.payload as { order_id: string; amount: number };
+    const charge_id = idOf("ch", task);
+    log(task, `charged ${amount} for order ${order_id} (${charge_id})`);
+    return { charge_id, amount };
+  },
+
+  payments_refund(task: Task) {
+    const { charge_id, amount } = task.payload as { charge_id: string; amount: number };
+    log(task, `refunded ${amount} of charge ${charge_id}`);
+    return { refunded: charge_id, amount };
+  },
+
+  shipping(task: Task) {
+    const { order_id, reservation_id, approved_by } = task.payload as {
+      order_id: string;
+      reservation_id: string;
+      approved_by: string;
+    };
+    const tracking = idOf("trk", task);
+    log(task, `shipped order ${order_id} from ${reservation_id}, approved by ${approved_by} (${tracking})`);
+    return { order_id, tracking };
+  },
+};
