@@ -1,0 +1,120 @@
+/**
+ * How the PostgreSQL store connects: the pool's configuration (every connection's search_path
+ * is the store's schema, bigint read as a JS number), the schema's quoted name, and a
+ * description of the server without the password for error messages.
+ */
+import pg from "pg";
+import { ValidationError } from "../../errors.js";
+
+export const DEFAULT_SCHEMA = "skein";
+/** Prefix of the LISTEN/NOTIFY channel: `skein_ready_<schema>`. */
+const CHANNEL_PREFIX = "skein_ready_";
+/** Identifiers longer than 63 bytes are cut by PostgreSQL; the channel name must fit too. */
+const MAX_SCHEMA_BYTES = 63 - CHANNEL_PREFIX.length;
+
+const INT8_OID = 20;
+
+/** How long opening a connection may take before it counts as unreachable, ms. */
+export const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
+
+export interface ConnectionSettings {
+  /** The pool's (and the ready listener's) configuration. */
+  config: pg.PoolConfig;
+  /** The schema, quoted for SQL. */
+  schemaSql: string;
+  /** The notification channel's name, and quoted for LISTEN. */
+  channel: string;
+  channelSql: string;
+  /** Where the server is, for messages: `postgres://user@host:port/db` (no password). */
+  target: string;
+}
+
+/**
+ * The pool's configuration for `url` with every object in `schema`.
+ * @throws ValidationError for a schema name PostgreSQL cannot use as is.
+ */
+export function connectionSettings(
+  url: string,
+  schema: string,
+  options: { poolSize: number; connectTimeoutMs: number },
+): ConnectionSettings {
+  checkSchema(schema);
+  const schemaSql = pg.escapeIdentifier(schema);
+  const channel = CHANNEL_PREFIX + schema;
+  // Per pool, not global: other pg users in the process keep their own parsers. Epoch ms and
+  // sequence numbers stay far below 2^53.
+  const types = new pg.TypeOverrides();
+  types.setTypeParser(INT8_OID, Number);
+  const { connectionString, options: urlOptions } = withoutOptions(url);
+  const searchPath = `-c search_path=${escapeOption(schemaSql)}`;
+  return {
+    config: {
+      connectionString,
+      options: urlOptions ? `${urlOptions} ${searchPath}` : searchPath,
+      types,
+      max: options.poolSize,
+      connectionTimeoutMillis: options.connectTimeoutMs,
+      // TCP keepalives: a connection to a vanished server fails instead of waiting for ever
+      // (the ready listener's above all: it only reads).
+      keepAlive: true,
+      fallback_application_name: "skein",
+    },
+    schemaSql,
+    channel,
+    channelSql: pg.escapeIdentifier(channel),
+    target: describeTarget(url),
+  };
+}
+
+function checkSchema(schema: string): void {
+  const problem =
+    schema.length === 0
+      ? "is empty"
+      : schema.includes("\0")
+        ? "contains a NUL character"
+        : Buffer.byteLength(schema) > MAX_SCHEMA_BYTES
+          ? `is longer than ${MAX_SCHEMA_BYTES} bytes (the notification channel skein_ready_<schema> must fit in 63)`
+          : null;
+  if (problem) throw new ValidationError(`the PostgreSQL schema name ${JSON.stringify(schema)} ${problem}`);
+}
+
+/**
+ * The startup `options` string is split on whitespace with backslash escapes (libpq): a quoted
+ * schema name with spaces must survive that.
+ */
+function escapeOption(value: string): string {
+  return value.replace(/[\\\s]/g, (c) => `\\${c}`);
+}
+
+/**
+ * pg lets a URL's parameters override the configuration, so the URL's own `options` (say
+ * `-c statement_timeout=5s`) would replace our search_path: take them out and append ours.
+ */
+function withoutOptions(url: string): { connectionString: string; options: string | null } {
+  if (!/[?&]options=/.test(url)) return { connectionString: url, options: null };
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    throw new ValidationError(
+      "cannot combine the `options` parameter of this PostgreSQL URL with the store's search_path; " +
+        "give the host in the URL (postgres://user@host/db?options=...) or drop the options",
+    );
+  }
+  const options = parsed.searchParams.get("options");
+  parsed.searchParams.delete("options");
+  return { connectionString: parsed.toString(), options };
+}
+
+/** `postgres://user@host:port/db`, without password or parameters. */
+export function describeTarget(url: string): string {
+  try {
+    const u = new URL(url);
+    u.password = "";
+    u.search = "";
+    u.hash = "";
+    return u.toString();
+  } catch {
+    return "the PostgreSQL server of the given URL";
+  }
+}

@@ -1,0 +1,125 @@
+/**
+ * PostgreSQL failures as Skein's DatabaseError, with a message that says what failed, where,
+ * and what to do. `transient: true` marks a failure after which the same transaction may
+ * succeed if tried again: a deadlock, a serialization failure, a lost connection, a server
+ * starting up or out of connections, two engines starting a run under one idempotency key.
+ */
+import pg from "pg";
+import { DatabaseError } from "../../errors.js";
+
+/** SQLSTATEs after which trying the same transaction again may succeed. */
+const TRANSIENT_STATES: Record<string, string> = {
+  "40001": "serialization failure",
+  "40P01": "deadlock detected",
+  "55P03": "lock not available",
+  "53300": "too many connections",
+  "57P01": "server shutting down",
+  "57P02": "server crashed",
+  "57P03": "server starting up",
+};
+
+/** What happened when the connection was lost, by what it was doing. */
+export type Phase = "read" | "transaction" | "commit";
+
+const LOST: Record<Phase, (target: string, message: string) => string> = {
+  read: (target, message) => `lost the connection to PostgreSQL at ${target} (${message}); try again`,
+  transaction: (target, message) =>
+    `lost the connection to PostgreSQL at ${target} during a transaction (${message}); ` +
+    "it was rolled back and can be tried again",
+  commit: (target, message) =>
+    `lost the connection to PostgreSQL at ${target} while committing (${message}); ` +
+    "the transaction may or may not have committed",
+};
+
+/** The runs' unique idempotency key (migrations/001_init.sql). */
+const IDEMPOTENCY_CONSTRAINT = "runs_idempotency_key";
+
+function sqlState(e: unknown): string | undefined {
+  return e instanceof pg.DatabaseError ? e.code : undefined;
+}
+
+function messageOf(e: unknown): string {
+  if (e instanceof AggregateError && e.errors.length > 0) return e.errors.map(messageOf).join("; ");
+  const text = e instanceof Error ? e.message : String(e);
+  return text || (e as { code?: string }).code || "unknown error";
+}
+
+/** A network-level failure (refused, unreachable, reset): the socket's error code, not SQL. */
+function isNetworkError(e: unknown): boolean {
+  const code = (e as { code?: unknown }).code;
+  return !(e instanceof pg.DatabaseError) && typeof code === "string" && code.startsWith("E");
+}
+
+/** Why connecting to (or opening) the database failed, as a DatabaseError; other errors unchanged. */
+export function connectError(e: unknown, target: string): Error {
+  if (e instanceof DatabaseError) return e;
+  const state = sqlState(e);
+  const message = messageOf(e);
+  const cause = { cause: e };
+  switch (state) {
+    case "3D000":
+      return new DatabaseError(
+        `the database of ${target} does not exist (${message}); create it (createdb) or fix the database name in the URL`,
+        cause,
+      );
+    case "28P01":
+    case "28000":
+      return new DatabaseError(
+        `PostgreSQL at ${target} refused the login (${message}); check the user and password in the URL, and pg_hba.conf`,
+        cause,
+      );
+    case "42501":
+      return new DatabaseError(
+        `the user of ${target} lacks a privilege Skein needs (${message}); grant CREATE on the database, ` +
+          "or create the schema for that user first",
+        cause,
+      );
+    case "53300":
+    case "57P03":
+      return new DatabaseError(`PostgreSQL at ${target} cannot take a connection now (${message}); retry later`, {
+        ...cause,
+        transient: true,
+      });
+  }
+  if (state === undefined) {
+    // No SQLSTATE: the server was never reached (refused, unknown host, timeout, TLS).
+    return new DatabaseError(
+      `cannot connect to PostgreSQL at ${target} (${message}); check that the server is running and that the URL's host and port are right`,
+      { ...cause, transient: isNetworkError(e) },
+    );
+  }
+  const mapped = statementError(e, target, { broken: false, phase: "read" });
+  return mapped instanceof DatabaseError
+    ? mapped
+    : new DatabaseError(`PostgreSQL at ${target} refused the connection (${state}: ${message})`, cause);
+}
+
+/**
+ * The error to throw for a failed statement. A lost connection (the client saw its socket
+ * fail: `broken`), a transient SQLSTATE and a duplicate idempotency key become a transient
+ * DatabaseError; other errors (a bug: a constraint, a syntax error) are returned unchanged.
+ */
+export function statementError(e: unknown, target: string, context: { broken: boolean; phase: Phase }): Error {
+  if (e instanceof DatabaseError) return e;
+  const state = sqlState(e);
+  const message = messageOf(e);
+  const lost = context.broken || isNetworkError(e) || state?.startsWith("08") === true;
+  if (lost || state === "57P01" || state === "57P02") {
+    return new DatabaseError(LOST[context.phase](target, message), { cause: e, transient: true });
+  }
+  const transient = state === undefined ? undefined : TRANSIENT_STATES[state];
+  if (transient) {
+    return new DatabaseError(
+      `PostgreSQL at ${target} aborted the transaction: ${transient} (${state}: ${message}); it can be tried again`,
+      { cause: e, transient: true },
+    );
+  }
+  if (state === "23505" && (e as pg.DatabaseError).constraint === IDEMPOTENCY_CONSTRAINT) {
+    return new DatabaseError(
+      `another engine started a run with the same idempotency key at the same time (${message}); ` +
+        "trying again finds that run",
+      { cause: e, transient: true },
+    );
+  }
+  return e instanceof Error ? e : new Error(message);
+}
