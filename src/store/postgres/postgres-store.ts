@@ -1,0 +1,398 @@
+/**
+ * The PostgreSQL store: many engines on many machines share one database (DESIGN §8). Every
+ * object lives in one schema (`skein` unless told), which each pooled connection has as its
+ * search_path. A store runs its transactions one at a time on one pooled connection; reads
+ * outside transactions use the rest of the pool concurrently. Runs are changed under their
+ * row locks (store.ts), the database's clock judges every due time (DESIGN §7), and
+ * LISTEN/NOTIFY wakes idle engines when another one makes visits ready.
+ */
+
+import pg from "pg";
+import type { Logger } from "pino";
+import type { Compensation, Run, RunEvent, Visit } from "../../core/types.js";
+import { DatabaseError, ValidationError } from "../../errors.js";
+import type { EngineRow, RunFilter, Store, StoredWorkflow, StoreTx } from "../store.js";
+import {
+  type ConnectionSettings,
+  connectionSettings,
+  DEFAULT_CONNECT_TIMEOUT_MS,
+  DEFAULT_SCHEMA,
+} from "./connection.js";
+import { migrate } from "./migrate.js";
+import { connectError } from "./pg-errors.js";
+import { HOLDS_ATTEMPTS, PostgresTx } from "./postgres-tx.js";
+import { ReadyListener } from "./ready-listener.js";
+import {
+  compensationFromDb,
+  type DbCompensation,
+  type DbEvent,
+  type DbRun,
+  type DbVisit,
+  eventFromDb,
+  runFromDb,
+  visitFromDb,
+} from "./rows.js";
+import { Session } from "./session.js";
+
+export interface PostgresOptions {
+  /** A connection URL: `postgres://user:password@host:5432/database`. */
+  url: string;
+  /** The schema holding Skein's tables, created when missing. Default `skein`. */
+  schema?: string;
+  /**
+   * The clock of every due time. Default: the database's (`clock_timestamp()`, read once per
+   * transaction), so that engines on machines with skewed clocks agree. Tests pass a manual clock.
+   */
+  clock?: { now(): number };
+  logger?: Pick<Logger, "warn">;
+  /**
+   * Connections in the pool: one carries this store's transactions, the others concurrent reads.
+   * The listener for ready visits has one more of its own. Default 5, at least 2.
+   */
+  poolSize?: number;
+  /** How long opening a connection may take, ms. Default 10 000. */
+  connectTimeoutMs?: number;
+}
+
+export const DEFAULT_POOL_SIZE = 5;
+
+/** The database's time in epoch ms. clock_timestamp(), not now(): now() is the transaction's start. */
+const DB_NOW = "floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint";
+
+const BEGIN = "BEGIN ISOLATION LEVEL READ COMMITTED";
+
+/** First key of workflow registration locks ("skwf"); the second is a hash of schema and id. */
+const WORKFLOW_LOCK = 0x736b7766;
+
+const SQL = {
+  // $4: the clock's time, or null for the database's. $5: how long a heartbeat stays fresh.
+  registerEngine: `
+    WITH t AS (SELECT coalesce($4::bigint, ${DB_NOW}) AS now),
+    me AS (INSERT INTO engines (engine_id, host, pid, started_at, heartbeat_at)
+           SELECT $1, $2, $3, t.now, t.now FROM t),
+    d AS (UPDATE engines e SET stopped_at = t.now FROM t
+           WHERE e.stopped_at IS NULL AND e.heartbeat_at < t.now - $5::bigint AND e.engine_id <> $1
+          RETURNING e.engine_id)
+    SELECT engine_id FROM d WHERE ${HOLDS_ATTEMPTS}`,
+  // A heartbeat also revives an engine another one took for dead while it was merely slow: if
+  // it dies later, its newer attempts are recovered as soon as its heartbeat goes stale again.
+  heartbeat: `UPDATE engines SET heartbeat_at = coalesce($2::bigint, ${DB_NOW}), stopped_at = NULL WHERE engine_id = $1`,
+  // An engine that stops while attempts it held still run (closed before they returned) is
+  // not stopped but made stale at once, so the next engine to look takes it and recovers them.
+  stopEngine: `
+    WITH d AS (SELECT $1::text AS engine_id),
+    h AS (SELECT ${HOLDS_ATTEMPTS} AS held FROM d)
+    UPDATE engines e SET stopped_at = CASE WHEN h.held THEN NULL ELSE coalesce($2::bigint, ${DB_NOW}) END,
+                         heartbeat_at = CASE WHEN h.held THEN 0 ELSE e.heartbeat_at END
+      FROM h WHERE e.engine_id = $1`,
+} as const;
+
+export class PostgresStore implements Store {
+  readonly exclusive = false;
+  private lock: Promise<unknown> = Promise.resolve();
+  private readonly listener: ReadyListener;
+  private closing: Promise<void> | null = null;
+  private closed = false;
+
+  private constructor(
+    private readonly pool: pg.Pool,
+    private readonly settings: ConnectionSettings,
+    private readonly clock: { now(): number } | undefined,
+    logger: Pick<Logger, "warn">,
+  ) {
+    const { max: _max, types: _types, ...client } = settings.config;
+    this.listener = new ReadyListener(client, settings.channel, settings.channelSql, logger);
+  }
+
+  /**
+   * Connects, creates the schema when missing and migrates it.
+   * @throws DatabaseError when the server cannot be reached, refuses the login, has no such
+   *   database, or holds a schema that is newer than this Skein or not Skein's.
+   * @throws ValidationError for an unusable schema name or pool size.
+   */
+  static async open(options: PostgresOptions): Promise<PostgresStore> {
+    const schema = options.schema ?? DEFAULT_SCHEMA;
+    const poolSize = options.poolSize ?? DEFAULT_POOL_SIZE;
+    if (!Number.isInteger(poolSize) || poolSize < 2) {
+      // A transaction's work may read outside it (a workflow definition): one connection would wait for itself.
+      throw new ValidationError(`poolSize must be an integer of at least 2, got ${poolSize}`);
+    }
+    const settings = connectionSettings(options.url, schema, {
+      poolSize,
+      connectTimeoutMs: options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
+    });
+    const logger = options.logger ?? { warn: () => {} };
+    const pool = new pg.Pool(settings.config);
+    // An idle connection that fails (a server restart) is dropped by the pool; without a
+    // listener the event would crash the process.
+    pool.on("error", (err) => logger.warn({ err }, "skein: an idle PostgreSQL connection failed"));
+    try {
+      await migrate(pool, { schema, schemaSql: settings.schemaSql, target: settings.target });
+    } catch (e) {
+      await pool.end().catch(() => undefined);
+      throw connectError(e, settings.target);
+    }
+    return new PostgresStore(pool, settings, options.clock, logger);
+  }
+
+  async registerEngine(engine: EngineRow, staleBefore: number): Promise<string[]> {
+    // Many engines share the database: nothing to refuse. With the database's clock, the
+    // freshness window is the caller's (its now - staleBefore), judged by the database's now.
+    const rows = await this.read<{ engine_id: string }>({
+      name: "skein_register_engine",
+      text: SQL.registerEngine,
+      values: [
+        engine.engine_id,
+        engine.host,
+        engine.pid,
+        this.clock ? engine.heartbeat_at : null,
+        engine.heartbeat_at - staleBefore,
+      ],
+    });
+    return rows.map((r) => r.engine_id);
+  }
+
+  async heartbeat(engineId: string, now: number): Promise<void> {
+    await this.read({ name: "skein_heartbeat", text: SQL.heartbeat, values: [engineId, this.clock ? now : null] });
+  }
+
+  async stopEngine(engineId: string, now: number): Promise<void> {
+    await this.read({ name: "skein_stop_engine", text: SQL.stopEngine, values: [engineId, this.clock ? now : null] });
+  }
+
+  async putWorkflow(id: string, hash: string, definition: string, now: number) {
+    const [known] = await this.read<{ version: number }>({
+      name: "skein_workflow_by_hash",
+      text: "SELECT version FROM workflows WHERE id = $1 AND hash = $2",
+      values: [id, hash],
+    });
+    if (known) return { version: known.version, created: false };
+    // Two processes registering at once: the lock orders them, and the second finds the first's version.
+    return this.inTransaction(async (session) => {
+      await session.query({
+        text: "SELECT pg_advisory_xact_lock($1, hashtext($2))",
+        values: [WORKFLOW_LOCK, `${this.settings.schemaSql}.${id}`],
+      });
+      const { rows } = await session.query<{ same: number | null; latest: number | null }>({
+        text: `SELECT (SELECT version FROM workflows WHERE id = $1 AND hash = $2) AS same,
+                      (SELECT max(version) FROM workflows WHERE id = $1) AS latest`,
+        values: [id, hash],
+      });
+      const same = rows[0]?.same ?? null;
+      if (same !== null) return { version: same, created: false };
+      const version = (rows[0]?.latest ?? 0) + 1;
+      const stored = JSON.stringify({ ...JSON.parse(definition), version });
+      const inserted = await session.query({
+        text: `INSERT INTO workflows (id, version, hash, definition, created_at) VALUES ($1, $2, $3, $4, $5)
+               ON CONFLICT DO NOTHING`,
+        values: [id, version, hash, stored, now],
+      });
+      if (inserted.rowCount === 1) return { version, created: true };
+      const again = await session.query<{ version: number }>({
+        text: "SELECT version FROM workflows WHERE id = $1 AND hash = $2",
+        values: [id, hash],
+      });
+      const found = again.rows[0];
+      if (!found) throw new Error(`skein: workflow ${id} version ${version} was taken by another definition`);
+      return { version: found.version, created: false };
+    });
+  }
+
+  async getWorkflow(id: string, version?: number): Promise<StoredWorkflow | null> {
+    const [row] =
+      version === undefined
+        ? await this.read<StoredWorkflow>({
+            name: "skein_latest_workflow",
+            text: "SELECT * FROM workflows WHERE id = $1 ORDER BY version DESC LIMIT 1",
+            values: [id],
+          })
+        : await this.read<StoredWorkflow>({
+            name: "skein_workflow",
+            text: "SELECT * FROM workflows WHERE id = $1 AND version = $2",
+            values: [id, version],
+          });
+    return row ?? null;
+  }
+
+  async listWorkflows(): Promise<{ id: string; version: number; created_at: number }[]> {
+    return this.read({
+      text: "SELECT id, max(version) AS version, max(created_at) AS created_at FROM workflows GROUP BY id ORDER BY id",
+    });
+  }
+
+  async getRun(runId: string): Promise<Run | null> {
+    const [row] = await this.read<DbRun>({
+      name: "skein_get_run",
+      text: "SELECT * FROM runs WHERE run_id = $1",
+      values: [runId],
+    });
+    return row ? runFromDb(row) : null;
+  }
+
+  async listRuns(filter: RunFilter): Promise<Run[]> {
+    const where: string[] = [];
+    const values: unknown[] = [];
+    const param = (value: unknown) => {
+      values.push(value);
+      return `$${values.length}`;
+    };
+    if (filter.status) where.push(`status = ${param(filter.status)}`);
+    if (filter.workflow_id) where.push(`workflow_id = ${param(filter.workflow_id)}`);
+    if (filter.before) {
+      where.push(`(created_at, run_id) < (SELECT created_at, run_id FROM runs WHERE run_id = ${param(filter.before)})`);
+    }
+    const text = `SELECT * FROM runs ${where.length ? `WHERE ${where.join(" AND ")}` : ""}
+      ORDER BY created_at DESC, run_id DESC LIMIT ${param(filter.limit ?? 100)}`;
+    return (await this.read<DbRun>({ text, values })).map(runFromDb);
+  }
+
+  async listVisits(runId: string, options: { currentOnly?: boolean } = {}): Promise<Visit[]> {
+    const rows = await this.read<DbVisit>(
+      options.currentOnly
+        ? {
+            name: "skein_current_visits",
+            text: "SELECT * FROM visits WHERE run_id = $1 AND is_current ORDER BY created_at, node_id",
+            values: [runId],
+          }
+        : {
+            name: "skein_visits",
+            text: "SELECT * FROM visits WHERE run_id = $1 ORDER BY created_at, node_id, visit",
+            values: [runId],
+          },
+    );
+    return rows.map(visitFromDb);
+  }
+
+  async latestTerminalVisits(runId: string): Promise<Visit[]> {
+    const rows = await this.read<DbVisit>({
+      name: "skein_latest_terminal_visits",
+      text: `SELECT DISTINCT ON (node_id) * FROM visits
+              WHERE run_id = $1 AND state IN ('SUCCEEDED', 'FAILED', 'SKIPPED', 'CANCELLED')
+              ORDER BY node_id, visit DESC`,
+      values: [runId],
+    });
+    return rows.map(visitFromDb);
+  }
+
+  async listEvents(runId: string, options: { afterSeq?: number; limit?: number } = {}): Promise<RunEvent[]> {
+    const rows = await this.read<DbEvent>({
+      name: "skein_events",
+      text: "SELECT * FROM events WHERE run_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
+      values: [runId, options.afterSeq ?? 0, options.limit ?? 10_000],
+    });
+    return rows.map(eventFromDb);
+  }
+
+  async listReviews(): Promise<Visit[]> {
+    const rows = await this.read<DbVisit>({
+      name: "skein_reviews",
+      // NULLS FIRST: SQLite's order.
+      text: "SELECT * FROM visits WHERE state = 'IN_REVIEW' ORDER BY started_at NULLS FIRST, run_id",
+    });
+    return rows.map(visitFromDb);
+  }
+
+  async listCompensations(runId: string): Promise<Compensation[]> {
+    const rows = await this.read<DbCompensation>({
+      name: "skein_compensations",
+      text: "SELECT * FROM compensations WHERE run_id = $1 ORDER BY seq",
+      values: [runId],
+    });
+    return rows.map(compensationFromDb);
+  }
+
+  async checkpoint(): Promise<void> {
+    // PostgreSQL checkpoints and vacuums on its own.
+  }
+
+  onReady(listener: (agentType: string) => void): void {
+    this.listener.add(listener);
+  }
+
+  transaction<T>(fn: (tx: StoreTx) => Promise<T>): Promise<T> {
+    const clock = this.clock;
+    // The database's time is read in BEGIN's round trip.
+    const begin = clock ? BEGIN : `${BEGIN}; SELECT ${DB_NOW} AS now`;
+    return this.serial(() =>
+      this.inTransaction(async (session, begun) => {
+        let time: () => number;
+        if (clock) time = () => clock.now();
+        else {
+          const now = begun[1]?.rows[0]?.now as number | undefined;
+          if (typeof now !== "number") throw new Error("skein: PostgreSQL did not return its time at BEGIN");
+          time = () => now;
+        }
+        const tx = new PostgresTx(session, time, this.settings.channel);
+        try {
+          return await fn(tx);
+        } finally {
+          tx.end();
+        }
+      }, begin),
+    );
+  }
+
+  async close(): Promise<void> {
+    this.closing ??= (async () => {
+      await this.lock; // transactions asked for before close() still run
+      this.closed = true;
+      await this.listener.close();
+      await this.pool.end();
+    })();
+    return this.closing;
+  }
+
+  /**
+   * Runs `fn` in a transaction on a pooled connection of its own and commits; rolls back if it
+   * throws. `begin` opens the transaction and may read something in the same round trip; `fn`
+   * gets its results.
+   */
+  private async inTransaction<T>(
+    fn: (session: Session, begun: pg.QueryResult[]) => Promise<T>,
+    begin: string = BEGIN,
+  ): Promise<T> {
+    const session = await this.session();
+    let open = false;
+    let destroy = false;
+    try {
+      const begun = await session.multi(begin);
+      open = true;
+      const result = await fn(session, begun);
+      open = false;
+      await session.query("COMMIT", "commit");
+      return result;
+    } catch (e) {
+      // After a failed COMMIT the transaction is over; a broken connection took it with it.
+      if (open && !session.isBroken) {
+        await session.query("ROLLBACK").catch(() => {
+          destroy = true;
+        });
+      }
+      throw e;
+    } finally {
+      session.release(destroy);
+    }
+  }
+
+  /** One statement outside any transaction, on any free pooled connection. */
+  private async read<R extends object>(config: pg.QueryConfig): Promise<R[]> {
+    const session = await this.session();
+    try {
+      return (await session.query<R & pg.QueryResultRow>(config, "read")).rows;
+    } finally {
+      session.release();
+    }
+  }
+
+  private async session(): Promise<Session> {
+    if (this.closed) throw new DatabaseError(`the store of ${this.settings.target} is closed`);
+    return Session.open(this.pool, this.settings.target);
+  }
+
+  /** Runs `fn` when this store's previous transaction is over: one at a time, in call order. */
+  private serial<T>(fn: () => Promise<T>): Promise<T> {
+    const result = this.lock.then(fn, fn);
+    this.lock = result.catch(() => undefined);
+    return result;
+  }
+}

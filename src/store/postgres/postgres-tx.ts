@@ -1,0 +1,326 @@
+/**
+ * The operations of one PostgreSQL transaction (StoreTx). Round trips are what costs here:
+ * every method is one statement (loadRun two: its lock must come before the snapshot that reads
+ * the visits), batches are one statement whatever their size, and the hot statements are
+ * prepared once per connection (`name`).
+ */
+import type { Compensation, NewEvent, Run, RunEvent, Visit } from "../../core/types.js";
+import type { StoreTx, VisitKey } from "../store.js";
+import {
+  COMPENSATION_COLUMNS,
+  type Columns,
+  columnArrays,
+  compensationFromDb,
+  type DbCompensation,
+  type DbRun,
+  type DbVisit,
+  EVENT_COLUMNS,
+  IMMUTABLE_COLUMNS,
+  names,
+  placeholders,
+  RUN_COLUMNS,
+  RUN_UPDATE_COLUMNS,
+  rowValues,
+  runFromDb,
+  unnestSql,
+  VISIT_COLUMNS,
+  visitFromDb,
+} from "./rows.js";
+import type { Session } from "./session.js";
+
+/**
+ * The dead engine `d` holds an attempt it must give back: a running visit or compensation, or
+ * a cancelled visit of a compensating run (compensation waits for it). The SQLite store's three cases.
+ */
+export const HOLDS_ATTEMPTS = `
+  EXISTS (SELECT 1 FROM visits v WHERE v.state = 'RUNNING' AND v.holder = d.engine_id)
+  OR EXISTS (SELECT 1 FROM compensations c WHERE c.state = 'RUNNING' AND c.holder = d.engine_id)
+  OR EXISTS (SELECT 1 FROM runs r JOIN visits v ON v.run_id = r.run_id
+             WHERE r.status = 'COMPENSATING' AND v.state = 'CANCELLED' AND v.holder = d.engine_id)`;
+
+/**
+ * Engines other than $1 whose heartbeat is older than $2, marked stopped at $3 by this statement:
+ * a second caller waits for the row lock, then finds stopped_at set and skips the row.
+ * Returns those still holding attempts.
+ */
+const TAKE_DEAD_ENGINES = `
+  WITH d AS (
+    UPDATE engines SET stopped_at = $3
+     WHERE stopped_at IS NULL AND heartbeat_at < $2 AND engine_id <> $1
+    RETURNING engine_id)
+  SELECT engine_id FROM d WHERE ${HOLDS_ATTEMPTS}`;
+
+/** `"a" = excluded."a", ...` / `"a" = u."a", ...` for every mutable column. */
+function assignments<T>(columns: Columns<T>, source: string): string {
+  return names(columns)
+    .filter((c) => !IMMUTABLE_COLUMNS.has(c.slice(1, -1)))
+    .map((c) => `${c} = ${source}.${c}`)
+    .join(", ");
+}
+
+const SQL = {
+  runByKey: { name: "skein_run_by_key", text: "SELECT * FROM runs WHERE idempotency_key = $1" },
+  insertRun: {
+    name: "skein_insert_run",
+    text: `INSERT INTO runs (${names(RUN_COLUMNS).join(", ")}) VALUES (${placeholders(RUN_COLUMNS)})`,
+  },
+  updateRun: {
+    name: "skein_update_run",
+    text: `UPDATE runs SET ${names(RUN_UPDATE_COLUMNS)
+      .slice(1)
+      .map((c, i) => `${c} = $${i + 2}`)
+      .join(", ")} WHERE run_id = $1`,
+  },
+  lockRuns: {
+    name: "skein_lock_runs",
+    text: "SELECT run_id FROM runs WHERE run_id = ANY($1::text[]) ORDER BY run_id FOR UPDATE",
+  },
+  lockRun: { name: "skein_lock_run", text: "SELECT * FROM runs WHERE run_id = $1 FOR UPDATE" },
+  lockRunSkip: { name: "skein_lock_run_skip", text: "SELECT * FROM runs WHERE run_id = $1 FOR UPDATE SKIP LOCKED" },
+  // A second statement, so its snapshot is taken after the lock: it sees what the transaction
+  // that held the run last committed.
+  runRows: {
+    name: "skein_run_rows",
+    text: `SELECT
+      (SELECT coalesce(json_agg(v), '[]') FROM visits v WHERE v.run_id = $1 AND v.is_current) AS visits,
+      (SELECT coalesce(json_agg(c ORDER BY c.seq), '[]') FROM compensations c WHERE c.run_id = $1) AS compensations`,
+  },
+  notify: {
+    name: "skein_notify",
+    text: "SELECT pg_notify($1, t) FROM (SELECT DISTINCT unnest($2::text[]) AS t) AS types",
+  },
+  runHistory: {
+    name: "skein_run_history",
+    text: `SELECT v.*, (SELECT max(e.seq) FROM events e WHERE e.run_id = v.run_id AND e.type = 'node.succeeded'
+                        AND e.node_id = v.node_id AND e.visit = v.visit) AS success_seq
+             FROM visits v WHERE v.run_id = $1`,
+  },
+  writeCompensations: {
+    name: "skein_write_compensations",
+    text: `INSERT INTO compensations (${names(COMPENSATION_COLUMNS).join(", ")})
+           SELECT * FROM ${unnestSql(COMPENSATION_COLUMNS)}
+           ON CONFLICT (run_id, seq) DO UPDATE SET ${assignments(COMPENSATION_COLUMNS, "excluded")}`,
+  },
+  compensatingRuns: {
+    name: "skein_compensating_runs",
+    text: "SELECT run_id FROM runs WHERE status = 'COMPENSATING' ORDER BY created_at LIMIT $1",
+  },
+  getVisit: {
+    name: "skein_get_visit",
+    text: "SELECT * FROM visits WHERE run_id = $1 AND node_id = $2 AND visit = $3",
+  },
+  insertVisits: {
+    name: "skein_insert_visits",
+    text: `INSERT INTO visits (${names(VISIT_COLUMNS).join(", ")}) SELECT * FROM ${unnestSql(VISIT_COLUMNS)}`,
+  },
+  updateVisits: {
+    name: "skein_update_visits",
+    text: `UPDATE visits v SET ${assignments(VISIT_COLUMNS, "u")} FROM ${unnestSql(VISIT_COLUMNS)}
+           WHERE v.run_id = u.run_id AND v.node_id = u.node_id AND v.visit = u.visit`,
+  },
+  // Rows go in in the batch's order, so their seqs grow in that order.
+  insertEvents: {
+    name: "skein_insert_events",
+    text: `INSERT INTO events (${names(EVENT_COLUMNS).join(", ")})
+           SELECT ${names(EVENT_COLUMNS).join(", ")} FROM ${unnestSql(EVENT_COLUMNS, { ordinality: true })}
+           ORDER BY u.ordinality RETURNING seq`,
+  },
+  // The run's lock, not the visit's: a run is changed only under its lock. MATERIALIZED keeps
+  // the LIMIT with the locking scan, so the claim never returns more than asked.
+  claimable: {
+    name: "skein_claimable",
+    text: `WITH c AS MATERIALIZED (
+             SELECT v.run_id, v.node_id, v.visit FROM visits v JOIN runs r ON r.run_id = v.run_id
+              WHERE v.agent_type = $1 AND v.ready_at IS NOT NULL AND v.ready_at <= $2 AND v.payload IS NOT NULL
+              ORDER BY v.ready_at LIMIT $3
+                FOR UPDATE OF r SKIP LOCKED)
+           SELECT run_id, node_id, visit FROM c`,
+  },
+  unresolved: {
+    name: "skein_unresolved",
+    text: `SELECT run_id, node_id, visit FROM visits
+            WHERE ready_at IS NOT NULL AND payload IS NULL AND ready_at <= $1 ORDER BY ready_at LIMIT $2`,
+  },
+  expiredAttempts: {
+    name: "skein_expired_attempts",
+    text: `SELECT run_id, node_id, visit FROM visits
+            WHERE state = 'RUNNING' AND lease_expires_at <= $1 ORDER BY lease_expires_at LIMIT $2`,
+  },
+  attemptsHeldBy: {
+    name: "skein_attempts_held_by",
+    text: "SELECT run_id, node_id, visit FROM visits WHERE state = 'RUNNING' AND holder = ANY($1::text[]) LIMIT $2",
+  },
+  expiredReviews: {
+    name: "skein_expired_reviews",
+    text: `SELECT run_id, node_id, visit FROM visits
+            WHERE state = 'IN_REVIEW' AND lease_expires_at <= $1 ORDER BY lease_expires_at LIMIT $2`,
+  },
+  expiredRuns: {
+    name: "skein_expired_runs",
+    text: "SELECT run_id FROM runs WHERE ended_at IS NULL AND deadline_at <= $1 ORDER BY deadline_at LIMIT $2",
+  },
+  nextDue: {
+    name: "skein_next_due",
+    text: `SELECT min(t) AS t FROM (
+             SELECT min(ready_at) AS t FROM visits WHERE ready_at IS NOT NULL AND ready_at > $1
+             UNION ALL SELECT min(lease_expires_at) FROM visits WHERE state = 'RUNNING'
+             UNION ALL SELECT min(lease_expires_at) FROM visits WHERE state = 'IN_REVIEW'
+             UNION ALL SELECT min(deadline_at) FROM runs WHERE ended_at IS NULL
+             UNION ALL SELECT min(ready_at) FROM compensations WHERE ready_at IS NOT NULL AND ready_at > $1
+             UNION ALL SELECT min(lease_expires_at) FROM compensations WHERE state = 'RUNNING') AS due`,
+  },
+} as const;
+
+/** Last one wins when a batch names the same row twice (one statement may not touch a row twice). */
+function distinct<T>(rows: Iterable<T>, key: (row: T) => string): T[] {
+  const byKey = new Map<string, T>();
+  for (const row of rows) byKey.set(key(row), row);
+  return [...byKey.values()];
+}
+
+const visitKey = (v: Visit) => `${v.run_id}\0${v.node_id}\0${v.visit}`;
+
+export class PostgresTx implements StoreTx {
+  private ended = false;
+
+  constructor(
+    private readonly session: Session,
+    /** The transaction's time: the database's, read at BEGIN, or the injected clock's. */
+    private readonly time: () => number,
+    /** The NOTIFY channel of the store's schema. */
+    private readonly channel: string,
+  ) {}
+
+  /** Called when the transaction ends: a tx kept past its transaction must not run statements on a reused connection. */
+  end(): void {
+    this.ended = true;
+  }
+
+  private async q<R extends object>(config: { name?: string; text: string }, values: unknown[]): Promise<R[]> {
+    if (this.ended) throw new Error("skein: a store transaction was used after it ended");
+    const result = await this.session.query<R & Record<string, unknown>>({ ...config, values });
+    return result.rows;
+  }
+
+  async now(): Promise<number> {
+    return this.time();
+  }
+
+  async lockRuns(runIds: string[]): Promise<void> {
+    if (runIds.length > 0) await this.q(SQL.lockRuns, [runIds]);
+  }
+
+  async notifyReady(agentTypes: string[]): Promise<void> {
+    if (agentTypes.length > 0) await this.q(SQL.notify, [this.channel, agentTypes]);
+  }
+
+  async takeDeadEngines(self: string, staleBefore: number): Promise<string[]> {
+    const rows = await this.q<{ engine_id: string }>({ name: "skein_take_dead_engines", text: TAKE_DEAD_ENGINES }, [
+      self,
+      staleBefore,
+      this.time(),
+    ]);
+    return rows.map((r) => r.engine_id);
+  }
+
+  async runByIdempotencyKey(key: string): Promise<Run | null> {
+    const [row] = await this.q<DbRun>(SQL.runByKey, [key]);
+    return row ? runFromDb(row) : null;
+  }
+
+  async insertRun(run: Run): Promise<void> {
+    await this.q(SQL.insertRun, rowValues(RUN_COLUMNS, run));
+  }
+
+  async updateRun(run: Run): Promise<void> {
+    await this.q(SQL.updateRun, rowValues(RUN_UPDATE_COLUMNS, run));
+  }
+
+  async writtenElsewhere(): Promise<boolean> {
+    // No run state is kept between transactions on PostgreSQL (exclusive = false).
+    return false;
+  }
+
+  async loadRun(
+    runId: string,
+    options: { skipLocked?: boolean } = {},
+  ): Promise<{ run: Run; visits: Visit[]; compensations: Compensation[] } | null> {
+    const [row] = await this.q<DbRun>(options.skipLocked ? SQL.lockRunSkip : SQL.lockRun, [runId]);
+    if (!row) return null;
+    const [rest] = await this.q<{ visits: DbVisit[]; compensations: DbCompensation[] }>(SQL.runRows, [runId]);
+    return {
+      run: runFromDb(row),
+      visits: (rest?.visits ?? []).map(visitFromDb),
+      compensations: (rest?.compensations ?? []).map(compensationFromDb),
+    };
+  }
+
+  async runHistory(runId: string): Promise<{ visit: Visit; successSeq: number | null }[]> {
+    const rows = await this.q<DbVisit & { success_seq: number | null }>(SQL.runHistory, [runId]);
+    return rows.map(({ success_seq, ...row }) => ({ visit: visitFromDb(row), successSeq: success_seq }));
+  }
+
+  async writeCompensations(rows: Iterable<Compensation>): Promise<void> {
+    const batch = distinct(rows, (c) => `${c.run_id}\0${c.seq}`);
+    if (batch.length > 0) await this.q(SQL.writeCompensations, columnArrays(COMPENSATION_COLUMNS, batch));
+  }
+
+  async compensatingRuns(limit: number): Promise<string[]> {
+    const rows = await this.q<{ run_id: string }>(SQL.compensatingRuns, [limit]);
+    return rows.map((r) => r.run_id);
+  }
+
+  async getVisit(key: VisitKey): Promise<Visit | null> {
+    const [row] = await this.q<DbVisit>(SQL.getVisit, [key.run_id, key.node_id, key.visit]);
+    return row ? visitFromDb(row) : null;
+  }
+
+  async insertVisits(visits: Iterable<Visit>): Promise<void> {
+    const batch = [...visits];
+    if (batch.length > 0) await this.q(SQL.insertVisits, columnArrays(VISIT_COLUMNS, batch));
+  }
+
+  async updateVisits(visits: Iterable<Visit>): Promise<void> {
+    const batch = distinct(visits, visitKey);
+    if (batch.length > 0) await this.q(SQL.updateVisits, columnArrays(VISIT_COLUMNS, batch));
+  }
+
+  async insertEvents(events: NewEvent[]): Promise<RunEvent[]> {
+    if (events.length === 0) return [];
+    const rows = await this.q<{ seq: number }>(SQL.insertEvents, columnArrays(EVENT_COLUMNS, events));
+    // RETURNING's order is not promised; the seqs, drawn in insertion order, are.
+    const seqs = rows.map((r) => r.seq).sort((a, b) => a - b);
+    return events.map((e, i) => ({ ...e, seq: seqs[i]! }));
+  }
+
+  async claimable(agentType: string, now: number, limit: number): Promise<VisitKey[]> {
+    return this.q<VisitKey>(SQL.claimable, [agentType, now, limit]);
+  }
+
+  async unresolved(now: number, limit: number): Promise<VisitKey[]> {
+    return this.q<VisitKey>(SQL.unresolved, [now, limit]);
+  }
+
+  async expiredAttempts(now: number, limit: number): Promise<VisitKey[]> {
+    return this.q<VisitKey>(SQL.expiredAttempts, [now, limit]);
+  }
+
+  async attemptsHeldBy(holders: string[], limit: number): Promise<VisitKey[]> {
+    if (holders.length === 0) return [];
+    return this.q<VisitKey>(SQL.attemptsHeldBy, [holders, limit]);
+  }
+
+  async expiredReviews(now: number, limit: number): Promise<VisitKey[]> {
+    return this.q<VisitKey>(SQL.expiredReviews, [now, limit]);
+  }
+
+  async expiredRuns(now: number, limit: number): Promise<string[]> {
+    const rows = await this.q<{ run_id: string }>(SQL.expiredRuns, [now, limit]);
+    return rows.map((r) => r.run_id);
+  }
+
+  async nextDue(now: number): Promise<number | null> {
+    const [row] = await this.q<{ t: number | null }>(SQL.nextDue, [now]);
+    return row?.t ?? null;
+  }
+}

@@ -1,0 +1,191 @@
+/**
+ * Conversion between PostgreSQL rows and domain types. pg already gives booleans, numbers
+ * (bigint through the pool's parser) and parsed JSON, so rows are the domain types but for the
+ * string enums. Writes go by column: one array per column, expanded by `unnest`, so a batch of
+ * any size is one statement with a fixed text (preparable once).
+ */
+import type { EndCause, RunStatus, VisitState } from "../../core/states.js";
+import type { Compensation, NewEvent, Run, RunEvent, Visit } from "../../core/types.js";
+
+type Row<T, K extends keyof T> = Omit<T, K> & { [P in K]: string | null };
+
+export type DbRun = Row<Run, "status" | "end_cause">;
+export type DbVisit = Row<Visit, "state">;
+export type DbCompensation = Row<Compensation, "state">;
+export type DbEvent = Row<RunEvent, "type">;
+
+export const runFromDb = (r: DbRun): Run => ({
+  ...r,
+  status: r.status as RunStatus,
+  end_cause: r.end_cause as EndCause | null,
+});
+export const visitFromDb = (r: DbVisit): Visit => ({ ...r, state: r.state as VisitState });
+export const compensationFromDb = (r: DbCompensation): Compensation => ({ ...r, state: r.state as VisitState });
+export const eventFromDb = (r: DbEvent): RunEvent => ({ ...r, type: r.type as RunEvent["type"] });
+
+/**
+ * How a column is sent: its SQL type; JSON as text (pg would turn a JS array into a SQL array),
+ * null as SQL NULL (as SQLite's store does) except in `json!` columns, which are NOT NULL and
+ * keep a JSON null.
+ */
+type Kind = "text" | "integer" | "bigint" | "boolean" | "json" | "json!";
+
+const sqlType = (kind: Kind): string => (kind === "json!" ? "json" : kind);
+
+function param(kind: Kind, value: unknown): unknown {
+  if (kind === "json!") return JSON.stringify(value ?? null);
+  if (value === undefined || value === null) return null;
+  return kind === "json" ? JSON.stringify(value) : value;
+}
+
+/** A table's columns in order; a record, so that a column missing from the domain type is a compile error. */
+export type Columns<T> = { [K in keyof T]-?: Kind };
+
+export const RUN_COLUMNS: Columns<Run> = {
+  run_id: "text",
+  workflow_id: "text",
+  workflow_version: "integer",
+  status: "text",
+  input: "json!",
+  output: "json",
+  error: "json",
+  end_cause: "text",
+  trace_id: "text",
+  traceparent: "text",
+  idempotency_key: "text",
+  input_hash: "text",
+  needs_attention: "boolean",
+  created_at: "bigint",
+  updated_at: "bigint",
+  deadline_at: "bigint",
+  ended_at: "bigint",
+};
+
+export const VISIT_COLUMNS: Columns<Visit> = {
+  run_id: "text",
+  node_id: "text",
+  visit: "integer",
+  execution_id: "text",
+  agent_type: "text",
+  state: "text",
+  is_current: "boolean",
+  loop_activated: "boolean",
+  trigger: "json",
+  payload: "json",
+  output: "json",
+  error: "json",
+  reason: "text",
+  handled: "boolean",
+  fired: "json",
+  failures: "integer",
+  attempt: "integer",
+  interruptions: "integer",
+  prior_starts: "integer",
+  ready_at: "bigint",
+  deadline_at: "bigint",
+  lease_expires_at: "bigint",
+  holder: "text",
+  created_at: "bigint",
+  started_at: "bigint",
+  ended_at: "bigint",
+};
+
+export const COMPENSATION_COLUMNS: Columns<Compensation> = {
+  run_id: "text",
+  seq: "integer",
+  node_id: "text",
+  visit: "integer",
+  execution_id: "text",
+  agent_type: "text",
+  state: "text",
+  output: "json",
+  error: "json",
+  reason: "text",
+  failures: "integer",
+  attempt: "integer",
+  interruptions: "integer",
+  ready_at: "bigint",
+  deadline_at: "bigint",
+  lease_expires_at: "bigint",
+  holder: "text",
+  created_at: "bigint",
+  started_at: "bigint",
+  ended_at: "bigint",
+};
+
+/** What an UPDATE of a run writes (the SQLite store's same columns); run_id first, the key. */
+export const RUN_UPDATE_COLUMNS: Columns<
+  Pick<
+    Run,
+    | "run_id"
+    | "status"
+    | "output"
+    | "error"
+    | "end_cause"
+    | "needs_attention"
+    | "updated_at"
+    | "deadline_at"
+    | "ended_at"
+  >
+> = {
+  run_id: "text",
+  status: "text",
+  output: "json",
+  error: "json",
+  end_cause: "text",
+  needs_attention: "boolean",
+  updated_at: "bigint",
+  deadline_at: "bigint",
+  ended_at: "bigint",
+};
+
+export const EVENT_COLUMNS: Columns<NewEvent> = {
+  run_id: "text",
+  type: "text",
+  node_id: "text",
+  visit: "integer",
+  trace_id: "text",
+  at: "bigint",
+  data: "json!",
+};
+
+/** What an UPDATE of a visit or a compensation writes: every column but its identity and creation. */
+export const IMMUTABLE_COLUMNS = new Set([
+  "run_id",
+  "node_id",
+  "visit",
+  "seq",
+  "execution_id",
+  "agent_type",
+  "created_at",
+]);
+
+/** Column names, quoted (some, like `trigger` and `at`, are SQL keywords). */
+export const names = <T>(columns: Columns<T>): string[] => Object.keys(columns).map((c) => `"${c}"`);
+
+/**
+ * `unnest($1::text[], $2::integer[], ...) AS u("run_id", ...)`: the rows of a column-wise batch,
+ * numbered in `u.ordinality` when asked.
+ */
+export function unnestSql<T>(columns: Columns<T>, options: { ordinality?: boolean } = {}): string {
+  const arrays = Object.values<Kind>(columns).map((kind, i) => `$${i + 1}::${sqlType(kind)}[]`);
+  const aliases = [...names(columns), ...(options.ordinality ? ["ordinality"] : [])];
+  return `unnest(${arrays.join(", ")})${options.ordinality ? " WITH ORDINALITY" : ""} AS u(${aliases.join(", ")})`;
+}
+
+/** One array per column, in column order: the parameters of `unnestSql`. */
+export function columnArrays<T>(columns: Columns<T>, rows: readonly T[]): unknown[][] {
+  return Object.entries<Kind>(columns).map(([name, kind]) => rows.map((row) => param(kind, row[name as keyof T])));
+}
+
+/** The values of one row, in column order (JSON as text): the parameters of a one-row statement. */
+export function rowValues<T>(columns: Columns<T>, row: T): unknown[] {
+  return Object.entries<Kind>(columns).map(([name, kind]) => param(kind, row[name as keyof T]));
+}
+
+/** Placeholders of a one-row statement with casts: `$1::text, $2::json, ...`. */
+export function placeholders<T>(columns: Columns<T>): string {
+  return Object.values<Kind>(columns)
+    .map((kind, i) => `$${i + 1}::${sqlType(kind)}`)
+    .join(", ");
+}
