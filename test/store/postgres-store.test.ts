@@ -399,6 +399,20 @@ describe.skipIf(!run)("PostgresStore", () => {
       });
     });
 
+    it("keeps reading and locking runs after a newer Skein added a column", async () => {
+      const schema = freshSchema();
+      const store = await open(schema, { poolSize: 2 });
+      await readyRuns(store, ["r1"]);
+      const before = await store.getRun("r1");
+      await store.transaction((tx) => tx.loadRun("r1"));
+      for (const table of ["runs", "visits"]) {
+        await admin.query(`ALTER TABLE ${pg.escapeIdentifier(schema)}.${table} ADD COLUMN later_feature int`);
+      }
+      expect(await store.getRun("r1")).toEqual(before);
+      expect((await store.transaction((tx) => tx.loadRun("r1")))?.run).toEqual(before);
+      expect(Object.keys((await store.listVisits("r1"))[0] ?? {})).not.toContain("later_feature");
+    });
+
     it("refuses a store transaction used after it ended", async () => {
       const store = await open(freshSchema());
       let kept: StoreTx | undefined;

@@ -23,14 +23,20 @@ import { connectError } from "./pg-errors.js";
 import { HOLDS_ATTEMPTS, PostgresTx } from "./postgres-tx.js";
 import { ReadyListener } from "./ready-listener.js";
 import {
+  COMPENSATION_COLUMNS,
   compensationFromDb,
   type DbCompensation,
   type DbEvent,
   type DbRun,
   type DbVisit,
   eventFromDb,
+  RUN_COLUMNS,
   runFromDb,
+  STORED_EVENT_COLUMNS,
+  selectList,
+  VISIT_COLUMNS,
   visitFromDb,
+  WORKFLOW_COLUMNS,
 } from "./rows.js";
 import { Session } from "./session.js";
 
@@ -86,6 +92,10 @@ const SQL = {
                          heartbeat_at = CASE WHEN h.held THEN 0 ELSE e.heartbeat_at END
       FROM h WHERE e.engine_id = $1`,
 } as const;
+
+const RUNS = selectList(RUN_COLUMNS);
+const VISITS = selectList(VISIT_COLUMNS);
+const WORKFLOWS = selectList(WORKFLOW_COLUMNS);
 
 export class PostgresStore implements Store {
   readonly exclusive = false;
@@ -203,12 +213,12 @@ export class PostgresStore implements Store {
       version === undefined
         ? await this.read<StoredWorkflow>({
             name: "skein_latest_workflow",
-            text: "SELECT * FROM workflows WHERE id = $1 ORDER BY version DESC LIMIT 1",
+            text: `SELECT ${WORKFLOWS} FROM workflows WHERE id = $1 ORDER BY version DESC LIMIT 1`,
             values: [id],
           })
         : await this.read<StoredWorkflow>({
             name: "skein_workflow",
-            text: "SELECT * FROM workflows WHERE id = $1 AND version = $2",
+            text: `SELECT ${WORKFLOWS} FROM workflows WHERE id = $1 AND version = $2`,
             values: [id, version],
           });
     return row ?? null;
@@ -223,7 +233,7 @@ export class PostgresStore implements Store {
   async getRun(runId: string): Promise<Run | null> {
     const [row] = await this.read<DbRun>({
       name: "skein_get_run",
-      text: "SELECT * FROM runs WHERE run_id = $1",
+      text: `SELECT ${RUNS} FROM runs WHERE run_id = $1`,
       values: [runId],
     });
     return row ? runFromDb(row) : null;
@@ -241,7 +251,7 @@ export class PostgresStore implements Store {
     if (filter.before) {
       where.push(`(created_at, run_id) < (SELECT created_at, run_id FROM runs WHERE run_id = ${param(filter.before)})`);
     }
-    const text = `SELECT * FROM runs ${where.length ? `WHERE ${where.join(" AND ")}` : ""}
+    const text = `SELECT ${RUNS} FROM runs ${where.length ? `WHERE ${where.join(" AND ")}` : ""}
       ORDER BY created_at DESC, run_id DESC LIMIT ${param(filter.limit ?? 100)}`;
     return (await this.read<DbRun>({ text, values })).map(runFromDb);
   }
@@ -251,12 +261,12 @@ export class PostgresStore implements Store {
       options.currentOnly
         ? {
             name: "skein_current_visits",
-            text: "SELECT * FROM visits WHERE run_id = $1 AND is_current ORDER BY created_at, node_id",
+            text: `SELECT ${VISITS} FROM visits WHERE run_id = $1 AND is_current ORDER BY created_at, node_id`,
             values: [runId],
           }
         : {
             name: "skein_visits",
-            text: "SELECT * FROM visits WHERE run_id = $1 ORDER BY created_at, node_id, visit",
+            text: `SELECT ${VISITS} FROM visits WHERE run_id = $1 ORDER BY created_at, node_id, visit`,
             values: [runId],
           },
     );
@@ -266,7 +276,7 @@ export class PostgresStore implements Store {
   async latestTerminalVisits(runId: string): Promise<Visit[]> {
     const rows = await this.read<DbVisit>({
       name: "skein_latest_terminal_visits",
-      text: `SELECT DISTINCT ON (node_id) * FROM visits
+      text: `SELECT DISTINCT ON (node_id) ${VISITS} FROM visits
               WHERE run_id = $1 AND state IN ('SUCCEEDED', 'FAILED', 'SKIPPED', 'CANCELLED')
               ORDER BY node_id, visit DESC`,
       values: [runId],
@@ -277,7 +287,7 @@ export class PostgresStore implements Store {
   async listEvents(runId: string, options: { afterSeq?: number; limit?: number } = {}): Promise<RunEvent[]> {
     const rows = await this.read<DbEvent>({
       name: "skein_events",
-      text: "SELECT * FROM events WHERE run_id = $1 AND seq > $2 ORDER BY seq LIMIT $3",
+      text: `SELECT ${selectList(STORED_EVENT_COLUMNS)} FROM events WHERE run_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`,
       values: [runId, options.afterSeq ?? 0, options.limit ?? 10_000],
     });
     return rows.map(eventFromDb);
@@ -287,7 +297,7 @@ export class PostgresStore implements Store {
     const rows = await this.read<DbVisit>({
       name: "skein_reviews",
       // NULLS FIRST: SQLite's order.
-      text: "SELECT * FROM visits WHERE state = 'IN_REVIEW' ORDER BY started_at NULLS FIRST, run_id",
+      text: `SELECT ${VISITS} FROM visits WHERE state = 'IN_REVIEW' ORDER BY started_at NULLS FIRST, run_id`,
     });
     return rows.map(visitFromDb);
   }
@@ -295,7 +305,7 @@ export class PostgresStore implements Store {
   async listCompensations(runId: string): Promise<Compensation[]> {
     const rows = await this.read<DbCompensation>({
       name: "skein_compensations",
-      text: "SELECT * FROM compensations WHERE run_id = $1 ORDER BY seq",
+      text: `SELECT ${selectList(COMPENSATION_COLUMNS)} FROM compensations WHERE run_id = $1 ORDER BY seq`,
       values: [runId],
     });
     return rows.map(compensationFromDb);

@@ -16,12 +16,14 @@ import {
   type DbVisit,
   EVENT_COLUMNS,
   IMMUTABLE_COLUMNS,
+  jsonObject,
   names,
   placeholders,
   RUN_COLUMNS,
   RUN_UPDATE_COLUMNS,
   rowValues,
   runFromDb,
+  selectList,
   unnestSql,
   VISIT_COLUMNS,
   visitFromDb,
@@ -50,6 +52,9 @@ const TAKE_DEAD_ENGINES = `
     RETURNING engine_id)
   SELECT engine_id FROM d WHERE ${HOLDS_ATTEMPTS}`;
 
+const RUNS = selectList(RUN_COLUMNS);
+const VISITS = selectList(VISIT_COLUMNS);
+
 /** `"a" = excluded."a", ...` / `"a" = u."a", ...` for every mutable column. */
 function assignments<T>(columns: Columns<T>, source: string): string {
   return names(columns)
@@ -59,7 +64,7 @@ function assignments<T>(columns: Columns<T>, source: string): string {
 }
 
 const SQL = {
-  runByKey: { name: "skein_run_by_key", text: "SELECT * FROM runs WHERE idempotency_key = $1" },
+  runByKey: { name: "skein_run_by_key", text: `SELECT ${RUNS} FROM runs WHERE idempotency_key = $1` },
   insertRun: {
     name: "skein_insert_run",
     text: `INSERT INTO runs (${names(RUN_COLUMNS).join(", ")}) VALUES (${placeholders(RUN_COLUMNS)})`,
@@ -75,15 +80,19 @@ const SQL = {
     name: "skein_lock_runs",
     text: "SELECT run_id FROM runs WHERE run_id = ANY($1::text[]) ORDER BY run_id FOR UPDATE",
   },
-  lockRun: { name: "skein_lock_run", text: "SELECT * FROM runs WHERE run_id = $1 FOR UPDATE" },
-  lockRunSkip: { name: "skein_lock_run_skip", text: "SELECT * FROM runs WHERE run_id = $1 FOR UPDATE SKIP LOCKED" },
+  lockRun: { name: "skein_lock_run", text: `SELECT ${RUNS} FROM runs WHERE run_id = $1 FOR UPDATE` },
+  lockRunSkip: {
+    name: "skein_lock_run_skip",
+    text: `SELECT ${RUNS} FROM runs WHERE run_id = $1 FOR UPDATE SKIP LOCKED`,
+  },
   // A second statement, so its snapshot is taken after the lock: it sees what the transaction
   // that held the run last committed.
   runRows: {
     name: "skein_run_rows",
     text: `SELECT
-      (SELECT coalesce(json_agg(v), '[]') FROM visits v WHERE v.run_id = $1 AND v.is_current) AS visits,
-      (SELECT coalesce(json_agg(c ORDER BY c.seq), '[]') FROM compensations c WHERE c.run_id = $1) AS compensations`,
+      (SELECT coalesce(json_agg(${jsonObject(VISIT_COLUMNS, "v")}), '[]') FROM visits v WHERE v.run_id = $1 AND v.is_current) AS visits,
+      (SELECT coalesce(json_agg(${jsonObject(COMPENSATION_COLUMNS, "c")} ORDER BY c.seq), '[]')
+         FROM compensations c WHERE c.run_id = $1) AS compensations`,
   },
   notify: {
     name: "skein_notify",
@@ -91,7 +100,7 @@ const SQL = {
   },
   runHistory: {
     name: "skein_run_history",
-    text: `SELECT v.*, (SELECT max(e.seq) FROM events e WHERE e.run_id = v.run_id AND e.type = 'node.succeeded'
+    text: `SELECT ${selectList(VISIT_COLUMNS, "v")}, (SELECT max(e.seq) FROM events e WHERE e.run_id = v.run_id AND e.type = 'node.succeeded'
                         AND e.node_id = v.node_id AND e.visit = v.visit) AS success_seq
              FROM visits v WHERE v.run_id = $1`,
   },
@@ -107,7 +116,7 @@ const SQL = {
   },
   getVisit: {
     name: "skein_get_visit",
-    text: "SELECT * FROM visits WHERE run_id = $1 AND node_id = $2 AND visit = $3",
+    text: `SELECT ${VISITS} FROM visits WHERE run_id = $1 AND node_id = $2 AND visit = $3`,
   },
   insertVisits: {
     name: "skein_insert_visits",

@@ -6,6 +6,7 @@
  */
 import type { EndCause, RunStatus, VisitState } from "../../core/states.js";
 import type { Compensation, NewEvent, Run, RunEvent, Visit } from "../../core/types.js";
+import type { StoredWorkflow } from "../store.js";
 
 type Row<T, K extends keyof T> = Omit<T, K> & { [P in K]: string | null };
 
@@ -149,6 +150,17 @@ export const EVENT_COLUMNS: Columns<NewEvent> = {
   data: "json!",
 };
 
+/** An event as stored: with its seq. */
+export const STORED_EVENT_COLUMNS: Columns<RunEvent> = { seq: "bigint", ...EVENT_COLUMNS };
+
+export const WORKFLOW_COLUMNS: Columns<StoredWorkflow> = {
+  id: "text",
+  version: "integer",
+  hash: "text",
+  definition: "text",
+  created_at: "bigint",
+};
+
 /** What an UPDATE of a visit or a compensation writes: every column but its identity and creation. */
 export const IMMUTABLE_COLUMNS = new Set([
   "run_id",
@@ -162,6 +174,24 @@ export const IMMUTABLE_COLUMNS = new Set([
 
 /** Column names, quoted (some, like `trigger` and `at`, are SQL keywords). */
 export const names = <T>(columns: Columns<T>): string[] => Object.keys(columns).map((c) => `"${c}"`);
+
+/**
+ * The columns a read selects, by name (`v."run_id", ...`), never `*`: a prepared `SELECT *`
+ * fails on every open connection ("cached plan must not change result type") once a newer
+ * Skein adds a column, and engines of both versions share the database during an upgrade.
+ */
+export function selectList<T>(columns: Columns<T>, alias?: string): string {
+  return names(columns)
+    .map((c) => (alias ? `${alias}.${c}` : c))
+    .join(", ");
+}
+
+/** `json_build_object('run_id', v."run_id", ...)`: a row as one JSON value, of these columns only. */
+export function jsonObject<T>(columns: Columns<T>, alias: string): string {
+  return `json_build_object(${Object.keys(columns)
+    .map((c) => `'${c}', ${alias}."${c}"`)
+    .join(", ")})`;
+}
 
 /**
  * `unnest($1::text[], $2::integer[], ...) AS u("run_id", ...)`: the rows of a column-wise batch,
