@@ -1,7 +1,7 @@
 /** Every example in examples/ runs with `skein run` and ends as its README says. */
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { json, ROOT, requireBuiltCli, skein, workspace } from "./helpers.js";
+import { json, ROOT, requireBuiltCli, Skein, skein, until, workspace } from "./helpers.js";
 
 requireBuiltCli();
 
@@ -54,5 +54,28 @@ describe("examples", () => {
   it("timeout-retry: the flaky call succeeds on attempt 3, the hung one after its timeout", async () => {
     const r = await run("timeout-retry", {});
     expect(r.output).toEqual({ report: { flaky_api: { attempts: 3 }, slow_tool: { attempts: 2 } } });
+  });
+
+  it("order-approval: reserves and charges, waits for a person's approval (skein review elsewhere), then ships", async () => {
+    const ws = workspace();
+    const db = ["--db", ws.db];
+    const input = { order_id: "A-1", sku: "SKU-9", quantity: 2, amount: 49.5 };
+    const running = new Skein(["run", ...example("order-approval"), "--input", JSON.stringify(input), ...db], ws.dir);
+    const runId = (await running.waitFor(/^run (\S+) started$/m))[1] as string;
+    await running.waitFor(/review\.requested approval#1 waiting for ops-lead or finance: Approve order A-1/);
+    await until(
+      "skein reviews lists the approval",
+      async () => (await skein(["reviews", ...db], ws.dir)).stdout,
+      (text) => text.includes(runId),
+    );
+    const approved = await skein(["review", runId, "approval", "approve", "--by", "ops-lead", ...db], ws.dir);
+    expect(approved.code, approved.stderr).toBe(0);
+    const r = await running.result();
+    expect(r.code, r.stderr).toBe(0);
+    // The decision, written by another process, shows in the live lines, in order.
+    expect(r.stdout).toMatch(/review\.decided +approval#1 approve by ops-lead\n.*node\.succeeded +approval#1/s);
+    expect(r.stdout).toMatch(/^ +\d+ ms {2}run\.succeeded +SUCCEEDED$/m);
+    expect(r.stdout).toMatch(/^ship +SUCCEEDED +1 +1 +0 /m);
+    expect(r.stderr).toMatch(/reserve_stock#1: reserved 2 x SKU-9 \(res-[0-9a-f]{10}\)/);
   });
 });

@@ -4,7 +4,22 @@ import { requireBuiltCli, skein, workspace } from "./helpers.js";
 
 requireBuiltCli();
 
-const COMMANDS = ["validate", "graph", "run", "resume", "engine", "start", "status", "list", "events", "workflows"];
+const COMMANDS = [
+  "validate",
+  "graph",
+  "run",
+  "resume",
+  "engine",
+  "start",
+  "status",
+  "list",
+  "events",
+  "reviews",
+  "review",
+  "cancel",
+  "retry",
+  "workflows",
+];
 
 describe("skein help and usage", () => {
   it("lists every command with exit code 0", async () => {

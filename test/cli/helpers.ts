@@ -14,6 +14,11 @@ export const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 export const CLI = join(ROOT, "dist", "cli", "main.js");
 /** The test agents module (TypeScript, loaded by the CLI through tsx). */
 export const AGENTS = join(ROOT, "test", "fixtures", "cli-agents.ts");
+/** The order-approval example: its workflow file and agents module. */
+export const ORDER_APPROVAL = {
+  workflow: join(ROOT, "examples", "order-approval", "workflow.json"),
+  agents: join(ROOT, "examples", "order-approval", "agents.ts"),
+};
 /** Bound on one CLI command (a cold start that loads tsx takes a second or two on a loaded machine). */
 const COMMAND_MS = 25_000;
 
@@ -143,6 +148,25 @@ export class Skein {
 /** Runs `skein <args>` in `cwd` to its end. */
 export function skein(args: string[], cwd: string): Promise<Result> {
   return new Skein(args, cwd).result();
+}
+
+/**
+ * Runs `probe` (typically a CLI command) until `check` accepts its result, and returns that
+ * result; fails after `ms` with `what` and the last result. No sleeps: each probe is a command
+ * of its own, which paces the loop.
+ */
+export async function until<T>(
+  what: string,
+  probe: () => Promise<T>,
+  check: (value: T) => boolean,
+  ms = COMMAND_MS,
+): Promise<T> {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const value = await probe();
+    if (check(value)) return value;
+    if (Date.now() > deadline) throw new Error(`${what}: not within ${ms} ms; last: ${JSON.stringify(value)}`);
+  }
 }
 
 /** Parses stdout as one JSON value, with the output in the error when it is not JSON. */
