@@ -1,9 +1,19 @@
 import { defineConfig } from "vitest/config";
 
+/**
+ * Two projects: every test on SQLite, and the engine's behaviour suite again on PostgreSQL
+ * (test/helpers.ts gives each test a fresh schema on the local server).
+ */
 export default defineConfig({
   test: {
-    include: ["test/**/*.test.ts"],
     testTimeout: 30_000,
     hookTimeout: 30_000,
+    projects: [
+      { extends: true, test: { name: "default", include: ["test/**/*.test.ts"] } },
+      {
+        extends: true,
+        test: { name: "postgres", include: ["test/engine/**/*.test.ts"], env: { SKEIN_TEST_DB: "postgres" } },
+      },
+    ],
   },
 });

@@ -58,6 +58,12 @@ export class ForbiddenError extends SkeinError {
 export class DatabaseError extends SkeinError {
   override readonly name = "DatabaseError";
   readonly code = "database";
+  /** True when the same transaction may succeed if tried again: a deadlock, a lost connection. */
+  readonly transient: boolean;
+  constructor(message: string, options: { transient?: boolean; cause?: unknown } = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.transient = options.transient ?? false;
+  }
 }
 
 /** Thrown by engine methods called after `close()`. */

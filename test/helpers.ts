@@ -1,17 +1,43 @@
-/** Shared test set-up: a real SQLite file per test, a manual clock, and engines closed after each test. */
+/**
+ * Shared test set-up: a real database per test (a SQLite file, or with SKEIN_TEST_DB=postgres a
+ * fresh schema on the PostgreSQL server at SKEIN_TEST_PG_URL), a manual clock, and engines
+ * closed after each test.
+ */
+import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterEach } from "vitest";
+import pg from "pg";
+import { afterEach, describe } from "vitest";
 import { createEngine, type Engine, type EngineOptions, ManualClock } from "../src/index.js";
+
+/** The store this test run uses: the project's suite runs once on each (vitest.config.ts). */
+export const onPostgres = process.env.SKEIN_TEST_DB === "postgres";
+export const PG_URL = process.env.SKEIN_TEST_PG_URL ?? "postgres://postgres@127.0.0.1:5432/test";
+
+/** Tests of what only SQLite has (one file, one engine per file, WAL). */
+export const describeSqlite: typeof describe = onPostgres ? (describe.skip as typeof describe) : describe;
 
 const open: Engine[] = [];
 const dirs: string[] = [];
+const schemas: string[] = [];
 
 afterEach(async () => {
   await Promise.all(open.splice(0).map((e) => e.close({ timeoutMs: 100 })));
   for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+  await dropSchemas(schemas.splice(0));
 });
+
+async function dropSchemas(names: string[]): Promise<void> {
+  if (names.length === 0) return;
+  const client = new pg.Client({ connectionString: PG_URL });
+  await client.connect();
+  try {
+    for (const name of names) await client.query(`DROP SCHEMA IF EXISTS "${name}" CASCADE`);
+  } finally {
+    await client.end();
+  }
+}
 
 export function tempDir(): string {
   const dir = mkdtempSync(join(tmpdir(), "skein-test-"));
@@ -19,7 +45,13 @@ export function tempDir(): string {
   return dir;
 }
 
+/** A fresh database URL: a SQLite file, or a new PostgreSQL schema (dropped after the test). */
 export function tempDb(): string {
+  if (onPostgres) {
+    const schema = `skein_t_${randomBytes(6).toString("hex")}`;
+    schemas.push(schema);
+    return `${PG_URL}?schema=${schema}`;
+  }
   return `sqlite:${join(tempDir(), "skein.db")}`;
 }
 

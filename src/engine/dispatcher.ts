@@ -7,7 +7,7 @@
  */
 import type { Logger } from "pino";
 import type { RunEvent } from "../core/types.js";
-import { EngineClosedError } from "../errors.js";
+import { DatabaseError, EngineClosedError } from "../errors.js";
 import type { Store, VisitKey } from "../store/store.js";
 import type { Clock, TimerHandle } from "./clock.js";
 import { type ClaimedTask, Flush, type FlushOutcome, type Input } from "./flush.js";
@@ -42,6 +42,8 @@ export interface DispatcherOptions {
   random: () => number;
   /** How many in-progress runs to keep in memory between transactions (exclusive stores only). */
   runCacheSize: number;
+  /** After how long without a heartbeat another engine counts as dead (shared stores), ms. */
+  engineTimeoutMs: number;
 }
 
 export class Dispatcher {
@@ -60,6 +62,8 @@ export class Dispatcher {
   /** Set by the timers: the next flush also looks for what fell due. Input-driven flushes skip that. */
   private sweepDue = true;
   private serving = true;
+  /** Transactions that failed in a row for a transient reason (deadlock, lost connection): backs off. */
+  private transientFailures = 0;
 
   constructor(private readonly o: DispatcherOptions) {
     this.cache = new RunCache(o.store.exclusive ? o.runCacheSize : 0);
@@ -67,6 +71,12 @@ export class Dispatcher {
 
   start(deadEngines: string[]): void {
     this.deadEngines = deadEngines;
+    // Another engine made visits ready (or started runs): look for them now, not at the sweep.
+    this.o.store.onReady((agentType) => {
+      if (agentType === "*") this.sweepDue = true;
+      else this.backlog.add(agentType);
+      this.wake();
+    });
     this.armSweep();
     this.wake();
   }
@@ -138,28 +148,44 @@ export class Dispatcher {
 
   /** One transaction; false when it failed and was rolled back. */
   private async flushOnce(inputs: Input[]): Promise<boolean> {
-    const now = this.o.clock.now();
     const dead = this.takeDead();
     const sweep = this.sweepDue;
     this.sweepDue = false;
+    let flush: Flush | null = null;
     let outcome: FlushOutcome;
-    const flush = new Flush(this.o, this.cache, this.backlog, now, this.claiming);
     try {
-      outcome = await this.o.store.transaction((tx) => flush.run(tx, inputs, dead, sweep));
-      this.cache.keep(flush.states.values());
+      outcome = await this.o.store.transaction(async (tx) => {
+        // One clock judges every due time: the database's on a shared store (DESIGN §7).
+        const now = (await tx.now()) ?? this.o.clock.now();
+        flush = new Flush(this.o, this.cache, this.backlog, now, this.claiming);
+        return flush.run(tx, inputs, dead, sweep);
+      });
+      this.cache.keep((flush as Flush | null)?.states.values() ?? []);
     } catch (e) {
-      this.cache.forget(flush.states.keys());
-      // A failed transaction changed nothing. Callers waiting on it hear why; attempts whose
-      // results were lost here expire and retry, so no run is stuck. Recovery and the sweep
-      // rolled back with the rest: they run again on the next flush.
+      this.cache.forget((flush as Flush | null)?.states.keys() ?? []);
+      // A failed transaction changed nothing. Recovery and the sweep rolled back with the rest:
+      // they run again on the next flush.
       this.deadEngines.push(...dead);
       this.sweepDue ||= sweep;
+      if (isTransient(e) && !this.stopped) {
+        // A deadlock or a lost connection: apply the same inputs again, after a growing pause.
+        this.transientFailures += 1;
+        this.inbox.unshift(...inputs);
+        const pause = Math.min(1000, 5 * 2 ** this.transientFailures);
+        this.o.logger.warn({ err: e, retry_ms: pause }, "skein: a transaction failed; retrying it");
+        this.o.clock.setTimeout(() => this.wake(), pause);
+        return false;
+      }
+      // Callers waiting on it hear why; attempts whose results were lost here expire and retry,
+      // so no run is stuck.
       this.o.logger.error({ err: e }, "skein: a transaction failed and was rolled back");
       for (const input of inputs) if ("done" in input) input.done.reject(e);
       return false;
     }
+    this.transientFailures = 0;
+    this.deadEngines.push(...outcome.unrecovered);
     this.afterCommit(outcome);
-    this.armWake(now, outcome.nextDue);
+    this.armWake(outcome.now, outcome.nextDue);
     return true;
   }
 
@@ -202,4 +228,9 @@ export class Dispatcher {
       if (!this.stopped) this.armSweep();
     }, this.o.sweepIntervalMs);
   }
+}
+
+/** A failure worth trying again as is: the database says so (deadlock, lost connection). */
+function isTransient(e: unknown): boolean {
+  return e instanceof DatabaseError && e.transient;
 }

@@ -159,8 +159,22 @@ async function openStore(url: string, options: EngineOptions): Promise<Store> {
       logger: options.logger,
     });
   }
+  if (url.startsWith("postgres://") || url.startsWith("postgresql://")) {
+    // Loaded only when used: SQLite users never load pg.
+    const { PostgresStore } = await import("../store/postgres/postgres-store.js");
+    const parsed = new URL(url);
+    const schema = parsed.searchParams.get("schema") ?? undefined;
+    parsed.searchParams.delete("schema");
+    return PostgresStore.open({
+      url: parsed.toString(),
+      schema,
+      // The database's clock judges time on PostgreSQL; a test's manual clock replaces it.
+      clock: options.clock && options.clock !== systemClock ? options.clock : undefined,
+      logger: options.logger,
+    });
+  }
   throw new ValidationError(
-    `unsupported database "${url}": use sqlite:<path> or sqlite::memory: (PostgreSQL is not available in this version)`,
+    `unsupported database "${url}": use sqlite:<path>, sqlite::memory: or postgres://user@host:5432/db?schema=skein`,
   );
 }
 
@@ -217,6 +231,7 @@ export class Engine {
       sweepIntervalMs: options.sweepIntervalMs ?? 1000,
       random: options.random ?? Math.random,
       runCacheSize: 2000,
+      engineTimeoutMs: options.engineTimeoutMs ?? 30_000,
       hooks: {
         dispatch: (task) => this.attempts.dispatch(task),
         resolvePayload: (key) => this.attempts.resolvePayload(key),
@@ -479,16 +494,30 @@ export class Engine {
     };
   }
 
-  /** Resolves with the run once it has ended (SUCCEEDED, FAILED or CANCELLED). */
+  /**
+   * Resolves with the run once it has ended (SUCCEEDED, FAILED or CANCELLED). On a shared
+   * database another engine may end it: the run is then also polled at the sweep interval.
+   */
   async waitForRun(runId: string): Promise<RunWithNodes> {
     return new Promise<RunWithNodes>((resolve, reject) => {
       let settled = false;
+      let poll: ReturnType<Clock["setTimeout"]> | null = null;
       const finish = () => {
         if (settled) return;
         settled = true;
         unsubscribe();
+        if (poll) this.clock.clearTimeout(poll);
         this.getRun(runId).then(resolve, reject);
       };
+      const check = () => {
+        poll = null;
+        if (settled || this.closed) return;
+        this.store.getRun(runId).then((run) => {
+          if (run && FINAL.has(run.status)) finish();
+          else if (!settled) poll = this.clock.setTimeout(check, this.options.sweepIntervalMs ?? 1000);
+        }, reject);
+      };
+      if (!this.store.exclusive) poll = this.clock.setTimeout(check, this.options.sweepIntervalMs ?? 1000);
       const unsubscribe = this.subscribe(
         (e) => {
           if (e.type === "run.succeeded" || e.type === "run.failed" || e.type === "run.cancelled") finish();

@@ -88,6 +88,10 @@ export interface FlushOutcome {
   callbacks: (() => void)[];
   /** The next moment something falls due, to arm the wake-up timer. */
   nextDue: number | null;
+  /** The transaction's time. */
+  now: number;
+  /** Dead engines whose attempts could not all be recovered (their runs were busy elsewhere). */
+  unrecovered: string[];
 }
 
 /** One transaction's work. Run states are loaded once and shared by every input of the flush. */
@@ -102,6 +106,8 @@ export class Flush {
     aborted: [],
     callbacks: [],
     nextDue: null,
+    now: 0,
+    unrecovered: [],
   };
 
   constructor(
@@ -115,16 +121,43 @@ export class Flush {
 
   async run(tx: StoreTx, inputs: Input[], deadEngines: string[], sweep: boolean): Promise<FlushOutcome> {
     this.tx = tx;
+    this.out.now = this.now;
     // Another process (a client's review, cancel or redrive) changed runs this engine may keep in memory.
     if (await tx.writtenElsewhere()) this.cache.clear();
-    await this.recover(deadEngines);
+    // The runs the inputs change, locked up front in one order: later loads never wait.
+    await tx.lockRuns(inputRuns(inputs));
+    const dead = [...deadEngines];
+    if (sweep && this.claiming && !this.o.store.exclusive) {
+      dead.push(...(await tx.takeDeadEngines(this.o.engineId, this.now - this.o.engineTimeoutMs)));
+    }
+    await this.recover(dead);
     for (const input of inputs) await this.apply(input);
     if (sweep) await this.sweep();
     await this.planCompensations();
     if (this.claiming) await this.claimReady(sweep);
+    await this.notifyOthers();
     await this.persist();
     this.out.nextDue = await this.tx.nextDue(this.now);
     return this.out;
+  }
+
+  /**
+   * Ready visits this engine leaves waiting (no handler here, or over its limits) and new runs
+   * of a client: other engines hear of them at once (PostgreSQL NOTIFY).
+   */
+  private async notifyOthers(): Promise<void> {
+    if (this.o.store.exclusive) return;
+    const types = new Set<string>();
+    for (const rs of this.states.values()) {
+      for (const v of rs.changes.readied) {
+        if (isClaimable(v, this.now)) types.add(v.agent_type);
+        // A client resolves no templates: an engine's sweep does, so wake one up.
+        else if (!this.claiming && v.payload === null && v.state === "PENDING") types.add("*");
+      }
+      const c = claimableCompensation(rs, this.now);
+      if (c) types.add(c.agent_type);
+    }
+    if (types.size > 0) await this.tx.notifyReady([...types]);
   }
 
   private async apply(input: Input): Promise<unknown> {
@@ -307,14 +340,18 @@ export class Flush {
     }
     for (;;) {
       let recovered = 0;
+      let busy = 0;
       for (const key of await this.tx.attemptsHeldBy(deadEngines, SWEEP_BATCH)) {
         const rs = await this.load(key.run_id);
+        if (!rs) busy += 1;
         const v = rs?.current.get(key.node_id);
         if (rs && v?.visit === key.visit && v.state === "RUNNING") {
           interrupt(rs, v, this.now);
           recovered += 1;
         }
       }
+      // Runs another engine holds right now: try those again on the next flush.
+      if (busy > 0) this.out.unrecovered = deadEngines;
       if (recovered === 0) return;
       await this.persist();
     }
@@ -597,7 +634,8 @@ export class Flush {
       this.states.set(runId, known);
       return known;
     }
-    const loaded = await this.tx.loadRun(runId);
+    // Never waits for a run another engine holds (its inputs' runs are locked already).
+    const loaded = await this.tx.loadRun(runId, { skipLocked: true });
     if (!loaded) return undefined;
     const { graph } = await this.o.registry.get(loaded.run.workflow_id, loaded.run.workflow_version);
     const rs = runState(loaded.run, graph, loaded.visits, loaded.compensations);
@@ -628,6 +666,23 @@ export class Flush {
       rs.changes = emptyChanges();
     }
   }
+}
+
+/** The runs that inputs name, sorted (the lock order). */
+function inputRuns(inputs: Input[]): string[] {
+  const ids = new Set<string>();
+  for (const input of inputs) {
+    if ("run_id" in input) ids.add(input.run_id);
+    else if ("key" in input) ids.add(input.key.run_id);
+    else if ("execution_id" in input) {
+      const id = isCompensationId(input.execution_id)
+        ? input.execution_id.slice(0, -COMPENSATE.length)
+        : input.execution_id;
+      const key = parseExecutionId(id);
+      if (key) ids.add(key.run_id);
+    } else if (input.kind === "event") ids.add(input.event.run_id);
+  }
+  return [...ids].sort();
 }
 
 /** Ready, resolved and still waiting for an attempt (in memory, which may be ahead of the database). */

@@ -6,120 +6,23 @@
  * Synchronisation is by what the child prints on stdout once the state is committed (no sleeps);
  * every wait is bounded.
  */
-import { type ChildProcess, spawn } from "node:child_process";
 import { appendFileSync, readFileSync, statSync } from "node:fs";
 import { join } from "node:path";
-import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 import Database from "better-sqlite3";
-import { afterEach, describe, expect, it } from "vitest";
+import { afterEach, expect, it } from "vitest";
 import { createEngine, DatabaseError, type Engine, type RunEvent } from "../../src/index.js";
+import { Child, within } from "../fixtures/child.js";
 import { crashAgents, DIAMOND, type LogLine, RUNS } from "../fixtures/crash-workflow.js";
-import { tempDir } from "../helpers.js";
+import { describeSqlite, tempDir } from "../helpers.js";
 
-const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 const CHILD = fileURLToPath(new URL("../fixtures/crash-child.ts", import.meta.url));
-/** Bound on any one wait for the child (a cold tsx start on a loaded machine takes seconds). */
-const WAIT_MS = 25_000;
-
-type Message = { type: string; [key: string]: unknown };
-
-/** A child engine process and the JSON lines it printed. */
-class Child {
-  readonly proc: ChildProcess;
-  readonly messages: Message[] = [];
-  private stderr = "";
-  private readonly listeners = new Set<() => void>();
-  readonly exited: Promise<void>;
-  private hasExited = false;
-
-  constructor(args: string[]) {
-    this.proc = spawn(process.execPath, ["--import", "tsx", CHILD, ...args], {
-      cwd: ROOT,
-      stdio: ["ignore", "pipe", "pipe"],
-      env: { ...process.env, SKEIN_LOG_LEVEL: "warn" },
-    });
-    this.exited = new Promise((resolve) =>
-      this.proc.once("exit", () => {
-        this.hasExited = true;
-        this.notify();
-        resolve();
-      }),
-    );
-    this.proc.stderr?.setEncoding("utf8");
-    this.proc.stderr?.on("data", (chunk: string) => {
-      this.stderr += chunk;
-    });
-    createInterface({ input: this.proc.stdout as NodeJS.ReadableStream }).on("line", (line) => {
-      try {
-        this.messages.push(JSON.parse(line) as Message);
-      } catch {
-        this.stderr += `(stdout) ${line}\n`;
-      }
-      this.notify();
-    });
-  }
-
-  get pid(): number {
-    return this.proc.pid as number;
-  }
-
-  /** Resolves with the first message (printed so far or later) that matches; bounded. */
-  waitFor(what: string, match: (m: Message) => boolean): Promise<Message> {
-    return new Promise((resolve, reject) => {
-      const check = () => {
-        const found = this.messages.find(match);
-        if (found) return done(() => resolve(found));
-        if (this.hasExited)
-          return done(() =>
-            reject(new Error(`child exited (${this.proc.exitCode}) before ${what}; stderr:\n${this.stderr}`)),
-          );
-      };
-      const timer = setTimeout(
-        () => done(() => reject(new Error(`no ${what} from the child in ${WAIT_MS} ms; stderr:\n${this.stderr}`))),
-        WAIT_MS,
-      );
-      const done = (settle: () => void) => {
-        clearTimeout(timer);
-        this.listeners.delete(check);
-        settle();
-      };
-      this.listeners.add(check);
-      check();
-    });
-  }
-
-  /** SIGKILL, and wait until the process is gone (reaped, so its pid no longer answers). */
-  async kill(): Promise<void> {
-    if (!this.hasExited) this.proc.kill("SIGKILL");
-    await this.exited;
-  }
-
-  private notify(): void {
-    for (const l of [...this.listeners]) l();
-  }
-}
-
-/** `promise`, or a rejection naming `what` after `ms` (a lost recovery leaves runs hanging). */
-async function within<T>(ms: number, what: string, promise: Promise<T>): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    return await Promise.race([
-      promise,
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`${what} did not happen within ${ms} ms`)), ms);
-      }),
-    ]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 const children: Child[] = [];
 const engines: Engine[] = [];
 
 function startChild(...args: string[]): Child {
-  const child = new Child(args);
+  const child = new Child(CHILD, args);
   children.push(child);
   return child;
 }
@@ -195,7 +98,7 @@ function logLinesFrom(file: string, from: number, to?: number): LogLine[] {
   return parsed;
 }
 
-describe("crash recovery (SIGKILL)", () => {
+describeSqlite("crash recovery (SIGKILL)", () => {
   it("finishes every run after a crash, re-running only the attempts in flight", async () => {
     const dir = tempDir();
     const db = join(dir, "skein.db");

@@ -98,9 +98,15 @@ describe("retries and time", () => {
       id: "budget",
       nodes: [{ node_id: "a", agent_type: "flaky", retry_count: 2, retry_interval: 1 }],
     });
+    const retrying = (n: number) =>
+      nextEvent(engine, (e) => e.type === "node.retrying" && e.run_id === run.run_id && e.data.attempt === n);
+    const first = retrying(1);
     const run = await engine.startRun("budget");
     const done = engine.waitForRun(run.run_id);
+    await first;
+    const second = retrying(2);
     await clock.advance(1_000);
+    await second;
     await clock.advance(1_000);
     const budget = await done;
     expect(budget.nodes[0]).toMatchObject({ state: "FAILED", reason: "retries_exhausted", failures: 3, attempt: 3 });
