@@ -85,7 +85,7 @@ async function decide(review: () => Promise<Visit>): Promise<Visit> {
 }
 
 /** `approval#1 SUCCEEDED (approved by ops-lead)`, `approval#1 FAILED (rejected by finance: card flagged)`. */
-export function decidedLine(v: Visit): string {
+function decidedLine(v: Visit): string {
   const output = v.output as { by?: unknown } | null;
   const by = v.state === "SUCCEEDED" && typeof output?.by === "string" ? ` by ${output.by}` : "";
   const why = v.state === "SUCCEEDED" ? `approved${by}` : (v.error?.message ?? v.reason ?? "");
