@@ -11,7 +11,7 @@ import type { Decision } from "../core/scheduler.js";
 import type { Json, VisitError } from "../core/types.js";
 import type { ExpressionContext } from "../definition/expressions.js";
 import type { CompiledNode, WorkflowGraph } from "../definition/graph.js";
-import { NonRetryableError } from "../errors.js";
+import { NonRetryableError, NotFoundError } from "../errors.js";
 import type { Store, VisitKey } from "../store/store.js";
 import type { Dispatcher } from "./dispatcher.js";
 import type { ClaimedTask, Input } from "./flush.js";
@@ -184,7 +184,8 @@ export class AttemptRunner {
     output: Json,
   ): Promise<{ decision: Decision } | { reason: string; message: string }> {
     const { graph } = await this.o.registry.get(run.workflow_id, run.workflow_version);
-    const node = graph.nodes.get(nodeId) as CompiledNode;
+    const node = graph.nodes.get(nodeId);
+    if (!node) throw new NotFoundError(`run ${run.run_id} has no node "${nodeId}"`);
     return this.decide({ ...run, node_id: nodeId }, graph, node, output, null);
   }
 

@@ -74,4 +74,32 @@ describe("createClient", () => {
       await client.close();
     }
   });
+
+  it("sees a client's write even when another transaction of the engine (a heartbeat) comes first", async () => {
+    const { engine, clock, database } = await testEngine({
+      agents: { step: () => ({}) },
+      heartbeatIntervalMs: 1_000,
+      sweepIntervalMs: 10_000,
+    });
+    await engine.registerWorkflow({
+      id: "approve",
+      nodes: [
+        { node_id: "ok", agent_type: "human_review", payload: { title: "ok?" } },
+        { node_id: "publish", agent_type: "step", depends_on: ["ok"] },
+      ],
+    });
+    const asked = nextEvent(engine, (e) => e.type === "review.requested");
+    const run = await engine.startRun("approve");
+    await asked;
+    const client = await createClient({ database, clock });
+    try {
+      await client.review(run.run_id, "ok", { decision: "approve", by: "me" });
+      await clock.advance(1_000); // the heartbeat's transaction runs first
+      const ended = nextEvent(engine, (e) => e.type === "run.succeeded" && e.run_id === run.run_id);
+      await clock.advance(9_000); // then the sweep, which must not trust its stale copy of the run
+      await ended;
+    } finally {
+      await client.close();
+    }
+  });
 });

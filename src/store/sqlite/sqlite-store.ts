@@ -256,7 +256,8 @@ export class SqliteStore implements Store {
         throw databaseError(e, this.path);
       }
       const version = this.sql.dataVersion.get() as number;
-      this.writtenElsewhere = this.dataVersion !== null && version !== this.dataVersion;
+      // Sticky until a flush asks: a heartbeat's transaction must not swallow another writer's commit.
+      if (this.dataVersion !== null && version !== this.dataVersion) this.writtenElsewhere = true;
       this.dataVersion = version;
       try {
         const result = await fn(this.tx);
@@ -314,7 +315,11 @@ export class SqliteStore implements Store {
       },
       insertRun: async (run) => void s.insertRun.run(runToDb(run)),
       updateRun: async (run) => void s.updateRun.run(runToDb(run)),
-      writtenElsewhere: async () => this.writtenElsewhere,
+      writtenElsewhere: async () => {
+        const written = this.writtenElsewhere;
+        this.writtenElsewhere = false;
+        return written;
+      },
       now: async () => null,
       lockRuns: async () => {},
       notifyReady: async () => {},
