@@ -11,25 +11,10 @@ import type { Compensation, NewEvent, Run, Visit } from "../../src/core/types.js
 import { DatabaseError } from "../../src/errors.js";
 import { type PostgresOptions, PostgresStore } from "../../src/store/postgres/postgres-store.js";
 import type { StoreTx } from "../../src/store/store.js";
+import { PG_URL } from "../helpers.js";
 
-const PG_URL = process.env.SKEIN_TEST_PG_URL ?? "postgres://postgres@127.0.0.1:5432/test";
 const NOW = Date.UTC(2026, 0, 1);
 const clock = { now: () => NOW };
-
-async function reachable(): Promise<boolean> {
-  const client = new pg.Client({ connectionString: PG_URL, connectionTimeoutMillis: 2000 });
-  client.on("error", () => {});
-  try {
-    await client.connect();
-    await client.end();
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-// Skipped only where no server was asked for and none answers; CI sets SKEIN_TEST_PG_URL.
-const run = process.env.SKEIN_TEST_PG_URL !== undefined || (await reachable());
 
 let admin: pg.Client;
 const schemas: string[] = [];
@@ -180,7 +165,8 @@ async function readyRuns(store: PostgresStore, ids: string[]): Promise<void> {
   });
 }
 
-describe.skipIf(!run)("PostgresStore", () => {
+// PostgreSQL is part of the project: never skipped (a missing server fails the suite).
+describe("PostgresStore", () => {
   beforeAll(async () => {
     admin = new pg.Client({ connectionString: PG_URL });
     await admin.connect();
