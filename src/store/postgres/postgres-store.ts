@@ -135,7 +135,13 @@ export class PostgresStore implements Store {
     const pool = new pg.Pool(settings.config);
     // An idle connection that fails (a server restart) is dropped by the pool; without a
     // listener the event would crash the process.
-    pool.on("error", (err) => logger.warn({ err }, "skein: an idle PostgreSQL connection failed"));
+    // (Logged without the error's `client`: pg attaches the whole connection to it.)
+    pool.on("error", (err) =>
+      logger.warn(
+        { err: { message: err.message, code: (err as { code?: string }).code } },
+        "skein: an idle PostgreSQL connection failed; the pool replaces it",
+      ),
+    );
     try {
       await migrate(pool, { schema, schemaSql: settings.schemaSql, target: settings.target });
     } catch (e) {
