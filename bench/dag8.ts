@@ -1,9 +1,10 @@
 /**
- * dag8: the 8-node case-study shape (workloads.ts DAG8) with no-op agents.
+ * dag8: the 8-node case-study shape (workloads.ts DAG8) with no-op agents, on a fresh SQLite file
+ * (or, for the `postgres` section, a fresh PostgreSQL schema: the same method, smaller windows).
  *
  * - Throughput (`dag8_runs_per_s`, `dag8_p50_ms`, `dag8_p99_ms`): a closed loop of 200 workers,
- *   each starting a run and starting the next one when it ends, for 5,000 runs after a warm-up;
- *   the median of three such windows.
+ *   each starting a run and starting the next one when it ends, for 5,000 runs after a warm-up
+ *   (PostgreSQL: 2,000 runs or 10 s, whichever comes first); the median of three such windows.
  *   A run's end is seen through one global `subscribe` listener (run.succeeded/failed/cancelled);
  *   latency is from the startRun call to that event; throughput is measured runs divided by the
  *   time from the first measured start to the last end.
@@ -11,33 +12,42 @@
  *   resolving.
  */
 import { createEngine, type Engine } from "../src/index.js";
-import { deferred, type Measured, percentile, progress, tempDb, within } from "./lib.js";
+import { deferred, type Measured, type NewDb, percentile, progress, tempDb, within } from "./lib.js";
 import { DAG8, DAG8_AGENTS } from "./workloads.js";
 
 /** Stops issuing new runs after this long, so a slow engine cannot blow the bench's time budget. */
 const MAX_LOOP_MS = 60_000;
 
-async function withEngine<T>(name: string, fn: (engine: Engine) => Promise<T>): Promise<T> {
-  const db = tempDb(name);
-  const engine = await createEngine({ database: db.url, agents: DAG8_AGENTS, maxConcurrency: 1000 });
+async function withEngine<T>(newDb: NewDb, name: string, fn: (engine: Engine) => Promise<T>): Promise<T> {
+  const db = newDb(name);
   try {
-    await engine.registerWorkflow(DAG8);
-    return await fn(engine);
+    const engine = await createEngine({ database: db.url, agents: DAG8_AGENTS, maxConcurrency: 1000 });
+    try {
+      await engine.registerWorkflow(DAG8);
+      return await fn(engine);
+    } finally {
+      await engine.close();
+    }
   } finally {
-    await engine.close();
-    db.cleanup();
+    await db.cleanup();
   }
 }
 
-/** Resolves run ends seen by one global listener; an end may arrive before startRun resolves. */
-class RunEnds {
+/**
+ * Resolves run ends seen by one global listener; an end may arrive before startRun resolves.
+ * `now` stamps each end (performance.now, or wallNow where processes compare times).
+ */
+export class RunEnds {
   private readonly waiting = new Map<string, (end: { at: number; type: string }) => void>();
   private readonly early = new Map<string, { at: number; type: string }>();
 
-  constructor(engine: Engine) {
+  constructor(
+    engine: Engine,
+    private readonly now: () => number = () => performance.now(),
+  ) {
     engine.subscribe((e) => {
       if (e.type !== "run.succeeded" && e.type !== "run.failed" && e.type !== "run.cancelled") return;
-      const end = { at: performance.now(), type: e.type };
+      const end = { at: this.now(), type: e.type };
       const resolve = this.waiting.get(e.run_id);
       if (resolve) {
         this.waiting.delete(e.run_id);
@@ -56,17 +66,29 @@ class RunEnds {
     this.waiting.set(runId, d.resolve);
     return d.promise;
   }
+
+  /** Runs waited for whose end has not been seen here (ended by another engine, or not yet). */
+  waitedFor(): string[] {
+    return [...this.waiting.keys()];
+  }
+
+  /** Ends a wait from outside (an end seen another way, e.g. in the database). */
+  resolve(runId: string, end: { at: number; type: string }): void {
+    const resolve = this.waiting.get(runId);
+    this.waiting.delete(runId);
+    resolve?.(end);
+  }
 }
 
 /** Runs `total` runs with `inFlight` workers; returns latencies and the measured window. */
-async function closedLoop(engine: Engine, ends: RunEnds, total: number, inFlight: number) {
+async function closedLoop(engine: Engine, ends: RunEnds, total: number, inFlight: number, maxLoopMs: number) {
   const latencies: number[] = [];
   let issued = 0;
   let failed = 0;
   const first = performance.now();
   let last = first;
   const worker = async () => {
-    while (issued < total && performance.now() - first < MAX_LOOP_MS) {
+    while (issued < total && performance.now() - first < maxLoopMs) {
       issued += 1;
       const t0 = performance.now();
       const run = await engine.startRun(DAG8.id);
@@ -76,7 +98,7 @@ async function closedLoop(engine: Engine, ends: RunEnds, total: number, inFlight
       last = Math.max(last, end.at);
     }
   };
-  await within(Promise.all(Array.from({ length: inFlight }, worker)), MAX_LOOP_MS + 30_000, "dag8 closed loop");
+  await within(Promise.all(Array.from({ length: inFlight }, worker)), maxLoopMs + 30_000, "dag8 closed loop");
   if (failed > 0) throw new Error(`dag8: ${failed} runs did not succeed`);
   return { latencies, seconds: (last - first) / 1000 };
 }
@@ -85,14 +107,21 @@ async function closedLoop(engine: Engine, ends: RunEnds, total: number, inFlight
  * The closed loop settles into waves of runs moving together, so one 5,000-run window varies
  * by ±20% from one repetition to the next: the metric is the median of three windows.
  */
-export async function benchDag8(total = 5000, inFlight = 200, warmup = 500, repetitions = 3): Promise<Measured> {
-  return withEngine("dag8", async (engine) => {
+export async function benchDag8({
+  db = tempDb as NewDb,
+  total = 5000,
+  inFlight = 200,
+  warmup = 500,
+  repetitions = 3,
+  maxLoopMs = MAX_LOOP_MS,
+} = {}): Promise<Measured> {
+  return withEngine(db, "dag8", async (engine) => {
     const ends = new RunEnds(engine);
-    await closedLoop(engine, ends, warmup, inFlight);
+    await closedLoop(engine, ends, warmup, inFlight, maxLoopMs);
     progress(`dag8: warm-up of ${warmup} runs done`);
     const windows: { rate: number; latencies: number[]; seconds: number }[] = [];
     for (let r = 0; r < repetitions; r++) {
-      const { latencies, seconds } = await closedLoop(engine, ends, total, inFlight);
+      const { latencies, seconds } = await closedLoop(engine, ends, total, inFlight, maxLoopMs);
       if (latencies.length < total) progress(`dag8: stopped after ${latencies.length} runs (time cap)`);
       progress(`dag8: ${latencies.length} runs in ${seconds.toFixed(2)} s`);
       windows.push({ rate: latencies.length / seconds, latencies, seconds });
@@ -113,14 +142,15 @@ export async function benchDag8(total = 5000, inFlight = 200, warmup = 500, repe
           runs_per_s_max: sorted[sorted.length - 1]?.rate ?? 0,
           in_flight: inFlight,
           warmup_runs: warmup,
+          max_window_s: maxLoopMs / 1000,
         },
       },
     };
   });
 }
 
-export async function benchDag8Serial(runs = 300, warmup = 30): Promise<Measured> {
-  return withEngine("dag8-serial", async (engine) => {
+export async function benchDag8Serial({ db = tempDb as NewDb, runs = 300, warmup = 30 } = {}): Promise<Measured> {
+  return withEngine(db, "dag8-serial", async (engine) => {
     const latencies: number[] = [];
     for (let i = 0; i < warmup + runs; i++) {
       const t0 = performance.now();

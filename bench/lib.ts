@@ -1,7 +1,16 @@
-/** Small helpers shared by the bench measurements: temp databases, percentiles, progress. */
+/** Small helpers shared by the bench measurements: temp databases, percentiles, clocks, progress. */
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+
+/** A fresh database for one measurement: `url` for createEngine; `cleanup` removes it (await it: it may be async). */
+export interface BenchDb {
+  url: string;
+  cleanup(): unknown;
+}
+
+/** Makes a fresh database named after the measurement: `tempDb` (SQLite) or `tempSchema` (PostgreSQL). */
+export type NewDb = (name: string) => BenchDb;
 
 /** A fresh directory for one measurement's SQLite file; `cleanup` removes it. */
 export function tempDb(name: string): { path: string; url: string; cleanup(): void } {
@@ -30,6 +39,15 @@ export function percentile(samples: readonly number[], p: number): number {
 export function round(x: number): number {
   if (!Number.isFinite(x)) return x;
   return Math.abs(x) < 1 ? Number(x.toPrecision(3)) : Math.round(x * 100) / 100;
+}
+
+/**
+ * Epoch ms with sub-ms precision, comparable between processes on this machine: each process's
+ * high-resolution start time (performance.timeOrigin, read from the system clock) plus its
+ * monotonic time since.
+ */
+export function wallNow(): number {
+  return performance.timeOrigin + performance.now();
 }
 
 /** Progress goes to stderr; stdout is kept for the final table. */

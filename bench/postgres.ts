@@ -1,0 +1,69 @@
+/**
+ * The PostgreSQL side of the bench: the server (BENCH_PG_URL, default the local one with trust
+ * auth), a fresh schema per measurement, dropped afterwards even when the measurement failed
+ * or was abandoned, and the server settings the numbers depend on.
+ */
+import { randomBytes } from "node:crypto";
+import pg from "pg";
+import type { BenchDb } from "./lib.js";
+
+export const PG_URL = process.env.BENCH_PG_URL ?? "postgres://postgres@127.0.0.1:5432/test";
+
+/** Schemas created and not dropped yet. */
+const leftover = new Set<string>();
+
+/** A fresh schema (created and migrated by the first engine, store or client that opens `url`). */
+export function tempSchema(name: string): BenchDb & { schema: string } {
+  const schema = `skein_bench_${name.replace(/[^a-z0-9]/g, "_")}_${randomBytes(4).toString("hex")}`;
+  leftover.add(schema);
+  return {
+    schema,
+    url: `${PG_URL}${PG_URL.includes("?") ? "&" : "?"}schema=${schema}`,
+    cleanup: () => dropSchemas([schema]),
+  };
+}
+
+/** Drops every schema this process created and has not dropped yet; returns what failed. */
+export async function dropLeftoverSchemas(): Promise<string[]> {
+  return dropSchemas([...leftover]);
+}
+
+async function dropSchemas(schemas: string[]): Promise<string[]> {
+  if (schemas.length === 0) return [];
+  const failed: string[] = [];
+  await withClient(async (client) => {
+    // An engine of an abandoned measurement may still hold locks in it: do not wait for ever.
+    await client.query("SET lock_timeout = '10s'");
+    for (const schema of schemas) {
+      try {
+        await client.query(`DROP SCHEMA IF EXISTS ${pg.escapeIdentifier(schema)} CASCADE`);
+        leftover.delete(schema);
+      } catch (e) {
+        failed.push(`${schema}: ${(e as Error).message}`);
+      }
+    }
+  });
+  return failed;
+}
+
+/** What the numbers depend on: the server's version and durability settings. */
+export async function serverSettings(): Promise<Record<string, string>> {
+  return withClient(async (client) => {
+    const { rows } = await client.query<{ name: string; setting: string }>(
+      `SELECT name, setting FROM pg_settings
+        WHERE name IN ('server_version', 'synchronous_commit', 'fsync', 'wal_sync_method', 'commit_delay',
+                       'shared_buffers', 'max_connections')`,
+    );
+    return Object.fromEntries(rows.map((r) => [r.name, r.setting]));
+  });
+}
+
+async function withClient<T>(fn: (client: pg.Client) => Promise<T>): Promise<T> {
+  const client = new pg.Client({ connectionString: PG_URL, connectionTimeoutMillis: 10_000 });
+  await client.connect();
+  try {
+    return await fn(client);
+  } finally {
+    await client.end();
+  }
+}
