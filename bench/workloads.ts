@@ -52,3 +52,15 @@ export const RECOVERY = {
     { node_id: "second", agent_type: "work", depends_on: ["first"] },
   ],
 };
+
+/**
+ * Two steps served by two engine processes (the xproc bench): one engine has the handler for
+ * `xp_first` only, another for `xp_second` only, so `second` is started by the other engine.
+ */
+export const XPROC = {
+  id: "bench-xproc",
+  nodes: [
+    { node_id: "first", agent_type: "xp_first" },
+    { node_id: "second", agent_type: "xp_second", depends_on: ["first"] },
+  ],
+};
