@@ -1,25 +1,32 @@
 /**
  * Skein's benchmark (`npm run bench`). Runs each measurement on a fresh SQLite file (synchronous
- * "normal" unless stated, the system clock), prints a markdown table to stdout and writes
- * bench/results/latest.json as `{ sqlite: { <metric>: number }, cli: { help_ms }, meta: {...} }`.
+ * "normal" unless stated, the system clock) or, for the `postgres` section, on a fresh schema of
+ * the PostgreSQL server at BENCH_PG_URL (default the local one, at its default durability), prints
+ * a markdown table to stdout and writes bench/results/latest.json as
+ * `{ sqlite: { <metric>: number }, postgres: {...}, cli: { help_ms }, meta: {..., postgres: {...}} }`.
  * Progress goes to stderr. Exit code 1 if a measurement failed its own checks (the numbers are
  * still written). What each metric means and how it is measured is documented in the file that
- * measures it. `npm run bench -- dag8 recovery` runs only the named measurements (names: see
+ * measures it. `npm run bench -- dag8 pg_xproc` runs only the named measurements (names: see
  * MEASUREMENTS); such a partial run updates only their metrics in latest.json and keeps the
- * others, with this run's meta under `meta.partial`.
+ * others, with this run's meta under `meta.partial`. Child processes a measurement started and
+ * schemas it created are killed and dropped after it, whether it passed, failed or hung.
  */
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { availableParallelism, cpus, loadavg } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Worker } from "node:worker_threads";
+import { killChildren } from "./children.js";
 import { benchCli } from "./cli.js";
 import { benchDag8, benchDag8Serial } from "./dag8.js";
 import { benchDispatch50 } from "./dispatch.js";
 import { type Measured, progress, round, within } from "./lib.js";
 import { benchParked } from "./parked.js";
+import { benchPgEngines } from "./pg-engines.js";
+import { dropLeftoverSchemas, serverSettings, tempSchema } from "./postgres.js";
 import { benchRecovery } from "./recovery.js";
-import { benchTransition } from "./transition.js";
+import { benchPgTransition, benchTransition } from "./transition.js";
+import { benchXproc } from "./xproc.js";
 
 const here = dirname(fileURLToPath(import.meta.url));
 
@@ -36,24 +43,47 @@ async function medianWindow(
   return { ...median, min: windows[0]?.p50 ?? 0, max: windows[windows.length - 1]?.p50 ?? 0 };
 }
 
-/** The targets the project must reach: a metric passes when `ok(value)` holds. */
-const TARGETS: Record<string, { text: string; ok(v: number): boolean }> = {
+/**
+ * The targets the project must reach, keyed as in the table (`postgres.` for that section): a
+ * metric passes when `ok(value, all)` holds, where `all` holds every metric of latest.json.
+ */
+const TARGETS: Record<string, { text: string; ok(v: number, all: Record<string, number>): boolean }> = {
   dispatch50_p50_ms: { text: "< 5", ok: (v) => v < 5 },
   transition_p50_ms: { text: "< 0.1", ok: (v) => v < 0.1 },
   dag8_runs_per_s: { text: ">= 1000", ok: (v) => v >= 1000 },
   dag8_serial_p50_ms: { text: "< 3", ok: (v) => v < 3 },
   recovery_ms: { text: "< 500", ok: (v) => v < 500 },
   parked10k_rss_mb: { text: "< 200", ok: (v) => v < 200 },
+  "postgres.dag8_runs_per_s": { text: ">= 400", ok: (v) => v >= 400 },
+  "postgres.dag8_serial_p50_ms": { text: "< 10", ok: (v) => v < 10 },
+  "postgres.dag8_runs_per_s_2engines": {
+    text: ">= postgres.dag8_runs_per_s",
+    ok: (v, all) => v >= (all["postgres.dag8_runs_per_s"] ?? Number.POSITIVE_INFINITY),
+  },
+  "postgres.dag8_runs_per_s_4engines": {
+    text: ">= postgres.dag8_runs_per_s",
+    ok: (v, all) => v >= (all["postgres.dag8_runs_per_s"] ?? Number.POSITIVE_INFINITY),
+  },
+  "postgres.xproc_dispatch_p50_ms": { text: "< 5", ok: (v) => v < 5 },
   "cli.help_ms": { text: "< 300", ok: (v) => v < 300 },
 };
 
 /** A measurement that hangs is abandoned after this long (it fails; the bench goes on). */
 const MEASUREMENT_TIMEOUT_MS = 150_000;
-/** The whole bench gives up after this long: writes what it has and exits 1. */
-const BENCH_TIMEOUT_MS = 300_000;
+/** The whole bench gives up after this long: writes what it has and exits 1 (a full run takes about 6 min). */
+const BENCH_TIMEOUT_MS = 480_000;
 
-/** Sections of latest.json: metrics of the store (`sqlite`), and of the command line (`cli`). */
-type Section = "sqlite" | "cli";
+/** Sections of latest.json: metrics of each store (`sqlite`, `postgres`), and of the command line (`cli`). */
+type Section = "sqlite" | "postgres" | "cli";
+
+const SECTIONS: Record<Section, string> = {
+  sqlite: "SQLite (synchronous=normal unless named)",
+  postgres: "PostgreSQL (local server, synchronous_commit=on)",
+  cli: "command line",
+};
+
+/** The PostgreSQL windows are smaller: a run costs more there, and the whole bench must stay near 6 min. */
+const PG_DAG8 = { db: tempSchema, total: 2000, warmup: 300, maxLoopMs: 10_000 };
 
 const MEASUREMENTS: [string, () => Promise<Measured>, Section?][] = [
   ["dispatch50", () => benchDispatch50()],
@@ -88,12 +118,29 @@ const MEASUREMENTS: [string, () => Promise<Measured>, Section?][] = [
   ["recovery", () => benchRecovery()],
   ["parked10k", () => benchParked()],
   ["cli", () => benchCli(), "cli"],
+  // PostgreSQL: recovery, parked10k and cli are SQLite-only.
+  ["pg_dispatch50", () => benchDispatch50({ db: tempSchema }), "postgres"],
+  [
+    "pg_transition",
+    async () => {
+      const w = await medianWindow(() => benchPgTransition(500));
+      return {
+        metrics: { transition_p50_ms: w.p50, transition_p99_ms: w.p99 },
+        meta: { transition: { windows: WINDOWS, samples: 500, p50_min: w.min, p50_max: w.max } },
+      };
+    },
+    "postgres",
+  ],
+  ["pg_dag8", () => benchDag8(PG_DAG8), "postgres"],
+  ["pg_dag8_serial", () => benchDag8Serial({ db: tempSchema }), "postgres"],
+  ["pg_dag8_engines", () => benchPgEngines(), "postgres"],
+  ["pg_xproc", () => benchXproc(), "postgres"],
 ];
 
 async function main(): Promise<void> {
   process.chdir(join(here, ".."));
   const only = process.argv.slice(2);
-  const sections: Record<Section, Record<string, number>> = { sqlite: {}, cli: {} };
+  const sections: Record<Section, Record<string, number>> = { sqlite: {}, postgres: {}, cli: {} };
   const meta: Record<string, unknown> = {
     node: process.version,
     cpus: availableParallelism(),
@@ -117,27 +164,57 @@ async function main(): Promise<void> {
   killIfStuck(BENCH_TIMEOUT_MS + 30_000);
   const watchdog = setTimeout(() => {
     failures.push(`the bench did not finish within ${BENCH_TIMEOUT_MS / 1000} s`);
-    finish();
-    process.exit(1);
+    void cleanUp(failures).finally(() => {
+      finish();
+      process.exit(1);
+    });
   }, BENCH_TIMEOUT_MS);
+  const unknown = only.filter((name) => !MEASUREMENTS.some(([known]) => known === name));
+  if (unknown.length > 0) failures.push(`unknown measurements: ${unknown.join(", ")}`);
   for (const [name, measure, section = "sqlite"] of MEASUREMENTS) {
     if (only.length > 0 && !only.includes(name)) continue;
     progress(`${name}...`);
     const started = performance.now();
+    // Each store's meta goes under its own key: `meta.postgres.dag8` beside SQLite's `meta.dag8`.
+    const metaOf = section === "postgres" ? await postgresMeta(meta, failures) : meta;
     try {
       const result = await within(measure(), MEASUREMENT_TIMEOUT_MS, name);
       for (const [k, v] of Object.entries(result.metrics)) sections[section][k] = round(v);
-      Object.assign(meta, roundAll(result.meta ?? {}));
+      Object.assign(metaOf, roundAll(result.meta ?? {}));
       failures.push(...(result.failures ?? []));
     } catch (e) {
       failures.push(`${name}: ${(e as Error).stack ?? String(e)}`);
     }
+    await cleanUp(failures, name);
     progress(`${name} took ${((performance.now() - started) / 1000).toFixed(1)} s`);
   }
   clearTimeout(watchdog);
   finish();
   // A measurement abandoned by its timeout may have left an engine running: do not wait for it.
   if (failures.length > 0) process.exit(1);
+}
+
+/** `meta.postgres`, created with the server's settings by the first PostgreSQL measurement. */
+async function postgresMeta(meta: Record<string, unknown>, failures: string[]): Promise<Record<string, unknown>> {
+  if (meta.postgres === undefined) {
+    const server = await serverSettings().catch((e: unknown) => {
+      failures.push(`postgres: cannot read the server's settings: ${(e as Error).message}`);
+      return {};
+    });
+    meta.postgres = { server };
+  }
+  return meta.postgres as Record<string, unknown>;
+}
+
+/**
+ * Kills the child processes and drops the schemas a measurement left behind (it failed, or hung
+ * and was abandoned): the next measurement must not share the machine or the server with them.
+ */
+async function cleanUp(failures: string[], name = "bench"): Promise<void> {
+  const killed = await killChildren();
+  if (killed > 0) failures.push(`${name}: ${killed} child process(es) were still running; killed`);
+  const stuck = await dropLeftoverSchemas().catch((e: unknown) => [(e as Error).message]);
+  for (const problem of stuck) failures.push(`${name}: cannot drop schema ${problem}`);
 }
 
 function report(
@@ -148,16 +225,17 @@ function report(
   const out = join(here, "results", "latest.json");
   mkdirSync(dirname(out), { recursive: true });
   const partial = process.argv.length > 2;
-  writeFileSync(
-    out,
-    `${JSON.stringify(partial ? mergeWithPrevious(out, sections, meta) : { ...sections, meta }, null, 2)}\n`,
-  );
+  const written = partial ? mergeWithPrevious(out, sections, meta) : { ...sections, meta };
+  writeFileSync(out, `${JSON.stringify(written, null, 2)}\n`);
 
   const metrics = flatten(sections);
-  process.stdout.write(`${table(metrics)}\n`);
+  // Targets relative to another metric read it from latest.json (a partial run may not measure it).
+  const { meta: _meta, ...allSections } = written;
+  const all = flatten(allSections as Record<string, Record<string, number>>);
+  process.stdout.write(`${table(metrics, all)}\n`);
   process.stdout.write(`\nwritten to ${out} (${meta.duration_s} s)\n`);
   // A full run (no measurement named on the command line) also refreshes README's table.
-  if (!partial && failures.length === 0) updateReadme(metrics, meta);
+  if (!partial && failures.length === 0) updateReadme(table(metrics, all), meta);
   if (failures.length > 0) {
     process.stderr.write(`\n!!! BENCH FAILURES (${failures.length}):\n${failures.map((f) => `!!! ${f}`).join("\n")}\n`);
     process.exitCode = 1;
@@ -184,8 +262,8 @@ function mergeWithPrevious(
   return { ...rest, meta: { ...((previousMeta as Record<string, unknown> | undefined) ?? {}), partial: meta } };
 }
 
-/** Metrics of every section, keyed as in the table: `dag8_p50_ms` (sqlite), `cli.help_ms`. */
-function flatten(sections: Record<Section, Record<string, number>>): Record<string, number> {
+/** Metrics of every section, keyed as in the table: `dag8_p50_ms` (sqlite), `postgres.dag8_p50_ms`, `cli.help_ms`. */
+function flatten(sections: Record<string, Record<string, number>>): Record<string, number> {
   const flat: Record<string, number> = {};
   for (const [name, metrics] of Object.entries(sections)) {
     for (const [k, v] of Object.entries(metrics)) flat[name === "sqlite" ? k : `${name}.${k}`] = v;
@@ -194,7 +272,7 @@ function flatten(sections: Record<Section, Record<string, number>>): Record<stri
 }
 
 /** Replaces the table between README's bench-table markers with this run's. */
-function updateReadme(metrics: Record<string, number>, meta: Record<string, unknown>): void {
+function updateReadme(markdown: string, meta: Record<string, unknown>): void {
   const readme = join(here, "..", "README.md");
   const text = readFileSync(readme, "utf8");
   const start = "<!-- bench-table -->";
@@ -203,7 +281,7 @@ function updateReadme(metrics: Record<string, number>, meta: Record<string, unkn
   const b = text.indexOf(end);
   if (a < 0 || b < a) return;
   const when = `Measured ${String(meta.date).slice(0, 10)} on ${meta.cpus} cores, Node ${meta.node}, commit ${String(meta.commit ?? "?").slice(0, 8)}.`;
-  writeFileSync(readme, `${text.slice(0, a + start.length)}\n${table(metrics)}\n\n${when}\n${text.slice(b)}`);
+  writeFileSync(readme, `${text.slice(0, a + start.length)}\n${markdown}\n\n${when}\n${text.slice(b)}`);
 }
 
 /**
@@ -228,14 +306,20 @@ function roundAll<T>(value: T): T {
   return value;
 }
 
-function table(metrics: Record<string, number>): string {
+/** The markdown table: one block per section, each opened by a bold row naming it. */
+function table(metrics: Record<string, number>, all: Record<string, number>): string {
   const rows = ["| metric | value | target | ok |", "| --- | ---: | --- | --- |"];
-  for (const [k, v] of Object.entries(metrics)) {
-    const t = TARGETS[k];
-    rows.push(`| ${k} | ${v} | ${t?.text ?? ""} | ${t ? (t.ok(v) ? "yes" : "**NO**") : ""} |`);
-  }
-  for (const [k, t] of Object.entries(TARGETS)) {
-    if (!(k in metrics)) rows.push(`| ${k} | (not measured) | ${t.text} | **NO** |`);
+  const sectionOf = (key: string) => (key.includes(".") ? key.slice(0, key.indexOf(".")) : "sqlite");
+  for (const [section, title] of Object.entries(SECTIONS)) {
+    const measured = Object.entries(metrics).filter(([k]) => sectionOf(k) === section);
+    const missing = Object.entries(TARGETS).filter(([k]) => sectionOf(k) === section && !(k in metrics));
+    if (measured.length === 0 && missing.length === 0) continue;
+    rows.push(`| **${title}** | | | |`);
+    for (const [k, v] of measured) {
+      const t = TARGETS[k];
+      rows.push(`| ${k} | ${v} | ${t?.text ?? ""} | ${t ? (t.ok(v, all) ? "yes" : "**NO**") : ""} |`);
+    }
+    for (const [k, t] of missing) rows.push(`| ${k} | (not measured) | ${t.text} | **NO** |`);
   }
   return rows.join("\n");
 }
