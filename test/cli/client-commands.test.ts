@@ -148,8 +148,8 @@ describe("skein start, status, list, events", () => {
     ]);
     for (const r of results) expect(r.code, r.stderr).toBe(2);
     const [status, events, limit, missing, start, input] = results.map((r) => r.stderr);
-    expect(status).toMatch(/^skein: run nope does not exist in sqlite:/);
-    expect(events).toMatch(/^skein: run nope does not exist in sqlite:/);
+    expect(status).toMatch(/^skein: run nope does not exist in (sqlite|postgres):/);
+    expect(events).toMatch(/^skein: run nope does not exist in (sqlite|postgres):/);
     expect(limit).toContain("expected a whole number from 1 to 1000");
     expect(missing).toMatch(/^skein: no database at .*missing\.db: pass --db/);
     expect(start).toMatch(/^skein: workflow "nope" is not registered/);

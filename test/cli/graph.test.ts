@@ -143,7 +143,9 @@ describe("skein graph", () => {
     await skein(["workflows", "put", ws.file("s.json", WORKFLOWS.small), "--db", ws.db], ws.dir);
     const r = await skein(["graph", "no-such-run", "--db", ws.db], ws.dir);
     expect(r.code).toBe(2);
-    expect(r.stderr).toMatch(/^skein: run no-such-run does not exist in sqlite:.*; skein list shows the runs/);
+    expect(r.stderr).toMatch(
+      /^skein: run no-such-run does not exist in (sqlite|postgres):.*; skein list shows the runs/,
+    );
   });
 });
 

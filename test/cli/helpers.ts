@@ -9,6 +9,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterEach, beforeAll } from "vitest";
+import { onPostgres, tempDb } from "../helpers.js";
 
 export const ROOT = fileURLToPath(new URL("../../", import.meta.url));
 export const CLI = join(ROOT, "dist", "cli", "main.js");
@@ -38,13 +39,16 @@ afterEach(() => {
   for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
 });
 
-/** A temp directory with a database URL and a helper to write JSON files into it. */
+/**
+ * A temp directory with a database URL (a SQLite file there, or a fresh PostgreSQL schema when
+ * the suite runs on PostgreSQL) and a helper to write JSON files into it.
+ */
 export function workspace(): { dir: string; db: string; file(name: string, value: unknown): string } {
   const dir = mkdtempSync(join(tmpdir(), "skein-cli-"));
   dirs.push(dir);
   return {
     dir,
-    db: `sqlite:${join(dir, "x.db")}`,
+    db: onPostgres ? tempDb() : `sqlite:${join(dir, "x.db")}`,
     file(name, value) {
       const path = join(dir, name);
       writeFileSync(path, typeof value === "string" ? value : JSON.stringify(value, null, 2));

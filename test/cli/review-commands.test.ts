@@ -366,7 +366,7 @@ describe("review, cancel and retry refusals (no engine needed)", () => {
     const [unknownReview, unknownCancel, unknownRetry, badDecision, badOutput, rejectOutput, noNode, notYet, running] =
       results;
     for (const r of [unknownReview, unknownCancel, unknownRetry])
-      refused(r as Result, /^skein: run nope does not exist in sqlite:.*; skein list shows the runs\n$/);
+      refused(r as Result, /^skein: run nope does not exist in (sqlite|postgres):.*; skein list shows the runs\n$/);
     refused(
       badDecision as Result,
       /value 'maybe' is invalid for argument 'decision'\. Allowed choices are approve, reject/,

@@ -2,6 +2,7 @@
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import { onPostgres } from "../helpers.js";
 import { AGENTS, json, requireBuiltCli, Skein, skein, WORKFLOWS, workspace } from "./helpers.js";
 
 requireBuiltCli();
@@ -162,7 +163,7 @@ describe("skein run", () => {
     ]);
   });
 
-  it("exits 2 when the database is in use by another engine", async () => {
+  it.skipIf(onPostgres)("exits 2 when the database is in use by another engine", async () => {
     const ws = workspace();
     const file = ws.file("long.json", WORKFLOWS.long);
     const first = new Skein(["run", file, "--agents", AGENTS, "--db", ws.db], ws.dir);
