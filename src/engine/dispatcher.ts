@@ -173,7 +173,9 @@ export class Dispatcher {
         this.inbox.unshift(...inputs);
         const pause = Math.min(1000, 5 * 2 ** this.transientFailures);
         this.o.logger.warn({ err: e, retry_ms: pause }, "skein: a transaction failed; retrying it");
-        this.o.clock.setTimeout(() => this.wake(), pause);
+        // Real time, not the engine's clock: this paces retries against the database, and a
+        // test's manual clock must not hold them back.
+        setTimeout(() => this.wake(), pause).unref();
         return false;
       }
       // Callers waiting on it hear why; attempts whose results were lost here expire and retry,
