@@ -25,6 +25,7 @@ import {
   emptyChanges,
   endRun,
   enterReview,
+  event,
   failAttempt,
   failVisit,
   interrupt,
@@ -273,24 +274,16 @@ export class Flush {
       advanceCompensation(rs, this.now);
     }
     if (recordFence && rs) {
-      rs.changes.events.push({
-        run_id: rs.run.run_id,
-        type: "result.fenced",
-        node_id: key?.node_id ?? null,
-        visit: key?.visit ?? null,
-        trace_id: rs.run.trace_id,
-        at: this.now,
-        data: {
-          execution_id: input.execution_id,
-          attempt: input.attempt,
-          result: input.kind,
-          reason:
-            !v || v.visit !== key?.visit
-              ? "superseded"
-              : v.attempt !== input.attempt
-                ? "stale_attempt"
-                : `visit is ${v.state}`,
-        },
+      event(rs, "result.fenced", key, this.now, {
+        execution_id: input.execution_id,
+        attempt: input.attempt,
+        result: input.kind,
+        reason:
+          !v || v.visit !== key?.visit
+            ? "superseded"
+            : v.attempt !== input.attempt
+              ? "stale_attempt"
+              : `visit is ${v.state}`,
       });
     }
     return false;
@@ -428,15 +421,12 @@ export class Flush {
       return;
     }
     if (!held) {
-      rs?.changes.events.push({
-        run_id: rs.run.run_id,
-        type: "result.fenced",
-        node_id: key?.node_id ?? null,
-        visit: key?.visit ?? null,
-        trace_id: rs.run.trace_id,
-        at: this.now,
-        data: { execution_id: input.execution_id, attempt: input.attempt, result: input.kind },
-      });
+      if (rs)
+        event(rs, "result.fenced", key, this.now, {
+          execution_id: input.execution_id,
+          attempt: input.attempt,
+          result: input.kind,
+        });
       return;
     }
     if (input.kind === "success") compensationSucceeded(held.rs, held.c, input.output, this.now);
