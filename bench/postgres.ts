@@ -5,7 +5,7 @@
  */
 import { randomBytes } from "node:crypto";
 import pg from "pg";
-import type { BenchDb } from "./lib.js";
+import { type BenchDb, percentile } from "./lib.js";
 
 export const PG_URL = process.env.BENCH_PG_URL ?? "postgres://postgres@127.0.0.1:5432/test";
 
@@ -46,15 +46,25 @@ async function dropSchemas(schemas: string[]): Promise<string[]> {
   return failed;
 }
 
-/** What the numbers depend on: the server's version and durability settings. */
-export async function serverSettings(): Promise<Record<string, string>> {
+/**
+ * What the numbers depend on: the server's version and durability settings, and the p50 of 200
+ * `SELECT 1` round trips from this process (what every statement of a transaction pays at least;
+ * it grows with the machine's load, as the server's processes wait for a core).
+ */
+export async function serverSettings(): Promise<Record<string, string | number>> {
   return withClient(async (client) => {
     const { rows } = await client.query<{ name: string; setting: string }>(
       `SELECT name, setting FROM pg_settings
         WHERE name IN ('server_version', 'synchronous_commit', 'fsync', 'wal_sync_method', 'commit_delay',
                        'shared_buffers', 'max_connections')`,
     );
-    return Object.fromEntries(rows.map((r) => [r.name, r.setting]));
+    const trips: number[] = [];
+    for (let i = 0; i < 200; i++) {
+      const t0 = performance.now();
+      await client.query("SELECT 1");
+      trips.push(performance.now() - t0);
+    }
+    return { ...Object.fromEntries(rows.map((r) => [r.name, r.setting])), round_trip_p50_ms: percentile(trips, 50) };
   });
 }
 
