@@ -7,10 +7,12 @@
  * Who starts the runs: the engine processes themselves, each with its share of the 200 workers
  * (200 / N), through its own `startRun`, as the one-engine figure does in process. A run's first
  * nodes are claimed by the transaction that inserts it, and what a result makes ready is claimed
- * by the engine that recorded it, so a run normally stays on the engine that started it: the
- * engines share the database (its CPU, its WAL flushes, the indexes) and their NOTIFY wake-ups.
- * How ends are seen: by each engine's `subscribe`; a run that another engine finished is found by
- * polling the runs table (pg-dag8-child.ts) and counted in meta `polled_runs`.
+ * by the engine that recorded it (maxConcurrency 1000: nothing is left over a limit), so a run
+ * stays on the engine that started it and no NOTIFY is needed: the engines share the database
+ * (its CPU, its WAL flushes, its indexes) and the machine's cores. The cross-engine hand-off is
+ * xproc.ts's measurement. How ends are seen: by each engine's `subscribe`; a run that another
+ * engine finished is found by polling the runs table (pg-dag8-child.ts) and counted in meta
+ * `polled_runs` (0 when every run stayed where it started).
  *
  * Windows are time-boxed, not counted, so that no engine idles while another finishes its share:
  * the parent picks t0 (300 ms ahead, on the clock the processes share, lib.ts wallNow), and every
