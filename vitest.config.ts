@@ -1,15 +1,22 @@
 import { defineConfig } from "vitest/config";
 
 /**
- * Two projects: every test on SQLite, and the engine's behaviour suite and the CLI's again on
- * PostgreSQL (test/helpers.ts gives each test a fresh schema on the local server).
+ * Projects (`npm test` runs them all):
+ * - default: every test on SQLite (and the PostgreSQL store's own tests);
+ * - postgres: the engine's behaviour suite and the CLI's again on PostgreSQL (test/helpers.ts
+ *   gives each test a fresh schema on the local server);
+ * - processes: several engine processes on PostgreSQL killed or cut off mid-run. `npm test`
+ *   runs it after the others, alone, so that its engines are not starved of CPU by other tests.
  */
 export default defineConfig({
   test: {
     testTimeout: 30_000,
     hookTimeout: 30_000,
     projects: [
-      { extends: true, test: { name: "default", include: ["test/**/*.test.ts"] } },
+      {
+        extends: true,
+        test: { name: "default", include: ["test/**/*.test.ts"], exclude: ["test/postgres/**"] },
+      },
       {
         extends: true,
         test: {
@@ -18,6 +25,7 @@ export default defineConfig({
           env: { SKEIN_TEST_DB: "postgres" },
         },
       },
+      { extends: true, test: { name: "processes", include: ["test/postgres/**/*.test.ts"] } },
     ],
   },
 });

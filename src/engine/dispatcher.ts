@@ -74,7 +74,8 @@ export class Dispatcher {
     // Another engine made visits ready (or started runs): look for them now, not at the sweep.
     this.o.store.onReady((agentType) => {
       if (agentType === "*") this.sweepDue = true;
-      else this.backlog.add(agentType);
+      else if (this.o.agentTypes().includes(agentType) || agentType === "human_review") this.backlog.add(agentType);
+      else return; // not served here: no flush for it
       this.wake();
     });
     this.armSweep();

@@ -100,6 +100,10 @@ export class Flush {
   /** The runs this transaction read or changed. */
   readonly states = new Map<string, RunState>();
   private tx!: StoreTx;
+  /** Runs started in this transaction: inserted together by `persist`. */
+  private newRuns: Run[] = [];
+  /** The earliest future due time among the rows this transaction wrote. */
+  private dueSoon: number | null = null;
   private readonly out: FlushOutcome = {
     events: [],
     claimed: [],
@@ -125,8 +129,11 @@ export class Flush {
     this.out.now = this.now;
     // Another process (a client's review, cancel or redrive) changed runs this engine may keep in memory.
     if (await tx.writtenElsewhere()) this.cache.clear();
-    // The runs the inputs change, locked up front in one order: later loads never wait.
-    await tx.lockRuns(inputRuns(inputs));
+    // The runs the inputs change, locked up front in one order (later loads never wait), then
+    // read together.
+    const locked = inputRuns(inputs);
+    await tx.lockRuns(locked);
+    await this.preload(locked);
     const dead = [...deadEngines];
     if (sweep && this.claiming && !this.o.store.exclusive) {
       dead.push(...(await tx.takeDeadEngines(this.o.engineId, this.now - this.o.engineTimeoutMs)));
@@ -138,8 +145,20 @@ export class Flush {
     if (this.claiming) await this.claimReady(sweep);
     await this.notifyOthers();
     await this.persist();
-    this.out.nextDue = await this.tx.nextDue(this.now);
+    // A sweep asks the database for the next due time; other flushes only add due times, those
+    // of the rows they wrote (an earlier one is armed already).
+    this.out.nextDue = sweep ? await this.tx.nextDue(this.now) : this.dueSoon;
     return this.out;
+  }
+
+  /** The input runs not in memory yet, in one read (they are locked already). */
+  private async preload(runIds: string[]): Promise<void> {
+    const missing = runIds.filter((id) => !this.states.has(id) && !this.cache.get(id));
+    if (missing.length === 0) return;
+    for (const loaded of await this.tx.loadRuns(missing)) {
+      const { graph } = await this.o.registry.get(loaded.run.workflow_id, loaded.run.workflow_version);
+      this.states.set(loaded.run.run_id, runState(loaded.run, graph, loaded.visits, loaded.compensations));
+    }
   }
 
   /**
@@ -227,7 +246,9 @@ export class Flush {
 
   private async start(run: Run, done: Callback<Run>): Promise<void> {
     if (run.idempotency_key !== null) {
-      const existing = await this.tx.runByIdempotencyKey(run.idempotency_key);
+      const existing =
+        this.newRuns.find((r) => r.idempotency_key === run.idempotency_key) ??
+        (await this.tx.runByIdempotencyKey(run.idempotency_key));
       if (existing) {
         if (existing.input_hash !== run.input_hash || existing.workflow_id !== run.workflow_id) {
           this.out.callbacks.push(() =>
@@ -245,7 +266,7 @@ export class Flush {
       }
     }
     const { graph } = await this.o.registry.get(run.workflow_id, run.workflow_version);
-    await this.tx.insertRun(run);
+    this.newRuns.push({ ...run });
     const rs = startRunState(run, graph, this.now);
     this.states.set(run.run_id, rs);
     const started = { ...rs.run };
@@ -636,17 +657,33 @@ export class Flush {
   /** Writes what every loaded run changed, and collects what to do after commit. */
   private async persist(): Promise<void> {
     await this.planCompensations();
+    // One statement per kind of row for the whole transaction: on a networked database each
+    // statement is a round trip.
+    const runs: Run[] = [];
+    const updated: Visit[] = [];
+    const inserted: Visit[] = [];
+    const compensations: Compensation[] = [];
+    const events: NewEvent[] = [];
+    const due = (t: number | null) => {
+      if (t !== null && t > this.now && (this.dueSoon === null || t < this.dueSoon)) this.dueSoon = t;
+    };
+    for (const r of this.newRuns) due(r.deadline_at);
     for (const rs of this.states.values()) {
       const c = rs.changes;
       if (c.inserted.size === 0 && c.updated.size === 0 && c.events.length === 0 && !c.runUpdated) continue;
       if (c.runUpdated || c.ended) {
         rs.run.updated_at = this.now;
-        await this.tx.updateRun(rs.run);
+        runs.push(rs.run);
+        if (rs.run.ended_at === null) due(rs.run.deadline_at);
       }
-      await this.tx.updateVisits(c.updated);
-      await this.tx.insertVisits(c.inserted);
-      if (c.compensations.size > 0) await this.tx.writeCompensations(c.compensations);
-      this.out.events.push(...(await this.tx.insertEvents(c.events)));
+      updated.push(...c.updated);
+      inserted.push(...c.inserted);
+      compensations.push(...c.compensations);
+      events.push(...c.events);
+      for (const v of [...c.updated, ...c.inserted, ...c.compensations]) {
+        due(v.ready_at);
+        due(v.lease_expires_at);
+      }
       for (const v of c.cancelled) this.out.aborted.push([v.execution_id, "cancelled"]);
       for (const v of c.readied) {
         if (v.payload === null && v.state === "PENDING") {
@@ -655,6 +692,12 @@ export class Flush {
       }
       rs.changes = emptyChanges();
     }
+    await this.tx.insertRuns(this.newRuns.splice(0));
+    await this.tx.updateRuns(runs);
+    await this.tx.updateVisits(updated);
+    await this.tx.insertVisits(inserted);
+    if (compensations.length > 0) await this.tx.writeCompensations(compensations);
+    this.out.events.push(...(await this.tx.insertEvents(events)));
   }
 }
 

@@ -114,8 +114,9 @@ export interface StoreTx {
    */
   takeDeadEngines(self: string, staleBefore: number): Promise<string[]>;
   runByIdempotencyKey(key: string): Promise<Run | null>;
-  insertRun(run: Run): Promise<void>;
-  updateRun(run: Run): Promise<void>;
+  /** Inserts runs (one statement on PostgreSQL, whatever their number). */
+  insertRuns(runs: Run[]): Promise<void>;
+  updateRuns(runs: Run[]): Promise<void>;
   /**
    * True when another process wrote to the database since this store's last transaction (a
    * client's review, cancel or redrive): run state kept in memory may be stale.
@@ -130,6 +131,11 @@ export interface StoreTx {
     runId: string,
     options?: { skipLocked?: boolean },
   ): Promise<{ run: Run; visits: Visit[]; compensations: Compensation[] } | null>;
+  /**
+   * Runs this transaction has locked (`lockRuns`), with their current visits and compensation
+   * rows, read in one statement; missing runs are left out.
+   */
+  loadRuns(runIds: string[]): Promise<{ run: Run; visits: Visit[]; compensations: Compensation[] }[]>;
   /**
    * Every visit of the run with the commit order of its success (the seq of its
    * `node.succeeded` event), for planning compensation.

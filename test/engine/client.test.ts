@@ -1,18 +1,20 @@
 import { describe, expect, it } from "vitest";
 import { createClient, type Task } from "../../src/index.js";
-import { nextEvent, testEngine } from "../helpers.js";
+import { nextEvent, onPostgres, testEngine } from "../helpers.js";
 
 describe("createClient", () => {
-  it("registers and starts runs beside the file's engine, which picks them up on its sweep", async () => {
+  it("registers and starts runs beside the database's engine, which picks them up", async () => {
     const { engine, clock, database } = await testEngine({ agents: { echo: (t: Task) => t.input } });
     const client = await createClient({ database, clock });
     try {
       await client.registerWorkflow({ id: "echo", nodes: [{ node_id: "a", agent_type: "echo" }] });
+      const ended = nextEvent(engine, (e) => e.type === "run.succeeded");
       const run = await client.startRun("echo", { input: { hello: "world" } });
-      expect((await client.getRun(run.run_id)).nodes[0]?.state).toBe("PENDING");
-
-      const ended = nextEvent(engine, (e) => e.type === "run.succeeded" && e.run_id === run.run_id);
-      await clock.advance(1_000); // the engine's periodic sweep finds the ready visit
+      if (!onPostgres) {
+        // SQLite: the engine finds it on its periodic sweep (PostgreSQL: at once, by NOTIFY).
+        expect((await client.getRun(run.run_id)).nodes[0]?.state).toBe("PENDING");
+      }
+      await clock.advance(1_000);
       await ended;
       const done = await client.getRun(run.run_id);
       expect(done.status).toBe("SUCCEEDED");
@@ -51,11 +53,11 @@ describe("createClient", () => {
 
     const client = await createClient({ database, clock });
     try {
-      // The engine holds both runs in memory; the client changes them in the file.
+      // The engine holds both runs in memory; the client changes them in the file. (On
+      // PostgreSQL the client's NOTIFY may wake the engine before the sweep: listen first.)
+      const ended = nextEvent(engine, (e) => e.type === "run.succeeded" && e.run_id === run.run_id);
       await client.review(run.run_id, "ok", { decision: "approve", by: "me" });
       await client.cancelRun(slow.run_id, { reason: "from another process" });
-
-      const ended = nextEvent(engine, (e) => e.type === "run.succeeded" && e.run_id === run.run_id);
       await clock.advance(1_000); // the sweep claims publish, made ready by the client's decision
       await ended;
       expect((await engine.getRun(run.run_id)).nodes.map((n) => [n.node_id, n.state])).toEqual([
@@ -93,9 +95,9 @@ describe("createClient", () => {
     await asked;
     const client = await createClient({ database, clock });
     try {
+      const ended = nextEvent(engine, (e) => e.type === "run.succeeded" && e.run_id === run.run_id);
       await client.review(run.run_id, "ok", { decision: "approve", by: "me" });
       await clock.advance(1_000); // the heartbeat's transaction runs first
-      const ended = nextEvent(engine, (e) => e.type === "run.succeeded" && e.run_id === run.run_id);
       await clock.advance(9_000); // then the sweep, which must not trust its stale copy of the run
       await ended;
     } finally {

@@ -166,10 +166,13 @@ describe("runs", () => {
       const next = release.shift();
       if (next) {
         expect(inFlight).toBeLessThanOrEqual(2);
+        // The engine may claim the next node while the read is on its way: the count matches
+        // the attempts in flight before or after it.
+        const before = inFlight;
         const ready = (await engine.getRun(run.run_id)).nodes.filter(
           (n) => n.state === "PENDING" && n.ready_at !== null,
         );
-        expect(ready.length).toBe(5 - released - inFlight);
+        expect([5 - released - before, 5 - released - inFlight]).toContain(ready.length);
         next();
         released += 1;
       }

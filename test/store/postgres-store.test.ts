@@ -160,7 +160,7 @@ function event(run_id: string, type: NewEvent["type"], node_id: string | null, d
 async function readyRuns(store: PostgresStore, ids: string[]): Promise<void> {
   await store.putWorkflow("wf", "hash-1", WORKFLOW, NOW);
   await store.transaction(async (tx) => {
-    for (const id of ids) await tx.insertRun(newRun(id));
+    for (const id of ids) await tx.insertRuns([newRun(id)]);
     await tx.insertVisits(ids.map((id, i) => newVisit(id, "a", { ready_at: NOW - 100 + i, payload: { n: i } })));
   });
 }
@@ -263,7 +263,7 @@ describe("PostgresStore", () => {
       const a = newVisit("r1", "a", { payload: [1, "two"], trigger: { node_id: "start", visit: 2 } });
       const b = newVisit("r1", "b", { agent_type: "reviewer" });
       const events = await store.transaction(async (tx) => {
-        await tx.insertRun(r);
+        await tx.insertRuns([r]);
         await tx.insertVisits([a, b]);
         return tx.insertEvents([event("r1", "run.started", null, { input: null }), event("r1", "node.ready", "a")]);
       });
@@ -290,7 +290,7 @@ describe("PostgresStore", () => {
       const r2: Run = { ...r, status: "COMPENSATING", needs_attention: true, updated_at: NOW + 3, end_cause: "failed" };
       const comps = [newCompensation("r1", 1, "a"), newCompensation("r1", 2, "b", { state: "SKIPPED" })];
       const more = await store.transaction(async (tx) => {
-        await tx.updateRun(r2);
+        await tx.updateRuns([r2]);
         await tx.updateVisits([a2, b2]);
         await tx.writeCompensations(comps);
         await tx.writeCompensations([{ ...comps[0]!, state: "RUNNING", attempt: 1, holder: "engine-1" }]);
@@ -335,7 +335,7 @@ describe("PostgresStore", () => {
       await store.putWorkflow("wf", "hash-1", WORKFLOW, NOW);
       await store.transaction(async (tx) => {
         for (let i = 0; i < 5; i++) {
-          await tx.insertRun(newRun(`r${i}`, { created_at: NOW + i, status: i % 2 ? "FAILED" : "RUNNING" }));
+          await tx.insertRuns([newRun(`r${i}`, { created_at: NOW + i, status: i % 2 ? "FAILED" : "RUNNING" })]);
         }
       });
       const first = await store.listRuns({ limit: 2 });
@@ -350,9 +350,9 @@ describe("PostgresStore", () => {
       const store = await open(freshSchema());
       await store.putWorkflow("wf", "hash-1", WORKFLOW, NOW);
       await store.transaction(async (tx) => {
-        await tx.insertRun(newRun("r1"));
-        await tx.insertRun(newRun("r2", { deadline_at: NOW - 1 }));
-        await tx.insertRun(newRun("r3", { status: "COMPENSATING", deadline_at: NOW + 500 }));
+        await tx.insertRuns([newRun("r1")]);
+        await tx.insertRuns([newRun("r2", { deadline_at: NOW - 1 })]);
+        await tx.insertRuns([newRun("r3", { status: "COMPENSATING", deadline_at: NOW + 500 })]);
         await tx.insertVisits([
           newVisit("r1", "unresolved", { ready_at: NOW - 5 }),
           newVisit("r1", "later", { ready_at: NOW + 100, payload: {} }),
@@ -450,7 +450,7 @@ describe("PostgresStore", () => {
         locked.resolve();
         await release.promise;
         // Written under the lock: the waiting reader must see both, the visit without any run update.
-        await tx.updateRun(newRun("r1", { needs_attention: true }));
+        await tx.updateRuns([newRun("r1", { needs_attention: true })]);
         await tx.insertVisits([newVisit("r1", "b")]);
       });
       await locked.promise;
@@ -698,8 +698,8 @@ describe("PostgresStore", () => {
       const schema = freshSchema();
       const [a, b] = await Promise.all([open(schema), open(schema)]);
       await a.putWorkflow("wf", "hash-1", WORKFLOW, NOW);
-      await a.transaction((tx) => tx.insertRun(newRun("r1", { idempotency_key: "k" })));
-      const second = b.transaction((tx) => tx.insertRun(newRun("r2", { idempotency_key: "k" })));
+      await a.transaction((tx) => tx.insertRuns([newRun("r1", { idempotency_key: "k" })]));
+      const second = b.transaction((tx) => tx.insertRuns([newRun("r2", { idempotency_key: "k" })]));
       await expect(second).rejects.toMatchObject({ name: "DatabaseError", transient: true });
     });
   });

@@ -97,6 +97,9 @@ const RUNS = selectList(RUN_COLUMNS);
 const VISITS = selectList(VISIT_COLUMNS);
 const WORKFLOWS = selectList(WORKFLOW_COLUMNS);
 
+/** How many times a read that lost its connection is tried. */
+const READ_ATTEMPTS = 3;
+
 export class PostgresStore implements Store {
   readonly exclusive = false;
   private lock: Promise<unknown> = Promise.resolve();
@@ -390,13 +393,21 @@ export class PostgresStore implements Store {
     }
   }
 
-  /** One statement outside any transaction, on any free pooled connection. */
+  /**
+   * One statement outside any transaction, on any free pooled connection. A read is safe to
+   * repeat: one that lost its connection (a pooled connection the server closed while idle) is
+   * tried again on another.
+   */
   private async read<R extends object>(config: pg.QueryConfig): Promise<R[]> {
-    const session = await this.session();
-    try {
-      return (await session.query<R & pg.QueryResultRow>(config, "read")).rows;
-    } finally {
-      session.release();
+    for (let attempt = 1; ; attempt++) {
+      const session = await this.session();
+      try {
+        return (await session.query<R & pg.QueryResultRow>(config, "read")).rows;
+      } catch (e) {
+        if (!(e instanceof DatabaseError && e.transient) || attempt >= READ_ATTEMPTS) throw e;
+      } finally {
+        session.release();
+      }
     }
   }
 

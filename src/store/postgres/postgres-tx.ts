@@ -76,6 +76,25 @@ const SQL = {
       .map((c, i) => `${c} = $${i + 2}`)
       .join(", ")} WHERE run_id = $1`,
   },
+  insertRuns: {
+    name: "skein_insert_runs",
+    text: `INSERT INTO runs (${names(RUN_COLUMNS).join(", ")}) SELECT * FROM ${unnestSql(RUN_COLUMNS)}`,
+  },
+  updateRuns: {
+    name: "skein_update_runs",
+    text: `UPDATE runs r SET ${assignments(RUN_UPDATE_COLUMNS, "u")} FROM ${unnestSql(RUN_UPDATE_COLUMNS)} WHERE r.run_id = u.run_id`,
+  },
+  // Runs this transaction locked: a statement of its own after the lock, so it sees what the
+  // transactions it waited for committed.
+  loadRuns: {
+    name: "skein_load_runs",
+    text: `SELECT ${selectList(RUN_COLUMNS, "r")},
+      (SELECT coalesce(json_agg(${jsonObject(VISIT_COLUMNS, "v")}), '[]') FROM visits v
+        WHERE v.run_id = r.run_id AND v.is_current) AS visits,
+      (SELECT coalesce(json_agg(${jsonObject(COMPENSATION_COLUMNS, "c")} ORDER BY c.seq), '[]')
+         FROM compensations c WHERE c.run_id = r.run_id) AS compensations
+      FROM runs r WHERE r.run_id = ANY($1::text[])`,
+  },
   lockRuns: {
     name: "skein_lock_runs",
     text: "SELECT run_id FROM runs WHERE run_id = ANY($1::text[]) ORDER BY run_id FOR UPDATE",
@@ -237,12 +256,25 @@ export class PostgresTx implements StoreTx {
     return row ? runFromDb(row) : null;
   }
 
-  async insertRun(run: Run): Promise<void> {
-    await this.q(SQL.insertRun, rowValues(RUN_COLUMNS, run));
+  async insertRuns(runs: Run[]): Promise<void> {
+    if (runs.length === 1) await this.q(SQL.insertRun, rowValues(RUN_COLUMNS, runs[0] as Run));
+    else if (runs.length > 1) await this.q(SQL.insertRuns, columnArrays(RUN_COLUMNS, runs));
   }
 
-  async updateRun(run: Run): Promise<void> {
-    await this.q(SQL.updateRun, rowValues(RUN_UPDATE_COLUMNS, run));
+  async updateRuns(runs: Run[]): Promise<void> {
+    const batch = distinct(runs, (r) => r.run_id);
+    if (batch.length === 1) await this.q(SQL.updateRun, rowValues(RUN_UPDATE_COLUMNS, batch[0] as Run));
+    else if (batch.length > 1) await this.q(SQL.updateRuns, columnArrays(RUN_UPDATE_COLUMNS, batch));
+  }
+
+  async loadRuns(runIds: string[]): Promise<{ run: Run; visits: Visit[]; compensations: Compensation[] }[]> {
+    if (runIds.length === 0) return [];
+    const rows = await this.q<DbRun & { visits: DbVisit[]; compensations: DbCompensation[] }>(SQL.loadRuns, [runIds]);
+    return rows.map(({ visits, compensations, ...run }) => ({
+      run: runFromDb(run),
+      visits: visits.map(visitFromDb),
+      compensations: compensations.map(compensationFromDb),
+    }));
   }
 
   async writtenElsewhere(): Promise<boolean> {

@@ -307,14 +307,27 @@ export class SqliteStore implements Store {
 
   private makeTx(): StoreTx {
     const s = this.sql;
+    const load = (runId: string) => {
+      const row = s.getRun.get(runId) as DbRun | undefined;
+      if (!row) return null;
+      return {
+        run: runFromDb(row),
+        visits: (s.currentVisits.all(runId) as DbVisit[]).map(visitFromDb),
+        compensations: (s.compensations.all(runId) as DbCompensation[]).map(compensationFromDb),
+      };
+    };
     const keys = (rows: unknown[]) => rows as VisitKey[];
     return {
       runByIdempotencyKey: async (key) => {
         const row = s.runByKey.get(key) as DbRun | undefined;
         return row ? runFromDb(row) : null;
       },
-      insertRun: async (run) => void s.insertRun.run(runToDb(run)),
-      updateRun: async (run) => void s.updateRun.run(runToDb(run)),
+      insertRuns: async (runs) => {
+        for (const run of runs) s.insertRun.run(runToDb(run));
+      },
+      updateRuns: async (runs) => {
+        for (const run of runs) s.updateRun.run(runToDb(run));
+      },
       writtenElsewhere: async () => {
         const written = this.writtenElsewhere;
         this.writtenElsewhere = false;
@@ -324,15 +337,8 @@ export class SqliteStore implements Store {
       lockRuns: async () => {},
       notifyReady: async () => {},
       takeDeadEngines: async () => [],
-      loadRun: async (runId) => {
-        const row = s.getRun.get(runId) as DbRun | undefined;
-        if (!row) return null;
-        return {
-          run: runFromDb(row),
-          visits: (s.currentVisits.all(runId) as DbVisit[]).map(visitFromDb),
-          compensations: (s.compensations.all(runId) as DbCompensation[]).map(compensationFromDb),
-        };
-      },
+      loadRun: async (runId) => load(runId),
+      loadRuns: async (runIds) => runIds.map(load).filter((r) => r !== null),
       runHistory: async (runId) => {
         const rows = this.writer
           .prepare(
