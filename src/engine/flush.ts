@@ -151,7 +151,7 @@ export class Flush {
     return this.out;
   }
 
-  /** The input runs not in memory yet, in one read (they are locked already). */
+  /** Runs this transaction locked that are not in memory yet, in one read. */
   private async preload(runIds: string[]): Promise<void> {
     const missing = runIds.filter((id) => !this.states.has(id) && !this.cache.get(id));
     if (missing.length === 0) return;
@@ -546,6 +546,7 @@ export class Flush {
         continue;
       }
       const keys = await this.tx.claimable(type, this.now, n);
+      await this.preload([...new Set(keys.map((k) => k.run_id))]); // locked by the claim: one read for all
       for (const key of keys) {
         const rs = await this.load(key.run_id);
         const v = rs?.current.get(key.node_id);
