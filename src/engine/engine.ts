@@ -19,7 +19,10 @@ import { Notifier, type NotifyOptions } from "./notifier.js";
 import { type RegisteredWorkflow, WorkflowRegistry } from "./registry.js";
 
 export interface EngineOptions {
-  /** `sqlite:<path>` or `sqlite::memory:`. @defaultValue `"sqlite:./skein.db"` */
+  /**
+   * `sqlite:<path>`, `sqlite::memory:`, or `postgres://user@host:5432/db?schema=skein` (many
+   * engines may share one PostgreSQL schema). @defaultValue `"sqlite:./skein.db"`
+   */
   database?: string;
   /** In-process agents by agent_type. The built-in `aggregator` is always there. */
   agents?: Record<string, AgentHandler>;
@@ -124,8 +127,9 @@ export function createEngine(options: EngineOptions = {}): Promise<Engine> {
 /**
  * Opens the database without running an engine: registers workflows, starts runs and reads
  * them while an engine (in this process or another, like `skein engine`) runs them. Any number
- * of clients may open a SQLite file beside its one engine. `subscribe` and `waitForRun` see
- * only what this client itself wrote; poll `getRun` to follow a run an engine elsewhere runs.
+ * of clients may open a SQLite file beside its one engine. `subscribe` sees only what this
+ * client itself wrote; `waitForRun` too on SQLite (poll `getRun` to follow a run an engine
+ * elsewhere runs), while on PostgreSQL it also polls.
  * @example const client = await createClient({ database: "sqlite:./skein.db" });
  */
 export function createClient(
