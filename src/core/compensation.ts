@@ -15,8 +15,46 @@ export interface PastVisit {
   successSeq: number | null;
 }
 
+const SUFFIX = ":compensate";
+
 export function compensationId(visitExecutionId: string): string {
-  return `${visitExecutionId}:compensate`;
+  return `${visitExecutionId}${SUFFIX}`;
+}
+
+/** The execution_id of the visit a compensation undoes; null when `executionId` is a visit's own. */
+export function undoneExecutionId(executionId: string): string | null {
+  return executionId.endsWith(SUFFIX) ? executionId.slice(0, -SUFFIX.length) : null;
+}
+
+/** A new PENDING compensation row, number `seq` of its run, undoing `v` with `agentType`. */
+export function newCompensation(
+  v: Pick<Visit, "run_id" | "node_id" | "visit" | "execution_id">,
+  seq: number,
+  agentType: string,
+  now: number,
+): Compensation {
+  return {
+    run_id: v.run_id,
+    seq,
+    node_id: v.node_id,
+    visit: v.visit,
+    execution_id: compensationId(v.execution_id),
+    agent_type: agentType,
+    state: "PENDING",
+    output: null,
+    error: null,
+    reason: null,
+    failures: 0,
+    attempt: 0,
+    interruptions: 0,
+    ready_at: null,
+    deadline_at: null,
+    lease_expires_at: null,
+    holder: null,
+    created_at: now,
+    started_at: null,
+    ended_at: null,
+  };
 }
 
 /**
@@ -42,29 +80,7 @@ export function planCompensation(rs: RunState, history: PastVisit[], failing: Vi
 
   let seq = rs.compensations.reduce((max, c) => Math.max(max, c.seq), 0);
   for (const v of order) {
-    const node = nodeOf(rs, v.node_id);
-    const c: Compensation = {
-      run_id: rs.run.run_id,
-      seq: ++seq,
-      node_id: v.node_id,
-      visit: v.visit,
-      execution_id: compensationId(v.execution_id),
-      agent_type: node.def.compensation?.agent_type ?? "",
-      state: "PENDING",
-      output: null,
-      error: null,
-      reason: null,
-      failures: 0,
-      attempt: 0,
-      interruptions: 0,
-      ready_at: null,
-      deadline_at: null,
-      lease_expires_at: null,
-      holder: null,
-      created_at: now,
-      started_at: null,
-      ended_at: null,
-    };
+    const c = newCompensation(v, ++seq, nodeOf(rs, v.node_id).def.compensation?.agent_type ?? "", now);
     rs.compensations.push(c);
     rs.changes.compensations.add(c);
   }

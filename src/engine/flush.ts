@@ -16,6 +16,7 @@ import {
   type PastVisit,
   planCompensation,
   renewCompensationLease,
+  undoneExecutionId,
 } from "../core/compensation.js";
 import { redrive } from "../core/redrive.js";
 import {
@@ -181,7 +182,7 @@ export class Flush {
   }
 
   private async apply(input: Input): Promise<unknown> {
-    if ("attempt" in input && isCompensationId(input.execution_id)) return this.compensationResult(input);
+    if ("attempt" in input && undoneExecutionId(input.execution_id) !== null) return this.compensationResult(input);
     switch (input.kind) {
       case "start":
         return this.start(input.run, input.done);
@@ -376,20 +377,8 @@ export class Flush {
     for (const key of await this.tx.expiredAttempts(this.now, SWEEP_BATCH)) {
       const rs = await this.load(key.run_id);
       const v = rs?.current.get(key.node_id);
-      if (!rs || !v || v.state !== "RUNNING" || v.lease_expires_at === null || v.lease_expires_at > this.now) continue;
-      const timedOut = v.deadline_at !== null && v.deadline_at <= this.now;
-      const seconds = rs.graph.nodes.get(v.node_id)?.timeout;
-      this.out.aborted.push([v.execution_id, timedOut ? "timeout" : "lease_expired"]);
-      failAttempt(
-        rs,
-        v,
-        timedOut
-          ? { message: `attempt ${v.attempt} timed out after ${seconds} s`, reason: "timeout" }
-          : { message: `attempt ${v.attempt} sent no heartbeat in time`, reason: "lease_expired" },
-        true,
-        this.now,
-        this.o.random,
-      );
+      const error = rs && v ? this.expired(rs, v) : null;
+      if (rs && v && error) failAttempt(rs, v, error, true, this.now, this.o.random);
     }
     for (const key of await this.tx.expiredReviews(this.now, SWEEP_BATCH)) {
       const rs = await this.load(key.run_id);
@@ -416,23 +405,36 @@ export class Flush {
     }
     for (const runId of await this.tx.compensatingRuns(SWEEP_BATCH)) {
       const rs = await this.load(runId);
-      for (const c of rs?.compensations ?? []) {
-        if (!rs || c.state !== "RUNNING" || c.lease_expires_at === null || c.lease_expires_at > this.now) continue;
-        const timedOut = c.deadline_at !== null && c.deadline_at <= this.now;
-        this.out.aborted.push([c.execution_id, timedOut ? "timeout" : "lease_expired"]);
-        const error = timedOut
-          ? { message: `attempt ${c.attempt} timed out`, reason: "timeout" }
-          : { message: `attempt ${c.attempt} sent no heartbeat in time`, reason: "lease_expired" };
-        compensationFailed(rs, c, error, true, this.now, this.o.random);
+      if (!rs) continue;
+      for (const c of rs.compensations) {
+        const error = this.expired(rs, c);
+        if (error) compensationFailed(rs, c, error, true, this.now, this.o.random);
       }
-      if (rs) advanceCompensation(rs, this.now);
+      advanceCompensation(rs, this.now);
     }
     this.out.unresolved.push(...(await this.tx.unresolved(this.now, SWEEP_BATCH)));
   }
 
+  /**
+   * A running attempt (of a visit or a compensation) whose lease or deadline passed: why it
+   * failed, its signal queued to abort. Null while it still holds.
+   */
+  private expired(
+    rs: RunState,
+    a: Pick<Visit, "state" | "execution_id" | "node_id" | "attempt" | "deadline_at" | "lease_expires_at">,
+  ): VisitError | null {
+    if (a.state !== "RUNNING" || a.lease_expires_at === null || a.lease_expires_at > this.now) return null;
+    const timedOut = a.deadline_at !== null && a.deadline_at <= this.now;
+    this.out.aborted.push([a.execution_id, timedOut ? "timeout" : "lease_expired"]);
+    const seconds = rs.graph.nodes.get(a.node_id)?.timeout;
+    return timedOut
+      ? { message: `attempt ${a.attempt} timed out after ${seconds} s`, reason: "timeout" }
+      : { message: `attempt ${a.attempt} sent no heartbeat in time`, reason: "lease_expired" };
+  }
+
   /** A compensation's result or heartbeat, fenced like a visit's. */
   private async compensationResult(input: Extract<Input, { attempt: number }>): Promise<void> {
-    const key = parseExecutionId(input.execution_id.slice(0, -COMPENSATE.length));
+    const key = parseExecutionId(undoneExecutionId(input.execution_id) ?? "");
     const rs = key ? await this.load(key.run_id) : undefined;
     const c = rs?.compensations.find((x) => x.node_id === key?.node_id && x.visit === key.visit);
     const held = rs && c && c.state === "RUNNING" && c.attempt === input.attempt ? { rs, c } : null;
@@ -595,7 +597,7 @@ export class Flush {
       workflow_version: rs.run.workflow_version,
       deadline_at: c.deadline_at ?? this.now,
       compensates: {
-        execution_id: v?.execution_id ?? c.execution_id.slice(0, -COMPENSATE.length),
+        execution_id: v?.execution_id ?? undoneExecutionId(c.execution_id) ?? c.execution_id,
         output: v?.output ?? null,
         error: (v?.error ?? null) as Json | null,
       },
@@ -709,10 +711,7 @@ function inputRuns(inputs: Input[]): string[] {
     if ("run_id" in input) ids.add(input.run_id);
     else if ("key" in input) ids.add(input.key.run_id);
     else if ("execution_id" in input) {
-      const id = isCompensationId(input.execution_id)
-        ? input.execution_id.slice(0, -COMPENSATE.length)
-        : input.execution_id;
-      const key = parseExecutionId(id);
+      const key = parseExecutionId(undoneExecutionId(input.execution_id) ?? input.execution_id);
       if (key) ids.add(key.run_id);
     } else if (input.kind === "event") ids.add(input.event.run_id);
   }
@@ -728,12 +727,6 @@ function isClaimable(v: Visit, now: number): boolean {
     v.ready_at <= now &&
     v.payload !== null
   );
-}
-
-const COMPENSATE = ":compensate";
-
-function isCompensationId(executionId: string): boolean {
-  return executionId.endsWith(COMPENSATE);
 }
 
 /** `run_id:node_id:visit` → its parts (run ids may not contain ':' but node ids never do). */

@@ -26,11 +26,12 @@ export const RUN_ID = "run1";
 /** A hand-made visit of node `node_id` in run1, visit 1 unless `extra` says otherwise. */
 export function visit(node_id: string, state: VisitState = "PENDING", extra: Partial<Visit> = {}): Visit {
   const visitNo = extra.visit ?? 1;
+  const runId = extra.run_id ?? RUN_ID;
   return {
-    run_id: RUN_ID,
+    run_id: runId,
     node_id,
     visit: visitNo,
-    execution_id: `${RUN_ID}:${node_id}:${visitNo}`,
+    execution_id: `${runId}:${node_id}:${visitNo}`,
     agent_type: "worker",
     state,
     is_current: true,

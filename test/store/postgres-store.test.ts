@@ -7,10 +7,12 @@
 import { randomBytes } from "node:crypto";
 import pg from "pg";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
+import { newCompensation as makeCompensation } from "../../src/core/compensation.js";
 import type { Compensation, NewEvent, Run, Visit } from "../../src/core/types.js";
 import { DatabaseError } from "../../src/errors.js";
 import { type PostgresOptions, PostgresStore } from "../../src/store/postgres/postgres-store.js";
 import type { StoreTx } from "../../src/store/store.js";
+import { visit } from "../core/helpers.js";
 import { PG_URL } from "../helpers.js";
 
 const NOW = Date.UTC(2026, 0, 1);
@@ -94,62 +96,12 @@ function newRun(run_id: string, overrides: Partial<Run> = {}): Run {
 }
 
 function newVisit(run_id: string, node_id: string, overrides: Partial<Visit> = {}): Visit {
-  return {
-    run_id,
-    node_id,
-    visit: 1,
-    execution_id: `${run_id}:${node_id}:1`,
-    agent_type: "writer",
-    state: "PENDING",
-    is_current: true,
-    loop_activated: false,
-    trigger: null,
-    payload: null,
-    output: null,
-    error: null,
-    reason: null,
-    handled: false,
-    fired: null,
-    failures: 0,
-    attempt: 0,
-    interruptions: 0,
-    prior_starts: 0,
-    ready_at: null,
-    deadline_at: null,
-    lease_expires_at: null,
-    holder: null,
-    created_at: NOW,
-    started_at: null,
-    ended_at: null,
-    ...overrides,
-  };
+  return visit(node_id, "PENDING", { run_id, agent_type: "writer", created_at: NOW, ...overrides });
 }
 
 function newCompensation(run_id: string, seq: number, node_id: string, overrides: Partial<Compensation> = {}) {
-  const c: Compensation = {
-    run_id,
-    seq,
-    node_id,
-    visit: 1,
-    execution_id: `${run_id}:${node_id}:1:compensate`,
-    agent_type: "undo",
-    state: "PENDING",
-    output: null,
-    error: null,
-    reason: null,
-    failures: 0,
-    attempt: 0,
-    interruptions: 0,
-    ready_at: null,
-    deadline_at: null,
-    lease_expires_at: null,
-    holder: null,
-    created_at: NOW,
-    started_at: null,
-    ended_at: null,
-    ...overrides,
-  };
-  return c;
+  const undone = { run_id, node_id, visit: 1, execution_id: `${run_id}:${node_id}:1` };
+  return { ...makeCompensation(undone, seq, "undo", NOW), ...overrides };
 }
 
 function event(run_id: string, type: NewEvent["type"], node_id: string | null, data: NewEvent["data"] = {}): NewEvent {

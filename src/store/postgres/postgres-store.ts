@@ -11,6 +11,7 @@ import pg from "pg";
 import type { Logger } from "pino";
 import type { Compensation, Run, RunEvent, Visit } from "../../core/types.js";
 import { DatabaseError, ValidationError } from "../../errors.js";
+import { Serial } from "../serial.js";
 import type { EngineRow, RunFilter, Store, StoredWorkflow, StoreTx } from "../store.js";
 import {
   type ConnectionSettings,
@@ -102,7 +103,7 @@ const READ_ATTEMPTS = 3;
 
 export class PostgresStore implements Store {
   readonly exclusive = false;
-  private lock: Promise<unknown> = Promise.resolve();
+  private readonly serial = new Serial();
   private readonly listener: ReadyListener;
   private closing: Promise<void> | null = null;
   private closed = false;
@@ -332,7 +333,7 @@ export class PostgresStore implements Store {
     const clock = this.clock;
     // The database's time is read in BEGIN's round trip.
     const begin = clock ? BEGIN : `${BEGIN}; SELECT ${DB_NOW} AS now`;
-    return this.serial(() =>
+    return this.serial.run(() =>
       this.inTransaction(async (session, begun) => {
         let time: () => number;
         if (clock) time = () => clock.now();
@@ -353,7 +354,7 @@ export class PostgresStore implements Store {
 
   async close(): Promise<void> {
     this.closing ??= (async () => {
-      await this.lock; // transactions asked for before close() still run
+      await this.serial.idle(); // transactions asked for before close() still run
       this.closed = true;
       await this.listener.close();
       await this.pool.end();
@@ -414,12 +415,5 @@ export class PostgresStore implements Store {
   private async session(): Promise<Session> {
     if (this.closed) throw new DatabaseError(`the store of ${this.settings.target} is closed`);
     return Session.open(this.pool, this.settings.target);
-  }
-
-  /** Runs `fn` when this store's previous transaction is over: one at a time, in call order. */
-  private serial<T>(fn: () => Promise<T>): Promise<T> {
-    const result = this.lock.then(fn, fn);
-    this.lock = result.catch(() => undefined);
-    return result;
   }
 }

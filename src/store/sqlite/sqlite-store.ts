@@ -10,6 +10,7 @@ import Database from "better-sqlite3";
 import type { Logger } from "pino";
 import type { Compensation, NewEvent, Run, RunEvent, Visit } from "../../core/types.js";
 import { DatabaseError } from "../../errors.js";
+import { Serial } from "../serial.js";
 import type { EngineRow, RunFilter, Store, StoredWorkflow, StoreTx, VisitKey } from "../store.js";
 import { Checkpointer } from "./checkpointer.js";
 import { migrate } from "./migrate.js";
@@ -65,7 +66,7 @@ export class SqliteStore implements Store {
   private readonly reader: Db;
   private readonly sql: ReturnType<typeof prepare>;
   private readonly tx: StoreTx;
-  private lock: Promise<unknown> = Promise.resolve();
+  private readonly serial = new Serial();
   private readonly readStatements = new Map<string, Database.Statement>();
   /** The write connection's `data_version` at its last transaction: it moves when another connection commits. */
   private dataVersion: number | null = null;
@@ -249,7 +250,7 @@ export class SqliteStore implements Store {
   }
 
   transaction<T>(fn: (tx: StoreTx) => Promise<T>): Promise<T> {
-    return this.serial(async () => {
+    return this.serial.run(async () => {
       try {
         this.sql.begin.run();
       } catch (e) {
@@ -270,15 +271,8 @@ export class SqliteStore implements Store {
     });
   }
 
-  /** Runs `fn` when the write connection is free: one user at a time, in call order. */
-  private serial<T>(fn: () => Promise<T>): Promise<T> {
-    const result = this.lock.then(fn, fn);
-    this.lock = result.catch(() => undefined);
-    return result;
-  }
-
   async close(): Promise<void> {
-    await this.lock;
+    await this.serial.idle();
     await this.checkpointer?.close();
     // PASSIVE: never waits for (or blocks) an engine that still has the file open.
     if (this.path !== ":memory:") this.writer.pragma("wal_checkpoint(PASSIVE)");
