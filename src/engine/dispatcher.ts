@@ -10,7 +10,7 @@ import type { RunEvent } from "../core/types.js";
 import { DatabaseError, EngineClosedError } from "../errors.js";
 import type { Store, VisitKey } from "../store/store.js";
 import type { Clock, TimerHandle } from "./clock.js";
-import { type ClaimedTask, Flush, type FlushOutcome, type Input } from "./flush.js";
+import { type ClaimedTask, Flush, type FlushOutcome, type Input, REVIEW } from "./flush.js";
 import type { WorkflowRegistry } from "./registry.js";
 import { RunCache } from "./run-cache.js";
 
@@ -74,7 +74,7 @@ export class Dispatcher {
     // Another engine made visits ready (or started runs): look for them now, not at the sweep.
     this.o.store.onReady((agentType) => {
       if (agentType === "*") this.sweepDue = true;
-      else if (this.o.agentTypes().includes(agentType) || agentType === "human_review") this.backlog.add(agentType);
+      else if (this.o.agentTypes().includes(agentType) || agentType === REVIEW) this.backlog.add(agentType);
       else return; // not served here: no flush for it
       this.wake();
     });

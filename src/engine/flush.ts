@@ -80,7 +80,7 @@ type Callback<T> = { resolve(value: T): void; reject(error: unknown): void };
 const SWEEP_BATCH = 500;
 
 /** The built-in agent type that waits for a person instead of running an attempt. */
-const REVIEW = "human_review";
+export const REVIEW = "human_review";
 
 export interface FlushOutcome {
   events: RunEvent[];
