@@ -59,6 +59,12 @@ export interface EngineOptions {
    * recorded as a `notify.failed` event. Retries pending at `close()` are abandoned.
    */
   notify?: NotifyOptions;
+  /**
+   * The HTTP API's address as people reach it (`skein serve --public-url`), e.g.
+   * `https://skein.example.com`: `review.requested` notifications then carry `review_url`,
+   * `<publicUrl>/v1/runs/<run_id>/nodes/<node_id>/review`.
+   */
+  publicUrl?: string;
 }
 
 export interface StartRunOptions {
@@ -249,6 +255,7 @@ export class Engine {
       ? new Notifier({
           options: options.notify,
           clock: this.clock,
+          ...(options.publicUrl === undefined ? {} : { publicUrl: options.publicUrl }),
           logger: this.logger,
           recordFailure: async (runId, traceId, data) => {
             const at = this.clock.now();

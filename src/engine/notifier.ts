@@ -20,6 +20,8 @@ export interface Notification {
   /** When the event was recorded, ISO 8601. */
   at: string;
   data: Record<string, Json>;
+  /** On `review.requested` when the engine has a `publicUrl`: where the HTTP API takes the decision (POST). */
+  review_url?: string;
 }
 
 export interface NotifyOptions {
@@ -37,6 +39,8 @@ export interface NotifierDeps {
   options: NotifyOptions;
   clock: Clock;
   logger: Logger;
+  /** The HTTP API's address as people reach it; review requests then carry their `review_url`. */
+  publicUrl?: string;
   /** Records the `notify.failed` event of a notification that failed for good. */
   recordFailure: (runId: string, traceId: string, data: Record<string, Json>) => Promise<void>;
 }
@@ -67,6 +71,7 @@ export class Notifier {
         trace_id: e.trace_id,
         at: new Date(e.at).toISOString(),
         data: e.data,
+        ...this.reviewUrl(e),
       };
       for (const url of this.d.options.webhooks ?? []) this.attempt(n, url, 1);
       if (this.d.options.hook) this.attempt(n, HOOK_TARGET, 1);
@@ -80,6 +85,13 @@ export class Notifier {
     this.timers.clear();
     for (const c of this.inFlight) c.abort();
     this.inFlight.clear();
+  }
+
+  private reviewUrl(e: RunEvent): { review_url?: string } {
+    const base = this.d.publicUrl?.replace(/\/+$/, "");
+    if (!base || e.type !== "review.requested" || e.node_id === null) return {};
+    const path = `/v1/runs/${encodeURIComponent(e.run_id)}/nodes/${encodeURIComponent(e.node_id)}/review`;
+    return { review_url: base + path };
   }
 
   /** Tries one target once, after the caller returns; on failure arms a retry or records the failure. */
