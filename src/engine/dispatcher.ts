@@ -10,7 +10,7 @@ import type { RunEvent } from "../core/types.js";
 import { DatabaseError, EngineClosedError } from "../errors.js";
 import type { Store, VisitKey } from "../store/store.js";
 import type { Clock, TimerHandle } from "./clock.js";
-import { type ClaimedTask, Flush, type FlushOutcome, type Input, REVIEW } from "./flush.js";
+import { type ClaimedTask, Flush, type FlushOutcome, type Input, inputRuns, REVIEW } from "./flush.js";
 import type { WorkflowRegistry } from "./registry.js";
 import { RunCache } from "./run-cache.js";
 
@@ -155,12 +155,15 @@ export class Dispatcher {
     let flush: Flush | null = null;
     let outcome: FlushOutcome;
     try {
-      outcome = await this.o.store.transaction(async (tx) => {
-        // One clock judges every due time: the database's on a shared store (DESIGN §7).
-        const now = (await tx.now()) ?? this.o.clock.now();
-        flush = new Flush(this.o, this.cache, this.backlog, now, this.claiming);
-        return flush.run(tx, inputs, dead, sweep);
-      });
+      outcome = await this.o.store.transaction(
+        async (tx) => {
+          // One clock judges every due time: the database's on a shared store (DESIGN §7).
+          const now = (await tx.now()) ?? this.o.clock.now();
+          flush = new Flush(this.o, this.cache, this.backlog, now, this.claiming);
+          return flush.run(tx, inputs, dead, sweep);
+        },
+        { lock: inputRuns(inputs) },
+      );
       this.cache.keep((flush as Flush | null)?.states.values() ?? []);
     } catch (e) {
       this.cache.forget((flush as Flush | null)?.states.keys() ?? []);

@@ -103,6 +103,8 @@ export class Flush {
   private tx!: StoreTx;
   /** Runs started in this transaction: inserted together by `persist`. */
   private newRuns: Run[] = [];
+  /** Agent types to tell other engines about (`notifyOthers`), written with the rest. */
+  private notify: string[] = [];
   /** The earliest future due time among the rows this transaction wrote. */
   private dueSoon: number | null = null;
   private readonly out: FlushOutcome = {
@@ -130,11 +132,9 @@ export class Flush {
     this.out.now = this.now;
     // Another process (a client's review, cancel or redrive) changed runs this engine may keep in memory.
     if (await tx.writtenElsewhere()) this.cache.clear();
-    // The runs the inputs change, locked up front in one order (later loads never wait), then
-    // read together.
-    const locked = inputRuns(inputs);
-    await tx.lockRuns(locked);
-    await this.preload(locked);
+    // The runs the inputs change were locked as the transaction began (the dispatcher passes
+    // `inputRuns` as its `lock`; later loads never wait); read them together.
+    await this.preload(inputRuns(inputs));
     const dead = [...deadEngines];
     if (sweep && this.claiming && !this.o.store.exclusive) {
       dead.push(...(await tx.takeDeadEngines(this.o.engineId, this.now - this.o.engineTimeoutMs)));
@@ -144,7 +144,7 @@ export class Flush {
     if (sweep) await this.sweep();
     await this.planCompensations();
     if (this.claiming) await this.claimReady(sweep);
-    await this.notifyOthers();
+    this.notifyOthers();
     await this.persist();
     // A sweep asks the database for the next due time; other flushes only add due times, those
     // of the rows they wrote (an earlier one is armed already).
@@ -166,7 +166,7 @@ export class Flush {
    * Ready visits this engine leaves waiting (no handler here, or over its limits) and new runs
    * of a client: other engines hear of them at once (PostgreSQL NOTIFY).
    */
-  private async notifyOthers(): Promise<void> {
+  private notifyOthers(): void {
     if (this.o.store.exclusive) return;
     const types = new Set<string>();
     for (const rs of this.states.values()) {
@@ -178,7 +178,7 @@ export class Flush {
       const c = claimableCompensation(rs, this.now);
       if (c) types.add(c.agent_type);
     }
-    if (types.size > 0) await this.tx.notifyReady([...types]);
+    this.notify = [...types];
   }
 
   private async apply(input: Input): Promise<unknown> {
@@ -660,8 +660,7 @@ export class Flush {
   /** Writes what every loaded run changed, and collects what to do after commit. */
   private async persist(): Promise<void> {
     await this.planCompensations();
-    // One statement per kind of row for the whole transaction: on a networked database each
-    // statement is a round trip.
+    // One write for the whole transaction: on a networked database each statement is a round trip.
     const runs: Run[] = [];
     const updated: Visit[] = [];
     const inserted: Visit[] = [];
@@ -670,13 +669,16 @@ export class Flush {
     const due = (t: number | null) => {
       if (t !== null && t > this.now && (this.dueSoon === null || t < this.dueSoon)) this.dueSoon = t;
     };
-    for (const r of this.newRuns) due(r.deadline_at);
+    // A new run goes in as it is now; it needs no update.
+    const started = new Set(this.newRuns.map((r) => r.run_id));
+    const newRuns = this.newRuns.splice(0).map((r) => this.states.get(r.run_id)?.run ?? r);
+    for (const r of newRuns) due(r.deadline_at);
     for (const rs of this.states.values()) {
       const c = rs.changes;
       if (c.inserted.size === 0 && c.updated.size === 0 && c.events.length === 0 && !c.runUpdated) continue;
       if (c.runUpdated || c.ended) {
         rs.run.updated_at = this.now;
-        runs.push(rs.run);
+        if (!started.has(rs.run.run_id)) runs.push(rs.run);
         if (rs.run.ended_at === null) due(rs.run.deadline_at);
       }
       updated.push(...c.updated);
@@ -695,17 +697,21 @@ export class Flush {
       }
       rs.changes = emptyChanges();
     }
-    await this.tx.insertRuns(this.newRuns.splice(0));
-    await this.tx.updateRuns(runs);
-    await this.tx.updateVisits(updated);
-    await this.tx.insertVisits(inserted);
-    if (compensations.length > 0) await this.tx.writeCompensations(compensations);
-    this.out.events.push(...(await this.tx.insertEvents(events)));
+    const written = await this.tx.write({
+      insertRuns: newRuns,
+      updateRuns: runs,
+      updateVisits: updated,
+      insertVisits: inserted,
+      compensations,
+      events,
+      notify: this.notify,
+    });
+    this.out.events.push(...written);
   }
 }
 
-/** The runs that inputs name, sorted (the lock order). */
-function inputRuns(inputs: Input[]): string[] {
+/** The runs that inputs name, sorted (the lock order): the flush's transaction locks them as it begins. */
+export function inputRuns(inputs: Input[]): string[] {
   const ids = new Set<string>();
   for (const input of inputs) {
     if ("run_id" in input) ids.add(input.run_id);

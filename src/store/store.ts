@@ -5,7 +5,7 @@
  * per engine.
  *
  * Concurrency (PostgreSQL, several engines): a run is changed only under a lock on its row,
- * taken by `lockRuns` (waits; always in run_id order, so two transactions never deadlock) or by
+ * taken when the transaction begins (`lock`: waits; always in run_id order, so two transactions never deadlock) or by
  * `loadRun(id, { skipLocked: true })` and `claimable` (never wait: a run another engine holds is
  * skipped and found again later). SQLite has one writer and ignores the locks.
  */
@@ -92,10 +92,38 @@ export interface Store {
    */
   onReady(listener: (agentType: string) => void): void;
 
-  /** Runs `fn` in one write transaction (SQLite: BEGIN IMMEDIATE); rolls back if it throws. */
-  transaction<T>(fn: (tx: StoreTx) => Promise<T>): Promise<T>;
+  /**
+   * Runs `fn` in one write transaction (SQLite: BEGIN IMMEDIATE); rolls back if it throws.
+   * `lock`: runs whose rows are locked as the transaction begins, in run_id order (PostgreSQL,
+   * which also reads them in the same round trip for `loadRuns`; SQLite has one writer).
+   */
+  transaction<T>(fn: (tx: StoreTx) => Promise<T>, options?: { lock?: string[] }): Promise<T>;
   close(): Promise<void>;
 }
+
+/** What one transaction writes; every list may be empty. */
+export interface WriteBatch {
+  /** New runs, in their state at the end of the transaction. */
+  insertRuns: Run[];
+  updateRuns: Run[];
+  insertVisits: Visit[];
+  updateVisits: Visit[];
+  /** Compensation rows, new or changed. */
+  compensations: Compensation[];
+  events: NewEvent[];
+  /** Agent types other engines are told have ready visits, once the transaction commits (NOTIFY). */
+  notify: string[];
+}
+
+export const EMPTY_BATCH: Readonly<WriteBatch> = Object.freeze({
+  insertRuns: [],
+  updateRuns: [],
+  insertVisits: [],
+  updateVisits: [],
+  compensations: [],
+  events: [],
+  notify: [],
+});
 
 /** Operations valid inside a write transaction. */
 export interface StoreTx {
@@ -104,17 +132,18 @@ export interface StoreTx {
    * DESIGN §7), or null: use the engine's clock (SQLite, and tests with a manual clock).
    */
   now(): Promise<number | null>;
-  /** Locks these runs' rows until the transaction ends, in run_id order (PostgreSQL; SQLite: nothing to do). */
-  lockRuns(runIds: string[]): Promise<void>;
-  /** Tells other engines, once this transaction commits, that visits of these agent types are ready. */
-  notifyReady(agentTypes: string[]): Promise<void>;
+  /**
+   * Everything a flush writes, at once (PostgreSQL: one statement, one round trip). Returns the
+   * events with their sequence numbers, in the batch's order.
+   */
+  write(batch: WriteBatch): Promise<RunEvent[]>;
   /**
    * Engines (other than `self`) whose heartbeat is older than `staleBefore`, marked stopped by
    * this call: exactly one engine takes each dead engine and recovers its attempts.
    */
   takeDeadEngines(self: string, staleBefore: number): Promise<string[]>;
   runByIdempotencyKey(key: string): Promise<Run | null>;
-  /** Inserts runs (one statement on PostgreSQL, whatever their number). */
+  /** Each of these writes one kind of row: `write` with that kind alone. */
   insertRuns(runs: Run[]): Promise<void>;
   updateRuns(runs: Run[]): Promise<void>;
   /**
@@ -132,8 +161,8 @@ export interface StoreTx {
     options?: { skipLocked?: boolean },
   ): Promise<{ run: Run; visits: Visit[]; compensations: Compensation[] } | null>;
   /**
-   * Runs this transaction has locked (`lockRuns`), with their current visits and compensation
-   * rows, read in one statement; missing runs are left out.
+   * Runs this transaction locked as it began (its `lock`), with their current visits and
+   * compensation rows, read in one statement; missing runs are left out.
    */
   loadRuns(runIds: string[]): Promise<{ run: Run; visits: Visit[]; compensations: Compensation[] }[]>;
   /**

@@ -11,7 +11,7 @@ import { newCompensation as makeCompensation } from "../../src/core/compensation
 import type { Compensation, NewEvent, Run, Visit } from "../../src/core/types.js";
 import { DatabaseError } from "../../src/errors.js";
 import { type PostgresOptions, PostgresStore } from "../../src/store/postgres/postgres-store.js";
-import type { StoreTx } from "../../src/store/store.js";
+import { EMPTY_BATCH, type StoreTx } from "../../src/store/store.js";
 import { visit } from "../core/helpers.js";
 import { PG_URL } from "../helpers.js";
 
@@ -273,6 +273,47 @@ describe("PostgresStore", () => {
       expect(await store.transaction((tx) => tx.getVisit({ run_id: "r1", node_id: "b", visit: 1 }))).toEqual(b2);
     });
 
+    it("writes a whole batch at once, and reads the runs it locks with its BEGIN", async () => {
+      const store = await open(freshSchema());
+      await store.putWorkflow("wf", "hash-1", WORKFLOW, NOW);
+      await store.transaction(async (tx) => {
+        await tx.insertRuns([newRun("r1")]);
+        await tx.insertVisits([newVisit("r1", "a")]);
+      });
+      // A loop-back's shape: the old visit updated, a new one inserted; and a new run with its visit.
+      const r1: Run = { ...newRun("r1"), needs_attention: true, updated_at: NOW + 5 };
+      const old: Visit = { ...newVisit("r1", "a"), state: "SUCCEEDED", is_current: false };
+      const again: Visit = { ...newVisit("r1", "a"), visit: 2, execution_id: "r1:a:2" };
+      const r2: Run = { ...newRun("r2"), status: "RUNNING" };
+      const events = await store.transaction(
+        async (tx) => {
+          const [locked] = await tx.loadRuns(["r1"]);
+          expect(locked?.visits.map((v) => [v.node_id, v.visit])).toEqual([["a", 1]]);
+          return tx.write({
+            insertRuns: [r2],
+            // A run the batch inserts goes in as it is; its update is the same row.
+            updateRuns: [r1, r2],
+            updateVisits: [old],
+            insertVisits: [again, newVisit("r2", "a")],
+            compensations: [newCompensation("r1", 1, "a")],
+            events: [event("r1", "node.ready", "a"), event("r2", "run.started", null)],
+            notify: ["writer"],
+          });
+        },
+        { lock: ["r1", "missing"] },
+      );
+      expect(events.map((e) => e.type)).toEqual(["node.ready", "run.started"]);
+      expect(events[1]!.seq).toBeGreaterThan(events[0]!.seq);
+      expect(await store.getRun("r1")).toEqual(r1);
+      expect(await store.getRun("r2")).toEqual(r2);
+      expect((await store.listVisits("r1")).map((v) => [v.visit, v.state, v.is_current])).toEqual([
+        [1, "SUCCEEDED", false],
+        [2, "PENDING", true],
+      ]);
+      expect(await store.listCompensations("r1")).toHaveLength(1);
+      expect(await store.listEvents("r2")).toEqual([events[1]]);
+    });
+
     it("numbers a batch of events in the batch's order", async () => {
       const store = await open(freshSchema());
       const batch = Array.from({ length: 300 }, (_, i) => event("r1", "node.ready", "a", { i }));
@@ -372,11 +413,13 @@ describe("PostgresStore", () => {
 
       const locked = deferred();
       const release = deferred();
-      const holding = b.transaction(async (tx) => {
-        await tx.lockRuns(["r2", "r1"]);
-        locked.resolve();
-        await release.promise;
-      });
+      const holding = b.transaction(
+        async () => {
+          locked.resolve();
+          await release.promise;
+        },
+        { lock: ["r2", "r1"] },
+      );
       await locked.promise;
       const claimed = await a.transaction((tx) => tx.claimable("writer", NOW, 2));
       expect(claimed.map((k) => k.run_id)).toEqual(["r3", "r4"]);
@@ -397,14 +440,16 @@ describe("PostgresStore", () => {
       await readyRuns(a, ["r1"]);
       const locked = deferred();
       const release = deferred();
-      const holding = a.transaction(async (tx) => {
-        await tx.lockRuns(["r1"]);
-        locked.resolve();
-        await release.promise;
-        // Written under the lock: the waiting reader must see both, the visit without any run update.
-        await tx.updateRuns([newRun("r1", { needs_attention: true })]);
-        await tx.insertVisits([newVisit("r1", "b")]);
-      });
+      const holding = a.transaction(
+        async (tx) => {
+          locked.resolve();
+          await release.promise;
+          // Written under the lock: the waiting reader must see both, the visit without any run update.
+          await tx.updateRuns([newRun("r1", { needs_attention: true })]);
+          await tx.insertVisits([newVisit("r1", "b")]);
+        },
+        { lock: ["r1"] },
+      );
       await locked.promise;
       expect(await b.transaction((tx) => tx.loadRun("r1", { skipLocked: true }))).toBeNull();
 
@@ -419,7 +464,7 @@ describe("PostgresStore", () => {
       expect(await b.transaction((tx) => tx.loadRun("missing"))).toBeNull();
     });
 
-    it("delivers notifyReady to another store's listener at commit, not before", async () => {
+    it("delivers a batch's notify to another store's listener at commit, not before", async () => {
       const schema = freshSchema();
       const [a, b] = await Promise.all([open(schema), open(schema)]);
       const heard: string[] = [];
@@ -436,9 +481,9 @@ describe("PostgresStore", () => {
       await hear("*"); // listening
 
       const committed = a.transaction(async (tx) => {
-        await tx.notifyReady(["writer", "writer", "reviewer"]);
+        await tx.write({ ...EMPTY_BATCH, notify: ["writer", "writer", "reviewer"] });
         // A notification committed after ours was queued arrives; ours is not sent yet.
-        await b.transaction((other) => other.notifyReady(["marker"]));
+        await b.transaction((other) => other.write({ ...EMPTY_BATCH, notify: ["marker"] }));
         await hear("marker");
         expect(heard).not.toContain("writer");
       });
@@ -469,7 +514,7 @@ describe("PostgresStore", () => {
       expect(rows).toHaveLength(1);
       await onStar.promise;
       expect(stars).toBe(2);
-      await a.transaction((tx) => tx.notifyReady(["writer"]));
+      await a.transaction((tx) => tx.write({ ...EMPTY_BATCH, notify: ["writer"] }));
       await ready.promise;
     });
 

@@ -21,7 +21,14 @@ import {
 } from "./connection.js";
 import { migrate } from "./migrate.js";
 import { connectError } from "./pg-errors.js";
-import { HOLDS_ATTEMPTS, PostgresTx } from "./postgres-tx.js";
+import {
+  HOLDS_ATTEMPTS,
+  type LoadedRun,
+  type LoadedRunRow,
+  loadedRun,
+  loadRunsSql,
+  PostgresTx,
+} from "./postgres-tx.js";
 import { ReadyListener } from "./ready-listener.js";
 import {
   COMPENSATION_COLUMNS,
@@ -329,10 +336,22 @@ export class PostgresStore implements Store {
     this.listener.add(listener);
   }
 
-  transaction<T>(fn: (tx: StoreTx) => Promise<T>): Promise<T> {
+  transaction<T>(fn: (tx: StoreTx) => Promise<T>, options: { lock?: string[] } = {}): Promise<T> {
     const clock = this.clock;
-    // The database's time is read in BEGIN's round trip.
-    const begin = clock ? BEGIN : `${BEGIN}; SELECT ${DB_NOW} AS now`;
+    // One round trip: BEGIN, the database's time, the runs' locks (in run_id order: two
+    // transactions never deadlock), then the runs read by a statement of its own, whose snapshot
+    // is taken after the locks (it sees what the transactions it waited for committed). The
+    // simple protocol takes no parameters: the ids go in as escaped literals.
+    const statements = [BEGIN];
+    if (!clock) statements.push(`SELECT ${DB_NOW} AS now`);
+    const lock = [...new Set(options.lock ?? [])].sort();
+    if (lock.length > 0) {
+      const ids = `ARRAY[${lock.map((id) => pg.escapeLiteral(id)).join(", ")}]::text[]`;
+      statements.push(
+        `SELECT run_id FROM runs WHERE run_id = ANY(${ids}) ORDER BY run_id FOR UPDATE`,
+        loadRunsSql(ids),
+      );
+    }
     return this.serial.run(() =>
       this.inTransaction(async (session, begun) => {
         let time: () => number;
@@ -342,13 +361,19 @@ export class PostgresStore implements Store {
           if (typeof now !== "number") throw new Error("skein: PostgreSQL did not return its time at BEGIN");
           time = () => now;
         }
-        const tx = new PostgresTx(session, time, this.settings.channel);
+        const locked = new Map<string, LoadedRun>();
+        if (lock.length > 0) {
+          for (const row of (begun[begun.length - 1]?.rows ?? []) as LoadedRunRow[]) {
+            locked.set(row.run_id, loadedRun(row));
+          }
+        }
+        const tx = new PostgresTx(session, time, this.settings.channel, locked);
         try {
           return await fn(tx);
         } finally {
           tx.end();
         }
-      }, begin),
+      }, statements.join("; ")),
     );
   }
 

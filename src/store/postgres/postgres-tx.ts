@@ -1,11 +1,12 @@
 /**
- * The operations of one PostgreSQL transaction (StoreTx). Round trips are what costs here:
- * every method is one statement (loadRun two: its lock must come before the snapshot that reads
- * the visits), batches are one statement whatever their size, and the hot statements are
- * prepared once per connection (`name`).
+ * The operations of one PostgreSQL transaction (StoreTx). Round trips are what costs here: the
+ * runs a transaction locks are read with its BEGIN (postgres-store.ts), a write batch is one
+ * statement whatever its size, every other method is one statement (loadRun two: its lock must
+ * come before the snapshot that reads the visits), and statements are prepared once per
+ * connection (`name`).
  */
 import type { Compensation, NewEvent, Run, RunEvent, Visit } from "../../core/types.js";
-import type { StoreTx, VisitKey } from "../store.js";
+import { EMPTY_BATCH, type StoreTx, type VisitKey, type WriteBatch } from "../store.js";
 import {
   COMPENSATION_COLUMNS,
   type Columns,
@@ -18,10 +19,8 @@ import {
   IMMUTABLE_COLUMNS,
   jsonObject,
   names,
-  placeholders,
   RUN_COLUMNS,
   RUN_UPDATE_COLUMNS,
-  rowValues,
   runFromDb,
   selectList,
   unnestSql,
@@ -63,42 +62,65 @@ function assignments<T>(columns: Columns<T>, source: string): string {
     .join(", ");
 }
 
-const SQL = {
-  runByKey: { name: "skein_run_by_key", text: `SELECT ${RUNS} FROM runs WHERE idempotency_key = $1` },
-  insertRun: {
-    name: "skein_insert_run",
-    text: `INSERT INTO runs (${names(RUN_COLUMNS).join(", ")}) VALUES (${placeholders(RUN_COLUMNS)})`,
-  },
-  updateRun: {
-    name: "skein_update_run",
-    text: `UPDATE runs SET ${names(RUN_UPDATE_COLUMNS)
-      .slice(1)
-      .map((c, i) => `${c} = $${i + 2}`)
-      .join(", ")} WHERE run_id = $1`,
-  },
-  insertRuns: {
-    name: "skein_insert_runs",
-    text: `INSERT INTO runs (${names(RUN_COLUMNS).join(", ")}) SELECT * FROM ${unnestSql(RUN_COLUMNS)}`,
-  },
-  updateRuns: {
-    name: "skein_update_runs",
-    text: `UPDATE runs r SET ${assignments(RUN_UPDATE_COLUMNS, "u")} FROM ${unnestSql(RUN_UPDATE_COLUMNS)} WHERE r.run_id = u.run_id`,
-  },
-  // Runs this transaction locked: a statement of its own after the lock, so it sees what the
-  // transactions it waited for committed.
-  loadRuns: {
-    name: "skein_load_runs",
-    text: `SELECT ${selectList(RUN_COLUMNS, "r")},
+/** Runs with their current visits and compensation rows, as JSON, in one statement. */
+export function loadRunsSql(runIds: string): string {
+  return `SELECT ${selectList(RUN_COLUMNS, "r")},
       (SELECT coalesce(json_agg(${jsonObject(VISIT_COLUMNS, "v")}), '[]') FROM visits v
         WHERE v.run_id = r.run_id AND v.is_current) AS visits,
       (SELECT coalesce(json_agg(${jsonObject(COMPENSATION_COLUMNS, "c")} ORDER BY c.seq), '[]')
          FROM compensations c WHERE c.run_id = r.run_id) AS compensations
-      FROM runs r WHERE r.run_id = ANY($1::text[])`,
-  },
-  lockRuns: {
-    name: "skein_lock_runs",
-    text: "SELECT run_id FROM runs WHERE run_id = ANY($1::text[]) ORDER BY run_id FOR UPDATE",
-  },
+      FROM runs r WHERE r.run_id = ANY(${runIds})`;
+}
+
+export type LoadedRun = { run: Run; visits: Visit[]; compensations: Compensation[] };
+export type LoadedRunRow = DbRun & { visits: DbVisit[]; compensations: DbCompensation[] };
+
+export function loadedRun({ visits, compensations, ...run }: LoadedRunRow): LoadedRun {
+  return {
+    run: runFromDb(run),
+    visits: visits.map(visitFromDb),
+    compensations: compensations.map(compensationFromDb),
+  };
+}
+
+/**
+ * A whole write batch in one statement, one round trip: each kind of row in a data-modifying
+ * CTE of its own, the NOTIFY in the last one (`notified` is read so that it runs). The CTEs
+ * touch different rows (a run the batch inserts is not also in its updates), which is what one
+ * statement requires: they all see the snapshot from before it.
+ */
+function writeSql(): string {
+  let next = 1;
+  const from = <T>(columns: Columns<T>, options: { ordinality?: boolean } = {}) => {
+    const sql = unnestSql(columns, { ...options, firstParam: next });
+    next += Object.keys(columns).length;
+    return sql;
+  };
+  const parts = [
+    `new_runs AS (INSERT INTO runs (${names(RUN_COLUMNS).join(", ")}) SELECT * FROM ${from(RUN_COLUMNS)})`,
+    `changed_runs AS (UPDATE runs r SET ${assignments(RUN_UPDATE_COLUMNS, "u")} FROM ${from(RUN_UPDATE_COLUMNS)}
+       WHERE r.run_id = u.run_id)`,
+    `changed_visits AS (UPDATE visits v SET ${assignments(VISIT_COLUMNS, "u")} FROM ${from(VISIT_COLUMNS)}
+       WHERE v.run_id = u.run_id AND v.node_id = u.node_id AND v.visit = u.visit)`,
+    `new_visits AS (INSERT INTO visits (${names(VISIT_COLUMNS).join(", ")}) SELECT * FROM ${from(VISIT_COLUMNS)})`,
+    `compensations_written AS (INSERT INTO compensations (${names(COMPENSATION_COLUMNS).join(", ")})
+       SELECT * FROM ${from(COMPENSATION_COLUMNS)}
+       ON CONFLICT (run_id, seq) DO UPDATE SET ${assignments(COMPENSATION_COLUMNS, "excluded")})`,
+    // Rows go in in the batch's order, so their seqs grow in that order.
+    `new_events AS (INSERT INTO events (${names(EVENT_COLUMNS).join(", ")})
+       SELECT ${names(EVENT_COLUMNS).join(", ")} FROM ${from(EVENT_COLUMNS, { ordinality: true })}
+       ORDER BY u.ordinality RETURNING seq)`,
+    `notified AS (SELECT pg_notify($${next}, t) FROM (SELECT DISTINCT unnest($${next + 1}::text[]) AS t) AS types)`,
+  ];
+  return `WITH ${parts.join(",\n")}
+    SELECT (SELECT coalesce(array_agg(seq ORDER BY seq), '{}') FROM new_events) AS seqs,
+           (SELECT count(*) FROM notified) AS notified`;
+}
+
+const SQL = {
+  write: { name: "skein_write", text: writeSql() },
+  runByKey: { name: "skein_run_by_key", text: `SELECT ${RUNS} FROM runs WHERE idempotency_key = $1` },
+  loadRuns: { name: "skein_load_runs", text: loadRunsSql("$1::text[]") },
   lockRun: { name: "skein_lock_run", text: `SELECT ${RUNS} FROM runs WHERE run_id = $1 FOR UPDATE` },
   lockRunSkip: {
     name: "skein_lock_run_skip",
@@ -113,21 +135,11 @@ const SQL = {
       (SELECT coalesce(json_agg(${jsonObject(COMPENSATION_COLUMNS, "c")} ORDER BY c.seq), '[]')
          FROM compensations c WHERE c.run_id = $1) AS compensations`,
   },
-  notify: {
-    name: "skein_notify",
-    text: "SELECT pg_notify($1, t) FROM (SELECT DISTINCT unnest($2::text[]) AS t) AS types",
-  },
   runHistory: {
     name: "skein_run_history",
     text: `SELECT ${selectList(VISIT_COLUMNS, "v")}, (SELECT max(e.seq) FROM events e WHERE e.run_id = v.run_id AND e.type = 'node.succeeded'
                         AND e.node_id = v.node_id AND e.visit = v.visit) AS success_seq
              FROM visits v WHERE v.run_id = $1`,
-  },
-  writeCompensations: {
-    name: "skein_write_compensations",
-    text: `INSERT INTO compensations (${names(COMPENSATION_COLUMNS).join(", ")})
-           SELECT * FROM ${unnestSql(COMPENSATION_COLUMNS)}
-           ON CONFLICT (run_id, seq) DO UPDATE SET ${assignments(COMPENSATION_COLUMNS, "excluded")}`,
   },
   compensatingRuns: {
     name: "skein_compensating_runs",
@@ -136,22 +148,6 @@ const SQL = {
   getVisit: {
     name: "skein_get_visit",
     text: `SELECT ${VISITS} FROM visits WHERE run_id = $1 AND node_id = $2 AND visit = $3`,
-  },
-  insertVisits: {
-    name: "skein_insert_visits",
-    text: `INSERT INTO visits (${names(VISIT_COLUMNS).join(", ")}) SELECT * FROM ${unnestSql(VISIT_COLUMNS)}`,
-  },
-  updateVisits: {
-    name: "skein_update_visits",
-    text: `UPDATE visits v SET ${assignments(VISIT_COLUMNS, "u")} FROM ${unnestSql(VISIT_COLUMNS)}
-           WHERE v.run_id = u.run_id AND v.node_id = u.node_id AND v.visit = u.visit`,
-  },
-  // Rows go in in the batch's order, so their seqs grow in that order.
-  insertEvents: {
-    name: "skein_insert_events",
-    text: `INSERT INTO events (${names(EVENT_COLUMNS).join(", ")})
-           SELECT ${names(EVENT_COLUMNS).join(", ")} FROM ${unnestSql(EVENT_COLUMNS, { ordinality: true })}
-           ORDER BY u.ordinality RETURNING seq`,
   },
   // The run's lock, not the visit's: a run is changed only under its lock. MATERIALIZED keeps
   // the LIMIT with the locking scan, so the claim never returns more than asked.
@@ -217,6 +213,8 @@ export class PostgresTx implements StoreTx {
     private readonly time: () => number,
     /** The NOTIFY channel of the store's schema. */
     private readonly channel: string,
+    /** The runs locked as the transaction began, read in the same round trip. */
+    private readonly locked: ReadonlyMap<string, LoadedRun> = new Map(),
   ) {}
 
   /** Called when the transaction ends: a tx kept past its transaction must not run statements on a reused connection. */
@@ -234,12 +232,28 @@ export class PostgresTx implements StoreTx {
     return this.time();
   }
 
-  async lockRuns(runIds: string[]): Promise<void> {
-    if (runIds.length > 0) await this.q(SQL.lockRuns, [runIds]);
-  }
-
-  async notifyReady(agentTypes: string[]): Promise<void> {
-    if (agentTypes.length > 0) await this.q(SQL.notify, [this.channel, agentTypes]);
+  async write(batch: WriteBatch): Promise<RunEvent[]> {
+    const inserted = new Set(batch.insertRuns.map((r) => r.run_id));
+    const values = [
+      ...columnArrays(RUN_COLUMNS, batch.insertRuns),
+      ...columnArrays(
+        RUN_UPDATE_COLUMNS,
+        distinct(batch.updateRuns, (r) => r.run_id).filter((r) => !inserted.has(r.run_id)),
+      ),
+      ...columnArrays(VISIT_COLUMNS, distinct(batch.updateVisits, visitKey)),
+      ...columnArrays(VISIT_COLUMNS, batch.insertVisits),
+      ...columnArrays(
+        COMPENSATION_COLUMNS,
+        distinct(batch.compensations, (c) => `${c.run_id}\0${c.seq}`),
+      ),
+      ...columnArrays(EVENT_COLUMNS, batch.events),
+      this.channel,
+      batch.notify,
+    ];
+    const [row] = await this.q<{ seqs: number[] }>(SQL.write, values);
+    // RETURNING's order is not promised; the seqs, drawn in insertion order, are.
+    const seqs = row?.seqs ?? [];
+    return batch.events.map((e, i) => ({ ...e, seq: Number(seqs[i]) }));
   }
 
   async takeDeadEngines(self: string, staleBefore: number): Promise<string[]> {
@@ -257,24 +271,22 @@ export class PostgresTx implements StoreTx {
   }
 
   async insertRuns(runs: Run[]): Promise<void> {
-    if (runs.length === 1) await this.q(SQL.insertRun, rowValues(RUN_COLUMNS, runs[0] as Run));
-    else if (runs.length > 1) await this.q(SQL.insertRuns, columnArrays(RUN_COLUMNS, runs));
+    await this.write({ ...EMPTY_BATCH, insertRuns: runs });
   }
 
   async updateRuns(runs: Run[]): Promise<void> {
-    const batch = distinct(runs, (r) => r.run_id);
-    if (batch.length === 1) await this.q(SQL.updateRun, rowValues(RUN_UPDATE_COLUMNS, batch[0] as Run));
-    else if (batch.length > 1) await this.q(SQL.updateRuns, columnArrays(RUN_UPDATE_COLUMNS, batch));
+    await this.write({ ...EMPTY_BATCH, updateRuns: runs });
   }
 
-  async loadRuns(runIds: string[]): Promise<{ run: Run; visits: Visit[]; compensations: Compensation[] }[]> {
-    if (runIds.length === 0) return [];
-    const rows = await this.q<DbRun & { visits: DbVisit[]; compensations: DbCompensation[] }>(SQL.loadRuns, [runIds]);
-    return rows.map(({ visits, compensations, ...run }) => ({
-      run: runFromDb(run),
-      visits: visits.map(visitFromDb),
-      compensations: compensations.map(compensationFromDb),
-    }));
+  async loadRuns(runIds: string[]): Promise<LoadedRun[]> {
+    // Runs locked as the transaction began were read in the same round trip.
+    const missing = runIds.filter((id) => !this.locked.has(id));
+    const rows = missing.length > 0 ? await this.q<LoadedRunRow>(SQL.loadRuns, [missing]) : [];
+    const loaded = new Map(rows.map((row) => [row.run_id, loadedRun(row)]));
+    return runIds.flatMap((id) => {
+      const run = this.locked.get(id) ?? loaded.get(id);
+      return run ? [run] : [];
+    });
   }
 
   async writtenElsewhere(): Promise<boolean> {
@@ -302,8 +314,7 @@ export class PostgresTx implements StoreTx {
   }
 
   async writeCompensations(rows: Iterable<Compensation>): Promise<void> {
-    const batch = distinct(rows, (c) => `${c.run_id}\0${c.seq}`);
-    if (batch.length > 0) await this.q(SQL.writeCompensations, columnArrays(COMPENSATION_COLUMNS, batch));
+    await this.write({ ...EMPTY_BATCH, compensations: [...rows] });
   }
 
   async compensatingRuns(limit: number): Promise<string[]> {
@@ -317,21 +328,15 @@ export class PostgresTx implements StoreTx {
   }
 
   async insertVisits(visits: Iterable<Visit>): Promise<void> {
-    const batch = [...visits];
-    if (batch.length > 0) await this.q(SQL.insertVisits, columnArrays(VISIT_COLUMNS, batch));
+    await this.write({ ...EMPTY_BATCH, insertVisits: [...visits] });
   }
 
   async updateVisits(visits: Iterable<Visit>): Promise<void> {
-    const batch = distinct(visits, visitKey);
-    if (batch.length > 0) await this.q(SQL.updateVisits, columnArrays(VISIT_COLUMNS, batch));
+    await this.write({ ...EMPTY_BATCH, updateVisits: [...visits] });
   }
 
   async insertEvents(events: NewEvent[]): Promise<RunEvent[]> {
-    if (events.length === 0) return [];
-    const rows = await this.q<{ seq: number }>(SQL.insertEvents, columnArrays(EVENT_COLUMNS, events));
-    // RETURNING's order is not promised; the seqs, drawn in insertion order, are.
-    const seqs = rows.map((r) => r.seq).sort((a, b) => a - b);
-    return events.map((e, i) => ({ ...e, seq: seqs[i]! }));
+    return this.write({ ...EMPTY_BATCH, events });
   }
 
   async claimable(agentType: string, now: number, limit: number): Promise<VisitKey[]> {

@@ -195,10 +195,11 @@ export function jsonObject<T>(columns: Columns<T>, alias: string): string {
 
 /**
  * `unnest($1::text[], $2::integer[], ...) AS u("run_id", ...)`: the rows of a column-wise batch,
- * numbered in `u.ordinality` when asked.
+ * numbered in `u.ordinality` when asked; its parameters start at `$firstParam` (default 1).
  */
-export function unnestSql<T>(columns: Columns<T>, options: { ordinality?: boolean } = {}): string {
-  const arrays = Object.values<Kind>(columns).map((kind, i) => `$${i + 1}::${sqlType(kind)}[]`);
+export function unnestSql<T>(columns: Columns<T>, options: { ordinality?: boolean; firstParam?: number } = {}): string {
+  const first = options.firstParam ?? 1;
+  const arrays = Object.values<Kind>(columns).map((kind, i) => `$${i + first}::${sqlType(kind)}[]`);
   const aliases = [...names(columns), ...(options.ordinality ? ["ordinality"] : [])];
   return `unnest(${arrays.join(", ")})${options.ordinality ? " WITH ORDINALITY" : ""} AS u(${aliases.join(", ")})`;
 }

@@ -249,7 +249,8 @@ export class SqliteStore implements Store {
     return rows.map(compensationFromDb);
   }
 
-  transaction<T>(fn: (tx: StoreTx) => Promise<T>): Promise<T> {
+  // `lock` is PostgreSQL's: a SQLite file has one writer.
+  transaction<T>(fn: (tx: StoreTx) => Promise<T>, _options?: { lock?: string[] }): Promise<T> {
     return this.serial.run(async () => {
       try {
         this.sql.begin.run();
@@ -311,7 +312,7 @@ export class SqliteStore implements Store {
       };
     };
     const keys = (rows: unknown[]) => rows as VisitKey[];
-    return {
+    const tx: StoreTx = {
       runByIdempotencyKey: async (key) => {
         const row = s.runByKey.get(key) as DbRun | undefined;
         return row ? runFromDb(row) : null;
@@ -328,8 +329,15 @@ export class SqliteStore implements Store {
         return written;
       },
       now: async () => null,
-      lockRuns: async () => {},
-      notifyReady: async () => {},
+      // One engine per file: nobody to notify.
+      write: async (batch) => {
+        await tx.insertRuns(batch.insertRuns);
+        await tx.updateRuns(batch.updateRuns);
+        await tx.updateVisits(batch.updateVisits);
+        await tx.insertVisits(batch.insertVisits);
+        await tx.writeCompensations(batch.compensations);
+        return tx.insertEvents(batch.events);
+      },
       takeDeadEngines: async () => [],
       loadRun: async (runId) => load(runId),
       loadRuns: async (runIds) => runIds.map(load).filter((r) => r !== null),
@@ -400,6 +408,7 @@ export class SqliteStore implements Store {
         return t;
       },
     };
+    return tx;
   }
 }
 
