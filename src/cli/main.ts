@@ -16,6 +16,7 @@ import { registerRetry } from "./commands/retry.js";
 import { registerReview } from "./commands/review.js";
 import { registerReviews } from "./commands/reviews.js";
 import { registerRun } from "./commands/run.js";
+import { registerServe } from "./commands/serve.js";
 import { registerStart } from "./commands/start.js";
 import { registerStatus } from "./commands/status.js";
 import { registerValidate } from "./commands/validate.js";
@@ -58,6 +59,7 @@ export function buildProgram(): Command {
     registerCancel,
     registerRetry,
     registerWorkflows,
+    registerServe,
   ]) {
     register(program);
   }

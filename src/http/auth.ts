@@ -1,0 +1,158 @@
+/**
+ * Bearer tokens with roles (DESIGN §10). Tokens come as a JSON list of `{ token, role, name,
+ * agent_types }` (`skein serve --tokens FILE` or SKEIN_TOKENS); only their SHA-256 hashes are
+ * kept, and a presented token is compared with every one of them in constant time. With no
+ * tokens the API is open (and `skein serve` binds to loopback only).
+ *
+ * Roles: `admin` may do everything; `reviewer` may read and decide reviews as the identity its
+ * token names; `agent` may only use the external-agent routes (/v1/tasks/*) for its agent types.
+ */
+import { createHash, timingSafeEqual } from "node:crypto";
+import type { FastifyRequest } from "fastify";
+import { z } from "zod";
+import { issuesToProblems } from "../definition/zod-issues.js";
+import { ValidationError } from "../errors.js";
+import { HttpError } from "./errors.js";
+
+export const ROLES = ["admin", "agent", "reviewer"] as const;
+export type Role = (typeof ROLES)[number];
+
+/** Who may call a route: `public` (no token), or the roles allowed. */
+export type Access = "public" | readonly Role[];
+export const PUBLIC = "public" satisfies Access;
+/** Reading workflows, runs, events and reviews. */
+export const READERS: Access = ["admin", "reviewer"];
+/** Deciding reviews (as the token's own name). */
+export const REVIEWERS: Access = ["admin", "reviewer"];
+/** Registering workflows, starting, cancelling and retrying runs. */
+export const ADMINS: Access = ["admin"];
+/** The external-agent protocol. */
+export const AGENTS: Access = ["admin", "agent"];
+
+const MIN_TOKEN_LENGTH = 16;
+
+const TokenEntrySchema = z
+  .object({
+    token: z
+      .string()
+      .min(
+        MIN_TOKEN_LENGTH,
+        `must be at least ${MIN_TOKEN_LENGTH} characters (e.g. the output of openssl rand -hex 32)`,
+      ),
+    role: z.enum(ROLES),
+    name: z.string().min(1).max(200),
+    agent_types: z.array(z.string().min(1)).min(1).optional(),
+  })
+  .strict()
+  .superRefine((entry, ctx) => {
+    if (entry.role === "agent" && entry.agent_types === undefined) {
+      ctx.addIssue({
+        code: "custom",
+        path: ["agent_types"],
+        message: "an agent token must list the agent types it may claim",
+      });
+    }
+  });
+
+const TokenListSchema = z.array(TokenEntrySchema).superRefine((entries, ctx) => {
+  const seen = new Map<string, number>();
+  entries.forEach((entry, i) => {
+    const first = seen.get(entry.token);
+    if (first !== undefined) {
+      ctx.addIssue({ code: "custom", path: [i, "token"], message: `the same token as [${first}]: tokens must differ` });
+    }
+    seen.set(entry.token, i);
+  });
+});
+
+/** One configured token, as written in the tokens file. */
+export type TokenEntry = z.input<typeof TokenEntrySchema>;
+
+/** Who called: the role and name of the token presented. */
+export interface Principal {
+  role: Role;
+  name: string;
+  /** The agent types an agent token may claim (null for other roles). */
+  agent_types: string[] | null;
+}
+
+/**
+ * Parses the text of a tokens file (or of SKEIN_TOKENS). `source` names it in messages.
+ * @throws ValidationError listing every problem with its path, e.g. `[1].role`
+ */
+export function parseTokens(text: string, source: string): TokenEntry[] {
+  let value: unknown;
+  try {
+    value = JSON.parse(text);
+  } catch (e) {
+    throw new ValidationError(`${source} is not JSON (${(e as Error).message})`);
+  }
+  return checkTokens(value, source);
+}
+
+/** @throws ValidationError listing every problem with its path */
+export function checkTokens(value: unknown, source = "tokens"): TokenEntry[] {
+  const parsed = TokenListSchema.safeParse(value, { reportInput: true });
+  if (!parsed.success) {
+    throw new ValidationError(
+      `${source} is not a valid token list (a JSON list of { "token", "role": "admin" | "agent" | "reviewer", "name", "agent_types" })`,
+      issuesToProblems(parsed.error.issues),
+    );
+  }
+  return parsed.data;
+}
+
+function sha256(token: string): Buffer {
+  return createHash("sha256").update(token, "utf8").digest();
+}
+
+/** The configured tokens, held as hashes. */
+export class Tokens {
+  private readonly entries: { hash: Buffer; principal: Principal }[];
+
+  /** @throws ValidationError for a bad list */
+  constructor(list: readonly TokenEntry[]) {
+    this.entries = checkTokens(list).map((e) => ({
+      hash: sha256(e.token),
+      principal: { role: e.role, name: e.name, agent_types: e.agent_types ?? null },
+    }));
+  }
+
+  /** No tokens: the API is open. */
+  get open(): boolean {
+    return this.entries.length === 0;
+  }
+
+  /** The principal of a token, or null. Compares with every hash, in constant time each. */
+  find(token: string): Principal | null {
+    const hash = sha256(token);
+    let found: Principal | null = null;
+    for (const e of this.entries) {
+      if (timingSafeEqual(hash, e.hash)) found = e.principal;
+    }
+    return found;
+  }
+
+  /**
+   * Who may call: null when the API is open (anyone may), else the token's principal.
+   * @throws HttpError 401 for a missing or unknown token, 403 for a role the route refuses
+   */
+  authorize(request: FastifyRequest, access: Access): Principal | null {
+    if (access === "public" || this.open) return null;
+    const header = request.headers.authorization;
+    const match = header === undefined ? null : /^Bearer +(\S+) *$/i.exec(header);
+    if (!match?.[1]) {
+      throw new HttpError(401, "unauthorized", "missing bearer token: send the header Authorization: Bearer <token>");
+    }
+    const principal = this.find(match[1]);
+    if (!principal) throw new HttpError(401, "unauthorized", "the bearer token is not valid");
+    if (!access.includes(principal.role)) {
+      throw new HttpError(
+        403,
+        "forbidden",
+        `a ${principal.role} token may not ${request.method} ${request.routeOptions.url ?? request.url} (allowed: ${access.join(", ")})`,
+      );
+    }
+    return principal;
+  }
+}

@@ -1,0 +1,51 @@
+/** Liveness, readiness (the database answers) and the OpenAPI document: public, no token. */
+import type { FastifyInstance } from "fastify";
+import { z } from "zod";
+import { PUBLIC } from "../auth.js";
+import { errorBody } from "../errors.js";
+import { openApiDocument } from "../openapi.js";
+import { ErrorSchema } from "../schemas.js";
+import type { RouteContext } from "../server.js";
+
+const Status = z.object({ status: z.literal("ok") });
+
+export function registerHealthRoutes(app: FastifyInstance, ctx: RouteContext): void {
+  app.get(
+    "/v1/health",
+    { config: { access: PUBLIC }, schema: { summary: "The process answers", response: { 200: Status } } },
+    async () => ({ status: "ok" as const }),
+  );
+
+  app.get(
+    "/v1/ready",
+    {
+      config: { access: PUBLIC },
+      schema: {
+        summary: "The database answers and the server is not stopping",
+        response: { 200: Status, 503: ErrorSchema },
+      },
+    },
+    async (request, reply) => {
+      try {
+        if (!ctx.accepting()) throw new Error("the server is stopping");
+        await ctx.engine.listRuns({ limit: 1 });
+        return { status: "ok" as const };
+      } catch (err) {
+        request.log.warn({ err }, "not ready");
+        return reply
+          .code(503)
+          .send(errorBody("unavailable", "not ready: the database does not answer or the server is stopping"));
+      }
+    },
+  );
+
+  let document: unknown = null;
+  app.get(
+    "/v1/openapi.json",
+    { config: { access: PUBLIC }, schema: { summary: "This document (OpenAPI 3.1)" } },
+    async () => {
+      document ??= openApiDocument(ctx.routes, ctx.publicUrl);
+      return document;
+    },
+  );
+}

@@ -1,0 +1,239 @@
+/** Runs: start, read, list (paged), cancel, retry, their events and their graph. */
+import { randomBytes } from "node:crypto";
+import type { FastifyInstance } from "fastify";
+import { z } from "zod";
+import { graphModel, renderMermaid } from "../../cli/graph.js";
+import { validateWorkflow } from "../../definition/validate.js";
+import { ValidationError } from "../../errors.js";
+import { ADMINS, READERS } from "../auth.js";
+import { EventSchema, RUN_STATUSES, RunParams, RunSchema, RunWithNodesSchema } from "../schemas.js";
+import type { RouteContext } from "../server.js";
+
+const StartBody = z
+  .object({
+    workflow_id: z.string().min(1).max(200),
+    input: z.unknown().optional().describe("the run's input (default {}), checked against the workflow's input_schema"),
+    idempotency_key: z
+      .string()
+      .min(1)
+      .max(200)
+      .optional()
+      .describe("the same key returns the same run; the same key with another input is a 409"),
+  })
+  .strict();
+
+const ListQuery = z
+  .object({
+    status: z.enum(RUN_STATUSES).optional(),
+    workflow_id: z.string().min(1).max(200).optional(),
+    limit: z.coerce.number().int().min(1).max(1000).default(50),
+    cursor: z.string().max(1000).optional().describe("next_cursor of the previous page"),
+  })
+  .strict();
+
+const CancelBody = z
+  .object({
+    reason: z.string().max(1000).optional(),
+    compensate: z.boolean().optional().describe("undo what the run did first (COMPENSATING, then CANCELLED)"),
+  })
+  .strict();
+
+const RetryBody = z
+  .object({
+    from: z.string().min(1).max(200).optional().describe("an earlier node to run again, with everything downstream"),
+    force: z.boolean().optional().describe("redrive a run that needs attention"),
+  })
+  .strict();
+
+const EventsQuery = z
+  .object({
+    after_seq: z.coerce.number().int().min(0).optional(),
+    limit: z.coerce.number().int().min(1).max(1000).default(100),
+  })
+  .strict();
+
+const Cursor = z.object({ before: z.string().min(1) }).strict();
+
+type Params = z.output<typeof RunParams>;
+
+export function registerRunRoutes(app: FastifyInstance, { engine }: RouteContext): void {
+  app.post<{ Body: z.output<typeof StartBody> }>(
+    "/v1/runs",
+    {
+      config: { access: ADMINS },
+      schema: {
+        summary: "Start a run of the latest version of a workflow (a traceparent header joins the caller's trace)",
+        body: StartBody,
+        response: { 201: RunSchema },
+      },
+    },
+    async (request, reply) => {
+      const { workflow_id, input, idempotency_key } = request.body;
+      const run = await engine.startRun(workflow_id, {
+        input,
+        ...(idempotency_key === undefined ? {} : { idempotency_key }),
+        traceparent: traceparentOf(request.headers.traceparent, request.id),
+      });
+      return reply.code(201).send(run);
+    },
+  );
+
+  app.get<{ Querystring: z.output<typeof ListQuery> }>(
+    "/v1/runs",
+    {
+      config: { access: READERS },
+      schema: {
+        summary: "Runs, newest first, a page at a time",
+        querystring: ListQuery,
+        response: {
+          200: z.object({
+            runs: z.array(RunSchema),
+            next_cursor: z.string().nullable().describe("pass as cursor for the next page; null on the last"),
+          }),
+        },
+      },
+    },
+    async (request) => {
+      const { status, workflow_id, limit, cursor } = request.query;
+      const runs = await engine.listRuns({
+        limit: limit + 1,
+        ...(status === undefined ? {} : { status }),
+        ...(workflow_id === undefined ? {} : { workflow_id }),
+        ...(cursor === undefined ? {} : { before: decodeCursor(cursor) }),
+      });
+      const page = runs.slice(0, limit);
+      const last = page[page.length - 1];
+      return { runs: page, next_cursor: runs.length > limit && last ? encodeCursor(last.run_id) : null };
+    },
+  );
+
+  app.get<{ Params: Params }>(
+    "/v1/runs/:run_id",
+    {
+      config: { access: READERS },
+      schema: {
+        summary: "A run with its current visits as nodes",
+        params: RunParams,
+        response: { 200: RunWithNodesSchema },
+      },
+    },
+    async (request) => engine.getRun(request.params.run_id),
+  );
+
+  app.post<{ Params: Params; Body: z.output<typeof CancelBody> }>(
+    "/v1/runs/:run_id/cancel",
+    {
+      config: { access: ADMINS },
+      schema: {
+        summary: "Cancel a run (409 when it already ended)",
+        params: RunParams,
+        body: CancelBody,
+        response: { 200: RunSchema },
+      },
+    },
+    async (request) => {
+      const { reason, compensate } = request.body;
+      return engine.cancelRun(request.params.run_id, {
+        ...(reason === undefined ? {} : { reason }),
+        ...(compensate === undefined ? {} : { compensate }),
+      });
+    },
+  );
+
+  app.post<{ Params: Params; Body: z.output<typeof RetryBody> }>(
+    "/v1/runs/:run_id/retry",
+    {
+      config: { access: ADMINS },
+      schema: {
+        summary: "Redrive a FAILED or CANCELLED run (409 otherwise)",
+        params: RunParams,
+        body: RetryBody,
+        response: { 200: RunSchema },
+      },
+    },
+    async (request) => {
+      const { from, force } = request.body;
+      return engine.retryRun(request.params.run_id, {
+        ...(from === undefined ? {} : { from }),
+        ...(force === undefined ? {} : { force }),
+      });
+    },
+  );
+
+  app.get<{ Params: Params; Querystring: z.output<typeof EventsQuery> }>(
+    "/v1/runs/:run_id/events",
+    {
+      config: { access: READERS },
+      schema: {
+        summary: "A run's history, oldest first, after after_seq",
+        params: RunParams,
+        querystring: EventsQuery,
+        response: {
+          200: z.object({
+            events: z.array(EventSchema),
+            next_after_seq: z
+              .number()
+              .int()
+              .nullable()
+              .describe("pass as after_seq for the next page; null on the last"),
+          }),
+        },
+      },
+    },
+    async (request) => {
+      const { run_id } = request.params;
+      const { after_seq, limit } = request.query;
+      const events = await engine.listEvents(run_id, {
+        limit,
+        ...(after_seq === undefined ? {} : { afterSeq: after_seq }),
+      });
+      // Every run has a run.started event: an empty first page may be an unknown run (404).
+      if (events.length === 0 && after_seq === undefined) await engine.getRun(run_id);
+      const last = events[events.length - 1];
+      return { events, next_after_seq: events.length === limit && last ? last.seq : null };
+    },
+  );
+
+  app.get<{ Params: Params }>(
+    "/v1/runs/:run_id/graph",
+    {
+      config: { access: READERS },
+      schema: {
+        summary: "The run's workflow as a Mermaid flowchart, with node states and the path taken",
+        params: RunParams,
+        response: { 200: { content: { "text/plain": { schema: z.string() } } } },
+      },
+    },
+    async (request, reply) => {
+      const run = await engine.getRun(request.params.run_id);
+      const workflow = await engine.getWorkflow(run.workflow_id, run.workflow_version);
+      const checked = validateWorkflow(workflow.definition);
+      if (!checked.ok) throw new Error(`stored workflow ${run.workflow_id} v${run.workflow_version} does not validate`);
+      const visits = await engine.listVisits(run.run_id);
+      return reply
+        .type("text/plain; charset=utf-8")
+        .send(`${renderMermaid(graphModel(checked.graph, { nodes: run.nodes, visits }))}\n`);
+    },
+  );
+}
+
+/** The caller's traceparent when valid; else one in the request's trace, so logs and run share the trace id. */
+function traceparentOf(header: string | string[] | undefined, traceId: string): string {
+  const value = (Array.isArray(header) ? header[0] : header)?.trim();
+  if (value?.startsWith(`00-${traceId}-`)) return value;
+  return `00-${traceId}-${randomBytes(8).toString("hex")}-01`;
+}
+
+function encodeCursor(runId: string): string {
+  return Buffer.from(JSON.stringify({ before: runId })).toString("base64url");
+}
+
+function decodeCursor(cursor: string): string {
+  try {
+    return Cursor.parse(JSON.parse(Buffer.from(cursor, "base64url").toString("utf8"))).before;
+  } catch {
+    throw new ValidationError("Invalid request query", [
+      { path: "query.cursor", message: "is not a cursor this API returned: pass next_cursor of the previous page" },
+    ]);
+  }
+}

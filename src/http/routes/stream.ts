@@ -1,0 +1,117 @@
+/**
+ * Server-Sent Events of the event log, for live views: every event this engine commits (or one
+ * run's), one `data:` line of JSON each with the event's `seq` as its id. For one run, the events
+ * after `after_seq` (or the `Last-Event-ID` a reconnecting EventSource sends) are replayed from
+ * the database first, then live ones follow without a gap or a repeat. A comment every 15 s keeps
+ * proxies from closing an idle stream.
+ */
+import type { ServerResponse } from "node:http";
+import type { FastifyInstance } from "fastify";
+import { z } from "zod";
+import type { RunEvent } from "../../core/types.js";
+import { ValidationError } from "../../errors.js";
+import { READERS } from "../auth.js";
+import type { RouteContext } from "../server.js";
+
+const StreamQuery = z
+  .object({
+    run_id: z.string().min(1).max(200).optional().describe("only this run's events"),
+    after_seq: z.coerce
+      .number()
+      .int()
+      .min(0)
+      .optional()
+      .describe("with run_id: first replay the run's events after this seq (else the Last-Event-ID header)"),
+  })
+  .strict();
+
+/** A client this far behind is dropped (it reconnects with Last-Event-ID and replays what it missed). */
+const MAX_BUFFERED_BYTES = 1024 * 1024;
+const PAGE = 1000;
+
+export function registerStreamRoutes(app: FastifyInstance, ctx: RouteContext): void {
+  const { engine } = ctx;
+  app.get<{ Querystring: z.output<typeof StreamQuery> }>(
+    "/v1/stream",
+    {
+      config: { access: READERS },
+      schema: {
+        summary: "Server-Sent Events: each event as `id: <seq>` and `data: <event JSON>`",
+        querystring: StreamQuery,
+        response: { 200: { content: { "text/event-stream": { schema: z.string() } } } },
+      },
+    },
+    async (request, reply) => {
+      const { run_id, after_seq } = request.query;
+      if (after_seq !== undefined && run_id === undefined) {
+        throw new ValidationError("Invalid request query", [
+          { path: "query.after_seq", message: "needs run_id: only one run's events can be replayed" },
+        ]);
+      }
+      const lastEventId = Number(request.headers["last-event-id"]);
+      const after = after_seq ?? (Number.isSafeInteger(lastEventId) && lastEventId >= 0 ? lastEventId : undefined);
+      if (run_id !== undefined) await engine.getRun(run_id); // 404 before the stream starts
+
+      reply.hijack();
+      const res = reply.raw;
+      res.writeHead(200, {
+        "content-type": "text/event-stream; charset=utf-8",
+        "cache-control": "no-cache, no-transform",
+        connection: "keep-alive",
+        "x-accel-buffering": "no",
+      });
+      res.write(": connected\n\n");
+      ctx.streams.add(res);
+
+      // Live events wait here while the replay reads the database, then go out after it.
+      let pending: RunEvent[] | null = run_id !== undefined && after !== undefined ? [] : null;
+      let lastSent = after ?? -1;
+      const send = (e: RunEvent) => {
+        if (e.seq <= lastSent || res.writableEnded) return;
+        lastSent = e.seq;
+        res.write(`id: ${e.seq}\ndata: ${JSON.stringify(e)}\n\n`);
+        if (res.writableLength > MAX_BUFFERED_BYTES) {
+          request.log.warn({ run_id }, "event stream client too slow: closed");
+          res.end();
+        }
+      };
+      const unsubscribe = engine.subscribe(
+        (e) => (pending ? pending.push(e) : send(e)),
+        run_id === undefined ? {} : { run_id },
+      );
+      const heartbeat = setInterval(() => res.write(": heartbeat\n\n"), ctx.heartbeatMs);
+      res.on("close", () => {
+        clearInterval(heartbeat);
+        unsubscribe();
+        ctx.streams.delete(res);
+      });
+
+      if (pending && run_id !== undefined) await replay(ctx, res, run_id, after, send, request.log);
+      for (const e of pending ?? []) send(e);
+      pending = null;
+    },
+  );
+}
+
+/** Sends the run's stored events after the last sent, a page at a time, until the log is read. */
+async function replay(
+  { engine }: RouteContext,
+  res: ServerResponse,
+  runId: string,
+  after: number | undefined,
+  send: (e: RunEvent) => void,
+  log: { error(obj: object, msg: string): void },
+): Promise<void> {
+  let afterSeq = after;
+  try {
+    for (;;) {
+      const page = await engine.listEvents(runId, { limit: PAGE, ...(afterSeq === undefined ? {} : { afterSeq }) });
+      for (const e of page) send(e);
+      if (page.length < PAGE || res.writableEnded) return;
+      afterSeq = page[page.length - 1]?.seq;
+    }
+  } catch (err) {
+    log.error({ err, run_id: runId }, "event stream replay failed");
+    res.end();
+  }
+}

@@ -1,0 +1,79 @@
+/** Workflows: list, read a version, register (PUT the definition). */
+import type { FastifyInstance } from "fastify";
+import { z } from "zod";
+import { ValidationError } from "../../errors.js";
+import { ADMINS, READERS } from "../auth.js";
+import { ProblemSchema } from "../schemas.js";
+import type { RouteContext } from "../server.js";
+
+const Id = z.object({ id: z.string().min(1).max(200) }).strict();
+const VersionQuery = z.object({ version: z.coerce.number().int().min(1).optional() }).strict();
+/** Any JSON document: registerWorkflow validates it and lists every problem with its path. */
+const Definition = z.unknown().meta({ $ref: "#/components/schemas/WorkflowDefinition" });
+
+const Summary = z.object({ id: z.string(), version: z.number().int(), created_at: z.number().int() });
+const Workflow = z.object({
+  id: z.string(),
+  version: z.number().int(),
+  definition: z.unknown().meta({ $ref: "#/components/schemas/WorkflowDefinition" }),
+});
+const Registered = z.object({
+  id: z.string(),
+  version: z.number().int(),
+  created: z.boolean().describe("false: the same content was already registered as this version"),
+  warnings: z.array(ProblemSchema),
+});
+
+export function registerWorkflowRoutes(app: FastifyInstance, { engine }: RouteContext): void {
+  app.get(
+    "/v1/workflows",
+    {
+      config: { access: READERS },
+      schema: {
+        summary: "Registered workflows with their latest versions",
+        response: { 200: z.object({ workflows: z.array(Summary) }) },
+      },
+    },
+    async () => ({ workflows: await engine.listWorkflows() }),
+  );
+
+  app.get<{ Params: z.output<typeof Id>; Querystring: z.output<typeof VersionQuery> }>(
+    "/v1/workflows/:id",
+    {
+      config: { access: READERS },
+      schema: {
+        summary: "A workflow's definition: the latest version, or ?version=N",
+        params: Id,
+        querystring: VersionQuery,
+        response: { 200: Workflow },
+      },
+    },
+    async (request) => engine.getWorkflow(request.params.id, request.query.version),
+  );
+
+  app.put<{ Params: z.output<typeof Id>; Body: unknown }>(
+    "/v1/workflows/:id",
+    {
+      config: { access: ADMINS },
+      schema: {
+        summary: "Register a definition: 201 with a new version, 200 when the content is unchanged",
+        params: Id,
+        body: Definition,
+        response: { 200: Registered, 201: Registered },
+      },
+    },
+    async (request, reply) => {
+      const documentId = (request.body as { id?: unknown } | null)?.id;
+      if (documentId !== undefined && documentId !== request.params.id) {
+        throw new ValidationError("The workflow's id differs from the id in the URL", [
+          {
+            path: "id",
+            message: `must be ${JSON.stringify(request.params.id)} (the id in the URL), got ${JSON.stringify(documentId)}`,
+          },
+        ]);
+      }
+      const registered = await engine.registerWorkflow(request.body);
+      return reply.code(registered.created ? 201 : 200).send(registered);
+    },
+  );
+}

@@ -1,0 +1,137 @@
+/**
+ * The shapes the HTTP API returns, as zod schemas: the OpenAPI document is generated from them
+ * (and tests parse real responses with them, so the document stays true). Data is snake_case,
+ * as the library returns it; times are epoch milliseconds.
+ */
+import { z } from "zod";
+import { VISIT_STATES } from "../core/states.js";
+
+/** Any JSON value. */
+const json = () => z.unknown().describe("any JSON value");
+const time = () => z.number().int().describe("epoch milliseconds");
+const nullableTime = () => time().nullable();
+
+export const RUN_STATUSES = ["RUNNING", "COMPENSATING", "SUCCEEDED", "FAILED", "CANCELLED"] as const;
+
+export const ErrorSchema = z.object({
+  error: z.object({
+    code: z.string().describe("stable: validation, bad_request, unauthorized, forbidden, not_found, conflict, ..."),
+    message: z.string(),
+    details: z.record(z.string(), z.unknown()).describe("validation errors: `problems`, each with its path"),
+  }),
+});
+
+export const VisitErrorSchema = z.object({
+  message: z.string(),
+  reason: z.string(),
+  name: z.string().optional(),
+  details: json().optional(),
+});
+
+export const RunSchema = z.object({
+  run_id: z.string(),
+  workflow_id: z.string(),
+  workflow_version: z.number().int(),
+  status: z.enum(RUN_STATUSES),
+  input: json(),
+  output: json().nullable(),
+  error: VisitErrorSchema.nullable(),
+  end_cause: z.enum(["failed", "cancelled", "ttl", "end"]).nullable(),
+  trace_id: z.string(),
+  traceparent: z.string(),
+  idempotency_key: z.string().nullable(),
+  input_hash: z.string(),
+  needs_attention: z.boolean(),
+  created_at: time(),
+  updated_at: time(),
+  deadline_at: time(),
+  ended_at: nullableTime(),
+});
+
+export const VisitSchema = z.object({
+  run_id: z.string(),
+  node_id: z.string(),
+  visit: z.number().int(),
+  execution_id: z.string(),
+  agent_type: z.string(),
+  state: z.enum(VISIT_STATES),
+  is_current: z.boolean(),
+  loop_activated: z.boolean(),
+  trigger: z.object({ node_id: z.string(), visit: z.number().int() }).nullable(),
+  payload: json().nullable(),
+  output: json().nullable(),
+  error: VisitErrorSchema.nullable(),
+  reason: z.string().nullable(),
+  handled: z.boolean(),
+  fired: z.array(z.string()).nullable(),
+  failures: z.number().int(),
+  attempt: z.number().int(),
+  interruptions: z.number().int(),
+  prior_starts: z.number().int(),
+  ready_at: nullableTime(),
+  deadline_at: nullableTime(),
+  lease_expires_at: nullableTime(),
+  holder: z.string().nullable(),
+  created_at: time(),
+  started_at: nullableTime(),
+  ended_at: nullableTime(),
+});
+
+const CompensationSchema = z.object({
+  run_id: z.string(),
+  seq: z.number().int(),
+  node_id: z.string(),
+  visit: z.number().int(),
+  execution_id: z.string(),
+  agent_type: z.string(),
+  state: z.enum(VISIT_STATES),
+  output: json().nullable(),
+  error: VisitErrorSchema.nullable(),
+  reason: z.string().nullable(),
+  failures: z.number().int(),
+  attempt: z.number().int(),
+  interruptions: z.number().int(),
+  ready_at: nullableTime(),
+  deadline_at: nullableTime(),
+  lease_expires_at: nullableTime(),
+  holder: z.string().nullable(),
+  created_at: time(),
+  started_at: nullableTime(),
+  ended_at: nullableTime(),
+});
+
+export const RunWithNodesSchema = RunSchema.extend({
+  nodes: z.array(VisitSchema).describe("the current visit of each node, in document order"),
+  waiting_reviews: z.number().int(),
+  compensations: z.array(CompensationSchema),
+});
+
+export const EventSchema = z.object({
+  seq: z.number().int().describe("orders every event of the database"),
+  run_id: z.string(),
+  type: z.string().describe("run.started, node.succeeded, review.requested, ... (DESIGN §9)"),
+  node_id: z.string().nullable(),
+  visit: z.number().int().nullable(),
+  trace_id: z.string(),
+  at: time(),
+  data: z.record(z.string(), z.unknown()),
+});
+
+export const PendingReviewSchema = z.object({
+  run_id: z.string(),
+  node_id: z.string(),
+  visit: z.number().int(),
+  execution_id: z.string(),
+  title: json().nullable(),
+  instructions: json().nullable(),
+  assignees: json().nullable(),
+  data: json().nullable().describe("the review node's payload: what to review"),
+  requested_at: nullableTime(),
+  deadline_at: nullableTime(),
+  trace_id: z.string(),
+});
+
+export const ProblemSchema = z.object({ path: z.string(), message: z.string() });
+
+/** Path parameters shared by the run routes. */
+export const RunParams = z.object({ run_id: z.string().min(1).max(200) }).strict();

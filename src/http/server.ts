@@ -1,0 +1,195 @@
+/**
+ * The HTTP API (DESIGN §10): a thin fastify layer over the Engine's public methods. Each route
+ * group lives in `routes/`; this file wires what they share: request validation with the zod
+ * schemas the routes declare (the OpenAPI document is generated from the same schemas), bearer
+ * token checks by each route's `access`, JSON limits (body size, depth, `__proto__` keys), trace
+ * ids in the logs, and the one error shape.
+ *
+ * @example
+ * const engine = await createEngine({ database: "sqlite:./skein.db", agents });
+ * const app = await createServer({ engine, tokens: [{ token, role: "admin", name: "ops" }] });
+ * await app.listen({ host: "127.0.0.1", port: 8080 });
+ */
+import { randomBytes } from "node:crypto";
+import type { ServerResponse } from "node:http";
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController, type RouteOptions } from "fastify";
+import { type Logger, pino } from "pino";
+import type { z } from "zod";
+import { issuesToProblems } from "../definition/zod-issues.js";
+import type { Engine } from "../engine/engine.js";
+import { ValidationError } from "../errors.js";
+import { type Access, type Principal, type TokenEntry, Tokens } from "./auth.js";
+import { errorBody, handleError } from "./errors.js";
+import { registerHealthRoutes } from "./routes/health.js";
+import { registerReviewRoutes } from "./routes/reviews.js";
+import { registerRunRoutes } from "./routes/runs.js";
+import { registerStreamRoutes } from "./routes/stream.js";
+import { registerWorkflowRoutes } from "./routes/workflows.js";
+
+declare module "fastify" {
+  interface FastifyContextConfig {
+    /** Who may call the route (auth.ts). Every route declares it; a route without it is refused. */
+    access?: Access;
+  }
+  interface FastifySchema {
+    /** One line for the OpenAPI document. */
+    summary?: string;
+  }
+  interface FastifyRequest {
+    /** The caller's token (null when the route is public or the API is open). */
+    principal: Principal | null;
+  }
+}
+
+export interface ServerOptions {
+  /** The engine (or client) the API serves. The server never closes it. */
+  engine: Engine;
+  /** Bearer tokens with roles; none (the default) leaves the API open: bind it to loopback only. */
+  tokens?: readonly TokenEntry[];
+  /** Largest request body, bytes; larger ones are answered 413. @defaultValue 1 MiB */
+  bodyLimit?: number;
+  /** Request logs (one trace id per request; no headers). @defaultValue silent */
+  logger?: Logger;
+  /** The API's address as clients reach it, listed in the OpenAPI document's `servers`. */
+  publicUrl?: string;
+  /** @internal the SSE heartbeat interval, ms. @defaultValue 15000 */
+  heartbeatMs?: number;
+}
+
+/** What route modules get besides the app. */
+export interface RouteContext {
+  engine: Engine;
+  /** The SSE heartbeat interval, ms. */
+  heartbeatMs: number;
+  /** Open SSE responses: ended when the server closes. */
+  streams: Set<ServerResponse>;
+  /** Every route registered, for the OpenAPI document. */
+  routes: readonly RouteOptions[];
+  publicUrl: string | undefined;
+  /** False once the server is closing: /v1/ready answers 503. */
+  accepting(): boolean;
+}
+
+/** Deeper request JSON is refused (400): deep nesting is a denial-of-service vector, never a workflow. */
+export const MAX_JSON_DEPTH = 64;
+export const DEFAULT_BODY_LIMIT = 1024 * 1024;
+
+/**
+ * The route modules, in registration order. The external-agent protocol (/v1/tasks/*, role
+ * `agent`) is one more module here: `routes/tasks.ts` exporting `registerTaskRoutes`.
+ */
+const ROUTE_MODULES: ((app: FastifyInstance, ctx: RouteContext) => void)[] = [
+  registerHealthRoutes,
+  registerWorkflowRoutes,
+  registerRunRoutes,
+  registerReviewRoutes,
+  registerStreamRoutes,
+  // registerTaskRoutes, (routes/tasks.ts: claim, heartbeat, complete, fail)
+];
+
+/** Builds the API (routes registered, not listening): use `app.inject` or `app.listen`. */
+export async function createServer(options: ServerOptions): Promise<FastifyInstance> {
+  const tokens = new Tokens(options.tokens ?? []);
+  const logger = (options.logger ?? pino({ level: "silent" })).child(
+    {},
+    // Requests are logged without their headers: the Authorization header never reaches a log.
+    { serializers: { req: (req: { method: string; url: string }) => ({ method: req.method, url: req.url }) } },
+  );
+  const bodyLimit = options.bodyLimit ?? DEFAULT_BODY_LIMIT;
+  const app = Fastify({
+    loggerInstance: logger as FastifyBaseLogger,
+    bodyLimit,
+    onProtoPoisoning: "error",
+    onConstructorPoisoning: "error",
+    requestIdHeader: false,
+    logController: new LogController({ requestIdLogLabel: "trace_id" }),
+    genReqId: (req) => traceIdOf(req.headers.traceparent),
+    routerOptions: { ignoreTrailingSlash: true },
+  });
+  const routes: RouteOptions[] = [];
+  const streams = new Set<ServerResponse>();
+  let accepting = true;
+  const ctx: RouteContext = {
+    engine: options.engine,
+    heartbeatMs: options.heartbeatMs ?? 15_000,
+    streams,
+    routes,
+    publicUrl: options.publicUrl,
+    accepting: () => accepting,
+  };
+
+  // A JSON API: other bodies are answered 415 rather than parsed as text.
+  app.removeContentTypeParser("text/plain");
+  app.decorateRequest("principal", null);
+  app.addHook("onRoute", (route) => {
+    if (route.method !== "HEAD") routes.push(route);
+  });
+  app.addHook("onRequest", async (request) => {
+    const access = request.routeOptions.config.access;
+    // Unknown URLs (the 404 handler) have no access: they answer 404 to anyone.
+    if (access === undefined) return;
+    request.principal = tokens.authorize(request, access);
+  });
+  app.addHook("preValidation", async (request) => {
+    if (request.body !== undefined && depthOver(request.body, MAX_JSON_DEPTH)) {
+      throw new ValidationError(`The request body nests deeper than ${MAX_JSON_DEPTH} levels`, [
+        { path: "body", message: `must nest at most ${MAX_JSON_DEPTH} levels of objects and arrays` },
+      ]);
+    }
+  });
+  // Route schemas are zod: parsed here (defaults applied, types trusted after), every problem with its path.
+  app.setValidatorCompiler(({ schema, httpPart }) => {
+    const part = httpPart === "querystring" ? "query" : (httpPart ?? "body");
+    const zod = schema as unknown as z.ZodType;
+    return (data: unknown) => {
+      const parsed = zod.safeParse(data ?? {}, { reportInput: true });
+      if (parsed.success) return { value: parsed.data };
+      return { error: new ValidationError(`Invalid request ${part}`, issuesToProblems(parsed.error.issues, part)) };
+    };
+  });
+  // Responses are plain JSON; their schemas are for the OpenAPI document.
+  app.setSerializerCompiler(() => (data) => JSON.stringify(data));
+  app.setErrorHandler((err, request, reply) => handleError(err, request, reply, bodyLimit));
+  app.setNotFoundHandler((request, reply) => {
+    void reply
+      .code(404)
+      .send(
+        errorBody(
+          "not_found",
+          `no route ${request.method} ${request.url.split("?")[0]}; GET /v1/openapi.json lists them`,
+        ),
+      );
+  });
+  app.addHook("preClose", async () => {
+    accepting = false;
+    // Open event streams would keep the server from closing: end them (clients reconnect elsewhere).
+    for (const res of streams) res.end();
+    streams.clear();
+  });
+
+  for (const register of ROUTE_MODULES) register(app, ctx);
+  const unguarded = routes.filter((r) => r.config?.access === undefined).map((r) => `${r.method} ${r.url}`);
+  if (unguarded.length > 0) throw new Error(`routes without an access rule: ${unguarded.join(", ")}`);
+  await app.ready();
+  return app;
+}
+
+/** The trace id of a valid W3C traceparent header, else a new one: the request's id in the logs. */
+export function traceIdOf(traceparent: string | string[] | undefined): string {
+  const header = Array.isArray(traceparent) ? traceparent[0] : traceparent;
+  const m = header === undefined ? null : /^[0-9a-f]{2}-([0-9a-f]{32})-[0-9a-f]{16}-[0-9a-f]{2}$/.exec(header.trim());
+  if (m?.[1] && !/^0+$/.test(m[1])) return m[1];
+  return randomBytes(16).toString("hex");
+}
+
+/** True when `value` nests objects and arrays deeper than `max` (iterative: no stack to overflow). */
+function depthOver(value: unknown, max: number): boolean {
+  const stack: [unknown, number][] = [[value, 1]];
+  for (let item = stack.pop(); item !== undefined; item = stack.pop()) {
+    const [v, depth] = item;
+    if (v === null || typeof v !== "object") continue;
+    if (depth > max) return true;
+    for (const child of Object.values(v)) stack.push([child, depth + 1]);
+  }
+  return false;
+}
