@@ -11,7 +11,7 @@ import { createHash, timingSafeEqual } from "node:crypto";
 import type { FastifyRequest } from "fastify";
 import { z } from "zod";
 import { issuesToProblems } from "../definition/zod-issues.js";
-import { ValidationError } from "../errors.js";
+import { type Problem, ValidationError } from "../errors.js";
 import { HttpError } from "./errors.js";
 
 export const ROLES = ["admin", "agent", "reviewer"] as const;
@@ -33,12 +33,9 @@ const MIN_TOKEN_LENGTH = 16;
 
 const TokenEntrySchema = z
   .object({
-    token: z
-      .string()
-      .min(
-        MIN_TOKEN_LENGTH,
-        `must be at least ${MIN_TOKEN_LENGTH} characters (e.g. the output of openssl rand -hex 32)`,
-      ),
+    token: z.string().refine((t) => t.length >= MIN_TOKEN_LENGTH, {
+      message: `must be at least ${MIN_TOKEN_LENGTH} characters: make one with openssl rand -hex 32`,
+    }),
     role: z.enum(ROLES),
     name: z.string().min(1).max(200),
     agent_types: z.array(z.string().min(1)).min(1).optional(),
@@ -54,16 +51,7 @@ const TokenEntrySchema = z
     }
   });
 
-const TokenListSchema = z.array(TokenEntrySchema).superRefine((entries, ctx) => {
-  const seen = new Map<string, number>();
-  entries.forEach((entry, i) => {
-    const first = seen.get(entry.token);
-    if (first !== undefined) {
-      ctx.addIssue({ code: "custom", path: [i, "token"], message: `the same token as [${first}]: tokens must differ` });
-    }
-    seen.set(entry.token, i);
-  });
-});
+const TokenListSchema = z.array(TokenEntrySchema);
 
 /** One configured token, as written in the tokens file. */
 export type TokenEntry = z.input<typeof TokenEntrySchema>;
@@ -93,13 +81,29 @@ export function parseTokens(text: string, source: string): TokenEntry[] {
 /** @throws ValidationError listing every problem with its path */
 export function checkTokens(value: unknown, source = "tokens"): TokenEntry[] {
   const parsed = TokenListSchema.safeParse(value, { reportInput: true });
-  if (!parsed.success) {
+  const problems = [...(parsed.success ? [] : issuesToProblems(parsed.error.issues)), ...duplicates(value)];
+  if (!parsed.success || problems.length > 0) {
     throw new ValidationError(
       `${source} is not a valid token list (a JSON list of { "token", "role": "admin" | "agent" | "reviewer", "name", "agent_types" })`,
-      issuesToProblems(parsed.error.issues),
+      problems,
     );
   }
   return parsed.data;
+}
+
+/** Tokens given twice (checked on the raw list, so they are reported beside its other problems). */
+function duplicates(value: unknown): Problem[] {
+  if (!Array.isArray(value)) return [];
+  const seen = new Map<string, number>();
+  const problems: Problem[] = [];
+  value.forEach((entry: unknown, i) => {
+    const token = (entry as { token?: unknown } | null)?.token;
+    if (typeof token !== "string") return;
+    const first = seen.get(token);
+    if (first === undefined) seen.set(token, i);
+    else problems.push({ path: `[${i}].token`, message: `the same token as [${first}]: tokens must differ` });
+  });
+  return problems;
 }
 
 function sha256(token: string): Buffer {
