@@ -1,0 +1,107 @@
+import { Ajv2020 } from "ajv/dist/2020.js";
+import { describe, expect, it } from "vitest";
+import { testApi } from "./helpers.js";
+
+type Operation = {
+  summary?: string;
+  security: unknown[];
+  parameters?: { name: string; in: string; required: boolean; schema: object }[];
+  requestBody?: { content: Record<string, { schema: object }> };
+  responses: Record<string, { content?: Record<string, { schema: object }> }>;
+};
+type Document = {
+  openapi: string;
+  servers?: { url: string }[];
+  paths: Record<string, Record<string, Operation>>;
+  components: { schemas: Record<string, object> };
+};
+
+async function document(publicUrl?: string): Promise<Document> {
+  const { app } = await testApi({ server: publicUrl ? { publicUrl } : {} });
+  const res = await app.inject({ url: "/v1/openapi.json" });
+  expect(res.statusCode).toBe(200);
+  return res.json() as Document;
+}
+
+describe("GET /v1/openapi.json", () => {
+  it("lists every route with its summary and access", async () => {
+    const doc = await document("https://skein.example.com/");
+    expect(doc.openapi).toBe("3.1.0");
+    expect(doc.servers).toEqual([{ url: "https://skein.example.com" }]);
+    const operations = Object.entries(doc.paths).flatMap(([path, ops]) =>
+      Object.keys(ops).map((method) => `${method.toUpperCase()} ${path}`),
+    );
+    expect(operations.sort()).toEqual(
+      [
+        "GET /v1/health",
+        "GET /v1/ready",
+        "GET /v1/openapi.json",
+        "GET /v1/workflows",
+        "GET /v1/workflows/{id}",
+        "PUT /v1/workflows/{id}",
+        "POST /v1/runs",
+        "GET /v1/runs",
+        "GET /v1/runs/{run_id}",
+        "POST /v1/runs/{run_id}/cancel",
+        "POST /v1/runs/{run_id}/retry",
+        "GET /v1/runs/{run_id}/events",
+        "GET /v1/runs/{run_id}/graph",
+        "GET /v1/reviews",
+        "POST /v1/runs/{run_id}/nodes/{node_id}/review",
+        "GET /v1/stream",
+      ].sort(),
+    );
+    for (const [path, ops] of Object.entries(doc.paths)) {
+      for (const [method, op] of Object.entries(ops)) {
+        expect(op.summary, `${method} ${path}`).toEqual(expect.any(String));
+      }
+    }
+    expect(doc.paths["/v1/health"]?.get?.security).toEqual([]);
+    expect(doc.paths["/v1/runs"]?.post?.security).toEqual([{ bearer: [] }]);
+    expect(doc.paths["/v1/runs"]?.post?.responses).toHaveProperty("403");
+  });
+
+  it("describes parameters, bodies and responses with JSON Schemas that compile", async () => {
+    const doc = await document();
+    const start = doc.paths["/v1/runs"]?.post;
+    expect(start?.requestBody?.content["application/json"]?.schema).toMatchObject({
+      type: "object",
+      required: ["workflow_id"],
+      properties: { workflow_id: { type: "string" }, idempotency_key: { type: "string" } },
+    });
+    expect(start?.responses["201"]?.content?.["application/json"]?.schema).toMatchObject({
+      properties: { run_id: { type: "string" }, status: { enum: expect.arrayContaining(["RUNNING"]) } },
+    });
+    expect(doc.paths["/v1/runs"]?.get?.parameters?.map((p) => [p.name, p.in, p.required])).toEqual([
+      ["status", "query", false],
+      ["workflow_id", "query", false],
+      ["limit", "query", false],
+      ["cursor", "query", false],
+    ]);
+    expect(doc.paths["/v1/runs/{run_id}/graph"]?.get?.responses["200"]?.content).toHaveProperty("text/plain");
+    expect(doc.paths["/v1/workflows/{id}"]?.put?.requestBody?.content["application/json"]?.schema).toEqual({
+      $ref: "#/components/schemas/WorkflowDefinition",
+    });
+
+    // Every schema in the document is valid JSON Schema 2020-12 (references resolved within it).
+    const ajv = new Ajv2020({ strict: false });
+    ajv.addSchema({ components: doc.components }, "doc");
+    const resolve = (schema: object) =>
+      JSON.parse(JSON.stringify(schema).replaceAll('"#/components', '"doc#/components'));
+    let compiled = 0;
+    for (const ops of Object.values(doc.paths)) {
+      for (const op of Object.values(ops)) {
+        const schemas = [
+          ...(op.parameters ?? []).map((p) => p.schema),
+          ...Object.values(op.requestBody?.content ?? {}).map((c) => c.schema),
+          ...Object.values(op.responses).flatMap((r) => Object.values(r.content ?? {}).map((c) => c.schema)),
+        ];
+        for (const schema of schemas) {
+          ajv.compile(resolve(schema));
+          compiled += 1;
+        }
+      }
+    }
+    expect(compiled).toBeGreaterThan(50);
+  });
+});

@@ -1,0 +1,178 @@
+import { get, type IncomingMessage } from "node:http";
+import { afterEach, describe, expect, it } from "vitest";
+import type { Engine, RunEvent } from "../../src/index.js";
+import { bearer, TOKENS, testApi, WORKFLOWS } from "./helpers.js";
+
+/** An open SSE connection: its events so far, comments, and waits on them (no sleeps). */
+class EventStream {
+  events: RunEvent[] = [];
+  ids: string[] = [];
+  comments: string[] = [];
+  ended = false;
+  private buffer = "";
+  private readonly waiters = new Set<() => void>();
+
+  constructor(readonly res: IncomingMessage) {
+    res.setEncoding("utf8");
+    res.on("data", (chunk: string) => {
+      this.buffer += chunk;
+      for (let i = this.buffer.indexOf("\n\n"); i >= 0; i = this.buffer.indexOf("\n\n")) {
+        this.parse(this.buffer.slice(0, i));
+        this.buffer = this.buffer.slice(i + 2);
+      }
+      this.notify();
+    });
+    res.on("end", () => {
+      this.ended = true;
+      this.notify();
+    });
+  }
+
+  /** Resolves once `check` holds. */
+  until(check: (s: EventStream) => boolean): Promise<void> {
+    return new Promise((resolve) => {
+      const waiter = () => {
+        if (!check(this)) return;
+        this.waiters.delete(waiter);
+        resolve();
+      };
+      this.waiters.add(waiter);
+      waiter();
+    });
+  }
+
+  close(): void {
+    this.res.destroy();
+  }
+
+  private parse(block: string): void {
+    for (const line of block.split("\n")) {
+      if (line.startsWith(":")) this.comments.push(line.slice(1).trim());
+      else if (line.startsWith("id: ")) this.ids.push(line.slice(4));
+      else if (line.startsWith("data: ")) this.events.push(JSON.parse(line.slice(6)) as RunEvent);
+    }
+  }
+
+  private notify(): void {
+    for (const w of [...this.waiters]) w();
+  }
+}
+
+const streams: EventStream[] = [];
+afterEach(() => {
+  for (const s of streams.splice(0)) s.close();
+});
+
+/** Opens `path` and resolves once the server has started the stream (its `: connected` comment). */
+function open(base: string, path: string, headers: Record<string, string> = {}): Promise<EventStream> {
+  return new Promise((resolve, reject) => {
+    const req = get(`${base}${path}`, { headers: { ...bearer(TOKENS.alice), ...headers } }, (res) => {
+      if (res.statusCode !== 200) {
+        reject(new Error(`status ${res.statusCode}`));
+        res.resume();
+        return;
+      }
+      const stream = new EventStream(res);
+      streams.push(stream);
+      stream.until((s) => s.comments.includes("connected")).then(() => resolve(stream), reject);
+    });
+    req.on("error", reject);
+  });
+}
+
+async function served(server: { heartbeatMs?: number } = {}) {
+  const t = await testApi({ server });
+  for (const w of Object.values(WORKFLOWS)) await t.engine.registerWorkflow(w);
+  const base = await t.app.listen({ host: "127.0.0.1", port: 0 });
+  return { ...t, base };
+}
+
+const ended = (e: RunEvent) => e.type === "run.succeeded" || e.type === "run.failed";
+
+async function storedEvents(engine: Engine, runId: string): Promise<RunEvent[]> {
+  return engine.listEvents(runId);
+}
+
+describe("GET /v1/stream", () => {
+  it("sends every event of a run as it commits, in order, with its seq as the event id", async () => {
+    const { engine, base } = await served();
+    const stream = await open(base, "/v1/stream");
+    const run = await engine.startRun("simple");
+    await stream.until((s) => s.events.some(ended));
+    const stored = await storedEvents(engine, run.run_id);
+    expect(stream.events).toEqual(stored);
+    expect(stream.ids).toEqual(stored.map((e) => String(e.seq)));
+  });
+
+  it("with run_id, sends only that run's events", async () => {
+    const { engine, base } = await served();
+    const run = await engine.startRun("review");
+    const stream = await open(base, `/v1/stream?run_id=${run.run_id}`);
+    const other = await engine.startRun("simple");
+    await engine.waitForRun(other.run_id);
+    await engine.cancelRun(run.run_id);
+    await stream.until((s) => s.events.some((e) => e.type === "run.cancelled"));
+    expect(new Set(stream.events.map((e) => e.run_id))).toEqual(new Set([run.run_id]));
+  });
+
+  it("replays a run's events after Last-Event-ID, then goes on live without a gap or a repeat", async () => {
+    const { engine, base, app } = await served();
+    const run = await engine.startRun("review");
+    const before = await storedEvents(engine, run.run_id);
+    const first = before[0];
+    if (!first) throw new Error("no events");
+    const stream = await open(base, `/v1/stream?run_id=${run.run_id}`, { "last-event-id": String(first.seq) });
+    await stream.until((s) => s.events.length >= before.length - 1);
+    const decided = await app.inject({
+      method: "POST",
+      url: `/v1/runs/${run.run_id}/nodes/check/review`,
+      headers: bearer(TOKENS.alice),
+      payload: { decision: "approve" },
+    });
+    expect(decided.statusCode).toBe(200);
+    await stream.until((s) => s.events.some(ended));
+    expect(stream.events).toEqual((await storedEvents(engine, run.run_id)).slice(1));
+  });
+
+  it("sends heartbeat comments while idle", async () => {
+    const { base } = await served({ heartbeatMs: 10 });
+    const stream = await open(base, "/v1/stream");
+    await stream.until((s) => s.comments.includes("heartbeat"));
+  });
+
+  it("unsubscribes when the client goes away", async () => {
+    const { engine, base } = await served();
+    const subscribe = engine.subscribe.bind(engine);
+    let unsubscribed!: () => void;
+    const gone = new Promise<void>((resolve) => {
+      unsubscribed = resolve;
+    });
+    engine.subscribe = (listener, filter) => {
+      const off = subscribe(listener, filter);
+      return () => {
+        off();
+        unsubscribed();
+      };
+    };
+    const stream = await open(base, "/v1/stream");
+    stream.close();
+    await gone;
+  });
+
+  it("ends open streams when the server closes", async () => {
+    const { app, base } = await served();
+    const stream = await open(base, "/v1/stream");
+    await app.close();
+    await stream.until((s) => s.ended);
+  });
+
+  it("answers 404 for an unknown run, 400 for after_seq without run_id, 401 without a token", async () => {
+    const { app } = await served();
+    const headers = bearer(TOKENS.alice);
+    expect((await app.inject({ url: "/v1/stream?run_id=nope", headers })).statusCode).toBe(404);
+    const bad = await app.inject({ url: "/v1/stream?after_seq=3", headers });
+    expect(bad.statusCode).toBe(400);
+    expect(bad.json().error.details.problems[0].path).toBe("query.after_seq");
+    expect((await app.inject({ url: "/v1/stream" })).statusCode).toBe(401);
+  });
+});
