@@ -104,11 +104,11 @@ export class Skein {
     });
   }
 
-  /** Resolves with the first match of `pattern` in stdout (now or later); rejects on exit or after `ms`. */
-  waitFor(pattern: RegExp, ms = COMMAND_MS): Promise<RegExpMatchArray> {
+  /** Resolves with the first match of `pattern` in stdout (or stderr) now or later; rejects on exit or after `ms`. */
+  waitFor(pattern: RegExp, ms = COMMAND_MS, from: "stdout" | "stderr" = "stdout"): Promise<RegExpMatchArray> {
     return new Promise((resolve, reject) => {
       const check = () => {
-        const m = this.stdout.match(pattern);
+        const m = this[from].match(pattern);
         if (m) return done(() => resolve(m));
         if (this.proc.exitCode !== null || this.proc.signalCode !== null) {
           done(() => reject(new Error(`skein exited before printing ${pattern}:\n${this.stdout}\n${this.stderr}`)));
