@@ -19,6 +19,7 @@ const COMMANDS = [
   "cancel",
   "retry",
   "workflows",
+  "serve",
 ];
 
 describe("skein help and usage", () => {
