@@ -346,13 +346,12 @@ export class Engine {
 
   /** The run with its current visits as `nodes`. @throws NotFoundError */
   async getRun(runId: string): Promise<RunWithNodes> {
-    const run = await this.store.getRun(runId);
-    if (!run) throw new NotFoundError(`run ${runId} does not exist; check the run id and the database`);
+    const read = await this.store.readRun(runId);
+    if (!read) throw new NotFoundError(`run ${runId} does not exist; check the run id and the database`);
+    const { run, visits: nodes, compensations } = read;
     const { graph } = await this.registry.get(run.workflow_id, run.workflow_version);
-    const nodes = await this.store.listVisits(runId, { currentOnly: true });
     const order = (v: Visit) => graph.nodes.get(v.node_id)?.index ?? 0;
     const waiting_reviews = nodes.filter((n) => n.state === "IN_REVIEW").length;
-    const compensations = await this.store.listCompensations(runId);
     return { ...run, nodes: nodes.sort((a, b) => order(a) - order(b)), waiting_reviews, compensations };
   }
 

@@ -72,6 +72,8 @@ export interface Store {
   listWorkflows(): Promise<{ id: string; version: number; created_at: number }[]>;
 
   getRun(runId: string): Promise<Run | null>;
+  /** The run with its current visits and its compensation rows (PostgreSQL: one statement). */
+  readRun(runId: string): Promise<{ run: Run; visits: Visit[]; compensations: Compensation[] } | null>;
   listRuns(filter: RunFilter): Promise<Run[]>;
   /** The run's visits in document-independent order (node_id, visit); current ones only when asked. */
   listVisits(runId: string, options?: { currentOnly?: boolean }): Promise<Visit[]>;
@@ -137,6 +139,11 @@ export interface StoreTx {
    * events with their sequence numbers, in the batch's order.
    */
   write(batch: WriteBatch): Promise<RunEvent[]>;
+  /**
+   * `write`, then commit: the transaction's last operation (PostgreSQL sends COMMIT in the
+   * same round trip; SQLite commits when the transaction's function returns).
+   */
+  commit(batch: WriteBatch): Promise<RunEvent[]>;
   /**
    * Engines (other than `self`) whose heartbeat is older than `staleBefore`, marked stopped by
    * this call: exactly one engine takes each dead engine and recovers its attempts.

@@ -256,6 +256,15 @@ export class PostgresStore implements Store {
     return row ? runFromDb(row) : null;
   }
 
+  async readRun(runId: string): Promise<LoadedRun | null> {
+    const [row] = await this.read<LoadedRunRow>({
+      name: "skein_read_run",
+      text: loadRunsSql("ARRAY[$1::text]"),
+      values: [runId],
+    });
+    return row ? loadedRun(row) : null;
+  }
+
   async listRuns(filter: RunFilter): Promise<Run[]> {
     const where: string[] = [];
     const values: unknown[] = [];
@@ -404,7 +413,7 @@ export class PostgresStore implements Store {
       open = true;
       const result = await fn(session, begun);
       open = false;
-      await session.query("COMMIT", "commit");
+      if (!session.committed) await session.query("COMMIT", "commit");
       return result;
     } catch (e) {
       // After a failed COMMIT the transaction is over; a broken connection took it with it.

@@ -187,6 +187,13 @@ export class SqliteStore implements Store {
     return row ? runFromDb(row) : null;
   }
 
+  async readRun(runId: string): Promise<{ run: Run; visits: Visit[]; compensations: Compensation[] } | null> {
+    const run = await this.getRun(runId);
+    if (!run) return null;
+    const visits = await this.listVisits(runId, { currentOnly: true });
+    return { run, visits, compensations: await this.listCompensations(runId) };
+  }
+
   async listRuns(filter: RunFilter): Promise<Run[]> {
     const where: string[] = [];
     const params: unknown[] = [];
@@ -338,6 +345,7 @@ export class SqliteStore implements Store {
         await tx.writeCompensations(batch.compensations);
         return tx.insertEvents(batch.events);
       },
+      commit: (batch) => tx.write(batch),
       takeDeadEngines: async () => [],
       loadRun: async (runId) => load(runId),
       loadRuns: async (runIds) => runIds.map(load).filter((r) => r !== null),
