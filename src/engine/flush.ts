@@ -145,12 +145,10 @@ export class Flush {
     await this.planCompensations();
     if (this.claiming) await this.claimReady(sweep);
     this.notifyOthers();
+    await this.persist();
     // A sweep asks the database for the next due time; other flushes only add due times, those
-    // of the rows they write (an earlier one is armed already). Asked before the write, which
-    // commits: a due time the write removes only costs an early wake-up.
-    const stored = sweep ? await this.tx.nextDue(this.now) : null;
-    await this.persist({ commit: true });
-    this.out.nextDue = stored === null || (this.dueSoon !== null && this.dueSoon < stored) ? this.dueSoon : stored;
+    // of the rows they wrote (an earlier one is armed already).
+    this.out.nextDue = sweep ? await this.tx.nextDue(this.now) : this.dueSoon;
     return this.out;
   }
 
@@ -370,8 +368,8 @@ export class Flush {
       // Runs another engine holds right now: try those again on the next flush.
       if (busy > 0) this.out.unrecovered = deadEngines;
       if (recovered === 0) return;
-      // Written now, so that the next query no longer finds them; the transaction goes on.
-      await this.persist({ commit: false });
+      // Written now, so that the next query no longer finds them.
+      await this.persist();
     }
   }
 
@@ -660,11 +658,8 @@ export class Flush {
     return rs;
   }
 
-  /**
-   * Writes what every loaded run changed, and collects what to do after commit. With `commit`,
-   * the transaction's last operation: the write commits it (one round trip on PostgreSQL).
-   */
-  private async persist({ commit }: { commit: boolean }): Promise<void> {
+  /** Writes what every loaded run changed, and collects what to do after commit. */
+  private async persist(): Promise<void> {
     await this.planCompensations();
     // One write for the whole transaction: on a networked database each statement is a round trip.
     const runs: Run[] = [];
@@ -712,7 +707,7 @@ export class Flush {
       events,
       notify: this.notify,
     };
-    const written = commit ? await this.tx.commit(batch) : await this.tx.write(batch);
+    const written = await this.tx.write(batch);
     this.out.events.push(...written);
   }
 }

@@ -140,11 +140,6 @@ export interface StoreTx {
    */
   write(batch: WriteBatch): Promise<RunEvent[]>;
   /**
-   * `write`, then commit: the transaction's last operation (PostgreSQL sends COMMIT in the
-   * same round trip; SQLite commits when the transaction's function returns).
-   */
-  commit(batch: WriteBatch): Promise<RunEvent[]>;
-  /**
    * Engines (other than `self`) whose heartbeat is older than `staleBefore`, marked stopped by
    * this call: exactly one engine takes each dead engine and recovers its attempts.
    */

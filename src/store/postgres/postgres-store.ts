@@ -413,7 +413,7 @@ export class PostgresStore implements Store {
       open = true;
       const result = await fn(session, begun);
       open = false;
-      if (!session.committed) await session.query("COMMIT", "commit");
+      await session.query("COMMIT", "commit");
       return result;
     } catch (e) {
       // After a failed COMMIT the transaction is over; a broken connection took it with it.

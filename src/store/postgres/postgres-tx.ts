@@ -5,7 +5,6 @@
  * come before the snapshot that reads the visits), and statements are prepared once per
  * connection (`name`).
  */
-import pg from "pg";
 import type { Compensation, NewEvent, Run, RunEvent, Visit } from "../../core/types.js";
 import { EMPTY_BATCH, type StoreTx, type VisitKey, type WriteBatch } from "../store.js";
 import {
@@ -111,26 +110,15 @@ function writeSql(): string {
     `new_events AS (INSERT INTO events (${names(EVENT_COLUMNS).join(", ")})
        SELECT ${names(EVENT_COLUMNS).join(", ")} FROM ${from(EVENT_COLUMNS, { ordinality: true })}
        ORDER BY u.ordinality RETURNING seq)`,
-    // The channel is an array of one: every parameter is an array literal.
-    `notified AS (SELECT pg_notify(($${next}::text[])[1], t) FROM (SELECT DISTINCT unnest($${next + 1}::text[]) AS t) AS types)`,
+    `notified AS (SELECT pg_notify($${next}, t) FROM (SELECT DISTINCT unnest($${next + 1}::text[]) AS t) AS types)`,
   ];
   return `WITH ${parts.join(",\n")}
     SELECT (SELECT coalesce(array_agg(seq ORDER BY seq), '{}') FROM new_events) AS seqs,
            (SELECT count(*) FROM notified) AS notified`;
 }
 
-const WRITE_STATEMENT = "skein_write_batch";
-const WRITE_SQL = writeSql();
-
-/** A one-dimensional array in PostgreSQL's text form, as a quoted literal: `'{"a",NULL}'`. */
-export function arrayLiteral(values: unknown[]): string {
-  const items = values.map((v) =>
-    v === null || v === undefined ? "NULL" : `"${String(v).replace(/[\\"]/g, "\\$&")}"`,
-  );
-  return pg.escapeLiteral(`{${items.join(",")}}`);
-}
-
 const SQL = {
+  write: { name: "skein_write", text: writeSql() },
   runByKey: { name: "skein_run_by_key", text: `SELECT ${RUNS} FROM runs WHERE idempotency_key = $1` },
   loadRuns: { name: "skein_load_runs", text: loadRunsSql("$1::text[]") },
   lockRun: { name: "skein_lock_run", text: `SELECT ${RUNS} FROM runs WHERE run_id = $1 FOR UPDATE` },
@@ -244,23 +232,9 @@ export class PostgresTx implements StoreTx {
     return this.time();
   }
 
-  write(batch: WriteBatch): Promise<RunEvent[]> {
-    return this.writeBatch(batch, false);
-  }
-
-  commit(batch: WriteBatch): Promise<RunEvent[]> {
-    return this.writeBatch(batch, true);
-  }
-
-  /**
-   * The batch as one statement, with COMMIT in the same round trip when asked: the statement is
-   * prepared on the connection once and EXECUTEd with its arrays as literals (the simple
-   * protocol, which alone may carry two statements).
-   */
-  private async writeBatch(batch: WriteBatch, commit: boolean): Promise<RunEvent[]> {
-    if (this.ended) throw new Error("skein: a store transaction was used after it ended");
+  async write(batch: WriteBatch): Promise<RunEvent[]> {
     const inserted = new Set(batch.insertRuns.map((r) => r.run_id));
-    const values = [
+    const [row] = await this.q<{ seqs: (number | string)[] }>(SQL.write, [
       ...columnArrays(RUN_COLUMNS, batch.insertRuns),
       ...columnArrays(
         RUN_UPDATE_COLUMNS,
@@ -273,18 +247,11 @@ export class PostgresTx implements StoreTx {
         distinct(batch.compensations, (c) => `${c.run_id}\0${c.seq}`),
       ),
       ...columnArrays(EVENT_COLUMNS, batch.events),
-      [this.channel],
+      this.channel,
       batch.notify,
-    ];
-    await this.session.prepare(WRITE_STATEMENT, WRITE_SQL);
-    const execute = `EXECUTE ${WRITE_STATEMENT}(${values.map(arrayLiteral).join(", ")})`;
-    const [result] = await this.session.multi(commit ? `${execute}; COMMIT` : execute);
-    if (commit) {
-      this.session.committed = true;
-      this.ended = true; // a statement after COMMIT would run outside the transaction
-    }
+    ]);
     // RETURNING's order is not promised; the seqs, drawn in insertion order, are.
-    const seqs = (result?.rows[0]?.seqs ?? []) as (number | string)[];
+    const seqs = row?.seqs ?? [];
     return batch.events.map((e, i) => ({ ...e, seq: Number(seqs[i]) }));
   }
 

@@ -345,7 +345,6 @@ export class SqliteStore implements Store {
         await tx.writeCompensations(batch.compensations);
         return tx.insertEvents(batch.events);
       },
-      commit: (batch) => tx.write(batch),
       takeDeadEngines: async () => [],
       loadRun: async (runId) => load(runId),
       loadRuns: async (runIds) => runIds.map(load).filter((r) => r !== null),
