@@ -149,8 +149,8 @@ export class AttemptRunner {
     };
   }
 
-  /** Checks the handler's value and works out the edge decision. */
-  private async outcome(t: ClaimedTask, value: unknown): Promise<Input> {
+  /** Checks an agent's value (in process or external) and works out the edge decision. */
+  async outcome(t: ClaimedTask, value: unknown): Promise<Input> {
     const at = { execution_id: t.execution_id, attempt: t.attempt };
     const routed = isRouted(value) ? value : null;
     const raw = routed ? routed.output : value;

@@ -23,6 +23,8 @@ export interface DispatcherHooks {
   abort(executionId: string, reason: string): void;
   /** Committed events, in order. */
   published(events: RunEvent[]): void;
+  /** Agent types with ready visits a flush left unclaimed (external workers may be waiting). */
+  readyWaiting(agentTypes: string[]): void;
   /** In-process attempts now held, per agent type (for the limits). */
   inFlight(): { total: number; byType: ReadonlyMap<string, number> };
 }
@@ -204,6 +206,7 @@ export class Dispatcher {
   private afterCommit(out: FlushOutcome): void {
     const h = this.o.hooks;
     if (out.events.length > 0) h.published(out.events);
+    if (out.waiting.length > 0) h.readyWaiting(out.waiting);
     for (const [executionId, reason] of out.aborted) h.abort(executionId, reason);
     for (const done of out.callbacks) done();
     for (const key of out.unresolved) h.resolvePayload(key);

@@ -13,6 +13,7 @@ import type { Store } from "../store/store.js";
 import { AttemptRunner } from "./attempts.js";
 import { type Clock, systemClock } from "./clock.js";
 import { Dispatcher } from "./dispatcher.js";
+import { type ClaimRequest, type ExternalTask, ExternalWorkers } from "./external.js";
 import { randomHex, uuidv7 } from "./ids.js";
 import { canonicalJson, jsonProblem, sha256 } from "./json.js";
 import { Notifier, type NotifyOptions } from "./notifier.js";
@@ -196,6 +197,7 @@ export class Engine {
   private readonly attempts: AttemptRunner;
   private readonly dispatcher: Dispatcher;
   private readonly notifier: Notifier | null;
+  private readonly external: ExternalWorkers;
   /** Listeners of every event, and of one run's events (keyed by run_id, so many waiters stay cheap). */
   private readonly listeners = new Set<EventListener>();
   private readonly runListeners = new Map<string, Set<EventListener>>();
@@ -248,9 +250,18 @@ export class Engine {
         abort: (id, reason) => this.attempts.abort(id, reason),
         published: (events) => this.publish(events),
         inFlight: () => this.attempts.inFlight(),
+        readyWaiting: (types) => this.external.readyWaiting(types),
       },
     });
     this.attempts.dispatcher = this.dispatcher;
+    this.external = new ExternalWorkers({
+      dispatcher: this.dispatcher,
+      attempts: this.attempts,
+      store,
+      clock: this.clock,
+      pollMs: options.sweepIntervalMs ?? 1000,
+      closed: () => this.closed,
+    });
     this.notifier = options.notify
       ? new Notifier({
           options: options.notify,
@@ -390,6 +401,42 @@ export class Engine {
         done: { resolve, reject },
       }),
     );
+  }
+
+  /**
+   * External agents (DESIGN §5; the HTTP API's /v1/tasks): claims up to `max_tasks` ready visits
+   * of these agent types for a worker, with a lease; with `wait_seconds`, waits for some.
+   * Visits whose agent_type has no in-process handler wait for such claims.
+   * @throws ValidationError for a bad request
+   */
+  claimTasks(request: ClaimRequest): Promise<ExternalTask[]> {
+    this.assertOpen();
+    return this.external.claim(request);
+  }
+
+  /** Renews a claimed task's lease. @throws ConflictError when the caller no longer holds the attempt */
+  heartbeatTask(executionId: string, request: { attempt: number; lease_seconds?: number }) {
+    this.assertOpen();
+    return this.external.heartbeat(executionId, request);
+  }
+
+  /**
+   * Reports a claimed task's success (`next`: the agent's route). The identical report sent
+   * again is answered `duplicate` and changes nothing.
+   * @throws ConflictError when the caller no longer holds the attempt; ValidationError for bad output
+   */
+  completeTask(executionId: string, request: { attempt: number; output?: unknown; next?: string | string[] }) {
+    this.assertOpen();
+    return this.external.complete(executionId, request);
+  }
+
+  /** Reports a claimed task's failure; retried unless `retryable` is false. @throws ConflictError */
+  failTask(
+    executionId: string,
+    request: { attempt: number; error: { message: string; [key: string]: unknown }; retryable?: boolean },
+  ) {
+    this.assertOpen();
+    return this.external.fail(executionId, request);
   }
 
   /** What waits for people, oldest first. */
@@ -551,6 +598,7 @@ export class Engine {
   async close(options: { timeoutMs?: number } = {}): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    this.external.readyWaiting(["*"]); // waiting claims return empty
     if (this.heartbeatTimer) this.clock.clearTimeout(this.heartbeatTimer);
     this.dispatcher.stopClaiming();
     const pending = this.attempts.pending();

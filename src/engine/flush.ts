@@ -49,6 +49,7 @@ export type ClaimedTask = Omit<Task, "signal" | "heartbeat" | "route" | "tracepa
   workflow_id: string;
   workflow_version: number;
   deadline_at: number;
+  lease_expires_at: number | null;
 };
 
 export type Input =
@@ -73,7 +74,32 @@ export type Input =
   | { kind: "cancel"; run_id: string; reason?: string; compensate: boolean; done: Callback<Run> }
   | { kind: "retry"; run_id: string; from: string | null; force: boolean; done: Callback<Run> }
   /** An event about a run that changes no state (a notifier that failed for good). */
-  | { kind: "event"; event: NewEvent };
+  | { kind: "event"; event: NewEvent }
+  /** An external worker claims ready visits of some agent types (DESIGN §5, HTTP API). */
+  | {
+      kind: "claim";
+      agent_types: string[];
+      holder: string;
+      max: number;
+      lease_ms: number;
+      done: Callback<ClaimedTask[]>;
+    }
+  /** An external worker's report or heartbeat: answered, or refused with a ConflictError. */
+  | { kind: "report"; execution_id: string; attempt: number; report: Report; done: Callback<ReportAnswer> };
+
+/** What an external worker reports for an attempt it holds. */
+export type Report =
+  | { kind: "success"; output: Json; decision: Decision }
+  | { kind: "failure"; error: VisitError; retryable: boolean }
+  | { kind: "fail_visit"; reason: string; error: VisitError }
+  | { kind: "heartbeat"; lease_ms: number };
+
+export interface ReportAnswer {
+  /** `duplicate`: the same report was applied before; nothing changed this time. */
+  status: "accepted" | "duplicate";
+  /** The attempt's lease after a heartbeat. */
+  lease_expires_at: number | null;
+}
 
 type Callback<T> = { resolve(value: T): void; reject(error: unknown): void };
 
@@ -94,6 +120,8 @@ export interface FlushOutcome {
   now: number;
   /** Dead engines whose attempts could not all be recovered (their runs were busy elsewhere). */
   unrecovered: string[];
+  /** Agent types of visits this flush made ready and left unclaimed (for external workers). */
+  waiting: string[];
 }
 
 /** One transaction's work. Run states are loaded once and shared by every input of the flush. */
@@ -116,6 +144,7 @@ export class Flush {
     nextDue: null,
     now: 0,
     unrecovered: [],
+    waiting: [],
   };
 
   constructor(
@@ -164,10 +193,10 @@ export class Flush {
 
   /**
    * Ready visits this engine leaves waiting (no handler here, or over its limits) and new runs
-   * of a client: other engines hear of them at once (PostgreSQL NOTIFY).
+   * of a client: external workers waiting for those types hear of them after commit, and other
+   * engines at once (PostgreSQL NOTIFY).
    */
   private notifyOthers(): void {
-    if (this.o.store.exclusive) return;
     const types = new Set<string>();
     for (const rs of this.states.values()) {
       for (const v of rs.changes.readied) {
@@ -178,11 +207,15 @@ export class Flush {
       const c = claimableCompensation(rs, this.now);
       if (c) types.add(c.agent_type);
     }
-    this.notify = [...types];
+    this.out.waiting = [...types].filter((t) => t !== "*");
+    if (!this.o.store.exclusive) this.notify = [...types];
   }
 
   private async apply(input: Input): Promise<unknown> {
-    if ("attempt" in input && undoneExecutionId(input.execution_id) !== null) return this.compensationResult(input);
+    // External workers claim no compensations: their reports are visits' (or not found).
+    if (input.kind !== "report" && "attempt" in input && undoneExecutionId(input.execution_id) !== null) {
+      return this.compensationResult(input);
+    }
     switch (input.kind) {
       case "start":
         return this.start(input.run, input.done);
@@ -214,6 +247,10 @@ export class Flush {
       }
       case "retry":
         return this.retry(input);
+      case "claim":
+        return this.claimFor(input);
+      case "report":
+        return this.report(input);
       case "heartbeat": {
         const held = await this.withAttempt(input, (rs, v) => renewLease(rs, v, this.now), false);
         this.out.callbacks.push(() => input.done.resolve(held));
@@ -309,6 +346,88 @@ export class Flush {
       });
     }
     return false;
+  }
+
+  /**
+   * Claims for an external worker: visits this flush made ready first (not written yet), then
+   * the database's, oldest first. The lease is the worker's, never past the deadline.
+   */
+  private async claimFor(input: Extract<Input, { kind: "claim" }>): Promise<void> {
+    const tasks: ClaimedTask[] = [];
+    const types = new Set(input.agent_types);
+    const take = async (rs: RunState, v: Visit) => {
+      claim(rs, v, input.holder, this.now);
+      v.lease_expires_at = Math.min(v.deadline_at ?? Number.POSITIVE_INFINITY, this.now + input.lease_ms);
+      tasks.push(await this.task(rs, v));
+    };
+    for (const rs of this.states.values()) {
+      for (const v of rs.changes.readied) {
+        if (tasks.length < input.max && types.has(v.agent_type) && isClaimable(v, this.now)) await take(rs, v);
+      }
+    }
+    for (const type of types) {
+      const n = input.max - tasks.length;
+      if (n <= 0) break;
+      const keys = await this.tx.claimable(type, this.now, n);
+      await this.preload([...new Set(keys.map((k) => k.run_id))]);
+      for (const key of keys) {
+        const rs = await this.load(key.run_id);
+        const v = rs?.current.get(key.node_id);
+        if (rs && v && v.visit === key.visit && isClaimable(v, this.now)) await take(rs, v);
+      }
+    }
+    this.out.callbacks.push(() => input.done.resolve(tasks));
+  }
+
+  /**
+   * An external worker's report. Held means: the visit is RUNNING at that attempt and its lease
+   * has not passed (the sweep may not have expired it yet). The same report sent again is
+   * answered `duplicate`; anything else for an attempt not held is a conflict.
+   */
+  private async report(input: Extract<Input, { kind: "report" }>): Promise<void> {
+    const { report, done } = input;
+    const key = parseExecutionId(input.execution_id);
+    const rs = key ? await this.load(key.run_id) : undefined;
+    const v = key ? rs?.current.get(key.node_id) : undefined;
+    if (!rs || !v || !key) {
+      return done.reject(new NotFoundError(`no task ${input.execution_id}; check the execution_id`));
+    }
+    if (v.visit !== key.visit) {
+      return done.reject(
+        new ConflictError(`attempt ${input.attempt} of ${input.execution_id} is no longer held: superseded`),
+      );
+    }
+    const answer = (status: ReportAnswer["status"]) => {
+      this.out.callbacks.push(() => done.resolve({ status, lease_expires_at: v.lease_expires_at }));
+    };
+    const expired = v.lease_expires_at !== null && v.lease_expires_at <= this.now;
+    if (v.state === "RUNNING" && v.attempt === input.attempt && !expired) {
+      if (report.kind === "heartbeat") {
+        v.lease_expires_at = Math.min(v.deadline_at ?? Number.POSITIVE_INFINITY, this.now + report.lease_ms);
+        rs.changes.updated.add(v);
+      } else if (report.kind === "success") succeed(rs, v, report.output, report.decision, this.now);
+      else if (report.kind === "failure") failAttempt(rs, v, report.error, report.retryable, this.now, this.o.random);
+      else failVisit(rs, v, report.reason, report.error, this.now);
+      return answer("accepted");
+    }
+    if (v.attempt === input.attempt && sameReport(v, report)) return answer("duplicate");
+    const why =
+      v.attempt !== input.attempt
+        ? `its current attempt is ${v.attempt}`
+        : v.state === "RUNNING"
+          ? "its lease expired"
+          : `it is ${v.state}`;
+    if (report.kind !== "heartbeat") {
+      event(rs, "result.fenced", key, this.now, {
+        execution_id: input.execution_id,
+        attempt: input.attempt,
+        result: report.kind,
+        reason: why,
+      });
+    }
+    this.out.callbacks.push(() =>
+      done.reject(new ConflictError(`attempt ${input.attempt} of ${input.execution_id} is no longer held: ${why}`)),
+    );
   }
 
   /** A person's decision: exactly one wins, for the review round it names (DESIGN §5). */
@@ -434,7 +553,9 @@ export class Flush {
   }
 
   /** A compensation's result or heartbeat, fenced like a visit's. */
-  private async compensationResult(input: Extract<Input, { attempt: number }>): Promise<void> {
+  private async compensationResult(
+    input: Exclude<Extract<Input, { attempt: number }>, { kind: "report" }>,
+  ): Promise<void> {
     const key = parseExecutionId(undoneExecutionId(input.execution_id) ?? "");
     const rs = key ? await this.load(key.run_id) : undefined;
     const c = rs?.compensations.find((x) => x.node_id === key?.node_id && x.visit === key.visit);
@@ -597,6 +718,7 @@ export class Flush {
       workflow_id: rs.run.workflow_id,
       workflow_version: rs.run.workflow_version,
       deadline_at: c.deadline_at ?? this.now,
+      lease_expires_at: c.lease_expires_at,
       compensates: {
         execution_id: v?.execution_id ?? undoneExecutionId(c.execution_id) ?? c.execution_id,
         output: v?.output ?? null,
@@ -640,6 +762,7 @@ export class Flush {
       workflow_id: rs.run.workflow_id,
       workflow_version: rs.run.workflow_version,
       deadline_at: v.deadline_at ?? this.now,
+      lease_expires_at: v.lease_expires_at,
     };
   }
 
@@ -745,4 +868,13 @@ export function parseExecutionId(executionId: string): VisitKey | null {
   const visit = Number(executionId.slice(last + 1));
   if (!Number.isInteger(visit) || visit < 1) return null;
   return { run_id: executionId.slice(0, middle), node_id: executionId.slice(middle + 1, last), visit };
+}
+
+/** The report that left the visit as it is: sent again by a worker that missed the answer. */
+function sameReport(v: Visit, report: Report): boolean {
+  if (report.kind === "success") {
+    return v.state === "SUCCEEDED" && JSON.stringify(v.output) === JSON.stringify(report.output);
+  }
+  if (report.kind === "heartbeat") return false;
+  return (v.state === "RETRYING" || v.state === "FAILED") && v.error?.message === report.error.message;
 }

@@ -1,0 +1,253 @@
+/**
+ * The external-agent protocol (DESIGN §5): workers in any language, over the HTTP API, claim
+ * ready visits of their agent types with a lease, heartbeat, and report success or failure.
+ * Claims and reports are dispatcher inputs like any other, applied and fenced in a flush; a
+ * report for an attempt the worker no longer holds is a ConflictError (409). A claim that finds
+ * nothing waits (long poll) until a flush leaves visits of its types ready, another engine says
+ * so, or the poll interval passes (a retry falling due announces nothing).
+ */
+import { route } from "../agents/task.js";
+import type { Json } from "../core/types.js";
+import { ValidationError } from "../errors.js";
+import type { Store } from "../store/store.js";
+import type { AttemptRunner } from "./attempts.js";
+import type { Clock } from "./clock.js";
+import type { Dispatcher } from "./dispatcher.js";
+import { type ClaimedTask, parseExecutionId, REVIEW, type Report, type ReportAnswer } from "./flush.js";
+import { randomHex } from "./ids.js";
+
+/** A claimed task as an external worker receives it: DESIGN §5's fields and the lease. */
+export type ExternalTask = ClaimedTask & { traceparent: string; lease_expires_at: number };
+
+export interface ClaimRequest {
+  agent_types: string[];
+  /** Who holds the tasks (recorded as the visits' holder `worker:<id>`). */
+  worker_id: string;
+  /** @defaultValue 1 */
+  max_tasks?: number;
+  /** How long the lease lasts without a heartbeat (never past the node's timeout). @defaultValue 60 */
+  lease_seconds?: number;
+  /** How long to wait for a task when none is ready, at most 30. @defaultValue 0 */
+  wait_seconds?: number;
+}
+
+export const MAX_WAIT_SECONDS = 30;
+export const MAX_TASKS = 100;
+
+interface Waiter {
+  types: ReadonlySet<string>;
+  wake(): void;
+}
+
+export class ExternalWorkers {
+  private readonly waiters = new Set<Waiter>();
+
+  constructor(
+    private readonly o: {
+      dispatcher: Dispatcher;
+      attempts: AttemptRunner;
+      store: Store;
+      clock: Clock;
+      /** How often a waiting claim looks again by itself, ms. */
+      pollMs: number;
+      /** True once the engine closes: waiting claims return empty. */
+      closed: () => boolean;
+    },
+  ) {
+    o.store.onReady((type) => this.readyWaiting([type]));
+  }
+
+  /** Wakes the claims waiting for any of these agent types (`*`: all). */
+  readyWaiting(agentTypes: string[]): void {
+    for (const w of this.waiters) {
+      if (agentTypes.some((t) => t === "*" || w.types.has(t))) w.wake();
+    }
+  }
+
+  /**
+   * Claims up to `max_tasks` ready visits of the agent types; with `wait_seconds`, waits for
+   * some when none is ready. @throws ValidationError for a bad request.
+   */
+  async claim(request: ClaimRequest): Promise<ExternalTask[]> {
+    const types = request.agent_types;
+    if (!Array.isArray(types) || types.length === 0 || types.some((t) => typeof t !== "string" || t === "")) {
+      throw new ValidationError("Claim is invalid", [
+        { path: "agent_types", message: "must be a non-empty list of agent types" },
+      ]);
+    }
+    if (types.includes(REVIEW)) {
+      throw new ValidationError("Claim is invalid", [
+        { path: "agent_types", message: `${REVIEW} nodes wait for a person's decision, not for a worker` },
+      ]);
+    }
+    const max = request.max_tasks ?? 1;
+    const leaseSeconds = request.lease_seconds ?? 60;
+    const waitSeconds = request.wait_seconds ?? 0;
+    const problems = [
+      bad(max, 1, MAX_TASKS, "max_tasks", true),
+      bad(leaseSeconds, 1, 24 * 3600, "lease_seconds", false),
+      bad(waitSeconds, 0, MAX_WAIT_SECONDS, "wait_seconds", false),
+    ].filter((p) => p !== null);
+    if (problems.length > 0) throw new ValidationError("Claim is invalid", problems);
+
+    const giveUpAt = this.o.clock.now() + waitSeconds * 1000;
+    for (;;) {
+      if (this.o.closed()) return [];
+      // Listening before claiming: a wake-up between the claim's commit and the wait is not lost.
+      const waiting = this.waitFor(new Set(types), Math.min(this.o.pollMs, giveUpAt - this.o.clock.now()));
+      const tasks = await new Promise<ClaimedTask[]>((resolve, reject) =>
+        this.o.dispatcher.push({
+          kind: "claim",
+          agent_types: types,
+          holder: `worker:${request.worker_id}`,
+          max,
+          lease_ms: leaseSeconds * 1000,
+          done: { resolve, reject },
+        }),
+      );
+      if (tasks.length > 0 || this.o.clock.now() >= giveUpAt || this.o.closed()) {
+        waiting.cancel();
+        return tasks.map((t) => ({
+          ...t,
+          traceparent: `00-${t.trace_id}-${randomHex(8)}-01`,
+          lease_expires_at: t.lease_expires_at ?? t.deadline_at,
+        }));
+      }
+      await waiting.done;
+    }
+  }
+
+  /** Renews the lease of an attempt the worker holds. @throws ConflictError when it no longer does. */
+  heartbeat(executionId: string, request: { attempt: number; lease_seconds?: number }): Promise<ReportAnswer> {
+    const leaseSeconds = request.lease_seconds ?? 60;
+    const problem = bad(leaseSeconds, 1, 24 * 3600, "lease_seconds", false);
+    if (problem) throw new ValidationError("Heartbeat is invalid", [problem]);
+    return this.report(executionId, request.attempt, { kind: "heartbeat", lease_ms: leaseSeconds * 1000 });
+  }
+
+  /**
+   * Reports success: `output`, and optionally the route `next` (DESIGN §4's precedence: an
+   * agent's route first). The output is checked like an in-process agent's; the edges are
+   * decided the same way. @throws ConflictError, ValidationError (output not JSON or too large)
+   */
+  async complete(
+    executionId: string,
+    request: { attempt: number; output?: unknown; next?: string | string[] },
+  ): Promise<ReportAnswer> {
+    const task = await this.taskOf(executionId, request.attempt);
+    const value = request.next === undefined ? (request.output ?? null) : route(request.next, request.output ?? null);
+    const input = await this.o.attempts.outcome(task, value);
+    if (input.kind === "failure")
+      throw new ValidationError("Output is invalid", [{ path: "output", message: input.error.message }]);
+    if (input.kind === "success") {
+      return this.report(executionId, request.attempt, {
+        kind: "success",
+        output: input.output,
+        decision: input.decision,
+      });
+    }
+    if (input.kind === "fail_visit") {
+      return this.report(executionId, request.attempt, {
+        kind: "fail_visit",
+        reason: input.reason,
+        error: input.error,
+      });
+    }
+    throw new Error(`skein: unexpected outcome ${input.kind}`);
+  }
+
+  /** Reports failure; `retryable: false` fails the visit without retries. @throws ConflictError */
+  fail(
+    executionId: string,
+    request: { attempt: number; error: { message: string; [key: string]: unknown }; retryable?: boolean },
+  ): Promise<ReportAnswer> {
+    const { message, ...details } = request.error;
+    return this.report(executionId, request.attempt, {
+      kind: "failure",
+      error: {
+        message,
+        reason: "error",
+        ...(Object.keys(details).length > 0 ? { details: details as Json } : {}),
+      },
+      retryable: request.retryable ?? true,
+    });
+  }
+
+  private report(executionId: string, attempt: number, report: Report): Promise<ReportAnswer> {
+    if (!Number.isInteger(attempt) || attempt < 1) {
+      return Promise.reject(
+        new ValidationError("Report is invalid", [
+          { path: "attempt", message: "must be the attempt's number (1 or more)" },
+        ]),
+      );
+    }
+    return new Promise<ReportAnswer>((resolve, reject) =>
+      this.o.dispatcher.push({ kind: "report", execution_id: executionId, attempt, report, done: { resolve, reject } }),
+    );
+  }
+
+  /** What deciding the edges of a result needs: the visit's run and workflow. */
+  private async taskOf(executionId: string, attempt: number): Promise<ClaimedTask> {
+    const key = parseExecutionId(executionId);
+    const run = key ? await this.o.store.getRun(key.run_id) : null;
+    if (!key || !run) {
+      throw new ValidationError("Report is invalid", [
+        {
+          path: "execution_id",
+          message: `${executionId} is not a task of any run; use the execution_id of a claimed task`,
+        },
+      ]);
+    }
+    return {
+      run_id: run.run_id,
+      node_id: key.node_id,
+      agent_type: "",
+      visit: key.visit,
+      attempt,
+      execution_id: executionId,
+      payload: null,
+      input: run.input,
+      deps: {},
+      trigger: null,
+      trace_id: run.trace_id,
+      workflow_id: run.workflow_id,
+      workflow_version: run.workflow_version,
+      deadline_at: 0,
+      lease_expires_at: null,
+    };
+  }
+
+  /** Resolves when a flush leaves visits of these types ready, or after `ms`. */
+  private waitFor(types: ReadonlySet<string>, ms: number): { done: Promise<void>; cancel(): void } {
+    let wake!: () => void;
+    const done = new Promise<void>((resolve) => {
+      wake = resolve;
+    });
+    const timer = this.o.clock.setTimeout(() => w.wake(), Math.max(0, ms));
+    const w: Waiter = {
+      types,
+      wake: () => {
+        this.waiters.delete(w);
+        this.o.clock.clearTimeout(timer);
+        wake();
+      },
+    };
+    this.waiters.add(w);
+    return { done, cancel: () => w.wake() };
+  }
+}
+
+function bad(
+  value: unknown,
+  min: number,
+  max: number,
+  path: string,
+  integer: boolean,
+): { path: string; message: string } | null {
+  const ok = typeof value === "number" && Number.isFinite(value) && value >= min && value <= max;
+  if (ok && (!integer || Number.isInteger(value))) return null;
+  return {
+    path,
+    message: `must be ${integer ? "an integer" : "a number"} from ${min} to ${max}, got ${JSON.stringify(value)}`,
+  };
+}

@@ -1,0 +1,151 @@
+/**
+ * External agents (DESIGN §5): nodes whose agent_type has no in-process handler wait for
+ * workers that claim them with a lease, heartbeat and report. Reports for attempts the worker
+ * no longer holds are conflicts; the identical report twice is accepted once.
+ */
+import { describe, expect, it } from "vitest";
+import { ConflictError, ValidationError } from "../../src/index.js";
+import { testEngine } from "../helpers.js";
+
+const CHAIN = {
+  id: "external-chain",
+  nodes: [
+    { node_id: "draft", agent_type: "writer", timeout: 600 },
+    { node_id: "check", agent_type: "checker", depends_on: ["draft"], next_on_success: ["publish", "rework"] },
+    { node_id: "publish", agent_type: "writer" },
+    { node_id: "rework", agent_type: "writer" },
+  ],
+};
+
+async function setup() {
+  const t = await testEngine();
+  await t.engine.registerWorkflow(CHAIN);
+  return t;
+}
+
+describe("external agents", () => {
+  it("claims a task with DESIGN §5's fields, completes it, and routes by the reported next", async () => {
+    const { engine, clock } = await setup();
+    const run = await engine.startRun(CHAIN.id, { input: { topic: "leases" } });
+    const [draft] = await engine.claimTasks({ agent_types: ["writer"], worker_id: "w1", lease_seconds: 30 });
+    expect(draft).toMatchObject({
+      run_id: run.run_id,
+      node_id: "draft",
+      agent_type: "writer",
+      visit: 1,
+      attempt: 1,
+      execution_id: `${run.run_id}:draft:1`,
+      input: { topic: "leases" },
+      trace_id: run.trace_id,
+      lease_expires_at: clock.now() + 30_000,
+    });
+    expect(draft?.traceparent).toMatch(/^00-[0-9a-f]{32}-[0-9a-f]{16}-01$/);
+    expect((await engine.getRun(run.run_id)).nodes[0]).toMatchObject({ state: "RUNNING", holder: "worker:w1" });
+
+    expect(await engine.completeTask(draft!.execution_id, { attempt: 1, output: { text: "v1" } })).toMatchObject({
+      status: "accepted",
+    });
+    const [check] = await engine.claimTasks({ agent_types: ["checker"], worker_id: "w2" });
+    expect(check?.deps).toEqual({ draft: { status: "SUCCEEDED", output: { text: "v1" }, error: null } });
+    await engine.completeTask(check!.execution_id, { attempt: 1, output: { ok: true }, next: "publish" });
+    const [publish] = await engine.claimTasks({ agent_types: ["writer"], worker_id: "w1", max_tasks: 5 });
+    expect(publish?.node_id).toBe("publish");
+    await engine.completeTask(publish!.execution_id, { attempt: 1, output: "done" });
+    const done = await engine.waitForRun(run.run_id);
+    expect(done.status).toBe("SUCCEEDED");
+    expect(done.nodes.find((n) => n.node_id === "rework")?.state).toBe("SKIPPED");
+  });
+
+  it("accepts the identical report twice, answering the same way, and refuses a different one", async () => {
+    const { engine } = await setup();
+    await engine.startRun(CHAIN.id);
+    const [task] = await engine.claimTasks({ agent_types: ["writer"], worker_id: "w1" });
+    const id = task!.execution_id;
+    expect((await engine.completeTask(id, { attempt: 1, output: { n: 1 } })).status).toBe("accepted");
+    expect((await engine.completeTask(id, { attempt: 1, output: { n: 1 } })).status).toBe("duplicate");
+    await expect(engine.completeTask(id, { attempt: 1, output: { n: 2 } })).rejects.toThrow(ConflictError);
+    await expect(engine.failTask(id, { attempt: 1, error: { message: "late" } })).rejects.toThrow(/no longer held/);
+  });
+
+  it("refuses a zombie worker's heartbeat and report once its lease expired and another worker took over", async () => {
+    const { engine, clock } = await setup();
+    const run = await engine.startRun(CHAIN.id);
+    const [zombie] = await engine.claimTasks({ agent_types: ["writer"], worker_id: "zombie", lease_seconds: 5 });
+    const renewed = await engine.heartbeatTask(zombie!.execution_id, { attempt: 1, lease_seconds: 10 });
+    expect(renewed).toEqual({ status: "accepted", lease_expires_at: clock.now() + 10_000 });
+
+    await clock.advance(10_000); // the lease passes; the sweep fails the attempt (lease_expired) and retries it
+    await expect(engine.heartbeatTask(zombie!.execution_id, { attempt: 1 })).rejects.toThrow(ConflictError);
+    await clock.advance(60_000); // past the retry's backoff
+    const [again] = await engine.claimTasks({ agent_types: ["writer"], worker_id: "healthy" });
+    expect(again).toMatchObject({ execution_id: zombie!.execution_id, attempt: 2 });
+    await engine.completeTask(again!.execution_id, { attempt: 2, output: "healthy" });
+
+    await expect(engine.completeTask(zombie!.execution_id, { attempt: 1, output: "zombie" })).rejects.toThrow(
+      /attempt 1 .* no longer held: its current attempt is 2/,
+    );
+    await expect(engine.heartbeatTask(zombie!.execution_id, { attempt: 1 })).rejects.toThrow(ConflictError);
+    const draft = (await engine.getRun(run.run_id)).nodes.find((n) => n.node_id === "draft");
+    expect(draft).toMatchObject({ state: "SUCCEEDED", output: "healthy", attempt: 2 });
+    const fenced = (await engine.listEvents(run.run_id)).filter((e) => e.type === "result.fenced");
+    expect(fenced.map((e) => e.data)).toEqual([
+      expect.objectContaining({ attempt: 1, result: "success", reason: "its current attempt is 2" }),
+    ]);
+  });
+
+  it("retries a failure reported retryable, and fails the visit on one that is not", async () => {
+    const { engine, clock } = await setup();
+    const run = await engine.startRun(CHAIN.id);
+    const [first] = await engine.claimTasks({ agent_types: ["writer"], worker_id: "w1" });
+    await engine.failTask(first!.execution_id, { attempt: 1, error: { message: "rate limited", status: 429 } });
+    const retrying = (await engine.getRun(run.run_id)).nodes[0];
+    expect(retrying).toMatchObject({ state: "RETRYING", error: { message: "rate limited", details: { status: 429 } } });
+    expect(
+      await engine.failTask(first!.execution_id, { attempt: 1, error: { message: "rate limited" } }),
+    ).toMatchObject({
+      status: "duplicate",
+    });
+    await clock.advance(60_000);
+    const [second] = await engine.claimTasks({ agent_types: ["writer"], worker_id: "w1" });
+    await engine.failTask(second!.execution_id, { attempt: 2, error: { message: "bad input" }, retryable: false });
+    expect((await engine.waitForRun(run.run_id)).status).toBe("FAILED");
+  });
+
+  it("waits for a task when none is ready (long poll), and returns empty when the wait ends", async () => {
+    const { engine, clock } = await setup();
+    const waiting = engine.claimTasks({ agent_types: ["writer"], worker_id: "w1", wait_seconds: 20 });
+    const run = await engine.startRun(CHAIN.id);
+    const [task] = await waiting;
+    expect(task?.run_id).toBe(run.run_id);
+
+    const nothing = engine.claimTasks({ agent_types: ["checker"], worker_id: "w1", wait_seconds: 3 });
+    await clock.advance(3_000);
+    expect(await nothing).toEqual([]);
+  });
+
+  it("rejects malformed claims and reports with the field at fault", async () => {
+    const { engine } = await setup();
+    const problems = async (p: Promise<unknown>) => {
+      const e = await p.then(
+        () => null,
+        (err: unknown) => err,
+      );
+      expect(e).toBeInstanceOf(ValidationError);
+      return (e as ValidationError).problems.map((x) => x.path);
+    };
+    expect(await problems(engine.claimTasks({ agent_types: [], worker_id: "w" }))).toEqual(["agent_types"]);
+    expect(await problems(engine.claimTasks({ agent_types: ["human_review"], worker_id: "w" }))).toEqual([
+      "agent_types",
+    ]);
+    expect(
+      await problems(engine.claimTasks({ agent_types: ["x"], worker_id: "w", max_tasks: 0, wait_seconds: 31 })),
+    ).toEqual(["max_tasks", "wait_seconds"]);
+    expect(await problems(engine.completeTask("nope", { attempt: 1 }))).toEqual(["execution_id"]);
+    await engine.startRun(CHAIN.id);
+    const [task] = await engine.claimTasks({ agent_types: ["writer"], worker_id: "w" });
+    expect(await problems(engine.completeTask(task!.execution_id, { attempt: 1, output: { f: () => 1 } }))).toEqual([
+      "output",
+    ]);
+    expect(await problems(engine.completeTask(task!.execution_id, { attempt: 0, output: 1 }))).toEqual(["attempt"]);
+  });
+});
