@@ -8,7 +8,7 @@
  */
 import { route } from "../agents/task.js";
 import type { Json } from "../core/types.js";
-import { ValidationError } from "../errors.js";
+import { NotFoundError, ValidationError } from "../errors.js";
 import type { Store } from "../store/store.js";
 import type { AttemptRunner } from "./attempts.js";
 import type { Clock } from "./clock.js";
@@ -191,12 +191,7 @@ export class ExternalWorkers {
     const key = parseExecutionId(executionId);
     const run = key ? await this.o.store.getRun(key.run_id) : null;
     if (!key || !run) {
-      throw new ValidationError("Report is invalid", [
-        {
-          path: "execution_id",
-          message: `${executionId} is not a task of any run; use the execution_id of a claimed task`,
-        },
-      ]);
+      throw new NotFoundError(`no task ${executionId}; use the execution_id of a claimed task`);
     }
     return {
       run_id: run.run_id,

@@ -24,6 +24,7 @@ import { registerHealthRoutes } from "./routes/health.js";
 import { registerReviewRoutes } from "./routes/reviews.js";
 import { registerRunRoutes } from "./routes/runs.js";
 import { registerStreamRoutes } from "./routes/stream.js";
+import { registerTaskRoutes } from "./routes/tasks.js";
 import { registerWorkflowRoutes } from "./routes/workflows.js";
 
 declare module "fastify" {
@@ -74,17 +75,14 @@ export interface RouteContext {
 export const MAX_JSON_DEPTH = 64;
 export const DEFAULT_BODY_LIMIT = 1024 * 1024;
 
-/**
- * The route modules, in registration order. The external-agent protocol (/v1/tasks/*, role
- * `agent`) is one more module here: `routes/tasks.ts` exporting `registerTaskRoutes`.
- */
+/** The route modules, in registration order. */
 const ROUTE_MODULES: ((app: FastifyInstance, ctx: RouteContext) => void)[] = [
   registerHealthRoutes,
   registerWorkflowRoutes,
   registerRunRoutes,
   registerReviewRoutes,
   registerStreamRoutes,
-  // registerTaskRoutes, (routes/tasks.ts: claim, heartbeat, complete, fail)
+  registerTaskRoutes,
 ];
 
 /** Builds the API (routes registered, not listening): use `app.inject` or `app.listen`. */

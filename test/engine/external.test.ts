@@ -4,7 +4,7 @@
  * no longer holds are conflicts; the identical report twice is accepted once.
  */
 import { describe, expect, it } from "vitest";
-import { ConflictError, ValidationError } from "../../src/index.js";
+import { ConflictError, NotFoundError, ValidationError } from "../../src/index.js";
 import { testEngine } from "../helpers.js";
 
 const CHAIN = {
@@ -140,7 +140,8 @@ describe("external agents", () => {
     expect(
       await problems(engine.claimTasks({ agent_types: ["x"], worker_id: "w", max_tasks: 0, wait_seconds: 31 })),
     ).toEqual(["max_tasks", "wait_seconds"]);
-    expect(await problems(engine.completeTask("nope", { attempt: 1 }))).toEqual(["execution_id"]);
+    await expect(engine.completeTask("nope", { attempt: 1 })).rejects.toThrow(NotFoundError);
+    await expect(engine.heartbeatTask("nope:x:1", { attempt: 1 })).rejects.toThrow(NotFoundError);
     await engine.startRun(CHAIN.id);
     const [task] = await engine.claimTasks({ agent_types: ["writer"], worker_id: "w" });
     expect(await problems(engine.completeTask(task!.execution_id, { attempt: 1, output: { f: () => 1 } }))).toEqual([
