@@ -49,6 +49,10 @@ describe("GET /v1/openapi.json", () => {
         "GET /v1/reviews",
         "POST /v1/runs/{run_id}/nodes/{node_id}/review",
         "GET /v1/stream",
+        "POST /v1/tasks/claim",
+        "POST /v1/tasks/{execution_id}/heartbeat",
+        "POST /v1/tasks/{execution_id}/complete",
+        "POST /v1/tasks/{execution_id}/fail",
       ].sort(),
     );
     for (const [path, ops] of Object.entries(doc.paths)) {
