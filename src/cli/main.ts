@@ -20,6 +20,7 @@ import { registerServe } from "./commands/serve.js";
 import { registerStart } from "./commands/start.js";
 import { registerStatus } from "./commands/status.js";
 import { registerValidate } from "./commands/validate.js";
+import { registerWorker } from "./commands/worker.js";
 import { registerWorkflows } from "./commands/workflows.js";
 import { DEFAULT_DB, examples } from "./options.js";
 import { EXIT, reportError } from "./output.js";
@@ -60,6 +61,7 @@ export function buildProgram(): Command {
     registerRetry,
     registerWorkflows,
     registerServe,
+    registerWorker,
   ]) {
     register(program);
   }

@@ -29,6 +29,8 @@ export interface ClaimRequest {
   lease_seconds?: number;
   /** How long to wait for a task when none is ready, at most 30. @defaultValue 0 */
   wait_seconds?: number;
+  /** Aborted when the caller went away (its HTTP request closed): stop waiting, claim nothing more. */
+  signal?: AbortSignal;
 }
 
 export const MAX_WAIT_SECONDS = 30;
@@ -91,8 +93,10 @@ export class ExternalWorkers {
     if (problems.length > 0) throw new ValidationError("Claim is invalid", problems);
 
     const giveUpAt = this.o.clock.now() + waitSeconds * 1000;
+    const gone = () => this.o.closed() || request.signal?.aborted === true;
+    request.signal?.addEventListener("abort", () => this.readyWaiting(types), { once: true });
     for (;;) {
-      if (this.o.closed()) return [];
+      if (gone()) return [];
       // Listening before claiming: a wake-up between the claim's commit and the wait is not lost.
       const waiting = this.waitFor(new Set(types), Math.min(this.o.pollMs, giveUpAt - this.o.clock.now()));
       const tasks = await new Promise<ClaimedTask[]>((resolve, reject) =>
@@ -105,7 +109,7 @@ export class ExternalWorkers {
           done: { resolve, reject },
         }),
       );
-      if (tasks.length > 0 || this.o.clock.now() >= giveUpAt || this.o.closed()) {
+      if (tasks.length > 0 || this.o.clock.now() >= giveUpAt || gone()) {
         waiting.cancel();
         return tasks.map((t) => ({
           ...t,

@@ -20,6 +20,7 @@ const COMMANDS = [
   "retry",
   "workflows",
   "serve",
+  "worker",
 ];
 
 describe("skein help and usage", () => {

@@ -91,7 +91,7 @@ export function registerTaskRoutes(app: FastifyInstance, { engine }: RouteContex
         response: { 200: z.object({ tasks: z.array(TaskSchema) }) },
       },
     },
-    async (request) => {
+    async (request, reply) => {
       const allowed = request.principal?.agent_types;
       const refused = allowed ? request.body.agent_types.filter((t) => !allowed.includes(t)) : [];
       if (refused.length > 0) {
@@ -99,8 +99,12 @@ export function registerTaskRoutes(app: FastifyInstance, { engine }: RouteContex
           `this token may claim ${allowed?.join(", ")}, not ${refused.join(", ")}; ask for a token that lists them`,
         );
       }
-      // A client that goes away stops waiting for nothing: the claim returns empty then.
-      return { tasks: await engine.claimTasks(request.body) };
+      // A worker that goes away (stopping) ends its long poll: nothing more is claimed for it.
+      const gone = new AbortController();
+      reply.raw.once("close", () => {
+        if (!reply.raw.writableEnded) gone.abort();
+      });
+      return { tasks: await engine.claimTasks({ ...request.body, signal: gone.signal }) };
     },
   );
 

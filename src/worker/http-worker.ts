@@ -1,0 +1,232 @@
+/**
+ * An external worker: runs an agents module's handlers against a remote `skein serve` through
+ * the tasks API (DESIGN §5): long-poll claims up to its free slots, heartbeats while a handler
+ * runs, reports success (with the handler's route) or failure, and drops a task the server
+ * answers 409 for (its lease was lost: another worker has it). `skein worker` runs it.
+ *
+ * @example
+ * const worker = new HttpWorker({ server: "http://127.0.0.1:8080", token, agents, concurrency: 4 });
+ * const done = worker.run();
+ * process.on("SIGTERM", () => worker.stop());
+ * await done;
+ */
+import type { AgentHandler, Task } from "../agents/task.js";
+import { isRouted, route } from "../agents/task.js";
+import type { Json } from "../core/types.js";
+
+export interface HttpWorkerOptions {
+  /** The server's base URL, e.g. `http://127.0.0.1:8080`. */
+  server: string;
+  /** Bearer token (role `agent` or `admin`), if the server has tokens. */
+  token?: string;
+  agents: Record<string, AgentHandler>;
+  /** Most tasks running at once. @defaultValue 4 */
+  concurrency?: number;
+  /** Names this worker in the visits' holder. @defaultValue `<host>-<pid>` */
+  workerId?: string;
+  /** How long a claim's lease lasts without a heartbeat; heartbeats go every third of it. @defaultValue 30 */
+  leaseSeconds?: number;
+  /** Long-poll wait of one claim, at most 30. @defaultValue 20 */
+  waitSeconds?: number;
+  /** Where progress lines go. @defaultValue nothing */
+  log?: (line: string) => void;
+}
+
+/** A claimed task as the API returns it. */
+type WireTask = Omit<Task, "signal" | "heartbeat" | "route"> & { lease_expires_at: number };
+
+/** An answer of the API that is not 2xx. */
+class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+export class HttpWorker {
+  private readonly running = new Set<Promise<void>>();
+  private readonly stopping = new AbortController();
+  private readonly concurrency: number;
+  private readonly leaseSeconds: number;
+  private readonly log: (line: string) => void;
+  /** Tasks completed, failed and dropped (lost to 409), for the caller's summary. */
+  readonly counts = { completed: 0, failed: 0, lost: 0 };
+
+  constructor(private readonly o: HttpWorkerOptions) {
+    this.concurrency = o.concurrency ?? 4;
+    this.leaseSeconds = o.leaseSeconds ?? 30;
+    this.log = o.log ?? (() => {});
+  }
+
+  /** Claims and runs tasks until `stop()`; then waits for the tasks in flight to report. */
+  async run(): Promise<void> {
+    const types = Object.keys(this.o.agents);
+    let backoff = 0;
+    while (!this.stopping.signal.aborted) {
+      if (this.running.size >= this.concurrency) {
+        await Promise.race(this.running);
+        continue;
+      }
+      let tasks: WireTask[];
+      try {
+        // A stop ends the long poll at once (the server stops waiting when the request goes away).
+        const body = await this.call(
+          "/v1/tasks/claim",
+          {
+            agent_types: types,
+            worker_id: this.o.workerId ?? defaultWorkerId(),
+            max_tasks: this.concurrency - this.running.size,
+            lease_seconds: this.leaseSeconds,
+            wait_seconds: this.o.waitSeconds ?? 20,
+          },
+          this.stopping.signal,
+        );
+        tasks = (body as { tasks: WireTask[] }).tasks;
+        backoff = 0;
+      } catch (e) {
+        if (this.stopping.signal.aborted) break;
+        if (e instanceof ApiError && e.status < 500) throw e; // a refused token or request: stop, say why
+        backoff = Math.min(5000, backoff === 0 ? 200 : backoff * 2);
+        this.log(`claim failed (${(e as Error).message}); trying again in ${backoff} ms`);
+        await delay(backoff, this.stopping.signal);
+        continue;
+      }
+      for (const task of tasks) {
+        const p = this.runTask(task).finally(() => this.running.delete(p));
+        this.running.add(p);
+      }
+    }
+    await Promise.all(this.running);
+  }
+
+  /** Stops claiming; `run()` resolves once the tasks in flight have reported. */
+  stop(): void {
+    this.stopping.abort();
+  }
+
+  private async runTask(wire: WireTask): Promise<void> {
+    const handler = this.o.agents[wire.agent_type];
+    const lost = new AbortController();
+    const at = `${wire.execution_id} attempt ${wire.attempt}`;
+    const heartbeat = async (): Promise<boolean> => {
+      try {
+        await this.call(`/v1/tasks/${encodeURIComponent(wire.execution_id)}/heartbeat`, {
+          attempt: wire.attempt,
+          lease_seconds: this.leaseSeconds,
+        });
+        return true;
+      } catch (e) {
+        if (e instanceof ApiError && (e.status === 409 || e.status === 404)) {
+          lost.abort(new Error(`lost ${at}: ${e.message}`));
+          return false;
+        }
+        return true; // the server was unreachable: the next heartbeat may get through
+      }
+    };
+    const timer = setInterval(() => void heartbeat(), (this.leaseSeconds * 1000) / 3);
+    let report: { path: string; body: object };
+    try {
+      if (!handler) throw new Error(`this worker has no handler for agent_type "${wire.agent_type}"`);
+      const value = await handler({ ...wire, signal: lost.signal, heartbeat, route } as Task);
+      const routed = isRouted(value) ? value : null;
+      const output = toJson(routed ? routed.output : value);
+      report = {
+        path: "complete",
+        body: { attempt: wire.attempt, output, ...(routed ? { next: routed.next } : {}) },
+      };
+    } catch (e) {
+      const error = e instanceof Error ? e : new Error(String(e));
+      report = {
+        path: "fail",
+        body: {
+          attempt: wire.attempt,
+          error: { message: error.message },
+          retryable: error.name !== "NonRetryableError",
+        },
+      };
+    } finally {
+      clearInterval(timer);
+    }
+    if (lost.signal.aborted) {
+      this.counts.lost += 1;
+      this.log(`dropped ${at}: the lease was lost`);
+      return;
+    }
+    await this.report(wire, at, report);
+  }
+
+  /** Sends a report; repeats it while the server is unreachable (an identical report is answered once). */
+  private async report(wire: WireTask, at: string, report: { path: string; body: object }): Promise<void> {
+    for (let wait = 200; ; wait = Math.min(wait * 2, 5000)) {
+      try {
+        await this.call(`/v1/tasks/${encodeURIComponent(wire.execution_id)}/${report.path}`, report.body);
+        if (report.path === "complete") this.counts.completed += 1;
+        else this.counts.failed += 1;
+        return;
+      } catch (e) {
+        if (e instanceof ApiError && e.status === 409) {
+          this.counts.lost += 1;
+          this.log(`dropped ${at}: ${e.message}`);
+          return;
+        }
+        if (e instanceof ApiError && e.status < 500) {
+          this.log(`report of ${at} refused (${e.status}): ${e.message}`);
+          this.counts.failed += 1;
+          return;
+        }
+        // Past the lease nobody will take the report: the task is someone else's by then.
+        if (Date.now() > wire.lease_expires_at + wait) {
+          this.counts.lost += 1;
+          this.log(`gave up reporting ${at}: ${(e as Error).message}`);
+          return;
+        }
+        await delay(wait);
+      }
+    }
+  }
+
+  private async call(path: string, body: object, signal?: AbortSignal): Promise<unknown> {
+    const res = await fetch(new URL(path, this.o.server), {
+      method: "POST",
+      ...(signal ? { signal } : {}),
+      headers: {
+        "content-type": "application/json",
+        ...(this.o.token ? { authorization: `Bearer ${this.o.token}` } : {}),
+      },
+      body: JSON.stringify(body),
+    });
+    const text = await res.text();
+    const parsed = text === "" ? null : (JSON.parse(text) as { error?: { message?: string } });
+    if (!res.ok) throw new ApiError(res.status, parsed?.error?.message ?? `HTTP ${res.status}`);
+    return parsed;
+  }
+}
+
+/** The handler's value as JSON (what the server would accept), or a failure that says why not. */
+function toJson(value: unknown): Json {
+  const text = JSON.stringify(value === undefined ? null : value);
+  if (text === undefined) throw nonRetryable("the output is not JSON: return plain objects, arrays and values");
+  return JSON.parse(text) as Json;
+}
+
+function nonRetryable(message: string): Error {
+  const e = new Error(message);
+  e.name = "NonRetryableError";
+  return e;
+}
+
+function defaultWorkerId(): string {
+  return `${process.env.HOSTNAME ?? "worker"}-${process.pid}`;
+}
+
+function delay(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(resolve, ms);
+    signal?.addEventListener("abort", () => {
+      clearTimeout(timer);
+      resolve();
+    });
+  });
+}
