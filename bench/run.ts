@@ -3,7 +3,7 @@
  * "normal" unless stated, the system clock) or, for the `postgres` section, on a fresh schema of
  * the PostgreSQL server at BENCH_PG_URL (default the local one, at its default durability), prints
  * a markdown table to stdout and writes bench/results/latest.json as
- * `{ sqlite: { <metric>: number }, postgres: {...}, cli: { help_ms }, meta: {..., postgres: {...}} }`.
+ * `{ sqlite: { <metric>: number }, postgres: {...}, cli: { help_ms }, http: {...}, meta: {..., postgres: {...}} }`.
  * Progress goes to stderr. Exit code 1 if a measurement failed its own checks (the numbers are
  * still written). What each metric means and how it is measured is documented in the file that
  * measures it. `npm run bench -- dag8 pg_xproc` runs only the named measurements (names: see
@@ -20,6 +20,7 @@ import { killChildren } from "./children.js";
 import { benchCli } from "./cli.js";
 import { benchDag8, benchDag8Serial } from "./dag8.js";
 import { benchDispatch50 } from "./dispatch.js";
+import { benchClaimComplete, benchDag8External } from "./http.js";
 import { type Measured, progress, round, within } from "./lib.js";
 import { benchParked } from "./parked.js";
 import { benchPgEngines } from "./pg-engines.js";
@@ -66,6 +67,7 @@ const TARGETS: Record<string, { text: string; ok(v: number, all: Record<string, 
   },
   "postgres.xproc_dispatch_p50_ms": { text: "< 5", ok: (v) => v < 5 },
   "cli.help_ms": { text: "< 300", ok: (v) => v < 300 },
+  "http.claim_complete_per_s": { text: ">= 2000", ok: (v) => v >= 2000 },
 };
 
 /** A measurement that hangs is abandoned after this long (it fails; the bench goes on). */
@@ -73,13 +75,14 @@ const MEASUREMENT_TIMEOUT_MS = 150_000;
 /** The whole bench gives up after this long: writes what it has and exits 1 (a full run takes 3 to 4 min). */
 const BENCH_TIMEOUT_MS = 420_000;
 
-/** Sections of latest.json: metrics of each store (`sqlite`, `postgres`), and of the command line (`cli`). */
-type Section = "sqlite" | "postgres" | "cli";
+/** Sections of latest.json: metrics of each store (`sqlite`, `postgres`), of the command line (`cli`) and of the HTTP API (`http`). */
+type Section = "sqlite" | "postgres" | "cli" | "http";
 
 const SECTIONS: Record<Section, string> = {
   sqlite: "SQLite (synchronous=normal unless named)",
   postgres: "PostgreSQL (local server, synchronous_commit=on)",
   cli: "command line",
+  http: "HTTP API (external workers over a real port, SQLite)",
 };
 
 /** The PostgreSQL windows are smaller: a run costs more there, and the whole bench must stay near 6 min. */
@@ -135,12 +138,14 @@ const MEASUREMENTS: [string, () => Promise<Measured>, Section?][] = [
   ["pg_dag8_serial", () => benchDag8Serial({ db: tempSchema }), "postgres"],
   ["pg_dag8_engines", () => benchPgEngines(), "postgres"],
   ["pg_xproc", () => benchXproc(), "postgres"],
+  ["http_claim_complete", () => benchClaimComplete(), "http"],
+  ["http_dag8_external", () => benchDag8External(), "http"],
 ];
 
 async function main(): Promise<void> {
   process.chdir(join(here, ".."));
   const only = process.argv.slice(2);
-  const sections: Record<Section, Record<string, number>> = { sqlite: {}, postgres: {}, cli: {} };
+  const sections: Record<Section, Record<string, number>> = { sqlite: {}, postgres: {}, cli: {}, http: {} };
   const meta: Record<string, unknown> = {
     node: process.version,
     cpus: availableParallelism(),

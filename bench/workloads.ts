@@ -38,6 +38,12 @@ export const DAG8 = {
 
 export const DAG8_AGENTS: Record<string, AgentHandler> = { collector: noop, reviewer: noop, publisher: noop };
 
+/** One node for an external worker (the http bench's claim → complete round trips). */
+export const SINGLE_EXTERNAL = {
+  id: "bench-single-external",
+  nodes: [{ node_id: "only", agent_type: "ext_work" }],
+};
+
 /** A single node whose agent type no engine serves: its runs stay parked, ready but unclaimed. */
 export const PARKED = {
   id: "bench-parked",

@@ -41,8 +41,15 @@ interface Waiter {
   wake(): void;
 }
 
+/** What deciding a result's edges needs of its run; immutable, so kept from the claim to the report. */
+type RunFacts = Pick<ClaimedTask, "run_id" | "input" | "trace_id" | "workflow_id" | "workflow_version">;
+
+/** Claimed tasks whose run facts are kept (the oldest are forgotten first; a miss reads the run). */
+const FACTS_KEPT = 10_000;
+
 export class ExternalWorkers {
   private readonly waiters = new Set<Waiter>();
+  private readonly facts = new Map<string, RunFacts>();
 
   constructor(
     private readonly o: {
@@ -111,6 +118,7 @@ export class ExternalWorkers {
       );
       if (tasks.length > 0 || this.o.clock.now() >= giveUpAt || gone()) {
         waiting.cancel();
+        for (const t of tasks) this.remember(t);
         return tasks.map((t) => ({
           ...t,
           traceparent: `00-${t.trace_id}-${randomHex(8)}-01`,
@@ -190,27 +198,31 @@ export class ExternalWorkers {
     );
   }
 
+  private remember(t: ClaimedTask): void {
+    const { run_id, input, trace_id, workflow_id, workflow_version } = t;
+    this.facts.set(t.execution_id, { run_id, input, trace_id, workflow_id, workflow_version });
+    if (this.facts.size > FACTS_KEPT) this.facts.delete(this.facts.keys().next().value as string);
+  }
+
   /** What deciding the edges of a result needs: the visit's run and workflow. */
   private async taskOf(executionId: string, attempt: number): Promise<ClaimedTask> {
     const key = parseExecutionId(executionId);
-    const run = key ? await this.o.store.getRun(key.run_id) : null;
-    if (!key || !run) {
-      throw new NotFoundError(`no task ${executionId}; use the execution_id of a claimed task`);
-    }
+    const facts = this.facts.get(executionId) ?? (key ? await this.o.store.getRun(key.run_id) : null);
+    if (!key || !facts) throw new NotFoundError(`no task ${executionId}; use the execution_id of a claimed task`);
     return {
-      run_id: run.run_id,
+      run_id: facts.run_id,
+      input: facts.input,
+      trace_id: facts.trace_id,
+      workflow_id: facts.workflow_id,
+      workflow_version: facts.workflow_version,
       node_id: key.node_id,
       agent_type: "",
       visit: key.visit,
       attempt,
       execution_id: executionId,
       payload: null,
-      input: run.input,
       deps: {},
       trigger: null,
-      trace_id: run.trace_id,
-      workflow_id: run.workflow_id,
-      workflow_version: run.workflow_version,
       deadline_at: 0,
       lease_expires_at: null,
     };

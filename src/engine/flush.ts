@@ -131,6 +131,8 @@ export class Flush {
   private tx!: StoreTx;
   /** Runs started in this transaction: inserted together by `persist`. */
   private newRuns: Run[] = [];
+  /** Visits claimed by external workers in this flush, by agent type (still ready in the database). */
+  private readonly claimedFor = new Map<string, number>();
   /** Agent types to tell other engines about (`notifyOthers`), written with the rest. */
   private notify: string[] = [];
   /** The earliest future due time among the rows this transaction wrote. */
@@ -356,7 +358,9 @@ export class Flush {
     const tasks: ClaimedTask[] = [];
     const types = new Set(input.agent_types);
     const take = async (rs: RunState, v: Visit) => {
+      if (tasks.length >= input.max) return;
       claim(rs, v, input.holder, this.now);
+      this.claimedFor.set(v.agent_type, (this.claimedFor.get(v.agent_type) ?? 0) + 1);
       v.lease_expires_at = Math.min(v.deadline_at ?? Number.POSITIVE_INFINITY, this.now + input.lease_ms);
       tasks.push(await this.task(rs, v));
     };
@@ -368,7 +372,9 @@ export class Flush {
     for (const type of types) {
       const n = input.max - tasks.length;
       if (n <= 0) break;
-      const keys = await this.tx.claimable(type, this.now, n);
+      // Visits an earlier claim of this flush took are still ready in the database: ask past them.
+      const taken = this.claimedFor.get(type) ?? 0;
+      const keys = await this.tx.claimable(type, this.now, n + taken);
       await this.preload([...new Set(keys.map((k) => k.run_id))]);
       for (const key of keys) {
         const rs = await this.load(key.run_id);

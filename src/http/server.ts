@@ -10,7 +10,7 @@
  * const app = await createServer({ engine, tokens: [{ token, role: "admin", name: "ops" }] });
  * await app.listen({ host: "127.0.0.1", port: 8080 });
  */
-import { randomBytes } from "node:crypto";
+import { randomUUID } from "node:crypto";
 import type { ServerResponse } from "node:http";
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController, type RouteOptions } from "fastify";
 import { type Logger, pino } from "pino";
@@ -177,7 +177,8 @@ export function traceIdOf(traceparent: string | string[] | undefined): string {
   const header = Array.isArray(traceparent) ? traceparent[0] : traceparent;
   const m = header === undefined ? null : /^[0-9a-f]{2}-([0-9a-f]{32})-[0-9a-f]{16}-[0-9a-f]{2}$/.exec(header.trim());
   if (m?.[1] && !/^0+$/.test(m[1])) return m[1];
-  return randomBytes(16).toString("hex");
+  // randomUUID draws from a cached entropy pool: a fraction of randomBytes' cost per request.
+  return randomUUID().replaceAll("-", "");
 }
 
 /** True when `value` nests objects and arrays deeper than `max` (iterative: no stack to overflow). */
