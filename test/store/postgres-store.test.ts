@@ -333,6 +333,33 @@ describe("PostgresStore", () => {
       expect((await store.listEvents("r1"))[0]?.data).toEqual({ hostile });
     });
 
+    it("rolls back a transaction whose lock fails in BEGIN's round trip, and the connection serves the next", async () => {
+      const schema = freshSchema();
+      const a = await open(schema);
+      const b = await open(schema, {
+        url: urlWith({ application_name: `${schema}_b`, options: "-c lock_timeout=100" }),
+        poolSize: 2,
+      });
+      await readyRuns(a, ["r1", "r2"]);
+      const locked = deferred();
+      const release = deferred();
+      const holding = a.transaction(
+        async () => {
+          locked.resolve();
+          await release.promise;
+        },
+        { lock: ["r1"] },
+      );
+      await locked.promise;
+      await expect(b.transaction(async () => "never", { lock: ["r1"] })).rejects.toThrow(/lock timeout/);
+      // Every pooled connection of b is usable: no transaction was left open and aborted on one.
+      for (let i = 0; i < 4; i++) {
+        expect(await b.transaction(async (tx) => (await tx.loadRuns(["r2"])).length, { lock: ["r2"] })).toBe(1);
+      }
+      release.resolve();
+      await holding;
+    });
+
     it("numbers a batch of events in the batch's order", async () => {
       const store = await open(freshSchema());
       const batch = Array.from({ length: 300 }, (_, i) => event("r1", "node.ready", "a", { i }));

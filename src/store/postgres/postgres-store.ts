@@ -409,8 +409,10 @@ export class PostgresStore implements Store {
     let open = false;
     let destroy = false;
     try {
-      const begun = await session.multi(begin);
+      // Open before BEGIN's round trip returns: a statement after BEGIN in it may fail (a
+      // deadlock while locking), leaving a transaction to roll back.
       open = true;
+      const begun = await session.multi(begin);
       const result = await fn(session, begun);
       open = false;
       await session.query("COMMIT", "commit");
