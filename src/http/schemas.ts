@@ -48,6 +48,20 @@ export const RunSchema = z.object({
   ended_at: nullableTime(),
 });
 
+/** What visits and compensation rows share: their attempts and due times. */
+const attemptFields = {
+  failures: z.number().int(),
+  attempt: z.number().int(),
+  interruptions: z.number().int(),
+  ready_at: nullableTime(),
+  deadline_at: nullableTime(),
+  lease_expires_at: nullableTime(),
+  holder: z.string().nullable(),
+  created_at: time(),
+  started_at: nullableTime(),
+  ended_at: nullableTime(),
+};
+
 export const VisitSchema = z.object({
   run_id: z.string(),
   node_id: z.string(),
@@ -64,17 +78,8 @@ export const VisitSchema = z.object({
   reason: z.string().nullable(),
   handled: z.boolean(),
   fired: z.array(z.string()).nullable(),
-  failures: z.number().int(),
-  attempt: z.number().int(),
-  interruptions: z.number().int(),
   prior_starts: z.number().int(),
-  ready_at: nullableTime(),
-  deadline_at: nullableTime(),
-  lease_expires_at: nullableTime(),
-  holder: z.string().nullable(),
-  created_at: time(),
-  started_at: nullableTime(),
-  ended_at: nullableTime(),
+  ...attemptFields,
 });
 
 const CompensationSchema = z.object({
@@ -88,16 +93,7 @@ const CompensationSchema = z.object({
   output: json().nullable(),
   error: VisitErrorSchema.nullable(),
   reason: z.string().nullable(),
-  failures: z.number().int(),
-  attempt: z.number().int(),
-  interruptions: z.number().int(),
-  ready_at: nullableTime(),
-  deadline_at: nullableTime(),
-  lease_expires_at: nullableTime(),
-  holder: z.string().nullable(),
-  created_at: time(),
-  started_at: nullableTime(),
-  ended_at: nullableTime(),
+  ...attemptFields,
 });
 
 export const RunWithNodesSchema = RunSchema.extend({
