@@ -75,6 +75,9 @@ const DB_NOW = "floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint";
 
 const BEGIN = "BEGIN ISOLATION LEVEL READ COMMITTED";
 
+/** Reads the runs a transaction locked as it began (prepared once per connection). */
+const LOAD_LOCKED = "skein_load_locked";
+
 /** First key of workflow registration locks ("skwf"); the second is a hash of schema and id. */
 const WORKFLOW_LOCK = 0x736b7766;
 
@@ -350,7 +353,8 @@ export class PostgresStore implements Store {
     // One round trip: BEGIN, the database's time, the runs' locks (in run_id order: two
     // transactions never deadlock), then the runs read by a statement of its own, whose snapshot
     // is taken after the locks (it sees what the transactions it waited for committed). The
-    // simple protocol takes no parameters: the ids go in as escaped literals.
+    // simple protocol takes no parameters: the ids go in as escaped literals, and the read is a
+    // statement the connection prepared once (EXECUTE: its kept plan, no planning each time).
     const statements = [BEGIN];
     if (!clock) statements.push(`SELECT ${DB_NOW} AS now`);
     const lock = [...new Set(options.lock ?? [])].sort();
@@ -358,31 +362,35 @@ export class PostgresStore implements Store {
       const ids = `ARRAY[${lock.map((id) => pg.escapeLiteral(id)).join(", ")}]::text[]`;
       statements.push(
         `SELECT run_id FROM runs WHERE run_id = ANY(${ids}) ORDER BY run_id FOR UPDATE`,
-        loadRunsSql(ids),
+        `EXECUTE ${LOAD_LOCKED}(${ids})`,
       );
     }
     return this.serial.run(() =>
-      this.inTransaction(async (session, begun) => {
-        let time: () => number;
-        if (clock) time = () => clock.now();
-        else {
-          const now = begun[1]?.rows[0]?.now as number | undefined;
-          if (typeof now !== "number") throw new Error("skein: PostgreSQL did not return its time at BEGIN");
-          time = () => now;
-        }
-        const locked = new Map<string, LoadedRun>();
-        if (lock.length > 0) {
-          for (const row of (begun[begun.length - 1]?.rows ?? []) as LoadedRunRow[]) {
-            locked.set(row.run_id, loadedRun(row));
+      this.inTransaction(
+        async (session, begun) => {
+          let time: () => number;
+          if (clock) time = () => clock.now();
+          else {
+            const now = begun[1]?.rows[0]?.now as number | undefined;
+            if (typeof now !== "number") throw new Error("skein: PostgreSQL did not return its time at BEGIN");
+            time = () => now;
           }
-        }
-        const tx = new PostgresTx(session, time, this.settings.channel, locked);
-        try {
-          return await fn(tx);
-        } finally {
-          tx.end();
-        }
-      }, statements.join("; ")),
+          const locked = new Map<string, LoadedRun>();
+          if (lock.length > 0) {
+            for (const row of (begun[begun.length - 1]?.rows ?? []) as LoadedRunRow[]) {
+              locked.set(row.run_id, loadedRun(row));
+            }
+          }
+          const tx = new PostgresTx(session, time, this.settings.channel, locked);
+          try {
+            return await fn(tx);
+          } finally {
+            tx.end();
+          }
+        },
+        statements.join("; "),
+        lock.length > 0 ? [LOAD_LOCKED, loadRunsSql("$1::text[]")] : undefined,
+      ),
     );
   }
 
@@ -404,11 +412,14 @@ export class PostgresStore implements Store {
   private async inTransaction<T>(
     fn: (session: Session, begun: pg.QueryResult[]) => Promise<T>,
     begin: string = BEGIN,
+    /** A statement `begin` EXECUTEs: prepared on the connection first if it is not yet. */
+    prepared?: [name: string, text: string],
   ): Promise<T> {
     const session = await this.session();
     let open = false;
     let destroy = false;
     try {
+      if (prepared) await session.prepare(...prepared);
       // Open before BEGIN's round trip returns: a statement after BEGIN in it may fail (a
       // deadlock while locking), leaving a transaction to roll back.
       open = true;

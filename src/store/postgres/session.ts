@@ -6,6 +6,9 @@
 import type pg from "pg";
 import { connectError, type Phase, statementError } from "./pg-errors.js";
 
+/** Statements each connection has PREPAREd (SQL-level), by name: they outlive transactions. */
+const preparedOn = new WeakMap<pg.PoolClient, Set<string>>();
+
 export class Session {
   private broken = false;
   private readonly onError = () => {
@@ -50,6 +53,18 @@ export class Session {
   async multi(sql: string, phase: Phase = "transaction"): Promise<pg.QueryResult[]> {
     const result = (await this.query(sql, phase)) as unknown;
     return Array.isArray(result) ? (result as pg.QueryResult[]) : [result as pg.QueryResult];
+  }
+
+  /**
+   * Makes `name` a prepared statement of this connection (a round trip, once per connection),
+   * so that a multi-statement round trip (the simple protocol) can EXECUTE it with its kept plan.
+   */
+  async prepare(name: string, text: string): Promise<void> {
+    let names = preparedOn.get(this.client);
+    if (!names) preparedOn.set(this.client, (names = new Set()));
+    if (names.has(name)) return;
+    await this.query(`PREPARE ${name} AS ${text}`);
+    names.add(name);
   }
 
   /** Gives the connection back to the pool, or closes it when it failed or is in an unknown state. */
