@@ -89,36 +89,78 @@ export function loadedRun({ visits, compensations, ...run }: LoadedRunRow): Load
  * touch different rows (a run the batch inserts is not also in its updates), which is what one
  * statement requires: they all see the snapshot from before it.
  */
-function writeSql(): string {
+/** The parts of a write batch, in the statement's (and its parameters') order. */
+const WRITE_PARTS = [
+  "insertRuns",
+  "updateRuns",
+  "updateVisits",
+  "insertVisits",
+  "compensations",
+  "events",
+  "notify",
+] as const satisfies readonly (keyof WriteBatch)[];
+
+/**
+ * The write statement for the parts a batch has (bit i: WRITE_PARTS[i]); the server plans and
+ * runs only those. Its parameters: each present part's column arrays, in order.
+ */
+function writeSql(mask: number): string {
   let next = 1;
   const from = <T>(columns: Columns<T>, options: { ordinality?: boolean } = {}) => {
     const sql = unnestSql(columns, { ...options, firstParam: next });
     next += Object.keys(columns).length;
     return sql;
   };
-  const parts = [
-    `new_runs AS (INSERT INTO runs (${names(RUN_COLUMNS).join(", ")}) SELECT * FROM ${from(RUN_COLUMNS)})`,
-    `changed_runs AS (UPDATE runs r SET ${assignments(RUN_UPDATE_COLUMNS, "u")} FROM ${from(RUN_UPDATE_COLUMNS)}
-       WHERE r.run_id = u.run_id)`,
-    `changed_visits AS (UPDATE visits v SET ${assignments(VISIT_COLUMNS, "u")} FROM ${from(VISIT_COLUMNS)}
-       WHERE v.run_id = u.run_id AND v.node_id = u.node_id AND v.visit = u.visit)`,
-    `new_visits AS (INSERT INTO visits (${names(VISIT_COLUMNS).join(", ")}) SELECT * FROM ${from(VISIT_COLUMNS)})`,
-    `compensations_written AS (INSERT INTO compensations (${names(COMPENSATION_COLUMNS).join(", ")})
+  const has = (part: (typeof WRITE_PARTS)[number]) => (mask & (1 << WRITE_PARTS.indexOf(part))) !== 0;
+  const parts: string[] = [];
+  if (has("insertRuns")) {
+    parts.push(`new_runs AS (INSERT INTO runs (${names(RUN_COLUMNS).join(", ")}) SELECT * FROM ${from(RUN_COLUMNS)})`);
+  }
+  if (has("updateRuns")) {
+    parts.push(`changed_runs AS (UPDATE runs r SET ${assignments(RUN_UPDATE_COLUMNS, "u")} FROM ${from(RUN_UPDATE_COLUMNS)}
+       WHERE r.run_id = u.run_id)`);
+  }
+  if (has("updateVisits")) {
+    parts.push(`changed_visits AS (UPDATE visits v SET ${assignments(VISIT_COLUMNS, "u")} FROM ${from(VISIT_COLUMNS)}
+       WHERE v.run_id = u.run_id AND v.node_id = u.node_id AND v.visit = u.visit)`);
+  }
+  if (has("insertVisits")) {
+    parts.push(
+      `new_visits AS (INSERT INTO visits (${names(VISIT_COLUMNS).join(", ")}) SELECT * FROM ${from(VISIT_COLUMNS)})`,
+    );
+  }
+  if (has("compensations")) {
+    parts.push(`compensations_written AS (INSERT INTO compensations (${names(COMPENSATION_COLUMNS).join(", ")})
        SELECT * FROM ${from(COMPENSATION_COLUMNS)}
-       ON CONFLICT (run_id, seq) DO UPDATE SET ${assignments(COMPENSATION_COLUMNS, "excluded")})`,
+       ON CONFLICT (run_id, seq) DO UPDATE SET ${assignments(COMPENSATION_COLUMNS, "excluded")})`);
+  }
+  const results: string[] = [];
+  if (has("events")) {
     // Rows go in in the batch's order, so their seqs grow in that order.
-    `new_events AS (INSERT INTO events (${names(EVENT_COLUMNS).join(", ")})
+    parts.push(`new_events AS (INSERT INTO events (${names(EVENT_COLUMNS).join(", ")})
        SELECT ${names(EVENT_COLUMNS).join(", ")} FROM ${from(EVENT_COLUMNS, { ordinality: true })}
-       ORDER BY u.ordinality RETURNING seq)`,
-    `notified AS (SELECT pg_notify($${next}, t) FROM (SELECT DISTINCT unnest($${next + 1}::text[]) AS t) AS types)`,
-  ];
-  return `WITH ${parts.join(",\n")}
-    SELECT (SELECT coalesce(array_agg(seq ORDER BY seq), '{}') FROM new_events) AS seqs,
-           (SELECT count(*) FROM notified) AS notified`;
+       ORDER BY u.ordinality RETURNING seq)`);
+    results.push("(SELECT array_agg(seq ORDER BY seq) FROM new_events) AS seqs");
+  }
+  if (has("notify")) {
+    parts.push(
+      `notified AS (SELECT pg_notify($${next}, t) FROM (SELECT DISTINCT unnest($${next + 1}::text[]) AS t) AS types)`,
+    );
+    results.push("(SELECT count(*) FROM notified) AS notified");
+  }
+  return `${parts.length > 0 ? `WITH ${parts.join(",\n")}\n` : ""}SELECT ${results.length > 0 ? results.join(", ") : "1"}`;
+}
+
+/** Write statements by mask, built when first needed. */
+const writeStatements = new Map<number, { name: string; text: string }>();
+
+function writeStatement(mask: number): { name: string; text: string } {
+  let statement = writeStatements.get(mask);
+  if (!statement) writeStatements.set(mask, (statement = { name: `skein_write_${mask}`, text: writeSql(mask) }));
+  return statement;
 }
 
 const SQL = {
-  write: { name: "skein_write", text: writeSql() },
   runByKey: { name: "skein_run_by_key", text: `SELECT ${RUNS} FROM runs WHERE idempotency_key = $1` },
   loadRuns: { name: "skein_load_runs", text: loadRunsSql("$1::text[]") },
   lockRun: { name: "skein_lock_run", text: `SELECT ${RUNS} FROM runs WHERE run_id = $1 FOR UPDATE` },
@@ -234,22 +276,32 @@ export class PostgresTx implements StoreTx {
 
   async write(batch: WriteBatch): Promise<RunEvent[]> {
     const inserted = new Set(batch.insertRuns.map((r) => r.run_id));
-    const [row] = await this.q<{ seqs: (number | string)[] }>(SQL.write, [
-      ...columnArrays(RUN_COLUMNS, batch.insertRuns),
-      ...columnArrays(
+    const rows = {
+      insertRuns: columnArrays(RUN_COLUMNS, batch.insertRuns),
+      updateRuns: columnArrays(
         RUN_UPDATE_COLUMNS,
         distinct(batch.updateRuns, (r) => r.run_id).filter((r) => !inserted.has(r.run_id)),
       ),
-      ...columnArrays(VISIT_COLUMNS, distinct(batch.updateVisits, visitKey)),
-      ...columnArrays(VISIT_COLUMNS, batch.insertVisits),
-      ...columnArrays(
+      updateVisits: columnArrays(VISIT_COLUMNS, distinct(batch.updateVisits, visitKey)),
+      insertVisits: columnArrays(VISIT_COLUMNS, batch.insertVisits),
+      compensations: columnArrays(
         COMPENSATION_COLUMNS,
         distinct(batch.compensations, (c) => `${c.run_id}\0${c.seq}`),
       ),
-      ...columnArrays(EVENT_COLUMNS, batch.events),
-      this.channel,
-      batch.notify,
-    ]);
+      events: columnArrays(EVENT_COLUMNS, batch.events),
+      notify: batch.notify.length > 0 ? [this.channel, batch.notify] : [],
+    };
+    let mask = 0;
+    const values: unknown[] = [];
+    WRITE_PARTS.forEach((part, i) => {
+      const arrays = rows[part];
+      // A part is present when it has rows: its first column array is not empty.
+      if (part === "notify" ? arrays.length === 0 : (arrays[0] as unknown[]).length === 0) return;
+      mask |= 1 << i;
+      values.push(...arrays);
+    });
+    if (mask === 0) return [];
+    const [row] = await this.q<{ seqs: (number | string)[] | null }>(writeStatement(mask), values);
     // RETURNING's order is not promised; the seqs, drawn in insertion order, are.
     const seqs = row?.seqs ?? [];
     return batch.events.map((e, i) => ({ ...e, seq: Number(seqs[i]) }));
