@@ -33,12 +33,8 @@ async function withServer<T>(name: string, fn: (server: BenchChild, url: string)
 }
 
 async function post(url: string, body: object): Promise<{ status: number; json: Record<string, unknown> }> {
-  const res = await fetch(url, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify(body),
-  });
-  return { status: res.status, json: (await res.json()) as Record<string, unknown> };
+  const res = await postJson(new URL(url), body);
+  return { status: res.status, json: res.body as Record<string, unknown> };
 }
 
 export async function benchClaimComplete(): Promise<Measured> {

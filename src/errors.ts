@@ -60,9 +60,12 @@ export class DatabaseError extends SkeinError {
   readonly code = "database";
   /** True when the same transaction may succeed if tried again: a deadlock, a lost connection. */
   readonly transient: boolean;
-  constructor(message: string, options: { transient?: boolean; cause?: unknown } = {}) {
+  /** True when the connection was lost while committing: the transaction may have committed. */
+  readonly ambiguous: boolean;
+  constructor(message: string, options: { transient?: boolean; ambiguous?: boolean; cause?: unknown } = {}) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
     this.transient = options.transient ?? false;
+    this.ambiguous = options.ambiguous ?? false;
   }
 }
 

@@ -66,6 +66,8 @@ export class Dispatcher {
   private serving = true;
   /** Transactions that failed in a row for a transient reason (deadlock, lost connection): backs off. */
   private transientFailures = 0;
+  /** What a transaction whose commit's outcome was lost claimed (it may have committed): see Flush. */
+  private lost: { claimed: { execution_id: string; attempt: number }[] } | null = null;
 
   constructor(private readonly o: DispatcherOptions) {
     this.cache = new RunCache(o.store.exclusive ? o.runCacheSize : 0);
@@ -152,6 +154,7 @@ export class Dispatcher {
   /** One transaction; false when it failed and was rolled back. */
   private async flushOnce(inputs: Input[]): Promise<boolean> {
     const dead = this.takeDead();
+    const lost = this.lost;
     const sweep = this.sweepDue;
     this.sweepDue = false;
     let flush: Flush | null = null;
@@ -161,7 +164,7 @@ export class Dispatcher {
         async (tx) => {
           // One clock judges every due time: the database's on a shared store (DESIGN §7).
           const now = (await tx.now()) ?? this.o.clock.now();
-          flush = new Flush(this.o, this.cache, this.backlog, now, this.claiming);
+          flush = new Flush(this.o, this.cache, this.backlog, now, this.claiming, lost);
           return flush.run(tx, inputs, dead, sweep);
         },
         { lock: inputRuns(inputs) },
@@ -176,6 +179,12 @@ export class Dispatcher {
       if (isTransient(e) && !this.stopped) {
         // A deadlock or a lost connection: apply the same inputs again, after a growing pause.
         this.transientFailures += 1;
+        // Lost while committing: if it did commit, its runs exist and the attempts it claimed
+        // are RUNNING under this engine but were never started. The next flush sees to both.
+        if ((e as DatabaseError).ambiguous) {
+          const claimed = (flush as Flush | null)?.claimed() ?? [];
+          this.lost = { claimed: [...(lost?.claimed ?? []), ...claimed] };
+        }
         this.inbox.unshift(...inputs);
         const pause = Math.min(1000, 5 * 2 ** this.transientFailures);
         this.o.logger.warn({ err: e, retry_ms: pause }, "skein: a transaction failed; retrying it");
@@ -191,6 +200,7 @@ export class Dispatcher {
       return false;
     }
     this.transientFailures = 0;
+    this.lost = null;
     this.deadEngines.push(...outcome.unrecovered);
     this.afterCommit(outcome);
     this.armWake(outcome.now, outcome.nextDue);

@@ -156,7 +156,17 @@ export class Flush {
     private readonly backlog: Set<string>,
     private readonly now: number,
     private readonly claiming: boolean,
+    /**
+     * After a transaction whose commit may have happened (its outcome was lost): its inputs are
+     * applied again, and the attempts it claimed, never started, are given back (`recoverLost`).
+     */
+    private readonly lost: { claimed: { execution_id: string; attempt: number }[] } | null = null,
   ) {}
+
+  /** The attempts this flush claimed so far (to give back if its commit's outcome is lost). */
+  claimed(): { execution_id: string; attempt: number }[] {
+    return this.out.claimed.map(({ execution_id, attempt }) => ({ execution_id, attempt }));
+  }
 
   async run(tx: StoreTx, inputs: Input[], deadEngines: string[], sweep: boolean): Promise<FlushOutcome> {
     this.tx = tx;
@@ -171,6 +181,7 @@ export class Flush {
       dead.push(...(await tx.takeDeadEngines(this.o.engineId, this.now - this.o.engineTimeoutMs)));
     }
     await this.recover(dead);
+    await this.recoverLost();
     for (const input of inputs) await this.apply(input);
     if (sweep) await this.sweep();
     await this.planCompensations();
@@ -285,6 +296,13 @@ export class Flush {
   }
 
   private async start(run: Run, done: Callback<Run>): Promise<void> {
+    // Applied again after a commit whose outcome was lost: the run may exist already.
+    const committed = this.lost ? await this.load(run.run_id) : undefined;
+    if (committed) {
+      const existing = { ...committed.run };
+      this.out.callbacks.push(() => done.resolve(existing));
+      return;
+    }
     if (run.idempotency_key !== null) {
       const existing =
         this.newRuns.find((r) => r.idempotency_key === run.idempotency_key) ??
@@ -495,6 +513,32 @@ export class Flush {
       if (recovered === 0) return;
       // Written now, so that the next query no longer finds them.
       await this.persist();
+    }
+  }
+
+  /**
+   * Attempts a transaction claimed before its commit's outcome was lost: if it committed, they
+   * are RUNNING under this engine at that attempt but were never started. They go back to
+   * RETRYING as a dead engine's would (DESIGN §7), and this flush's claims look for them.
+   */
+  private async recoverLost(): Promise<void> {
+    for (const { execution_id, attempt } of this.lost?.claimed ?? []) {
+      const undone = undoneExecutionId(execution_id);
+      const key = parseExecutionId(undone ?? execution_id);
+      const rs = key ? await this.load(key.run_id) : undefined;
+      if (!rs || !key) continue;
+      const held = (a: { state: string; attempt: number; holder: string | null }) =>
+        a.state === "RUNNING" && a.attempt === attempt && a.holder === this.o.engineId;
+      if (undone !== null) {
+        const c = rs.compensations.find((x) => x.node_id === key.node_id && x.visit === key.visit);
+        if (c && held(c)) interruptCompensation(rs, c, this.now);
+        continue;
+      }
+      const v = rs.current.get(key.node_id);
+      if (v && v.visit === key.visit && held(v)) {
+        interrupt(rs, v, this.now);
+        this.backlog.add(v.agent_type); // ready in the database once written: claimed below
+      }
     }
   }
 

@@ -105,7 +105,11 @@ export function statementError(e: unknown, target: string, context: { broken: bo
   const message = messageOf(e);
   const lost = context.broken || isNetworkError(e) || state?.startsWith("08") === true;
   if (lost || state === "57P01" || state === "57P02") {
-    return new DatabaseError(LOST[context.phase](target, message), { cause: e, transient: true });
+    return new DatabaseError(LOST[context.phase](target, message), {
+      cause: e,
+      transient: true,
+      ambiguous: context.phase === "commit",
+    });
   }
   const transient = state === undefined ? undefined : TRANSIENT_STATES[state];
   if (transient) {
