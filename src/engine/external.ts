@@ -105,7 +105,8 @@ export class ExternalWorkers {
     for (;;) {
       if (gone()) return [];
       // Listening before claiming: a wake-up between the claim's commit and the wait is not lost.
-      const waiting = this.waitFor(new Set(types), Math.min(this.o.pollMs, giveUpAt - this.o.clock.now()));
+      const waiting =
+        waitSeconds > 0 ? this.waitFor(new Set(types), Math.min(this.o.pollMs, giveUpAt - this.o.clock.now())) : null;
       const tasks = await new Promise<ClaimedTask[]>((resolve, reject) =>
         this.o.dispatcher.push({
           kind: "claim",
@@ -116,8 +117,8 @@ export class ExternalWorkers {
           done: { resolve, reject },
         }),
       );
-      if (tasks.length > 0 || this.o.clock.now() >= giveUpAt || gone()) {
-        waiting.cancel();
+      if (!waiting || tasks.length > 0 || this.o.clock.now() >= giveUpAt || gone()) {
+        waiting?.cancel();
         for (const t of tasks) this.remember(t);
         return tasks.map((t) => ({
           ...t,

@@ -103,6 +103,8 @@ export interface ReportAnswer {
 
 type Callback<T> = { resolve(value: T): void; reject(error: unknown): void };
 
+type ClaimInput = Extract<Input, { kind: "claim" }>;
+
 const SWEEP_BATCH = 500;
 
 /** The built-in agent type that waits for a person instead of running an attempt. */
@@ -131,8 +133,8 @@ export class Flush {
   private tx!: StoreTx;
   /** Runs started in this transaction: inserted together by `persist`. */
   private newRuns: Run[] = [];
-  /** Visits claimed by external workers in this flush, by agent type (still ready in the database). */
-  private readonly claimedFor = new Map<string, number>();
+  /** External workers' claims of this flush: applied together, after the other inputs. */
+  private readonly workerClaims: ClaimInput[] = [];
   /** Agent types to tell other engines about (`notifyOthers`), written with the rest. */
   private notify: string[] = [];
   /** The earliest future due time among the rows this transaction wrote. */
@@ -183,6 +185,7 @@ export class Flush {
     await this.recover(dead);
     await this.recoverLost();
     for (const input of inputs) await this.apply(input);
+    await this.claimForWorkers();
     if (sweep) await this.sweep();
     await this.planCompensations();
     if (this.claiming) await this.claimReady(sweep);
@@ -261,7 +264,8 @@ export class Flush {
       case "retry":
         return this.retry(input);
       case "claim":
-        return this.claimFor(input);
+        this.workerClaims.push(input);
+        return;
       case "report":
         return this.report(input);
       case "heartbeat": {
@@ -369,38 +373,41 @@ export class Flush {
   }
 
   /**
-   * Claims for an external worker: visits this flush made ready first (not written yet), then
-   * the database's, oldest first. The lease is the worker's, never past the deadline.
+   * External workers' claims, all at once after the flush's other inputs: visits this flush
+   * made ready first (not written yet), then the database's, oldest first, with one query per
+   * agent type for every claim of the flush. Each claim takes up to its `max`, in the order the
+   * claims arrived; the lease is the worker's, never past the deadline.
    */
-  private async claimFor(input: Extract<Input, { kind: "claim" }>): Promise<void> {
-    const tasks: ClaimedTask[] = [];
-    const types = new Set(input.agent_types);
-    const take = async (rs: RunState, v: Visit) => {
-      if (tasks.length >= input.max) return;
-      claim(rs, v, input.holder, this.now);
-      this.claimedFor.set(v.agent_type, (this.claimedFor.get(v.agent_type) ?? 0) + 1);
-      v.lease_expires_at = Math.min(v.deadline_at ?? Number.POSITIVE_INFINITY, this.now + input.lease_ms);
-      tasks.push(await this.task(rs, v));
+  private async claimForWorkers(): Promise<void> {
+    const claims = this.workerClaims.splice(0);
+    if (claims.length === 0) return;
+    const tasks = new Map(claims.map((c) => [c, [] as ClaimedTask[]]));
+    const room = (c: ClaimInput) => c.max - (tasks.get(c)?.length ?? 0);
+    const take = async (c: ClaimInput, rs: RunState, v: Visit) => {
+      claim(rs, v, c.holder, this.now);
+      v.lease_expires_at = Math.min(v.deadline_at ?? Number.POSITIVE_INFINITY, this.now + c.lease_ms);
+      tasks.get(c)?.push(await this.task(rs, v));
     };
+    const taker = (v: Visit) => claims.find((c) => room(c) > 0 && c.agent_types.includes(v.agent_type));
     for (const rs of this.states.values()) {
       for (const v of rs.changes.readied) {
-        if (tasks.length < input.max && types.has(v.agent_type) && isClaimable(v, this.now)) await take(rs, v);
+        const c = isClaimable(v, this.now) ? taker(v) : undefined;
+        if (c) await take(c, rs, v);
       }
     }
-    for (const type of types) {
-      const n = input.max - tasks.length;
-      if (n <= 0) break;
-      // Visits an earlier claim of this flush took are still ready in the database: ask past them.
-      const taken = this.claimedFor.get(type) ?? 0;
-      const keys = await this.tx.claimable(type, this.now, n + taken);
+    for (const type of new Set(claims.flatMap((c) => c.agent_types))) {
+      const wanted = claims.reduce((n, c) => n + (c.agent_types.includes(type) ? Math.max(0, room(c)) : 0), 0);
+      if (wanted === 0) continue;
+      const keys = await this.tx.claimable(type, this.now, wanted);
       await this.preload([...new Set(keys.map((k) => k.run_id))]);
       for (const key of keys) {
         const rs = await this.load(key.run_id);
         const v = rs?.current.get(key.node_id);
-        if (rs && v && v.visit === key.visit && isClaimable(v, this.now)) await take(rs, v);
+        const c = rs && v && v.visit === key.visit && isClaimable(v, this.now) ? taker(v) : undefined;
+        if (rs && v && c) await take(c, rs, v);
       }
     }
-    this.out.callbacks.push(() => input.done.resolve(tasks));
+    for (const c of claims) this.out.callbacks.push(() => c.done.resolve(tasks.get(c) ?? []));
   }
 
   /**

@@ -590,6 +590,10 @@ function openConnection(path: string, options: SqliteOptions & { readonly?: bool
     db.pragma(`synchronous = ${options.synchronous === "full" ? "FULL" : "NORMAL"}`);
     db.pragma(`busy_timeout = ${options.busyTimeoutMs ?? 5000}`);
     db.pragma("foreign_keys = ON");
+    // Reads through a memory map and a larger page cache: fewer system calls per statement
+    // once the file outgrows SQLite's default 2 MB cache.
+    db.pragma("mmap_size = 268435456");
+    db.pragma("cache_size = -32768");
   } catch (e) {
     throw databaseError(e, path);
   }
