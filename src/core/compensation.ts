@@ -5,7 +5,7 @@
  * with `Changes.plan` set is about to be written, with the run's whole visit history.
  */
 import { retryDelayMs } from "./backoff.js";
-import { errorJson, event, finishRun, leaseExpiry, nodeOf, type RunState } from "./scheduler.js";
+import { errorJson, event, finishRun, leaseExpiry, nodeOf, notStarted, type RunState } from "./scheduler.js";
 import { assertTransition, type VisitState } from "./states.js";
 import type { Compensation, Json, Visit, VisitError } from "./types.js";
 
@@ -40,20 +40,7 @@ export function newCompensation(
     visit: v.visit,
     execution_id: compensationId(v.execution_id),
     agent_type: agentType,
-    state: "PENDING",
-    output: null,
-    error: null,
-    reason: null,
-    failures: 0,
-    attempt: 0,
-    interruptions: 0,
-    ready_at: null,
-    deadline_at: null,
-    lease_expires_at: null,
-    holder: null,
-    created_at: now,
-    started_at: null,
-    ended_at: null,
+    ...notStarted(now),
   };
 }
 

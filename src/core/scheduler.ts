@@ -504,20 +504,30 @@ export function newVisit(rs: RunState, nodeId: string, visitNo: number, priorSta
     visit: visitNo,
     execution_id: executionId(rs.run.run_id, nodeId, visitNo),
     agent_type: node.agent_type,
-    state: "PENDING",
+    ...notStarted(now),
     is_current: true,
     loop_activated: false,
     trigger: null,
     payload: null,
+    handled: false,
+    fired: null,
+    prior_starts: priorStarts,
+  };
+  rs.current.set(nodeId, v);
+  rs.changes.inserted.add(v);
+  return v;
+}
+
+/** What a new visit and a new compensation row share: PENDING, never attempted, nothing due. */
+export function notStarted(now: number) {
+  return {
+    state: "PENDING" as const,
     output: null,
     error: null,
     reason: null,
-    handled: false,
-    fired: null,
     failures: 0,
     attempt: 0,
     interruptions: 0,
-    prior_starts: priorStarts,
     ready_at: null,
     deadline_at: null,
     lease_expires_at: null,
@@ -526,9 +536,6 @@ export function newVisit(rs: RunState, nodeId: string, visitNo: number, priorSta
     started_at: null,
     ended_at: null,
   };
-  rs.current.set(nodeId, v);
-  rs.changes.inserted.add(v);
-  return v;
 }
 
 function transition(rs: RunState, v: Visit, to: VisitState): void {

@@ -37,6 +37,12 @@ interface Held {
   finished: Promise<void>;
 }
 
+/** What judging an attempt's result needs to know of its task. */
+export type ResultOf = Pick<
+  ClaimedTask,
+  "execution_id" | "attempt" | "run_id" | "node_id" | "trace_id" | "input" | "workflow_id" | "workflow_version"
+>;
+
 export class AttemptRunner {
   private readonly held = new Map<string, Held>();
   private readonly byType = new Map<string, number>();
@@ -150,7 +156,7 @@ export class AttemptRunner {
   }
 
   /** Checks an agent's value (in process or external) and works out the edge decision. */
-  async outcome(t: ClaimedTask, value: unknown): Promise<Input> {
+  async outcome(t: ResultOf, value: unknown): Promise<Input> {
     const at = { execution_id: t.execution_id, attempt: t.attempt };
     const routed = isRouted(value) ? value : null;
     const raw = routed ? routed.output : value;

@@ -10,7 +10,7 @@ import type { RunEvent } from "../core/types.js";
 import { DatabaseError, EngineClosedError } from "../errors.js";
 import type { Store, VisitKey } from "../store/store.js";
 import type { Clock, TimerHandle } from "./clock.js";
-import { type ClaimedTask, Flush, type FlushOutcome, type Input, inputRuns, REVIEW } from "./flush.js";
+import { type AttemptRef, type ClaimedTask, Flush, type FlushOutcome, type Input, inputRuns, REVIEW } from "./flush.js";
 import type { WorkflowRegistry } from "./registry.js";
 import { RunCache } from "./run-cache.js";
 
@@ -67,7 +67,7 @@ export class Dispatcher {
   /** Transactions that failed in a row for a transient reason (deadlock, lost connection): backs off. */
   private transientFailures = 0;
   /** What a transaction whose commit's outcome was lost claimed (it may have committed): see Flush. */
-  private lost: { claimed: { execution_id: string; attempt: number }[] } | null = null;
+  private lost: AttemptRef[] | null = null;
 
   constructor(private readonly o: DispatcherOptions) {
     this.cache = new RunCache(o.store.exclusive ? o.runCacheSize : 0);
@@ -183,7 +183,7 @@ export class Dispatcher {
         // are RUNNING under this engine but were never started. The next flush sees to both.
         if ((e as DatabaseError).ambiguous) {
           const claimed = (flush as Flush | null)?.claimed() ?? [];
-          this.lost = { claimed: [...(lost?.claimed ?? []), ...claimed] };
+          this.lost = [...(lost ?? []), ...claimed];
         }
         this.inbox.unshift(...inputs);
         const pause = Math.min(1000, 5 * 2 ** this.transientFailures);

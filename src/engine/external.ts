@@ -10,7 +10,7 @@ import { route } from "../agents/task.js";
 import type { Json } from "../core/types.js";
 import { NotFoundError, ValidationError } from "../errors.js";
 import type { Store } from "../store/store.js";
-import type { AttemptRunner } from "./attempts.js";
+import type { AttemptRunner, ResultOf } from "./attempts.js";
 import type { Clock } from "./clock.js";
 import type { Dispatcher } from "./dispatcher.js";
 import { type ClaimedTask, parseExecutionId, REVIEW, type Report, type ReportAnswer } from "./flush.js";
@@ -206,26 +206,20 @@ export class ExternalWorkers {
   }
 
   /** What deciding the edges of a result needs: the visit's run and workflow. */
-  private async taskOf(executionId: string, attempt: number): Promise<ClaimedTask> {
+  private async taskOf(executionId: string, attempt: number): Promise<ResultOf> {
     const key = parseExecutionId(executionId);
     const facts = this.facts.get(executionId) ?? (key ? await this.o.store.getRun(key.run_id) : null);
     if (!key || !facts) throw new NotFoundError(`no task ${executionId}; use the execution_id of a claimed task`);
+    const { run_id, input, trace_id, workflow_id, workflow_version } = facts;
     return {
-      run_id: facts.run_id,
-      input: facts.input,
-      trace_id: facts.trace_id,
-      workflow_id: facts.workflow_id,
-      workflow_version: facts.workflow_version,
+      run_id,
+      input,
+      trace_id,
+      workflow_id,
+      workflow_version,
       node_id: key.node_id,
-      agent_type: "",
-      visit: key.visit,
       attempt,
       execution_id: executionId,
-      payload: null,
-      deps: {},
-      trigger: null,
-      deadline_at: 0,
-      lease_expires_at: null,
     };
   }
 

@@ -105,6 +105,9 @@ type Callback<T> = { resolve(value: T): void; reject(error: unknown): void };
 
 type ClaimInput = Extract<Input, { kind: "claim" }>;
 
+/** One attempt of a visit or compensation row. */
+export type AttemptRef = { execution_id: string; attempt: number };
+
 const SWEEP_BATCH = 500;
 
 /** The built-in agent type that waits for a person instead of running an attempt. */
@@ -162,11 +165,11 @@ export class Flush {
      * After a transaction whose commit may have happened (its outcome was lost): its inputs are
      * applied again, and the attempts it claimed, never started, are given back (`recoverLost`).
      */
-    private readonly lost: { claimed: { execution_id: string; attempt: number }[] } | null = null,
+    private readonly lost: AttemptRef[] | null = null,
   ) {}
 
   /** The attempts this flush claimed so far (to give back if its commit's outcome is lost). */
-  claimed(): { execution_id: string; attempt: number }[] {
+  claimed(): AttemptRef[] {
     return this.out.claimed.map(({ execution_id, attempt }) => ({ execution_id, attempt }));
   }
 
@@ -529,7 +532,7 @@ export class Flush {
    * RETRYING as a dead engine's would (DESIGN §7), and this flush's claims look for them.
    */
   private async recoverLost(): Promise<void> {
-    for (const { execution_id, attempt } of this.lost?.claimed ?? []) {
+    for (const { execution_id, attempt } of this.lost ?? []) {
       const undone = undoneExecutionId(execution_id);
       const key = parseExecutionId(undone ?? execution_id);
       const rs = key ? await this.load(key.run_id) : undefined;
