@@ -59,6 +59,8 @@ export class Dispatcher {
   private readonly cache: RunCache;
   /** Agent types that may have ready visits waiting in the database (see Flush.claimReady). */
   private readonly backlog = new Set<string>();
+  /** Runs other engines said have ready visits, with their agent types (see Flush.takeHints). */
+  private hints = new Map<string, Set<string>>();
   private claiming = true;
   private stopped = false;
   /** Set by the timers: the next flush also looks for what fell due. Input-driven flushes skip that. */
@@ -76,10 +78,13 @@ export class Dispatcher {
   start(deadEngines: string[]): void {
     this.deadEngines = deadEngines;
     // Another engine made visits ready (or started runs): look for them now, not at the sweep.
-    this.o.store.onReady((agentType) => {
+    this.o.store.onReady(({ agentType, runIds }) => {
+      const served = agentType === REVIEW || this.o.agentTypes().includes(agentType);
       if (agentType === "*") this.sweepDue = true;
-      else if (this.o.agentTypes().includes(agentType) || agentType === REVIEW) this.backlog.add(agentType);
-      else return; // not served here: no flush for it
+      else if (!served)
+        return; // no flush for it
+      else if (runIds.length === 0) this.backlog.add(agentType);
+      else for (const id of runIds) this.hints.set(id, (this.hints.get(id) ?? new Set()).add(agentType));
       this.wake();
     });
     this.armSweep();
@@ -157,6 +162,8 @@ export class Dispatcher {
     const lost = this.lost;
     const sweep = this.sweepDue;
     this.sweepDue = false;
+    const hints = this.hints;
+    this.hints = new Map();
     let flush: Flush | null = null;
     let outcome: FlushOutcome;
     try {
@@ -164,10 +171,10 @@ export class Dispatcher {
         async (tx) => {
           // One clock judges every due time: the database's on a shared store (DESIGN §7).
           const now = (await tx.now()) ?? this.o.clock.now();
-          flush = new Flush(this.o, this.cache, this.backlog, now, this.claiming, lost);
+          flush = new Flush(this.o, this.cache, this.backlog, now, this.claiming, lost, hints);
           return flush.run(tx, inputs, dead, sweep);
         },
-        { lock: inputRuns(inputs) },
+        { lock: inputRuns(inputs), tryLock: [...hints.keys()] },
       );
       this.cache.keep((flush as Flush | null)?.states.values() ?? []);
     } catch (e) {
@@ -176,6 +183,7 @@ export class Dispatcher {
       // they run again on the next flush.
       this.deadEngines.push(...dead);
       this.sweepDue ||= sweep;
+      for (const types of hints.values()) for (const type of types) this.backlog.add(type);
       if (isTransient(e) && !this.stopped) {
         // A deadlock or a lost connection: apply the same inputs again, after a growing pause.
         this.transientFailures += 1;

@@ -63,7 +63,7 @@ export class ExternalWorkers {
       closed: () => boolean;
     },
   ) {
-    o.store.onReady((type) => this.readyWaiting([type]));
+    o.store.onReady(({ agentType }) => this.readyWaiting([agentType]));
   }
 
   /** Wakes the claims waiting for any of these agent types (`*`: all). */

@@ -40,7 +40,7 @@ import {
 } from "../core/scheduler.js";
 import type { Compensation, Json, NewEvent, Run, RunEvent, Visit, VisitError } from "../core/types.js";
 import { ConflictError, ForbiddenError, NotFoundError } from "../errors.js";
-import type { StoreTx, VisitKey } from "../store/store.js";
+import type { LoadedRun, ReadyNotice, StoreTx, VisitKey } from "../store/store.js";
 import type { DispatcherOptions } from "./dispatcher.js";
 import type { RunCache } from "./run-cache.js";
 
@@ -138,8 +138,10 @@ export class Flush {
   private newRuns: Run[] = [];
   /** External workers' claims of this flush: applied together, after the other inputs. */
   private readonly workerClaims: ClaimInput[] = [];
-  /** Agent types to tell other engines about (`notifyOthers`), written with the rest. */
-  private notify: string[] = [];
+  /** What to tell other engines is ready (`notifyOthers`), written with the rest. */
+  private notify: ReadyNotice[] = [];
+  /** Ready visits other engines told of, in runs this transaction locked (`takeHints`). */
+  private readonly hinted: [RunState, Visit][] = [];
   /** The earliest future due time among the rows this transaction wrote. */
   private dueSoon: number | null = null;
   private readonly out: FlushOutcome = {
@@ -166,6 +168,8 @@ export class Flush {
      * applied again, and the attempts it claimed, never started, are given back (`recoverLost`).
      */
     private readonly lost: AttemptRef[] | null = null,
+    /** Runs other engines said have ready visits of these agent types (NOTIFY), by run id. */
+    private readonly hints: ReadonlyMap<string, ReadonlySet<string>> = new Map(),
   ) {}
 
   /** The attempts this flush claimed so far (to give back if its commit's outcome is lost). */
@@ -181,6 +185,7 @@ export class Flush {
     // The runs the inputs change were locked as the transaction began (the dispatcher passes
     // `inputRuns` as its `lock`; later loads never wait); read them together.
     await this.preload(inputRuns(inputs));
+    await this.takeHints();
     const dead = [...deadEngines];
     if (sweep && this.claiming && !this.o.store.exclusive) {
       dead.push(...(await tx.takeDeadEngines(this.o.engineId, this.now - this.o.engineTimeoutMs)));
@@ -204,10 +209,42 @@ export class Flush {
   private async preload(runIds: string[]): Promise<void> {
     const missing = runIds.filter((id) => !this.states.has(id) && !this.cache.get(id));
     if (missing.length === 0) return;
-    for (const loaded of await this.tx.loadRuns(missing)) {
-      const { graph } = await this.o.registry.get(loaded.run.workflow_id, loaded.run.workflow_version);
-      this.states.set(loaded.run.run_id, runState(loaded.run, graph, loaded.visits, loaded.compensations));
+    for (const loaded of await this.tx.loadRuns(missing)) await this.keepState(loaded);
+  }
+
+  private async keepState({ run, visits, compensations }: LoadedRun): Promise<void> {
+    const { graph } = await this.o.registry.get(run.workflow_id, run.workflow_version);
+    this.states.set(run.run_id, runState(run, graph, visits, compensations));
+  }
+
+  /**
+   * Runs another engine said have ready visits of this engine's agent types (a NOTIFY that
+   * named them): those the transaction locked as it began (no other held them) were read then,
+   * and their ready visits are claimed with those this flush makes ready, without asking the
+   * database. A run another transaction held is left to the claimable query: its agent types go
+   * to the backlog.
+   */
+  private async takeHints(): Promise<void> {
+    if (this.hints.size === 0) return;
+    for (const loaded of await this.tx.tryLocked()) {
+      if (!this.states.has(loaded.run.run_id)) await this.keepState(loaded);
     }
+    for (const [runId, types] of this.hints) {
+      const rs = this.states.get(runId);
+      if (!rs) {
+        for (const type of types) this.backlog.add(type);
+        continue;
+      }
+      for (const v of rs.current.values()) {
+        if (types.has(v.agent_type) && isClaimable(v, this.now)) this.hinted.push([rs, v]);
+      }
+    }
+  }
+
+  /** Ready visits in hand: made ready by this flush, or told of by another engine. */
+  private *inHand(): Generator<[RunState, Visit]> {
+    for (const rs of this.states.values()) for (const v of rs.changes.readied) yield [rs, v];
+    yield* this.hinted;
   }
 
   /**
@@ -216,18 +253,27 @@ export class Flush {
    * engines at once (PostgreSQL NOTIFY).
    */
   private notifyOthers(): void {
-    const types = new Set<string>();
+    // By agent type: the runs to look in, or null: look in the database.
+    const ready = new Map<string, Set<string> | null>();
+    const add = (type: string, runId: string | null) => {
+      const runs = ready.has(type) ? ready.get(type) : new Set<string>();
+      if (runs && runId !== null) runs.add(runId);
+      ready.set(type, runs && runId !== null ? runs : null);
+    };
     for (const rs of this.states.values()) {
       for (const v of rs.changes.readied) {
-        if (isClaimable(v, this.now)) types.add(v.agent_type);
+        if (isClaimable(v, this.now)) add(v.agent_type, rs.run.run_id);
         // A client resolves no templates: an engine's sweep does, so wake one up.
-        else if (!this.claiming && v.payload === null && v.state === "PENDING") types.add("*");
+        else if (!this.claiming && v.payload === null && v.state === "PENDING") add("*", null);
       }
+      // Compensation rows are found by the sweep's query, not from a run id.
       const c = claimableCompensation(rs, this.now);
-      if (c) types.add(c.agent_type);
+      if (c) add(c.agent_type, null);
     }
-    this.out.waiting = [...types].filter((t) => t !== "*");
-    if (!this.o.store.exclusive) this.notify = [...types];
+    this.out.waiting = [...ready.keys()].filter((t) => t !== "*");
+    if (!this.o.store.exclusive) {
+      this.notify = [...ready].map(([agentType, runs]) => ({ agentType, runIds: runs ? [...runs] : [] }));
+    }
   }
 
   private async apply(input: Input): Promise<unknown> {
@@ -392,11 +438,9 @@ export class Flush {
       tasks.get(c)?.push(await this.task(rs, v));
     };
     const taker = (v: Visit) => claims.find((c) => room(c) > 0 && c.agent_types.includes(v.agent_type));
-    for (const rs of this.states.values()) {
-      for (const v of rs.changes.readied) {
-        const c = isClaimable(v, this.now) ? taker(v) : undefined;
-        if (c) await take(c, rs, v);
-      }
+    for (const [rs, v] of this.inHand()) {
+      const c = isClaimable(v, this.now) ? taker(v) : undefined;
+      if (c) await take(c, rs, v);
     }
     for (const type of new Set(claims.flatMap((c) => c.agent_types))) {
       const wanted = claims.reduce((n, c) => n + (c.agent_types.includes(type) ? Math.max(0, room(c)) : 0), 0);
@@ -739,12 +783,12 @@ export class Flush {
       if (keys.length < n) backlog.delete(type);
       else backlog.add(type);
     }
+    for (const [rs, v] of this.inHand()) {
+      if (!isClaimable(v, this.now) || !types.includes(v.agent_type)) continue;
+      if (room(v.agent_type) > 0) await take(rs, v);
+      else backlog.add(v.agent_type);
+    }
     for (const rs of this.states.values()) {
-      for (const v of rs.changes.readied) {
-        if (!isClaimable(v, this.now) || !types.includes(v.agent_type)) continue;
-        if (room(v.agent_type) > 0) await take(rs, v);
-        else backlog.add(v.agent_type);
-      }
       // A compensating run's next row; one left over a limit is found again by the sweep.
       const c = claimableCompensation(rs, this.now);
       if (c && types.includes(c.agent_type) && room(c.agent_type) > 0) {

@@ -73,7 +73,7 @@ export interface Store {
 
   getRun(runId: string): Promise<Run | null>;
   /** The run with its current visits and its compensation rows (PostgreSQL: one statement). */
-  readRun(runId: string): Promise<{ run: Run; visits: Visit[]; compensations: Compensation[] } | null>;
+  readRun(runId: string): Promise<LoadedRun | null>;
   listRuns(filter: RunFilter): Promise<Run[]>;
   /** The run's visits in document-independent order (node_id, visit); current ones only when asked. */
   listVisits(runId: string, options?: { currentOnly?: boolean }): Promise<Visit[]>;
@@ -89,17 +89,20 @@ export interface Store {
   checkpoint(): Promise<void>;
 
   /**
-   * Calls `listener` when another engine or client made visits of an agent type ready, or
-   * started runs (agent type `*`): PostgreSQL's LISTEN/NOTIFY. SQLite: never (one engine).
+   * Calls `listener` when another engine or client made visits of an agent type ready (in the
+   * runs `runIds`, or, when empty, anywhere: look in the database), or started runs (agent type
+   * `*`): PostgreSQL's LISTEN/NOTIFY. SQLite: never (one engine).
    */
-  onReady(listener: (agentType: string) => void): void;
+  onReady(listener: (notice: ReadyNotice) => void): void;
 
   /**
    * Runs `fn` in one write transaction (SQLite: BEGIN IMMEDIATE); rolls back if it throws.
    * `lock`: runs whose rows are locked as the transaction begins, in run_id order (PostgreSQL,
    * which also reads them in the same round trip for `loadRuns`; SQLite has one writer).
+   * `tryLock`: runs locked then too, but only if no other transaction holds them (never waits);
+   * `tx.tryLocked()` reads those it locked.
    */
-  transaction<T>(fn: (tx: StoreTx) => Promise<T>, options?: { lock?: string[] }): Promise<T>;
+  transaction<T>(fn: (tx: StoreTx) => Promise<T>, options?: { lock?: string[]; tryLock?: string[] }): Promise<T>;
   close(): Promise<void>;
 }
 
@@ -113,8 +116,17 @@ export interface WriteBatch {
   /** Compensation rows, new or changed. */
   compensations: Compensation[];
   events: NewEvent[];
-  /** Agent types other engines are told have ready visits, once the transaction commits (NOTIFY). */
-  notify: string[];
+  /** What other engines are told is ready, once the transaction commits (NOTIFY). */
+  notify: ReadyNotice[];
+}
+
+/**
+ * Visits of `agentType` are ready to claim in the runs `runIds` (the listener may lock and read
+ * just those), or, when `runIds` is empty, somewhere: look in the database. `*`: anything.
+ */
+export interface ReadyNotice {
+  agentType: string;
+  runIds: string[];
 }
 
 export const EMPTY_BATCH: Readonly<WriteBatch> = Object.freeze({
@@ -126,6 +138,13 @@ export const EMPTY_BATCH: Readonly<WriteBatch> = Object.freeze({
   events: [],
   notify: [],
 });
+
+/** A run as a transaction reads it: the run, its current visits, its compensation rows. */
+export interface LoadedRun {
+  run: Run;
+  visits: Visit[];
+  compensations: Compensation[];
+}
 
 /** Operations valid inside a write transaction. */
 export interface StoreTx {
@@ -158,15 +177,17 @@ export interface StoreTx {
    * (with `skipLocked`) when another transaction holds it. Locks the run's row until the end
    * of the transaction (PostgreSQL).
    */
-  loadRun(
-    runId: string,
-    options?: { skipLocked?: boolean },
-  ): Promise<{ run: Run; visits: Visit[]; compensations: Compensation[] } | null>;
+  loadRun(runId: string, options?: { skipLocked?: boolean }): Promise<LoadedRun | null>;
   /**
    * Runs this transaction locked as it began (its `lock`), with their current visits and
    * compensation rows, read in one statement; missing runs are left out.
    */
-  loadRuns(runIds: string[]): Promise<{ run: Run; visits: Visit[]; compensations: Compensation[] }[]>;
+  loadRuns(runIds: string[]): Promise<LoadedRun[]>;
+  /**
+   * The runs of the transaction's `tryLock` that it locked (no other transaction held them),
+   * read as it began. SQLite: none (nothing tells it of runs to try).
+   */
+  tryLocked(): Promise<LoadedRun[]>;
   /**
    * Every visit of the run with the commit order of its success (the seq of its
    * `node.succeeded` event), for planning compensation.

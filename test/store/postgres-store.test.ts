@@ -11,7 +11,7 @@ import { newCompensation as makeCompensation } from "../../src/core/compensation
 import type { Compensation, NewEvent, Run, Visit } from "../../src/core/types.js";
 import { DatabaseError } from "../../src/errors.js";
 import { type PostgresOptions, PostgresStore } from "../../src/store/postgres/postgres-store.js";
-import { EMPTY_BATCH, type StoreTx } from "../../src/store/store.js";
+import { EMPTY_BATCH, type ReadyNotice, type StoreTx } from "../../src/store/store.js";
 import { visit } from "../core/helpers.js";
 import { PG_URL } from "../helpers.js";
 
@@ -297,7 +297,7 @@ describe("PostgresStore", () => {
             insertVisits: [again, newVisit("r2", "a")],
             compensations: [newCompensation("r1", 1, "a")],
             events: [event("r1", "node.ready", "a"), event("r2", "run.started", null)],
-            notify: ["writer"],
+            notify: [{ agentType: "writer", runIds: ["r2"] }],
           });
         },
         { lock: ["r1", "missing"] },
@@ -510,32 +510,64 @@ describe("PostgresStore", () => {
       expect(await b.transaction((tx) => tx.loadRun("missing"))).toBeNull();
     });
 
-    it("delivers a batch's notify to another store's listener at commit, not before", async () => {
+    it("delivers a batch's notify to another store's listener at commit, not before, with its run ids", async () => {
       const schema = freshSchema();
       const [a, b] = await Promise.all([open(schema), open(schema)]);
-      const heard: string[] = [];
+      const heard: ReadyNotice[] = [];
       const waiters: { type: string; resolve: () => void }[] = [];
       const hear = (type: string) =>
         new Promise<void>((resolve) => {
-          if (heard.includes(type)) resolve();
+          if (heard.some((n) => n.agentType === type)) resolve();
           else waiters.push({ type, resolve });
         });
-      b.onReady((type) => {
-        heard.push(type);
-        for (const w of waiters.filter((w) => w.type === type)) w.resolve();
+      b.onReady((notice) => {
+        heard.push(notice);
+        for (const w of waiters.filter((w) => w.type === notice.agentType)) w.resolve();
       });
       await hear("*"); // listening
 
+      const many = Array.from({ length: 101 }, (_, i) => `run-${i}`);
       const committed = a.transaction(async (tx) => {
-        await tx.write({ ...EMPTY_BATCH, notify: ["writer", "writer", "reviewer"] });
+        const writer = { agentType: "writer", runIds: ["r1", "r2"] };
+        await tx.write({ ...EMPTY_BATCH, notify: [writer, writer, { agentType: "reviewer", runIds: many }] });
         // A notification committed after ours was queued arrives; ours is not sent yet.
-        await b.transaction((other) => other.write({ ...EMPTY_BATCH, notify: ["marker"] }));
+        await b.transaction((other) => other.write({ ...EMPTY_BATCH, notify: [{ agentType: "marker", runIds: [] }] }));
         await hear("marker");
-        expect(heard).not.toContain("writer");
+        expect(heard.map((n) => n.agentType)).not.toContain("writer");
       });
       await committed;
       await Promise.all([hear("writer"), hear("reviewer")]);
-      expect(heard.filter((t) => t === "writer")).toHaveLength(1);
+      // The same notice twice is delivered once; too many runs to name: look in the database.
+      expect(heard.filter((n) => n.agentType !== "*")).toEqual([
+        { agentType: "marker", runIds: [] },
+        { agentType: "writer", runIds: ["r1", "r2"] },
+        { agentType: "reviewer", runIds: [] },
+      ]);
+    });
+
+    it("locks and reads the runs to try as it begins, leaving out those another transaction holds", async () => {
+      const schema = freshSchema();
+      const [a, b] = await Promise.all([open(schema), open(schema)]);
+      await readyRuns(a, ["held", "free", "input"]);
+      const holding = deferred();
+      const release = deferred();
+      const held = a.transaction(async (tx) => {
+        await tx.loadRun("held");
+        holding.resolve();
+        await release.promise;
+      });
+      await holding.promise;
+      const tried = await b.transaction(
+        async (tx) => {
+          const runs = await tx.tryLocked();
+          // The run tried and not locked is not handed out as locked either.
+          return { tried: runs.map((r) => r.run.run_id), inputs: (await tx.loadRuns(["input"])).length };
+        },
+        { lock: ["input"], tryLock: ["held", "free", "input", "missing"] },
+      );
+      release.resolve();
+      await held;
+      expect(tried).toEqual({ tried: ["free"], inputs: 1 });
     });
 
     it("listens again after its connection is killed, and says `*`", async () => {
@@ -544,11 +576,11 @@ describe("PostgresStore", () => {
       let stars = 0;
       let onStar = deferred();
       const ready = deferred();
-      b.onReady((type) => {
-        if (type === "*") {
+      b.onReady(({ agentType }) => {
+        if (agentType === "*") {
           stars += 1;
           onStar.resolve();
-        } else if (type === "writer") ready.resolve();
+        } else if (agentType === "writer") ready.resolve();
       });
       await onStar.promise;
       onStar = deferred();
@@ -560,7 +592,7 @@ describe("PostgresStore", () => {
       expect(rows).toHaveLength(1);
       await onStar.promise;
       expect(stars).toBe(2);
-      await a.transaction((tx) => tx.write({ ...EMPTY_BATCH, notify: ["writer"] }));
+      await a.transaction((tx) => tx.write({ ...EMPTY_BATCH, notify: [{ agentType: "writer", runIds: [] }] }));
       await ready.promise;
     });
 

@@ -12,7 +12,7 @@ import type { Logger } from "pino";
 import type { Compensation, Run, RunEvent, Visit } from "../../core/types.js";
 import { DatabaseError, ValidationError } from "../../errors.js";
 import { Serial } from "../serial.js";
-import type { EngineRow, RunFilter, Store, StoredWorkflow, StoreTx } from "../store.js";
+import type { EngineRow, LoadedRun, ReadyNotice, RunFilter, Store, StoredWorkflow, StoreTx } from "../store.js";
 import {
   type ConnectionSettings,
   connectionSettings,
@@ -21,14 +21,7 @@ import {
 } from "./connection.js";
 import { migrate } from "./migrate.js";
 import { connectError } from "./pg-errors.js";
-import {
-  HOLDS_ATTEMPTS,
-  type LoadedRun,
-  type LoadedRunRow,
-  loadedRun,
-  loadRunsSql,
-  PostgresTx,
-} from "./postgres-tx.js";
+import { HOLDS_ATTEMPTS, type LoadedRunRow, loadedRun, loadRunsSql, PostgresTx } from "./postgres-tx.js";
 import { ReadyListener } from "./ready-listener.js";
 import {
   COMPENSATION_COLUMNS,
@@ -344,27 +337,32 @@ export class PostgresStore implements Store {
     // PostgreSQL checkpoints and vacuums on its own.
   }
 
-  onReady(listener: (agentType: string) => void): void {
+  onReady(listener: (notice: ReadyNotice) => void): void {
     this.listener.add(listener);
   }
 
-  transaction<T>(fn: (tx: StoreTx) => Promise<T>, options: { lock?: string[] } = {}): Promise<T> {
+  transaction<T>(fn: (tx: StoreTx) => Promise<T>, options: { lock?: string[]; tryLock?: string[] } = {}): Promise<T> {
     const clock = this.clock;
     // One round trip: BEGIN, the database's time, the runs' locks (in run_id order: two
-    // transactions never deadlock), then the runs read by a statement of its own, whose snapshot
-    // is taken after the locks (it sees what the transactions it waited for committed). The
-    // simple protocol takes no parameters: the ids go in as escaped literals, and the read is a
-    // statement the connection prepared once (EXECUTE: its kept plan, no planning each time).
+    // transactions never deadlock; then those to try, skipping any another transaction holds),
+    // then the runs read by a statement of its own, whose snapshot is taken after the locks (it
+    // sees what the transactions it waited for committed). The simple protocol takes no
+    // parameters: the ids go in as escaped literals, and the read is a statement the connection
+    // prepared once (EXECUTE: its kept plan, no planning each time).
     const statements = [BEGIN];
     if (!clock) statements.push(`SELECT ${DB_NOW} AS now`);
-    const lock = [...new Set(options.lock ?? [])].sort();
-    if (lock.length > 0) {
-      const ids = `ARRAY[${lock.map((id) => pg.escapeLiteral(id)).join(", ")}]::text[]`;
-      statements.push(
-        `SELECT run_id FROM runs WHERE run_id = ANY(${ids}) ORDER BY run_id FOR UPDATE`,
-        `EXECUTE ${LOAD_LOCKED}(${ids})`,
-      );
+    const locking = new Set(options.lock ?? []);
+    const lock = [...locking].sort();
+    const tryLock = [...new Set(options.tryLock ?? [])].filter((id) => !locking.has(id));
+    const ids = (list: string[]) => `ARRAY[${list.map((id) => pg.escapeLiteral(id)).join(", ")}]::text[]`;
+    if (lock.length > 0)
+      statements.push(`SELECT run_id FROM runs WHERE run_id = ANY(${ids(lock)}) ORDER BY run_id FOR UPDATE`);
+    if (tryLock.length > 0) {
+      statements.push(`SELECT run_id FROM runs WHERE run_id = ANY(${ids(tryLock)}) FOR UPDATE SKIP LOCKED`);
     }
+    // A run tried and not locked is read too (it cannot be told apart in SQL), then left out.
+    const reading = lock.length + tryLock.length > 0;
+    if (reading) statements.push(`EXECUTE ${LOAD_LOCKED}(${ids([...lock, ...tryLock])})`);
     return this.serial.run(() =>
       this.inTransaction(
         async (session, begun) => {
@@ -375,13 +373,21 @@ export class PostgresStore implements Store {
             if (typeof now !== "number") throw new Error("skein: PostgreSQL did not return its time at BEGIN");
             time = () => now;
           }
-          const locked = new Map<string, LoadedRun>();
-          if (lock.length > 0) {
-            for (const row of (begun[begun.length - 1]?.rows ?? []) as LoadedRunRow[]) {
-              locked.set(row.run_id, loadedRun(row));
-            }
+          const read = new Map<string, LoadedRun>();
+          for (const row of (reading ? (begun[begun.length - 1]?.rows ?? []) : []) as LoadedRunRow[]) {
+            read.set(row.run_id, loadedRun(row));
           }
-          const tx = new PostgresTx(session, time, this.settings.channel, locked);
+          const tried = new Set(
+            tryLock.length > 0 ? (begun[begun.length - 2]?.rows ?? []).map((r) => r.run_id as string) : [],
+          );
+          const locked = new Map([...read].filter(([id]) => locking.has(id) || tried.has(id)));
+          const tx = new PostgresTx(
+            session,
+            time,
+            this.settings.channel,
+            locked,
+            [...tried].flatMap((id) => locked.get(id) ?? []),
+          );
           try {
             return await fn(tx);
           } finally {
@@ -389,7 +395,7 @@ export class PostgresStore implements Store {
           }
         },
         statements.join("; "),
-        lock.length > 0 ? [LOAD_LOCKED, loadRunsSql("$1::text[]")] : undefined,
+        reading ? [LOAD_LOCKED, loadRunsSql("$1::text[]")] : undefined,
       ),
     );
   }

@@ -6,7 +6,8 @@
  * connection (`name`).
  */
 import type { Compensation, NewEvent, Run, RunEvent, Visit } from "../../core/types.js";
-import { EMPTY_BATCH, type StoreTx, type VisitKey, type WriteBatch } from "../store.js";
+import { EMPTY_BATCH, type LoadedRun, type StoreTx, type VisitKey, type WriteBatch } from "../store.js";
+import { noticePayload } from "./ready-listener.js";
 import {
   COMPENSATION_COLUMNS,
   type Columns,
@@ -72,7 +73,6 @@ export function loadRunsSql(runIds: string): string {
       FROM runs r WHERE r.run_id = ANY(${runIds})`;
 }
 
-export type LoadedRun = { run: Run; visits: Visit[]; compensations: Compensation[] };
 export type LoadedRunRow = DbRun & { visits: DbVisit[]; compensations: DbCompensation[] };
 
 export function loadedRun({ visits, compensations, ...run }: LoadedRunRow): LoadedRun {
@@ -257,6 +257,8 @@ export class PostgresTx implements StoreTx {
     private readonly channel: string,
     /** The runs locked as the transaction began, read in the same round trip. */
     private readonly locked: ReadonlyMap<string, LoadedRun> = new Map(),
+    /** Those of them locked by `tryLock` (the ones no other transaction held). */
+    private readonly tried: readonly LoadedRun[] = [],
   ) {}
 
   /** Called when the transaction ends: a tx kept past its transaction must not run statements on a reused connection. */
@@ -289,7 +291,7 @@ export class PostgresTx implements StoreTx {
         distinct(batch.compensations, (c) => `${c.run_id}\0${c.seq}`),
       ),
       events: columnArrays(EVENT_COLUMNS, batch.events),
-      notify: batch.notify.length > 0 ? [this.channel, batch.notify] : [],
+      notify: batch.notify.length > 0 ? [this.channel, batch.notify.map(noticePayload)] : [],
     };
     let mask = 0;
     const values: unknown[] = [];
@@ -340,15 +342,16 @@ export class PostgresTx implements StoreTx {
     });
   }
 
+  async tryLocked(): Promise<LoadedRun[]> {
+    return [...this.tried];
+  }
+
   async writtenElsewhere(): Promise<boolean> {
     // No run state is kept between transactions on PostgreSQL (exclusive = false).
     return false;
   }
 
-  async loadRun(
-    runId: string,
-    options: { skipLocked?: boolean } = {},
-  ): Promise<{ run: Run; visits: Visit[]; compensations: Compensation[] } | null> {
+  async loadRun(runId: string, options: { skipLocked?: boolean } = {}): Promise<LoadedRun | null> {
     const [row] = await this.q<DbRun>(options.skipLocked ? SQL.lockRunSkip : SQL.lockRun, [runId]);
     if (!row) return null;
     const [rest] = await this.q<{ visits: DbVisit[]; compensations: DbCompensation[] }>(SQL.runRows, [runId]);

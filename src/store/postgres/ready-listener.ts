@@ -8,12 +8,31 @@
 
 import pg from "pg";
 import type { Logger } from "pino";
+import type { ReadyNotice } from "../store.js";
+
+const EVERYTHING: ReadyNotice = { agentType: "*", runIds: [] };
+
+/**
+ * More run ids than this in one notice: the listener is told to look in the database instead.
+ * (A payload must stay under 8,000 bytes; a run id is 36.)
+ */
+const MAX_NOTICE_RUNS = 100;
+
+/** A notice as a NOTIFY payload: the agent type, then the run ids, separated by spaces (agent types have none). */
+export function noticePayload({ agentType, runIds }: ReadyNotice): string {
+  return runIds.length === 0 || runIds.length > MAX_NOTICE_RUNS ? agentType : `${agentType} ${runIds.join(" ")}`;
+}
+
+function readyNotice(payload: string): ReadyNotice {
+  const [agentType = "*", ...runIds] = payload.split(" ");
+  return { agentType, runIds };
+}
 
 const FIRST_RETRY_MS = 100;
 const MAX_RETRY_MS = 30_000;
 
 export class ReadyListener {
-  private readonly listeners = new Set<(agentType: string) => void>();
+  private readonly listeners = new Set<(notice: ReadyNotice) => void>();
   private client: pg.Client | null = null;
   private retryTimer: NodeJS.Timeout | null = null;
   private failures = 0;
@@ -27,7 +46,7 @@ export class ReadyListener {
     private readonly logger: Pick<Logger, "warn">,
   ) {}
 
-  add(listener: (agentType: string) => void): void {
+  add(listener: (notice: ReadyNotice) => void): void {
     this.listeners.add(listener);
     if (!this.started) {
       this.started = true;
@@ -58,7 +77,7 @@ export class ReadyListener {
     client.on("error", onLost);
     client.on("end", () => onLost());
     client.on("notification", (n) => {
-      if (n.channel === this.channel) this.emit(n.payload ?? "*");
+      if (n.channel === this.channel) this.emit(readyNotice(n.payload ?? "*"));
     });
     try {
       await client.connect();
@@ -69,7 +88,7 @@ export class ReadyListener {
     }
     if (this.client !== client) return; // closed meanwhile
     this.failures = 0;
-    this.emit("*");
+    this.emit(EVERYTHING);
   }
 
   private lost(client: pg.Client, err: Error | undefined): void {
@@ -88,10 +107,10 @@ export class ReadyListener {
     this.retryTimer.unref();
   }
 
-  private emit(agentType: string): void {
+  private emit(notice: ReadyNotice): void {
     for (const listener of this.listeners) {
       try {
-        listener(agentType);
+        listener(notice);
       } catch (err) {
         this.logger.warn({ err }, "skein: a ready listener threw");
       }

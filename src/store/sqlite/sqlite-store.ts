@@ -256,8 +256,8 @@ export class SqliteStore implements Store {
     return rows.map(compensationFromDb);
   }
 
-  // `lock` is PostgreSQL's: a SQLite file has one writer.
-  transaction<T>(fn: (tx: StoreTx) => Promise<T>, _options?: { lock?: string[] }): Promise<T> {
+  // `lock` and `tryLock` are PostgreSQL's: a SQLite file has one writer.
+  transaction<T>(fn: (tx: StoreTx) => Promise<T>, _options?: { lock?: string[]; tryLock?: string[] }): Promise<T> {
     return this.serial.run(async () => {
       try {
         this.sql.begin.run();
@@ -348,6 +348,7 @@ export class SqliteStore implements Store {
       takeDeadEngines: async () => [],
       loadRun: async (runId) => load(runId),
       loadRuns: async (runIds) => runIds.map(load).filter((r) => r !== null),
+      tryLocked: async () => [],
       runHistory: async (runId) => {
         const rows = this.writer
           .prepare(
