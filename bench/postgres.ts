@@ -68,6 +68,15 @@ export async function serverSettings(): Promise<Record<string, string | number>>
   });
 }
 
+/**
+ * Writes out what earlier measurements left dirty in the server's buffers (CHECKPOINT, as
+ * pgbench does before a run), so that their checkpoint does not land in the next measurement's
+ * commits: each PostgreSQL measurement starts from the same quiet server.
+ */
+export async function checkpoint(): Promise<void> {
+  await withClient((client) => client.query("CHECKPOINT"));
+}
+
 async function withClient<T>(fn: (client: pg.Client) => Promise<T>): Promise<T> {
   const client = new pg.Client({ connectionString: PG_URL, connectionTimeoutMillis: 10_000 });
   await client.connect();

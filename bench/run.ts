@@ -1,7 +1,8 @@
 /**
  * Skein's benchmark (`npm run bench`). Runs each measurement on a fresh SQLite file (synchronous
  * "normal" unless stated, the system clock) or, for the `postgres` section, on a fresh schema of
- * the PostgreSQL server at BENCH_PG_URL (default the local one, at its default durability), prints
+ * the PostgreSQL server at BENCH_PG_URL (default the local one, at its default durability; each
+ * measurement after a CHECKPOINT, so it does not pay for the writes of the one before), prints
  * a markdown table to stdout and writes bench/results/latest.json as
  * `{ sqlite: { <metric>: number }, postgres: {...}, cli: { help_ms }, http: {...}, meta: {..., postgres: {...}} }`.
  * Progress goes to stderr. Exit code 1 if a measurement failed its own checks (the numbers are
@@ -24,7 +25,7 @@ import { benchClaimComplete, benchDag8External } from "./http.js";
 import { type Measured, progress, round, within } from "./lib.js";
 import { benchParked } from "./parked.js";
 import { benchPgEngines } from "./pg-engines.js";
-import { dropLeftoverSchemas, serverSettings, tempSchema } from "./postgres.js";
+import { checkpoint, dropLeftoverSchemas, serverSettings, tempSchema } from "./postgres.js";
 import { benchRecovery } from "./recovery.js";
 import { benchPgTransition, benchTransition } from "./transition.js";
 import { benchXproc } from "./xproc.js";
@@ -182,6 +183,7 @@ async function main(): Promise<void> {
     const started = performance.now();
     // Each store's meta goes under its own key: `meta.postgres.dag8` beside SQLite's `meta.dag8`.
     const metaOf = section === "postgres" ? await postgresMeta(meta, failures) : meta;
+    if (section === "postgres") await checkpoint().catch((e: unknown) => failures.push(`${name}: CHECKPOINT: ${e}`));
     try {
       const result = await within(measure(), MEASUREMENT_TIMEOUT_MS, name);
       for (const [k, v] of Object.entries(result.metrics)) sections[section][k] = round(v);
