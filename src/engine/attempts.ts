@@ -14,7 +14,7 @@ import type { CompiledNode, WorkflowGraph } from "../definition/graph.js";
 import { NonRetryableError, NotFoundError } from "../errors.js";
 import type { Store, VisitKey } from "../store/store.js";
 import type { Dispatcher } from "./dispatcher.js";
-import type { ClaimedTask, Input } from "./flush.js";
+import type { AttemptRef, ClaimedTask, Input } from "./flush.js";
 import { randomHex } from "./ids.js";
 import { jsonProblem } from "./json.js";
 import type { WorkflowRegistry } from "./registry.js";
@@ -106,16 +106,7 @@ export class AttemptRunner {
       if (!handler) throw new NonRetryableError(`no handler is registered for agent_type "${task.agent_type}"`);
       if (task.compensates) {
         const payload = await this.compensationPayload(task);
-        const value = await handler(this.task({ ...task, payload }, signal));
-        const checked = this.checkJson(value === undefined ? null : value, "output");
-        if (!checked.ok)
-          return {
-            kind: "failure",
-            ...at,
-            error: { message: checked.problem, reason: "invalid_output" },
-            retryable: false,
-          };
-        return { kind: "success", ...at, output: checked.value, decision: { kind: "targets", targets: [] } };
+        return this.compensationOutcome(at, await handler(this.task({ ...task, payload }, signal)));
       }
       const value = await handler(this.task(task, signal));
       return await this.outcome(task, value);
@@ -153,6 +144,20 @@ export class AttemptRunner {
         }),
       route,
     };
+  }
+
+  /** A compensation's result: its output, checked like a visit's; it fires no edges. */
+  compensationOutcome(at: AttemptRef, value: unknown): Input {
+    const checked = this.checkJson(value === undefined ? null : value, "output");
+    if (!checked.ok) {
+      return {
+        kind: "failure",
+        ...at,
+        error: { message: checked.problem, reason: "invalid_output" },
+        retryable: false,
+      };
+    }
+    return { kind: "success", ...at, output: checked.value, decision: { kind: "targets", targets: [] } };
   }
 
   /** Checks an agent's value (in process or external) and works out the edge decision. */
@@ -266,7 +271,7 @@ export class AttemptRunner {
    * A compensation's payload: its templates see `self` (the undone visit's execution_id, output
    * and error). Resolved at each attempt: the run has ended, so every attempt sees the same.
    */
-  private async compensationPayload(t: ClaimedTask): Promise<Json> {
+  async compensationPayload(t: ClaimedTask): Promise<Json> {
     const { graph } = await this.o.registry.get(t.workflow_id, t.workflow_version);
     const node = graph.nodes.get(t.node_id);
     const template = node?.compensationPayload;

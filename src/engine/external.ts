@@ -7,13 +7,14 @@
  * so, or the poll interval passes (a retry falling due announces nothing).
  */
 import { route } from "../agents/task.js";
+import { undoneExecutionId } from "../core/compensation.js";
 import type { Json } from "../core/types.js";
 import { NotFoundError, ValidationError } from "../errors.js";
 import type { Store } from "../store/store.js";
 import type { AttemptRunner, ResultOf } from "./attempts.js";
 import type { Clock } from "./clock.js";
 import type { Dispatcher } from "./dispatcher.js";
-import { type ClaimedTask, parseExecutionId, REVIEW, type Report, type ReportAnswer } from "./flush.js";
+import { type ClaimedTask, type Input, parseExecutionId, REVIEW, type Report, type ReportAnswer } from "./flush.js";
 import { randomHex } from "./ids.js";
 
 /** A claimed task as an external worker receives it: DESIGN §5's fields and the lease. */
@@ -120,7 +121,8 @@ export class ExternalWorkers {
       if (!waiting || tasks.length > 0 || this.o.clock.now() >= giveUpAt || gone()) {
         waiting?.cancel();
         for (const t of tasks) this.remember(t);
-        return tasks.map((t) => ({
+        const ready = (await Promise.all(tasks.map((t) => this.withPayload(t)))).filter((t) => t !== null);
+        return ready.map((t) => ({
           ...t,
           traceparent: `00-${t.trace_id}-${randomHex(8)}-01`,
           lease_expires_at: t.lease_expires_at ?? t.deadline_at,
@@ -147,9 +149,22 @@ export class ExternalWorkers {
     executionId: string,
     request: { attempt: number; output?: unknown; next?: string | string[] },
   ): Promise<ReportAnswer> {
-    const task = await this.taskOf(executionId, request.attempt);
-    const value = request.next === undefined ? (request.output ?? null) : route(request.next, request.output ?? null);
-    const input = await this.o.attempts.outcome(task, value);
+    let input: Input;
+    if (undoneExecutionId(executionId) !== null) {
+      if (request.next !== undefined) {
+        throw new ValidationError("Report is invalid", [
+          { path: "next", message: "a compensation has no edges to route" },
+        ]);
+      }
+      input = this.o.attempts.compensationOutcome(
+        { execution_id: executionId, attempt: request.attempt },
+        request.output,
+      );
+    } else {
+      const task = await this.taskOf(executionId, request.attempt);
+      const value = request.next === undefined ? (request.output ?? null) : route(request.next, request.output ?? null);
+      input = await this.o.attempts.outcome(task, value);
+    }
     if (input.kind === "failure")
       throw new ValidationError("Output is invalid", [{ path: "output", message: input.error.message }]);
     if (input.kind === "success") {
@@ -197,6 +212,22 @@ export class ExternalWorkers {
     return new Promise<ReportAnswer>((resolve, reject) =>
       this.o.dispatcher.push({ kind: "report", execution_id: executionId, attempt, report, done: { resolve, reject } }),
     );
+  }
+
+  /**
+   * A compensation's task with its payload resolved (its templates see what it undoes), as an
+   * in-process attempt gets it; null when that fails: the attempt is failed for good, as an
+   * in-process one would be, and not handed out.
+   */
+  private async withPayload(t: ClaimedTask): Promise<ClaimedTask | null> {
+    if (!t.compensates) return t;
+    try {
+      return { ...t, payload: await this.o.attempts.compensationPayload(t) };
+    } catch (e) {
+      const error = { message: e instanceof Error ? e.message : String(e), reason: "template_error" };
+      this.report(t.execution_id, t.attempt, { kind: "failure", error, retryable: false }).catch(() => undefined);
+      return null;
+    }
   }
 
   private remember(t: ClaimedTask): void {

@@ -105,6 +105,16 @@ type Callback<T> = { resolve(value: T): void; reject(error: unknown): void };
 
 type ClaimInput = Extract<Input, { kind: "claim" }>;
 
+/** The attempt an external report names (Flush.reportTarget). */
+interface ReportTarget {
+  rs: RunState;
+  key: VisitKey;
+  row: Visit | Compensation;
+  /** The row's lease changed: write it. */
+  touched(): void;
+  apply(report: Exclude<Report, { kind: "heartbeat" }>): void;
+}
+
 /** One attempt of a visit or compensation row. */
 export type AttemptRef = { execution_id: string; attempt: number };
 
@@ -277,7 +287,7 @@ export class Flush {
   }
 
   private async apply(input: Input): Promise<unknown> {
-    // External workers claim no compensations: their reports are visits' (or not found).
+    // An in-process compensation's result (an external worker's is a report like a visit's).
     if (input.kind !== "report" && "attempt" in input && undoneExecutionId(input.execution_id) !== null) {
       return this.compensationResult(input);
     }
@@ -432,26 +442,50 @@ export class Flush {
     if (claims.length === 0) return;
     const tasks = new Map(claims.map((c) => [c, [] as ClaimedTask[]]));
     const room = (c: ClaimInput) => c.max - (tasks.get(c)?.length ?? 0);
+    const lease = (c: ClaimInput, row: Visit | Compensation) => {
+      row.lease_expires_at = Math.min(row.deadline_at ?? Number.POSITIVE_INFINITY, this.now + c.lease_ms);
+    };
     const take = async (c: ClaimInput, rs: RunState, v: Visit) => {
       claim(rs, v, c.holder, this.now);
-      v.lease_expires_at = Math.min(v.deadline_at ?? Number.POSITIVE_INFINITY, this.now + c.lease_ms);
+      lease(c, v);
       tasks.get(c)?.push(await this.task(rs, v));
     };
-    const taker = (v: Visit) => claims.find((c) => room(c) > 0 && c.agent_types.includes(v.agent_type));
+    const takeCompensation = async (c: ClaimInput, rs: RunState, row: Compensation) => {
+      claimCompensation(rs, row, c.holder, this.now);
+      lease(c, row);
+      tasks.get(c)?.push(await this.compensationTask(rs, row));
+    };
+    const taker = (agentType: string) => claims.find((c) => room(c) > 0 && c.agent_types.includes(agentType));
     for (const [rs, v] of this.inHand()) {
-      const c = isClaimable(v, this.now) ? taker(v) : undefined;
+      const c = isClaimable(v, this.now) ? taker(v.agent_type) : undefined;
       if (c) await take(c, rs, v);
     }
+    for (const rs of this.states.values()) {
+      const row = claimableCompensation(rs, this.now);
+      const c = row ? taker(row.agent_type) : undefined;
+      if (row && c) await takeCompensation(c, rs, row);
+    }
+    const wanted = (type: string) =>
+      claims.reduce((n, c) => n + (c.agent_types.includes(type) ? Math.max(0, room(c)) : 0), 0);
     for (const type of new Set(claims.flatMap((c) => c.agent_types))) {
-      const wanted = claims.reduce((n, c) => n + (c.agent_types.includes(type) ? Math.max(0, room(c)) : 0), 0);
-      if (wanted === 0) continue;
-      const keys = await this.tx.claimable(type, this.now, wanted);
+      if (wanted(type) === 0) continue;
+      const keys = await this.tx.claimable(type, this.now, wanted(type));
       await this.preload([...new Set(keys.map((k) => k.run_id))]);
       for (const key of keys) {
         const rs = await this.load(key.run_id);
         const v = rs?.current.get(key.node_id);
-        const c = rs && v && v.visit === key.visit && isClaimable(v, this.now) ? taker(v) : undefined;
+        const c = rs && v && v.visit === key.visit && isClaimable(v, this.now) ? taker(v.agent_type) : undefined;
         if (rs && v && c) await take(c, rs, v);
+      }
+      // Then what failed runs have to undo with this agent type, one row per run at a time.
+      if (wanted(type) === 0) continue;
+      const runIds = await this.tx.claimableCompensations(type, this.now, wanted(type));
+      await this.preload(runIds);
+      for (const runId of runIds) {
+        const rs = await this.load(runId);
+        const row = rs ? claimableCompensation(rs, this.now) : null;
+        const c = row?.agent_type === type ? taker(type) : undefined;
+        if (rs && row && c) await takeCompensation(c, rs, row);
       }
     }
     for (const c of claims) this.out.callbacks.push(() => c.done.resolve(tasks.get(c) ?? []));
@@ -464,37 +498,32 @@ export class Flush {
    */
   private async report(input: Extract<Input, { kind: "report" }>): Promise<void> {
     const { report, done } = input;
-    const key = parseExecutionId(input.execution_id);
-    const rs = key ? await this.load(key.run_id) : undefined;
-    const v = key ? rs?.current.get(key.node_id) : undefined;
-    if (!rs || !v || !key) {
-      return done.reject(new NotFoundError(`no task ${input.execution_id}; check the execution_id`));
-    }
-    if (v.visit !== key.visit) {
+    const target = await this.reportTarget(input.execution_id);
+    if (!target) return done.reject(new NotFoundError(`no task ${input.execution_id}; check the execution_id`));
+    const { rs, row, key } = target;
+    if (row.visit !== key.visit) {
       return done.reject(
         new ConflictError(`attempt ${input.attempt} of ${input.execution_id} is no longer held: superseded`),
       );
     }
     const answer = (status: ReportAnswer["status"]) => {
-      this.out.callbacks.push(() => done.resolve({ status, lease_expires_at: v.lease_expires_at }));
+      this.out.callbacks.push(() => done.resolve({ status, lease_expires_at: row.lease_expires_at }));
     };
-    const expired = v.lease_expires_at !== null && v.lease_expires_at <= this.now;
-    if (v.state === "RUNNING" && v.attempt === input.attempt && !expired) {
+    const expired = row.lease_expires_at !== null && row.lease_expires_at <= this.now;
+    if (row.state === "RUNNING" && row.attempt === input.attempt && !expired) {
       if (report.kind === "heartbeat") {
-        v.lease_expires_at = Math.min(v.deadline_at ?? Number.POSITIVE_INFINITY, this.now + report.lease_ms);
-        rs.changes.updated.add(v);
-      } else if (report.kind === "success") succeed(rs, v, report.output, report.decision, this.now);
-      else if (report.kind === "failure") failAttempt(rs, v, report.error, report.retryable, this.now, this.o.random);
-      else failVisit(rs, v, report.reason, report.error, this.now);
+        row.lease_expires_at = Math.min(row.deadline_at ?? Number.POSITIVE_INFINITY, this.now + report.lease_ms);
+        target.touched();
+      } else target.apply(report);
       return answer("accepted");
     }
-    if (v.attempt === input.attempt && sameReport(v, report)) return answer("duplicate");
+    if (row.attempt === input.attempt && sameReport(row, report)) return answer("duplicate");
     const why =
-      v.attempt !== input.attempt
-        ? `its current attempt is ${v.attempt}`
-        : v.state === "RUNNING"
+      row.attempt !== input.attempt
+        ? `its current attempt is ${row.attempt}`
+        : row.state === "RUNNING"
           ? "its lease expired"
-          : `it is ${v.state}`;
+          : `it is ${row.state}`;
     if (report.kind !== "heartbeat") {
       event(rs, "result.fenced", key, this.now, {
         execution_id: input.execution_id,
@@ -506,6 +535,45 @@ export class Flush {
     this.out.callbacks.push(() =>
       done.reject(new ConflictError(`attempt ${input.attempt} of ${input.execution_id} is no longer held: ${why}`)),
     );
+  }
+
+  /**
+   * What an external report names: a visit's attempt, or a compensation row's (its execution_id
+   * ends in `:compensate`), with how a result applies to each. Undefined when there is none.
+   */
+  private async reportTarget(executionId: string): Promise<ReportTarget | undefined> {
+    const undone = undoneExecutionId(executionId);
+    const key = parseExecutionId(undone ?? executionId);
+    const rs = key ? await this.load(key.run_id) : undefined;
+    if (!rs || !key) return undefined;
+    if (undone === null) {
+      const v = rs.current.get(key.node_id);
+      if (!v) return undefined;
+      return {
+        rs,
+        key,
+        row: v,
+        touched: () => rs.changes.updated.add(v),
+        apply: (r) => {
+          if (r.kind === "success") succeed(rs, v, r.output, r.decision, this.now);
+          else if (r.kind === "failure") failAttempt(rs, v, r.error, r.retryable, this.now, this.o.random);
+          else failVisit(rs, v, r.reason, r.error, this.now);
+        },
+      };
+    }
+    const c = rs.compensations.find((x) => x.node_id === key.node_id && x.visit === key.visit);
+    if (!c) return undefined;
+    return {
+      rs,
+      key,
+      row: c,
+      touched: () => rs.changes.compensations.add(c),
+      apply: (r) => {
+        if (r.kind === "success") compensationSucceeded(rs, c, r.output, this.now);
+        else if (r.kind === "failure") compensationFailed(rs, c, r.error, r.retryable, this.now, this.o.random);
+        else compensationFailed(rs, c, r.error, false, this.now, this.o.random, r.reason);
+      },
+    };
   }
 
   /** A person's decision: exactly one wins, for the review round it names (DESIGN §5). */
@@ -975,7 +1043,7 @@ export function parseExecutionId(executionId: string): VisitKey | null {
 }
 
 /** The report that left the visit as it is: sent again by a worker that missed the answer. */
-function sameReport(v: Visit, report: Report): boolean {
+function sameReport(v: Pick<Visit, "state" | "output" | "error">, report: Report): boolean {
   if (report.kind === "success") {
     return v.state === "SUCCEEDED" && JSON.stringify(v.output) === JSON.stringify(report.output);
   }

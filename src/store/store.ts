@@ -209,6 +209,12 @@ export interface StoreTx {
    * hold are skipped).
    */
   claimable(agentType: string, now: number, limit: number): Promise<VisitKey[]>;
+  /**
+   * Compensating runs whose next compensation row is of this agent type and due by `now`,
+   * oldest first, at most `limit`; locked like `claimable`'s (PostgreSQL skips runs another
+   * transaction holds). For external workers: an engine's own handlers get theirs by the sweep.
+   */
+  claimableCompensations(agentType: string, now: number, limit: number): Promise<string[]>;
   /** Ready visits whose payload templates are not resolved yet. */
   unresolved(now: number, limit: number): Promise<VisitKey[]>;
   /** Running attempts whose lease or deadline passed. */

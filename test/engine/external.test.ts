@@ -17,6 +17,20 @@ const CHAIN = {
   ],
 };
 
+/** book → pay; each undone by an external `undo` worker when the run fails. */
+const SAGA = {
+  id: "external-saga",
+  nodes: [
+    { node_id: "book", agent_type: "step", compensation: { agent_type: "undo", payload: { of: "{{ self.output }}" } } },
+    {
+      node_id: "pay",
+      agent_type: "step",
+      depends_on: ["book"],
+      compensation: { agent_type: "undo", payload: { of: "{{ self.execution_id }}" } },
+    },
+  ],
+};
+
 async function setup() {
   const t = await testEngine();
   await t.engine.registerWorkflow(CHAIN);
@@ -121,6 +135,50 @@ describe("external agents", () => {
     const nothing = engine.claimTasks({ agent_types: ["checker"], worker_id: "w1", wait_seconds: 3 });
     await clock.advance(3_000);
     expect(await nothing).toEqual([]);
+  });
+
+  it("hands a failed run's compensations to external workers, in order, fenced like visits", async () => {
+    const { engine } = await testEngine();
+    await engine.registerWorkflow(SAGA);
+    const run = await engine.startRun(SAGA.id);
+    const [book] = await engine.claimTasks({ agent_types: ["step"], worker_id: "w" });
+    await engine.completeTask(book!.execution_id, { attempt: 1, output: { booking: 7 } });
+    const [pay] = await engine.claimTasks({ agent_types: ["step"], worker_id: "w" });
+    await engine.failTask(pay!.execution_id, { attempt: 1, error: { message: "card declined" }, retryable: false });
+
+    // The failed visit is undone first, then the success before it.
+    const [undoPay] = await engine.claimTasks({ agent_types: ["undo"], worker_id: "u", max_tasks: 5 });
+    expect(undoPay).toMatchObject({
+      execution_id: `${pay!.execution_id}:compensate`,
+      node_id: "pay",
+      agent_type: "undo",
+      payload: { of: pay!.execution_id },
+      compensates: { execution_id: pay!.execution_id, output: null, error: { message: "card declined" } },
+    });
+    expect(await engine.claimTasks({ agent_types: ["undo"], worker_id: "u2" })).toEqual([]);
+    await expect(
+      engine.completeTask(undoPay!.execution_id, { attempt: 1, output: {}, next: "book" }),
+    ).rejects.toThrow(ValidationError);
+    expect((await engine.completeTask(undoPay!.execution_id, { attempt: 1, output: { refunded: true } })).status).toBe(
+      "accepted",
+    );
+    expect((await engine.completeTask(undoPay!.execution_id, { attempt: 1, output: { refunded: true } })).status).toBe(
+      "duplicate",
+    );
+    await expect(engine.failTask(undoPay!.execution_id, { attempt: 1, error: { message: "late" } })).rejects.toThrow(
+      ConflictError,
+    );
+
+    const [undoBook] = await engine.claimTasks({ agent_types: ["undo"], worker_id: "u" });
+    expect(undoBook).toMatchObject({ node_id: "book", payload: { of: { booking: 7 } } });
+    expect((await engine.heartbeatTask(undoBook!.execution_id, { attempt: 1 })).status).toBe("accepted");
+    await engine.completeTask(undoBook!.execution_id, { attempt: 1, output: null });
+    const done = await engine.waitForRun(run.run_id);
+    expect(done.status).toBe("FAILED");
+    expect(done.compensations.map((c) => [c.node_id, c.state, c.output])).toEqual([
+      ["pay", "SUCCEEDED", { refunded: true }],
+      ["book", "SUCCEEDED", null],
+    ]);
   });
 
   it("rejects malformed claims and reports with the field at fault", async () => {

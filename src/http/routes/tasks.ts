@@ -25,6 +25,10 @@ const TaskSchema = z.object({
   input: json(),
   deps: z.record(z.string(), z.object({ status: z.string(), output: json(), error: json() })),
   trigger: json().describe("the edge that activated this visit, if any: { node_id, visit, status, output, error }"),
+  compensates: z
+    .object({ execution_id: z.string(), output: json(), error: json() })
+    .optional()
+    .describe("on a compensation's task only: the visit it undoes (DESIGN §6); its execution_id ends in :compensate"),
   trace_id: z.string(),
   traceparent: z.string(),
   workflow_id: z.string(),

@@ -202,6 +202,15 @@ const SQL = {
                 FOR UPDATE OF r SKIP LOCKED)
            SELECT run_id, node_id, visit FROM c`,
   },
+  claimableCompensations: {
+    name: "skein_claimable_compensations",
+    text: `WITH c AS MATERIALIZED (
+             SELECT c.run_id FROM compensations c JOIN runs r ON r.run_id = c.run_id
+              WHERE c.agent_type = $1 AND c.ready_at IS NOT NULL AND c.ready_at <= $2 AND r.status = 'COMPENSATING'
+              ORDER BY c.ready_at LIMIT $3
+                FOR UPDATE OF r SKIP LOCKED)
+           SELECT run_id FROM c`,
+  },
   unresolved: {
     name: "skein_unresolved",
     text: `SELECT run_id, node_id, visit FROM visits
@@ -395,6 +404,11 @@ export class PostgresTx implements StoreTx {
 
   async claimable(agentType: string, now: number, limit: number): Promise<VisitKey[]> {
     return this.q<VisitKey>(SQL.claimable, [agentType, now, limit]);
+  }
+
+  async claimableCompensations(agentType: string, now: number, limit: number): Promise<string[]> {
+    const rows = await this.q<{ run_id: string }>(SQL.claimableCompensations, [agentType, now, limit]);
+    return rows.map((r) => r.run_id);
   }
 
   async unresolved(now: number, limit: number): Promise<VisitKey[]> {

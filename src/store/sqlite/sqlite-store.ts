@@ -396,6 +396,8 @@ export class SqliteStore implements Store {
         return out;
       },
       claimable: async (agentType, now, limit) => keys(s.claimable.all(agentType, now, limit)),
+      claimableCompensations: async (agentType, now, limit) =>
+        (s.claimableCompensations.all(agentType, now, limit) as { run_id: string }[]).map((r) => r.run_id),
       unresolved: async (now, limit) => keys(s.unresolved.all(now, limit)),
       expiredAttempts: async (now, limit) => keys(s.expiredAttempts.all(now, limit)),
       attemptsHeldBy: async (holders, limit) =>
@@ -471,6 +473,11 @@ function prepare(db: Db) {
       `SELECT run_id, node_id, visit FROM visits INDEXED BY visits_ready
          WHERE agent_type = ? AND ready_at IS NOT NULL AND ready_at <= ? AND payload IS NOT NULL
          ORDER BY ready_at LIMIT ?`,
+    ),
+    claimableCompensations: db.prepare(
+      `SELECT c.run_id FROM compensations c JOIN runs r ON r.run_id = c.run_id
+         WHERE c.agent_type = ? AND c.ready_at IS NOT NULL AND c.ready_at <= ? AND r.status = 'COMPENSATING'
+         ORDER BY c.ready_at LIMIT ?`,
     ),
     unresolved: db.prepare(
       `SELECT run_id, node_id, visit FROM visits
