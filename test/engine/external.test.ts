@@ -156,9 +156,9 @@ describe("external agents", () => {
       compensates: { execution_id: pay!.execution_id, output: null, error: { message: "card declined" } },
     });
     expect(await engine.claimTasks({ agent_types: ["undo"], worker_id: "u2" })).toEqual([]);
-    await expect(
-      engine.completeTask(undoPay!.execution_id, { attempt: 1, output: {}, next: "book" }),
-    ).rejects.toThrow(ValidationError);
+    await expect(engine.completeTask(undoPay!.execution_id, { attempt: 1, output: {}, next: "book" })).rejects.toThrow(
+      ValidationError,
+    );
     expect((await engine.completeTask(undoPay!.execution_id, { attempt: 1, output: { refunded: true } })).status).toBe(
       "accepted",
     );
