@@ -61,6 +61,6 @@ describe.skipIf(!onPostgres)("engines sharing a PostgreSQL database", () => {
     );
     const second = ended.map((r) => r.nodes.find((n) => n.node_id === "second"));
     expect(second.map((n) => [n?.state, n?.attempt])).toEqual(runs.map(() => ["SUCCEEDED", 1]));
-    expect(second.filter((n) => (n?.output as { by: string }).by === "b")).toHaveLength(started);
+    expect(second.filter((n) => (n?.output as { by?: string } | null)?.by === "b")).toHaveLength(started);
   });
 });
