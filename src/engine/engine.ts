@@ -441,15 +441,8 @@ export class Engine {
 
   /** What waits for people, oldest first. */
   async listReviews(_filter: { status?: "pending" } = {}): Promise<PendingReview[]> {
-    const visits = await this.store.listReviews();
-    const traces = new Map<string, string>();
     const out: PendingReview[] = [];
-    for (const v of visits) {
-      let trace = traces.get(v.run_id);
-      if (trace === undefined) {
-        trace = (await this.store.getRun(v.run_id))?.trace_id ?? "";
-        traces.set(v.run_id, trace);
-      }
+    for (const v of await this.store.listReviews()) {
       const payload = (v.payload ?? {}) as Record<string, Json>;
       out.push({
         run_id: v.run_id,
@@ -462,7 +455,7 @@ export class Engine {
         data: v.payload,
         requested_at: v.started_at,
         deadline_at: v.deadline_at,
-        trace_id: trace,
+        trace_id: v.trace_id,
       });
     }
     return out;

@@ -81,7 +81,7 @@ export interface Store {
   latestTerminalVisits(runId: string): Promise<Visit[]>;
   listEvents(runId: string, options?: { afterSeq?: number; limit?: number }): Promise<RunEvent[]>;
   /** Visits waiting for a person (IN_REVIEW), oldest first. */
-  listReviews(): Promise<Visit[]>;
+  listReviews(): Promise<(Visit & { trace_id: string })[]>;
   /** The run's compensation rows, by seq. */
   listCompensations(runId: string): Promise<Compensation[]>;
 

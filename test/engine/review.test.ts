@@ -46,7 +46,13 @@ describe("human_review", () => {
     const waiting = await engine.getRun(run.run_id);
     expect(waiting).toMatchObject({ status: "RUNNING", waiting_reviews: 1 });
     expect(await engine.listReviews({ status: "pending" })).toEqual([
-      expect.objectContaining({ run_id: run.run_id, node_id: "check", title: "Publish t?", assignees: ["editor"] }),
+      expect.objectContaining({
+        run_id: run.run_id,
+        node_id: "check",
+        title: "Publish t?",
+        assignees: ["editor"],
+        trace_id: run.trace_id,
+      }),
     ]);
 
     await engine.review(run.run_id, "check", {

@@ -315,13 +315,15 @@ export class PostgresStore implements Store {
     return rows.map(eventFromDb);
   }
 
-  async listReviews(): Promise<Visit[]> {
-    const rows = await this.read<DbVisit>({
+  async listReviews(): Promise<(Visit & { trace_id: string })[]> {
+    const rows = await this.read<DbVisit & { run_trace_id: string }>({
       name: "skein_reviews",
       // NULLS FIRST: SQLite's order.
-      text: `SELECT ${VISITS} FROM visits WHERE state = 'IN_REVIEW' ORDER BY started_at NULLS FIRST, run_id`,
+      text: `SELECT ${selectList(VISIT_COLUMNS, "v")}, r.trace_id AS run_trace_id
+               FROM visits v JOIN runs r ON r.run_id = v.run_id
+              WHERE v.state = 'IN_REVIEW' ORDER BY v.started_at NULLS FIRST, v.run_id`,
     });
-    return rows.map(visitFromDb);
+    return rows.map(({ run_trace_id, ...row }) => ({ ...visitFromDb(row), trace_id: run_trace_id }));
   }
 
   async listCompensations(runId: string): Promise<Compensation[]> {

@@ -240,11 +240,12 @@ export class SqliteStore implements Store {
     return rows.map(eventFromDb);
   }
 
-  async listReviews(): Promise<Visit[]> {
+  async listReviews(): Promise<(Visit & { trace_id: string })[]> {
     const rows = this.read(
-      "SELECT * FROM visits WHERE state = 'IN_REVIEW' ORDER BY started_at, run_id",
-    ).all() as DbVisit[];
-    return rows.map(visitFromDb);
+      `SELECT v.*, r.trace_id AS run_trace_id FROM visits v JOIN runs r ON r.run_id = v.run_id
+        WHERE v.state = 'IN_REVIEW' ORDER BY v.started_at, v.run_id`,
+    ).all() as (DbVisit & { run_trace_id: string })[];
+    return rows.map(({ run_trace_id, ...row }) => ({ ...visitFromDb(row), trace_id: run_trace_id }));
   }
 
   onReady(): void {
