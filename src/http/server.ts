@@ -122,18 +122,26 @@ export async function createServer(options: ServerOptions): Promise<FastifyInsta
   app.addHook("onRoute", (route) => {
     if (route.method !== "HEAD") routes.push(route);
   });
-  app.addHook("onRequest", async (request) => {
+  // Hooks with callbacks, not async: every request passes them, and a promise each is measurable.
+  app.addHook("onRequest", (request, _reply, done) => {
     const access = request.routeOptions.config.access;
     // Unknown URLs (the 404 handler) have no access: they answer 404 to anyone.
-    if (access === undefined) return;
-    request.principal = tokens.authorize(request, access);
-  });
-  app.addHook("preValidation", async (request) => {
-    if (request.body !== undefined && depthOver(request.body, MAX_JSON_DEPTH)) {
-      throw new ValidationError(`The request body nests deeper than ${MAX_JSON_DEPTH} levels`, [
-        { path: "body", message: `must nest at most ${MAX_JSON_DEPTH} levels of objects and arrays` },
-      ]);
+    try {
+      if (access !== undefined) request.principal = tokens.authorize(request, access);
+    } catch (e) {
+      return done(e as Error);
     }
+    done();
+  });
+  app.addHook("preValidation", (request, _reply, done) => {
+    if (request.body !== undefined && depthOver(request.body, MAX_JSON_DEPTH)) {
+      return done(
+        new ValidationError(`The request body nests deeper than ${MAX_JSON_DEPTH} levels`, [
+          { path: "body", message: `must nest at most ${MAX_JSON_DEPTH} levels of objects and arrays` },
+        ]),
+      );
+    }
+    done();
   });
   // Route schemas are zod: parsed here (defaults applied, types trusted after), every problem with its path.
   app.setValidatorCompiler(({ schema, httpPart }) => {

@@ -103,6 +103,7 @@ export function registerTaskRoutes(app: FastifyInstance, { engine }: RouteContex
           `this token may claim ${allowed?.join(", ")}, not ${refused.join(", ")}; ask for a token that lists them`,
         );
       }
+      if (request.body.wait_seconds === 0) return { tasks: await engine.claimTasks(request.body) };
       // A worker that goes away (stopping) ends its long poll: nothing more is claimed for it.
       const gone = new AbortController();
       reply.raw.once("close", () => {
