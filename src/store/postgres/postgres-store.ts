@@ -68,8 +68,15 @@ const DB_NOW = "floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint";
 
 const BEGIN = "BEGIN ISOLATION LEVEL READ COMMITTED";
 
-/** Reads the runs a transaction locked as it began (prepared once per connection). */
-const LOAD_LOCKED = "skein_load_locked";
+/**
+ * What a transaction's BEGIN round trip EXECUTEs (prepared once per connection: kept plans, no
+ * planning each time): the runs' locks, waiting or not, and the read of the runs it locked.
+ */
+const BEGIN_STATEMENTS = {
+  lock: ["skein_lock_runs", "SELECT run_id FROM runs WHERE run_id = ANY($1::text[]) ORDER BY run_id FOR UPDATE"],
+  tryLock: ["skein_try_lock_runs", "SELECT run_id FROM runs WHERE run_id = ANY($1::text[]) FOR UPDATE SKIP LOCKED"],
+  load: ["skein_load_locked", loadRunsSql("$1::text[]")],
+} as const satisfies Record<string, [name: string, text: string]>;
 
 /** First key of workflow registration locks ("skwf"); the second is a hash of schema and id. */
 const WORKFLOW_LOCK = 0x736b7766;
@@ -357,14 +364,16 @@ export class PostgresStore implements Store {
     const lock = [...locking].sort();
     const tryLock = [...new Set(options.tryLock ?? [])].filter((id) => !locking.has(id));
     const ids = (list: string[]) => `ARRAY[${list.map((id) => pg.escapeLiteral(id)).join(", ")}]::text[]`;
-    if (lock.length > 0)
-      statements.push(`SELECT run_id FROM runs WHERE run_id = ANY(${ids(lock)}) ORDER BY run_id FOR UPDATE`);
-    if (tryLock.length > 0) {
-      statements.push(`SELECT run_id FROM runs WHERE run_id = ANY(${ids(tryLock)}) FOR UPDATE SKIP LOCKED`);
-    }
+    const used: (keyof typeof BEGIN_STATEMENTS)[] = [];
+    const execute = (statement: keyof typeof BEGIN_STATEMENTS, runIds: string[]) => {
+      used.push(statement);
+      statements.push(`EXECUTE ${BEGIN_STATEMENTS[statement][0]}(${ids(runIds)})`);
+    };
+    if (lock.length > 0) execute("lock", lock);
+    if (tryLock.length > 0) execute("tryLock", tryLock);
     // A run tried and not locked is read too (it cannot be told apart in SQL), then left out.
     const reading = lock.length + tryLock.length > 0;
-    if (reading) statements.push(`EXECUTE ${LOAD_LOCKED}(${ids([...lock, ...tryLock])})`);
+    if (reading) execute("load", [...lock, ...tryLock]);
     return this.serial.run(() =>
       this.inTransaction(
         async (session, begun) => {
@@ -397,7 +406,7 @@ export class PostgresStore implements Store {
           }
         },
         statements.join("; "),
-        reading ? [LOAD_LOCKED, loadRunsSql("$1::text[]")] : undefined,
+        used.map((statement) => BEGIN_STATEMENTS[statement]),
       ),
     );
   }
@@ -420,14 +429,14 @@ export class PostgresStore implements Store {
   private async inTransaction<T>(
     fn: (session: Session, begun: pg.QueryResult[]) => Promise<T>,
     begin: string = BEGIN,
-    /** A statement `begin` EXECUTEs: prepared on the connection first if it is not yet. */
-    prepared?: [name: string, text: string],
+    /** Statements `begin` EXECUTEs: prepared on the connection first if they are not yet. */
+    prepared: readonly (readonly [name: string, text: string])[] = [],
   ): Promise<T> {
     const session = await this.session();
     let open = false;
     let destroy = false;
     try {
-      if (prepared) await session.prepare(...prepared);
+      for (const [name, text] of prepared) await session.prepare(name, text);
       // Open before BEGIN's round trip returns: a statement after BEGIN in it may fail (a
       // deadlock while locking), leaving a transaction to roll back.
       open = true;
