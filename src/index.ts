@@ -17,7 +17,7 @@ export {
   type StartRunOptions,
 } from "./engine/engine.js";
 export type { Notification, NotifyOptions } from "./engine/notifier.js";
-export type { RegisteredWorkflow } from "./engine/registry.js";
+export type { RegisteredWorkflow, WorkflowCheck } from "./engine/registry.js";
 export {
   ConflictError,
   DatabaseError,

@@ -17,7 +17,7 @@ import { type ClaimRequest, type ExternalTask, ExternalWorkers } from "./externa
 import { randomHex, uuidv7 } from "./ids.js";
 import { canonicalJson, jsonProblem, sha256 } from "./json.js";
 import { Notifier, type NotifyOptions } from "./notifier.js";
-import { type RegisteredWorkflow, WorkflowRegistry } from "./registry.js";
+import { type RegisteredWorkflow, type WorkflowCheck, WorkflowRegistry } from "./registry.js";
 
 export interface EngineOptions {
   /**
@@ -307,6 +307,16 @@ export class Engine {
   async registerWorkflow(definition: unknown): Promise<RegisteredWorkflow> {
     this.assertOpen();
     return this.registry.register(definition, this.clock.now());
+  }
+
+  /**
+   * Checks a definition as registerWorkflow would (this engine's agent types and decide hooks
+   * included), without storing anything: for editors that validate as the user types.
+   * @example const { ok, errors } = await engine.checkWorkflow(JSON.parse(text));
+   */
+  async checkWorkflow(definition: unknown): Promise<WorkflowCheck> {
+    this.assertOpen();
+    return this.registry.check(definition);
   }
 
   /**

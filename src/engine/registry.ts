@@ -5,7 +5,7 @@
 import type { Ajv, ValidateFunction } from "ajv";
 import type { WorkflowGraph } from "../definition/graph.js";
 import type { WorkflowDefinition } from "../definition/schema.js";
-import { parseWorkflowOrThrow } from "../definition/validate.js";
+import { parseWorkflowOrThrow, type ValidateOptions, validateWorkflow } from "../definition/validate.js";
 import { NotFoundError, type Problem, ValidationError } from "../errors.js";
 import type { Store } from "../store/store.js";
 import { canonicalJson, sha256 } from "./json.js";
@@ -30,6 +30,16 @@ export interface RegisteredWorkflow {
   warnings: Problem[];
 }
 
+/** What registering a definition would say, without storing it. */
+export interface WorkflowCheck {
+  /** True when registerWorkflow would accept the definition. */
+  ok: boolean;
+  /** Every problem that refuses it, with its path (none when ok). */
+  errors: Problem[];
+  /** What is accepted but worth a look (an agent type with no handler here, ...). */
+  warnings: Problem[];
+}
+
 export class WorkflowRegistry {
   private readonly cache = new Map<string, LoadedWorkflow>();
   /** Loaded on the first workflow with an input_schema: most never need it, and it is slow to import. */
@@ -41,10 +51,7 @@ export class WorkflowRegistry {
   ) {}
 
   async register(json: unknown, now: number): Promise<RegisteredWorkflow> {
-    const { workflow, graph, warnings } = parseWorkflowOrThrow(json, {
-      knownAgentTypes: this.options.knownAgentTypes(),
-      decideHooks: this.options.decideHooks(),
-    });
+    const { workflow, graph, warnings } = parseWorkflowOrThrow(json, this.validateOptions());
     const checkInput = await this.compileInputSchema(workflow);
     // The version is the registry's to assign: content without it decides identity.
     const { version: _ignored, ...content } = json as Record<string, unknown>;
@@ -61,6 +68,23 @@ export class WorkflowRegistry {
       checkInput,
     });
     return { id: workflow.id, version, created, warnings };
+  }
+
+  /** The checks of `register` (the definition, then its input_schema), as a result: nothing is stored. */
+  async check(json: unknown): Promise<WorkflowCheck> {
+    const result = validateWorkflow(json, this.validateOptions());
+    if (!result.ok) return { ok: false, errors: result.errors, warnings: result.warnings };
+    try {
+      await this.compileInputSchema(result.workflow);
+    } catch (e) {
+      if (!(e instanceof ValidationError)) throw e;
+      return { ok: false, errors: e.problems, warnings: result.warnings };
+    }
+    return { ok: true, errors: [], warnings: result.warnings };
+  }
+
+  private validateOptions(): ValidateOptions {
+    return { knownAgentTypes: this.options.knownAgentTypes(), decideHooks: this.options.decideHooks() };
   }
 
   /** The given version, or the latest. @throws NotFoundError */

@@ -96,4 +96,39 @@ describe("workflows", () => {
     expect(bad.statusCode).toBe(400);
     expect(bad.json().error.details.problems).toEqual([{ path: "query.version", message: expect.any(String) }]);
   });
+
+  it("POST /validate checks a definition as PUT would and stores nothing: every error with its path, and warnings", async () => {
+    const { app, engine } = await testApi();
+    const validate = (payload: unknown, token: string = TOKENS.admin) =>
+      app.inject({ method: "POST", url: "/v1/workflows/validate", headers: bearer(token), payload: payload as object });
+
+    const bad = await validate({
+      id: "bad",
+      nodes: [
+        { node_id: "a", agent_type: "writer" },
+        { node_id: "b", agent_type: "writer", depends_on: ["nope"] },
+      ],
+    });
+    expect(bad.statusCode).toBe(200);
+    expect(bad.json()).toEqual({
+      ok: false,
+      errors: [{ path: "nodes[1].depends_on[0]", message: expect.stringContaining('unknown node "nope"') }],
+      warnings: [],
+    });
+
+    // An agent type this server has no handler for is a warning, as PUT reports it; a reviewer may check too.
+    const good = await validate({ id: "good", nodes: [{ node_id: "a", agent_type: "mystery" }] }, TOKENS.alice);
+    expect(good.statusCode).toBe(200);
+    expect(good.json()).toEqual({
+      ok: true,
+      errors: [],
+      warnings: [{ path: "nodes[0].agent_type", message: expect.stringContaining("mystery") }],
+    });
+
+    const badSchema = await validate({ ...WORKFLOWS.simple, input_schema: { type: "nonsense" } });
+    expect(badSchema.json()).toMatchObject({ ok: false, errors: [{ path: "input_schema" }] });
+
+    expect(await engine.listWorkflows()).toEqual([]);
+    expect((await validate(WORKFLOWS.simple, TOKENS.agent)).statusCode).toBe(403);
+  });
 });

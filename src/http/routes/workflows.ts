@@ -1,4 +1,4 @@
-/** Workflows: list, read a version, register (PUT the definition). */
+/** Workflows: list, read a version, check a definition without storing it, register (PUT the definition). */
 import type { FastifyInstance } from "fastify";
 import { z } from "zod";
 import { ValidationError } from "../../errors.js";
@@ -24,6 +24,12 @@ const Registered = z.object({
   warnings: z.array(ProblemSchema),
 });
 
+const Checked = z.object({
+  ok: z.boolean().describe("true: PUT would accept this definition"),
+  errors: z.array(ProblemSchema).describe("every problem that refuses it, with its path"),
+  warnings: z.array(ProblemSchema),
+});
+
 export function registerWorkflowRoutes(app: FastifyInstance, { engine }: RouteContext): void {
   app.get(
     "/v1/workflows",
@@ -35,6 +41,21 @@ export function registerWorkflowRoutes(app: FastifyInstance, { engine }: RouteCo
       },
     },
     async () => ({ workflows: await engine.listWorkflows() }),
+  );
+
+  // A dry run for editors (the admin page checks as the user types): 200 whatever the verdict,
+  // since an invalid definition is the answer asked for, not a bad request.
+  app.post<{ Body: unknown }>(
+    "/v1/workflows/validate",
+    {
+      config: { access: READERS },
+      schema: {
+        summary: "Check a definition as PUT would, storing nothing: every problem with its path, and the warnings",
+        body: Definition,
+        response: { 200: Checked },
+      },
+    },
+    async (request) => engine.checkWorkflow(request.body),
   );
 
   app.get<{ Params: z.output<typeof Id>; Querystring: z.output<typeof VersionQuery> }>(
