@@ -31,7 +31,8 @@ function isZod(value: unknown): value is z.ZodType {
 
 export function openApiDocument(routes: readonly RouteOptions[], publicUrl: string | undefined): JsonSchema {
   const paths: Record<string, Record<string, unknown>> = {};
-  for (const route of routes) {
+  // The API's routes only: the admin page's files are not part of it.
+  for (const route of routes.filter((r) => r.url.startsWith("/v1/"))) {
     const path = route.url.replace(/:([A-Za-z0-9_]+)/g, "{$1}");
     for (const method of [route.method].flat()) {
       paths[path] = { ...paths[path], [method.toLowerCase()]: operation(route) };

@@ -3,7 +3,7 @@
  * group lives in `routes/`; this file wires what they share: request validation with the zod
  * schemas the routes declare (the OpenAPI document is generated from the same schemas), bearer
  * token checks by each route's `access`, JSON limits (body size, depth, `__proto__` keys), trace
- * ids in the logs, and the one error shape.
+ * ids in the logs, and the one error shape. It also serves the admin page (ui.ts) at `/`.
  *
  * @example
  * const engine = await createEngine({ database: "sqlite:./skein.db", agents });
@@ -26,6 +26,7 @@ import { registerRunRoutes } from "./routes/runs.js";
 import { registerStreamRoutes } from "./routes/stream.js";
 import { registerTaskRoutes } from "./routes/tasks.js";
 import { registerWorkflowRoutes } from "./routes/workflows.js";
+import { BUILT_UI_DIR, registerUiRoutes } from "./ui.js";
 
 declare module "fastify" {
   interface FastifyContextConfig {
@@ -53,6 +54,11 @@ export interface ServerOptions {
   logger?: Logger;
   /** The API's address as clients reach it, listed in the OpenAPI document's `servers`. */
   publicUrl?: string;
+  /**
+   * The admin page at `/`: the directory of its build, or false for the API alone.
+   * @defaultValue this package's dist/web (made by npm run build)
+   */
+  ui?: string | false;
   /** @internal the SSE heartbeat interval, ms. @defaultValue 15000 */
   heartbeatMs?: number;
 }
@@ -174,6 +180,7 @@ export async function createServer(options: ServerOptions): Promise<FastifyInsta
   });
 
   for (const register of ROUTE_MODULES) register(app, ctx);
+  if (options.ui !== false) registerUiRoutes(app, options.ui ?? BUILT_UI_DIR);
   const unguarded = routes.filter((r) => r.config?.access === undefined).map((r) => `${r.method} ${r.url}`);
   if (unguarded.length > 0) throw new Error(`routes without an access rule: ${unguarded.join(", ")}`);
   await app.ready();

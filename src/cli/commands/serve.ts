@@ -1,4 +1,4 @@
-/** `skein serve`: an engine and the HTTP API over the database, until SIGINT or SIGTERM. */
+/** `skein serve`: an engine, the HTTP API and the admin page over the database, until SIGINT or SIGTERM. */
 import { readFileSync } from "node:fs";
 import type { AddressInfo } from "node:net";
 import { type Command, InvalidArgumentError } from "commander";
@@ -21,9 +21,9 @@ interface ServeOptions {
 export function registerServe(program: Command): void {
   program
     .command("serve")
-    .summary("run an engine and the HTTP API")
+    .summary("run an engine, the HTTP API and the admin page")
     .description(
-      "run an engine (with the agents module's handlers) and the HTTP API under /v1 until SIGINT/SIGTERM; logs one JSON line per request (pino, stdout), the listening URL on stderr",
+      "run an engine (with the agents module's handlers), the HTTP API under /v1 and the admin page at / until SIGINT/SIGTERM; logs one JSON line per request (pino, stdout), the listening URL on stderr",
     )
     .option("--port <n>", "TCP port (0: any free port)", portNumber, 8080)
     .option("--host <address>", "address to listen on; anything but loopback needs tokens", "127.0.0.1")
@@ -80,7 +80,7 @@ export function registerServe(program: Command): void {
           "serving",
         );
         process.stderr.write(
-          `skein: serving the HTTP API on ${url}/v1 (${tokens.length > 0 ? `${tokens.length} token${tokens.length > 1 ? "s" : ""}` : "no tokens: open, loopback only"}); SIGINT or SIGTERM stops\n`,
+          `skein: serving the HTTP API on ${url}/v1 and the admin page on ${url}/ (${tokens.length > 0 ? `${tokens.length} token${tokens.length > 1 ? "s" : ""}` : "no tokens: open, loopback only"}); SIGINT or SIGTERM stops\n`,
         );
         const signal = await stop.received;
         logger.info({ signal }, "stopping: no new requests; closing event streams, then the engine");
