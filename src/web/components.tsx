@@ -1,0 +1,86 @@
+/** Small pieces the pages share. Everything shown is a text node: no HTML from data, ever. */
+import type { ComponentChildren } from "preact";
+import { useEffect, useRef } from "preact/hooks";
+import { ApiError, messageOf } from "./api.js";
+import { json } from "./format.js";
+import type { Problem } from "./types.js";
+
+/** A run status or visit state, coloured. */
+export function Badge(props: { state: string }) {
+  return <span class={`badge state-${props.state.toLowerCase()}`}>{props.state}</span>;
+}
+
+/** A JSON value, indented; `empty` when there is none. */
+export function JsonBlock(props: { value: unknown; empty?: string }) {
+  if (props.value === null || props.value === undefined) return <span class="muted">{props.empty ?? "none"}</span>;
+  return <pre class="json">{json(props.value)}</pre>;
+}
+
+/** Problems with their paths (`nodes[1].depends_on[0]: unknown node "x"`). */
+export function ProblemList(props: { problems: Problem[]; kind: "error" | "warning"; label: string }) {
+  if (props.problems.length === 0) return null;
+  return (
+    <ul class={`problems ${props.kind}`} aria-label={props.label}>
+      {props.problems.map((p, i) => (
+        <li key={`${p.path}:${i}`}>
+          <code class="problem-path">{p.path}</code>: <span class="problem-message">{p.message}</span>
+        </li>
+      ))}
+    </ul>
+  );
+}
+
+/** An error from the API (with its problems listed) or any other failure. */
+export function ErrorNote(props: { error: unknown; prefix?: string }) {
+  if (props.error === undefined || props.error === null) return null;
+  const problems = props.error instanceof ApiError ? props.error.problems : [];
+  return (
+    <div class="error-note" role="alert">
+      <p>
+        {props.prefix ? `${props.prefix}: ` : ""}
+        {messageOf(props.error)}
+      </p>
+      <ProblemList problems={problems} kind="error" label="problems" />
+    </div>
+  );
+}
+
+/**
+ * A modal question (the native <dialog>): the action runs only on the confirm button; Escape or
+ * the other button closes it.
+ */
+export function ConfirmDialog(props: {
+  title: string;
+  confirmLabel: string;
+  danger?: boolean;
+  busy?: boolean;
+  onConfirm: () => void;
+  onClose: () => void;
+  children?: ComponentChildren;
+}) {
+  const dialog = useRef<HTMLDialogElement>(null);
+  useEffect(() => {
+    dialog.current?.showModal();
+  }, []);
+  return (
+    <dialog ref={dialog} class="confirm" aria-label={props.title} onClose={props.onClose}>
+      <form
+        onSubmit={(e) => {
+          e.preventDefault();
+          props.onConfirm();
+        }}
+      >
+        <h3>{props.title}</h3>
+        {props.children}
+        <div class="actions">
+          <button type="button" onClick={() => dialog.current?.close()}>
+            Back
+          </button>
+          <button type="submit" class={props.danger ? "danger" : "primary"} disabled={props.busy}>
+            {props.confirmLabel}
+          </button>
+        </div>
+      </form>
+    </dialog>
+  );
+}

@@ -1,0 +1,121 @@
+/**
+ * Draws a workflow graph as SVG elements made by Preact: every id, type and condition is a text
+ * node, so no definition can add markup, a link or a script to the drawing (there is no
+ * diagram language parsed here, hence no directive to inject). Nodes are coloured by the
+ * state of their current visit (style.css), edges the run took are drawn bold, the others pale.
+ */
+import { useId } from "preact/hooks";
+import { layout, NODE_HEIGHT, NODE_WIDTH } from "./layout.js";
+import type { Graph } from "./model.js";
+
+const ID_CHARS = 22;
+const TYPE_CHARS = 26;
+const LABEL_CHARS = 28;
+
+export function GraphView(props: { graph: Graph; selected?: string | undefined; onSelect?: (nodeId: string) => void }) {
+  const { graph, selected, onSelect } = props;
+  const arrow = `arrow-${useId()}`;
+  const drawn = layout(
+    graph.nodes.map((n) => n.id),
+    graph.edges,
+  );
+  if (graph.nodes.length === 0) return <p class="muted">No nodes to draw yet.</p>;
+  return (
+    <svg
+      class="graph"
+      viewBox={`0 0 ${drawn.width} ${drawn.height}`}
+      width={drawn.width}
+      height={drawn.height}
+      role="img"
+      aria-label="workflow graph"
+    >
+      <defs>
+        {/* In user space: a bold (taken) edge keeps the same arrowhead as a thin one. */}
+        <marker
+          id={arrow}
+          viewBox="0 0 10 10"
+          refX="9"
+          refY="5"
+          markerUnits="userSpaceOnUse"
+          markerWidth="10"
+          markerHeight="10"
+          orient="auto"
+        >
+          <path d="M 0 0 L 10 5 L 0 10 z" class="arrowhead" />
+        </marker>
+      </defs>
+      {graph.edges.map((edge, i) => {
+        const shape = drawn.shapes[i];
+        if (!shape) return null;
+        return (
+          <g
+            key={`${edge.kind}:${edge.from}:${edge.to}:${i}`}
+            class={`edge edge-${edge.kind}${edge.taken ? " taken" : ""}${edge.loop ? " loop" : ""}`}
+            data-from={edge.from}
+            data-to={edge.to}
+            data-taken={String(edge.taken)}
+          >
+            <path d={shape.d} marker-end={`url(#${arrow})`} />
+            {edge.label !== undefined && edge.kind !== "depends" && (
+              <text x={shape.labelX} y={shape.labelY} text-anchor="middle" class="edge-label">
+                <title>{edge.label}</title>
+                {clip(edge.label, LABEL_CHARS)}
+              </text>
+            )}
+          </g>
+        );
+      })}
+      {graph.nodes.map((node) => {
+        const box = drawn.boxes.get(node.id);
+        if (!box) return null;
+        const state = node.visit?.state;
+        const select = () => onSelect?.(node.id);
+        return (
+          // biome-ignore lint/a11y/useSemanticElements: an SVG group cannot be a <button>; role and keys make it one.
+          <g
+            key={node.id}
+            class={`node state-${(state ?? "none").toLowerCase()}${node.id === selected ? " selected" : ""}`}
+            data-node-id={node.id}
+            data-state={state ?? "none"}
+            transform={`translate(${box.x} ${box.y})`}
+            role="button"
+            tabIndex={onSelect ? 0 : -1}
+            aria-label={`${node.id}${state ? `: ${state}` : ""}`}
+            onClick={select}
+            onKeyDown={(e) => {
+              if (e.key === "Enter" || e.key === " ") {
+                e.preventDefault();
+                select();
+              }
+            }}
+          >
+            <title>{`${node.id} (${node.agentType})${state ? `: ${state}` : ""}`}</title>
+            <rect width={NODE_WIDTH} height={NODE_HEIGHT} rx="8" />
+            <text x="10" y="20" class="node-id">
+              {clip(node.id, ID_CHARS)}
+            </text>
+            <text x="10" y="37" class="node-type">
+              {clip(node.agentType, TYPE_CHARS)}
+            </text>
+            {node.visit && (
+              <text x="10" y="54" class="node-state">
+                {stateLine(node.visit.state, node.visit.visit, node.visit.attempt)}
+              </text>
+            )}
+          </g>
+        );
+      })}
+    </svg>
+  );
+}
+
+function stateLine(state: string, visit: number, attempt: number): string {
+  const parts = [state];
+  if (visit > 1) parts.push(`visit ${visit}`);
+  if (attempt > 1) parts.push(`attempt ${attempt}`);
+  return parts.join(" · ");
+}
+
+function clip(text: string, max: number): string {
+  return text.length > max ? `${text.slice(0, max - 1)}…` : text;
+}

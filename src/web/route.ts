@@ -1,0 +1,81 @@
+/**
+ * Pages are addressed by the URL's hash (`#/runs/<id>`), so the server serves one file and a
+ * link to a run or a review can be shared. Run ids, node ids and filters may appear here;
+ * tokens never do.
+ */
+import { useEffect, useState } from "preact/hooks";
+
+export type Route =
+  | { page: "runs"; status?: string; workflow?: string }
+  | { page: "run"; runId: string; node?: string }
+  | { page: "inbox" }
+  | { page: "workflows"; workflowId?: string; version?: number }
+  | { page: "new-workflow" };
+
+export function parseRoute(hash: string): Route {
+  const [path = "", search = ""] = hash.replace(/^#/, "").split("?");
+  const params = new URLSearchParams(search);
+  const parts = path.split("/").filter(Boolean).map(decodeURIComponent);
+  const param = (name: string) => params.get(name) ?? undefined;
+  switch (parts[0]) {
+    case "runs":
+      if (parts[1]) return { page: "run", runId: parts[1], ...optional("node", param("node")) };
+      return { page: "runs", ...optional("status", param("status")), ...optional("workflow", param("workflow")) };
+    case "inbox":
+      return { page: "inbox" };
+    case "workflows": {
+      const version = Number(param("version"));
+      return {
+        page: "workflows",
+        ...optional("workflowId", parts[1]),
+        ...(Number.isInteger(version) && version > 0 ? { version } : {}),
+      };
+    }
+    case "new-workflow":
+      return { page: "new-workflow" };
+    default:
+      return { page: "runs" };
+  }
+}
+
+export function href(route: Route): string {
+  const withQuery = (path: string, params: Record<string, string | number | undefined>) => {
+    const search = new URLSearchParams();
+    for (const [k, v] of Object.entries(params)) if (v !== undefined && v !== "") search.set(k, String(v));
+    const text = search.toString();
+    return `#/${path}${text ? `?${text}` : ""}`;
+  };
+  switch (route.page) {
+    case "runs":
+      return withQuery("runs", { status: route.status, workflow: route.workflow });
+    case "run":
+      return withQuery(`runs/${encodeURIComponent(route.runId)}`, { node: route.node });
+    case "inbox":
+      return "#/inbox";
+    case "workflows":
+      return route.workflowId === undefined
+        ? "#/workflows"
+        : withQuery(`workflows/${encodeURIComponent(route.workflowId)}`, { version: route.version });
+    case "new-workflow":
+      return "#/new-workflow";
+  }
+}
+
+export function navigate(route: Route): void {
+  location.hash = href(route);
+}
+
+/** The current route, re-rendered when the hash changes. */
+export function useRoute(): Route {
+  const [route, setRoute] = useState(() => parseRoute(location.hash));
+  useEffect(() => {
+    const onChange = () => setRoute(parseRoute(location.hash));
+    window.addEventListener("hashchange", onChange);
+    return () => window.removeEventListener("hashchange", onChange);
+  }, []);
+  return route;
+}
+
+function optional<K extends string>(key: K, value: string | undefined): { [P in K]?: string } {
+  return (value === undefined ? {} : { [key]: value }) as { [P in K]?: string };
+}

@@ -1,0 +1,85 @@
+/**
+ * Live events from `GET /v1/stream` (Server-Sent Events). EventSource cannot send an
+ * Authorization header, and a token must never go in a URL, so the stream is read with fetch()
+ * and parsed here. A dropped stream reconnects with a growing delay; a run's stream resumes
+ * after the last event it delivered (`after_seq`), so nothing is missed or repeated.
+ */
+import { authHeaders, errorOf, query } from "./api.js";
+import type { RunEvent } from "./types.js";
+
+export interface StreamOptions {
+  /** Only this run's events. */
+  runId?: string;
+  /** With runId: first replay the run's whole history, then follow it live. */
+  replay?: boolean;
+  onEvent(event: RunEvent): void;
+  /** Called on each (re)connection: events of the time without a stream are not replayed unless `replay`. */
+  onOpen?(): void;
+}
+
+const MAX_RETRY_MS = 10_000;
+
+/** Opens the stream; the returned function closes it for good. */
+export function openStream(options: StreamOptions): () => void {
+  const controller = new AbortController();
+  let lastSeq = options.replay ? 0 : undefined;
+  let failures = 0;
+  let retry: ReturnType<typeof setTimeout> | undefined;
+
+  const connect = async () => {
+    try {
+      const path = `/v1/stream${query({ run_id: options.runId, after_seq: options.runId ? lastSeq : undefined })}`;
+      const res = await fetch(path, {
+        headers: { accept: "text/event-stream", ...authHeaders() },
+        signal: controller.signal,
+        cache: "no-store",
+      });
+      if (!res.ok || !res.body) {
+        const error = await errorOf(res);
+        // No token, a refused one or an unknown run: trying again would get the same answer.
+        if (res.status === 401 || res.status === 403 || res.status === 404) return;
+        throw error;
+      }
+      failures = 0;
+      options.onOpen?.();
+      await readEvents(res.body, (data) => {
+        const event = JSON.parse(data) as RunEvent;
+        lastSeq = event.seq;
+        options.onEvent(event);
+      });
+    } catch {
+      // A dropped connection or a server restart: reconnect below.
+    }
+    if (controller.signal.aborted) return;
+    failures += 1;
+    retry = setTimeout(connect, Math.min(MAX_RETRY_MS, 250 * 2 ** failures));
+  };
+  void connect();
+  return () => {
+    controller.abort();
+    clearTimeout(retry);
+  };
+}
+
+/** Calls `onData` with the data of each event of an SSE body (comments and ids skipped) until it ends. */
+async function readEvents(body: ReadableStream<Uint8Array>, onData: (data: string) => void): Promise<void> {
+  const reader = body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = "";
+  let data: string[] = [];
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) return;
+    buffer += decoder.decode(value, { stream: true });
+    const lines = buffer.split(/\r?\n/);
+    buffer = lines.pop() ?? "";
+    for (const line of lines) {
+      if (line === "") {
+        if (data.length > 0) onData(data.join("\n"));
+        data = [];
+      } else if (line.startsWith("data:")) {
+        data.push(line.slice(line.startsWith("data: ") ? 6 : 5));
+      }
+    }
+  }
+}

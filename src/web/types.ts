@@ -1,0 +1,134 @@
+/**
+ * The shapes the page reads from the HTTP API (its OpenAPI document is the contract; these are
+ * the fields the page uses). Times are epoch milliseconds, data is snake_case, as the API sends.
+ */
+
+export const RUN_STATUSES = ["RUNNING", "COMPENSATING", "SUCCEEDED", "FAILED", "CANCELLED"] as const;
+export type RunStatus = (typeof RUN_STATUSES)[number];
+
+export type VisitState =
+  | "PENDING"
+  | "RUNNING"
+  | "SUCCEEDED"
+  | "FAILED"
+  | "RETRYING"
+  | "IN_REVIEW"
+  | "SKIPPED"
+  | "CANCELLED";
+
+export interface Problem {
+  path: string;
+  message: string;
+}
+
+export interface VisitError {
+  message: string;
+  reason: string;
+  name?: string;
+  details?: unknown;
+}
+
+export interface Run {
+  run_id: string;
+  workflow_id: string;
+  workflow_version: number;
+  status: RunStatus;
+  input: unknown;
+  output: unknown;
+  error: VisitError | null;
+  end_cause: string | null;
+  trace_id: string;
+  needs_attention: boolean;
+  created_at: number;
+  updated_at: number;
+  deadline_at: number;
+  ended_at: number | null;
+}
+
+export interface Visit {
+  run_id: string;
+  node_id: string;
+  visit: number;
+  execution_id: string;
+  agent_type: string;
+  state: VisitState;
+  payload: unknown;
+  output: unknown;
+  error: VisitError | null;
+  reason: string | null;
+  handled: boolean;
+  fired: string[] | null;
+  failures: number;
+  attempt: number;
+  holder: string | null;
+  created_at: number;
+  started_at: number | null;
+  ended_at: number | null;
+  deadline_at: number | null;
+}
+
+export interface Compensation {
+  seq: number;
+  node_id: string;
+  visit: number;
+  execution_id: string;
+  agent_type: string;
+  state: VisitState;
+  output: unknown;
+  error: VisitError | null;
+  attempt: number;
+}
+
+export interface RunWithNodes extends Run {
+  nodes: Visit[];
+  waiting_reviews: number;
+  compensations: Compensation[];
+}
+
+export interface RunEvent {
+  seq: number;
+  run_id: string;
+  type: string;
+  node_id: string | null;
+  visit: number | null;
+  at: number;
+  data: Record<string, unknown>;
+}
+
+export interface PendingReview {
+  run_id: string;
+  node_id: string;
+  visit: number;
+  execution_id: string;
+  title: unknown;
+  instructions: unknown;
+  assignees: unknown;
+  data: unknown;
+  requested_at: number | null;
+  deadline_at: number | null;
+}
+
+export interface WorkflowSummary {
+  id: string;
+  version: number;
+  created_at: number;
+}
+
+export interface Workflow {
+  id: string;
+  version: number;
+  definition: unknown;
+}
+
+export interface WorkflowCheck {
+  ok: boolean;
+  errors: Problem[];
+  warnings: Problem[];
+}
+
+export interface Registered {
+  id: string;
+  version: number;
+  created: boolean;
+  warnings: Problem[];
+}

@@ -1,0 +1,155 @@
+/**
+ * A workflow definition as JSON text: checked as it is typed (first as JSON here, then by the
+ * server's `POST /v1/workflows/validate`, which lists every problem with its path), drawn as a
+ * graph preview from the last text that parsed, and saved as a new version with PUT.
+ */
+import { useEffect, useRef, useState } from "preact/hooks";
+import { ApiError, api } from "../api.js";
+import { ErrorNote, ProblemList } from "../components.js";
+import { GraphView } from "../graph/graph-view.js";
+import { workflowGraph } from "../graph/model.js";
+import type { Problem, Registered, WorkflowCheck } from "../types.js";
+
+/** How long typing pauses before the server checks the text. */
+const CHECK_AFTER_MS = 250;
+
+type Parsed = { ok: true; value: unknown } | { ok: false; problem: Problem };
+
+type Verdict =
+  | { state: "checking" }
+  | { state: "checked"; result: WorkflowCheck }
+  | { state: "failed"; error: unknown }
+  | { state: "not-json"; problem: Problem };
+
+type Saved = { state: "saved"; registered: Registered } | { state: "refused"; error: unknown } | null;
+
+export function Editor(props: { initial: string; onSaved: (registered: Registered) => void }) {
+  const [source, setSource] = useState(props.initial);
+  const [verdict, setVerdict] = useState<Verdict>({ state: "checking" });
+  const [saved, setSaved] = useState<Saved>(null);
+  const [saving, setSaving] = useState(false);
+  const parsed = parse(source);
+  // The preview keeps the last definition that parsed, so a half-typed line does not blank it.
+  const lastGood = useRef<unknown>(undefined);
+  if (parsed.ok) lastGood.current = parsed.value;
+
+  useEffect(() => {
+    const current = parse(source);
+    if (!current.ok) {
+      setVerdict({ state: "not-json", problem: current.problem });
+      return;
+    }
+    setVerdict({ state: "checking" });
+    let stale = false;
+    const timer = setTimeout(() => {
+      api<WorkflowCheck>("POST", "/v1/workflows/validate", current.value).then(
+        (result) => stale || setVerdict({ state: "checked", result }),
+        (error: unknown) => stale || setVerdict({ state: "failed", error }),
+      );
+    }, CHECK_AFTER_MS);
+    return () => {
+      stale = true;
+      clearTimeout(timer);
+    };
+  }, [source]);
+
+  const save = async () => {
+    if (!parsed.ok) return;
+    const id = (parsed.value as { id?: unknown } | null)?.id;
+    setSaving(true);
+    setSaved(null);
+    try {
+      if (typeof id !== "string" || id === "") {
+        throw new ApiError(400, "validation", "The definition needs an id to be saved", [
+          { path: "id", message: 'is required: a name like "order-approval"' },
+        ]);
+      }
+      const registered = await api<Registered>("PUT", `/v1/workflows/${encodeURIComponent(id)}`, parsed.value);
+      setSaved({ state: "saved", registered });
+      props.onSaved(registered);
+    } catch (error) {
+      setSaved({ state: "refused", error });
+    } finally {
+      setSaving(false);
+    }
+  };
+
+  return (
+    <div class="editor">
+      <div class="editor-text">
+        <label class="field">
+          Definition (JSON)
+          <textarea
+            name="definition"
+            class="code"
+            rows={24}
+            spellcheck={false}
+            value={source}
+            onInput={(e) => {
+              setSource(e.currentTarget.value);
+              setSaved(null);
+            }}
+          />
+        </label>
+        <div class="actions">
+          <button type="button" class="primary" disabled={!parsed.ok || saving} onClick={() => void save()}>
+            Save as new version
+          </button>
+          <VerdictLine verdict={verdict} />
+        </div>
+        {saved?.state === "saved" && (
+          <p role="status" class="saved">
+            {saved.registered.created
+              ? `Saved ${saved.registered.id} as version ${saved.registered.version}.`
+              : `No change: this is already ${saved.registered.id} version ${saved.registered.version}.`}
+          </p>
+        )}
+        {saved?.state === "refused" && <ErrorNote error={saved.error} prefix="Not saved" />}
+        <section aria-label="validation">
+          {verdict.state === "not-json" && <ProblemList problems={[verdict.problem]} kind="error" label="errors" />}
+          {verdict.state === "checked" && (
+            <>
+              <ProblemList problems={verdict.result.errors} kind="error" label="errors" />
+              <ProblemList problems={verdict.result.warnings} kind="warning" label="warnings" />
+            </>
+          )}
+          {verdict.state === "failed" && <ErrorNote error={verdict.error} prefix="Could not check" />}
+        </section>
+      </div>
+      <section class="editor-preview" aria-label="graph preview">
+        <GraphView graph={workflowGraph(lastGood.current)} />
+      </section>
+    </div>
+  );
+}
+
+function VerdictLine(props: { verdict: Verdict }) {
+  const v = props.verdict;
+  const [label, kind] =
+    v.state === "checking"
+      ? ["Checking…", "muted"]
+      : v.state === "not-json"
+        ? ["Not JSON", "bad"]
+        : v.state === "failed"
+          ? ["Could not check", "bad"]
+          : v.result.ok
+            ? [`Valid${v.result.warnings.length ? `, ${plural(v.result.warnings.length, "warning")}` : ""}`, "good"]
+            : [plural(v.result.errors.length, "problem"), "bad"];
+  return (
+    <span class={`verdict ${kind}`} role="status" data-verdict={v.state === "checked" ? String(v.result.ok) : v.state}>
+      {label}
+    </span>
+  );
+}
+
+function plural(n: number, word: string): string {
+  return `${n} ${word}${n === 1 ? "" : "s"}`;
+}
+
+function parse(source: string): Parsed {
+  try {
+    return { ok: true, value: JSON.parse(source) as unknown };
+  } catch (e) {
+    return { ok: false, problem: { path: "(JSON)", message: (e as Error).message } };
+  }
+}

@@ -1,0 +1,108 @@
+/** A node's current visit (attempts, ids, timings, payload, output, last error) and its events. */
+import { Badge, JsonBlock } from "../components.js";
+import { elapsed, text, time } from "../format.js";
+import type { RunEvent, Visit } from "../types.js";
+
+export function NodeDetails(props: { visit: Visit; events: RunEvent[]; now: number }) {
+  const { visit: v, events, now } = props;
+  return (
+    <article class="node-details" aria-label={`node ${v.node_id}`}>
+      <h3>
+        <span class="node-name">{v.node_id}</span> <Badge state={v.state} />
+      </h3>
+      <dl class="facts">
+        <dt>Agent type</dt>
+        <dd>{v.agent_type}</dd>
+        <dt>Visit</dt>
+        <dd>{v.visit}</dd>
+        <dt>Attempts</dt>
+        <dd>
+          {v.attempt}
+          {v.failures > 0 ? ` (${v.failures} failed)` : ""}
+        </dd>
+        <dt>execution_id</dt>
+        <dd>
+          <code class="execution-id">{v.execution_id}</code>
+        </dd>
+        <dt>Held by</dt>
+        <dd>{v.holder ?? "-"}</dd>
+        <dt>Created</dt>
+        <dd>{time(v.created_at)}</dd>
+        <dt>Started</dt>
+        <dd>{time(v.started_at)}</dd>
+        <dt>Ended</dt>
+        <dd>{time(v.ended_at)}</dd>
+        <dt>Time</dt>
+        <dd>{elapsed(v.started_at, v.ended_at, now)}</dd>
+        {v.deadline_at !== null && v.ended_at === null && (
+          <>
+            <dt>Deadline</dt>
+            <dd>{time(v.deadline_at)}</dd>
+          </>
+        )}
+        {v.reason !== null && (
+          <>
+            <dt>Reason</dt>
+            <dd>
+              {v.reason}
+              {v.handled ? " (handled by next_on_failure)" : ""}
+            </dd>
+          </>
+        )}
+        {v.fired !== null && v.fired.length > 0 && (
+          <>
+            <dt>Went on to</dt>
+            <dd>{v.fired.join(", ")}</dd>
+          </>
+        )}
+      </dl>
+      <h4>Payload</h4>
+      <JsonBlock value={v.payload} />
+      <h4>Output</h4>
+      <JsonBlock value={v.output} />
+      <h4>Last error</h4>
+      {v.error ? (
+        <div class="error-note">
+          <p>
+            <strong>{v.error.reason}</strong>
+            {v.error.name ? ` (${v.error.name})` : ""}: <span class="error-message">{v.error.message}</span>
+          </p>
+          {v.error.details !== undefined && <JsonBlock value={v.error.details} />}
+        </div>
+      ) : (
+        <span class="muted">none</span>
+      )}
+      <h4>Events</h4>
+      <EventTable events={events} />
+    </article>
+  );
+}
+
+/** Events oldest first: when, what, which visit, and their data as one line. */
+export function EventTable(props: { events: RunEvent[] }) {
+  if (props.events.length === 0) return <p class="muted">No events yet.</p>;
+  return (
+    <table class="events" aria-label="events">
+      <thead>
+        <tr>
+          <th>Time</th>
+          <th>Event</th>
+          <th>Node</th>
+          <th>Data</th>
+        </tr>
+      </thead>
+      <tbody>
+        {props.events.map((e) => (
+          <tr key={e.seq}>
+            <td>{time(e.at)}</td>
+            <td>{e.type}</td>
+            <td>{e.node_id === null ? "" : `${e.node_id}#${e.visit ?? ""}`}</td>
+            <td>
+              <code class="event-data">{text(e.data)}</code>
+            </td>
+          </tr>
+        ))}
+      </tbody>
+    </table>
+  );
+}

@@ -1,0 +1,326 @@
+/**
+ * One run: its graph (nodes coloured by state, the path taken bold, skipped branches faded),
+ * its nodes, and the selected node's attempts, payload, output, error and events. The run's
+ * event stream (replayed from the start, then live) both fills the history and triggers a
+ * reload of the run, so the graph changes as the run moves, without reloading the page.
+ */
+import { useEffect, useRef, useState } from "preact/hooks";
+import { api } from "../api.js";
+import { Badge, ConfirmDialog, ErrorNote, JsonBlock } from "../components.js";
+import { elapsed, time } from "../format.js";
+import { GraphView } from "../graph/graph-view.js";
+import { workflowGraph } from "../graph/model.js";
+import { useLoad, useNow } from "../hooks.js";
+import { href, navigate } from "../route.js";
+import { openStream } from "../stream.js";
+import type { RunEvent, RunWithNodes, Workflow } from "../types.js";
+import { EventTable, NodeDetails } from "./node-details.js";
+
+export function RunPage(props: { runId: string; node?: string | undefined }) {
+  const { runId } = props;
+  const run = useLoad(() => api<RunWithNodes>("GET", `/v1/runs/${encodeURIComponent(runId)}`), runId);
+  const data = run.data;
+  const version = data ? `${data.workflow_id}@${data.workflow_version}` : "";
+  const workflow = useLoad(
+    () =>
+      data
+        ? api<Workflow>("GET", `/v1/workflows/${encodeURIComponent(data.workflow_id)}?version=${data.workflow_version}`)
+        : Promise.resolve(undefined),
+    version,
+  );
+  const events = useRunEvents(runId, run.reload);
+  const now = useNow();
+  const [dialog, setDialog] = useState<"cancel" | "retry" | null>(null);
+
+  if (!data) {
+    return (
+      <section>
+        <h2>Run</h2>
+        <ErrorNote error={run.error} prefix="Could not load the run" />
+        {!run.error && <p class="muted">Loading…</p>}
+      </section>
+    );
+  }
+  const graph = workflowGraph(workflow.data?.definition, data.nodes);
+  const selected = data.nodes.find((n) => n.node_id === props.node);
+  const select = (node: string) => navigate({ page: "run", runId, node });
+
+  return (
+    <section class="run-page">
+      <header class="page-header">
+        <h2>
+          Run <code>{data.run_id}</code> <Badge state={data.status} />
+          {data.needs_attention && <span class="attention"> needs attention</span>}
+        </h2>
+        <div class="actions">
+          {data.status === "RUNNING" && (
+            <button type="button" class="danger" onClick={() => setDialog("cancel")}>
+              Cancel run…
+            </button>
+          )}
+          {(data.status === "FAILED" || data.status === "CANCELLED") && (
+            <button type="button" class="primary" onClick={() => setDialog("retry")}>
+              Retry run…
+            </button>
+          )}
+        </div>
+      </header>
+      <ErrorNote error={run.error} prefix="Could not refresh the run" />
+      <dl class="facts">
+        <dt>Workflow</dt>
+        <dd>
+          <a href={href({ page: "workflows", workflowId: data.workflow_id, version: data.workflow_version })}>
+            {data.workflow_id}
+          </a>{" "}
+          v{data.workflow_version}
+        </dd>
+        <dt>Started</dt>
+        <dd>{time(data.created_at)}</dd>
+        <dt>Duration</dt>
+        <dd>{elapsed(data.created_at, data.ended_at, now)}</dd>
+        <dt>Ended</dt>
+        <dd>
+          {data.ended_at === null ? "-" : `${time(data.ended_at)}${data.end_cause ? ` (${data.end_cause})` : ""}`}
+        </dd>
+        <dt>Waiting reviews</dt>
+        <dd>{data.waiting_reviews}</dd>
+        <dt>Trace id</dt>
+        <dd>
+          <code>{data.trace_id}</code>
+        </dd>
+      </dl>
+      {data.error && (
+        <div class="error-note" role="alert">
+          <p>
+            {data.error.reason}: {data.error.message}
+          </p>
+        </div>
+      )}
+
+      <div class="run-layout">
+        <section class="graph-panel" aria-label="run graph">
+          <ErrorNote error={workflow.error} prefix="Could not load the workflow" />
+          <GraphView graph={graph} selected={props.node} onSelect={select} />
+          <p class="legend muted">
+            Bold edges: the path taken. Dashed: loop-backs. Faded nodes: skipped. Select a node for its details.
+          </p>
+        </section>
+        <div class="details-panel">
+          {selected ? (
+            <NodeDetails visit={selected} events={events.filter((e) => e.node_id === selected.node_id)} now={now} />
+          ) : (
+            <p class="muted">Select a node in the graph or the table for its attempts, payload, output and events.</p>
+          )}
+        </div>
+      </div>
+
+      <h3>Nodes</h3>
+      <table class="nodes" aria-label="nodes">
+        <thead>
+          <tr>
+            <th>Node</th>
+            <th>State</th>
+            <th>Visit</th>
+            <th>Attempts</th>
+            <th>Started</th>
+            <th>Time</th>
+            <th>Last error</th>
+          </tr>
+        </thead>
+        <tbody>
+          {data.nodes.map((v) => (
+            <tr key={v.node_id} class={v.node_id === props.node ? "selected" : ""}>
+              <td>
+                <a href={href({ page: "run", runId, node: v.node_id })}>{v.node_id}</a>
+              </td>
+              <td>
+                <Badge state={v.state} />
+              </td>
+              <td>{v.visit}</td>
+              <td>{v.attempt}</td>
+              <td>{time(v.started_at)}</td>
+              <td>{elapsed(v.started_at, v.ended_at, now)}</td>
+              <td class="error-cell">{v.error ? v.error.message : (v.reason ?? "")}</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+
+      {data.compensations.length > 0 && (
+        <>
+          <h3>Compensations</h3>
+          <table class="nodes" aria-label="compensations">
+            <thead>
+              <tr>
+                <th>#</th>
+                <th>Undoes</th>
+                <th>Agent type</th>
+                <th>State</th>
+                <th>Attempts</th>
+                <th>Error</th>
+              </tr>
+            </thead>
+            <tbody>
+              {data.compensations.map((c) => (
+                <tr key={c.seq}>
+                  <td>{c.seq}</td>
+                  <td>
+                    {c.node_id}#{c.visit}
+                  </td>
+                  <td>{c.agent_type}</td>
+                  <td>
+                    <Badge state={c.state} />
+                  </td>
+                  <td>{c.attempt}</td>
+                  <td class="error-cell">{c.error?.message ?? ""}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </>
+      )}
+
+      <h3>Input and output</h3>
+      <div class="two-columns">
+        <div>
+          <h4>Input</h4>
+          <JsonBlock value={data.input} />
+        </div>
+        <div>
+          <h4>Output</h4>
+          <JsonBlock value={data.output} />
+        </div>
+      </div>
+
+      <details>
+        <summary>History ({events.length} events)</summary>
+        <EventTable events={events} />
+      </details>
+
+      {dialog === "cancel" && (
+        <CancelDialog runId={runId} onClose={() => setDialog(null)} onDone={() => run.reload()} />
+      )}
+      {dialog === "retry" && <RetryDialog run={data} onClose={() => setDialog(null)} onDone={() => run.reload()} />}
+    </section>
+  );
+}
+
+/** The run's events: its history replayed, then live ones; each one also reloads the run. */
+function useRunEvents(runId: string, onChange: () => void): RunEvent[] {
+  const events = useRef<RunEvent[]>([]);
+  const [, setCount] = useState(0);
+  const changed = useRef(onChange);
+  changed.current = onChange;
+  useEffect(() => {
+    events.current = [];
+    setCount(0);
+    return openStream({
+      runId,
+      replay: true,
+      onEvent: (event) => {
+        events.current.push(event);
+        setCount(events.current.length);
+        changed.current();
+      },
+      onOpen: () => changed.current(),
+    });
+  }, [runId]);
+  return events.current;
+}
+
+function CancelDialog(props: { runId: string; onClose: () => void; onDone: () => void }) {
+  const [reason, setReason] = useState("");
+  const [compensate, setCompensate] = useState(false);
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState<unknown>(null);
+  const confirm = async () => {
+    setBusy(true);
+    try {
+      await api("POST", `/v1/runs/${encodeURIComponent(props.runId)}/cancel`, {
+        ...(reason.trim() ? { reason: reason.trim() } : {}),
+        compensate,
+      });
+      props.onDone();
+      props.onClose();
+    } catch (e) {
+      setError(e);
+      setBusy(false);
+    }
+  };
+  return (
+    <ConfirmDialog
+      title="Cancel this run?"
+      confirmLabel="Cancel the run"
+      danger
+      busy={busy}
+      onConfirm={() => void confirm()}
+      onClose={props.onClose}
+    >
+      <p>
+        Active nodes are cancelled and their late results ignored. This cannot be undone, but the run can be retried.
+      </p>
+      <label class="field">
+        Reason (optional)
+        <input name="reason" value={reason} onInput={(e) => setReason(e.currentTarget.value)} />
+      </label>
+      <label class="check">
+        <input type="checkbox" checked={compensate} onChange={(e) => setCompensate(e.currentTarget.checked)} /> Undo
+        what it did first (run the compensations)
+      </label>
+      <ErrorNote error={error} prefix="Not cancelled" />
+    </ConfirmDialog>
+  );
+}
+
+function RetryDialog(props: { run: RunWithNodes; onClose: () => void; onDone: () => void }) {
+  const [from, setFrom] = useState("");
+  const [force, setForce] = useState(false);
+  const [busy, setBusy] = useState(false);
+  const [error, setError] = useState<unknown>(null);
+  const confirm = async () => {
+    setBusy(true);
+    try {
+      await api("POST", `/v1/runs/${encodeURIComponent(props.run.run_id)}/retry`, {
+        ...(from ? { from } : {}),
+        ...(force ? { force } : {}),
+      });
+      props.onDone();
+      props.onClose();
+    } catch (e) {
+      setError(e);
+      setBusy(false);
+    }
+  };
+  return (
+    <ConfirmDialog
+      title="Retry this run?"
+      confirmLabel="Retry the run"
+      busy={busy}
+      onConfirm={() => void confirm()}
+      onClose={props.onClose}
+    >
+      <p>
+        New visits run for what failed or was cancelled (or for the node chosen below) and everything downstream; other
+        successes are kept.
+      </p>
+      <label class="field">
+        From
+        <select name="from" value={from} onChange={(e) => setFrom(e.currentTarget.value)}>
+          <option value="">what failed or was cancelled</option>
+          {props.run.nodes.map((n) => (
+            <option key={n.node_id} value={n.node_id}>
+              {n.node_id}
+            </option>
+          ))}
+        </select>
+      </label>
+      {props.run.needs_attention && (
+        <label class="check">
+          <input type="checkbox" checked={force} onChange={(e) => setForce(e.currentTarget.checked)} /> Force: a
+          compensation failed, and I have checked by hand
+        </label>
+      )}
+      <ErrorNote error={error} prefix="Not retried" />
+    </ConfirmDialog>
+  );
+}

@@ -1,0 +1,142 @@
+/** Registered workflows and their versions; one workflow's run form and definition editor; a new workflow. */
+import { api } from "../api.js";
+import { ErrorNote } from "../components.js";
+import { time } from "../format.js";
+import { useLoad } from "../hooks.js";
+import { href, navigate } from "../route.js";
+import type { Registered, Workflow, WorkflowSummary } from "../types.js";
+import { Editor } from "./editor.js";
+import { StartRunForm } from "./start-run.js";
+
+/** What "New workflow" starts from: valid, and showing the main fields. */
+const TEMPLATE = {
+  id: "my-workflow",
+  description: "What this workflow does",
+  input_schema: { type: "object", properties: { topic: { type: "string" } }, required: ["topic"] },
+  nodes: [
+    { node_id: "draft", agent_type: "writer", payload: { topic: "{{ input.topic }}" } },
+    {
+      node_id: "check",
+      agent_type: "human_review",
+      depends_on: ["draft"],
+      payload: { title: "Publish the draft about {{ input.topic }}?", data: "{{ nodes.draft.output }}" },
+      next_on_success: "publish",
+      next_on_failure: "rework",
+    },
+    { node_id: "publish", agent_type: "publisher" },
+    { node_id: "rework", agent_type: "writer" },
+  ],
+};
+
+export function WorkflowsPage(props: { workflowId?: string | undefined; version?: number | undefined }) {
+  const list = useLoad(() => api<{ workflows: WorkflowSummary[] }>("GET", "/v1/workflows"), "workflows");
+  const saved = (r: Registered) => {
+    list.reload();
+    navigate({ page: "workflows", workflowId: r.id, version: r.version });
+  };
+  const latest = list.data?.workflows.find((w) => w.id === props.workflowId);
+  return (
+    <section class="workflows-page">
+      <header class="page-header">
+        <h2>Workflows</h2>
+        <a class="button" href={href({ page: "new-workflow" })}>
+          New workflow
+        </a>
+      </header>
+      <ErrorNote error={list.error} prefix="Could not load the workflows" />
+      <div class="two-columns wide-right">
+        <nav aria-label="workflows">
+          {list.data && list.data.workflows.length === 0 && <p class="muted">No workflows yet.</p>}
+          <ul class="workflow-list">
+            {(list.data?.workflows ?? []).map((w) => (
+              <li key={w.id} class={w.id === props.workflowId ? "selected" : ""}>
+                <a href={href({ page: "workflows", workflowId: w.id })}>{w.id}</a>{" "}
+                <span class="muted">
+                  v{w.version}, {time(w.created_at)}
+                </span>
+              </li>
+            ))}
+          </ul>
+        </nav>
+        <div>
+          {props.workflowId === undefined ? (
+            <p class="muted">Choose a workflow to start a run or edit it, or make a new one.</p>
+          ) : (
+            <WorkflowDetail
+              key={`${props.workflowId}@${props.version ?? "latest"}`}
+              id={props.workflowId}
+              version={props.version}
+              latestVersion={latest?.version}
+              onSaved={saved}
+            />
+          )}
+        </div>
+      </div>
+    </section>
+  );
+}
+
+export function NewWorkflowPage() {
+  return (
+    <section>
+      <header class="page-header">
+        <h2>New workflow</h2>
+      </header>
+      <Editor
+        initial={JSON.stringify(TEMPLATE, null, 2)}
+        onSaved={(r) => navigate({ page: "workflows", workflowId: r.id, version: r.version })}
+      />
+    </section>
+  );
+}
+
+function WorkflowDetail(props: {
+  id: string;
+  version: number | undefined;
+  latestVersion: number | undefined;
+  onSaved: (r: Registered) => void;
+}) {
+  const workflow = useLoad(
+    () =>
+      api<Workflow>(
+        "GET",
+        `/v1/workflows/${encodeURIComponent(props.id)}${props.version ? `?version=${props.version}` : ""}`,
+      ),
+    `${props.id}@${props.version}`,
+  );
+  const w = workflow.data;
+  const latest = props.latestVersion ?? w?.version ?? 1;
+  if (!w) return <ErrorNote error={workflow.error} prefix="Could not load the workflow" />;
+  // The editor edits the content: the version is the server's to assign when it is saved.
+  const { version: _version, ...content } = w.definition as Record<string, unknown>;
+  return (
+    <div class="workflow-detail">
+      <h3>
+        {w.id}{" "}
+        <select
+          name="version"
+          aria-label="version"
+          value={String(w.version)}
+          onChange={(e) => navigate({ page: "workflows", workflowId: w.id, version: Number(e.currentTarget.value) })}
+        >
+          {Array.from({ length: latest }, (_, i) => latest - i).map((v) => (
+            <option key={v} value={String(v)}>
+              version {v}
+              {v === latest ? " (latest)" : ""}
+            </option>
+          ))}
+        </select>{" "}
+        <a href={href({ page: "runs", workflow: w.id })}>its runs</a>
+      </h3>
+      {typeof content.description === "string" && <p class="description">{content.description}</p>}
+      <details class="panel" open>
+        <summary>Start a run</summary>
+        <StartRunForm workflowId={w.id} latestVersion={latest} definition={w.definition} />
+      </details>
+      <details class="panel" open>
+        <summary>Edit, then save as a new version</summary>
+        <Editor initial={JSON.stringify(content, null, 2)} onSaved={props.onSaved} />
+      </details>
+    </div>
+  );
+}

@@ -1,0 +1,22 @@
+import { defineConfig } from "vite";
+
+/**
+ * The admin page (src/web) built into dist/web, which `skein serve` serves at `/`. `npm run
+ * dev:web` serves it with live reload and sends /v1 to a `skein serve` on port 8080.
+ */
+export default defineConfig({
+  root: "src/web",
+  publicDir: "public",
+  // Preact's JSX runtime: small, and its text children are always text nodes, never HTML.
+  oxc: { jsx: { runtime: "automatic", importSource: "preact" } },
+  build: {
+    outDir: "../../dist/web",
+    emptyOutDir: true,
+    target: "es2022",
+    // No inline polyfill script and no data: URLs: the page runs under a CSP without 'unsafe-inline'.
+    modulePreload: { polyfill: false },
+    assetsInlineLimit: 0,
+    reportCompressedSize: false,
+  },
+  server: { proxy: { "/v1": "http://127.0.0.1:8080" } },
+});
