@@ -12,7 +12,7 @@ import type { PendingReview } from "./types.js";
 import { InboxPage } from "./views/inbox.js";
 import { RunPage } from "./views/run.js";
 import { RunsPage } from "./views/runs.js";
-import { NewWorkflowPage, WorkflowsPage } from "./views/workflows.js";
+import { WorkflowsPage } from "./views/workflows.js";
 
 function App() {
   const route = useRoute();
@@ -59,7 +59,7 @@ function Page(props: { route: Route }) {
     case "workflows":
       return <WorkflowsPage workflowId={r.workflowId} version={r.version} />;
     case "new-workflow":
-      return <NewWorkflowPage />;
+      return <WorkflowsPage creating />;
   }
 }
 

@@ -21,12 +21,13 @@ type Verdict =
   | { state: "failed"; error: unknown }
   | { state: "not-json"; problem: Problem };
 
-type Saved = { state: "saved"; registered: Registered } | { state: "refused"; error: unknown } | null;
+/** A refused save: shown until the text changes. A save that worked is the parent's to announce. */
+type Refused = { error: unknown } | null;
 
 export function Editor(props: { initial: string; onSaved: (registered: Registered) => void }) {
   const [source, setSource] = useState(props.initial);
   const [verdict, setVerdict] = useState<Verdict>({ state: "checking" });
-  const [saved, setSaved] = useState<Saved>(null);
+  const [refused, setRefused] = useState<Refused>(null);
   const [saving, setSaving] = useState(false);
   const parsed = parse(source);
   // The preview keeps the last definition that parsed, so a half-typed line does not blank it.
@@ -57,7 +58,7 @@ export function Editor(props: { initial: string; onSaved: (registered: Registere
     if (!parsed.ok) return;
     const id = (parsed.value as { id?: unknown } | null)?.id;
     setSaving(true);
-    setSaved(null);
+    setRefused(null);
     try {
       if (typeof id !== "string" || id === "") {
         throw new ApiError(400, "validation", "The definition needs an id to be saved", [
@@ -65,11 +66,10 @@ export function Editor(props: { initial: string; onSaved: (registered: Registere
         ]);
       }
       const registered = await api<Registered>("PUT", `/v1/workflows/${encodeURIComponent(id)}`, parsed.value);
-      setSaved({ state: "saved", registered });
+      setSaving(false);
       props.onSaved(registered);
     } catch (error) {
-      setSaved({ state: "refused", error });
-    } finally {
+      setRefused({ error });
       setSaving(false);
     }
   };
@@ -87,7 +87,7 @@ export function Editor(props: { initial: string; onSaved: (registered: Registere
             value={source}
             onInput={(e) => {
               setSource(e.currentTarget.value);
-              setSaved(null);
+              setRefused(null);
             }}
           />
         </label>
@@ -97,14 +97,7 @@ export function Editor(props: { initial: string; onSaved: (registered: Registere
           </button>
           <VerdictLine verdict={verdict} />
         </div>
-        {saved?.state === "saved" && (
-          <p role="status" class="saved">
-            {saved.registered.created
-              ? `Saved ${saved.registered.id} as version ${saved.registered.version}.`
-              : `No change: this is already ${saved.registered.id} version ${saved.registered.version}.`}
-          </p>
-        )}
-        {saved?.state === "refused" && <ErrorNote error={saved.error} prefix="Not saved" />}
+        {refused && <ErrorNote error={refused.error} prefix="Not saved" />}
         <section aria-label="validation">
           {verdict.state === "not-json" && <ProblemList problems={[verdict.problem]} kind="error" label="errors" />}
           {verdict.state === "checked" && (

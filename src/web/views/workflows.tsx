@@ -1,4 +1,5 @@
 /** Registered workflows and their versions; one workflow's run form and definition editor; a new workflow. */
+import { useState } from "preact/hooks";
 import { api } from "../api.js";
 import { ErrorNote } from "../components.js";
 import { time } from "../format.js";
@@ -28,13 +29,24 @@ const TEMPLATE = {
   ],
 };
 
-export function WorkflowsPage(props: { workflowId?: string | undefined; version?: number | undefined }) {
+/**
+ * The list beside one workflow, or beside a new one (`creating`). One component for both, so the
+ * note of a save survives the move from the new workflow to the version it became.
+ */
+export function WorkflowsPage(props: {
+  workflowId?: string | undefined;
+  version?: number | undefined;
+  creating?: boolean;
+}) {
   const list = useLoad(() => api<{ workflows: WorkflowSummary[] }>("GET", "/v1/workflows"), "workflows");
+  const [lastSaved, setLastSaved] = useState<Registered | null>(null);
   const saved = (r: Registered) => {
+    setLastSaved(r);
     list.reload();
     navigate({ page: "workflows", workflowId: r.id, version: r.version });
   };
   const latest = list.data?.workflows.find((w) => w.id === props.workflowId);
+  const showSaved = lastSaved !== null && !props.creating && lastSaved.id === props.workflowId;
   return (
     <section class="workflows-page">
       <header class="page-header">
@@ -59,7 +71,19 @@ export function WorkflowsPage(props: { workflowId?: string | undefined; version?
           </ul>
         </nav>
         <div>
-          {props.workflowId === undefined ? (
+          {showSaved && (
+            <p role="status" class="saved">
+              {lastSaved.created
+                ? `Saved ${lastSaved.id} as version ${lastSaved.version}.`
+                : `No change: this is already ${lastSaved.id} version ${lastSaved.version}.`}
+            </p>
+          )}
+          {props.creating ? (
+            <div class="workflow-detail">
+              <h3>New workflow</h3>
+              <Editor initial={JSON.stringify(TEMPLATE, null, 2)} onSaved={saved} />
+            </div>
+          ) : props.workflowId === undefined ? (
             <p class="muted">Choose a workflow to start a run or edit it, or make a new one.</p>
           ) : (
             <WorkflowDetail
@@ -72,20 +96,6 @@ export function WorkflowsPage(props: { workflowId?: string | undefined; version?
           )}
         </div>
       </div>
-    </section>
-  );
-}
-
-export function NewWorkflowPage() {
-  return (
-    <section>
-      <header class="page-header">
-        <h2>New workflow</h2>
-      </header>
-      <Editor
-        initial={JSON.stringify(TEMPLATE, null, 2)}
-        onSaved={(r) => navigate({ page: "workflows", workflowId: r.id, version: r.version })}
-      />
     </section>
   );
 }
