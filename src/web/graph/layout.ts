@@ -8,7 +8,8 @@
  *    edges (an invalid definition being typed) is broken at the node listed first.
  * 2. Order within a layer: document order, then a few sweeps that sort each layer by the mean
  *    position of its neighbours (the barycenter heuristic), which removes most crossings.
- * 3. Coordinates: layers centred on the widest one; loop-back edges run in lanes on the right.
+ * 3. Coordinates: layers centred on the widest one; loop-back edges run in lanes on the side
+ *    nearer their ends.
  */
 
 export const NODE_WIDTH = 176;
@@ -63,30 +64,49 @@ export function layout(ids: readonly string[], edges: readonly LayoutEdge[]): La
 
   const widest = Math.max(1, ...layers.map((l) => l.length));
   const contentWidth = widest * NODE_WIDTH + (widest - 1) * GAP_X;
-  const boxes = new Map<string, Box>();
-  layers.forEach((layer, i) => {
-    const layerWidth = layer.length * NODE_WIDTH + (layer.length - 1) * GAP_X;
-    const left = MARGIN + (contentWidth - layerWidth) / 2;
-    layer.forEach((id, j) => {
-      boxes.set(id, { x: left + j * (NODE_WIDTH + GAP_X), y: MARGIN + i * (NODE_HEIGHT + GAP_Y), layer: i });
+  const place = (left: number) => {
+    const boxes = new Map<string, Box>();
+    layers.forEach((layer, i) => {
+      const layerWidth = layer.length * NODE_WIDTH + (layer.length - 1) * GAP_X;
+      const start = left + (contentWidth - layerWidth) / 2;
+      layer.forEach((id, j) => {
+        boxes.set(id, { x: start + j * (NODE_WIDTH + GAP_X), y: MARGIN + i * (NODE_HEIGHT + GAP_Y), layer: i });
+      });
     });
-  });
+    return boxes;
+  };
 
-  // Edges that cannot be drawn downwards (loop-backs, broken cycles, edges within a layer) each get a lane.
-  let lanes = 0;
-  const rightOfContent = MARGIN + contentWidth;
-  const shapes = edges.map((edge) => {
+  // Edges that cannot be drawn downwards (loop-backs, broken cycles, edges within a layer) each get
+  // a lane, on the side nearer their two ends, so they cross as few nodes as possible.
+  const centre = (box: Box) => box.x + NODE_WIDTH / 2;
+  const unplaced = place(0);
+  const sides = edges.map((edge) => {
+    const from = unplaced.get(edge.from);
+    const to = unplaced.get(edge.to);
+    if (!from || !to || edge.from === edge.to || (!edge.loop && to.layer > from.layer)) return null;
+    return (centre(from) + centre(to)) / 2 < contentWidth / 2 ? "left" : "right";
+  });
+  const leftLanes = sides.filter((side) => side === "left").length;
+  const rightLanes = sides.filter((side) => side === "right").length;
+  const contentLeft = MARGIN + (leftLanes > 0 ? (leftLanes + 1) * LANE : 0);
+  const contentRight = contentLeft + contentWidth;
+  const boxes = place(contentLeft);
+
+  let left = 0;
+  let right = 0;
+  const shapes = edges.map((edge, i) => {
     const from = boxes.get(edge.from);
     const to = boxes.get(edge.to);
     if (!from || !to) return null;
     if (edge.from === edge.to) return selfLoop(from);
-    if (!edge.loop && to.layer > from.layer) return downward(from, to);
-    lanes += 1;
-    return sideways(from, to, rightOfContent + lanes * LANE);
+    const side = sides[i];
+    if (side === "left") return sideways(from, to, contentLeft - ++left * LANE, "left");
+    if (side === "right") return sideways(from, to, contentRight + ++right * LANE, "right");
+    return downward(from, to);
   });
 
   return {
-    width: rightOfContent + MARGIN + (lanes > 0 ? lanes * LANE + LANE : 0),
+    width: contentRight + MARGIN + (rightLanes > 0 ? (rightLanes + 1) * LANE : 0),
     height: MARGIN * 2 + layers.length * NODE_HEIGHT + Math.max(0, layers.length - 1) * GAP_Y,
     boxes,
     layers,
@@ -169,17 +189,19 @@ function downward(from: Box, to: Box): EdgeShape {
   };
 }
 
-/** From the right side of one node out to a lane and back into the right side of another. */
-function sideways(from: Box, to: Box, laneX: number): EdgeShape {
-  const sx = from.x + NODE_WIDTH;
+/** From one side of a node out to a lane and back into the same side of another. */
+function sideways(from: Box, to: Box, laneX: number, side: "left" | "right"): EdgeShape {
+  const offset = side === "right" ? NODE_WIDTH : 0;
+  const sx = from.x + offset;
   const sy = from.y + NODE_HEIGHT / 2;
-  const ex = to.x + NODE_WIDTH;
+  const ex = to.x + offset;
   const ey = to.y + NODE_HEIGHT / 2;
   // The control points sit a third beyond the lane, so the curve's far side touches it.
-  const cx = laneX + (laneX - Math.max(sx, ex)) / 3;
+  const nearest = side === "right" ? Math.max(sx, ex) : Math.min(sx, ex);
+  const cx = laneX + (laneX - nearest) / 3;
   return {
     d: `M ${sx} ${sy} C ${cx} ${sy}, ${cx} ${ey}, ${ex} ${ey}`,
-    labelX: (sx + 3 * cx + 3 * cx + ex) / 8,
+    labelX: (sx + 6 * cx + ex) / 8,
     labelY: (sy + ey) / 2,
   };
 }
