@@ -9,7 +9,7 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   echo "installing Debian's chromium for the browser tests (apt-get install chromium)" >&2
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium
-  exit 0
+  [ -x "$CHROMIUM" ] && exit 0
 fi
 echo "the browser tests need chromium at $CHROMIUM: run apt-get install -y chromium as root, or set SKEIN_CHROMIUM" >&2
 exit 1
