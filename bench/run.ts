@@ -28,6 +28,7 @@ import { benchPgEngines } from "./pg-engines.js";
 import { checkpoint, dropLeftoverSchemas, serverSettings, tempSchema } from "./postgres.js";
 import { benchRecovery } from "./recovery.js";
 import { benchPgTransition, benchTransition } from "./transition.js";
+import { benchUiLoad } from "./ui.js";
 import { benchXproc } from "./xproc.js";
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -69,6 +70,7 @@ const TARGETS: Record<string, { text: string; ok(v: number, all: Record<string, 
   "postgres.xproc_dispatch_p50_ms": { text: "< 5", ok: (v) => v < 5 },
   "cli.help_ms": { text: "< 300", ok: (v) => v < 300 },
   "http.claim_complete_per_s": { text: ">= 2000", ok: (v) => v >= 2000 },
+  "http.ui_load_ms": { text: "< 1000", ok: (v) => v < 1000 },
 };
 
 /** A measurement that hangs is abandoned after this long (it fails; the bench goes on). */
@@ -141,6 +143,7 @@ const MEASUREMENTS: [string, () => Promise<Measured>, Section?][] = [
   ["pg_xproc", () => benchXproc(), "postgres"],
   ["http_claim_complete", () => benchClaimComplete(), "http"],
   ["http_dag8_external", () => benchDag8External(), "http"],
+  ["http_ui_load", () => benchUiLoad(), "http"],
 ];
 
 async function main(): Promise<void> {

@@ -1,0 +1,71 @@
+/**
+ * The admin page's load time (http section, `ui_load_ms`; issue 7: under 1 s on localhost).
+ * `skein serve`'s API and page (the build in dist/web: `npm run bench` builds it first) over a
+ * fresh SQLite file holding 50 finished runs of DAG8, in this process; Debian's chromium
+ * (SKEIN_CHROMIUM, default /usr/bin/chromium) headless, driven by playwright-core.
+ *
+ * A sample is one cold load: a new browser context (empty cache and storage) opens `/#/runs`,
+ * and the time is the page's own clock (performance.now(), from the start of navigation) when
+ * the runs list shows its 50 rows: the HTML, script and style fetched and run, the API read, the
+ * table drawn. One warm-up, then 10 samples; the median (p50) and the worst.
+ */
+import { chromium } from "playwright-core";
+import { createServer } from "../src/http/server.js";
+import { createEngine } from "../src/index.js";
+import { type Measured, percentile, progress, tempDb } from "./lib.js";
+import { DAG8, DAG8_AGENTS } from "./workloads.js";
+
+const CHROMIUM = process.env.SKEIN_CHROMIUM ?? "/usr/bin/chromium";
+const CHROMIUM_ARGS = [
+  "--no-sandbox",
+  "--disable-gpu",
+  "--disable-quic",
+  "--no-first-run",
+  "--disable-background-networking",
+  "--disable-component-update",
+  "--disable-sync",
+];
+const RUNS = 50;
+const SAMPLES = 10;
+
+export async function benchUiLoad(): Promise<Measured> {
+  const db = tempDb("ui");
+  const engine = await createEngine({ database: db.url, agents: DAG8_AGENTS });
+  try {
+    await engine.registerWorkflow(DAG8);
+    const runs = await Promise.all(Array.from({ length: RUNS }, () => engine.startRun(DAG8.id)));
+    await Promise.all(runs.map((r) => engine.waitForRun(r.run_id)));
+    const app = await createServer({ engine });
+    try {
+      const url = await app.listen({ host: "127.0.0.1", port: 0 });
+      const browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: CHROMIUM_ARGS });
+      try {
+        const samples: number[] = [];
+        for (let i = 0; i <= SAMPLES; i++) {
+          const context = await browser.newContext();
+          const page = await context.newPage();
+          await page.goto(`${url}/#/runs`);
+          await page
+            .locator("table.runs tbody tr")
+            .nth(RUNS - 1)
+            .waitFor({ timeout: 10_000 });
+          const shownMs = await page.evaluate(() => performance.now());
+          await context.close();
+          if (i > 0) samples.push(shownMs); // the first load warms the server, not the browser's cache
+        }
+        progress(`ui: the runs list shown ${SAMPLES} times from a cold load`);
+        return {
+          metrics: { ui_load_ms: percentile(samples, 50) },
+          meta: { ui_load: { runs_listed: RUNS, samples: SAMPLES, worst_ms: Math.max(...samples), browser: CHROMIUM } },
+        };
+      } finally {
+        await browser.close();
+      }
+    } finally {
+      await app.close();
+    }
+  } finally {
+    await engine.close();
+    db.cleanup();
+  }
+}
