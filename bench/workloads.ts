@@ -4,18 +4,38 @@ import type { AgentHandler } from "../src/index.js";
 /** An agent that returns at once. */
 export const noop: AgentHandler = () => ({ ok: true });
 
+/** A parent node and `n` children that all depend on it (ids `child_00`.., padded to the widest index). */
+export function fanout(id: string, n: number) {
+  const width = String(n - 1).length;
+  return {
+    id,
+    nodes: [
+      { node_id: "parent", agent_type: "parent" },
+      ...Array.from({ length: n }, (_, i) => ({
+        node_id: `child_${String(i).padStart(width, "0")}`,
+        agent_type: "child",
+        depends_on: ["parent"],
+      })),
+    ],
+  };
+}
+
 /** A parent node and 50 children that all depend on it. */
-export const FANOUT50 = {
-  id: "bench-fanout50",
-  nodes: [
-    { node_id: "parent", agent_type: "parent" },
-    ...Array.from({ length: 50 }, (_, i) => ({
-      node_id: `child_${String(i).padStart(2, "0")}`,
-      agent_type: "child",
-      depends_on: ["parent"],
+export const FANOUT50 = fanout("bench-fanout50", 50);
+
+/** `n` steps in a row, each depending on the one before (`step_000` → `step_001` → ...). */
+export function sequence(id: string, n: number) {
+  const width = Math.max(3, String(n - 1).length);
+  const name = (i: number) => `step_${String(i).padStart(width, "0")}`;
+  return {
+    id,
+    nodes: Array.from({ length: n }, (_, i) => ({
+      node_id: name(i),
+      agent_type: "step",
+      ...(i > 0 ? { depends_on: [name(i - 1)] } : {}),
     })),
-  ],
-};
+  };
+}
 
 /**
  * The 8-node shape of the case study (DESIGN §2) without its branch and loop: 3 parallel
