@@ -1,0 +1,22 @@
+/** The systems of the peers bench, in the order of the report's tables. */
+import type { SystemName } from "./system.js";
+
+export interface SystemInfo {
+  name: SystemName;
+  /** Shown in the tables; the peers' versions are added from their installed package.json. */
+  label: string;
+  store: "sqlite" | "postgres";
+  skein: boolean;
+  /** The package whose installed version the report records. */
+  package?: string;
+}
+
+export const SYSTEMS: SystemInfo[] = [
+  { name: "skein-sqlite", label: "Skein, SQLite normal", store: "sqlite", skein: true },
+  { name: "skein-sqlite-full", label: "Skein, SQLite full", store: "sqlite", skein: true },
+  { name: "skein-pg", label: "Skein, PostgreSQL", store: "postgres", skein: true },
+  { name: "dbos", label: "DBOS", store: "postgres", skein: false, package: "@dbos-inc/dbos-sdk" },
+  { name: "langgraph", label: "LangGraph", store: "sqlite", skein: false, package: "@langchain/langgraph" },
+  { name: "graphile-worker", label: "graphile-worker", store: "postgres", skein: false, package: "graphile-worker" },
+  { name: "pg-boss", label: "pg-boss", store: "postgres", skein: false, package: "pg-boss" },
+];
