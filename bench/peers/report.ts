@@ -1,0 +1,420 @@
+/**
+ * The peers bench's output: bench/results/peers.json (every repetition's numbers, their median
+ * and range, the ratios, versions and settings) and bench/PEERS.md (a table per workload),
+ * both written by `npm run bench:peers` only. The prose of PEERS.md is here, beside the code
+ * that measures what it describes.
+ */
+import { mkdirSync, writeFileSync } from "node:fs";
+import { dirname } from "node:path";
+import { SYSTEMS, type SystemInfo } from "./systems/list.js";
+import type { SystemName } from "./systems/system.js";
+
+/** Per case (`w1`, `w2_c32`, `w5`...), per system, per metric: one value per repetition (null: not reached within the cap). */
+export type Results = Record<string, Partial<Record<SystemName, Record<string, (number | null)[]>>>>;
+
+export interface Stat {
+  median: number | null;
+  min: number | null;
+  max: number | null;
+  /** Repetitions whose value is known. */
+  n: number;
+  /** Repetitions that did not reach it (W5: not done within the cap). */
+  missing: number;
+}
+
+export interface ReportInput {
+  results: Results;
+  meta: Record<string, unknown>;
+  settings: Partial<Record<SystemName, Record<string, unknown>>>;
+  versions: Record<string, string>;
+  failures: string[];
+  concurrencies: number[];
+  fanouts: number[];
+}
+
+export function stat(samples: (number | null)[]): Stat {
+  const known = samples.filter((x): x is number => x !== null && Number.isFinite(x)).sort((a, b) => a - b);
+  const n = known.length;
+  const median =
+    n === 0
+      ? null
+      : n % 2
+        ? (known[(n - 1) / 2] as number)
+        : ((known[n / 2 - 1] as number) + (known[n / 2] as number)) / 2;
+  return { median, min: known[0] ?? null, max: known[n - 1] ?? null, n, missing: samples.length - n };
+}
+
+/** The median of a case's metric for a system, or null. */
+function med(results: Results, id: string, system: SystemName, metric: string): number | null {
+  const samples = results[id]?.[system]?.[metric];
+  return samples ? stat(samples).median : null;
+}
+
+const div = (a: number | null, b: number | null) => (a === null || b === null || b === 0 ? null : a / b);
+
+/** The ratios the issue asks for (and a few more), each oriented so that > 1 means Skein is better. */
+export function ratios(results: Results): Record<string, number | null> {
+  const rps = (s: SystemName, c = 32) => med(results, `w2_c${c}`, s, "runs_per_s");
+  const p50 = (s: SystemName, c = 1) => med(results, `w2_c${c}`, s, "p50_ms");
+  const w3 = (s: SystemName) => med(results, "w3_500", s, "all_done_ms");
+  const peers = SYSTEMS.filter((s) => !s.skein)
+    .map((s) => w3(s.name))
+    .filter((x): x is number => x !== null);
+  const bestPeer = peers.length ? Math.min(...peers) : null;
+  return {
+    w2_c32_vs_dbos: div(rps("skein-sqlite"), rps("dbos")),
+    w2_c32_vs_langgraph: div(rps("skein-sqlite"), rps("langgraph")),
+    w2_c32_pg_vs_dbos: div(rps("skein-pg"), rps("dbos")),
+    w2_c32_full_vs_langgraph: div(rps("skein-sqlite-full"), rps("langgraph")),
+    w2_c32_vs_graphile_worker: div(rps("skein-sqlite"), rps("graphile-worker")),
+    w2_c32_vs_pg_boss: div(rps("skein-sqlite"), rps("pg-boss")),
+    w2_c32_pg_vs_graphile_worker: div(rps("skein-pg"), rps("graphile-worker")),
+    w2_c32_pg_vs_pg_boss: div(rps("skein-pg"), rps("pg-boss")),
+    w2_c1_latency_vs_dbos: div(p50("dbos"), p50("skein-sqlite")),
+    w2_c1_latency_vs_langgraph: div(p50("langgraph"), p50("skein-sqlite")),
+    w2_c1_latency_pg_vs_dbos: div(p50("dbos"), p50("skein-pg")),
+    w2_c1_latency_full_vs_langgraph: div(p50("langgraph"), p50("skein-sqlite-full")),
+    w3_500_vs_best_peer: div(bestPeer, w3("skein-sqlite")),
+    w3_500_pg_vs_best_peer: div(bestPeer, w3("skein-pg")),
+  };
+}
+
+/** The issue's targets, checked against the ratios and W5. */
+export function targets(results: Results, r: Record<string, number | null>) {
+  const atLeast = (key: string, min: number) => ({
+    value: r[key] ?? null,
+    target: `>= ${min}`,
+    ok: (r[key] ?? 0) >= min,
+  });
+  const doubled = SYSTEMS.map((s) => med(results, "w5", s.name, "doubled")).filter((x): x is number => x !== null);
+  const skeinRecovered = SYSTEMS.filter((s) => s.skein).every((s) => {
+    const samples = results.w5?.[s.name]?.all_done_ms ?? [];
+    return samples.length > 0 && samples.every((x) => x !== null);
+  });
+  return {
+    w2_c32_vs_dbos: atLeast("w2_c32_vs_dbos", 10),
+    w2_c32_vs_langgraph: atLeast("w2_c32_vs_langgraph", 10),
+    w2_c1_latency_vs_dbos: atLeast("w2_c1_latency_vs_dbos", 5),
+    w2_c1_latency_vs_langgraph: atLeast("w2_c1_latency_vs_langgraph", 5),
+    w3_500_vs_best_peer: { value: r.w3_500_vs_best_peer ?? null, target: "> 1", ok: (r.w3_500_vs_best_peer ?? 0) > 1 },
+    w5_recovers_no_doubled_effect: {
+      value: doubled.length ? Math.max(...doubled) : null,
+      target: "Skein finishes every run; no system's completed step runs twice",
+      ok: skeinRecovered && doubled.every((d) => d === 0),
+    },
+  };
+}
+
+/** Writes peers.json and PEERS.md; returns the ratios. */
+export function writeReport(input: ReportInput, jsonPath: string, mdPath: string): Record<string, number | null> {
+  const r = ratios(input.results);
+  const t = targets(input.results, r);
+  const summary: Record<string, Record<string, Record<string, Stat>>> = {};
+  for (const [id, bySystem] of Object.entries(input.results)) {
+    for (const [system, metrics] of Object.entries(bySystem ?? {})) {
+      const out: Record<string, Stat> = {};
+      for (const [metric, samples] of Object.entries(metrics)) out[metric] = stat(samples);
+      (summary[id] ??= {})[system] = out;
+    }
+  }
+  const json = {
+    ratios: r,
+    targets: t,
+    summary,
+    samples: input.results,
+    systems: Object.fromEntries(
+      SYSTEMS.map((s) => [s.name, { label: label(s, input.versions), settings: input.settings[s.name] ?? null }]),
+    ),
+    versions: input.versions,
+    meta: input.meta,
+    failures: input.failures,
+  };
+  mkdirSync(dirname(jsonPath), { recursive: true });
+  writeFileSync(jsonPath, `${JSON.stringify(json, roundReplacer, 2)}\n`);
+  writeFileSync(mdPath, markdown(input, r, t));
+  return r;
+}
+
+function roundReplacer(_key: string, value: unknown): unknown {
+  if (typeof value !== "number" || !Number.isFinite(value) || Number.isInteger(value)) return value;
+  return Math.abs(value) < 1 ? Number(value.toPrecision(3)) : Math.round(value * 100) / 100;
+}
+
+function label(s: SystemInfo, versions: Record<string, string>): string {
+  return s.package ? `${s.label} ${versions[s.package] ?? "?"}` : s.label;
+}
+
+/** 3 significant digits, no exponent. */
+function num(x: number | null): string {
+  if (x === null) return "–";
+  if (Math.abs(x) >= 100) return x.toFixed(0);
+  if (Math.abs(x) >= 10) return x.toFixed(1);
+  if (Math.abs(x) >= 1) return x.toFixed(2);
+  return x.toPrecision(2);
+}
+
+function cell(samples: (number | null)[] | undefined): string {
+  if (!samples || samples.length === 0) return "";
+  const s = stat(samples);
+  if (s.n === 0) return `not within the cap (${s.missing}/${samples.length})`;
+  const range = s.n > 1 ? ` (${num(s.min)}–${num(s.max)})` : "";
+  const missed = s.missing > 0 ? `, ${s.missing} not within the cap` : "";
+  return `${num(s.median)}${range}${missed}`;
+}
+
+function times(x: number | null): string {
+  return x === null ? "" : `${num(x)}×`;
+}
+
+function table(header: string[], rows: string[][]): string {
+  return [
+    `| ${header.join(" | ")} |`,
+    `| ${header.map((_, i) => (i === 0 ? "---" : "---:")).join(" | ")} |`,
+    ...rows.map((r) => `| ${r.join(" | ")} |`),
+  ].join("\n");
+}
+
+function markdown(input: ReportInput, r: Record<string, number | null>, t: ReturnType<typeof targets>): string {
+  const { results, versions, meta } = input;
+  const systems = SYSTEMS.filter((s) => Object.values(results).some((bySystem) => bySystem?.[s.name]));
+  const name = (s: SystemInfo) => label(s, versions);
+  const m = (id: string, s: SystemName, metric: string) => results[id]?.[s]?.[metric];
+  /** Skein's advantage over a peer: `better` says which way the metric improves. */
+  const vs = (id: string, s: SystemInfo, metric: string, skein: SystemName, better: "higher" | "lower") => {
+    if (s.skein) return "";
+    const peer = med(results, id, s.name, metric);
+    const ours = med(results, id, skein, metric);
+    return times(better === "higher" ? div(ours, peer) : div(peer, ours));
+  };
+  const reps = meta.repetitions;
+  const out: string[] = [];
+  out.push(`# Skein beside its peers
+
+Generated by \`npm run bench:peers\` (bench/peers/run.ts) on ${String(meta.date).slice(0, 10)}: do not edit, run it again.
+Every system ran the same workloads in this one invocation, each in a process of its own, taking
+turns repetition by repetition (the order rotating), so that whatever else loaded the machine
+loaded all of them alike. **Client and database share this machine's ${meta.cpus} cores**: the
+systems' own processes, the PostgreSQL server and, on SQLite, the file, on ${String(meta.cpu_model)},
+Node ${String(meta.node)}, PostgreSQL ${String((meta.postgres as Record<string, unknown> | undefined)?.server_version ?? "?")}
+(synchronous_commit=${String((meta.postgres as Record<string, unknown> | undefined)?.synchronous_commit ?? "?")}), Skein at commit ${String(meta.commit ?? "?").slice(0, 8)}.
+Load average at the start ${String(meta.loadavg_1m_at_start)}, at the end ${String(meta.loadavg_1m_at_end)}; the whole run took ${num(meta.duration_s as number)} s.
+
+Method: every step is a no-op (W2-sleep and W5: it sleeps 50 ms); a run's input and every
+step's output are 200 bytes. One warm-up repetition, then ${String(reps)}; each cell is the
+median of the repetitions with their range (min–max) in brackets. W2 and W2-sleep are closed
+loops: *c* clients each start a run as soon as their last one ended, for ${String(meta.window_ms)} ms. Each
+PostgreSQL system has a fresh database of its own on the local server; each SQLite one a fresh
+file. **×** columns: how many times better Skein is (runs/s: Skein ÷ peer; times: peer ÷ Skein),
+against Skein on SQLite (synchronous=normal, its default) and against Skein on PostgreSQL.
+Full numbers: [results/peers.json](results/peers.json).
+`);
+
+  out.push(`## Ratios
+
+Skein (SQLite normal unless named) against each peer, > 1 when Skein is better: runs/s Skein ÷
+peer; latency and time peer ÷ Skein.
+
+${table(
+  ["ratio", "value"],
+  Object.entries(r).map(([k, v]) => [k, times(v)]),
+)}
+`);
+
+  out.push(`## Targets
+
+${table(
+  ["target", "value", "wanted", "met"],
+  Object.entries(t).map(([k, v]) => [k, num(v.value), v.target, v.ok ? "yes" : "**no**"]),
+)}
+`);
+
+  // W1
+  const w1 = systems.map((s) => [
+    name(s),
+    cell(m("w1", s.name, "step_p50_ms_10")),
+    cell(m("w1", s.name, "step_p99_ms_10")),
+    cell(m("w1", s.name, "step_p50_ms_100")),
+    cell(m("w1", s.name, "step_p99_ms_100")),
+    `${cell(m("w1", s.name, "writes_per_step"))} ${s.store === "sqlite" ? "rows" : "commits"}`,
+    vs("w1", s, "step_p50_ms_100", "skein-sqlite", "lower"),
+    s.store === "postgres" ? vs("w1", s, "step_p50_ms_100", "skein-pg", "lower") : "",
+  ]);
+  out.push(`## W1: one run of 10 and of 100 steps in a row
+
+Per step: the time from one step's start to the next one's (the engine records the result and
+starts the next step). Writes per step: what one more step costs the database, from the runs of
+100 and of 10 steps, (100-step run − 10-step run) ÷ 90: on SQLite the rows written
+(\`total_changes()\` of the writing connection), on PostgreSQL the committed transactions of the
+system's database (\`pg_stat_database.xact_commit\`, read with every connection closed, since a
+backend reports its counts when it ends; it includes the system's reads and its background polling
+during the run).
+
+${table(
+  [
+    "system",
+    "10 steps p50 ms",
+    "10 steps p99 ms",
+    "100 steps p50 ms",
+    "100 steps p99 ms",
+    "writes per step",
+    "× p50 vs Skein SQLite",
+    "× p50 vs Skein PG",
+  ],
+  w1,
+)}
+`);
+
+  for (const [workload, title, prefix] of [
+    ["W2", "the 8-node DAG, no-op steps", "w2_c"],
+    ["W2-sleep", "the 8-node DAG, 50 ms steps (critical path 200 ms)", "w2_sleep_c"],
+  ] as const) {
+    const rows: string[][] = [];
+    for (const c of input.concurrencies) {
+      const id = `${prefix}${c}`;
+      for (const s of systems) {
+        if (!results[id]?.[s.name]) continue;
+        const row = [name(s), String(c), cell(m(id, s.name, "runs_per_s")), cell(m(id, s.name, "p50_ms"))];
+        if (workload === "W2-sleep") row.push(cell(m(id, s.name, "above_critical_path_ms")));
+        row.push(cell(m(id, s.name, "p99_ms")));
+        row.push(vs(id, s, "runs_per_s", "skein-sqlite", "higher"));
+        const latency = workload === "W2-sleep" ? "above_critical_path_ms" : "p50_ms";
+        row.push(vs(id, s, latency, "skein-sqlite", "lower"));
+        row.push(s.store === "postgres" ? vs(id, s, "runs_per_s", "skein-pg", "higher") : "");
+        row.push(s.store === "postgres" ? vs(id, s, latency, "skein-pg", "lower") : "");
+        rows.push(row);
+      }
+    }
+    const lat = workload === "W2-sleep" ? "above 200 ms" : "p50";
+    const header = ["system", "c", "runs/s", "p50 ms"];
+    if (workload === "W2-sleep") header.push("p50 above 200 ms");
+    header.push("p99 ms", "× runs/s vs SQLite", `× ${lat} vs SQLite`, "× runs/s vs PG", `× ${lat} vs PG`);
+    out.push(`## ${workload}: ${title}
+
+3 parallel steps → 1 → 3 parallel → 1 (the case study's shape), closed loop at concurrency *c*.
+Latency: from the start call to the system reporting the run done.${
+      workload === "W2-sleep"
+        ? " Above 200 ms: the p50 less the 4 × 50 ms the steps themselves take, the time the engine adds."
+        : ""
+    }
+
+${table(header, rows)}
+`);
+  }
+
+  const w3: string[][] = [];
+  for (const n of input.fanouts) {
+    for (const s of systems) {
+      const id = `w3_${n}`;
+      if (!results[id]?.[s.name]) continue;
+      w3.push([
+        name(s),
+        String(n),
+        cell(m(id, s.name, "all_started_ms")),
+        cell(m(id, s.name, "all_done_ms")),
+        vs(id, s, "all_done_ms", "skein-sqlite", "lower"),
+        s.store === "postgres" ? vs(id, s, "all_done_ms", "skein-pg", "lower") : "",
+      ]);
+    }
+  }
+  out.push(`## W3: one step fanning out to n parallel steps
+
+From the start call: until the last of the n children started, and until the run was done.
+
+${table(["system", "n", "all started ms", "all done ms", "× done vs SQLite", "× done vs PG"], w3)}
+`);
+
+  const w5 = systems.map((s) => [
+    name(s),
+    cell(m("w5", s.name, "first_resumed_ms")),
+    cell(m("w5", s.name, "first_resumed_after_open_ms")),
+    cell(m("w5", s.name, "all_done_ms")),
+    cell(m("w5", s.name, "runs_done")),
+    cell(m("w5", s.name, "committed_at_kill")),
+    cell(m("w5", s.name, "doubled")),
+    cell(m("w5", s.name, "rerun_in_flight")),
+  ]);
+  out.push(`## W5: SIGKILL with 100 runs in flight, then a restart
+
+100 runs of the DAG with 50 ms steps; each step appends its side effect to a file. The process
+SIGKILLs itself once half of the 800 steps have appended, and a new process of the same system
+starts on the same database. Times from the restart's spawn (Node start-up and imports
+included; "from open": from the moment it opens the system), capped at ${String(meta.w5_cap_s)} s. Before
+resuming, the new process reads which steps the database holds as done: **completed steps run
+twice** counts those whose effect appended again (it must be 0); **in-flight steps run again**
+counts steps whose effect appended before the kill but whose completion was not yet recorded
+(allowed: every system here runs a step at least once). ${String(meta.w5_note ?? "")}
+
+${table(
+  [
+    "system",
+    "first resumed step ms",
+    "from open ms",
+    "all 100 done ms",
+    "runs done",
+    "steps done at the kill",
+    "completed steps run twice",
+    "in-flight steps run again",
+  ],
+  w5,
+)}
+`);
+
+  out.push(`## How each system runs the workloads
+
+${HOW}
+
+## Versions and settings
+
+${table(
+  ["system", "settings"],
+  SYSTEMS.map((s) => [
+    name(s),
+    Object.entries(input.settings[s.name] ?? {})
+      .map(([k, v]) => `${k}: ${String(v)}`)
+      .join("; "),
+  ]),
+)}
+
+Packages: ${Object.entries(versions)
+    .map(([k, v]) => `${k} ${v}`)
+    .join(", ")}.
+${notes(t)}
+${input.failures.length ? `\n## Failures\n\n${input.failures.map((f) => `- ${f.split("\n")[0]}`).join("\n")}\n` : ""}`);
+  return out.join("\n");
+}
+
+/** How each peer expresses the workloads, and what it cannot. */
+const HOW = `- **Skein**: each shape is a workflow definition (JSON), every node an in-process agent;
+  a run is \`startRun\`, its end seen by \`subscribe\`. W5: the restarted engine puts the dead
+  engine's attempts back by itself (at once on SQLite, where one engine owns the file; on
+  PostgreSQL once the dead engine's heartbeat is older than \`engineTimeoutMs\`, 30 s by default,
+  since another engine on another machine may still be alive).
+- **DBOS**: one registered workflow runs a shape level by level: each level's steps started with
+  \`DBOS.runStep\` and awaited with \`Promise.allSettled\` (the parallel form its tutorial allows).
+  Levels are exact for these shapes; a general DAG would have to be written as code (or as child
+  workflows), since DBOS has no dependency graph. W5: \`DBOS.launch()\` recovers the executor's
+  pending workflows by replaying them from their checkpoints.
+- **LangGraph**: each shape is a \`StateGraph\` with one node per step and the dependencies as edges
+  (a join is \`addEdge([a, b, c], "review")\`), compiled with \`SqliteSaver\`; a run is \`invoke\` on a new
+  thread; each node's output goes into the state (a sequence keeps only the last). LangGraph runs
+  a graph in supersteps: a node starts only when the whole previous superstep is done, which for
+  these shapes costs nothing. W5: LangGraph does not resume by itself; the restarted process
+  invokes each unfinished thread again with a null input, as its documentation describes.
+- **graphile-worker, pg-boss**: queues have no workflows. A run is one job per step: the job runs
+  its step, then, in one transaction with the queue's insert, records the step done and enqueues
+  each successor whose dependencies are all done, under a lock on the run's row (so a join
+  fires once); a job delivered again after its step was recorded skips it. That bookkeeping is
+  the bench's code (bench/peers/systems/queue-dag.ts), which a user of a queue writes too.
+  W5: graphile-worker leaves the jobs a dead worker had taken locked for 4 hours (fixed in 0.16);
+  pg-boss retries them after their expiration (15 minutes by default, seen by maintenance every
+  2 minutes): neither resumes those runs within the cap.`;
+
+/** What the numbers mean for the targets: written for the misses this machine shows. */
+function notes(t: ReturnType<typeof targets>): string {
+  const missed = Object.entries(t).filter(([, v]) => !v.ok);
+  if (missed.length === 0) return "";
+  return `\n## Targets missed\n\n${missed.map(([k]) => `- ${k}: ${NOTES[k] ?? "see the tables above."}`).join("\n")}\n`;
+}
+
+/** Why a target can be missed on this machine; keyed like `targets()`. */
+const NOTES: Record<string, string> = {};
