@@ -105,8 +105,30 @@ export function targets(results: Results, r: Record<string, number | null>) {
   };
 }
 
-/** Writes peers.json and PEERS.md; returns the ratios. */
-export function writeReport(input: ReportInput, jsonPath: string, mdPath: string): Record<string, number | null> {
+/** README's block: the ratios and targets of this run, and where it ran. */
+export function readmeBlock(
+  r: Record<string, number | null>,
+  t: ReturnType<typeof targets>,
+  meta: Record<string, unknown>,
+): string {
+  const ok = (key: string) => {
+    const target = (t as Record<string, { ok: boolean; target: string }>)[key];
+    return target ? `${target.target}: ${target.ok ? "yes" : "**no**"}` : "";
+  };
+  return `${table(
+    ["ratio", "value", "target"],
+    Object.entries(r).map(([k, v]) => [k, times(v), ok(k)]),
+  )}
+
+W5: ${ok("w5_recovers_no_doubled_effect")}. Measured ${String(meta.date).slice(0, 10)} on ${String(meta.cpus)} cores (client and database on the same cores), ${String(meta.repetitions)} repetitions, commit ${String(meta.commit ?? "?").slice(0, 8)}, in ${num(meta.duration_s as number)} s.`;
+}
+
+/** Writes peers.json and PEERS.md; returns the ratios and the targets. */
+export function writeReport(
+  input: ReportInput,
+  jsonPath: string,
+  mdPath: string,
+): { ratios: Record<string, number | null>; targets: ReturnType<typeof targets> } {
   const r = ratios(input.results);
   const t = targets(input.results, r);
   const summary: Record<string, Record<string, Record<string, Stat>>> = {};
@@ -132,7 +154,7 @@ export function writeReport(input: ReportInput, jsonPath: string, mdPath: string
   mkdirSync(dirname(jsonPath), { recursive: true });
   writeFileSync(jsonPath, `${JSON.stringify(json, roundReplacer, 2)}\n`);
   writeFileSync(mdPath, markdown(input, r, t));
-  return r;
+  return { ratios: r, targets: t };
 }
 
 function roundReplacer(_key: string, value: unknown): unknown {
@@ -166,10 +188,11 @@ function times(x: number | null): string {
   return x === null ? "" : `${num(x)}×`;
 }
 
-function table(header: string[], rows: string[][]): string {
+/** A markdown table: the first column (names) left-aligned, the others (numbers) right-aligned unless `left`. */
+function table(header: string[], rows: string[][], left = false): string {
   return [
     `| ${header.join(" | ")} |`,
-    `| ${header.map((_, i) => (i === 0 ? "---" : "---:")).join(" | ")} |`,
+    `| ${header.map((_, i) => (i === 0 || left ? "---" : "---:")).join(" | ")} |`,
     ...rows.map((r) => `| ${r.join(" | ")} |`),
   ].join("\n");
 }
@@ -373,12 +396,13 @@ ${table(
       .map(([k, v]) => `${k}: ${String(v)}`)
       .join("; "),
   ]),
+  true,
 )}
 
 Packages: ${Object.entries(versions)
     .map(([k, v]) => `${k} ${v}`)
     .join(", ")}.
-${notes(t)}
+${observations(results)}${notes(t)}
 ${input.failures.length ? `\n## Failures\n\n${input.failures.map((f) => `- ${f.split("\n")[0]}`).join("\n")}\n` : ""}`);
   return out.join("\n");
 }
@@ -408,6 +432,34 @@ const HOW = `- **Skein**: each shape is a workflow definition (JSON), every node
   W5: graphile-worker leaves the jobs a dead worker had taken locked for 4 hours (fixed in 0.16);
   pg-boss retries them after their expiration (15 minutes by default, seen by maintenance every
   2 minutes): neither resumes those runs within the cap.`;
+
+/** What this run's numbers say beyond the ratios, each sentence built from them. */
+function observations(results: Results): string {
+  const at = (id: string, s: SystemName, metric: string) => med(results, id, s, metric);
+  const lines: string[] = [];
+  const pgFirst = at("w5", "skein-pg", "first_resumed_ms");
+  if (pgFirst !== null && pgFirst > 10_000) {
+    lines.push(
+      `Skein on PostgreSQL resumed its first step ${num(pgFirst / 1000)} s after the restart (on SQLite ${num(
+        (at("w5", "skein-sqlite", "first_resumed_ms") ?? Number.NaN) / 1000,
+      )} s): on PostgreSQL an engine takes over a dead engine's attempts only once the dead one's heartbeat is older than \`engineTimeoutMs\` (30 s by default), even when the dead engine ran on the same host and its pid is gone, which the SQLite store checks to recover at once.`,
+    );
+  }
+  const full = at("w2_c1", "skein-sqlite-full", "p50_ms");
+  const lg = at("w2_c1", "langgraph", "p50_ms");
+  if (full !== null && lg !== null) {
+    lines.push(
+      `Durability on SQLite: LangGraph's SqliteSaver runs in WAL mode with synchronous=NORMAL (better-sqlite3's default; SqliteSaver sets none), as Skein does by default, so the SQLite normal rows compare like with like. With synchronous=full (an fsync per commit) Skein's W2 p50 at concurrency 1 is ${num(full)} ms against LangGraph's ${num(lg)} ms at NORMAL.`,
+    );
+  }
+  const dbosOpen = at("w5", "dbos", "first_resumed_after_open_ms");
+  if (dbosOpen !== null) {
+    lines.push(
+      `DBOS started its first recovered step ${num(dbosOpen)} ms after \`DBOS.launch()\` began: DBOS 5 puts recovered workflows on its internal queue, which its poller picks up.`,
+    );
+  }
+  return lines.length ? `\n## Observations\n\n${lines.map((l) => `- ${l}`).join("\n")}\n` : "";
+}
 
 /** What the numbers mean for the targets: written for the misses this machine shows. */
 function notes(t: ReturnType<typeof targets>): string {

@@ -12,7 +12,7 @@
  * BENCH_PEERS_WORKLOADS (e.g. `w2,w5`; names: w1 w2 w2_sleep w3 w5).
  */
 import { execFileSync, spawnSync } from "node:child_process";
-import { existsSync, readFileSync } from "node:fs";
+import { existsSync, readFileSync, writeFileSync } from "node:fs";
 import { availableParallelism, cpus, loadavg } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -20,7 +20,7 @@ import { BenchChild, killChildren, type Message } from "../children.js";
 import { progress, tempDb } from "../lib.js";
 import { serverSettings } from "../postgres.js";
 import { createDatabase, dropDatabase, dropLeftoverDatabases } from "./databases.js";
-import { type Results, writeReport } from "./report.js";
+import { type Results, readmeBlock, writeReport } from "./report.js";
 import { SYSTEMS, type SystemInfo } from "./systems/list.js";
 import type { ChildConfig, SystemName } from "./systems/system.js";
 import { W5_STEP_MS, type W5Result, w5Once } from "./w5.js";
@@ -32,6 +32,8 @@ const REPS = Number(process.env.BENCH_PEERS_REPS ?? 5);
 const WINDOW_MS = Number(process.env.BENCH_PEERS_WINDOW_MS ?? 1500);
 const ONLY_SYSTEMS = process.env.BENCH_PEERS_SYSTEMS?.split(",");
 const ONLY_WORKLOADS = process.env.BENCH_PEERS_WORKLOADS?.split(",");
+/** No BENCH_PEERS_* setting made this run smaller. */
+const FULL_RUN = !Object.keys(process.env).some((k) => k.startsWith("BENCH_PEERS_"));
 const CONCURRENCIES = [1, 8, 32];
 const FANOUTS = [50, 500];
 /** W2's warm-up window: enough for pools, prepared statements and the JIT. */
@@ -178,6 +180,18 @@ function versions(): Record<string, string> {
   return out;
 }
 
+/** Replaces README's block between the peers-table markers. */
+function updateReadme(block: string): void {
+  const readme = join(root, "README.md");
+  const text = readFileSync(readme, "utf8");
+  const start = "<!-- peers-table -->";
+  const end = "<!-- /peers-table -->";
+  const a = text.indexOf(start);
+  const b = text.indexOf(end);
+  if (a < 0 || b < a) return;
+  writeFileSync(readme, `${text.slice(0, a + start.length)}\n${block}\n${text.slice(b)}`);
+}
+
 async function main(): Promise<void> {
   process.chdir(root);
   ensurePeersInstalled();
@@ -210,11 +224,13 @@ async function main(): Promise<void> {
     failures.push(...(await dropLeftoverDatabases()).map((f) => `cannot drop database ${f}`));
     meta.duration_s = (performance.now() - t0) / 1000;
     meta.loadavg_1m_at_end = loadavg()[0];
-    const r = writeReport(
+    const { ratios: r, targets: t } = writeReport(
       { results, meta, settings, versions: versions(), failures, concurrencies: CONCURRENCIES, fanouts: FANOUTS },
       join(root, "bench", "results", "peers.json"),
       join(root, "bench", "PEERS.md"),
     );
+    // Only a full run, with nothing failed, speaks for the project in README.
+    if (FULL_RUN && failures.length === 0) updateReadme(readmeBlock(r, t, meta));
     process.stdout.write(
       `${JSON.stringify(r, null, 2)}\nwritten to bench/PEERS.md and bench/results/peers.json (${Math.round(meta.duration_s as number)} s)\n`,
     );
