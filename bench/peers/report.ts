@@ -418,7 +418,8 @@ const HOW = `- **Skein**: each shape is a workflow definition (JSON), every node
   \`DBOS.runStep\` and awaited with \`Promise.allSettled\` (the parallel form its tutorial allows).
   Levels are exact for these shapes; a general DAG would have to be written as code (or as child
   workflows), since DBOS has no dependency graph. W5: \`DBOS.launch()\` recovers the executor's
-  pending workflows by replaying them from their checkpoints.
+  pending workflows by replaying them from their checkpoints; a recovered run counts as done when
+  its workflow function returns (DBOS writes its status just after).
 - **LangGraph**: each shape is a \`StateGraph\` with one node per step and the dependencies as edges
   (a join is \`addEdge([a, b, c], "review")\`), compiled with \`SqliteSaver\`; a run is \`invoke\` on a new
   thread; each node's output goes into the state (a sequence keeps only the last). LangGraph runs
@@ -451,6 +452,23 @@ function observations(results: Results): string {
   if (full !== null && lg !== null) {
     lines.push(
       `Durability on SQLite: LangGraph's SqliteSaver runs in WAL mode with synchronous=NORMAL (better-sqlite3's default; SqliteSaver sets none), as Skein does by default, so the SQLite normal rows compare like with like. With synchronous=full (an fsync per commit) Skein's W2 p50 at concurrency 1 is ${num(full)} ms against LangGraph's ${num(lg)} ms at NORMAL.`,
+    );
+  }
+  const pg10 = at("w1", "skein-pg", "step_p50_ms_10");
+  const pg100 = at("w1", "skein-pg", "step_p50_ms_100");
+  const dbos100 = at("w1", "dbos", "step_p50_ms_100");
+  if (pg10 !== null && pg100 !== null && pg100 > 1.3 * pg10) {
+    lines.push(
+      `Skein on PostgreSQL takes ${num(pg10)} ms per step in a 10-step run and ${num(pg100)} ms in a 100-step one${
+        dbos100 === null ? "" : ` (DBOS: ${num(dbos100)} ms)`
+      }: each of its transactions reads every current visit of the run it advances (\`loadRuns\`), so a step costs more the more nodes the workflow has, from the first step on; on SQLite the engine keeps runs in memory between transactions and the cost stays flat. The same read weighs on W3's 500-node fan-out.`,
+    );
+  }
+  const rerun = at("w5", "skein-sqlite", "rerun_in_flight");
+  const lgRerun = at("w5", "langgraph", "rerun_in_flight");
+  if (rerun !== null && lgRerun !== null && rerun > lgRerun) {
+    lines.push(
+      `After the kill Skein ran ${num(rerun)} in-flight steps again (LangGraph ${num(lgRerun)}): a step's result becomes durable with the next flush, which commits every result waiting (group commit), while SqliteSaver writes each finished node's output at once; the kill lands in a burst of steps finishing together, and those whose flush had not committed run again, with the same execution_id for their side effects' idempotency.`,
     );
   }
   const dbosOpen = at("w5", "dbos", "first_resumed_after_open_ms");
