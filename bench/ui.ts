@@ -9,22 +9,12 @@
  * the runs list shows its 50 rows: the HTML, script and style fetched and run, the API read, the
  * table drawn. One warm-up, then 10 samples; the median (p50) and the worst.
  */
-import { chromium } from "playwright-core";
+import { CHROMIUM, launchChromium } from "../scripts/chromium.js";
 import { createServer } from "../src/http/server.js";
 import { createEngine } from "../src/index.js";
 import { type Measured, percentile, progress, tempDb } from "./lib.js";
 import { DAG8, DAG8_AGENTS } from "./workloads.js";
 
-const CHROMIUM = process.env.SKEIN_CHROMIUM ?? "/usr/bin/chromium";
-const CHROMIUM_ARGS = [
-  "--no-sandbox",
-  "--disable-gpu",
-  "--disable-quic",
-  "--no-first-run",
-  "--disable-background-networking",
-  "--disable-component-update",
-  "--disable-sync",
-];
 const RUNS = 50;
 const SAMPLES = 10;
 
@@ -38,7 +28,7 @@ export async function benchUiLoad(): Promise<Measured> {
     const app = await createServer({ engine });
     try {
       const url = await app.listen({ host: "127.0.0.1", port: 0 });
-      const browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: CHROMIUM_ARGS });
+      const browser = await launchChromium();
       try {
         const samples: number[] = [];
         for (let i = 0; i <= SAMPLES; i++) {

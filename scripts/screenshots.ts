@@ -10,15 +10,14 @@ import { mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { fileURLToPath } from "node:url";
-import { chromium } from "playwright-core";
 import contentAgents from "../examples/content-publish/agents.js";
 import orderAgents from "../examples/order-approval/agents.js";
 import { createServer } from "../src/http/server.js";
 import { createEngine } from "../src/index.js";
+import { launchChromium } from "./chromium.js";
 
 const ROOT = resolve(fileURLToPath(new URL("..", import.meta.url)));
 const DOCS = join(ROOT, "docs");
-const CHROMIUM = process.env.SKEIN_CHROMIUM ?? "/usr/bin/chromium";
 const workflow = (name: string): unknown =>
   JSON.parse(readFileSync(join(ROOT, "examples", name, "workflow.json"), "utf8"));
 
@@ -59,19 +58,7 @@ try {
   await engine.review(rejected, "approval", { decision: "reject", by: "finance", comment: "The card was flagged" });
   await engine.waitForRun(rejected);
 
-  const browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    headless: true,
-    args: [
-      "--no-sandbox",
-      "--disable-gpu",
-      "--disable-quic",
-      "--no-first-run",
-      "--disable-background-networking",
-      "--disable-component-update",
-      "--disable-sync",
-    ],
-  });
+  const browser = await launchChromium();
   try {
     // Each shot's viewport fits what it shows.
     const page = await browser.newPage({ viewport: { width: 1360, height: 420 } });

@@ -8,28 +8,11 @@
  * `writer` have no handler there, so they wait for an external agent: the test plays it through
  * /v1/tasks, which lets it decide exactly when a node finishes.
  */
-import { existsSync } from "node:fs";
-import { type Browser, type BrowserContext, chromium, type Locator, type Page } from "playwright-core";
+import type { Browser, BrowserContext, Locator, Page } from "playwright-core";
 import { afterAll, afterEach, beforeAll, expect } from "vitest";
+import { launchChromium } from "../../scripts/chromium.js";
 import { AGENTS, requireBuiltCli, Skein, workspace } from "../cli/helpers.js";
 import { TOKEN_LIST, TOKENS } from "../http/helpers.js";
-
-/** Debian's chromium (`apt-get install -y chromium`; .ci/run installs it when missing). */
-export const CHROMIUM = process.env.SKEIN_CHROMIUM ?? "/usr/bin/chromium";
-
-/**
- * Headless, without the background services that would dial out (they flood refused
- * connections on an offline machine). playwright gives each launch a fresh --user-data-dir.
- */
-export const CHROMIUM_ARGS = [
-  "--no-sandbox",
-  "--disable-gpu",
-  "--disable-quic",
-  "--no-first-run",
-  "--disable-background-networking",
-  "--disable-component-update",
-  "--disable-sync",
-];
 
 /** Bound on any one wait for the page: generous, as the machine may be busy with other tests. */
 const WAIT_MS = 20_000;
@@ -65,10 +48,7 @@ requireBuiltCli();
 
 let browser: Browser | null = null;
 beforeAll(async () => {
-  if (!existsSync(CHROMIUM)) {
-    throw new Error(`${CHROMIUM} is missing: install it with apt-get install -y chromium (.ci/run does)`);
-  }
-  browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: CHROMIUM_ARGS });
+  browser = await launchChromium();
 });
 afterAll(async () => {
   await browser?.close();
