@@ -22,13 +22,13 @@
  * waiting), and dividing by WINDOW_S would count a wave that ended just after t1 as idle time.
  * This is dag8.ts's "first start to last end" over the runs that ended in the box. Latency
  * (meta) is from startRun to the end, of every run started in the window. A warm-up window, then
- * three; the window with the median throughput. The same harness with ONE engine process (meta
+ * three; the window with the median throughput. Each engine count starts after a CHECKPOINT. The same harness with ONE engine process (meta
  * `engines_1`) shows what the child processes themselves cost against the in-process figure.
  */
 import { createClient } from "../src/index.js";
 import { BenchChild, type Message } from "./children.js";
 import { type Measured, percentile, progress, wallNow } from "./lib.js";
-import { tempSchema } from "./postgres.js";
+import { checkpoint, tempSchema } from "./postgres.js";
 import { DAG8 } from "./workloads.js";
 
 const WINDOW_S = 6;
@@ -61,6 +61,9 @@ export async function benchPgEngines(counts: number[] = [1, 2, 4]): Promise<Meas
   };
   const failures: string[] = [];
   for (const n of counts) {
+    // Each engine count starts from the same quiet server, as each measurement does (run.ts):
+    // the WAL of the counts before it is not checkpointed during its windows.
+    await checkpoint();
     const { median, sorted, failed } = await served(n);
     if (n > 1) metrics[`dag8_runs_per_s_${n}engines`] = median.rate;
     meta[`engines_${n}`] = {
