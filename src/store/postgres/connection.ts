@@ -48,7 +48,13 @@ export function connectionSettings(
   const { connectionString, options: urlOptions } = withoutOptions(url);
   // Every statement Skein prepares runs with the same shapes of values over and over: one plan
   // each, kept (custom plans would replan every execution, a third of a small statement's time).
-  const settings = `-c search_path=${escapeOption(schemaSql)} -c plan_cache_mode=force_generic_plan`;
+  // A plan is made when a connection first runs the statement, often while the tables are still
+  // small, and nothing replans it unless ANALYZE runs (never, where autovacuum is off): a plan
+  // that scanned a small table sequentially would go on scanning it as it grows, on every lookup
+  // by key. Every statement of Skein's has an index for its access path, so sequential scans are
+  // ruled out; and JIT compilation is too (it is for long analytical queries, and a ruled-out
+  // scan's nominal cost would trigger it on every execution).
+  const settings = `-c search_path=${escapeOption(schemaSql)} -c plan_cache_mode=force_generic_plan -c enable_seqscan=off -c jit=off`;
   return {
     config: {
       connectionString,
