@@ -92,7 +92,8 @@ describe("runs in the admin page", { timeout: 90_000 }, () => {
     await page.getByLabel("Workflow").selectOption("quick");
     await table.locator(`tr[data-run-id="${quick.run_id}"][data-status="SUCCEEDED"]`).waitFor();
     await table.locator(`tr[data-run-id="${started.run_id}"]`).waitFor({ state: "detached" });
-    expect(await table.locator("tbody tr").count()).toBe(1);
+    // Live updates may redraw the list meanwhile: wait for it to settle on the one run.
+    await expect.poll(() => table.locator("tbody tr").count()).toBe(1);
   });
 
   it("cancels and retries a run (from a chosen node), each only after a confirmation", async () => {

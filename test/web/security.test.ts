@@ -61,7 +61,7 @@ describe("the admin page's safety", { timeout: 90_000 }, () => {
     await runStatus(page, "FAILED");
     await page.locator("pre.json", { hasText: SCRIPT }).waitFor();
     await page.locator("pre.json", { hasText: CLICK }).waitFor();
-    expect(await page.locator("pre.json", { hasText: INIT }).count()).toBe(1);
+    await expect.poll(() => page.locator("pre.json", { hasText: INIT }).count()).toBe(1);
     const label = page.locator('g.edge[data-from="start"][data-to="never"] .edge-label title');
     expect(await label.textContent()).toBe(`output.node = '${CLICK}'`);
     await page.locator(".error-note", { hasText: IMG }).first().waitFor();
