@@ -148,33 +148,26 @@ export class AttemptRunner {
 
   /** A compensation's result: its output, checked like a visit's; it fires no edges. */
   compensationOutcome(at: AttemptRef, value: unknown): Input {
+    const checked = this.checkOutput(at, value);
+    if (!checked.ok) return checked.failure;
+    return { kind: "success", ...at, output: checked.output, decision: { kind: "targets", targets: [] } };
+  }
+
+  /** An agent's output checked (JSON, within the size limit), or the failure it earns: not retried. */
+  private checkOutput(at: AttemptRef, value: unknown): { ok: true; output: Json } | { ok: false; failure: Input } {
     const checked = this.checkJson(value === undefined ? null : value, "output");
-    if (!checked.ok) {
-      return {
-        kind: "failure",
-        ...at,
-        error: { message: checked.problem, reason: "invalid_output" },
-        retryable: false,
-      };
-    }
-    return { kind: "success", ...at, output: checked.value, decision: { kind: "targets", targets: [] } };
+    if (checked.ok) return { ok: true, output: checked.value };
+    const error = { message: checked.problem, reason: "invalid_output" };
+    return { ok: false, failure: { kind: "failure", ...at, error, retryable: false } };
   }
 
   /** Checks an agent's value (in process or external) and works out the edge decision. */
   async outcome(t: ResultOf, value: unknown): Promise<Input> {
     const at = { execution_id: t.execution_id, attempt: t.attempt };
     const routed = isRouted(value) ? value : null;
-    const raw = routed ? routed.output : value;
-    const checked = this.checkJson(raw === undefined ? null : raw, "output");
-    if (!checked.ok) {
-      return {
-        kind: "failure",
-        ...at,
-        error: { message: checked.problem, reason: "invalid_output" },
-        retryable: false,
-      };
-    }
-    const output = checked.value;
+    const checked = this.checkOutput(at, routed ? routed.output : value);
+    if (!checked.ok) return checked.failure;
+    const output = checked.output;
     const { graph } = await this.o.registry.get(t.workflow_id, t.workflow_version);
     const node = graph.nodes.get(t.node_id) as CompiledNode;
     const decided = await this.decide(t, graph, node, output, routed?.next ?? null);

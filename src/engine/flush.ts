@@ -266,9 +266,9 @@ export class Flush {
     // By agent type: the runs to look in, or null: look in the database.
     const ready = new Map<string, Set<string> | null>();
     const add = (type: string, runId: string | null) => {
-      const runs = ready.has(type) ? ready.get(type) : new Set<string>();
-      if (runs && runId !== null) runs.add(runId);
-      ready.set(type, runs && runId !== null ? runs : null);
+      const runs = ready.get(type);
+      if (runs === null) return; // already: look in the database
+      ready.set(type, runId === null ? null : (runs ?? new Set<string>()).add(runId));
     };
     for (const rs of this.states.values()) {
       for (const v of rs.changes.readied) {

@@ -9,18 +9,17 @@ import { api } from "../api.js";
 import { ConfirmDialog, ErrorNote } from "../components.js";
 import type { RunWithNodes } from "../types.js";
 
-export function CancelDialog(props: { runId: string; onClose: () => void; onDone: () => void }) {
-  const [reason, setReason] = useState("");
-  const [compensate, setCompensate] = useState(false);
+/**
+ * A dialog's one action: busy while it runs; when it succeeds, `onDone` then `onClose`; when it
+ * fails, the error stays in the dialog.
+ */
+function useAction(action: () => Promise<unknown>, props: { onClose: () => void; onDone: () => void }) {
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<unknown>(null);
   const confirm = async () => {
     setBusy(true);
     try {
-      await api("POST", `/v1/runs/${encodeURIComponent(props.runId)}/cancel`, {
-        ...(reason.trim() ? { reason: reason.trim() } : {}),
-        compensate,
-      });
+      await action();
       props.onDone();
       props.onClose();
     } catch (e) {
@@ -28,6 +27,20 @@ export function CancelDialog(props: { runId: string; onClose: () => void; onDone
       setBusy(false);
     }
   };
+  return { busy, error, confirm };
+}
+
+export function CancelDialog(props: { runId: string; onClose: () => void; onDone: () => void }) {
+  const [reason, setReason] = useState("");
+  const [compensate, setCompensate] = useState(false);
+  const { busy, error, confirm } = useAction(
+    () =>
+      api("POST", `/v1/runs/${encodeURIComponent(props.runId)}/cancel`, {
+        ...(reason.trim() ? { reason: reason.trim() } : {}),
+        compensate,
+      }),
+    props,
+  );
   return (
     <ConfirmDialog
       title="Cancel this run?"
@@ -56,22 +69,14 @@ export function CancelDialog(props: { runId: string; onClose: () => void; onDone
 export function RetryDialog(props: { run: RunWithNodes; onClose: () => void; onDone: () => void }) {
   const [from, setFrom] = useState("");
   const [force, setForce] = useState(false);
-  const [busy, setBusy] = useState(false);
-  const [error, setError] = useState<unknown>(null);
-  const confirm = async () => {
-    setBusy(true);
-    try {
-      await api("POST", `/v1/runs/${encodeURIComponent(props.run.run_id)}/retry`, {
+  const { busy, error, confirm } = useAction(
+    () =>
+      api("POST", `/v1/runs/${encodeURIComponent(props.run.run_id)}/retry`, {
         ...(from ? { from } : {}),
         ...(force ? { force } : {}),
-      });
-      props.onDone();
-      props.onClose();
-    } catch (e) {
-      setError(e);
-      setBusy(false);
-    }
-  };
+      }),
+    props,
+  );
   return (
     <ConfirmDialog
       title="Retry this run?"
