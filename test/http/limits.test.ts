@@ -143,3 +143,44 @@ describe("failures", () => {
     expect(res.json().error.code).toBe("not_found");
   });
 });
+
+describe("ids in paths", () => {
+  it("takes the execution id of a 64-character node: an external worker claims, heartbeats and reports it", async () => {
+    const { app, engine } = await testApi();
+    const node = "n".repeat(64);
+    await engine.registerWorkflow({ id: "w".repeat(64), nodes: [{ node_id: node, agent_type: "far_away" }] });
+    const run = await engine.startRun("w".repeat(64));
+    const call = (url: string, payload: object) =>
+      app.inject({ method: "POST", url, headers: bearer(TOKENS.admin), payload });
+    const claimed = await call("/v1/tasks/claim", { agent_types: ["far_away"], worker_id: "w1" });
+    const [task] = claimed.json().tasks as { execution_id: string; attempt: number }[];
+    expect(task?.execution_id.length).toBeGreaterThan(100); // over fastify's default maxParamLength
+    const id = encodeURIComponent(task?.execution_id ?? "");
+    const beat = await call(`/v1/tasks/${id}/heartbeat`, { attempt: task?.attempt });
+    expect(beat.statusCode).toBe(200);
+    const done = await call(`/v1/tasks/${id}/complete`, { attempt: task?.attempt, output: { ok: 1 } });
+    expect(done.statusCode).toBe(200);
+    expect((await engine.waitForRun(run.run_id)).status).toBe("SUCCEEDED");
+  });
+
+  it("answers a run id over its limit 400 with the path, and a path segment no id could be 414, in the error shape", async () => {
+    const { app } = await testApi();
+    const long = await app.inject({ url: `/v1/runs/${"r".repeat(201)}`, headers: bearer(TOKENS.admin) });
+    expect(long.statusCode).toBe(400);
+    expect(long.json().error.details.problems[0].path).toBe("params.run_id");
+    const huge = await app.inject({ url: `/v1/runs/${"r".repeat(2001)}`, headers: bearer(TOKENS.admin) });
+    expect(huge.statusCode).toBe(414);
+    expect(huge.json()).toEqual({
+      error: { code: "uri_too_long", message: expect.stringContaining("2000 characters"), details: {} },
+    });
+  });
+
+  it("answers malformed percent-encoding 400 in the error shape", async () => {
+    const { app } = await testApi();
+    const res = await app.inject({ url: "/v1/runs/%E0%A4%A", headers: bearer(TOKENS.admin) });
+    expect(res.statusCode).toBe(400);
+    expect(res.json()).toEqual({
+      error: { code: "bad_request", message: expect.stringContaining("percent-encoding"), details: {} },
+    });
+  });
+});
