@@ -7,6 +7,7 @@
  * refused (403), so a route that forgets to filter fails closed. Runs and workflows out of scope
  * are answered 404 like unknown ones, so a scoped token cannot tell them from ids that do not exist.
  */
+import type { Engine } from "../engine/engine.js";
 import { NotFoundError } from "../errors.js";
 import type { Principal } from "./auth.js";
 
@@ -44,4 +45,9 @@ export function assertRunInScope(principal: Principal | null, run: { run_id: str
   if (!inScope(principal, run.workflow_id)) {
     throw new NotFoundError(`run ${run.run_id} does not exist; check the run id and the database`);
   }
+}
+
+/** Reads the run only for a scoped token. @throws NotFoundError when such a token may not see it (or it does not exist) */
+export async function checkRunScope(engine: Engine, principal: Principal | null, runId: string): Promise<void> {
+  if (principal?.workflows) assertRunInScope(principal, await engine.getRun(runId));
 }

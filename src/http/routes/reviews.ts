@@ -8,9 +8,8 @@ import { z } from "zod";
 import { ForbiddenError } from "../../errors.js";
 import { READERS, REVIEWERS } from "../auth.js";
 import { PendingReviewSchema, VisitSchema } from "../schemas.js";
-import { inScope } from "../scope.js";
+import { checkRunScope, inScope } from "../scope.js";
 import type { RouteContext } from "../server.js";
-import { checkRunScope } from "./runs.js";
 
 const ListQuery = z.object({ status: z.literal("pending").default("pending") }).strict();
 

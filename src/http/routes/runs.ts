@@ -8,7 +8,7 @@ import type { Engine } from "../../engine/engine.js";
 import { ForbiddenError, ValidationError } from "../../errors.js";
 import { ADMINS, type Principal, READERS } from "../auth.js";
 import { EventSchema, RUN_STATUSES, RunParams, RunSchema, RunWithNodesSchema } from "../schemas.js";
-import { assertRunInScope, idsInScope, inScope } from "../scope.js";
+import { assertRunInScope, checkRunScope, idsInScope, inScope } from "../scope.js";
 import type { RouteContext } from "../server.js";
 
 const StartBody = z
@@ -241,11 +241,6 @@ async function visibleWorkflowIds(engine: Engine, principal: Principal | null): 
     principal,
     (await engine.listWorkflows()).map((w) => w.id),
   );
-}
-
-/** @throws NotFoundError when the run does not exist or a scoped token may not see it */
-export async function checkRunScope(engine: Engine, principal: Principal | null, runId: string): Promise<void> {
-  if (principal?.workflows) assertRunInScope(principal, await engine.getRun(runId));
 }
 
 /** The caller's traceparent when valid; else one in the request's trace, so logs and run share the trace id. */
