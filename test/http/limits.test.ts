@@ -252,7 +252,7 @@ describe("event streams", () => {
   });
 });
 
-describe("timeouts", () => {
+describe("the connection: timeouts and oversized headers", () => {
   const limits = { headersTimeoutMs: 150, requestTimeoutMs: 300, keepAliveTimeoutMs: 100, idleTimeoutMs: 400 };
 
   it("answers headers that never end 408 in the error shape and closes the connection", async () => {
@@ -261,6 +261,14 @@ describe("timeouts", () => {
     const text = await rawConnection(base, "GET /v1/health HTTP/1.1\r\nHost: localhost\r\n");
     expect(text).toMatch(/^HTTP\/1\.1 408 /);
     expect(JSON.parse(text.slice(text.indexOf("\r\n\r\n") + 4)).error.code).toBe("request_timeout");
+  });
+
+  it("answers a request line and headers over 16 KiB 431 in the error shape", async () => {
+    const { app } = await testApi();
+    const base = await app.listen({ host: "127.0.0.1", port: 0 });
+    const text = await rawConnection(base, `GET /v1/runs/${"r".repeat(20_000)} HTTP/1.1\r\nHost: localhost\r\n\r\n`);
+    expect(text).toMatch(/^HTTP\/1\.1 431 /);
+    expect(JSON.parse(text.slice(text.indexOf("\r\n\r\n") + 4)).error.code).toBe("headers_too_large");
   });
 
   it("answers a body that never arrives in full 408", async () => {
