@@ -38,10 +38,10 @@ export const DEFAULT_LIMITS: Required<ServerLimits> = {
 /** How long a refused stream is told to wait before trying again, s. */
 const RETRY_AFTER_SECONDS = 5;
 
-/** Counts open event streams by holder (the token's name; open APIs have one holder). */
+/** Counts open event streams by holder: the token (its one Principal object); an open API has none. */
 export class StreamSlots {
   private total = 0;
-  private readonly byHolder = new Map<string, number>();
+  private readonly byHolder = new Map<object, number>();
 
   constructor(
     private readonly perHolder: number,
@@ -53,7 +53,7 @@ export class StreamSlots {
    * @returns the function that gives it back (call it once, when the stream closes)
    * @throws HttpError 429 over the holder's cap, 503 over the total, both with `retry_after`
    */
-  take(holder: string | null): () => void {
+  take(holder: object | null): () => void {
     const held = holder === null ? 0 : (this.byHolder.get(holder) ?? 0);
     if (holder !== null && held >= this.perHolder) {
       throw new HttpError(

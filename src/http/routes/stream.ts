@@ -58,7 +58,7 @@ export function registerStreamRoutes(app: FastifyInstance, ctx: RouteContext): v
       const after = after_seq ?? (Number.isSafeInteger(lastEventId) && lastEventId >= 0 ? lastEventId : undefined);
       // 404 before the stream starts.
       if (run_id !== undefined) assertRunInScope(request.principal, await engine.getRun(run_id));
-      const release = ctx.streamSlots.take(request.principal?.name ?? null);
+      const release = ctx.streamSlots.take(request.principal);
 
       reply.hijack();
       const res = reply.raw;
