@@ -28,7 +28,6 @@ export type ErrorCode =
   | "request_timeout"
   | "headers_too_large"
   | "too_many_requests"
-  | "misdirected"
   | "unavailable"
   | "internal";
 
