@@ -140,6 +140,8 @@ export function enterReview(rs: RunState, v: Visit, now: number): void {
 export interface ReviewDecision {
   decision: "approve" | "reject";
   by: string | null;
+  /** The admin who decided as `by` (DESIGN §13), recorded in the event; null when `by` decided. */
+  admin: string | null;
   comment: string | null;
   /** Optional edited output (approve). */
   output: Json;
@@ -150,7 +152,12 @@ export interface ReviewDecision {
  * output }` and fires `next`; reject fails the visit as `rejected`, so next_on_failure routes it.
  */
 export function decideReview(rs: RunState, v: Visit, d: ReviewDecision, next: Decision, now: number): void {
-  event(rs, "review.decided", v, now, { decision: d.decision, by: d.by, comment: d.comment });
+  event(rs, "review.decided", v, now, {
+    decision: d.decision,
+    by: d.by,
+    comment: d.comment,
+    ...(d.admin === null ? {} : { admin: d.admin }),
+  });
   if (d.decision === "approve") {
     succeed(rs, v, { decision: d.decision, by: d.by, comment: d.comment, output: d.output }, next, now);
   } else {

@@ -9,7 +9,7 @@ import type { RunStatus } from "../core/states.js";
 import type { Compensation, Json, Run, RunEvent, Visit } from "../core/types.js";
 import { EngineClosedError, NotFoundError, ValidationError } from "../errors.js";
 import { SqliteStore } from "../store/sqlite/sqlite-store.js";
-import type { Store } from "../store/store.js";
+import type { RunFilter, Store } from "../store/store.js";
 import { AttemptRunner } from "./attempts.js";
 import { type Clock, systemClock } from "./clock.js";
 import { Dispatcher } from "./dispatcher.js";
@@ -92,6 +92,11 @@ export interface ReviewOptions {
   decision: "approve" | "reject";
   /** Who decides; must be among the node's `assignees` when it has some. */
   by?: string;
+  /**
+   * The admin who decides *as* `by` (DESIGN §13): recorded in the review.decided event as
+   * `admin`. An admin deciding as itself (`by` equal to `admin`) must be an assignee itself.
+   */
+  admin?: string;
   comment?: string;
   /** Edited output to pass on (approve). */
   output?: unknown;
@@ -102,6 +107,7 @@ export interface ReviewOptions {
 /** What waits for a person. */
 export interface PendingReview {
   run_id: string;
+  workflow_id: string;
   node_id: string;
   visit: number;
   execution_id: string;
@@ -394,7 +400,13 @@ export class Engine {
     if (problem) throw new ValidationError("Review output is not JSON", [{ path: "output", message: problem }]);
     const run = await this.store.getRun(runId);
     if (!run) throw new NotFoundError(`run ${runId} does not exist; check the run id and the database`);
-    const decision = { decision: options.decision, by: options.by ?? null, comment: options.comment ?? null, output };
+    const decision = {
+      decision: options.decision,
+      by: options.by ?? null,
+      admin: options.admin ?? null,
+      comment: options.comment ?? null,
+      output,
+    };
     const approved = { decision: decision.decision, by: decision.by, comment: decision.comment, output };
     const next =
       options.decision === "approve"
@@ -456,6 +468,7 @@ export class Engine {
       const payload = (v.payload ?? {}) as Record<string, Json>;
       out.push({
         run_id: v.run_id,
+        workflow_id: v.workflow_id,
         node_id: v.node_id,
         visit: v.visit,
         execution_id: v.execution_id,
@@ -511,7 +524,7 @@ export class Engine {
   }
 
   /** Newest first. `before` pages: pass the last run_id of the previous page. */
-  listRuns(filter: { status?: RunStatus; workflow_id?: string; limit?: number; before?: string } = {}): Promise<Run[]> {
+  listRuns(filter: RunFilter = {}): Promise<Run[]> {
     return this.store.listRuns(filter);
   }
 

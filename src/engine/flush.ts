@@ -588,18 +588,14 @@ export class Flush {
         new ConflictError(`node ${node_id} of run ${run_id} is not waiting for this decision: ${what}`),
       );
     }
-    const assignees = (v.payload as { assignees?: unknown } | null)?.assignees;
-    if (Array.isArray(assignees) && !assignees.includes(decision.by)) {
-      return done.reject(
-        new ForbiddenError(
-          `${decision.by ?? "an anonymous reviewer"} may not decide ${node_id}: assignees are ${assignees.join(", ")}`,
-        ),
-      );
-    }
+    const refused = assigneeRefusal(node_id, (v.payload as { assignees?: unknown } | null)?.assignees, decision);
+    if (refused) return done.reject(refused);
+    // An admin deciding as itself is recorded as itself alone.
+    const recorded = decision.admin === decision.by ? { ...decision, admin: null } : decision;
     if (decision.decision === "approve" && "reason" in input.next) {
       failVisit(rs, v, input.next.reason, { message: input.next.message, reason: input.next.reason }, this.now);
     } else {
-      decideReview(rs, v, decision, "kind" in input.next ? input.next : { kind: "none" }, this.now);
+      decideReview(rs, v, recorded, "kind" in input.next ? input.next : { kind: "none" }, this.now);
     }
     const decided = { ...v };
     this.out.callbacks.push(() => done.resolve(decided));
@@ -1049,4 +1045,28 @@ function sameReport(v: Pick<Visit, "state" | "output" | "error">, report: Report
   }
   if (report.kind === "heartbeat") return false;
   return (v.state === "RETRYING" || v.state === "FAILED") && v.error?.message === report.error.message;
+}
+
+/**
+ * Why `decision` may not decide a review with these `assignees` (null: it may). Fails closed
+ * (DESIGN §13): assignees that are anything but a list (or absent) let nobody decide, and an
+ * admin decides only *as* one of the assignees.
+ */
+function assigneeRefusal(nodeId: string, assignees: unknown, decision: ReviewDecision): ForbiddenError | null {
+  if (assignees === undefined || assignees === null) return null;
+  if (!Array.isArray(assignees)) {
+    return new ForbiddenError(
+      `nobody may decide ${nodeId}: its assignees are not a list of names; fix the workflow's payload.assignees`,
+    );
+  }
+  if (assignees.includes(decision.by)) return null;
+  const names = assignees.join(", ");
+  if (decision.admin !== null && decision.admin === decision.by) {
+    return new ForbiddenError(
+      `${decision.admin} is not an assignee of ${nodeId}: an admin decides as one of its assignees; choose one with by (one of: ${names})`,
+    );
+  }
+  return new ForbiddenError(
+    `${decision.by ?? "an anonymous reviewer"} may not decide ${nodeId}: assignees are ${names}`,
+  );
 }

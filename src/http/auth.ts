@@ -1,11 +1,12 @@
 /**
  * Bearer tokens with roles (DESIGN §10). Tokens come as a JSON list of `{ token, role, name,
- * agent_types }` (`skein serve --tokens FILE` or SKEIN_TOKENS); only their SHA-256 hashes are
+ * agent_types, workflows }` (`skein serve --tokens FILE` or SKEIN_TOKENS); only their SHA-256 hashes are
  * kept, and a presented token is compared with every one of them in constant time. With no
  * tokens the API is open (and `skein serve` binds to loopback only).
  *
  * Roles: `admin` may do everything; `reviewer` may read and decide reviews as the identity its
  * token names; `agent` may only use the external-agent routes (/v1/tasks/*) for its agent types.
+ * An admin or reviewer token may be scoped to workflows (scope.ts).
  */
 import { createHash, timingSafeEqual } from "node:crypto";
 import type { FastifyRequest } from "fastify";
@@ -13,6 +14,7 @@ import { z } from "zod";
 import { issuesToProblems } from "../definition/zod-issues.js";
 import { type Problem, ValidationError } from "../errors.js";
 import { HttpError } from "./errors.js";
+import { WORKFLOW_PATTERN, WorkflowScope } from "./scope.js";
 
 export const ROLES = ["admin", "agent", "reviewer"] as const;
 export type Role = (typeof ROLES)[number];
@@ -39,9 +41,25 @@ const TokenEntrySchema = z
     role: z.enum(ROLES),
     name: z.string().min(1).max(200),
     agent_types: z.array(z.string().min(1)).min(1).optional(),
+    workflows: z
+      .array(
+        z.string().regex(WORKFLOW_PATTERN, {
+          message: "must be a workflow id or a pattern of one with * (1 to 64 of a-z, 0-9, '_', '-', '*')",
+        }),
+      )
+      .min(1, { message: "must list at least one workflow id or pattern (leave workflows out for all workflows)" })
+      .optional(),
   })
   .strict()
   .superRefine((entry, ctx) => {
+    if (entry.role === "agent" && entry.workflows !== undefined) {
+      // The external-agent routes claim by agent type, not by workflow: a scope there would not hold.
+      ctx.addIssue({
+        code: "custom",
+        path: ["workflows"],
+        message: "only admin and reviewer tokens may be scoped to workflows; an agent token is limited by agent_types",
+      });
+    }
     if (entry.role === "agent" && entry.agent_types === undefined) {
       ctx.addIssue({
         code: "custom",
@@ -62,6 +80,8 @@ export interface Principal {
   name: string;
   /** The agent types an agent token may claim (null for other roles). */
   agent_types: string[] | null;
+  /** The workflows whose runs the token may see and act on (null: all of them). */
+  workflows: WorkflowScope | null;
 }
 
 /**
@@ -84,7 +104,7 @@ export function checkTokens(value: unknown, source = "tokens"): TokenEntry[] {
   const problems = [...(parsed.success ? [] : issuesToProblems(parsed.error.issues)), ...duplicates(value)];
   if (!parsed.success || problems.length > 0) {
     throw new ValidationError(
-      `${source} is not a valid token list (a JSON list of { "token", "role": "admin" | "agent" | "reviewer", "name", "agent_types" })`,
+      `${source} is not a valid token list (a JSON list of { "token", "role": "admin" | "agent" | "reviewer", "name", "agent_types", "workflows" })`,
       problems,
     );
   }
@@ -118,7 +138,12 @@ export class Tokens {
   constructor(list: readonly TokenEntry[]) {
     this.entries = checkTokens(list).map((e) => ({
       hash: sha256(e.token),
-      principal: { role: e.role, name: e.name, agent_types: e.agent_types ?? null },
+      principal: {
+        role: e.role,
+        name: e.name,
+        agent_types: e.agent_types ?? null,
+        workflows: e.workflows ? new WorkflowScope(e.workflows) : null,
+      },
     }));
   }
 
@@ -141,7 +166,7 @@ export class Tokens {
    * Who may call: null when the API is open (anyone may), else the token's principal.
    * @throws HttpError 401 for a missing or unknown token, 403 for a role the route refuses
    */
-  authorize(request: FastifyRequest, access: Access): Principal | null {
+  authorize(request: FastifyRequest, access: Access, scoped = false): Principal | null {
     if (access === "public" || this.open) return null;
     const header = request.headers.authorization;
     const match = header === undefined ? null : /^Bearer +(\S+) *$/i.exec(header);
@@ -155,6 +180,13 @@ export class Tokens {
         403,
         "forbidden",
         `a ${principal.role} token may not ${request.method} ${request.routeOptions.url ?? request.url} (allowed: ${access.join(", ")})`,
+      );
+    }
+    if (principal.workflows && !scoped) {
+      throw new HttpError(
+        403,
+        "forbidden",
+        `a token scoped to workflows (${principal.workflows.patterns.join(", ")}) may not ${request.method} ${request.routeOptions.url ?? request.url}: use a token without workflows`,
       );
     }
     return principal;

@@ -3,6 +3,8 @@
  * place where errors become HTTP statuses. The library's errors keep their message (written for
  * the caller); anything unexpected is logged and answered 500 without its message or stack.
  */
+import { STATUS_CODES } from "node:http";
+import type { Socket } from "node:net";
 import type { FastifyError, FastifyReply, FastifyRequest } from "fastify";
 import {
   ConflictError,
@@ -21,9 +23,20 @@ export type ErrorCode =
   | "not_found"
   | "conflict"
   | "payload_too_large"
+  | "uri_too_long"
   | "unsupported_media_type"
+  | "request_timeout"
+  | "headers_too_large"
+  | "too_many_requests"
   | "unavailable"
   | "internal";
+
+/**
+ * The longest path segment the router takes (fastify's default, 100, refused the execution ids
+ * of long node ids with a 414). Above every id's own limit, so the route's schema answers with
+ * the precise 400 instead.
+ */
+export const MAX_PARAM_LENGTH = 2000;
 
 export interface ErrorBody {
   error: { code: ErrorCode; message: string; details: Record<string, unknown> };
@@ -84,6 +97,16 @@ export function toResponse(err: unknown, bodyLimit: number): { status: number; b
       });
     }
     if (status === 415) return known(415, "unsupported_media_type", `${fastify.message}; send application/json`);
+    if (fastify.code === "FST_ERR_MAX_PARAM_LENGTH") {
+      return known(414, "uri_too_long", `a path segment is over ${MAX_PARAM_LENGTH} characters: no id is that long`);
+    }
+    if (fastify.code === "FST_ERR_BAD_URL") {
+      return known(
+        400,
+        "bad_request",
+        "the URL's path is not valid percent-encoding (a % must start %XX of UTF-8): encode ids with encodeURIComponent",
+      );
+    }
     return known(400, "bad_request", fastify.message ?? "bad request");
   }
   return {
@@ -98,5 +121,29 @@ export function handleError(err: unknown, request: FastifyRequest, reply: Fastif
   const { status, body, unexpected } = toResponse(err, bodyLimit);
   if (unexpected) request.log.error({ err }, "request failed");
   if (status === 401) void reply.header("www-authenticate", 'Bearer realm="skein"');
+  const retryAfter = body.error.details.retry_after;
+  if (typeof retryAfter === "number") void reply.header("retry-after", String(retryAfter));
   void reply.code(status).type("application/json").send(body);
+}
+
+/**
+ * Answers what the HTTP parser refused before any route saw it (the `clientError` of node's
+ * server: a request or headers timeout, headers too large, malformed HTTP) in the one shape,
+ * then closes the connection.
+ */
+export function clientErrorHandler(err: NodeJS.ErrnoException, socket: Socket): void {
+  if (err.code === "ECONNRESET" || socket.destroyed) return;
+  const [status, body] =
+    err.code === "ERR_HTTP_REQUEST_TIMEOUT"
+      ? [408, errorBody("request_timeout", "the request did not arrive in time: send headers and body promptly")]
+      : err.code === "HPE_HEADER_OVERFLOW"
+        ? [431, errorBody("headers_too_large", "the request line and headers are over the size limit (16 KiB)")]
+        : [400, errorBody("bad_request", "the request is not valid HTTP/1.1")];
+  if (socket.writable) {
+    const text = JSON.stringify(body);
+    socket.write(
+      `HTTP/1.1 ${status} ${STATUS_CODES[status]}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(text)}\r\nConnection: close\r\n\r\n${text}`,
+    );
+  }
+  socket.destroy(err);
 }

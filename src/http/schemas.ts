@@ -115,6 +115,7 @@ export const EventSchema = z.object({
 
 export const PendingReviewSchema = z.object({
   run_id: z.string(),
+  workflow_id: z.string(),
   node_id: z.string(),
   visit: z.number().int(),
   execution_id: z.string(),

@@ -19,8 +19,11 @@ import { issuesToProblems } from "../definition/zod-issues.js";
 import type { Engine } from "../engine/engine.js";
 import { ValidationError } from "../errors.js";
 import { type Access, type Principal, type TokenEntry, Tokens } from "./auth.js";
-import { errorBody, handleError } from "./errors.js";
+import { clientErrorHandler, errorBody, handleError, MAX_PARAM_LENGTH } from "./errors.js";
+import { hostChecker } from "./host-check.js";
+import { DEFAULT_LIMITS, type ServerLimits, StreamSlots } from "./limits.js";
 import { registerHealthRoutes } from "./routes/health.js";
+import { registerMeRoutes } from "./routes/me.js";
 import { registerReviewRoutes } from "./routes/reviews.js";
 import { registerRunRoutes } from "./routes/runs.js";
 import { registerStreamRoutes } from "./routes/stream.js";
@@ -32,6 +35,8 @@ declare module "fastify" {
   interface FastifyContextConfig {
     /** Who may call the route (auth.ts). Every route declares it; a route without it is refused. */
     access?: Access;
+    /** The route keeps a token scoped to workflows to its runs (scope.ts); scoped tokens may call no other. */
+    scoped?: boolean;
   }
   interface FastifySchema {
     /** One line for the OpenAPI document. */
@@ -59,6 +64,8 @@ export interface ServerOptions {
    * @defaultValue this package's dist/web (made by npm run build)
    */
   ui?: string | false;
+  /** Event streams per token and in total, request and idle timeouts (limits.ts has the defaults). */
+  limits?: ServerLimits;
   /** @internal the SSE heartbeat interval, ms. @defaultValue 15000 */
   heartbeatMs?: number;
 }
@@ -70,6 +77,8 @@ export interface RouteContext {
   heartbeatMs: number;
   /** Open SSE responses: ended when the server closes. */
   streams: Set<ServerResponse>;
+  /** The caps on open SSE responses, per token and in total. */
+  streamSlots: StreamSlots;
   /** Every route registered, for the OpenAPI document. */
   routes: readonly RouteOptions[];
   publicUrl: string | undefined;
@@ -84,6 +93,7 @@ export const DEFAULT_BODY_LIMIT = 1024 * 1024;
 /** The route modules, in registration order. */
 const ROUTE_MODULES: ((app: FastifyInstance, ctx: RouteContext) => void)[] = [
   registerHealthRoutes,
+  registerMeRoutes,
   registerWorkflowRoutes,
   registerRunRoutes,
   registerReviewRoutes,
@@ -100,7 +110,17 @@ export async function createServer(options: ServerOptions): Promise<FastifyInsta
     { serializers: { req: (req: { method: string; url: string }) => ({ method: req.method, url: req.url }) } },
   );
   const bodyLimit = options.bodyLimit ?? DEFAULT_BODY_LIMIT;
+  const limits = { ...DEFAULT_LIMITS, ...options.limits };
   const app = Fastify({
+    requestTimeout: limits.requestTimeoutMs,
+    keepAliveTimeout: limits.keepAliveTimeoutMs,
+    connectionTimeout: limits.idleTimeoutMs,
+    // node checks the request and headers timeouts this often (default 30 s): a tenth of the shorter.
+    http: {
+      connectionsCheckingInterval: Math.max(10, Math.min(limits.headersTimeoutMs, limits.requestTimeoutMs) / 10),
+    },
+    clientErrorHandler,
+    frameworkErrors: (err, request, reply) => handleError(err, request, reply, bodyLimit),
     loggerInstance: logger as FastifyBaseLogger,
     bodyLimit,
     onProtoPoisoning: "error",
@@ -108,8 +128,9 @@ export async function createServer(options: ServerOptions): Promise<FastifyInsta
     requestIdHeader: false,
     logController: new LogController({ requestIdLogLabel: "trace_id" }),
     genReqId: (req) => traceIdOf(req.headers.traceparent),
-    routerOptions: { ignoreTrailingSlash: true },
+    routerOptions: { ignoreTrailingSlash: true, maxParamLength: MAX_PARAM_LENGTH },
   });
+  app.server.headersTimeout = Math.min(limits.headersTimeoutMs, limits.requestTimeoutMs);
   const routes: RouteOptions[] = [];
   const streams = new Set<ServerResponse>();
   let accepting = true;
@@ -117,6 +138,7 @@ export async function createServer(options: ServerOptions): Promise<FastifyInsta
     engine: options.engine,
     heartbeatMs: options.heartbeatMs ?? 15_000,
     streams,
+    streamSlots: new StreamSlots(limits.streamsPerToken, limits.streams),
     routes,
     publicUrl: options.publicUrl,
     accepting: () => accepting,
@@ -129,11 +151,14 @@ export async function createServer(options: ServerOptions): Promise<FastifyInsta
     if (route.method !== "HEAD") routes.push(route);
   });
   // Hooks with callbacks, not async: every request passes them, and a promise each is measurable.
+  // An open API answers only requests for its own names (DNS rebinding, DESIGN §13).
+  const checkHost = tokens.open ? hostChecker(options.publicUrl) : null;
   app.addHook("onRequest", (request, _reply, done) => {
-    const access = request.routeOptions.config.access;
+    const { access, scoped } = request.routeOptions.config;
     // Unknown URLs (the 404 handler) have no access: they answer 404 to anyone.
     try {
-      if (access !== undefined) request.principal = tokens.authorize(request, access);
+      checkHost?.(request.headers.host);
+      if (access !== undefined) request.principal = tokens.authorize(request, access, scoped === true);
     } catch (e) {
       return done(e as Error);
     }

@@ -32,6 +32,8 @@ export interface EngineRow {
 export interface RunFilter {
   status?: RunStatus;
   workflow_id?: string;
+  /** Only runs of these workflows (none when empty): a token's workflow scope, resolved to ids. */
+  workflow_ids?: readonly string[];
   limit?: number;
   /** Return runs created before this run (the `run_id` of the last run of the previous page). */
   before?: string;
@@ -81,7 +83,7 @@ export interface Store {
   latestTerminalVisits(runId: string): Promise<Visit[]>;
   listEvents(runId: string, options?: { afterSeq?: number; limit?: number }): Promise<RunEvent[]>;
   /** Visits waiting for a person (IN_REVIEW), oldest first. */
-  listReviews(): Promise<(Visit & { trace_id: string })[]>;
+  listReviews(): Promise<(Visit & { trace_id: string; workflow_id: string })[]>;
   /** The run's compensation rows, by seq. */
   listCompensations(runId: string): Promise<Compensation[]>;
 

@@ -97,6 +97,7 @@ export interface RunEvent {
 
 export interface PendingReview {
   run_id: string;
+  workflow_id: string;
   node_id: string;
   visit: number;
   execution_id: string;
@@ -106,6 +107,13 @@ export interface PendingReview {
   data: unknown;
   requested_at: number | null;
   deadline_at: number | null;
+}
+
+/** GET /v1/me: the signed-in token (role null: the API has no tokens). */
+export interface Me {
+  role: "admin" | "agent" | "reviewer" | null;
+  name: string | null;
+  workflows: string[] | null;
 }
 
 export interface WorkflowSummary {

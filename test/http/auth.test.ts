@@ -97,7 +97,7 @@ describe("bearer tokens", () => {
     const tokens = new Tokens(TOKEN_LIST);
     const dump = inspect(tokens, { depth: 10, showHidden: true });
     for (const token of Object.values(TOKENS)) expect(dump).not.toContain(token);
-    expect(tokens.find(TOKENS.alice)).toEqual({ role: "reviewer", name: "alice", agent_types: null });
+    expect(tokens.find(TOKENS.alice)).toEqual({ role: "reviewer", name: "alice", agent_types: null, workflows: null });
     expect(tokens.find(`${TOKENS.alice}x`)).toBeNull();
   });
 

@@ -1,5 +1,6 @@
-import { request } from "node:http";
-import { describe, expect, it } from "vitest";
+import { get, type IncomingMessage, request } from "node:http";
+import { connect, type Socket } from "node:net";
+import { afterEach, describe, expect, it } from "vitest";
 import { bearer, TOKENS, testApi, WORKFLOWS } from "./helpers.js";
 
 const json = { ...bearer(TOKENS.admin), "content-type": "application/json" };
@@ -141,5 +142,171 @@ describe("failures", () => {
     const res = await app.inject({ url: "/v1/nothing-here" });
     expect(res.statusCode).toBe(404);
     expect(res.json().error.code).toBe("not_found");
+  });
+});
+
+describe("ids in paths", () => {
+  it("takes the execution id of a 64-character node: an external worker claims, heartbeats and reports it", async () => {
+    const { app, engine } = await testApi();
+    const node = "n".repeat(64);
+    await engine.registerWorkflow({ id: "w".repeat(64), nodes: [{ node_id: node, agent_type: "far_away" }] });
+    const run = await engine.startRun("w".repeat(64));
+    const call = (url: string, payload: object) =>
+      app.inject({ method: "POST", url, headers: bearer(TOKENS.admin), payload });
+    const claimed = await call("/v1/tasks/claim", { agent_types: ["far_away"], worker_id: "w1" });
+    const [task] = claimed.json().tasks as { execution_id: string; attempt: number }[];
+    expect(task?.execution_id.length).toBeGreaterThan(100); // over fastify's default maxParamLength
+    const id = encodeURIComponent(task?.execution_id ?? "");
+    const beat = await call(`/v1/tasks/${id}/heartbeat`, { attempt: task?.attempt });
+    expect(beat.statusCode).toBe(200);
+    const done = await call(`/v1/tasks/${id}/complete`, { attempt: task?.attempt, output: { ok: 1 } });
+    expect(done.statusCode).toBe(200);
+    expect((await engine.waitForRun(run.run_id)).status).toBe("SUCCEEDED");
+  });
+
+  it("answers a run id over its limit 400 with the path, and a path segment no id could be 414, in the error shape", async () => {
+    const { app } = await testApi();
+    const long = await app.inject({ url: `/v1/runs/${"r".repeat(201)}`, headers: bearer(TOKENS.admin) });
+    expect(long.statusCode).toBe(400);
+    expect(long.json().error.details.problems[0].path).toBe("params.run_id");
+    const huge = await app.inject({ url: `/v1/runs/${"r".repeat(2001)}`, headers: bearer(TOKENS.admin) });
+    expect(huge.statusCode).toBe(414);
+    expect(huge.json()).toEqual({
+      error: { code: "uri_too_long", message: expect.stringContaining("2000 characters"), details: {} },
+    });
+  });
+
+  it("answers malformed percent-encoding 400 in the error shape", async () => {
+    const { app } = await testApi();
+    const res = await app.inject({ url: "/v1/runs/%E0%A4%A", headers: bearer(TOKENS.admin) });
+    expect(res.statusCode).toBe(400);
+    expect(res.json()).toEqual({
+      error: { code: "bad_request", message: expect.stringContaining("percent-encoding"), details: {} },
+    });
+  });
+});
+
+const held: IncomingMessage[] = [];
+const sockets: Socket[] = [];
+afterEach(() => {
+  for (const r of held.splice(0)) r.destroy();
+  for (const s of sockets.splice(0)) s.destroy();
+});
+
+/** Opens GET /v1/stream; resolves at its first bytes (or its whole refusal) with the status. */
+function openStream(base: string, token: string): Promise<{ status: number; res: IncomingMessage; text: string }> {
+  return new Promise((resolve, reject) => {
+    get(`${base}/v1/stream`, { headers: bearer(token) }, (res) => {
+      res.setEncoding("utf8");
+      if (res.statusCode === 200) {
+        held.push(res);
+        res.once("data", (chunk: string) => resolve({ status: 200, res, text: chunk }));
+        return;
+      }
+      let text = "";
+      res.on("data", (c: string) => {
+        text += c;
+      });
+      res.on("end", () => resolve({ status: res.statusCode ?? 0, res, text }));
+    }).on("error", reject);
+  });
+}
+
+/** A raw connection: what the server sent until it closed the connection. */
+function rawConnection(base: string, send: string): Promise<string> {
+  const url = new URL(base);
+  return new Promise((resolve, reject) => {
+    const socket = connect(Number(url.port), url.hostname, () => socket.write(send));
+    sockets.push(socket);
+    let text = "";
+    socket.setEncoding("utf8");
+    socket.on("data", (c: string) => {
+      text += c;
+    });
+    socket.on("close", () => resolve(text));
+    socket.on("error", reject);
+  });
+}
+
+describe("event streams", () => {
+  it("caps streams per token (429) and in total (503), with Retry-After, and frees a slot when one closes", async () => {
+    const { app } = await testApi({ server: { limits: { streamsPerToken: 2, streams: 3 } } });
+    const base = await app.listen({ host: "127.0.0.1", port: 0 });
+    const first = await openStream(base, TOKENS.alice);
+    expect(first.status).toBe(200);
+    expect((await openStream(base, TOKENS.alice)).status).toBe(200);
+    const third = await openStream(base, TOKENS.alice);
+    expect(third.status).toBe(429);
+    expect(third.res.headers["retry-after"]).toBe("5");
+    expect(JSON.parse(third.text).error).toMatchObject({ code: "too_many_requests", details: { limit: 2 } });
+    expect((await openStream(base, TOKENS.bob)).status).toBe(200);
+    const full = await openStream(base, TOKENS.admin);
+    expect(full.status).toBe(503);
+    expect(full.res.headers["retry-after"]).toBe("5");
+    expect(JSON.parse(full.text).error).toMatchObject({ code: "unavailable", details: { limit: 3 } });
+    // Closing one gives its slot back once the server sees the connection close.
+    first.res.destroy();
+    let again = await openStream(base, TOKENS.admin);
+    for (let tries = 0; again.status !== 200 && tries < 200; tries++) again = await openStream(base, TOKENS.admin);
+    expect(again.status).toBe(200);
+  });
+});
+
+describe("the connection: timeouts and oversized headers", () => {
+  const limits = { headersTimeoutMs: 150, requestTimeoutMs: 300, keepAliveTimeoutMs: 100, idleTimeoutMs: 400 };
+
+  it("answers headers that never end 408 in the error shape and closes the connection", async () => {
+    const { app } = await testApi({ server: { limits } });
+    const base = await app.listen({ host: "127.0.0.1", port: 0 });
+    const text = await rawConnection(base, "GET /v1/health HTTP/1.1\r\nHost: localhost\r\n");
+    expect(text).toMatch(/^HTTP\/1\.1 408 /);
+    expect(JSON.parse(text.slice(text.indexOf("\r\n\r\n") + 4)).error.code).toBe("request_timeout");
+  });
+
+  it("answers a request line and headers over 16 KiB 431 in the error shape", async () => {
+    const { app } = await testApi();
+    const base = await app.listen({ host: "127.0.0.1", port: 0 });
+    const text = await rawConnection(base, `GET /v1/runs/${"r".repeat(20_000)} HTTP/1.1\r\nHost: localhost\r\n\r\n`);
+    expect(text).toMatch(/^HTTP\/1\.1 431 /);
+    expect(JSON.parse(text.slice(text.indexOf("\r\n\r\n") + 4)).error.code).toBe("headers_too_large");
+  });
+
+  it("answers a body that never arrives in full 408", async () => {
+    const { app } = await testApi({ server: { limits } });
+    const base = await app.listen({ host: "127.0.0.1", port: 0 });
+    const text = await rawConnection(
+      base,
+      `POST /v1/runs HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer ${TOKENS.admin}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"workflow_id":`,
+    );
+    expect(text).toMatch(/^HTTP\/1\.1 408 /);
+  });
+
+  it("closes a kept-alive connection that sends no further request, and one that sends nothing", async () => {
+    const { app } = await testApi({ server: { limits } });
+    const base = await app.listen({ host: "127.0.0.1", port: 0 });
+    const answered = await rawConnection(base, "GET /v1/health HTTP/1.1\r\nHost: localhost\r\n\r\n");
+    expect(answered).toMatch(/^HTTP\/1\.1 200 /);
+    expect(answered).toContain("keep-alive");
+    // A connection that never starts a request is timed out like one whose headers never end.
+    expect(await rawConnection(base, "")).toMatch(/^HTTP\/1\.1 408 /);
+  });
+
+  it("keeps an event stream open past the idle timeout: its heartbeats are traffic", async () => {
+    const { app } = await testApi({ server: { limits, heartbeatMs: 50 } });
+    const base = await app.listen({ host: "127.0.0.1", port: 0 });
+    const stream = await openStream(base, TOKENS.alice);
+    let beats = 0;
+    let closed = false;
+    stream.res.on("close", () => {
+      closed = true;
+    });
+    // 12 heartbeats of 50 ms outlast the 400 ms idle timeout.
+    await new Promise<void>((resolve) =>
+      stream.res.on("data", (chunk: string) => {
+        beats += chunk.split(": heartbeat").length - 1;
+        if (beats >= 12) resolve();
+      }),
+    );
+    expect(closed).toBe(false);
   });
 });

@@ -34,6 +34,7 @@ describe("GET /v1/openapi.json", () => {
     expect(operations.sort()).toEqual(
       [
         "GET /v1/health",
+        "GET /v1/me",
         "GET /v1/ready",
         "GET /v1/openapi.json",
         "GET /v1/workflows",

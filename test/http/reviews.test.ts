@@ -92,6 +92,47 @@ describe("reviews", () => {
     expect(unknownRun.statusCode).toBe(404);
   });
 
+  it("an admin decides as a named assignee, recorded with the admin's name", async () => {
+    const { engine, run, decide } = await waitingForReview();
+    const res = await decide(TOKENS.admin, { decision: "approve", by: "alice", comment: "on the phone" });
+    expect(res.statusCode).toBe(200);
+    expect(res.json().output).toMatchObject({ decision: "approve", by: "alice" });
+    const decided = (await engine.listEvents(run.run_id)).find((e) => e.type === "review.decided");
+    expect(decided?.data).toEqual({ decision: "approve", by: "alice", comment: "on the phone", admin: "ops" });
+    expect((await engine.waitForRun(run.run_id)).status).toBe("SUCCEEDED");
+  });
+
+  it("an admin without by on a review with assignees is told to choose one, and nothing is decided", async () => {
+    const { engine, run, decide } = await waitingForReview();
+    const res = await decide(TOKENS.admin, { decision: "approve" });
+    expect(res.statusCode).toBe(403);
+    expect(res.json().error.message).toContain("choose one with by (one of: alice)");
+    const notAssignee = await decide(TOKENS.admin, { decision: "approve", by: "mallory" });
+    expect(notAssignee.statusCode).toBe(403);
+    expect((await engine.getRun(run.run_id)).nodes.find((n) => n.node_id === "check")?.state).toBe("IN_REVIEW");
+  });
+
+  it("an admin decides a review without assignees as itself", async () => {
+    const t = await testApi();
+    const { assignees: _a, ...payload } = (WORKFLOWS.review.nodes[1]?.payload ?? {}) as Record<string, unknown>;
+    await t.engine.registerWorkflow({
+      ...WORKFLOWS.review,
+      nodes: WORKFLOWS.review.nodes.map((n) => (n.node_id === "check" ? { ...n, payload } : n)),
+    });
+    const asked = nextEvent(t.engine, (e) => e.type === "review.requested");
+    const run = await t.engine.startRun("review");
+    await asked;
+    const res = await t.app.inject({
+      method: "POST",
+      url: `/v1/runs/${run.run_id}/nodes/check/review`,
+      headers: bearer(TOKENS.admin),
+      payload: { decision: "reject" },
+    });
+    expect(res.statusCode).toBe(200);
+    const decided = (await t.engine.listEvents(run.run_id)).find((e) => e.type === "review.decided");
+    expect(decided?.data).toEqual({ decision: "reject", by: "ops", comment: null });
+  });
+
   it("with no tokens configured, the decision is made as the body's by", async () => {
     const { decide } = await waitingForReview({ open: true });
     const res = await decide(null, { decision: "approve", by: "alice" });

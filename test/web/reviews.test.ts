@@ -88,6 +88,37 @@ describe("the approvals inbox", { timeout: 90_000 }, () => {
     expect(check?.error?.reason).toBe("rejected");
   });
 
+  it("an admin who is not an assignee chooses one to decide as: the decision is recorded as theirs, made by the admin", async () => {
+    const s = await serve();
+    const forOthers = {
+      ...PUBLISH,
+      nodes: PUBLISH.nodes.map((n) =>
+        n.node_id === "check" ? { ...n, payload: { ...n.payload, assignees: ["alice", "bob"] } } : n,
+      ),
+    };
+    await s.api("PUT", "/v1/workflows/publish", forOthers);
+    const { run_id: runId } = await s.api<{ run_id: string }>("POST", "/v1/runs", {
+      workflow_id: "publish",
+      input: { topic: "proxies" },
+    });
+    await s.completeWriterTask({ text: "A draft about proxies" });
+    await signIn(s);
+    await openInbox(s);
+    const card = s.page.locator(`article.review[data-run-id="${runId}"]`);
+    const approve = card.getByRole("button", { name: "Approve" });
+    await card.getByLabel(/^Decide as/).waitFor();
+    // Nobody chosen yet: nothing to send that the server would refuse.
+    expect(await approve.isDisabled()).toBe(true);
+    await card.getByLabel(/^Decide as/).selectOption("bob");
+    await approve.click();
+    await s.page.locator("article.outcome.decided").getByText("Approved by bob").waitFor();
+    const { events } = await s.api<{ events: { type: string; data: Record<string, unknown> }[] }>(
+      "GET",
+      `/v1/runs/${runId}/events`,
+    );
+    expect(events.find((e) => e.type === "review.decided")?.data).toMatchObject({ by: "bob", admin: "ops" });
+  });
+
   it("a decision on a review someone else decided first shows a clear conflict message", async () => {
     const s = await serve();
     const runId = await runAtReview(s, "races");

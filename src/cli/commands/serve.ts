@@ -30,7 +30,7 @@ export function registerServe(program: Command): void {
     .option("--agents <module>", "agents module (.js, .mjs or .ts): its default export maps agent_type to handler")
     .option(
       "--tokens <file>",
-      'bearer tokens, a JSON list of { "token", "role": "admin"|"agent"|"reviewer", "name", "agent_types" }; else SKEIN_TOKENS (the same JSON); none: the API is open, on loopback only',
+      'bearer tokens, a JSON list of { "token", "role": "admin"|"agent"|"reviewer", "name", "agent_types", "workflows" }; else SKEIN_TOKENS (the same JSON); none: the API is open, on loopback only (and answers only loopback Host names)',
     )
     .option("--body-limit <bytes>", "largest request body; larger ones get 413", positiveInt, 1024 * 1024)
     .option("--public-url <url>", "the API's address as clients reach it (review notification links, OpenAPI servers)")

@@ -1,12 +1,14 @@
 /**
- * Reviews: what waits for people, and a decision on one. With tokens, the decision is made as
- * the token's name (a reviewer decides only as itself; the node's `assignees` decide who may).
+ * Reviews: what waits for people, and a decision on one. With tokens, a reviewer decides as the
+ * token's name only; an admin decides as itself, or *as* one of the node's assignees with `by`
+ * (recorded with the admin's name, DESIGN §13). The node's `assignees` decide who may.
  */
 import type { FastifyInstance } from "fastify";
 import { z } from "zod";
 import { ForbiddenError } from "../../errors.js";
 import { READERS, REVIEWERS } from "../auth.js";
 import { PendingReviewSchema, VisitSchema } from "../schemas.js";
+import { checkRunScope, inScope } from "../scope.js";
 import type { RouteContext } from "../server.js";
 
 const ListQuery = z.object({ status: z.literal("pending").default("pending") }).strict();
@@ -29,7 +31,9 @@ const DecisionBody = z
       .min(1)
       .max(200)
       .optional()
-      .describe("who decides, only when the API has no tokens; with a token it is the token's name"),
+      .describe(
+        "who decides: with no tokens, anyone named; an admin token, one of the node's assignees (it decides as them); a reviewer token, only its own name",
+      ),
   })
   .strict();
 
@@ -37,20 +41,24 @@ export function registerReviewRoutes(app: FastifyInstance, { engine }: RouteCont
   app.get<{ Querystring: z.output<typeof ListQuery> }>(
     "/v1/reviews",
     {
-      config: { access: READERS },
+      config: { access: READERS, scoped: true },
       schema: {
         summary: "Nodes waiting for a person's decision, oldest first",
         querystring: ListQuery,
         response: { 200: z.object({ reviews: z.array(PendingReviewSchema) }) },
       },
     },
-    async (request) => ({ reviews: await engine.listReviews({ status: request.query.status }) }),
+    async (request) => ({
+      reviews: (await engine.listReviews({ status: request.query.status })).filter((r) =>
+        inScope(request.principal, r.workflow_id),
+      ),
+    }),
   );
 
   app.post<{ Params: z.output<typeof NodeParams>; Body: z.output<typeof DecisionBody> }>(
     "/v1/runs/:run_id/nodes/:node_id/review",
     {
-      config: { access: REVIEWERS },
+      config: { access: REVIEWERS, scoped: true },
       schema: {
         summary: "Approve or reject a node waiting for review (409 when already decided, 403 when not an assignee)",
         params: NodeParams,
@@ -61,13 +69,15 @@ export function registerReviewRoutes(app: FastifyInstance, { engine }: RouteCont
     async (request) => {
       const { decision, comment, output, execution_id, by } = request.body;
       const principal = request.principal;
-      if (principal && by !== undefined && by !== principal.name) {
+      if (principal?.role === "reviewer" && by !== undefined && by !== principal.name) {
         throw new ForbiddenError(`this token decides as "${principal.name}", not as "${by}": leave out by`);
       }
-      const who = principal?.name ?? by;
+      await checkRunScope(engine, principal, request.params.run_id);
+      const who = principal?.role === "admin" ? (by ?? principal.name) : (principal?.name ?? by);
       return engine.review(request.params.run_id, request.params.node_id, {
         decision,
         ...(who === undefined ? {} : { by: who }),
+        ...(principal?.role === "admin" ? { admin: principal.name } : {}),
         ...(comment === undefined ? {} : { comment }),
         ...(output === undefined ? {} : { output }),
         ...(execution_id === undefined ? {} : { execution_id }),

@@ -4,9 +4,11 @@ import type { FastifyInstance } from "fastify";
 import { z } from "zod";
 import { graphModel, renderMermaid } from "../../cli/graph.js";
 import { validateWorkflow } from "../../definition/validate.js";
-import { ValidationError } from "../../errors.js";
-import { ADMINS, READERS } from "../auth.js";
+import type { Engine } from "../../engine/engine.js";
+import { ForbiddenError, ValidationError } from "../../errors.js";
+import { ADMINS, type Principal, READERS } from "../auth.js";
 import { EventSchema, RUN_STATUSES, RunParams, RunSchema, RunWithNodesSchema } from "../schemas.js";
+import { assertRunInScope, checkRunScope, idsInScope, inScope } from "../scope.js";
 import type { RouteContext } from "../server.js";
 
 const StartBody = z
@@ -60,7 +62,7 @@ export function registerRunRoutes(app: FastifyInstance, { engine }: RouteContext
   app.post<{ Body: z.output<typeof StartBody> }>(
     "/v1/runs",
     {
-      config: { access: ADMINS },
+      config: { access: ADMINS, scoped: true },
       schema: {
         summary: "Start a run of the latest version of a workflow (a traceparent header joins the caller's trace)",
         body: StartBody,
@@ -69,6 +71,11 @@ export function registerRunRoutes(app: FastifyInstance, { engine }: RouteContext
     },
     async (request, reply) => {
       const { workflow_id, input, idempotency_key } = request.body;
+      if (!inScope(request.principal, workflow_id)) {
+        throw new ForbiddenError(
+          `this token may not start runs of workflow "${workflow_id}": it is scoped to ${request.principal?.workflows?.patterns.join(", ")}`,
+        );
+      }
       const run = await engine.startRun(workflow_id, {
         input,
         ...(idempotency_key === undefined ? {} : { idempotency_key }),
@@ -81,7 +88,7 @@ export function registerRunRoutes(app: FastifyInstance, { engine }: RouteContext
   app.get<{ Querystring: z.output<typeof ListQuery> }>(
     "/v1/runs",
     {
-      config: { access: READERS },
+      config: { access: READERS, scoped: true },
       schema: {
         summary: "Runs, newest first, a page at a time",
         querystring: ListQuery,
@@ -95,10 +102,12 @@ export function registerRunRoutes(app: FastifyInstance, { engine }: RouteContext
     },
     async (request) => {
       const { status, workflow_id, limit, cursor } = request.query;
+      const scope = await visibleWorkflowIds(engine, request.principal);
       const runs = await engine.listRuns({
         limit: limit + 1,
         ...(status === undefined ? {} : { status }),
         ...(workflow_id === undefined ? {} : { workflow_id }),
+        ...(scope === null ? {} : { workflow_ids: scope }),
         ...(cursor === undefined ? {} : { before: decodeCursor(cursor) }),
       });
       const page = runs.slice(0, limit);
@@ -110,20 +119,24 @@ export function registerRunRoutes(app: FastifyInstance, { engine }: RouteContext
   app.get<{ Params: Params }>(
     "/v1/runs/:run_id",
     {
-      config: { access: READERS },
+      config: { access: READERS, scoped: true },
       schema: {
         summary: "A run with its current visits as nodes",
         params: RunParams,
         response: { 200: RunWithNodesSchema },
       },
     },
-    async (request) => engine.getRun(request.params.run_id),
+    async (request) => {
+      const run = await engine.getRun(request.params.run_id);
+      assertRunInScope(request.principal, run);
+      return run;
+    },
   );
 
   app.post<{ Params: Params; Body: z.output<typeof CancelBody> }>(
     "/v1/runs/:run_id/cancel",
     {
-      config: { access: ADMINS },
+      config: { access: ADMINS, scoped: true },
       schema: {
         summary: "Cancel a run (409 when it already ended)",
         params: RunParams,
@@ -133,6 +146,7 @@ export function registerRunRoutes(app: FastifyInstance, { engine }: RouteContext
     },
     async (request) => {
       const { reason, compensate } = request.body;
+      await checkRunScope(engine, request.principal, request.params.run_id);
       return engine.cancelRun(request.params.run_id, {
         ...(reason === undefined ? {} : { reason }),
         ...(compensate === undefined ? {} : { compensate }),
@@ -143,7 +157,7 @@ export function registerRunRoutes(app: FastifyInstance, { engine }: RouteContext
   app.post<{ Params: Params; Body: z.output<typeof RetryBody> }>(
     "/v1/runs/:run_id/retry",
     {
-      config: { access: ADMINS },
+      config: { access: ADMINS, scoped: true },
       schema: {
         summary: "Redrive a FAILED or CANCELLED run (409 otherwise)",
         params: RunParams,
@@ -153,6 +167,7 @@ export function registerRunRoutes(app: FastifyInstance, { engine }: RouteContext
     },
     async (request) => {
       const { from, force } = request.body;
+      await checkRunScope(engine, request.principal, request.params.run_id);
       return engine.retryRun(request.params.run_id, {
         ...(from === undefined ? {} : { from }),
         ...(force === undefined ? {} : { force }),
@@ -163,7 +178,7 @@ export function registerRunRoutes(app: FastifyInstance, { engine }: RouteContext
   app.get<{ Params: Params; Querystring: z.output<typeof EventsQuery> }>(
     "/v1/runs/:run_id/events",
     {
-      config: { access: READERS },
+      config: { access: READERS, scoped: true },
       schema: {
         summary: "A run's history, oldest first, after after_seq",
         params: RunParams,
@@ -183,6 +198,7 @@ export function registerRunRoutes(app: FastifyInstance, { engine }: RouteContext
     async (request) => {
       const { run_id } = request.params;
       const { after_seq, limit } = request.query;
+      await checkRunScope(engine, request.principal, run_id);
       const events = await engine.listEvents(run_id, {
         limit,
         ...(after_seq === undefined ? {} : { afterSeq: after_seq }),
@@ -197,7 +213,7 @@ export function registerRunRoutes(app: FastifyInstance, { engine }: RouteContext
   app.get<{ Params: Params }>(
     "/v1/runs/:run_id/graph",
     {
-      config: { access: READERS },
+      config: { access: READERS, scoped: true },
       schema: {
         summary: "The run's workflow as a Mermaid flowchart, with node states and the path taken",
         params: RunParams,
@@ -206,6 +222,7 @@ export function registerRunRoutes(app: FastifyInstance, { engine }: RouteContext
     },
     async (request, reply) => {
       const run = await engine.getRun(request.params.run_id);
+      assertRunInScope(request.principal, run);
       const workflow = await engine.getWorkflow(run.workflow_id, run.workflow_version);
       const checked = validateWorkflow(workflow.definition);
       if (!checked.ok) throw new Error(`stored workflow ${run.workflow_id} v${run.workflow_version} does not validate`);
@@ -214,6 +231,15 @@ export function registerRunRoutes(app: FastifyInstance, { engine }: RouteContext
         .type("text/plain; charset=utf-8")
         .send(`${renderMermaid(graphModel(checked.graph, { nodes: run.nodes, visits }))}\n`);
     },
+  );
+}
+
+/** A scoped token's patterns resolved to the registered workflows they match; null when unscoped. */
+async function visibleWorkflowIds(engine: Engine, principal: Principal | null): Promise<string[] | null> {
+  if (!principal?.workflows) return null;
+  return idsInScope(
+    principal,
+    (await engine.listWorkflows()).map((w) => w.id),
   );
 }
 

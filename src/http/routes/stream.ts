@@ -3,14 +3,17 @@
  * run's), one `data:` line of JSON each with the event's `seq` as its id. For one run, the events
  * after `after_seq` (or the `Last-Event-ID` a reconnecting EventSource sends) are replayed from
  * the database first, then live ones follow without a gap or a repeat. A comment every 15 s keeps
- * proxies from closing an idle stream.
+ * proxies from closing an idle stream. A token scoped to workflows gets only their runs' events.
+ * Streams are capped per token and in total (limits.ts): over a cap, 429 or 503 with Retry-After.
  */
 import type { ServerResponse } from "node:http";
 import type { FastifyInstance } from "fastify";
 import { z } from "zod";
 import type { RunEvent } from "../../core/types.js";
+import type { Engine } from "../../engine/engine.js";
 import { ValidationError } from "../../errors.js";
 import { READERS } from "../auth.js";
+import { assertRunInScope, type WorkflowScope } from "../scope.js";
 import type { RouteContext } from "../server.js";
 
 const StreamQuery = z
@@ -28,13 +31,16 @@ const StreamQuery = z
 /** A client this far behind is dropped (it reconnects with Last-Event-ID and replays what it missed). */
 const MAX_BUFFERED_BYTES = 1024 * 1024;
 const PAGE = 1000;
+/** Runs whose workflow the scoped streams remember (the oldest are forgotten, and read again if needed). */
+const REMEMBERED_RUNS = 10_000;
 
 export function registerStreamRoutes(app: FastifyInstance, ctx: RouteContext): void {
   const { engine } = ctx;
+  const runWorkflows = new RunWorkflows(engine);
   app.get<{ Querystring: z.output<typeof StreamQuery> }>(
     "/v1/stream",
     {
-      config: { access: READERS },
+      config: { access: READERS, scoped: true },
       schema: {
         summary: "Server-Sent Events: each event as `id: <seq>` and `data: <event JSON>`",
         querystring: StreamQuery,
@@ -50,7 +56,9 @@ export function registerStreamRoutes(app: FastifyInstance, ctx: RouteContext): v
       }
       const lastEventId = Number(request.headers["last-event-id"]);
       const after = after_seq ?? (Number.isSafeInteger(lastEventId) && lastEventId >= 0 ? lastEventId : undefined);
-      if (run_id !== undefined) await engine.getRun(run_id); // 404 before the stream starts
+      // 404 before the stream starts.
+      if (run_id !== undefined) assertRunInScope(request.principal, await engine.getRun(run_id));
+      const release = ctx.streamSlots.take(request.principal);
 
       reply.hijack();
       const res = reply.raw;
@@ -75,14 +83,17 @@ export function registerStreamRoutes(app: FastifyInstance, ctx: RouteContext): v
           res.end();
         }
       };
+      const scope = request.principal?.workflows;
+      const deliver = scope && run_id === undefined ? runWorkflows.filter(scope, send) : send;
       const unsubscribe = engine.subscribe(
-        (e) => (pending ? pending.push(e) : send(e)),
+        (e) => (pending ? pending.push(e) : deliver(e)),
         run_id === undefined ? {} : { run_id },
       );
       const heartbeat = setInterval(() => res.write(": heartbeat\n\n"), ctx.heartbeatMs);
       res.on("close", () => {
         clearInterval(heartbeat);
         unsubscribe();
+        release();
         ctx.streams.delete(res);
       });
 
@@ -113,5 +124,48 @@ async function replay(
   } catch (err) {
     log.error({ err, run_id: runId }, "event stream replay failed");
     res.end();
+  }
+}
+
+/** The workflow of each run seen on a scoped stream, remembered for all of them. */
+class RunWorkflows {
+  private readonly known = new Map<string, Promise<string | null>>();
+
+  constructor(private readonly engine: Engine) {}
+
+  /** `send`, given only events of runs in `scope`, in their order (a lookup holds back later events). */
+  filter(scope: WorkflowScope, send: (e: RunEvent) => void): (e: RunEvent) => void {
+    let chain = Promise.resolve();
+    return (e) => {
+      const workflow = this.of(e);
+      chain = chain.then(async () => {
+        const id = await workflow;
+        if (id !== null && scope.allows(id)) send(e);
+      });
+    };
+  }
+
+  private of(e: RunEvent): Promise<string | null> {
+    let found = this.known.get(e.run_id);
+    if (found === undefined) {
+      const started = e.type === "run.started" ? e.data.workflow_id : undefined;
+      // A run that cannot be read (pruned, or the database is down) shows nothing to a scoped stream.
+      found =
+        typeof started === "string"
+          ? Promise.resolve(started)
+          : this.engine.getRun(e.run_id).then(
+              (run) => run.workflow_id,
+              () => {
+                this.known.delete(e.run_id); // read again next time
+                return null;
+              },
+            );
+      this.known.set(e.run_id, found);
+      if (this.known.size > REMEMBERED_RUNS) {
+        const oldest = this.known.keys().next().value;
+        if (oldest !== undefined) this.known.delete(oldest);
+      }
+    }
+    return found;
   }
 }

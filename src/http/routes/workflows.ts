@@ -1,9 +1,10 @@
 /** Workflows: list, read a version, check a definition without storing it, register (PUT the definition). */
 import type { FastifyInstance } from "fastify";
 import { z } from "zod";
-import { ValidationError } from "../../errors.js";
+import { ForbiddenError, NotFoundError, ValidationError } from "../../errors.js";
 import { ADMINS, READERS } from "../auth.js";
 import { ProblemSchema } from "../schemas.js";
+import { inScope } from "../scope.js";
 import type { RouteContext } from "../server.js";
 
 const Id = z.object({ id: z.string().min(1).max(200) }).strict();
@@ -34,13 +35,15 @@ export function registerWorkflowRoutes(app: FastifyInstance, { engine }: RouteCo
   app.get(
     "/v1/workflows",
     {
-      config: { access: READERS },
+      config: { access: READERS, scoped: true },
       schema: {
         summary: "Registered workflows with their latest versions",
         response: { 200: z.object({ workflows: z.array(Summary) }) },
       },
     },
-    async () => ({ workflows: await engine.listWorkflows() }),
+    async (request) => ({
+      workflows: (await engine.listWorkflows()).filter((w) => inScope(request.principal, w.id)),
+    }),
   );
 
   // A dry run for editors (the admin page checks as the user types): 200 whatever the verdict,
@@ -48,7 +51,7 @@ export function registerWorkflowRoutes(app: FastifyInstance, { engine }: RouteCo
   app.post<{ Body: unknown }>(
     "/v1/workflows/validate",
     {
-      config: { access: READERS },
+      config: { access: READERS, scoped: true },
       schema: {
         summary: "Check a definition as PUT would, storing nothing: every problem with its path, and the warnings",
         body: Definition,
@@ -61,7 +64,7 @@ export function registerWorkflowRoutes(app: FastifyInstance, { engine }: RouteCo
   app.get<{ Params: z.output<typeof Id>; Querystring: z.output<typeof VersionQuery> }>(
     "/v1/workflows/:id",
     {
-      config: { access: READERS },
+      config: { access: READERS, scoped: true },
       schema: {
         summary: "A workflow's definition: the latest version, or ?version=N",
         params: Id,
@@ -69,13 +72,21 @@ export function registerWorkflowRoutes(app: FastifyInstance, { engine }: RouteCo
         response: { 200: Workflow },
       },
     },
-    async (request) => engine.getWorkflow(request.params.id, request.query.version),
+    async (request) => {
+      const { id } = request.params;
+      if (!inScope(request.principal, id)) {
+        throw new NotFoundError(
+          `workflow "${id}" is not registered; register it first with registerWorkflow (or skein workflows put)`,
+        );
+      }
+      return engine.getWorkflow(id, request.query.version);
+    },
   );
 
   app.put<{ Params: z.output<typeof Id>; Body: unknown }>(
     "/v1/workflows/:id",
     {
-      config: { access: ADMINS },
+      config: { access: ADMINS, scoped: true },
       schema: {
         summary: "Register a definition: 201 with a new version, 200 when the content is unchanged",
         params: Id,
@@ -84,6 +95,11 @@ export function registerWorkflowRoutes(app: FastifyInstance, { engine }: RouteCo
       },
     },
     async (request, reply) => {
+      if (!inScope(request.principal, request.params.id)) {
+        throw new ForbiddenError(
+          `this token may not register workflow "${request.params.id}": it is scoped to ${request.principal?.workflows?.patterns.join(", ")}`,
+        );
+      }
       const documentId = (request.body as { id?: unknown } | null)?.id;
       if (documentId !== undefined && documentId !== request.params.id) {
         throw new ValidationError("The workflow's id differs from the id in the URL", [

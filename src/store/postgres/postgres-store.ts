@@ -277,6 +277,7 @@ export class PostgresStore implements Store {
     };
     if (filter.status) where.push(`status = ${param(filter.status)}`);
     if (filter.workflow_id) where.push(`workflow_id = ${param(filter.workflow_id)}`);
+    if (filter.workflow_ids) where.push(`workflow_id = ANY(${param(filter.workflow_ids)}::text[])`);
     if (filter.before) {
       where.push(`(created_at, run_id) < (SELECT created_at, run_id FROM runs WHERE run_id = ${param(filter.before)})`);
     }
@@ -322,15 +323,19 @@ export class PostgresStore implements Store {
     return rows.map(eventFromDb);
   }
 
-  async listReviews(): Promise<(Visit & { trace_id: string })[]> {
-    const rows = await this.read<DbVisit & { run_trace_id: string }>({
+  async listReviews(): Promise<(Visit & { trace_id: string; workflow_id: string })[]> {
+    const rows = await this.read<DbVisit & { run_trace_id: string; run_workflow_id: string }>({
       name: "skein_reviews",
       // NULLS FIRST: SQLite's order.
-      text: `SELECT ${selectList(VISIT_COLUMNS, "v")}, r.trace_id AS run_trace_id
+      text: `SELECT ${selectList(VISIT_COLUMNS, "v")}, r.trace_id AS run_trace_id, r.workflow_id AS run_workflow_id
                FROM visits v JOIN runs r ON r.run_id = v.run_id
               WHERE v.state = 'IN_REVIEW' ORDER BY v.started_at NULLS FIRST, v.run_id`,
     });
-    return rows.map(({ run_trace_id, ...row }) => ({ ...visitFromDb(row), trace_id: run_trace_id }));
+    return rows.map(({ run_trace_id, run_workflow_id, ...row }) => ({
+      ...visitFromDb(row),
+      trace_id: run_trace_id,
+      workflow_id: run_workflow_id,
+    }));
   }
 
   async listCompensations(runId: string): Promise<Compensation[]> {

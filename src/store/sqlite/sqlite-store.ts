@@ -205,6 +205,12 @@ export class SqliteStore implements Store {
       where.push("workflow_id = ?");
       params.push(filter.workflow_id);
     }
+    if (filter.workflow_ids) {
+      where.push(
+        filter.workflow_ids.length === 0 ? "0" : `workflow_id IN (${filter.workflow_ids.map(() => "?").join(", ")})`,
+      );
+      params.push(...filter.workflow_ids);
+    }
     if (filter.before) {
       where.push("(created_at, run_id) < (SELECT created_at, run_id FROM runs WHERE run_id = ?)");
       params.push(filter.before);
@@ -240,12 +246,16 @@ export class SqliteStore implements Store {
     return rows.map(eventFromDb);
   }
 
-  async listReviews(): Promise<(Visit & { trace_id: string })[]> {
+  async listReviews(): Promise<(Visit & { trace_id: string; workflow_id: string })[]> {
     const rows = this.read(
-      `SELECT v.*, r.trace_id AS run_trace_id FROM visits v JOIN runs r ON r.run_id = v.run_id
+      `SELECT v.*, r.trace_id AS run_trace_id, r.workflow_id AS run_workflow_id FROM visits v JOIN runs r ON r.run_id = v.run_id
         WHERE v.state = 'IN_REVIEW' ORDER BY v.started_at, v.run_id`,
-    ).all() as (DbVisit & { run_trace_id: string })[];
-    return rows.map(({ run_trace_id, ...row }) => ({ ...visitFromDb(row), trace_id: run_trace_id }));
+    ).all() as (DbVisit & { run_trace_id: string; run_workflow_id: string })[];
+    return rows.map(({ run_trace_id, run_workflow_id, ...row }) => ({
+      ...visitFromDb(row),
+      trace_id: run_trace_id,
+      workflow_id: run_workflow_id,
+    }));
   }
 
   onReady(): void {

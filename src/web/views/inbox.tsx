@@ -2,7 +2,8 @@
  * Reviews waiting for a person: what to decide, on what data, who may, and how long is left
  * before the review times out (and counts as rejected). A decision made here shows its result
  * at once and stays on the page until dismissed; so does a conflict (someone else, or the
- * timeout, decided first), with the server's reason.
+ * timeout, decided first), with the server's reason. An admin decides *as* one of a review's
+ * assignees (DESIGN §13), chosen in a select; a reviewer decides as itself.
  */
 import { useState } from "preact/hooks";
 import { ApiError, api, storedToken } from "../api.js";
@@ -10,7 +11,7 @@ import { Badge, ErrorNote, JsonBlock } from "../components.js";
 import { duration, text, time } from "../format.js";
 import { useLiveEvents, useLoad, useNow } from "../hooks.js";
 import { href } from "../route.js";
-import type { PendingReview, Visit } from "../types.js";
+import type { Me, PendingReview, Visit } from "../types.js";
 
 type Outcome =
   | { review: PendingReview; kind: "decided"; decision: "approve" | "reject"; visit: Visit }
@@ -21,6 +22,7 @@ const CHANGES_REVIEWS = /^(review\.|run\.|node\.(failed|cancelled|skipped|succee
 
 export function InboxPage() {
   const reviews = useLoad(() => api<{ reviews: PendingReview[] }>("GET", "/v1/reviews"), "reviews");
+  const me = useLoad(() => api<Me>("GET", "/v1/me"), "me");
   const [outcomes, setOutcomes] = useState<Outcome[]>([]);
   const now = useNow();
   useLiveEvents((event) => {
@@ -49,13 +51,13 @@ export function InboxPage() {
       ))}
       {reviews.data && pending.length === 0 && <p class="muted">Nothing waits for a decision.</p>}
       {pending.map((r) => (
-        <ReviewCard key={r.execution_id} review={r} now={now} onSettled={settle} />
+        <ReviewCard key={r.execution_id} review={r} me={me.data ?? null} now={now} onSettled={settle} />
       ))}
     </section>
   );
 }
 
-function ReviewCard(props: { review: PendingReview; now: number; onSettled: (o: Outcome) => void }) {
+function ReviewCard(props: { review: PendingReview; me: Me | null; now: number; onSettled: (o: Outcome) => void }) {
   const { review: r, now } = props;
   const [comment, setComment] = useState("");
   const [editOutput, setEditOutput] = useState(false);
@@ -67,6 +69,12 @@ function ReviewCard(props: { review: PendingReview; now: number; onSettled: (o: 
   const open = storedToken() === null;
   const assignees = Array.isArray(r.assignees) ? r.assignees.map(text) : null;
   const outputProblem = editOutput ? jsonProblem(output) : null;
+  // An admin decides as one of the assignees: itself when it is one, else the one chosen here.
+  const me = props.me;
+  const asAssignee = me?.role === "admin" && assignees !== null && assignees.length > 0;
+  const [chosen, setChosen] = useState("");
+  const decideAs = chosen || (me?.name && assignees?.includes(me.name) ? me.name : "");
+  const mustChoose = asAssignee && decideAs === "";
 
   const decide = async (decision: "approve" | "reject") => {
     setBusy(true);
@@ -82,6 +90,7 @@ function ReviewCard(props: { review: PendingReview; now: number; onSettled: (o: 
           ...(comment.trim() ? { comment: comment.trim() } : {}),
           ...(decision === "approve" && editOutput ? { output: JSON.parse(output) as unknown } : {}),
           ...(open && by.trim() ? { by: by.trim() } : {}),
+          ...(asAssignee && decideAs ? { by: decideAs } : {}),
         },
       );
       props.onSettled({ review: r, kind: "decided", decision, visit });
@@ -134,6 +143,19 @@ function ReviewCard(props: { review: PendingReview; now: number; onSettled: (o: 
             <input name="by" value={by} onInput={(e) => setBy(e.currentTarget.value)} />
           </label>
         )}
+        {asAssignee && (
+          <label class="field">
+            Decide as (an admin decides for one of the assignees)
+            <select name="decide-as" value={decideAs} onChange={(e) => setChosen(e.currentTarget.value)}>
+              {decideAs === "" && <option value="">Choose an assignee…</option>}
+              {assignees.map((a) => (
+                <option key={a} value={a}>
+                  {a === me?.name ? `${a} (you)` : a}
+                </option>
+              ))}
+            </select>
+          </label>
+        )}
         <label class="field">
           Comment
           <textarea name="comment" rows={2} value={comment} onInput={(e) => setComment(e.currentTarget.value)} />
@@ -160,12 +182,12 @@ function ReviewCard(props: { review: PendingReview; now: number; onSettled: (o: 
           <button
             type="button"
             class="primary"
-            disabled={busy || outputProblem !== null}
+            disabled={busy || mustChoose || outputProblem !== null}
             onClick={() => void decide("approve")}
           >
             Approve
           </button>
-          <button type="button" class="danger" disabled={busy} onClick={() => void decide("reject")}>
+          <button type="button" class="danger" disabled={busy || mustChoose} onClick={() => void decide("reject")}>
             Reject
           </button>
         </div>

@@ -1,0 +1,53 @@
+/**
+ * Token scopes by workflow (DESIGN §13): a token with `workflows: ["order-*", "refund"]` sees,
+ * starts, decides and streams only runs of the workflows those patterns match. `*` is the only
+ * wildcard (any run of characters); everything else matches itself.
+ *
+ * Routes that honour scopes say so (`config.scoped`); a scoped token calling any other route is
+ * refused (403), so a route that forgets to filter fails closed. Runs and workflows out of scope
+ * are answered 404 like unknown ones, so a scoped token cannot tell them from ids that do not exist.
+ */
+import type { Engine } from "../engine/engine.js";
+import { NotFoundError } from "../errors.js";
+import type { Principal } from "./auth.js";
+
+/** A pattern: workflow id characters and `*` (a workflow id is 1-64 of a-z, 0-9, '_', '-'). */
+export const WORKFLOW_PATTERN = /^[a-z0-9_*-]{1,64}$/;
+
+export class WorkflowScope {
+  private readonly regex: RegExp;
+
+  constructor(readonly patterns: readonly string[]) {
+    // Only [a-z0-9_*-] reach here (validated), so nothing but `*` needs escaping.
+    this.regex = new RegExp(`^(?:${patterns.map((p) => p.replaceAll("*", ".*")).join("|")})$`);
+  }
+
+  allows(workflowId: string): boolean {
+    return this.regex.test(workflowId);
+  }
+}
+
+/** True when the caller may see runs of this workflow (always, without a scoped token). */
+export function inScope(principal: Principal | null, workflowId: string): boolean {
+  return principal?.workflows?.allows(workflowId) ?? true;
+}
+
+/**
+ * The workflow ids among `ids` that the caller may see; null when unscoped (all of them).
+ */
+export function idsInScope(principal: Principal | null, ids: readonly string[]): string[] | null {
+  const scope = principal?.workflows;
+  return scope ? ids.filter((id) => scope.allows(id)) : null;
+}
+
+/** @throws NotFoundError, worded as for a run that does not exist, when the run is out of scope */
+export function assertRunInScope(principal: Principal | null, run: { run_id: string; workflow_id: string }): void {
+  if (!inScope(principal, run.workflow_id)) {
+    throw new NotFoundError(`run ${run.run_id} does not exist; check the run id and the database`);
+  }
+}
+
+/** Reads the run only for a scoped token. @throws NotFoundError when such a token may not see it (or it does not exist) */
+export async function checkRunScope(engine: Engine, principal: Principal | null, runId: string): Promise<void> {
+  if (principal?.workflows) assertRunInScope(principal, await engine.getRun(runId));
+}
