@@ -31,6 +31,9 @@ const SAGA = {
   ],
 };
 
+/** A well-formed run id no run has. */
+const UNKNOWN_RUN = "0190a4b2-7c3d-7e4f-8a9b-0c1d2e3f4a5b";
+
 async function setup() {
   const t = await testEngine();
   await t.engine.registerWorkflow(CHAIN);
@@ -56,15 +59,22 @@ describe("external agents", () => {
     expect(draft?.traceparent).toMatch(/^00-[0-9a-f]{32}-[0-9a-f]{16}-01$/);
     expect((await engine.getRun(run.run_id)).nodes[0]).toMatchObject({ state: "RUNNING", holder: "worker:w1" });
 
-    expect(await engine.completeTask(draft!.execution_id, { attempt: 1, output: { text: "v1" } })).toMatchObject({
+    expect(
+      await engine.completeTask(draft!.execution_id, { worker_id: "w1", attempt: 1, output: { text: "v1" } }),
+    ).toMatchObject({
       status: "accepted",
     });
     const [check] = await engine.claimTasks({ agent_types: ["checker"], worker_id: "w2" });
     expect(check?.deps).toEqual({ draft: { status: "SUCCEEDED", output: { text: "v1" }, error: null } });
-    await engine.completeTask(check!.execution_id, { attempt: 1, output: { ok: true }, next: "publish" });
+    await engine.completeTask(check!.execution_id, {
+      worker_id: "w2",
+      attempt: 1,
+      output: { ok: true },
+      next: "publish",
+    });
     const [publish] = await engine.claimTasks({ agent_types: ["writer"], worker_id: "w1", max_tasks: 5 });
     expect(publish?.node_id).toBe("publish");
-    await engine.completeTask(publish!.execution_id, { attempt: 1, output: "done" });
+    await engine.completeTask(publish!.execution_id, { worker_id: "w1", attempt: 1, output: "done" });
     const done = await engine.waitForRun(run.run_id);
     expect(done.status).toBe("SUCCEEDED");
     expect(done.nodes.find((n) => n.node_id === "rework")?.state).toBe("SKIPPED");
@@ -75,30 +85,39 @@ describe("external agents", () => {
     await engine.startRun(CHAIN.id);
     const [task] = await engine.claimTasks({ agent_types: ["writer"], worker_id: "w1" });
     const id = task!.execution_id;
-    expect((await engine.completeTask(id, { attempt: 1, output: { n: 1 } })).status).toBe("accepted");
-    expect((await engine.completeTask(id, { attempt: 1, output: { n: 1 } })).status).toBe("duplicate");
-    await expect(engine.completeTask(id, { attempt: 1, output: { n: 2 } })).rejects.toThrow(ConflictError);
-    await expect(engine.failTask(id, { attempt: 1, error: { message: "late" } })).rejects.toThrow(/no longer held/);
+    const w1 = { worker_id: "w1", attempt: 1 };
+    expect((await engine.completeTask(id, { ...w1, output: { n: 1 } })).status).toBe("accepted");
+    expect((await engine.completeTask(id, { ...w1, output: { n: 1 } })).status).toBe("duplicate");
+    await expect(engine.completeTask(id, { ...w1, output: { n: 2 } })).rejects.toThrow(ConflictError);
+    await expect(engine.failTask(id, { ...w1, error: { message: "late" } })).rejects.toThrow(/no longer held/);
   });
 
   it("refuses a zombie worker's heartbeat and report once its lease expired and another worker took over", async () => {
     const { engine, clock } = await setup();
     const run = await engine.startRun(CHAIN.id);
     const [zombie] = await engine.claimTasks({ agent_types: ["writer"], worker_id: "zombie", lease_seconds: 5 });
-    const renewed = await engine.heartbeatTask(zombie!.execution_id, { attempt: 1, lease_seconds: 10 });
+    const renewed = await engine.heartbeatTask(zombie!.execution_id, {
+      worker_id: "zombie",
+      attempt: 1,
+      lease_seconds: 10,
+    });
     expect(renewed).toEqual({ status: "accepted", lease_expires_at: clock.now() + 10_000 });
 
     await clock.advance(10_000); // the lease passes; the sweep fails the attempt (lease_expired) and retries it
-    await expect(engine.heartbeatTask(zombie!.execution_id, { attempt: 1 })).rejects.toThrow(ConflictError);
+    await expect(engine.heartbeatTask(zombie!.execution_id, { worker_id: "zombie", attempt: 1 })).rejects.toThrow(
+      ConflictError,
+    );
     await clock.advance(60_000); // past the retry's backoff
     const [again] = await engine.claimTasks({ agent_types: ["writer"], worker_id: "healthy" });
     expect(again).toMatchObject({ execution_id: zombie!.execution_id, attempt: 2 });
-    await engine.completeTask(again!.execution_id, { attempt: 2, output: "healthy" });
+    await engine.completeTask(again!.execution_id, { worker_id: "healthy", attempt: 2, output: "healthy" });
 
-    await expect(engine.completeTask(zombie!.execution_id, { attempt: 1, output: "zombie" })).rejects.toThrow(
-      /attempt 1 .* no longer held: its current attempt is 2/,
+    await expect(
+      engine.completeTask(zombie!.execution_id, { worker_id: "zombie", attempt: 1, output: "zombie" }),
+    ).rejects.toThrow(/attempt 1 .* no longer held: its current attempt is 2/);
+    await expect(engine.heartbeatTask(zombie!.execution_id, { worker_id: "zombie", attempt: 1 })).rejects.toThrow(
+      ConflictError,
     );
-    await expect(engine.heartbeatTask(zombie!.execution_id, { attempt: 1 })).rejects.toThrow(ConflictError);
     const draft = (await engine.getRun(run.run_id)).nodes.find((n) => n.node_id === "draft");
     expect(draft).toMatchObject({ state: "SUCCEEDED", output: "healthy", attempt: 2 });
     const fenced = (await engine.listEvents(run.run_id)).filter((e) => e.type === "result.fenced");
@@ -111,17 +130,26 @@ describe("external agents", () => {
     const { engine, clock } = await setup();
     const run = await engine.startRun(CHAIN.id);
     const [first] = await engine.claimTasks({ agent_types: ["writer"], worker_id: "w1" });
-    await engine.failTask(first!.execution_id, { attempt: 1, error: { message: "rate limited", status: 429 } });
+    await engine.failTask(first!.execution_id, {
+      worker_id: "w1",
+      attempt: 1,
+      error: { message: "rate limited", status: 429 },
+    });
     const retrying = (await engine.getRun(run.run_id)).nodes[0];
     expect(retrying).toMatchObject({ state: "RETRYING", error: { message: "rate limited", details: { status: 429 } } });
     expect(
-      await engine.failTask(first!.execution_id, { attempt: 1, error: { message: "rate limited" } }),
+      await engine.failTask(first!.execution_id, { worker_id: "w1", attempt: 1, error: { message: "rate limited" } }),
     ).toMatchObject({
       status: "duplicate",
     });
     await clock.advance(60_000);
     const [second] = await engine.claimTasks({ agent_types: ["writer"], worker_id: "w1" });
-    await engine.failTask(second!.execution_id, { attempt: 2, error: { message: "bad input" }, retryable: false });
+    await engine.failTask(second!.execution_id, {
+      worker_id: "w1",
+      attempt: 2,
+      error: { message: "bad input" },
+      retryable: false,
+    });
     expect((await engine.waitForRun(run.run_id)).status).toBe("FAILED");
   });
 
@@ -142,9 +170,14 @@ describe("external agents", () => {
     await engine.registerWorkflow(SAGA);
     const run = await engine.startRun(SAGA.id);
     const [book] = await engine.claimTasks({ agent_types: ["step"], worker_id: "w" });
-    await engine.completeTask(book!.execution_id, { attempt: 1, output: { booking: 7 } });
+    await engine.completeTask(book!.execution_id, { worker_id: "w", attempt: 1, output: { booking: 7 } });
     const [pay] = await engine.claimTasks({ agent_types: ["step"], worker_id: "w" });
-    await engine.failTask(pay!.execution_id, { attempt: 1, error: { message: "card declined" }, retryable: false });
+    await engine.failTask(pay!.execution_id, {
+      worker_id: "w",
+      attempt: 1,
+      error: { message: "card declined" },
+      retryable: false,
+    });
 
     // The failed visit is undone first, then the success before it.
     const [undoPay] = await engine.claimTasks({ agent_types: ["undo"], worker_id: "u", max_tasks: 5 });
@@ -156,23 +189,27 @@ describe("external agents", () => {
       compensates: { execution_id: pay!.execution_id, output: null, error: { message: "card declined" } },
     });
     expect(await engine.claimTasks({ agent_types: ["undo"], worker_id: "u2" })).toEqual([]);
-    await expect(engine.completeTask(undoPay!.execution_id, { attempt: 1, output: {}, next: "book" })).rejects.toThrow(
-      ValidationError,
-    );
-    expect((await engine.completeTask(undoPay!.execution_id, { attempt: 1, output: { refunded: true } })).status).toBe(
-      "accepted",
-    );
-    expect((await engine.completeTask(undoPay!.execution_id, { attempt: 1, output: { refunded: true } })).status).toBe(
-      "duplicate",
-    );
-    await expect(engine.failTask(undoPay!.execution_id, { attempt: 1, error: { message: "late" } })).rejects.toThrow(
-      ConflictError,
-    );
+    await expect(
+      engine.completeTask(undoPay!.execution_id, { worker_id: "u", attempt: 1, output: {}, next: "book" }),
+    ).rejects.toThrow(ValidationError);
+    expect(
+      (await engine.completeTask(undoPay!.execution_id, { worker_id: "u", attempt: 1, output: { refunded: true } }))
+        .status,
+    ).toBe("accepted");
+    expect(
+      (await engine.completeTask(undoPay!.execution_id, { worker_id: "u", attempt: 1, output: { refunded: true } }))
+        .status,
+    ).toBe("duplicate");
+    await expect(
+      engine.failTask(undoPay!.execution_id, { worker_id: "u", attempt: 1, error: { message: "late" } }),
+    ).rejects.toThrow(ConflictError);
 
     const [undoBook] = await engine.claimTasks({ agent_types: ["undo"], worker_id: "u" });
     expect(undoBook).toMatchObject({ node_id: "book", payload: { of: { booking: 7 } } });
-    expect((await engine.heartbeatTask(undoBook!.execution_id, { attempt: 1 })).status).toBe("accepted");
-    await engine.completeTask(undoBook!.execution_id, { attempt: 1, output: null });
+    expect((await engine.heartbeatTask(undoBook!.execution_id, { worker_id: "u", attempt: 1 })).status).toBe(
+      "accepted",
+    );
+    await engine.completeTask(undoBook!.execution_id, { worker_id: "u", attempt: 1, output: null });
     const done = await engine.waitForRun(run.run_id);
     expect(done.status).toBe("FAILED");
     expect(done.compensations.map((c) => [c.node_id, c.state, c.output])).toEqual([
@@ -198,13 +235,37 @@ describe("external agents", () => {
     expect(
       await problems(engine.claimTasks({ agent_types: ["x"], worker_id: "w", max_tasks: 0, wait_seconds: 31 })),
     ).toEqual(["max_tasks", "wait_seconds"]);
-    await expect(engine.completeTask("nope", { attempt: 1 })).rejects.toThrow(NotFoundError);
-    await expect(engine.heartbeatTask("nope:x:1", { attempt: 1 })).rejects.toThrow(NotFoundError);
-    await engine.startRun(CHAIN.id);
+    expect(await problems(engine.claimTasks({ agent_types: ["x"], worker_id: "w 1; DROP" }))).toEqual(["worker_id"]);
+    // Ids are checked before anything reaches the database (a NUL byte once wedged a PostgreSQL engine).
+    for (const id of ["nope", "\u0000:x:1", "nope:x:1", `${UNKNOWN_RUN}:x\u0001:1`]) {
+      expect(await problems(engine.heartbeatTask(id, { worker_id: "w", attempt: 1 }))).toEqual(["execution_id"]);
+      expect(await problems(engine.completeTask(id, { worker_id: "w", attempt: 1 }))).toEqual(["execution_id"]);
+    }
+    expect(
+      await problems(engine.failTask(`${UNKNOWN_RUN}:x:1`, { worker_id: "", attempt: 0, error: { message: "m" } })),
+    ).toEqual(["worker_id", "attempt"]);
+    await expect(engine.completeTask(`${UNKNOWN_RUN}:x:1`, { worker_id: "w", attempt: 1 })).rejects.toThrow(
+      NotFoundError,
+    );
+    await expect(engine.heartbeatTask(`${UNKNOWN_RUN}:x:1`, { worker_id: "w", attempt: 1 })).rejects.toThrow(
+      NotFoundError,
+    );
+    const run = await engine.startRun(CHAIN.id);
+    // A well-formed id naming a node the run does not have.
+    for (const report of [
+      () => engine.completeTask(`${run.run_id}:ghost:1`, { worker_id: "w", attempt: 1, output: 1 }),
+      () => engine.failTask(`${run.run_id}:ghost:1`, { worker_id: "w", attempt: 1, error: { message: "m" } }),
+      () => engine.heartbeatTask(`${run.run_id}:ghost:1`, { worker_id: "w", attempt: 1 }),
+      () => engine.completeTask(`${run.run_id}:ghost:1:compensate`, { worker_id: "w", attempt: 1 }),
+    ]) {
+      await expect(report()).rejects.toThrow(NotFoundError);
+    }
     const [task] = await engine.claimTasks({ agent_types: ["writer"], worker_id: "w" });
-    expect(await problems(engine.completeTask(task!.execution_id, { attempt: 1, output: { f: () => 1 } }))).toEqual([
-      "output",
+    expect(
+      await problems(engine.completeTask(task!.execution_id, { worker_id: "w", attempt: 1, output: { f: () => 1 } })),
+    ).toEqual(["output"]);
+    expect(await problems(engine.completeTask(task!.execution_id, { worker_id: "w", attempt: 0, output: 1 }))).toEqual([
+      "attempt",
     ]);
-    expect(await problems(engine.completeTask(task!.execution_id, { attempt: 0, output: 1 }))).toEqual(["attempt"]);
   });
 });
