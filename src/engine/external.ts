@@ -256,7 +256,9 @@ export class ExternalWorkers {
       const task = await this.taskOf(executionId, key, request.attempt);
       const { graph } = await this.o.registry.get(task.workflow_id, task.workflow_version);
       const node = graph.nodes.get(key.node_id);
-      if (!node) throw new NotFoundError(`run ${key.run_id} has no node "${key.node_id}"; check the execution_id`);
+      if (!node) {
+        throw new NotFoundError(`no task ${executionId}: its run has no node "${key.node_id}"; check the execution_id`);
+      }
       // Deciding runs code (a decide hook, `when` expressions): only for the holder of a running attempt.
       const runsCode =
         request.next === undefined &&

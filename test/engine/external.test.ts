@@ -4,7 +4,7 @@
  * no longer holds are conflicts; the identical report twice is accepted once.
  */
 import { describe, expect, it } from "vitest";
-import { ConflictError, NotFoundError, ValidationError } from "../../src/index.js";
+import { ConflictError, ForbiddenError, NotFoundError, ValidationError } from "../../src/index.js";
 import { testEngine } from "../helpers.js";
 
 const CHAIN = {
@@ -267,5 +267,68 @@ describe("external agents", () => {
     expect(await problems(engine.completeTask(task!.execution_id, { worker_id: "w", attempt: 0, output: 1 }))).toEqual([
       "attempt",
     ]);
+  });
+
+  it("keeps an external lease no longer than the node's heartbeat_timeout after the claim and each heartbeat", async () => {
+    const { engine, clock } = await testEngine();
+    await engine.registerWorkflow({
+      id: "beat",
+      nodes: [{ node_id: "a", agent_type: "slow", timeout: 600, heartbeat_timeout: 1, retry_count: 0 }],
+    });
+    const run = await engine.startRun("beat");
+    const w = { worker_id: "w1", attempt: 1 };
+    const [task] = await engine.claimTasks({ agent_types: ["slow"], worker_id: "w1", lease_seconds: 4 });
+    expect(task?.lease_expires_at).toBe(clock.now() + 1_000);
+    await clock.advance(900);
+    const beat = await engine.heartbeatTask(task!.execution_id, { ...w, lease_seconds: 4 });
+    expect(beat).toEqual({ status: "accepted", lease_expires_at: clock.now() + 1_000 });
+    await clock.advance(1_000); // 1 s after the last heartbeat, though the worker asked for 4
+    const failed = await engine.waitForRun(run.run_id);
+    expect(failed.nodes[0]).toMatchObject({ state: "FAILED", error: { reason: "lease_expired" } });
+    await expect(engine.completeTask(task!.execution_id, { ...w, output: "late" })).rejects.toThrow(ConflictError);
+    await expect(engine.heartbeatTask(task!.execution_id, w)).rejects.toThrow(ConflictError);
+  });
+
+  it("binds an attempt to the worker and token that claimed it, also after a restart", async () => {
+    const { engine, database, clock } = await setup();
+    const run = await engine.startRun(CHAIN.id);
+    const fleet = { name: "fleet", agent_types: ["writer", "checker"] };
+    const [task] = await engine.claimTasks({ agent_types: ["writer"], worker_id: "w1", token: fleet });
+    const id = task!.execution_id;
+    expect((await engine.getRun(run.run_id)).nodes[0]?.holder).toBe("worker:fleet/w1");
+    const strangers = [
+      { worker_id: "w2", token: fleet },
+      { worker_id: "w1", token: { name: "other", agent_types: null } },
+      { worker_id: "w1" },
+      { worker_id: "fleet/w1" },
+    ];
+    const events = (await engine.listEvents(run.run_id)).length;
+    for (const who of strangers) {
+      await expect(engine.heartbeatTask(id, { ...who, attempt: 1 })).rejects.toThrow(
+        /not held by this worker|worker_id/,
+      );
+      await expect(engine.completeTask(id, { ...who, attempt: 1, output: 1 })).rejects.toThrow(
+        /not held by this worker|worker_id/,
+      );
+      await expect(engine.failTask(id, { ...who, attempt: 1, error: { message: "x" } })).rejects.toThrow(
+        /not held by this worker|worker_id/,
+      );
+    }
+    const writers = { worker_id: "w1", token: { name: "fleet", agent_types: ["checker"] } };
+    await expect(engine.completeTask(id, { ...writers, attempt: 1, output: 1 })).rejects.toThrow(ForbiddenError);
+    await expect(engine.heartbeatTask(id, { ...writers, attempt: 1 })).rejects.toThrow(ForbiddenError);
+    expect((await engine.listEvents(run.run_id)).length).toBe(events);
+    expect((await engine.getRun(run.run_id)).nodes[0]).toMatchObject({ state: "RUNNING", holder: "worker:fleet/w1" });
+
+    const holder = { worker_id: "w1", token: fleet, attempt: 1 };
+    expect((await engine.completeTask(id, { ...holder, output: "v1" })).status).toBe("accepted");
+    // A new engine knows the attempt's holder only from the database (the run's events).
+    await engine.close();
+    const { engine: restarted } = await testEngine({ database, clock });
+    expect((await restarted.completeTask(id, { ...holder, output: "v1" })).status).toBe("duplicate");
+    await expect(restarted.completeTask(id, { ...holder, worker_id: "w2", output: "v1" })).rejects.toThrow(
+      /not held by this worker/,
+    );
+    await expect(restarted.completeTask(id, { ...holder, attempt: 2, output: "v1" })).rejects.toThrow(/never claimed/);
   });
 });
