@@ -131,6 +131,8 @@ interface ReportTarget {
   /** The row's lease changed: write it. */
   touched(): void;
   apply(report: AppliedReport): void;
+  /** Its holder's attempt returned late (fenced): a cancelled visit holds nothing any more. */
+  returned(attempt: number): void;
 }
 
 /** A report that changes the attempt: a success has its edges decided. */
@@ -576,6 +578,7 @@ export class Flush {
         reason: why,
         by: input.holder,
       });
+      target.returned(input.attempt);
     }
     this.out.callbacks.push(() =>
       done.reject(new ConflictError(`attempt ${input.attempt} of ${input.execution_id} is no longer held: ${why}`)),
@@ -604,6 +607,12 @@ export class Flush {
           else if (r.kind === "failure") failAttempt(rs, v, r.error, r.retryable, this.now, this.o.random);
           else failVisit(rs, v, r.reason, r.error, this.now);
         },
+        returned: (attempt) => {
+          if (v.state !== "CANCELLED" || v.attempt !== attempt) return;
+          // As for an in-process attempt: compensation, which waits for it, may start.
+          releaseCancelled(rs, v);
+          advanceCompensation(rs, this.now);
+        },
       };
     }
     const c = rs.compensations.find((x) => x.node_id === key.node_id && x.visit === key.visit);
@@ -618,6 +627,7 @@ export class Flush {
         else if (r.kind === "failure") compensationFailed(rs, c, r.error, r.retryable, this.now, this.o.random);
         else compensationFailed(rs, c, r.error, false, this.now, this.o.random, r.reason);
       },
+      returned: () => {},
     };
   }
 

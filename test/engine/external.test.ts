@@ -331,4 +331,28 @@ describe("external agents", () => {
     );
     await expect(restarted.completeTask(id, { ...holder, attempt: 2, output: "v1" })).rejects.toThrow(/never claimed/);
   });
+
+  it("starts compensation as soon as a cancelled external attempt reports late, without waiting for its deadline", async () => {
+    const { engine } = await testEngine();
+    await engine.registerWorkflow({
+      id: "parallel-saga",
+      nodes: [
+        { node_id: "ship", agent_type: "step", timeout: 3600, compensation: { agent_type: "undo" } },
+        { node_id: "charge", agent_type: "step" },
+      ],
+    });
+    const run = await engine.startRun("parallel-saga");
+    const tasks = await engine.claimTasks({ agent_types: ["step"], worker_id: "w", max_tasks: 2 });
+    const ship = tasks.find((t) => t.node_id === "ship");
+    const charge = tasks.find((t) => t.node_id === "charge");
+    const w = { worker_id: "w", attempt: 1 };
+    await engine.failTask(charge!.execution_id, { ...w, error: { message: "declined" }, retryable: false });
+    // ship was cancelled mid-attempt: its undo waits for the attempt to return (or its deadline, an hour away).
+    expect(await engine.claimTasks({ agent_types: ["undo"], worker_id: "u" })).toEqual([]);
+    await expect(engine.completeTask(ship!.execution_id, { ...w, output: "shipped" })).rejects.toThrow(/CANCELLED/);
+    const [undo] = await engine.claimTasks({ agent_types: ["undo"], worker_id: "u" });
+    expect(undo).toMatchObject({ execution_id: `${ship!.execution_id}:compensate` });
+    await engine.completeTask(undo!.execution_id, { worker_id: "u", attempt: 1, output: null });
+    expect((await engine.waitForRun(run.run_id)).status).toBe("FAILED");
+  });
 });
