@@ -52,6 +52,7 @@ export async function benchClaimComplete(): Promise<Measured> {
         if (!task) throw new Error(`http: claim found no task (${claimed.status}): the bench ran out of runs`);
         const done = await post(`${url}/v1/tasks/${encodeURIComponent(task.execution_id)}/complete`, {
           attempt: task.attempt,
+          worker_id: `w${i}`,
           output: { ok: true },
         });
         if (done.status === 200) completed += 1;

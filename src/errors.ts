@@ -17,6 +17,7 @@ export type SkeinErrorCode =
   | "forbidden"
   | "database"
   | "engine_closed"
+  | "limited"
   | "non_retryable";
 
 /** Base class: never thrown directly. */
@@ -66,6 +67,24 @@ export class DatabaseError extends SkeinError {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
     this.transient = options.transient ?? false;
     this.ambiguous = options.ambiguous ?? false;
+  }
+}
+
+/**
+ * Thrown when a caller is over a limit of what it may hold or send (DESIGN §13): too many
+ * waiting claims or requests too fast for its token (`scope: "client"`, HTTP 429), or too many
+ * waiting claims on the whole engine (`scope: "engine"`, HTTP 503). Retryable after
+ * `retryAfterSeconds`.
+ */
+export class LimitError extends SkeinError {
+  override readonly name = "LimitError";
+  readonly code = "limited";
+  constructor(
+    message: string,
+    readonly scope: "client" | "engine",
+    readonly retryAfterSeconds: number,
+  ) {
+    super(message);
   }
 }
 

@@ -16,13 +16,16 @@ export {
   type RunWithNodes,
   type StartRunOptions,
 } from "./engine/engine.js";
+export type { WorkerIdentity } from "./engine/external.js";
 export type { Notification, NotifyOptions } from "./engine/notifier.js";
 export type { RegisteredWorkflow, WorkflowCheck } from "./engine/registry.js";
+export type { TaskLimits } from "./engine/task-limits.js";
 export {
   ConflictError,
   DatabaseError,
   EngineClosedError,
   ForbiddenError,
+  LimitError,
   NonRetryableError,
   NotFoundError,
   type Problem,

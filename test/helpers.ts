@@ -45,9 +45,12 @@ export function tempDir(): string {
   return dir;
 }
 
-/** A fresh database URL: a SQLite file, or a new PostgreSQL schema (dropped after the test). */
-export function tempDb(): string {
-  if (onPostgres) {
+/**
+ * A fresh database URL: a SQLite file, or a new PostgreSQL schema (dropped after the test); by
+ * default the store of this test run.
+ */
+export function tempDb(store: "sqlite" | "postgres" = onPostgres ? "postgres" : "sqlite"): string {
+  if (store === "postgres") {
     const schema = `skein_t_${randomBytes(6).toString("hex")}`;
     schemas.push(schema);
     return `${PG_URL}?schema=${schema}`;

@@ -121,7 +121,7 @@ class Api:
                 message = f"{e.code} {error.get('code', '')}: {error.get('message', e.reason)}"
                 if e.code == 409:
                     raise Lost(message) from None
-                if e.code < 500:
+                if e.code < 500 and e.code != 429:  # 429: over the token's rate; wait and try again
                     raise ApiError(message) from None
                 problem: object = message
             except (OSError, http.client.HTTPException) as e:  # refused, reset, timed out: restarting?
@@ -179,14 +179,16 @@ class Worker:
         beat.start()
         try:
             result = HANDLERS[task["agent_type"]](task, lost)
-            kind, body = "complete", {"attempt": attempt, "output": result}
+            # Every report names the worker: the server binds the attempt to its token and worker_id.
+            kind, body = "complete", {"attempt": attempt, "worker_id": self.worker_id, "output": result}
             if isinstance(result, Route):
                 body.update(output=result.output, next=result.next)
         except Exception as e:  # noqa: BLE001 - any handler error fails the attempt
             retryable = not isinstance(e, NonRetryable)
             log.warning("%s failed (%s): %s", eid, "retryable" if retryable else "for good", e)
             error = {"message": str(e) or type(e).__name__, "type": type(e).__name__}
-            kind, body = "fail", {"attempt": attempt, "error": error, "retryable": retryable}
+            kind, body = "fail", {"attempt": attempt, "worker_id": self.worker_id, "error": error,
+                                  "retryable": retryable}
         finally:
             finished.set()
             beat.join()
@@ -209,7 +211,8 @@ class Worker:
         while not finished.wait(self.lease_seconds / 3):
             try:
                 self.api.post(f"/v1/tasks/{urllib.parse.quote(eid, safe='')}/heartbeat",
-                              {"attempt": attempt, "lease_seconds": self.lease_seconds}, retries=0)
+                              {"attempt": attempt, "worker_id": self.worker_id,
+                               "lease_seconds": self.lease_seconds}, retries=0)
             except Lost as e:
                 log.warning("lost %s (%s): dropping it", eid, e)
                 lost.set()

@@ -13,11 +13,19 @@ import type { RunFilter, Store } from "../store/store.js";
 import { AttemptRunner } from "./attempts.js";
 import { type Clock, systemClock } from "./clock.js";
 import { Dispatcher } from "./dispatcher.js";
-import { type ClaimRequest, type ExternalTask, ExternalWorkers } from "./external.js";
+import {
+  type ClaimRequest,
+  type CompleteRequest,
+  type ExternalTask,
+  ExternalWorkers,
+  type FailRequest,
+  type HeartbeatRequest,
+} from "./external.js";
 import { randomHex, uuidv7 } from "./ids.js";
 import { canonicalJson, jsonProblem, sha256 } from "./json.js";
 import { Notifier, type NotifyOptions } from "./notifier.js";
 import { type RegisteredWorkflow, type WorkflowCheck, WorkflowRegistry } from "./registry.js";
+import type { TaskLimits } from "./task-limits.js";
 
 export interface EngineOptions {
   /**
@@ -66,6 +74,12 @@ export interface EngineOptions {
    * `<publicUrl>/v1/runs/<run_id>/nodes/<node_id>/review`.
    */
   publicUrl?: string;
+  /**
+   * What one client of the external-agent protocol may hold or send: long-poll claims per
+   * token and in total, claims and heartbeats per second per token (DESIGN §13).
+   * @defaultValue 100 waiting per token, 1000 in all, 500 a second per token with bursts of 1000
+   */
+  taskLimits?: TaskLimits;
 }
 
 export interface StartRunOptions {
@@ -263,8 +277,10 @@ export class Engine {
     this.external = new ExternalWorkers({
       dispatcher: this.dispatcher,
       attempts: this.attempts,
+      registry: this.registry,
       store,
       clock: this.clock,
+      limits: options.taskLimits ?? {},
       pollMs: options.sweepIntervalMs ?? 1000,
       closed: () => this.closed,
     });
@@ -428,16 +444,22 @@ export class Engine {
   /**
    * External agents (DESIGN §5; the HTTP API's /v1/tasks): claims up to `max_tasks` ready visits
    * of these agent types for a worker, with a lease; with `wait_seconds`, waits for some.
-   * Visits whose agent_type has no in-process handler wait for such claims.
-   * @throws ValidationError for a bad request
+   * Visits whose agent_type has no in-process handler wait for such claims. The attempts are
+   * held by `worker:<token name>/<worker_id>` (`worker:<worker_id>` without a token): only the
+   * same worker may heartbeat and report them (DESIGN §13).
+   * @throws ValidationError for a bad request; ForbiddenError for agent types the token may not
+   *   claim; LimitError over `taskLimits`
    */
   claimTasks(request: ClaimRequest): Promise<ExternalTask[]> {
     this.assertOpen();
     return this.external.claim(request);
   }
 
-  /** Renews a claimed task's lease. @throws ConflictError when the caller no longer holds the attempt */
-  heartbeatTask(executionId: string, request: { attempt: number; lease_seconds?: number }) {
+  /**
+   * Renews a claimed task's lease. @throws ConflictError when the caller does not hold the
+   * attempt; ForbiddenError for an agent type its token may not claim; LimitError over `taskLimits`
+   */
+  heartbeatTask(executionId: string, request: HeartbeatRequest) {
     this.assertOpen();
     return this.external.heartbeat(executionId, request);
   }
@@ -445,18 +467,16 @@ export class Engine {
   /**
    * Reports a claimed task's success (`next`: the agent's route). The identical report sent
    * again is answered `duplicate` and changes nothing.
-   * @throws ConflictError when the caller no longer holds the attempt; ValidationError for bad output
+   * @throws ConflictError when the caller does not hold the attempt; ForbiddenError for an agent
+   *   type its token may not claim; NotFoundError; ValidationError for bad output
    */
-  completeTask(executionId: string, request: { attempt: number; output?: unknown; next?: string | string[] }) {
+  completeTask(executionId: string, request: CompleteRequest) {
     this.assertOpen();
     return this.external.complete(executionId, request);
   }
 
   /** Reports a claimed task's failure; retried unless `retryable` is false. @throws ConflictError */
-  failTask(
-    executionId: string,
-    request: { attempt: number; error: { message: string; [key: string]: unknown }; retryable?: boolean },
-  ) {
+  failTask(executionId: string, request: FailRequest) {
     this.assertOpen();
     return this.external.fail(executionId, request);
   }

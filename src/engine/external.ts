@@ -5,34 +5,87 @@
  * report for an attempt the worker no longer holds is a ConflictError (409). A claim that finds
  * nothing waits (long poll) until a flush leaves visits of its types ready, another engine says
  * so, or the poll interval passes (a retry falling due announces nothing).
+ *
+ * A claimed attempt is bound to its holder (DESIGN §13): `worker:<token name>/<worker_id>`
+ * (`worker:<worker_id>` without a token). Heartbeats and reports must come from that holder,
+ * for an agent type its token may claim; anything else is refused and changes nothing. A
+ * report's `when` is evaluated only once its sender is known to hold the running attempt.
  */
 import { route } from "../agents/task.js";
 import { undoneExecutionId } from "../core/compensation.js";
 import type { Json } from "../core/types.js";
-import { NotFoundError, ValidationError } from "../errors.js";
-import type { Store } from "../store/store.js";
+import { ConflictError, ForbiddenError, NotFoundError, type Problem, ValidationError } from "../errors.js";
+import type { Store, VisitKey } from "../store/store.js";
+import { AttemptHolders } from "./attempt-holders.js";
 import type { AttemptRunner, ResultOf } from "./attempts.js";
 import type { Clock } from "./clock.js";
 import type { Dispatcher } from "./dispatcher.js";
-import { type ClaimedTask, type Input, parseExecutionId, REVIEW, type Report, type ReportAnswer } from "./flush.js";
+import {
+  type ClaimedTask,
+  type Input,
+  notHeldBy,
+  parseExecutionId,
+  REVIEW,
+  type Report,
+  type ReportAnswer,
+} from "./flush.js";
 import { randomHex } from "./ids.js";
+import type { WorkflowRegistry } from "./registry.js";
+import { TaskLimiter, type TaskLimits } from "./task-limits.js";
 
 /** A claimed task as an external worker receives it: DESIGN §5's fields and the lease. */
 export type ExternalTask = ClaimedTask & { traceparent: string; lease_expires_at: number };
 
-export interface ClaimRequest {
-  agent_types: string[];
-  /** Who holds the tasks (recorded as the visits' holder `worker:<id>`). */
+/** A worker's id: no free text, so that the holder and the audit trail cannot be spoofed. */
+export const WORKER_ID_PATTERN = /^[A-Za-z0-9_.:-]{1,128}$/;
+
+/** `<run_id>:<node_id>:<visit>` (run ids are UUIDs), and `:compensate` after it for a compensation. */
+export const EXECUTION_ID_PATTERN =
+  /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}:[A-Za-z0-9_-]{1,64}:[1-9][0-9]{0,9}(?::compensate)?$/;
+
+/** Who claims or reports (DESIGN §13): the worker, and over HTTP the token it presented. */
+export interface WorkerIdentity {
+  /** Names the worker in the holder and the events: `[A-Za-z0-9_.:-]{1,128}`. */
   worker_id: string;
+  /**
+   * The bearer token the worker presented (none in tokenless mode and in process): its name is
+   * part of the holder (tokens sharing a name are one principal, so a token being rotated keeps
+   * its tasks), and it claims and reports only its agent types (null: any).
+   */
+  token?: { name: string; agent_types: readonly string[] | null };
+}
+
+/** The holder a claim records, which every later heartbeat and report must match. */
+export function holderOf(who: WorkerIdentity): string {
+  // A worker_id never contains '/': nothing after the token's name can be forged through it.
+  return who.token === undefined ? `worker:${who.worker_id}` : `worker:${who.token.name}/${who.worker_id}`;
+}
+
+export interface ClaimRequest extends WorkerIdentity {
+  agent_types: string[];
   /** @defaultValue 1 */
   max_tasks?: number;
-  /** How long the lease lasts without a heartbeat (never past the node's timeout). @defaultValue 60 */
+  /**
+   * How long the lease lasts without a heartbeat: never past the node's timeout, nor past its
+   * `heartbeat_timeout` after the claim or the last heartbeat. @defaultValue 60
+   */
   lease_seconds?: number;
   /** How long to wait for a task when none is ready, at most 30. @defaultValue 0 */
   wait_seconds?: number;
   /** Aborted when the caller went away (its HTTP request closed): stop waiting, claim nothing more. */
   signal?: AbortSignal;
 }
+
+/** A heartbeat: renews the lease (as at the claim, never past the node's heartbeat_timeout). */
+export type HeartbeatRequest = WorkerIdentity & { attempt: number; lease_seconds?: number };
+/** A success: `next` is the agent's route. */
+export type CompleteRequest = WorkerIdentity & { attempt: number; output?: unknown; next?: string | string[] };
+/** A failure, retried unless `retryable` is false. */
+export type FailRequest = WorkerIdentity & {
+  attempt: number;
+  error: { message: string; [key: string]: unknown };
+  retryable?: boolean;
+};
 
 export const MAX_WAIT_SECONDS = 30;
 export const MAX_TASKS = 100;
@@ -51,13 +104,17 @@ const FACTS_KEPT = 10_000;
 export class ExternalWorkers {
   private readonly waiters = new Set<Waiter>();
   private readonly facts = new Map<string, RunFacts>();
+  private readonly holders: AttemptHolders;
+  private readonly limiter: TaskLimiter;
 
   constructor(
     private readonly o: {
       dispatcher: Dispatcher;
       attempts: AttemptRunner;
+      registry: WorkflowRegistry;
       store: Store;
       clock: Clock;
+      limits: TaskLimits;
       /** How often a waiting claim looks again by itself, ms. */
       pollMs: number;
       /** True once the engine closes: waiting claims return empty. */
@@ -65,6 +122,8 @@ export class ExternalWorkers {
     },
   ) {
     o.store.onReady(({ agentType }) => this.readyWaiting([agentType]));
+    this.holders = new AttemptHolders(o.store);
+    this.limiter = new TaskLimiter(o.limits, o.clock);
   }
 
   /** Wakes the claims waiting for any of these agent types (`*`: all). */
@@ -76,7 +135,9 @@ export class ExternalWorkers {
 
   /**
    * Claims up to `max_tasks` ready visits of the agent types; with `wait_seconds`, waits for
-   * some when none is ready. @throws ValidationError for a bad request.
+   * some when none is ready.
+   * @throws ValidationError for a bad request; ForbiddenError for agent types the token may not
+   *   claim; LimitError over its token's rate or the long-poll caps
    */
   async claim(request: ClaimRequest): Promise<ExternalTask[]> {
     const types = request.agent_types;
@@ -94,12 +155,36 @@ export class ExternalWorkers {
     const leaseSeconds = request.lease_seconds ?? 60;
     const waitSeconds = request.wait_seconds ?? 0;
     const problems = [
+      badWorkerId(request.worker_id),
       bad(max, 1, MAX_TASKS, "max_tasks", true),
       bad(leaseSeconds, 1, 24 * 3600, "lease_seconds", false),
       bad(waitSeconds, 0, MAX_WAIT_SECONDS, "wait_seconds", false),
     ].filter((p) => p !== null);
     if (problems.length > 0) throw new ValidationError("Claim is invalid", problems);
+    const allowed = request.token?.agent_types;
+    const refused = allowed ? types.filter((t) => !allowed.includes(t)) : [];
+    if (allowed && refused.length > 0) {
+      throw new ForbiddenError(
+        `this token may claim ${allowed.join(", ")}, not ${refused.join(", ")}; ask for a token that lists them`,
+      );
+    }
+    this.limiter.take(request.token?.name);
+    const release = waitSeconds > 0 ? this.limiter.wait(request.token?.name) : null;
+    try {
+      return await this.claimWaiting(request, types, holderOf(request), max, leaseSeconds, waitSeconds);
+    } finally {
+      release?.();
+    }
+  }
 
+  private async claimWaiting(
+    request: ClaimRequest,
+    types: string[],
+    holder: string,
+    max: number,
+    leaseSeconds: number,
+    waitSeconds: number,
+  ): Promise<ExternalTask[]> {
     const giveUpAt = this.o.clock.now() + waitSeconds * 1000;
     const gone = () => this.o.closed() || request.signal?.aborted === true;
     request.signal?.addEventListener("abort", () => this.readyWaiting(types), { once: true });
@@ -112,7 +197,7 @@ export class ExternalWorkers {
         this.o.dispatcher.push({
           kind: "claim",
           agent_types: types,
-          holder: `worker:${request.worker_id}`,
+          holder,
           max,
           lease_ms: leaseSeconds * 1000,
           done: { resolve, reject },
@@ -120,8 +205,8 @@ export class ExternalWorkers {
       );
       if (!waiting || tasks.length > 0 || this.o.clock.now() >= giveUpAt || gone()) {
         waiting?.cancel();
-        for (const t of tasks) this.remember(t);
-        const ready = (await Promise.all(tasks.map((t) => this.withPayload(t)))).filter((t) => t !== null);
+        for (const t of tasks) this.remember(t, holder);
+        const ready = (await Promise.all(tasks.map((t) => this.withPayload(t, holder)))).filter((t) => t !== null);
         return ready.map((t) => ({
           ...t,
           traceparent: `00-${t.trace_id}-${randomHex(8)}-01`,
@@ -132,23 +217,32 @@ export class ExternalWorkers {
     }
   }
 
-  /** Renews the lease of an attempt the worker holds. @throws ConflictError when it no longer does. */
-  heartbeat(executionId: string, request: { attempt: number; lease_seconds?: number }): Promise<ReportAnswer> {
+  /**
+   * Renews the lease of an attempt the worker holds.
+   * @throws ConflictError when it does not hold it; ForbiddenError for an agent type its token
+   *   may not claim; LimitError over its token's rate
+   */
+  async heartbeat(executionId: string, request: HeartbeatRequest): Promise<ReportAnswer> {
     const leaseSeconds = request.lease_seconds ?? 60;
-    const problem = bad(leaseSeconds, 1, 24 * 3600, "lease_seconds", false);
-    if (problem) throw new ValidationError("Heartbeat is invalid", [problem]);
-    return this.report(executionId, request.attempt, { kind: "heartbeat", lease_ms: leaseSeconds * 1000 });
+    const problems = [
+      ...checkReport(executionId, request),
+      bad(leaseSeconds, 1, 24 * 3600, "lease_seconds", false),
+    ].filter((p) => p !== null);
+    if (problems.length > 0) throw new ValidationError("Heartbeat is invalid", problems);
+    this.limiter.take(request.token?.name);
+    // Only a running attempt's lease is renewed, and the flush checks its holder: nothing to verify first.
+    return this.report(executionId, request, { kind: "heartbeat", lease_ms: leaseSeconds * 1000 });
   }
 
   /**
    * Reports success: `output`, and optionally the route `next` (DESIGN §4's precedence: an
    * agent's route first). The output is checked like an in-process agent's; the edges are
-   * decided the same way. @throws ConflictError, ValidationError (output not JSON or too large)
+   * decided the same way, only once the sender is known to hold the running attempt.
+   * @throws ConflictError, ForbiddenError, NotFoundError, ValidationError (output not JSON or too large)
    */
-  async complete(
-    executionId: string,
-    request: { attempt: number; output?: unknown; next?: string | string[] },
-  ): Promise<ReportAnswer> {
+  async complete(executionId: string, request: CompleteRequest): Promise<ReportAnswer> {
+    const key = this.checked(executionId, request, "Report is invalid");
+    const at = { execution_id: executionId, attempt: request.attempt };
     let input: Input;
     if (undoneExecutionId(executionId) !== null) {
       if (request.next !== undefined) {
@@ -156,41 +250,47 @@ export class ExternalWorkers {
           { path: "next", message: "a compensation has no edges to route" },
         ]);
       }
-      input = this.o.attempts.compensationOutcome(
-        { execution_id: executionId, attempt: request.attempt },
-        request.output,
-      );
+      await this.verify(executionId, key, request, false);
+      input = this.o.attempts.compensationOutcome(at, request.output);
     } else {
-      const task = await this.taskOf(executionId, request.attempt);
+      const task = await this.taskOf(executionId, key, request.attempt);
+      const { graph } = await this.o.registry.get(task.workflow_id, task.workflow_version);
+      const node = graph.nodes.get(key.node_id);
+      if (!node) {
+        throw new NotFoundError(`no task ${executionId}: its run has no node "${key.node_id}"; check the execution_id`);
+      }
+      // Deciding runs code (a decide hook, `when` expressions): only for the holder of a running attempt.
+      const runsCode =
+        request.next === undefined &&
+        (node.def.decide !== undefined || (node.successCases ?? []).some((c) => c.when !== null));
+      const running = await this.verify(executionId, key, request, runsCode);
+      if (!running) {
+        // Ended: this can only be the same report again (duplicate) or a late one (409).
+        return this.report(executionId, request, { kind: "success", output: jsonOf(request.output), decision: null });
+      }
       const value = request.next === undefined ? (request.output ?? null) : route(request.next, request.output ?? null);
       input = await this.o.attempts.outcome(task, value);
     }
     if (input.kind === "failure")
       throw new ValidationError("Output is invalid", [{ path: "output", message: input.error.message }]);
     if (input.kind === "success") {
-      return this.report(executionId, request.attempt, {
-        kind: "success",
-        output: input.output,
-        decision: input.decision,
-      });
+      return this.report(executionId, request, { kind: "success", output: input.output, decision: input.decision });
     }
     if (input.kind === "fail_visit") {
-      return this.report(executionId, request.attempt, {
-        kind: "fail_visit",
-        reason: input.reason,
-        error: input.error,
-      });
+      return this.report(executionId, request, { kind: "fail_visit", reason: input.reason, error: input.error });
     }
     throw new Error(`skein: unexpected outcome ${input.kind}`);
   }
 
-  /** Reports failure; `retryable: false` fails the visit without retries. @throws ConflictError */
-  fail(
-    executionId: string,
-    request: { attempt: number; error: { message: string; [key: string]: unknown }; retryable?: boolean },
-  ): Promise<ReportAnswer> {
+  /**
+   * Reports failure; `retryable: false` fails the visit without retries.
+   * @throws ConflictError, ForbiddenError, NotFoundError
+   */
+  async fail(executionId: string, request: FailRequest): Promise<ReportAnswer> {
+    const key = this.checked(executionId, request, "Report is invalid");
+    await this.verify(executionId, key, request, false);
     const { message, ...details } = request.error;
-    return this.report(executionId, request.attempt, {
+    return this.report(executionId, request, {
       kind: "failure",
       error: {
         message,
@@ -201,16 +301,70 @@ export class ExternalWorkers {
     });
   }
 
-  private report(executionId: string, attempt: number, report: Report): Promise<ReportAnswer> {
-    if (!Number.isInteger(attempt) || attempt < 1) {
-      return Promise.reject(
-        new ValidationError("Report is invalid", [
-          { path: "attempt", message: "must be the attempt's number (1 or more)" },
-        ]),
+  /** The visit an execution id names. @throws ValidationError for a malformed id, worker_id or attempt */
+  private checked(executionId: string, request: WorkerIdentity & { attempt: number }, what: string): VisitKey {
+    const problems = checkReport(executionId, request);
+    const key = parseExecutionId(undoneExecutionId(executionId) ?? executionId);
+    if (problems.length > 0 || !key) throw new ValidationError(what, problems);
+    return key;
+  }
+
+  /**
+   * Checks that the sender held the attempt it reports (DESIGN §13) before anything is
+   * evaluated or queued. Refusals record nothing. With `needRunning`, answers whether the
+   * attempt still runs (else true: the flush fences it either way).
+   * @throws NotFoundError, ForbiddenError (an agent type its token may not claim), ConflictError
+   */
+  private async verify(
+    executionId: string,
+    key: VisitKey,
+    request: WorkerIdentity & { attempt: number },
+    needRunning: boolean,
+  ): Promise<boolean> {
+    // The engine's clock judges leases on SQLite; on PostgreSQL the database's does, in the flush.
+    const now = this.o.store.exclusive ? this.o.clock.now() : null;
+    const facts = await this.holders.find(executionId, key, request.attempt, needRunning, now);
+    if (!facts) throw new NotFoundError(`no task ${executionId}; check the execution_id`);
+    const allowed = request.token?.agent_types;
+    if (allowed && !allowed.includes(facts.agent_type)) {
+      throw new ForbiddenError(
+        `this token may report tasks of ${allowed.join(", ")}, not ${facts.agent_type} (${executionId})`,
       );
     }
+    if (facts.holder === null) {
+      throw new ConflictError(`attempt ${request.attempt} of ${executionId} was never claimed; check the attempt`);
+    }
+    if (facts.holder !== holderOf(request)) {
+      throw new ConflictError(notHeldBy(executionId, request.attempt, facts.holder));
+    }
+    return facts.running !== false;
+  }
+
+  private report(
+    executionId: string,
+    who: WorkerIdentity & { attempt: number },
+    report: Report,
+  ): Promise<ReportAnswer> {
+    return this.push(executionId, who.attempt, holderOf(who), who.token?.agent_types ?? null, report);
+  }
+
+  private push(
+    executionId: string,
+    attempt: number,
+    holder: string,
+    agentTypes: readonly string[] | null,
+    report: Report,
+  ): Promise<ReportAnswer> {
     return new Promise<ReportAnswer>((resolve, reject) =>
-      this.o.dispatcher.push({ kind: "report", execution_id: executionId, attempt, report, done: { resolve, reject } }),
+      this.o.dispatcher.push({
+        kind: "report",
+        execution_id: executionId,
+        attempt,
+        report,
+        holder,
+        agent_types: agentTypes,
+        done: { resolve, reject },
+      }),
     );
   }
 
@@ -219,28 +373,29 @@ export class ExternalWorkers {
    * in-process attempt gets it; null when that fails: the attempt is failed for good, as an
    * in-process one would be, and not handed out.
    */
-  private async withPayload(t: ClaimedTask): Promise<ClaimedTask | null> {
+  private async withPayload(t: ClaimedTask, holder: string): Promise<ClaimedTask | null> {
     if (!t.compensates) return t;
     try {
       return { ...t, payload: await this.o.attempts.compensationPayload(t) };
     } catch (e) {
       const error = { message: e instanceof Error ? e.message : String(e), reason: "template_error" };
-      this.report(t.execution_id, t.attempt, { kind: "failure", error, retryable: false }).catch(() => undefined);
+      const failure: Report = { kind: "failure", error, retryable: false };
+      this.push(t.execution_id, t.attempt, holder, null, failure).catch(() => undefined);
       return null;
     }
   }
 
-  private remember(t: ClaimedTask): void {
+  private remember(t: ClaimedTask, holder: string): void {
     const { run_id, input, trace_id, workflow_id, workflow_version } = t;
     this.facts.set(t.execution_id, { run_id, input, trace_id, workflow_id, workflow_version });
     if (this.facts.size > FACTS_KEPT) this.facts.delete(this.facts.keys().next().value as string);
+    this.holders.remember(t.execution_id, t.attempt, t.agent_type, holder);
   }
 
   /** What deciding the edges of a result needs: the visit's run and workflow. */
-  private async taskOf(executionId: string, attempt: number): Promise<ResultOf> {
-    const key = parseExecutionId(executionId);
-    const facts = this.facts.get(executionId) ?? (key ? await this.o.store.getRun(key.run_id) : null);
-    if (!key || !facts) throw new NotFoundError(`no task ${executionId}; use the execution_id of a claimed task`);
+  private async taskOf(executionId: string, key: VisitKey, attempt: number): Promise<ResultOf> {
+    const facts = this.facts.get(executionId) ?? (await this.o.store.getRun(key.run_id));
+    if (!facts) throw new NotFoundError(`no task ${executionId}; use the execution_id of a claimed task`);
     const { run_id, input, trace_id, workflow_id, workflow_version } = facts;
     return {
       run_id,
@@ -274,13 +429,37 @@ export class ExternalWorkers {
   }
 }
 
-function bad(
-  value: unknown,
-  min: number,
-  max: number,
-  path: string,
-  integer: boolean,
-): { path: string; message: string } | null {
+/** A report's output as sent, for comparing with the stored one (it is not applied). */
+function jsonOf(value: unknown): Json {
+  return (value ?? null) as Json;
+}
+
+/** The problems of a report's execution id, worker_id and attempt. */
+function checkReport(executionId: string, request: WorkerIdentity & { attempt: number }): Problem[] {
+  const problems: (Problem | null)[] = [
+    typeof executionId === "string" && EXECUTION_ID_PATTERN.test(executionId)
+      ? null
+      : {
+          path: "execution_id",
+          message: `must be <run_id>:<node_id>:<visit> (with :compensate for a compensation), as the task gave it; got ${JSON.stringify(executionId)}`,
+        },
+    badWorkerId(request.worker_id),
+    Number.isInteger(request.attempt) && request.attempt >= 1
+      ? null
+      : { path: "attempt", message: "must be the attempt's number (1 or more)" },
+  ];
+  return problems.filter((p) => p !== null);
+}
+
+function badWorkerId(workerId: unknown): Problem | null {
+  if (typeof workerId === "string" && WORKER_ID_PATTERN.test(workerId)) return null;
+  return {
+    path: "worker_id",
+    message: `must be 1 to 128 letters, digits, '_', '.', ':' or '-' (it names the worker in the holder and the events); got ${JSON.stringify(workerId)}`,
+  };
+}
+
+function bad(value: unknown, min: number, max: number, path: string, integer: boolean): Problem | null {
   const ok = typeof value === "number" && Number.isFinite(value) && value >= min && value <= max;
   if (ok && (!integer || Number.isInteger(value))) return null;
   return {

@@ -30,6 +30,7 @@ import {
   failAttempt,
   failVisit,
   interrupt,
+  leaseExpiry,
   type ReviewDecision,
   type RunState,
   releaseCancelled,
@@ -84,12 +85,29 @@ export type Input =
       lease_ms: number;
       done: Callback<ClaimedTask[]>;
     }
-  /** An external worker's report or heartbeat: answered, or refused with a ConflictError. */
-  | { kind: "report"; execution_id: string; attempt: number; report: Report; done: Callback<ReportAnswer> };
+  /**
+   * An external worker's report or heartbeat: answered, or refused with a ForbiddenError (an
+   * agent type the token may not report) or a ConflictError (an attempt it does not hold).
+   */
+  | {
+      kind: "report";
+      execution_id: string;
+      attempt: number;
+      report: Report;
+      /** Who sends it: the holder its claim recorded (`worker:...`, DESIGN §13). */
+      holder: string;
+      /** The agent types the sender's token may report; null: any. */
+      agent_types: readonly string[] | null;
+      done: Callback<ReportAnswer>;
+    };
 
-/** What an external worker reports for an attempt it holds. */
+/**
+ * What an external worker reports for an attempt it holds. A success's `decision` is null when
+ * it was not worked out because the attempt had already ended (DESIGN §13: a `when` is
+ * evaluated only for the holder of a running attempt): such a report is never applied.
+ */
 export type Report =
-  | { kind: "success"; output: Json; decision: Decision }
+  | { kind: "success"; output: Json; decision: Decision | null }
   | { kind: "failure"; error: VisitError; retryable: boolean }
   | { kind: "fail_visit"; reason: string; error: VisitError }
   | { kind: "heartbeat"; lease_ms: number };
@@ -112,8 +130,15 @@ interface ReportTarget {
   row: Visit | Compensation;
   /** The row's lease changed: write it. */
   touched(): void;
-  apply(report: Exclude<Report, { kind: "heartbeat" }>): void;
+  apply(report: AppliedReport): void;
+  /** Its holder's attempt returned late (fenced): a cancelled visit holds nothing any more. */
+  returned(attempt: number): void;
 }
+
+/** A report that changes the attempt: a success has its edges decided. */
+type AppliedReport =
+  | { kind: "success"; output: Json; decision: Decision }
+  | Extract<Report, { kind: "failure" | "fail_visit" }>;
 
 /** One attempt of a visit or compensation row. */
 export type AttemptRef = { execution_id: string; attempt: number };
@@ -442,8 +467,9 @@ export class Flush {
     if (claims.length === 0) return;
     const tasks = new Map(claims.map((c) => [c, [] as ClaimedTask[]]));
     const room = (c: ClaimInput) => c.max - (tasks.get(c)?.length ?? 0);
+    // The claim set the node's lease (deadline, heartbeat_timeout); the worker's may only shorten it.
     const lease = (c: ClaimInput, row: Visit | Compensation) => {
-      row.lease_expires_at = Math.min(row.deadline_at ?? Number.POSITIVE_INFINITY, this.now + c.lease_ms);
+      row.lease_expires_at = Math.min(row.lease_expires_at ?? Number.POSITIVE_INFINITY, this.now + c.lease_ms);
     };
     const take = async (c: ClaimInput, rs: RunState, v: Visit) => {
       claim(rs, v, c.holder, this.now);
@@ -492,15 +518,27 @@ export class Flush {
   }
 
   /**
-   * An external worker's report. Held means: the visit is RUNNING at that attempt and its lease
-   * has not passed (the sweep may not have expired it yet). The same report sent again is
-   * answered `duplicate`; anything else for an attempt not held is a conflict.
+   * An external worker's report. Held means: the visit is RUNNING at that attempt, held by this
+   * worker (DESIGN §13), and its lease has not passed (the sweep may not have expired it yet).
+   * The same report sent again is answered `duplicate`; anything else for an attempt not held
+   * is a conflict. Refusals for another token's or worker's attempt record nothing. Who held an
+   * attempt that has ended is checked before the report is queued (ExternalWorkers.verify).
    */
   private async report(input: Extract<Input, { kind: "report" }>): Promise<void> {
     const { report, done } = input;
     const target = await this.reportTarget(input.execution_id);
     if (!target) return done.reject(new NotFoundError(`no task ${input.execution_id}; check the execution_id`));
     const { rs, row, key } = target;
+    if (input.agent_types !== null && !input.agent_types.includes(row.agent_type)) {
+      return done.reject(
+        new ForbiddenError(
+          `this token may report tasks of ${input.agent_types.join(", ")}, not ${row.agent_type} (${input.execution_id})`,
+        ),
+      );
+    }
+    if (row.attempt === input.attempt && row.holder !== null && row.holder !== input.holder) {
+      return done.reject(new ConflictError(notHeldBy(input.execution_id, input.attempt, row.holder)));
+    }
     if (row.visit !== key.visit) {
       return done.reject(
         new ConflictError(`attempt ${input.attempt} of ${input.execution_id} is no longer held: superseded`),
@@ -512,9 +550,17 @@ export class Flush {
     const expired = row.lease_expires_at !== null && row.lease_expires_at <= this.now;
     if (row.state === "RUNNING" && row.attempt === input.attempt && !expired) {
       if (report.kind === "heartbeat") {
-        row.lease_expires_at = Math.min(row.deadline_at ?? Number.POSITIVE_INFINITY, this.now + report.lease_ms);
+        // As at the claim: the node's lease (deadline, heartbeat_timeout), shortened by the worker's.
+        const node = rs.graph.nodes.get(row.node_id);
+        const nodeLease = node ? leaseExpiry(node, row, this.now) : row.deadline_at;
+        row.lease_expires_at = Math.min(nodeLease ?? Number.POSITIVE_INFINITY, this.now + report.lease_ms);
         target.touched();
-      } else target.apply(report);
+      } else if (report.kind !== "success") target.apply(report);
+      else if (report.decision !== null) target.apply({ ...report, decision: report.decision });
+      else {
+        // Checked as ended before it was queued, so it cannot be running again at this attempt.
+        return done.reject(new ConflictError(`attempt ${input.attempt} of ${input.execution_id} is no longer held`));
+      }
       return answer("accepted");
     }
     if (row.attempt === input.attempt && sameReport(row, report)) return answer("duplicate");
@@ -530,7 +576,9 @@ export class Flush {
         attempt: input.attempt,
         result: report.kind,
         reason: why,
+        by: input.holder,
       });
+      target.returned(input.attempt);
     }
     this.out.callbacks.push(() =>
       done.reject(new ConflictError(`attempt ${input.attempt} of ${input.execution_id} is no longer held: ${why}`)),
@@ -559,6 +607,12 @@ export class Flush {
           else if (r.kind === "failure") failAttempt(rs, v, r.error, r.retryable, this.now, this.o.random);
           else failVisit(rs, v, r.reason, r.error, this.now);
         },
+        returned: (attempt) => {
+          if (v.state !== "CANCELLED" || v.attempt !== attempt) return;
+          // As for an in-process attempt: compensation, which waits for it, may start.
+          releaseCancelled(rs, v);
+          advanceCompensation(rs, this.now);
+        },
       };
     }
     const c = rs.compensations.find((x) => x.node_id === key.node_id && x.visit === key.visit);
@@ -573,6 +627,7 @@ export class Flush {
         else if (r.kind === "failure") compensationFailed(rs, c, r.error, r.retryable, this.now, this.o.random);
         else compensationFailed(rs, c, r.error, false, this.now, this.o.random, r.reason);
       },
+      returned: () => {},
     };
   }
 
@@ -1036,6 +1091,12 @@ export function parseExecutionId(executionId: string): VisitKey | null {
   const visit = Number(executionId.slice(last + 1));
   if (!Number.isInteger(visit) || visit < 1) return null;
   return { run_id: executionId.slice(0, middle), node_id: executionId.slice(middle + 1, last), visit };
+}
+
+/** Why a report for an attempt another holder has is refused (who holds it is not told). */
+export function notHeldBy(executionId: string, attempt: number, holder: string): string {
+  const who = holder.startsWith("worker:") ? "another worker claimed it" : "an engine runs it in process";
+  return `attempt ${attempt} of ${executionId} is not held by this worker: ${who}`;
 }
 
 /** The report that left the visit as it is: sent again by a worker that missed the answer. */

@@ -11,6 +11,7 @@ import {
   DatabaseError,
   EngineClosedError,
   ForbiddenError,
+  LimitError,
   NotFoundError,
   ValidationError,
 } from "../errors.js";
@@ -60,7 +61,10 @@ export function errorBody(code: ErrorCode, message: string, details: Record<stri
 }
 
 /** The status and body an error is answered with. */
-export function toResponse(err: unknown, bodyLimit: number): { status: number; body: ErrorBody; unexpected: boolean } {
+export function toResponse(
+  err: unknown,
+  bodyLimit: number,
+): { status: number; body: ErrorBody; unexpected: boolean; retryAfterSeconds?: number } {
   const known = (status: number, code: ErrorCode, message: string, details: Record<string, unknown> = {}) => ({
     status,
     body: errorBody(code, message, details),
@@ -74,6 +78,14 @@ export function toResponse(err: unknown, bodyLimit: number): { status: number; b
   if (err instanceof NotFoundError) return known(404, "not_found", err.message);
   if (err instanceof ConflictError) return known(409, "conflict", err.message);
   if (err instanceof ForbiddenError) return known(403, "forbidden", err.message);
+  if (err instanceof LimitError) {
+    const retry = { retry_after_seconds: err.retryAfterSeconds };
+    const answer =
+      err.scope === "client"
+        ? known(429, "too_many_requests", err.message, retry)
+        : known(503, "unavailable", err.message, retry);
+    return { ...answer, retryAfterSeconds: err.retryAfterSeconds };
+  }
   if (err instanceof EngineClosedError) return known(503, "unavailable", "the engine is stopping; try again shortly");
   if (err instanceof DatabaseError) {
     // Its message may name files or hosts: logged, not answered.
@@ -118,11 +130,10 @@ export function toResponse(err: unknown, bodyLimit: number): { status: number; b
 
 /** fastify's error handler: answers in the one shape; logs what was not the caller's fault. */
 export function handleError(err: unknown, request: FastifyRequest, reply: FastifyReply, bodyLimit: number): void {
-  const { status, body, unexpected } = toResponse(err, bodyLimit);
+  const { status, body, unexpected, retryAfterSeconds } = toResponse(err, bodyLimit);
   if (unexpected) request.log.error({ err }, "request failed");
+  if (retryAfterSeconds !== undefined) void reply.header("retry-after", String(retryAfterSeconds));
   if (status === 401) void reply.header("www-authenticate", 'Bearer realm="skein"');
-  const retryAfter = body.error.details.retry_after;
-  if (typeof retryAfter === "number") void reply.header("retry-after", String(retryAfter));
   void reply.code(status).type("application/json").send(body);
 }
 

@@ -3,7 +3,7 @@
  * total, and how long a connection may take to send a request or sit idle. Every live stream
  * costs each committed event a write, so 10,000 of them slowed runs 130 times: the caps bound it.
  */
-import { HttpError } from "./errors.js";
+import { LimitError } from "../errors.js";
 
 export interface ServerLimits {
   /** Event streams (GET /v1/stream) one token may hold open; more are 429. @defaultValue 20 */
@@ -51,24 +51,22 @@ export class StreamSlots {
   /**
    * Takes a slot for `holder` (null: no per-token cap, the API is open).
    * @returns the function that gives it back (call it once, when the stream closes)
-   * @throws HttpError 429 over the holder's cap, 503 over the total, both with `retry_after`
+   * @throws LimitError: `client` (429) over the holder's cap, `engine` (503) over the total
    */
   take(holder: object | null): () => void {
     const held = holder === null ? 0 : (this.byHolder.get(holder) ?? 0);
     if (holder !== null && held >= this.perHolder) {
-      throw new HttpError(
-        429,
-        "too_many_requests",
+      throw new LimitError(
         `this token already holds ${held} event streams (the limit is ${this.perHolder}): close one, or share one stream for all runs`,
-        { limit: this.perHolder, retry_after: RETRY_AFTER_SECONDS },
+        "client",
+        RETRY_AFTER_SECONDS,
       );
     }
     if (this.total >= this.max) {
-      throw new HttpError(
-        503,
-        "unavailable",
+      throw new LimitError(
         `the server holds its limit of ${this.max} event streams; try again shortly`,
-        { limit: this.max, retry_after: RETRY_AFTER_SECONDS },
+        "engine",
+        RETRY_AFTER_SECONDS,
       );
     }
     this.total += 1;

@@ -2,7 +2,10 @@
  * An external worker: runs an agents module's handlers against a remote `skein serve` through
  * the tasks API (DESIGN §5): long-poll claims up to its free slots, heartbeats while a handler
  * runs, reports success (with the handler's route) or failure, and drops a task the server
- * answers 409 for (its lease was lost: another worker has it). `skein worker` runs it.
+ * answers 409 for (its lease was lost: another worker has it). Every heartbeat and report
+ * carries the claim's worker_id: the server binds an attempt to it (DESIGN §13). A claim
+ * refused for being over a limit (429, 503) is tried again after its `Retry-After`.
+ * `skein worker` runs it.
  *
  * @example
  * const worker = new HttpWorker({ server: "http://127.0.0.1:8080", token, agents, concurrency: 4 });
@@ -23,7 +26,7 @@ export interface HttpWorkerOptions {
   agents: Record<string, AgentHandler>;
   /** Most tasks running at once. @defaultValue 4 */
   concurrency?: number;
-  /** Names this worker in the visits' holder. @defaultValue `<host>-<pid>` */
+  /** Names this worker in the visits' holder: `[A-Za-z0-9_.:-]{1,128}`. @defaultValue `<host>-<pid>` */
   workerId?: string;
   /** How long a claim's lease lasts without a heartbeat; heartbeats go every third of it. @defaultValue 30 */
   leaseSeconds?: number;
@@ -41,6 +44,8 @@ class ApiError extends Error {
   constructor(
     readonly status: number,
     message: string,
+    /** The answer's Retry-After, seconds (429, 503). */
+    readonly retryAfterSeconds: number | null = null,
   ) {
     super(message);
   }
@@ -51,6 +56,7 @@ export class HttpWorker {
   private readonly stopping = new AbortController();
   private readonly concurrency: number;
   private readonly leaseSeconds: number;
+  private readonly workerId: string;
   private readonly log: (line: string) => void;
   /** Tasks completed, failed and dropped (lost to 409), for the caller's summary. */
   readonly counts = { completed: 0, failed: 0, lost: 0 };
@@ -58,6 +64,7 @@ export class HttpWorker {
   constructor(private readonly o: HttpWorkerOptions) {
     this.concurrency = o.concurrency ?? 4;
     this.leaseSeconds = o.leaseSeconds ?? 30;
+    this.workerId = o.workerId ?? defaultWorkerId();
     this.log = o.log ?? (() => {});
   }
 
@@ -77,7 +84,7 @@ export class HttpWorker {
           "/v1/tasks/claim",
           {
             agent_types: types,
-            worker_id: this.o.workerId ?? defaultWorkerId(),
+            worker_id: this.workerId,
             max_tasks: this.concurrency - this.running.size,
             lease_seconds: this.leaseSeconds,
             wait_seconds: this.o.waitSeconds ?? 20,
@@ -88,8 +95,9 @@ export class HttpWorker {
         backoff = 0;
       } catch (e) {
         if (this.stopping.signal.aborted) break;
-        if (e instanceof ApiError && e.status < 500) throw e; // a refused token or request: stop, say why
-        backoff = Math.min(5000, backoff === 0 ? 200 : backoff * 2);
+        const limited = e instanceof ApiError && (e.status === 429 || e.status === 503) ? e.retryAfterSeconds : null;
+        if (e instanceof ApiError && e.status < 500 && limited === null) throw e; // a refused token or request: stop, say why
+        backoff = limited !== null ? limited * 1000 : Math.min(5000, backoff === 0 ? 200 : backoff * 2);
         this.log(`claim failed (${(e as Error).message}); trying again in ${backoff} ms`);
         await delay(backoff, this.stopping.signal);
         continue;
@@ -115,11 +123,12 @@ export class HttpWorker {
       try {
         await this.call(`/v1/tasks/${encodeURIComponent(wire.execution_id)}/heartbeat`, {
           attempt: wire.attempt,
+          worker_id: this.workerId,
           lease_seconds: this.leaseSeconds,
         });
         return true;
       } catch (e) {
-        if (e instanceof ApiError && (e.status === 409 || e.status === 404)) {
+        if (e instanceof ApiError && (e.status === 409 || e.status === 404 || e.status === 403)) {
           lost.abort(new Error(`lost ${at}: ${e.message}`));
           return false;
         }
@@ -135,7 +144,7 @@ export class HttpWorker {
       const output = toJson(routed ? routed.output : value);
       report = {
         path: "complete",
-        body: { attempt: wire.attempt, output, ...(routed ? { next: routed.next } : {}) },
+        body: { attempt: wire.attempt, worker_id: this.workerId, output, ...(routed ? { next: routed.next } : {}) },
       };
     } catch (e) {
       const error = e instanceof Error ? e : new Error(String(e));
@@ -143,6 +152,7 @@ export class HttpWorker {
         path: "fail",
         body: {
           attempt: wire.attempt,
+          worker_id: this.workerId,
           error: { message: error.message },
           retryable: error.name !== "NonRetryableError",
         },
@@ -191,7 +201,9 @@ export class HttpWorker {
   private async call(path: string, body: object, signal?: AbortSignal): Promise<unknown> {
     const res = await postJson(new URL(path, this.o.server), body, this.o.token, signal);
     const parsed = res.body as { error?: { message?: string } } | null;
-    if (res.status >= 300) throw new ApiError(res.status, parsed?.error?.message ?? `HTTP ${res.status}`);
+    if (res.status >= 300) {
+      throw new ApiError(res.status, parsed?.error?.message ?? `HTTP ${res.status}`, res.retryAfterSeconds);
+    }
     return parsed;
   }
 }
@@ -208,7 +220,7 @@ export function postJson(
   body: object,
   token?: string,
   signal?: AbortSignal,
-): Promise<{ status: number; body: unknown }> {
+): Promise<{ status: number; body: unknown; retryAfterSeconds: number | null }> {
   const payload = JSON.stringify(body);
   return new Promise((resolve, reject) => {
     const req = http.request(
@@ -228,8 +240,13 @@ export function postJson(
         res.on("data", (c: Buffer) => chunks.push(c));
         res.on("end", () => {
           const text = Buffer.concat(chunks).toString("utf8");
+          const retryAfter = Number(res.headers["retry-after"]);
           try {
-            resolve({ status: res.statusCode ?? 0, body: text === "" ? null : JSON.parse(text) });
+            resolve({
+              status: res.statusCode ?? 0,
+              body: text === "" ? null : JSON.parse(text),
+              retryAfterSeconds: Number.isFinite(retryAfter) && retryAfter >= 0 ? retryAfter : null,
+            });
           } catch {
             reject(new Error(`${url.pathname}: the server answered ${res.statusCode} with something not JSON`));
           }
@@ -255,8 +272,9 @@ function nonRetryable(message: string): Error {
   return e;
 }
 
+/** `<host>-<pid>`, with anything a worker_id may not hold replaced. */
 function defaultWorkerId(): string {
-  return `${process.env.HOSTNAME ?? "worker"}-${process.pid}`;
+  return `${process.env.HOSTNAME ?? "worker"}-${process.pid}`.replace(/[^A-Za-z0-9_.:-]/g, "_").slice(0, 128);
 }
 
 function delay(ms: number, signal?: AbortSignal): Promise<void> {

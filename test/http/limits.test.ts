@@ -157,9 +157,9 @@ describe("ids in paths", () => {
     const [task] = claimed.json().tasks as { execution_id: string; attempt: number }[];
     expect(task?.execution_id.length).toBeGreaterThan(100); // over fastify's default maxParamLength
     const id = encodeURIComponent(task?.execution_id ?? "");
-    const beat = await call(`/v1/tasks/${id}/heartbeat`, { attempt: task?.attempt });
+    const beat = await call(`/v1/tasks/${id}/heartbeat`, { attempt: task?.attempt, worker_id: "w1" });
     expect(beat.statusCode).toBe(200);
-    const done = await call(`/v1/tasks/${id}/complete`, { attempt: task?.attempt, output: { ok: 1 } });
+    const done = await call(`/v1/tasks/${id}/complete`, { attempt: task?.attempt, worker_id: "w1", output: { ok: 1 } });
     expect(done.statusCode).toBe(200);
     expect((await engine.waitForRun(run.run_id)).status).toBe("SUCCEEDED");
   });
@@ -238,12 +238,15 @@ describe("event streams", () => {
     const third = await openStream(base, TOKENS.alice);
     expect(third.status).toBe(429);
     expect(third.res.headers["retry-after"]).toBe("5");
-    expect(JSON.parse(third.text).error).toMatchObject({ code: "too_many_requests", details: { limit: 2 } });
+    expect(JSON.parse(third.text).error).toMatchObject({
+      code: "too_many_requests",
+      details: { retry_after_seconds: 5 },
+    });
     expect((await openStream(base, TOKENS.bob)).status).toBe(200);
     const full = await openStream(base, TOKENS.admin);
     expect(full.status).toBe(503);
     expect(full.res.headers["retry-after"]).toBe("5");
-    expect(JSON.parse(full.text).error).toMatchObject({ code: "unavailable", details: { limit: 3 } });
+    expect(JSON.parse(full.text).error).toMatchObject({ code: "unavailable", details: { retry_after_seconds: 5 } });
     // Closing one gives its slot back once the server sees the connection close.
     first.res.destroy();
     let again = await openStream(base, TOKENS.admin);

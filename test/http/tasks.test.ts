@@ -16,6 +16,10 @@ const EXTERNAL = {
 };
 
 const AGENT_TOKEN = "agent-external-0123456789";
+/** The worker of most reports here: the claims' worker_id, attempt 1. */
+const W1 = { worker_id: "w1", attempt: 1 };
+/** A well-formed run id no run has. */
+const UNKNOWN_RUN = "0190a4b2-7c3d-7e4f-8a9b-0c1d2e3f4a5b";
 
 async function api() {
   const t = await testApi({
@@ -47,16 +51,16 @@ describe("tasks API", () => {
     expect(draft).toMatchObject({ run_id: run.run_id, node_id: "draft", attempt: 1, input: { topic: "http" } });
     expect(draft?.lease_expires_at).toBe(clock.now() + 20_000);
 
-    const hb = await post(`/v1/tasks/${draft!.execution_id}/heartbeat`, { attempt: 1, lease_seconds: 40 });
+    const hb = await post(`/v1/tasks/${draft!.execution_id}/heartbeat`, { ...W1, lease_seconds: 40 });
     expect(hb.json()).toEqual({ status: "accepted", lease_expires_at: clock.now() + 40_000 });
-    const done = await post(`/v1/tasks/${draft!.execution_id}/complete`, { attempt: 1, output: { text: "v1" } });
+    const done = await post(`/v1/tasks/${draft!.execution_id}/complete`, { ...W1, output: { text: "v1" } });
     expect(done.json()).toMatchObject({ status: "accepted" });
 
     const [check] = await claim({ agent_types: ["ext_checker", "ext_writer"], max_tasks: 3 });
     expect(check?.node_id).toBe("check");
-    await post(`/v1/tasks/${check!.execution_id}/complete`, { attempt: 1, output: { ok: true }, next: ["publish"] });
+    await post(`/v1/tasks/${check!.execution_id}/complete`, { ...W1, output: { ok: true }, next: ["publish"] });
     const [publish] = await claim({ agent_types: ["ext_writer"] });
-    await post(`/v1/tasks/${publish!.execution_id}/complete`, { attempt: 1, output: "published" });
+    await post(`/v1/tasks/${publish!.execution_id}/complete`, { ...W1, output: "published" });
     const finished = await engine.waitForRun(run.run_id);
     expect(finished.status).toBe("SUCCEEDED");
     expect(finished.nodes.map((n) => [n.node_id, n.state])).toEqual([
@@ -74,9 +78,9 @@ describe("tasks API", () => {
     await clock.advance(70_000); // the lease passes and the retry falls due
     const [healthy] = await claim({ agent_types: ["ext_writer"], worker_id: "w2" });
     expect(healthy).toMatchObject({ execution_id: zombie!.execution_id, attempt: 2 });
-    await post(`/v1/tasks/${healthy!.execution_id}/complete`, { attempt: 2, output: "from w2" });
+    await post(`/v1/tasks/${healthy!.execution_id}/complete`, { worker_id: "w2", attempt: 2, output: "from w2" });
 
-    const reports = { complete: { attempt: 1, output: "from zombie" }, heartbeat: { attempt: 1 } };
+    const reports = { complete: { ...W1, output: "from zombie" }, heartbeat: W1 };
     for (const [route, body] of Object.entries(reports)) {
       const res = await post(`/v1/tasks/${zombie!.execution_id}/${route}`, body);
       expect(res.statusCode, route).toBe(409);
@@ -91,11 +95,11 @@ describe("tasks API", () => {
     await engine.startRun(EXTERNAL.id);
     const [task] = await claim({ agent_types: ["ext_writer"] });
     const url = `/v1/tasks/${task!.execution_id}/complete`;
-    const first = await post(url, { attempt: 1, output: { n: 1 } });
-    const second = await post(url, { attempt: 1, output: { n: 1 } });
+    const first = await post(url, { ...W1, output: { n: 1 } });
+    const second = await post(url, { ...W1, output: { n: 1 } });
     expect([first.statusCode, second.statusCode]).toEqual([200, 200]);
     expect([first.json().status, second.json().status]).toEqual(["accepted", "duplicate"]);
-    expect((await post(url, { attempt: 1, output: { n: 2 } })).statusCode).toBe(409);
+    expect((await post(url, { ...W1, output: { n: 2 } })).statusCode).toBe(409);
   });
 
   it("records a failure with its details, retried unless not retryable", async () => {
@@ -103,7 +107,7 @@ describe("tasks API", () => {
     const run = await engine.startRun(EXTERNAL.id);
     const [task] = await claim({ agent_types: ["ext_writer"] });
     const fail = await post(`/v1/tasks/${task!.execution_id}/fail`, {
-      attempt: 1,
+      ...W1,
       error: { message: "429 from the model", retry_after: 3 },
     });
     expect(fail.statusCode).toBe(200);
@@ -113,7 +117,12 @@ describe("tasks API", () => {
     });
     await clock.advance(60_000);
     const [again] = await claim({ agent_types: ["ext_writer"] });
-    await post(`/v1/tasks/${again!.execution_id}/fail`, { attempt: 2, error: { message: "no" }, retryable: false });
+    await post(`/v1/tasks/${again!.execution_id}/fail`, {
+      worker_id: "w1",
+      attempt: 2,
+      error: { message: "no" },
+      retryable: false,
+    });
     expect((await engine.waitForRun(run.run_id)).status).toBe("FAILED");
   });
 
@@ -157,9 +166,12 @@ describe("tasks API", () => {
     ).toEqual(["body", "body.agent_types", "body.lease_seconds"]);
     const review = await post("/v1/tasks/claim", { agent_types: ["human_review"], worker_id: "w" }, TOKENS.admin);
     expect(review.statusCode).toBe(400);
-    const noAttempt = await post("/v1/tasks/r:n:1/complete", { output: 1 });
-    expect(noAttempt.json().error.details.problems[0].path).toBe("body.attempt");
-    expect((await post("/v1/tasks/nope/complete", { attempt: 1, output: 1 })).statusCode).toBe(404);
-    expect((await post("/v1/tasks/nope:x:1/heartbeat", { attempt: 1 })).statusCode).toBe(404);
+    const noAttempt = await post(`/v1/tasks/${UNKNOWN_RUN}:n:1/complete`, { output: 1 });
+    expect(noAttempt.json().error.details.problems.map((p: { path: string }) => p.path)).toEqual([
+      "body.attempt",
+      "body.worker_id",
+    ]);
+    expect((await post(`/v1/tasks/${UNKNOWN_RUN}:n:1/complete`, { ...W1, output: 1 })).statusCode).toBe(404);
+    expect((await post(`/v1/tasks/${UNKNOWN_RUN}:x:1/heartbeat`, W1)).statusCode).toBe(404);
   });
 });

@@ -60,7 +60,9 @@ describe("skein worker", () => {
     const run = await engine.startRun(FLOW.id);
     const workers = { w1: worker(url, "w1"), w2: worker(url, "w2") };
     const holder = String((await started).data.holder);
-    const victim = holder === "worker:w1" ? workers.w1 : workers.w2;
+    // The holder names the token ("workers") and the worker_id (DESIGN §13).
+    const [w1, w2] = ["worker:workers/w1", "worker:workers/w2"];
+    const victim = holder === w1 ? workers.w1 : workers.w2;
     const survivor = victim === workers.w1 ? workers.w2 : workers.w1;
     victim.proc.kill("SIGKILL");
 
@@ -72,7 +74,7 @@ describe("skein worker", () => {
     expect(done.nodes.find((n) => n.node_id === "no")?.state).toBe("SKIPPED");
     const events = await engine.listEvents(run.run_id);
     const longStarts = events.filter((e) => e.type === "node.started" && e.node_id === "long");
-    expect(longStarts.map((e) => e.data.holder)).toEqual([holder, holder === "worker:w1" ? "worker:w2" : "worker:w1"]);
+    expect(longStarts.map((e) => e.data.holder)).toEqual([holder, holder === w1 ? w2 : w1]);
     expect(events.find((e) => e.type === "node.retrying" && e.node_id === "long")?.data).toMatchObject({
       error: { reason: "lease_expired" },
     });

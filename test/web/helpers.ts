@@ -121,7 +121,12 @@ export async function serve(options: { open?: boolean } = {}): Promise<Served> {
     }>("POST", "/v1/tasks/claim", { agent_types: ["writer"], worker_id: "web-test", wait_seconds: 15 }, TOKENS.agent);
     const task = tasks[0];
     if (!task) throw new Error("no writer task became ready within 15 s");
-    await api("POST", `/v1/tasks/${task.execution_id}/complete`, { attempt: task.attempt, output }, TOKENS.agent);
+    await api(
+      "POST",
+      `/v1/tasks/${task.execution_id}/complete`,
+      { attempt: task.attempt, worker_id: "web-test", output },
+      TOKENS.agent,
+    );
     return { run_id: task.run_id, node_id: task.node_id };
   };
 

@@ -3,13 +3,22 @@
  * poll up to 30 s), heartbeat while working, then complete or fail with the attempt. A report
  * or heartbeat for an attempt the caller no longer holds is 409 and changes nothing; the
  * identical report sent twice is answered the same way (`status: "duplicate"` the second time).
- * An `agent` token claims only the agent types it lists.
+ * An `agent` token claims only the agent types it lists. A claimed attempt is bound to the token
+ * and `worker_id` that claimed it (DESIGN §13): heartbeats and reports from anyone else are 403
+ * (an agent type the token may not claim) or 409, and change nothing. Ids are checked here,
+ * before the engine sees them; claims and heartbeats are rate-limited per token (429).
  */
 import type { FastifyInstance } from "fastify";
 import { z } from "zod";
-import { MAX_TASKS, MAX_WAIT_SECONDS } from "../../engine/external.js";
-import { ForbiddenError } from "../../errors.js";
-import { AGENTS } from "../auth.js";
+import { AGENT_TYPE_PATTERN, NODE_ID_PATTERN } from "../../definition/schema.js";
+import {
+  EXECUTION_ID_PATTERN,
+  MAX_TASKS,
+  MAX_WAIT_SECONDS,
+  WORKER_ID_PATTERN,
+  type WorkerIdentity,
+} from "../../engine/external.js";
+import { AGENTS, type Principal } from "../auth.js";
 import type { RouteContext } from "../server.js";
 
 const json = () => z.unknown();
@@ -37,10 +46,18 @@ const TaskSchema = z.object({
   lease_expires_at: z.number().describe("epoch ms: heartbeat before then, or the attempt fails (lease_expired)"),
 });
 
+const workerId = z
+  .string()
+  .regex(WORKER_ID_PATTERN, { error: "must be 1 to 128 letters, digits, '_', '.', ':' or '-'" })
+  .describe("names the worker in the visits' holder and the events; send the same one with every heartbeat and report");
+
 const ClaimBody = z
   .object({
-    agent_types: z.array(z.string().min(1).max(200)).min(1).max(50),
-    worker_id: z.string().min(1).max(200).describe("names the worker in the visits' holder and the events"),
+    agent_types: z
+      .array(z.string().regex(AGENT_TYPE_PATTERN, { error: "must be 1 to 128 letters, digits, '_', '.', ':' or '-'" }))
+      .min(1)
+      .max(50),
+    worker_id: workerId,
     max_tasks: z.number().int().min(1).max(MAX_TASKS).default(1),
     lease_seconds: z.number().min(1).max(86_400).default(60),
     wait_seconds: z
@@ -52,7 +69,13 @@ const ClaimBody = z
   })
   .strict();
 
-const TaskParams = z.object({ execution_id: z.string().min(1).max(600) }).strict();
+const TaskParams = z
+  .object({
+    execution_id: z.string().regex(EXECUTION_ID_PATTERN, {
+      error: "must be <run_id>:<node_id>:<visit> (with :compensate for a compensation), as the claimed task gave it",
+    }),
+  })
+  .strict();
 
 const Answer = z.object({
   status: z.enum(["accepted", "duplicate"]).describe("duplicate: the same report was applied before"),
@@ -60,15 +83,25 @@ const Answer = z.object({
 });
 
 const HeartbeatBody = z
-  .object({ attempt: z.number().int().min(1), lease_seconds: z.number().min(1).max(86_400).default(60) })
+  .object({
+    attempt: z.number().int().min(1),
+    worker_id: workerId,
+    lease_seconds: z.number().min(1).max(86_400).default(60),
+  })
   .strict();
+
+const target = z.union([
+  z.literal("$end"),
+  z.string().regex(NODE_ID_PATTERN, { error: 'must be a node id ([A-Za-z0-9_-]{1,64}) or "$end"' }),
+]);
 
 const CompleteBody = z
   .object({
     attempt: z.number().int().min(1),
+    worker_id: workerId,
     output: json().describe("any JSON value"),
     next: z
-      .union([z.string().min(1), z.array(z.string().min(1)).min(1)])
+      .union([target, z.array(target).min(1).max(100)])
       .optional()
       .describe("the agent's route: node ids among the node's next_on_success, or \"$end\""),
   })
@@ -77,12 +110,19 @@ const CompleteBody = z
 const FailBody = z
   .object({
     attempt: z.number().int().min(1),
+    worker_id: workerId,
     error: z.object({ message: z.string().min(1).max(10_000) }).catchall(z.unknown()),
     retryable: z.boolean().default(true).describe("false fails the visit at once, without retries"),
   })
   .strict();
 
-const conflict = "409 when the caller no longer holds the attempt (expired, superseded, cancelled)";
+const conflict =
+  "409 when the caller does not hold the attempt (expired, superseded, cancelled, another worker's); 403 for an agent type its token may not claim";
+
+/** The worker as the engine binds its attempts: its worker_id and the token it presented. */
+function identity(principal: Principal | null, workerId: string): WorkerIdentity {
+  return principal ? { worker_id: workerId, token: principal } : { worker_id: workerId };
+}
 
 export function registerTaskRoutes(app: FastifyInstance, { engine }: RouteContext): void {
   app.post<{ Body: z.output<typeof ClaimBody> }>(
@@ -96,20 +136,14 @@ export function registerTaskRoutes(app: FastifyInstance, { engine }: RouteContex
       },
     },
     async (request, reply) => {
-      const allowed = request.principal?.agent_types;
-      const refused = allowed ? request.body.agent_types.filter((t) => !allowed.includes(t)) : [];
-      if (refused.length > 0) {
-        throw new ForbiddenError(
-          `this token may claim ${allowed?.join(", ")}, not ${refused.join(", ")}; ask for a token that lists them`,
-        );
-      }
-      if (request.body.wait_seconds === 0) return { tasks: await engine.claimTasks(request.body) };
+      const claim = { ...request.body, ...identity(request.principal, request.body.worker_id) };
+      if (request.body.wait_seconds === 0) return { tasks: await engine.claimTasks(claim) };
       // A worker that goes away (stopping) ends its long poll: nothing more is claimed for it.
       const gone = new AbortController();
       reply.raw.once("close", () => {
         if (!reply.raw.writableEnded) gone.abort();
       });
-      return { tasks: await engine.claimTasks({ ...request.body, signal: gone.signal }) };
+      return { tasks: await engine.claimTasks({ ...claim, signal: gone.signal }) };
     },
   );
 
@@ -124,7 +158,14 @@ export function registerTaskRoutes(app: FastifyInstance, { engine }: RouteContex
         response: { 200: Answer },
       },
     },
-    async (request) => engine.heartbeatTask(request.params.execution_id, request.body),
+    async (request) => {
+      const { attempt, worker_id, lease_seconds } = request.body;
+      return engine.heartbeatTask(request.params.execution_id, {
+        ...identity(request.principal, worker_id),
+        attempt,
+        lease_seconds,
+      });
+    },
   );
 
   app.post<{ Params: z.output<typeof TaskParams>; Body: z.output<typeof CompleteBody> }>(
@@ -139,8 +180,13 @@ export function registerTaskRoutes(app: FastifyInstance, { engine }: RouteContex
       },
     },
     async (request) => {
-      const { attempt, output, next } = request.body;
-      return engine.completeTask(request.params.execution_id, { attempt, output, ...(next ? { next } : {}) });
+      const { attempt, worker_id, output, next } = request.body;
+      return engine.completeTask(request.params.execution_id, {
+        ...identity(request.principal, worker_id),
+        attempt,
+        output,
+        ...(next ? { next } : {}),
+      });
     },
   );
 
@@ -156,8 +202,9 @@ export function registerTaskRoutes(app: FastifyInstance, { engine }: RouteContex
       },
     },
     async (request) => {
-      const { attempt, error, retryable } = request.body;
+      const { attempt, worker_id, error, retryable } = request.body;
       return engine.failTask(request.params.execution_id, {
+        ...identity(request.principal, worker_id),
         attempt,
         error: error as { message: string },
         retryable,
