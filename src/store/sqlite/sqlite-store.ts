@@ -212,6 +212,8 @@ export class SqliteStore implements Store {
   }
 
   async stopEngine(engineId: string, now: number): Promise<void> {
+    // Taken over: the row is the new engine's business, and closing must still succeed.
+    if (this.supersededBy) return;
     await this.transaction(async () => {
       this.writer.prepare("UPDATE engines SET stopped_at = ? WHERE engine_id = ?").run(now, engineId);
     });
