@@ -6,9 +6,6 @@
 import type pg from "pg";
 import { connectError, type Phase, statementError } from "./pg-errors.js";
 
-/** Statements each connection has PREPAREd (SQL-level), by name: they outlive transactions. */
-const preparedOn = new WeakMap<pg.PoolClient, Set<string>>();
-
 export class Session {
   private broken = false;
   private readonly onError = () => {
@@ -49,22 +46,20 @@ export class Session {
     }
   }
 
-  /** Several statements in one round trip (simple protocol, no parameters): one result each. */
-  async multi(sql: string, phase: Phase = "transaction"): Promise<pg.QueryResult[]> {
-    const result = (await this.query(sql, phase)) as unknown;
-    return Array.isArray(result) ? (result as pg.QueryResult[]) : [result as pg.QueryResult];
-  }
-
   /**
-   * Makes `name` a prepared statement of this connection (a round trip, once per connection),
-   * so that a multi-statement round trip (the simple protocol) can EXECUTE it with its kept plan.
+   * Several statements in one round trip: sent together (the pool's connections are in pg's
+   * pipeline mode), each with its parameters bound, answered in order. When one fails, those
+   * after it fail too (the transaction is aborted): the first failure is the one thrown.
    */
-  async prepare(name: string, text: string): Promise<void> {
-    let names = preparedOn.get(this.client);
-    if (!names) preparedOn.set(this.client, (names = new Set()));
-    if (names.has(name)) return;
-    await this.query(`PREPARE ${name} AS ${text}`);
-    names.add(name);
+  async pipeline(configs: readonly pg.QueryConfig[], phase: Phase = "transaction"): Promise<pg.QueryResult[]> {
+    const settled = await Promise.allSettled(configs.map((config) => this.client.query(config)));
+    const results: pg.QueryResult[] = [];
+    for (const outcome of settled) {
+      if (outcome.status === "rejected")
+        throw statementError(outcome.reason, this.target, { broken: this.broken, phase });
+      results.push(outcome.value);
+    }
+    return results;
   }
 
   /** Gives the connection back to the pool, or closes it when it failed or is in an unknown state. */
