@@ -101,10 +101,11 @@ export function connectError(e: unknown, target: string): Error {
       });
   }
   if (state === undefined) {
-    // No SQLSTATE: the server was never reached (refused, unknown host, timeout, TLS).
+    // No SQLSTATE: the server was never reached (refused, unknown host, timeout, TLS), or the
+    // connection ended while it was being opened. Trying again may find it up.
     return new DatabaseError(
       `cannot connect to PostgreSQL at ${target} (${message}); check that the server is running and that the URL's host and port are right`,
-      { ...cause, transient: isNetworkError(e) },
+      { ...cause, transient: true },
     );
   }
   const mapped = statementError(e, target, { broken: false, phase: "read" });

@@ -39,7 +39,7 @@ import {
   visitFromDb,
   WORKFLOW_COLUMNS,
 } from "./rows.js";
-import { Session } from "./session.js";
+import { Session, watchConnection } from "./session.js";
 
 export interface PostgresOptions {
   /** A connection URL: `postgres://user:password@host:5432/database`. */
@@ -118,6 +118,8 @@ const WORKFLOWS = selectList(WORKFLOW_COLUMNS);
 
 /** How many times a read that lost its connection is tried. */
 const READ_ATTEMPTS = 3;
+/** The same for marking an engine stopped, which closing waits for. */
+const STOP_ATTEMPTS = 5;
 
 export class PostgresStore implements Store {
   readonly exclusive = false;
@@ -130,7 +132,7 @@ export class PostgresStore implements Store {
     private readonly pool: pg.Pool,
     private readonly settings: ConnectionSettings,
     private readonly clock: { now(): number } | undefined,
-    logger: Pick<Logger, "warn">,
+    private readonly logger: Pick<Logger, "warn">,
   ) {
     const { max: _max, types: _types, ...client } = settings.config;
     this.listener = new ReadyListener(client, settings.channel, settings.channelSql, logger);
@@ -161,6 +163,7 @@ export class PostgresStore implements Store {
     // An idle connection that fails (a server restart) is dropped by the pool; without a
     // listener the event would crash the process.
     // (Logged without the error's `client`: pg attaches the whole connection to it.)
+    pool.on("connect", watchConnection);
     pool.on("error", (err) =>
       logger.warn(
         { err: { message: err.message, code: (err as { code?: string }).code } },
@@ -197,8 +200,23 @@ export class PostgresStore implements Store {
     await this.read({ name: "skein_heartbeat", text: SQL.heartbeat, values: [engineId, this.clock ? now : null] });
   }
 
+  /**
+   * Marks the engine stopped. Never fails for a lost connection (closing must end): the row is
+   * then left as it is, its heartbeat goes stale, and another engine takes it as a dead one's.
+   */
   async stopEngine(engineId: string, now: number): Promise<void> {
-    await this.read({ name: "skein_stop_engine", text: SQL.stopEngine, values: [engineId, this.clock ? now : null] });
+    try {
+      await this.read(
+        { name: "skein_stop_engine", text: SQL.stopEngine, values: [engineId, this.clock ? now : null] },
+        STOP_ATTEMPTS,
+      );
+    } catch (e) {
+      if (!(e instanceof DatabaseError && e.transient)) throw e;
+      this.logger.warn(
+        { err: { message: e.message } },
+        "skein: could not mark the engine stopped; other engines take over its row once its heartbeat expires",
+      );
+    }
   }
 
   async putWorkflow(id: string, hash: string, definition: string, now: number) {
@@ -459,15 +477,17 @@ export class PostgresStore implements Store {
    * repeat: one that lost its connection (a pooled connection the server closed while idle) is
    * tried again on another.
    */
-  private async read<R extends object>(config: pg.QueryConfig): Promise<R[]> {
+  private async read<R extends object>(config: pg.QueryConfig, attempts = READ_ATTEMPTS): Promise<R[]> {
     for (let attempt = 1; ; attempt++) {
-      const session = await this.session();
+      let session: Session | null = null;
       try {
+        // Connecting is retried too: a new connection may be terminated while it starts.
+        session = await this.session();
         return (await session.query<R & pg.QueryResultRow>(config, "read")).rows;
       } catch (e) {
-        if (!(e instanceof DatabaseError && e.transient) || attempt >= READ_ATTEMPTS) throw e;
+        if (!(e instanceof DatabaseError && e.transient) || attempt >= attempts) throw e;
       } finally {
-        session.release();
+        session?.release();
       }
     }
   }
