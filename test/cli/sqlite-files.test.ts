@@ -55,6 +55,11 @@ describe.skipIf(onPostgres)("SQLite files the CLI cannot use", () => {
     expect(result.stderr).toBe(
       `skein: cannot open ${path}: the directory ${dir} does not exist; create it (mkdir -p ${dir}) or use another path\n`,
     );
+    const list = await skein(["list", "--db", `sqlite:${path}`], ws.dir);
+    expect(list.code).toBe(2);
+    expect(list.stderr).toBe(
+      `skein: no database at ${path}: the directory ${dir} does not exist; pass --db sqlite:<path> (or set SKEIN_DB) to use another file\n`,
+    );
   });
 
   it("lists a read-only database but refuses to write it, naming the file", async () => {

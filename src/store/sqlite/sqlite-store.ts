@@ -10,7 +10,7 @@ import { dirname } from "node:path";
 import Database from "better-sqlite3";
 import type { Logger } from "pino";
 import type { Compensation, NewEvent, Run, RunEvent, Visit } from "../../core/types.js";
-import { DatabaseError } from "../../errors.js";
+import { DatabaseError, ValidationError } from "../../errors.js";
 import { Serial } from "../serial.js";
 import type { EngineRow, RunFilter, Store, StoredWorkflow, StoreTx, VisitKey } from "../store.js";
 import { Checkpointer } from "./checkpointer.js";
@@ -105,6 +105,10 @@ export class SqliteStore implements Store {
   static async open(options: SqliteOptions): Promise<SqliteStore> {
     const { path } = options;
     const memory = path === ":memory:";
+    const busy = options.busyTimeoutMs;
+    if (busy !== undefined && !(Number.isInteger(busy) && busy >= 0 && busy <= 0x7fffffff)) {
+      throw new ValidationError(`busyTimeoutMs must be a whole number of milliseconds, 0 or more, got ${String(busy)}`);
+    }
     if (!memory) assertDirectory(path);
     const writer = openConnection(path, options);
     try {
@@ -691,8 +695,12 @@ const MUTABLE_VISIT_COLUMNS = (Object.keys(visitRowShape) as (keyof DbVisit)[]).
 function openConnection(path: string, options: SqliteOptions & { readonly?: boolean }): Db {
   let db: Db;
   try {
-    db = new Database(path, { readonly: options.readonly ?? false, fileMustExist: options.readonly ?? false });
-    db.pragma(`busy_timeout = ${options.busyTimeoutMs ?? 5000}`);
+    // The busy timeout as an option, not a value written into a PRAGMA's text.
+    db = new Database(path, {
+      readonly: options.readonly ?? false,
+      fileMustExist: options.readonly ?? false,
+      timeout: options.busyTimeoutMs ?? 5000,
+    });
     db.pragma(`synchronous = ${options.synchronous === "full" ? "FULL" : "NORMAL"}`);
     db.pragma("foreign_keys = ON");
     // Reads through a memory map and a larger page cache: fewer system calls per statement
