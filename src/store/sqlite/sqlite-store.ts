@@ -5,15 +5,14 @@
  * data only (WAL lets them run beside the writer). The engine is the one holding the file's
  * engine lock (engine-lock.ts); clients open the file beside it.
  */
-import { statSync } from "node:fs";
-import { dirname } from "node:path";
-import Database from "better-sqlite3";
+import type Database from "better-sqlite3";
 import type { Logger } from "pino";
 import type { Compensation, NewEvent, Run, RunEvent, Visit } from "../../core/types.js";
 import { DatabaseError, ValidationError } from "../../errors.js";
 import { Serial } from "../serial.js";
 import type { EngineRow, RunFilter, Store, StoredWorkflow, StoreTx, VisitKey } from "../store.js";
 import { Checkpointer } from "./checkpointer.js";
+import { assertDirectory, configure, openConnection, WAL_CHECKPOINT_BYTES, walBytes } from "./connection.js";
 import { EngineLock } from "./engine-lock.js";
 import { assertSkeinDatabase, migrate } from "./migrate.js";
 import {
@@ -50,18 +49,6 @@ const EVENT_BATCH = 32;
 
 function eventParams(e: NewEvent): unknown[] {
   return [e.run_id, e.type, e.node_id, e.visit, e.trace_id, e.at, JSON.stringify(e.data)];
-}
-
-/** Checkpoint once the WAL passes this size: pages written many times between checkpoints are copied once. */
-const WAL_CHECKPOINT_BYTES = 16 * 1024 * 1024;
-
-function walBytes(path: string): number {
-  if (path === ":memory:") return 0;
-  try {
-    return statSync(`${path}-wal`).size;
-  } catch {
-    return 0;
-  }
 }
 
 export class SqliteStore implements Store {
@@ -687,55 +674,3 @@ const visitRowShape: Record<keyof DbVisit, true> = {
 const MUTABLE_VISIT_COLUMNS = (Object.keys(visitRowShape) as (keyof DbVisit)[]).filter(
   (c) => !["run_id", "node_id", "visit", "execution_id", "agent_type", "created_at"].includes(c),
 );
-
-/**
- * A connection with this process's settings only (none of them is stored in the file): the
- * file is checked before `configure` changes it. The read connection is configured here whole.
- */
-function openConnection(path: string, options: SqliteOptions & { readonly?: boolean }): Db {
-  let db: Db;
-  try {
-    // The busy timeout as an option, not a value written into a PRAGMA's text.
-    db = new Database(path, {
-      readonly: options.readonly ?? false,
-      fileMustExist: options.readonly ?? false,
-      timeout: options.busyTimeoutMs ?? 5000,
-    });
-    db.pragma(`synchronous = ${options.synchronous === "full" ? "FULL" : "NORMAL"}`);
-    db.pragma("foreign_keys = ON");
-    // Reads through a memory map and a larger page cache: fewer system calls per statement
-    // once the file outgrows SQLite's default 2 MB cache.
-    db.pragma("mmap_size = 268435456");
-    db.pragma("cache_size = -32768");
-  } catch (e) {
-    throw databaseError(e, path);
-  }
-  return db;
-}
-
-/** The write connection's settings, WAL among them (stored in the file): only for a Skein database. */
-function configure(db: Db, options: SqliteOptions): void {
-  try {
-    db.pragma("journal_mode = WAL");
-    db.pragma("wal_autocheckpoint = 0");
-    // After a checkpoint the WAL restarts and is cut back to this size, so its size tells
-    // how much was written since (see WAL_CHECKPOINT_BYTES).
-    db.pragma(`journal_size_limit = ${WAL_CHECKPOINT_BYTES / 4}`);
-  } catch (e) {
-    throw databaseError(e, options.path);
-  }
-}
-
-/** better-sqlite3 says only "the directory does not exist": say which, and what to do. */
-function assertDirectory(path: string): void {
-  const dir = dirname(path);
-  let isDir = false;
-  try {
-    isDir = statSync(dir).isDirectory();
-  } catch {
-    throw new DatabaseError(
-      `cannot open ${path}: the directory ${dir} does not exist; create it (mkdir -p ${dir}) or use another path`,
-    );
-  }
-  if (!isDir) throw new DatabaseError(`cannot open ${path}: ${dir} is not a directory; use another path`);
-}
