@@ -75,7 +75,7 @@ export class SqliteStore implements Store {
     readonly path: string,
     writer: Db,
     reader: Db,
-    logger?: Pick<Logger, "warn">,
+    private readonly logger?: Pick<Logger, "warn">,
   ) {
     this.writer = writer;
     this.reader = reader;
@@ -202,12 +202,20 @@ export class SqliteStore implements Store {
     });
   }
 
+  /**
+   * Marks the engine stopped. Never fails (closing must end, and release the lock): a row left
+   * unstopped (a full disk, a read-only file) is stopped by the next engine, which holds the lock.
+   */
   async stopEngine(engineId: string, now: number): Promise<void> {
-    // Taken over: the row is the new engine's business, and closing must still succeed.
+    // Taken over: the row is the new engine's business.
     if (this.supersededBy) return;
-    await this.transaction(async () => {
-      this.writer.prepare("UPDATE engines SET stopped_at = ? WHERE engine_id = ?").run(now, engineId);
-    });
+    try {
+      await this.transaction(async () => {
+        this.writer.prepare("UPDATE engines SET stopped_at = ? WHERE engine_id = ?").run(now, engineId);
+      });
+    } catch (err) {
+      this.logger?.warn({ err }, "skein: could not mark the engine stopped; the next engine on the file will");
+    }
     this.engineId = null;
   }
 
