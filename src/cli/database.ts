@@ -4,6 +4,7 @@
  * here, on first use, so that `skein --help` never loads it.
  */
 import { existsSync } from "node:fs";
+import { dirname } from "node:path";
 import type { Logger } from "pino";
 import type { AgentHandler, Engine, RunWithNodes } from "../index.js";
 import { CliError } from "./output.js";
@@ -62,6 +63,12 @@ function sqlitePath(db: string): string {
 function assertDatabaseExists(db: string): void {
   if (databaseExists(db)) return;
   const path = sqlitePath(db);
+  const dir = dirname(path);
+  if (!existsSync(dir)) {
+    throw new CliError(
+      `no database at ${path}: the directory ${dir} does not exist; pass --db sqlite:<path> (or set SKEIN_DB) to use another file`,
+    );
+  }
   throw new CliError(
     `no database at ${path}: pass --db sqlite:<path> (or set SKEIN_DB) to use another file, or create it with skein workflows put <file>`,
   );

@@ -55,11 +55,15 @@ export interface Store {
 
   /**
    * Records this engine and makes it the database's engine. SQLite: throws DatabaseError when
-   * another live engine holds the file. Returns the ids of engines known to be dead (their
+   * another engine process holds the file's engine lock (even stopped), naming it. Returns the ids of engines known to be dead (their
    * in-process attempts are to be recovered).
    */
   registerEngine(engine: EngineRow, staleBefore: number): Promise<string[]>;
   heartbeat(engineId: string, now: number): Promise<void>;
+  /**
+   * Marks the engine stopped as it closes. Does not throw for a failure of the database
+   * (closing must end): a row left as it was is taken as a dead engine's by the next one.
+   */
   stopEngine(engineId: string, now: number): Promise<void>;
 
   /** Stores a definition under the next version unless one with the same hash exists. Idempotent. */

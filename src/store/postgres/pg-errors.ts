@@ -5,7 +5,7 @@
  * starting up or out of connections, two engines starting a run under one idempotency key.
  */
 import pg from "pg";
-import { DatabaseError } from "../../errors.js";
+import { DatabaseError, ValidationError } from "../../errors.js";
 
 /** SQLSTATEs after which trying the same transaction again may succeed. */
 const TRANSIENT_STATES: Record<string, string> = {
@@ -16,6 +16,25 @@ const TRANSIENT_STATES: Record<string, string> = {
   "57P01": "server shutting down",
   "57P02": "server crashed",
   "57P03": "server starting up",
+};
+
+/**
+ * SQLSTATEs of class 08 that mean the connection is gone. Not the whole class: 08P01 (protocol
+ * violation) is the server refusing a message, on a connection that still works, and trying the
+ * same message again fails the same way for ever.
+ */
+const LOST_STATES = new Set(["08000", "08001", "08003", "08004", "08006", "08007", "57P01", "57P02"]);
+
+/**
+ * SQLSTATEs that mean a value sent cannot be stored as it is: an error of the input, never
+ * worth trying again. A NUL character (`\u0000`) in an id or a text gives 22021 as a
+ * parameter, 22P05 inside JSON.
+ */
+const INPUT_STATES: Record<string, string> = {
+  "22021": "a character the database cannot store (a NUL byte, \\u0000, or a byte sequence invalid in UTF-8)",
+  "22P05": "a character the database cannot store (a NUL byte, \\u0000, in JSON text)",
+  "08P01": "a value the protocol cannot carry (a NUL byte, \\u0000, in the statement)",
+  "54000": "a value beyond a limit of the database (too long for an index or a field)",
 };
 
 /** What happened when the connection was lost, by what it was doing. */
@@ -82,10 +101,11 @@ export function connectError(e: unknown, target: string): Error {
       });
   }
   if (state === undefined) {
-    // No SQLSTATE: the server was never reached (refused, unknown host, timeout, TLS).
+    // No SQLSTATE: the server was never reached (refused, unknown host, timeout, TLS), or the
+    // connection ended while it was being opened. Trying again may find it up.
     return new DatabaseError(
       `cannot connect to PostgreSQL at ${target} (${message}); check that the server is running and that the URL's host and port are right`,
-      { ...cause, transient: isNetworkError(e) },
+      { ...cause, transient: true },
     );
   }
   const mapped = statementError(e, target, { broken: false, phase: "read" });
@@ -97,14 +117,22 @@ export function connectError(e: unknown, target: string): Error {
 /**
  * The error to throw for a failed statement. A lost connection (the client saw its socket
  * fail: `broken`), a transient SQLSTATE and a duplicate idempotency key become a transient
- * DatabaseError; other errors (a bug: a constraint, a syntax error) are returned unchanged.
+ * DatabaseError; a value the database cannot store (a NUL byte in an id) a ValidationError;
+ * other errors (a bug: a constraint, a syntax error) are returned unchanged.
  */
 export function statementError(e: unknown, target: string, context: { broken: boolean; phase: Phase }): Error {
-  if (e instanceof DatabaseError) return e;
+  if (e instanceof DatabaseError || e instanceof ValidationError) return e;
   const state = sqlState(e);
   const message = messageOf(e);
-  const lost = context.broken || isNetworkError(e) || state?.startsWith("08") === true;
-  if (lost || state === "57P01" || state === "57P02") {
+  const input = state === undefined ? undefined : INPUT_STATES[state];
+  if (input && !context.broken) {
+    return new ValidationError(
+      `PostgreSQL refused a value of this request: it holds ${input} (${state}: ${message}); ` +
+        "nothing was written: send ids and text without such characters",
+    );
+  }
+  const lost = context.broken || isNetworkError(e) || (state !== undefined && LOST_STATES.has(state));
+  if (lost) {
     return new DatabaseError(LOST[context.phase](target, message), {
       cause: e,
       transient: true,

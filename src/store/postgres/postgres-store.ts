@@ -39,7 +39,7 @@ import {
   visitFromDb,
   WORKFLOW_COLUMNS,
 } from "./rows.js";
-import { Session } from "./session.js";
+import { Session, watchConnection } from "./session.js";
 
 export interface PostgresOptions {
   /** A connection URL: `postgres://user:password@host:5432/database`. */
@@ -69,14 +69,22 @@ const DB_NOW = "floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint";
 const BEGIN = "BEGIN ISOLATION LEVEL READ COMMITTED";
 
 /**
- * What a transaction's BEGIN round trip EXECUTEs (prepared once per connection: kept plans, no
- * planning each time): the runs' locks, waiting or not, and the read of the runs it locked.
+ * What a transaction's BEGIN round trip runs after BEGIN (named: prepared once per connection,
+ * kept plans): the database's time, the runs' locks, waiting or not, and the read of the runs
+ * it locked. The run ids are bound as an array parameter, never written into the SQL.
  */
 const BEGIN_STATEMENTS = {
-  lock: ["skein_lock_runs", "SELECT run_id FROM runs WHERE run_id = ANY($1::text[]) ORDER BY run_id FOR UPDATE"],
-  tryLock: ["skein_try_lock_runs", "SELECT run_id FROM runs WHERE run_id = ANY($1::text[]) FOR UPDATE SKIP LOCKED"],
-  load: ["skein_load_locked", loadRunsSql("$1::text[]")],
-} as const satisfies Record<string, [name: string, text: string]>;
+  now: { name: "skein_now", text: `SELECT ${DB_NOW} AS now` },
+  lock: {
+    name: "skein_lock_runs",
+    text: "SELECT run_id FROM runs WHERE run_id = ANY($1::text[]) ORDER BY run_id FOR UPDATE",
+  },
+  tryLock: {
+    name: "skein_try_lock_runs",
+    text: "SELECT run_id FROM runs WHERE run_id = ANY($1::text[]) FOR UPDATE SKIP LOCKED",
+  },
+  load: { name: "skein_load_locked", text: loadRunsSql("$1::text[]") },
+} as const satisfies Record<string, { name: string; text: string }>;
 
 /** First key of workflow registration locks ("skwf"); the second is a hash of schema and id. */
 const WORKFLOW_LOCK = 0x736b7766;
@@ -110,6 +118,8 @@ const WORKFLOWS = selectList(WORKFLOW_COLUMNS);
 
 /** How many times a read that lost its connection is tried. */
 const READ_ATTEMPTS = 3;
+/** The same for marking an engine stopped, which closing waits for. */
+const STOP_ATTEMPTS = 5;
 
 export class PostgresStore implements Store {
   readonly exclusive = false;
@@ -122,7 +132,7 @@ export class PostgresStore implements Store {
     private readonly pool: pg.Pool,
     private readonly settings: ConnectionSettings,
     private readonly clock: { now(): number } | undefined,
-    logger: Pick<Logger, "warn">,
+    private readonly logger: Pick<Logger, "warn">,
   ) {
     const { max: _max, types: _types, ...client } = settings.config;
     this.listener = new ReadyListener(client, settings.channel, settings.channelSql, logger);
@@ -146,10 +156,14 @@ export class PostgresStore implements Store {
       connectTimeoutMs: options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
     });
     const logger = options.logger ?? { warn: () => {} };
-    const pool = new pg.Pool(settings.config);
+    // Pipeline mode: a transaction's BEGIN, its locks and its reads go out together, each with
+    // its parameters bound, and come back in one round trip (Session.pipeline). Every other use
+    // of a connection waits for each answer, so it behaves as without.
+    const pool = new pg.Pool({ ...settings.config, pipeline: true });
     // An idle connection that fails (a server restart) is dropped by the pool; without a
     // listener the event would crash the process.
     // (Logged without the error's `client`: pg attaches the whole connection to it.)
+    pool.on("connect", watchConnection);
     pool.on("error", (err) =>
       logger.warn(
         { err: { message: err.message, code: (err as { code?: string }).code } },
@@ -186,8 +200,23 @@ export class PostgresStore implements Store {
     await this.read({ name: "skein_heartbeat", text: SQL.heartbeat, values: [engineId, this.clock ? now : null] });
   }
 
+  /**
+   * Marks the engine stopped. Never fails for a lost connection (closing must end): the row is
+   * then left as it is, its heartbeat goes stale, and another engine takes it as a dead one's.
+   */
   async stopEngine(engineId: string, now: number): Promise<void> {
-    await this.read({ name: "skein_stop_engine", text: SQL.stopEngine, values: [engineId, this.clock ? now : null] });
+    try {
+      await this.read(
+        { name: "skein_stop_engine", text: SQL.stopEngine, values: [engineId, this.clock ? now : null] },
+        STOP_ATTEMPTS,
+      );
+    } catch (e) {
+      if (!(e instanceof DatabaseError && e.transient)) throw e;
+      this.logger.warn(
+        { err: { message: e.message } },
+        "skein: could not mark the engine stopped; other engines take over its row once its heartbeat expires",
+      );
+    }
   }
 
   async putWorkflow(id: string, hash: string, definition: string, now: number) {
@@ -357,62 +386,50 @@ export class PostgresStore implements Store {
 
   transaction<T>(fn: (tx: StoreTx) => Promise<T>, options: { lock?: string[]; tryLock?: string[] } = {}): Promise<T> {
     const clock = this.clock;
-    // One round trip: BEGIN, the database's time, the runs' locks (in run_id order: two
-    // transactions never deadlock; then those to try, skipping any another transaction holds),
-    // then the runs read by a statement of its own, whose snapshot is taken after the locks (it
-    // sees what the transactions it waited for committed). The simple protocol takes no
-    // parameters: the ids go in as escaped literals, and the read is a statement the connection
-    // prepared once (EXECUTE: its kept plan, no planning each time).
-    const statements = [BEGIN];
-    if (!clock) statements.push(`SELECT ${DB_NOW} AS now`);
+    // One round trip (pipelined): BEGIN, the database's time, the runs' locks (in run_id order:
+    // two transactions never deadlock; then those to try, skipping any another transaction
+    // holds), then the runs read by a statement of its own, whose snapshot is taken after the
+    // locks (it sees what the transactions it waited for committed).
+    const statements: pg.QueryConfig[] = [{ text: BEGIN }];
+    if (!clock) statements.push(BEGIN_STATEMENTS.now);
     const locking = new Set(options.lock ?? []);
     const lock = [...locking].sort();
     const tryLock = [...new Set(options.tryLock ?? [])].filter((id) => !locking.has(id));
-    const ids = (list: string[]) => `ARRAY[${list.map((id) => pg.escapeLiteral(id)).join(", ")}]::text[]`;
-    const used: (keyof typeof BEGIN_STATEMENTS)[] = [];
-    const execute = (statement: keyof typeof BEGIN_STATEMENTS, runIds: string[]) => {
-      used.push(statement);
-      statements.push(`EXECUTE ${BEGIN_STATEMENTS[statement][0]}(${ids(runIds)})`);
-    };
-    if (lock.length > 0) execute("lock", lock);
-    if (tryLock.length > 0) execute("tryLock", tryLock);
+    if (lock.length > 0) statements.push({ ...BEGIN_STATEMENTS.lock, values: [lock] });
+    if (tryLock.length > 0) statements.push({ ...BEGIN_STATEMENTS.tryLock, values: [tryLock] });
     // A run tried and not locked is read too (it cannot be told apart in SQL), then left out.
     const reading = lock.length + tryLock.length > 0;
-    if (reading) execute("load", [...lock, ...tryLock]);
+    if (reading) statements.push({ ...BEGIN_STATEMENTS.load, values: [[...lock, ...tryLock]] });
     return this.serial.run(() =>
-      this.inTransaction(
-        async (session, begun) => {
-          let time: () => number;
-          if (clock) time = () => clock.now();
-          else {
-            const now = begun[1]?.rows[0]?.now as number | undefined;
-            if (typeof now !== "number") throw new Error("skein: PostgreSQL did not return its time at BEGIN");
-            time = () => now;
-          }
-          const read = new Map<string, LoadedRun>();
-          for (const row of (reading ? (begun[begun.length - 1]?.rows ?? []) : []) as LoadedRunRow[]) {
-            read.set(row.run_id, loadedRun(row));
-          }
-          const tried = new Set(
-            tryLock.length > 0 ? (begun[begun.length - 2]?.rows ?? []).map((r) => r.run_id as string) : [],
-          );
-          const locked = new Map([...read].filter(([id]) => locking.has(id) || tried.has(id)));
-          const tx = new PostgresTx(
-            session,
-            time,
-            this.settings.channel,
-            locked,
-            [...tried].flatMap((id) => locked.get(id) ?? []),
-          );
-          try {
-            return await fn(tx);
-          } finally {
-            tx.end();
-          }
-        },
-        statements.join("; "),
-        used.map((statement) => BEGIN_STATEMENTS[statement]),
-      ),
+      this.inTransaction(async (session, begun) => {
+        let time: () => number;
+        if (clock) time = () => clock.now();
+        else {
+          const now = begun[1]?.rows[0]?.now as number | undefined;
+          if (typeof now !== "number") throw new Error("skein: PostgreSQL did not return its time at BEGIN");
+          time = () => now;
+        }
+        const read = new Map<string, LoadedRun>();
+        for (const row of (reading ? (begun[begun.length - 1]?.rows ?? []) : []) as LoadedRunRow[]) {
+          read.set(row.run_id, loadedRun(row));
+        }
+        const tried = new Set(
+          tryLock.length > 0 ? (begun[begun.length - 2]?.rows ?? []).map((r) => r.run_id as string) : [],
+        );
+        const locked = new Map([...read].filter(([id]) => locking.has(id) || tried.has(id)));
+        const tx = new PostgresTx(
+          session,
+          time,
+          this.settings.channel,
+          locked,
+          [...tried].flatMap((id) => locked.get(id) ?? []),
+        );
+        try {
+          return await fn(tx);
+        } finally {
+          tx.end();
+        }
+      }, statements),
     );
   }
 
@@ -433,19 +450,16 @@ export class PostgresStore implements Store {
    */
   private async inTransaction<T>(
     fn: (session: Session, begun: pg.QueryResult[]) => Promise<T>,
-    begin: string = BEGIN,
-    /** Statements `begin` EXECUTEs: prepared on the connection first if they are not yet. */
-    prepared: readonly (readonly [name: string, text: string])[] = [],
+    begin: pg.QueryConfig[] = [{ text: BEGIN }],
   ): Promise<T> {
     const session = await this.session();
     let open = false;
     let destroy = false;
     try {
-      for (const [name, text] of prepared) await session.prepare(name, text);
       // Open before BEGIN's round trip returns: a statement after BEGIN in it may fail (a
       // deadlock while locking), leaving a transaction to roll back.
       open = true;
-      const begun = await session.multi(begin);
+      const begun = await session.pipeline(begin);
       const result = await fn(session, begun);
       open = false;
       await session.query("COMMIT", "commit");
@@ -468,15 +482,17 @@ export class PostgresStore implements Store {
    * repeat: one that lost its connection (a pooled connection the server closed while idle) is
    * tried again on another.
    */
-  private async read<R extends object>(config: pg.QueryConfig): Promise<R[]> {
+  private async read<R extends object>(config: pg.QueryConfig, attempts = READ_ATTEMPTS): Promise<R[]> {
     for (let attempt = 1; ; attempt++) {
-      const session = await this.session();
+      let session: Session | null = null;
       try {
+        // Connecting is retried too: a new connection may be terminated while it starts.
+        session = await this.session();
         return (await session.query<R & pg.QueryResultRow>(config, "read")).rows;
       } catch (e) {
-        if (!(e instanceof DatabaseError && e.transient) || attempt >= READ_ATTEMPTS) throw e;
+        if (!(e instanceof DatabaseError && e.transient) || attempt >= attempts) throw e;
       } finally {
-        session.release();
+        session?.release();
       }
     }
   }

@@ -1,26 +1,28 @@
 /**
- * A pooled connection held for a transaction or a read. pg reports a dead socket as an `error`
- * event on the client as well as by failing its queries: the session notes it, so the failure
- * is reported as a lost connection and the connection is destroyed rather than reused.
+ * A pooled connection held for a transaction or a read. pg reports a dead socket (or a FATAL
+ * the server sends, like 57P01 from pg_terminate_backend) as an `error` event on the client as
+ * well as by failing its queries. Every pooled connection has a listener for its whole life
+ * (watchConnection), so that no such event is ever unhandled (it would crash the process),
+ * whenever it comes: while the connection is idle, checked out between statements, or on its
+ * way between the pool and a session. The failure is then reported as a lost connection
+ * (transient) and the connection is destroyed rather than reused.
  */
 import type pg from "pg";
 import { connectError, type Phase, statementError } from "./pg-errors.js";
 
-/** Statements each connection has PREPAREd (SQL-level), by name: they outlive transactions. */
-const preparedOn = new WeakMap<pg.PoolClient, Set<string>>();
+/** Connections whose socket failed: what they say next is a lost connection. */
+const failed = new WeakSet<pg.ClientBase>();
+
+/** Listens for `error` on a pooled connection for its whole life: call on the pool's `connect`. */
+export function watchConnection(client: pg.ClientBase): void {
+  client.on("error", () => failed.add(client));
+}
 
 export class Session {
-  private broken = false;
-  private readonly onError = () => {
-    this.broken = true;
-  };
-
   private constructor(
     private readonly client: pg.PoolClient,
     private readonly target: string,
-  ) {
-    client.on("error", this.onError);
-  }
+  ) {}
 
   /** @throws DatabaseError when no connection can be opened (see connectError). */
   static async open(pool: pg.Pool, target: string): Promise<Session> {
@@ -34,7 +36,7 @@ export class Session {
   }
 
   get isBroken(): boolean {
-    return this.broken;
+    return failed.has(this.client);
   }
 
   /** Runs one statement; a lost connection or a transient failure becomes a DatabaseError (statementError). */
@@ -45,31 +47,28 @@ export class Session {
     try {
       return await this.client.query<R>(config);
     } catch (e) {
-      throw statementError(e, this.target, { broken: this.broken, phase });
+      throw statementError(e, this.target, { broken: this.isBroken, phase });
     }
   }
 
-  /** Several statements in one round trip (simple protocol, no parameters): one result each. */
-  async multi(sql: string, phase: Phase = "transaction"): Promise<pg.QueryResult[]> {
-    const result = (await this.query(sql, phase)) as unknown;
-    return Array.isArray(result) ? (result as pg.QueryResult[]) : [result as pg.QueryResult];
-  }
-
   /**
-   * Makes `name` a prepared statement of this connection (a round trip, once per connection),
-   * so that a multi-statement round trip (the simple protocol) can EXECUTE it with its kept plan.
+   * Several statements in one round trip: sent together (the pool's connections are in pg's
+   * pipeline mode), each with its parameters bound, answered in order. When one fails, those
+   * after it fail too (the transaction is aborted): the first failure is the one thrown.
    */
-  async prepare(name: string, text: string): Promise<void> {
-    let names = preparedOn.get(this.client);
-    if (!names) preparedOn.set(this.client, (names = new Set()));
-    if (names.has(name)) return;
-    await this.query(`PREPARE ${name} AS ${text}`);
-    names.add(name);
+  async pipeline(configs: readonly pg.QueryConfig[], phase: Phase = "transaction"): Promise<pg.QueryResult[]> {
+    const settled = await Promise.allSettled(configs.map((config) => this.client.query(config)));
+    const results: pg.QueryResult[] = [];
+    for (const outcome of settled) {
+      if (outcome.status === "rejected")
+        throw statementError(outcome.reason, this.target, { broken: this.isBroken, phase });
+      results.push(outcome.value);
+    }
+    return results;
   }
 
   /** Gives the connection back to the pool, or closes it when it failed or is in an unknown state. */
   release(destroy = false): void {
-    this.client.off("error", this.onError);
-    this.client.release(destroy || this.broken);
+    this.client.release(destroy || this.isBroken);
   }
 }

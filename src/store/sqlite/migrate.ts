@@ -1,7 +1,7 @@
 /**
  * Numbered SQL migrations (`migrations/NNN_name.sql`), each applied in its own transaction and
  * recorded in `skein_migrations`. A file with tables but no `skein_migrations` is someone else's
- * database and is refused rather than written to.
+ * database and is refused rather than written to (assertSkeinDatabase, before any setting).
  */
 import { readdirSync, readFileSync } from "node:fs";
 import type Database from "better-sqlite3";
@@ -27,20 +27,34 @@ export function loadMigrations(): Migration[] {
     }));
 }
 
-export function migrate(db: Database.Database, path: string): void {
-  const migrations = loadMigrations();
+/**
+ * Refuses a file that is not empty and not a Skein database, reading only: it runs before
+ * anything configures the file (WAL is a setting stored in it), so someone else's database is
+ * left exactly as it was.
+ * @throws DatabaseError for a foreign database, or a file that is not SQLite or is corrupt
+ */
+export function assertSkeinDatabase(db: Database.Database, path: string): void {
+  let tables: string[];
   try {
-    const tables = (
+    tables = (
       db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'").all() as {
         name: string;
       }[]
     ).map((t) => t.name);
-    if (tables.length > 0 && !tables.includes("skein_migrations")) {
-      throw new DatabaseError(
-        `${path} is a SQLite database but not a Skein one (it has tables ${tables.slice(0, 5).join(", ")}); ` +
-          "use a new file for Skein",
-      );
-    }
+  } catch (e) {
+    throw databaseError(e, path);
+  }
+  if (tables.length > 0 && !tables.includes("skein_migrations")) {
+    throw new DatabaseError(
+      `${path} is a SQLite database but not a Skein one (it has tables ${tables.slice(0, 5).join(", ")}); ` +
+        "Skein left it unchanged: use a new file for Skein",
+    );
+  }
+}
+
+export function migrate(db: Database.Database, path: string): void {
+  const migrations = loadMigrations();
+  try {
     db.exec(
       "CREATE TABLE IF NOT EXISTS skein_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL)",
     );

@@ -1,19 +1,94 @@
+import { accessSync, constants, statSync } from "node:fs";
+import { dirname } from "node:path";
 import { DatabaseError } from "../../errors.js";
 
-/** Turns a SQLite error about the file itself into a DatabaseError that says what to do. */
+/** better-sqlite3's error code: the extended one (`SQLITE_READONLY_CANTINIT`), whose prefix is the primary. */
+function codeOf(e: unknown): string {
+  const code = (e as { code?: unknown } | null)?.code;
+  return typeof code === "string" ? code : "";
+}
+
+function isCode(e: unknown, primary: string): boolean {
+  const code = codeOf(e);
+  return code === primary || code.startsWith(`${primary}_`);
+}
+
+/** True for a SQLite error saying the file's content is damaged or not a database at all. */
+export function isCorruption(e: unknown): boolean {
+  return isCode(e, "SQLITE_CORRUPT") || isCode(e, "SQLITE_NOTADB");
+}
+
+/**
+ * Turns a SQLite error about the file itself (not a database, corrupt, read-only, cannot be
+ * opened, locked) into a DatabaseError that names the path and says what to do; any other
+ * error (a full disk, a constraint) is returned unchanged.
+ */
 export function databaseError(e: unknown, path: string): Error {
-  const code = (e as { code?: string }).code;
   const message = e instanceof Error ? e.message : String(e);
-  if (code === "SQLITE_NOTADB" || code === "SQLITE_CORRUPT") {
+  const cause = { cause: e };
+  if (isCode(e, "SQLITE_NOTADB")) {
     return new DatabaseError(
       `${path} is not a SQLite database or is corrupt (${message}); point Skein at a Skein database or a new file`,
+      cause,
     );
   }
-  if (code === "SQLITE_BUSY" || code === "SQLITE_LOCKED") {
-    return new DatabaseError(`${path} is locked by another process (${message}); stop the other writer and retry`);
+  if (isCode(e, "SQLITE_CORRUPT")) {
+    return new DatabaseError(
+      `${path} is corrupt (${message}); stop every process using it and restore it from a backup ` +
+        `(sqlite3 ${path} ".recover" may save part of it), or point Skein at a new file`,
+      cause,
+    );
   }
-  if (code === "SQLITE_CANTOPEN") {
-    return new DatabaseError(`cannot open ${path} (${message}); check that the directory exists and is writable`);
+  if (isCode(e, "SQLITE_READONLY")) {
+    return new DatabaseError(readOnlyMessage(path, message), cause);
   }
+  if (isCode(e, "SQLITE_BUSY") || isCode(e, "SQLITE_LOCKED")) {
+    return new DatabaseError(
+      `${path} is locked by another process (${message}); stop the other writer and retry`,
+      cause,
+    );
+  }
+  if (isCode(e, "SQLITE_CANTOPEN")) return new DatabaseError(cannotOpenMessage(path, message), cause);
   return e instanceof Error ? e : new Error(message);
+}
+
+function writable(path: string): boolean {
+  try {
+    accessSync(path, constants.W_OK);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function readOnlyMessage(path: string, message: string): string {
+  const dir = dirname(path);
+  if (!writable(dir)) {
+    return (
+      `cannot write beside ${path}: its directory ${dir} is read-only (${message}); SQLite keeps its ` +
+      "write-ahead log (-wal, -shm) there: make the directory writable for this user, or move the database"
+    );
+  }
+  return `${path} is read-only (${message}); make the file writable for this user (chmod u+w), or copy it somewhere writable`;
+}
+
+function cannotOpenMessage(path: string, message: string): string {
+  const dir = dirname(path);
+  let kind: "missing" | "file" | "directory" = "missing";
+  try {
+    kind = statSync(dir).isDirectory() ? "directory" : "file";
+  } catch {}
+  if (kind === "missing") {
+    return `cannot open ${path}: the directory ${dir} does not exist (${message}); create it (mkdir -p ${dir}) or use another path`;
+  }
+  if (kind === "file") return `cannot open ${path}: ${dir} is not a directory (${message}); use another path`;
+  try {
+    if (statSync(path).isDirectory()) {
+      return `cannot open ${path}: it is a directory (${message}); name a database file inside it, e.g. ${path}/skein.db`;
+    }
+  } catch {}
+  if (!writable(dir)) {
+    return `cannot open ${path}: its directory ${dir} is not writable (${message}); make it writable for this user, or use another path`;
+  }
+  return `cannot open ${path} (${message}); check that the file and its directory are readable and writable by this user`;
 }

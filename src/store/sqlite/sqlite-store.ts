@@ -2,18 +2,19 @@
  * The SQLite store: one file, one engine process (DESIGN §8). better-sqlite3 is synchronous;
  * the async interface serialises transactions with a promise chain so nothing else uses the
  * write connection while one is open. Reads go through a second connection and see committed
- * data only (WAL lets them run beside the writer).
+ * data only (WAL lets them run beside the writer). The engine is the one holding the file's
+ * engine lock (engine-lock.ts); clients open the file beside it.
  */
-import { statSync } from "node:fs";
-import { hostname } from "node:os";
-import Database from "better-sqlite3";
+import type Database from "better-sqlite3";
 import type { Logger } from "pino";
 import type { Compensation, NewEvent, Run, RunEvent, Visit } from "../../core/types.js";
-import { DatabaseError } from "../../errors.js";
+import { DatabaseError, ValidationError } from "../../errors.js";
 import { Serial } from "../serial.js";
 import type { EngineRow, RunFilter, Store, StoredWorkflow, StoreTx, VisitKey } from "../store.js";
 import { Checkpointer } from "./checkpointer.js";
-import { migrate } from "./migrate.js";
+import { assertDirectory, configure, openConnection, WAL_CHECKPOINT_BYTES, walBytes } from "./connection.js";
+import { EngineLock } from "./engine-lock.js";
+import { assertSkeinDatabase, migrate } from "./migrate.js";
 import {
   compensationFromDb,
   compensationToDb,
@@ -28,6 +29,8 @@ import {
   visitToDb,
 } from "./rows.js";
 import { databaseError } from "./sqlite-errors.js";
+
+type Holder = Pick<EngineRow, "engine_id" | "pid" | "host">;
 
 export interface SqliteOptions {
   /** A file path, or `:memory:`. */
@@ -48,18 +51,6 @@ function eventParams(e: NewEvent): unknown[] {
   return [e.run_id, e.type, e.node_id, e.visit, e.trace_id, e.at, JSON.stringify(e.data)];
 }
 
-/** Checkpoint once the WAL passes this size: pages written many times between checkpoints are copied once. */
-const WAL_CHECKPOINT_BYTES = 16 * 1024 * 1024;
-
-function walBytes(path: string): number {
-  if (path === ":memory:") return 0;
-  try {
-    return statSync(`${path}-wal`).size;
-  } catch {
-    return 0;
-  }
-}
-
 export class SqliteStore implements Store {
   readonly exclusive = true;
   private readonly writer: Db;
@@ -71,6 +62,12 @@ export class SqliteStore implements Store {
   /** The write connection's `data_version` at its last transaction: it moves when another connection commits. */
   private dataVersion: number | null = null;
   private writtenElsewhere = false;
+  /** Held from registerEngine to close: this store is the file's engine. */
+  private engineLock: EngineLock | null = null;
+  /** The engine this store serves, while it serves; its row is checked when another connection wrote. */
+  private engineId: string | null = null;
+  /** Set when another engine took the file over: nothing is written any more. */
+  private supersededBy: Holder | null = null;
 
   private readonly checkpointer: Checkpointer | null;
 
@@ -78,7 +75,7 @@ export class SqliteStore implements Store {
     readonly path: string,
     writer: Db,
     reader: Db,
-    logger?: Pick<Logger, "warn">,
+    private readonly logger?: Pick<Logger, "warn">,
   ) {
     this.writer = writer;
     this.reader = reader;
@@ -87,34 +84,53 @@ export class SqliteStore implements Store {
     this.tx = this.makeTx();
   }
 
-  /** Opens (and creates) the database file and migrates it. Throws DatabaseError for a corrupt or foreign file. */
+  /**
+   * Opens (and creates) the database file and migrates it. The file is checked before anything
+   * is set in it: someone else's database is refused unchanged.
+   * @throws DatabaseError for a missing directory, a file that is foreign, corrupt or read-only
+   */
   static async open(options: SqliteOptions): Promise<SqliteStore> {
     const { path } = options;
     const memory = path === ":memory:";
+    const busy = options.busyTimeoutMs;
+    if (busy !== undefined && !(Number.isInteger(busy) && busy >= 0 && busy <= 0x7fffffff)) {
+      throw new ValidationError(`busyTimeoutMs must be a whole number of milliseconds, 0 or more, got ${String(busy)}`);
+    }
+    if (!memory) assertDirectory(path);
     const writer = openConnection(path, options);
     try {
+      assertSkeinDatabase(writer, path);
+      configure(writer, options);
       migrate(writer, path);
     } catch (e) {
       writer.close();
       throw e;
     }
-    const reader = memory ? writer : openConnection(path, { ...options, readonly: true });
+    let reader = writer;
+    if (!memory) {
+      try {
+        reader = openConnection(path, { ...options, readonly: true });
+      } catch (e) {
+        writer.close();
+        throw e;
+      }
+    }
     return new SqliteStore(path, writer, reader, options.logger);
   }
 
-  async registerEngine(engine: EngineRow, staleBefore: number): Promise<string[]> {
+  /**
+   * Takes the file's engine lock (refused at once while another engine process, running or
+   * stopped, holds it), then records this engine. Whoever held the file before is gone: every
+   * other engine row is stopped, and those still holding attempts are returned for recovery.
+   * `staleBefore` is PostgreSQL's: on SQLite the lock, not a heartbeat, says who is alive.
+   */
+  async registerEngine(engine: EngineRow, _staleBefore: number): Promise<string[]> {
+    if (this.path !== ":memory:" && !this.engineLock) {
+      const lock = EngineLock.take(this.path);
+      if (!lock) throw this.inUse();
+      this.engineLock = lock;
+    }
     return this.transaction(async () => {
-      const others = this.writer
-        .prepare("SELECT engine_id, host, pid, heartbeat_at FROM engines WHERE stopped_at IS NULL")
-        .all() as EngineRow[];
-      for (const other of others) {
-        if (isAlive(other, staleBefore)) {
-          throw new DatabaseError(
-            `database ${this.path} is in use by engine ${other.engine_id} (pid ${other.pid} on ${other.host}); ` +
-              "SQLite allows one engine per file: stop that engine first, or add runs for it to pick up with createClient (skein start)",
-          );
-        }
-      }
       this.writer.prepare("UPDATE engines SET stopped_at = ? WHERE stopped_at IS NULL").run(engine.started_at);
       this.writer
         .prepare(
@@ -132,8 +148,52 @@ export class SqliteStore implements Store {
                                  WHERE r.status = 'COMPENSATING' AND v.state = 'CANCELLED' AND v.holder IS NOT NULL)`,
         )
         .all(engine.engine_id) as { engine_id: string }[];
+      this.engineId = engine.engine_id;
       return holders.map((h) => h.engine_id);
     });
+  }
+
+  /** Why a second engine is refused: the holder as its engine row names it. */
+  private inUse(): DatabaseError {
+    let holder: Holder | undefined;
+    try {
+      holder = this.reader
+        .prepare(
+          "SELECT engine_id, pid, host FROM engines WHERE stopped_at IS NULL ORDER BY started_at DESC, rowid DESC LIMIT 1",
+        )
+        .get() as Holder | undefined;
+    } catch {
+      // The refusal matters more than the name.
+    }
+    const who = holder
+      ? `engine ${holder.engine_id} (pid ${holder.pid} on ${holder.host})`
+      : "another engine process that is starting";
+    return new DatabaseError(
+      `database ${this.path} is in use by ${who}, which holds ${this.path}-engine.lock; ` +
+        "SQLite allows one engine per file, even while that process is stopped or paused: stop it first " +
+        "(its lock goes when its process ends), or add runs for it to pick up with createClient (skein start)",
+    );
+  }
+
+  /**
+   * Run inside a write transaction when another connection committed since this one's last:
+   * an engine whose row another engine stopped (it took the file over: the lock was deleted,
+   * or the file is shared where locks do not work) must never write again.
+   */
+  private assertOwner(): void {
+    if (this.engineId === null) return;
+    const row = this.sql.engineStopped.get(this.engineId) as { stopped_at: number | null } | undefined;
+    if (row && row.stopped_at === null) return;
+    const holder = this.sql.currentEngine.get() as Holder | undefined;
+    this.supersededBy = holder ?? { engine_id: "unknown", pid: 0, host: "unknown" };
+  }
+
+  private superseded(): DatabaseError {
+    const by = this.supersededBy as Holder;
+    return new DatabaseError(
+      `engine ${this.engineId} no longer owns ${this.path}: engine ${by.engine_id} (pid ${by.pid} on ${by.host}) ` +
+        "took it over while this one was stopped or cut off; this engine writes nothing more: close it",
+    );
   }
 
   async heartbeat(engineId: string, now: number): Promise<void> {
@@ -142,10 +202,21 @@ export class SqliteStore implements Store {
     });
   }
 
+  /**
+   * Marks the engine stopped. Never fails (closing must end, and release the lock): a row left
+   * unstopped (a full disk, a read-only file) is stopped by the next engine, which holds the lock.
+   */
   async stopEngine(engineId: string, now: number): Promise<void> {
-    await this.transaction(async () => {
-      this.writer.prepare("UPDATE engines SET stopped_at = ? WHERE engine_id = ?").run(now, engineId);
-    });
+    // Taken over: the row is the new engine's business.
+    if (this.supersededBy) return;
+    try {
+      await this.transaction(async () => {
+        this.writer.prepare("UPDATE engines SET stopped_at = ? WHERE engine_id = ?").run(now, engineId);
+      });
+    } catch (err) {
+      this.logger?.warn({ err }, "skein: could not mark the engine stopped; the next engine on the file will");
+    }
+    this.engineId = null;
   }
 
   async putWorkflow(id: string, hash: string, definition: string, now: number) {
@@ -175,11 +246,9 @@ export class SqliteStore implements Store {
   }
 
   async listWorkflows() {
-    return this.reader
-      .prepare(
-        "SELECT id, max(version) AS version, max(created_at) AS created_at FROM workflows GROUP BY id ORDER BY id",
-      )
-      .all() as { id: string; version: number; created_at: number }[];
+    return this.read(
+      "SELECT id, max(version) AS version, max(created_at) AS created_at FROM workflows GROUP BY id ORDER BY id",
+    ).all() as { id: string; version: number; created_at: number }[];
   }
 
   async getRun(runId: string): Promise<Run | null> {
@@ -229,20 +298,20 @@ export class SqliteStore implements Store {
   }
 
   async latestTerminalVisits(runId: string): Promise<Visit[]> {
-    const rows = this.reader
-      .prepare(
-        `SELECT * FROM visits v WHERE run_id = ? AND state IN ('SUCCEEDED','FAILED','SKIPPED','CANCELLED')
-           AND visit = (SELECT max(visit) FROM visits w WHERE w.run_id = v.run_id AND w.node_id = v.node_id
-                        AND w.state IN ('SUCCEEDED','FAILED','SKIPPED','CANCELLED'))`,
-      )
-      .all(runId) as DbVisit[];
+    const rows = this.read(
+      `SELECT * FROM visits v WHERE run_id = ? AND state IN ('SUCCEEDED','FAILED','SKIPPED','CANCELLED')
+         AND visit = (SELECT max(visit) FROM visits w WHERE w.run_id = v.run_id AND w.node_id = v.node_id
+                      AND w.state IN ('SUCCEEDED','FAILED','SKIPPED','CANCELLED'))`,
+    ).all(runId) as DbVisit[];
     return rows.map(visitFromDb);
   }
 
   async listEvents(runId: string, options: { afterSeq?: number; limit?: number } = {}): Promise<RunEvent[]> {
-    const rows = this.reader
-      .prepare("SELECT * FROM events WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?")
-      .all(runId, options.afterSeq ?? 0, options.limit ?? 10_000) as DbEvent[];
+    const rows = this.read("SELECT * FROM events WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?").all(
+      runId,
+      options.afterSeq ?? 0,
+      options.limit ?? 10_000,
+    ) as DbEvent[];
     return rows.map(eventFromDb);
   }
 
@@ -270,22 +339,28 @@ export class SqliteStore implements Store {
   // `lock` and `tryLock` are PostgreSQL's: a SQLite file has one writer.
   transaction<T>(fn: (tx: StoreTx) => Promise<T>, _options?: { lock?: string[]; tryLock?: string[] }): Promise<T> {
     return this.serial.run(async () => {
+      if (this.supersededBy) throw this.superseded();
       try {
         this.sql.begin.run();
       } catch (e) {
         throw databaseError(e, this.path);
       }
-      const version = this.sql.dataVersion.get() as number;
-      // Sticky until a flush asks: a heartbeat's transaction must not swallow another writer's commit.
-      if (this.dataVersion !== null && version !== this.dataVersion) this.writtenElsewhere = true;
-      this.dataVersion = version;
       try {
+        const version = this.sql.dataVersion.get() as number;
+        if (this.dataVersion !== null && version !== this.dataVersion) {
+          // Sticky until a flush asks: a heartbeat's transaction must not swallow another writer's commit.
+          this.writtenElsewhere = true;
+          this.assertOwner();
+          if (this.supersededBy) throw this.superseded();
+        }
+        this.dataVersion = version;
         const result = await fn(this.tx);
         this.sql.commit.run();
         return result;
       } catch (e) {
         if (this.writer.inTransaction) this.sql.rollback.run();
-        throw e;
+        // The file's own failures (corrupt, read-only) with its path; others (a full disk) as they are.
+        throw databaseError(e, this.path);
       }
     });
   }
@@ -297,16 +372,35 @@ export class SqliteStore implements Store {
     if (this.path !== ":memory:") this.writer.pragma("wal_checkpoint(PASSIVE)");
     if (this.reader !== this.writer) this.reader.close();
     this.writer.close();
+    // Last: no other engine may write while this one's last transactions were still to come.
+    this.engineLock?.release();
+    this.engineLock = null;
   }
 
-  /** A prepared statement on the read connection, prepared once per SQL text. */
-  private read(sql: string): Database.Statement {
-    let statement = this.readStatements.get(sql);
-    if (!statement) {
-      statement = this.reader.prepare(sql);
-      this.readStatements.set(sql, statement);
-    }
-    return statement;
+  /**
+   * A statement on the read connection, prepared once per SQL text. A failure of the file
+   * itself (corruption found by this read) becomes a DatabaseError naming the path.
+   */
+  private read(sql: string): { get(...params: unknown[]): unknown; all(...params: unknown[]): unknown[] } {
+    const reading = <T>(fn: () => T): T => {
+      try {
+        return fn();
+      } catch (e) {
+        throw databaseError(e, this.path);
+      }
+    };
+    const statement = reading(() => {
+      let found = this.readStatements.get(sql);
+      if (!found) {
+        found = this.reader.prepare(sql);
+        this.readStatements.set(sql, found);
+      }
+      return found;
+    });
+    return {
+      get: (...params) => reading(() => statement.get(...params)),
+      all: (...params) => reading(() => statement.all(...params)),
+    };
   }
 
   /**
@@ -437,6 +531,10 @@ function prepare(db: Db) {
   const visitColumns = Object.keys(visitRowShape);
   return {
     begin: db.prepare("BEGIN IMMEDIATE"),
+    engineStopped: db.prepare("SELECT stopped_at FROM engines WHERE engine_id = ?"),
+    currentEngine: db.prepare(
+      "SELECT engine_id, pid, host FROM engines WHERE stopped_at IS NULL ORDER BY started_at DESC, rowid DESC LIMIT 1",
+    ),
     dataVersion: db.prepare("PRAGMA data_version").pluck(),
     commit: db.prepare("COMMIT"),
     rollback: db.prepare("ROLLBACK"),
@@ -594,38 +692,3 @@ const visitRowShape: Record<keyof DbVisit, true> = {
 const MUTABLE_VISIT_COLUMNS = (Object.keys(visitRowShape) as (keyof DbVisit)[]).filter(
   (c) => !["run_id", "node_id", "visit", "execution_id", "agent_type", "created_at"].includes(c),
 );
-
-function openConnection(path: string, options: SqliteOptions & { readonly?: boolean }): Db {
-  let db: Db;
-  try {
-    db = new Database(path, { readonly: options.readonly ?? false, fileMustExist: options.readonly ?? false });
-    if (!options.readonly) {
-      db.pragma("journal_mode = WAL");
-      db.pragma("wal_autocheckpoint = 0");
-      // After a checkpoint the WAL restarts and is cut back to this size, so its size tells
-      // how much was written since (see WAL_CHECKPOINT_BYTES).
-      db.pragma(`journal_size_limit = ${WAL_CHECKPOINT_BYTES / 4}`);
-    }
-    db.pragma(`synchronous = ${options.synchronous === "full" ? "FULL" : "NORMAL"}`);
-    db.pragma(`busy_timeout = ${options.busyTimeoutMs ?? 5000}`);
-    db.pragma("foreign_keys = ON");
-    // Reads through a memory map and a larger page cache: fewer system calls per statement
-    // once the file outgrows SQLite's default 2 MB cache.
-    db.pragma("mmap_size = 268435456");
-    db.pragma("cache_size = -32768");
-  } catch (e) {
-    throw databaseError(e, path);
-  }
-  return db;
-}
-
-function isAlive(engine: EngineRow, staleBefore: number): boolean {
-  if (engine.heartbeat_at < staleBefore) return false;
-  if (engine.host !== hostname()) return true;
-  try {
-    process.kill(engine.pid, 0);
-    return true;
-  } catch (e) {
-    return (e as { code?: string }).code === "EPERM";
-  }
-}
