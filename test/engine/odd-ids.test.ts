@@ -51,10 +51,10 @@ describe("ids the database refuses", () => {
       // The external-task protocol's ids: run id, node id and visit in one execution id.
       for (const executionId of [`${id}:a:1`, `${id}`, `x:${id}:1`]) {
         await refused(`heartbeatTask(${JSON.stringify(executionId)})`, () =>
-          engine.heartbeatTask(executionId, { attempt: 1 }),
+          engine.heartbeatTask(executionId, { attempt: 1, worker_id: "w1" }),
         );
         await refused(`completeTask(${JSON.stringify(executionId)})`, () =>
-          engine.completeTask(executionId, { attempt: 1, output: {} }),
+          engine.completeTask(executionId, { attempt: 1, worker_id: "w1", output: {} }),
         );
       }
       await stillWorks(engine);
