@@ -23,6 +23,8 @@ export interface ValidateOptions {
   knownAgentTypes?: Iterable<string>;
   /** Registered `decide` hooks; a node naming another one is an error. Default: no check. */
   decideHooks?: Iterable<string>;
+  /** The engine's output limit, kept by the compiled graph's inline aggregators. @defaultValue 1 MiB */
+  maxOutputBytes?: number;
 }
 
 export type ValidationResult =
@@ -68,7 +70,13 @@ export function validateWorkflow(json: unknown, options: ValidateOptions = {}): 
 
   const unique = dedupe(warnings);
   if (errors.length > 0) return { ok: false, errors, warnings: unique };
-  return { ok: true, workflow: def, graph: compileGraph(def), errors: [], warnings: unique };
+  return {
+    ok: true,
+    workflow: def,
+    graph: compileGraph(def, { maxOutputBytes: options.maxOutputBytes }),
+    errors: [],
+    warnings: unique,
+  };
 }
 
 /** One warning per path and message (a template reading a node twice warns once). */
