@@ -149,6 +149,12 @@ export function compileWhen(expr: string, path: string): { when: CompiledWhen | 
   };
 }
 
+/** True when `text` is one template and nothing else (`"{{ expr }}"`): its value may be any JSON type. */
+export function isWholeTemplate(text: string): boolean {
+  const matches = [...text.matchAll(TEMPLATE)];
+  return matches.length === 1 && matches[0]?.[0] === text.trim();
+}
+
 function compileValue(value: unknown, path: string, problems: Problem[], reads: NodeRead[]): Node {
   if (typeof value === "string") return compileString(value, path, problems, reads);
   if (Array.isArray(value)) {

@@ -3,8 +3,9 @@
  * expression checks, reporting every problem at once with its path.
  */
 import { type Problem, ValidationError } from "../errors.js";
+import { assigneesProblem } from "./assignees.js";
 import { checkStructure } from "./check-structure.js";
-import { type CompiledPayload, compilePayload, compileWhen } from "./expressions.js";
+import { type CompiledPayload, compilePayload, compileWhen, isWholeTemplate } from "./expressions.js";
 import { compileGraph, type WorkflowGraph } from "./graph.js";
 import { type NodeDefinition, type WorkflowDefinition, WorkflowSchema } from "./schema.js";
 import {
@@ -62,6 +63,7 @@ export function validateWorkflow(json: unknown, options: ValidateOptions = {}): 
     checkCases(ctx, node, i);
     checkTemplates(ctx, node, i);
     checkAggregator(ctx, node, i);
+    checkAssignees(ctx, node, i);
     checkHooksAndAgents(ctx, node, i, options);
     checkTimeout(ctx, node, i);
   });
@@ -246,6 +248,20 @@ function checkAggregator(c: Checks, node: NodeDefinition, i: number): void {
       });
     }
   });
+}
+
+/** Review assignees fail closed (DESIGN §13): a list of names, or one template that gives one. */
+function checkAssignees(c: Checks, node: NodeDefinition, i: number): void {
+  if (node.agent_type !== "human_review" || !("assignees" in node.payload)) return;
+  const assignees = node.payload.assignees;
+  if (typeof assignees === "string" && isWholeTemplate(assignees)) return; // checked when it is resolved
+  const problem = assigneesProblem(assignees);
+  if (problem === null) return;
+  const hint =
+    typeof assignees === "string" && !isWholeTemplate(assignees)
+      ? `; a string is allowed only as one template, "{{ expr }}", that gives such a list (write ["${assignees.slice(0, 40)}"] for one name)`
+      : "";
+  c.errors.push({ path: `nodes[${i}].payload.assignees`, message: `${problem}${hint}` });
 }
 
 function checkHooksAndAgents(c: Checks, node: NodeDefinition, i: number, options: ValidateOptions): void {

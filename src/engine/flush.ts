@@ -589,10 +589,11 @@ export class Flush {
       );
     }
     const assignees = (v.payload as { assignees?: unknown } | null)?.assignees;
-    if (Array.isArray(assignees) && !assignees.includes(decision.by)) {
+    // Fails closed: assignees that are not a list (a review stored before they were validated) admit nobody.
+    if (assignees !== undefined && !(Array.isArray(assignees) && assignees.includes(decision.by))) {
       return done.reject(
         new ForbiddenError(
-          `${decision.by ?? "an anonymous reviewer"} may not decide ${node_id}: assignees are ${assignees.join(", ")}`,
+          `${decision.by ?? "an anonymous reviewer"} may not decide ${node_id}: assignees are ${Array.isArray(assignees) ? assignees.join(", ") : JSON.stringify(assignees)}`,
         ),
       );
     }

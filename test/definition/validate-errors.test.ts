@@ -332,3 +332,32 @@ describe("parseWorkflowOrThrow", () => {
     expect(warnings).toEqual([]);
   });
 });
+
+describe("review assignees (they fail closed)", () => {
+  const review = (assignees: unknown) =>
+    wf([{ node_id: "r", agent_type: "human_review", payload: { title: "ok?", assignees } }]);
+
+  it("accepts a list of names, one template, or no assignees at all", () => {
+    expect(validateWorkflow(review(["alice", "bob"])).ok).toBe(true);
+    expect(validateWorkflow(review("{{ input.approvers }}")).ok).toBe(true);
+    expect(validateWorkflow(review(["{{ input.approver }}", "ops"])).ok).toBe(true);
+    expect(validateWorkflow(wf([{ node_id: "r", agent_type: "human_review" }])).ok).toBe(true);
+  });
+
+  it("refuses a plain string, which let anyone decide", () => {
+    expectOneError(review("alice"), "nodes[0].payload.assignees", 'must be a list of names, got "alice"');
+    expectOneError(review("alice"), "nodes[0].payload.assignees", 'write ["alice"] for one name');
+    expectOneError(review("team {{ input.team }}"), "nodes[0].payload.assignees", "only as one template");
+  });
+
+  it("refuses an object, an empty list and a list holding a non-name", () => {
+    expectOneError(review({ alice: true }), "nodes[0].payload.assignees", "got an object");
+    expectOneError(review([]), "nodes[0].payload.assignees", "at least one assignee");
+    expectOneError(review(["alice", ""]), "nodes[0].payload.assignees", 'item 1 is ""');
+    expectOneError(review(["alice", 3]), "nodes[0].payload.assignees", "item 1 is 3");
+  });
+
+  it("leaves other agents' payload.assignees alone", () => {
+    expect(validateWorkflow(wf([{ node_id: "a", payload: { assignees: "whoever" } }])).ok).toBe(true);
+  });
+});
