@@ -2,12 +2,15 @@
  * Validation of a workflow definition (DESIGN §2): the schema first, then the graph and
  * expression checks, reporting every problem at once with its path.
  */
+
+import type { z } from "zod";
 import { type Problem, ValidationError } from "../errors.js";
 import { assigneesProblem } from "./assignees.js";
 import { checkStructure } from "./check-structure.js";
 import { type CompiledPayload, compilePayload, compileWhen, isWholeTemplate } from "./expressions.js";
 import { compileGraph, type WorkflowGraph } from "./graph.js";
-import { type NodeDefinition, type WorkflowDefinition, WorkflowSchema } from "./schema.js";
+import { type NodeDefinition, NodeSchema, type WorkflowDefinition, WorkflowSchema } from "./schema.js";
+import { nearest } from "./suggest.js";
 import {
   buildTopology,
   dependsOnRefs,
@@ -49,9 +52,36 @@ const BUILTIN_AGENT_TYPES = ["aggregator", "human_review"];
 export function validateWorkflow(json: unknown, options: ValidateOptions = {}): ValidationResult {
   const parsed = WorkflowSchema.safeParse(json, { reportInput: true });
   if (!parsed.success) {
-    return { ok: false, errors: issuesToProblems(parsed.error.issues), warnings: [] };
+    // The graph and expression checks still run on what is well-formed enough, so a cycle or
+    // an unknown node is reported with the schema's problems, not after they are fixed.
+    const errors = issuesToProblems(parsed.error.issues, "", WorkflowSchema);
+    const salvaged = salvage(json);
+    if (!salvaged) return { ok: false, errors, warnings: [] };
+    const more = checkDefinition(salvaged, options);
+    const failed = new Set(errors.map((e) => e.path));
+    return {
+      ok: false,
+      errors: dedupe([...errors, ...more.errors]),
+      warnings: more.warnings.filter((w) => !failed.has(w.path)),
+    };
   }
   const def = parsed.data;
+  const { errors, warnings } = checkDefinition(def, options);
+  if (errors.length > 0) return { ok: false, errors, warnings };
+  return {
+    ok: true,
+    workflow: def,
+    graph: compileGraph(def, { maxOutputBytes: options.maxOutputBytes }),
+    errors: [],
+    warnings,
+  };
+}
+
+/** Every check after the schema's: references, cases, templates, the graph's structure. */
+function checkDefinition(
+  def: WorkflowDefinition,
+  options: ValidateOptions,
+): { errors: Problem[]; warnings: Problem[] } {
   const errors: Problem[] = [];
   const warnings: Problem[] = [];
   const topo = buildTopology(def);
@@ -69,16 +99,39 @@ export function validateWorkflow(json: unknown, options: ValidateOptions = {}): 
   });
   checkStructure(def, topo, errors);
   checkDefaultsTimeout(ctx);
+  return { errors, warnings: dedupe(warnings) };
+}
 
-  const unique = dedupe(warnings);
-  if (errors.length > 0) return { ok: false, errors, warnings: unique };
-  return {
-    ok: true,
-    workflow: def,
-    graph: compileGraph(def, { maxOutputBytes: options.maxOutputBytes }),
-    errors: [],
-    warnings: unique,
+/**
+ * The parts of a document the schema refused that are well-formed enough for the other checks:
+ * `nodes` a list of objects that each have a string `node_id`; of every other field, the value
+ * when it passes its own schema, else its default (its problem is already reported). Null when
+ * the nodes themselves are unusable: the graph checks would only guess.
+ */
+function salvage(json: unknown): WorkflowDefinition | null {
+  const isObject = (v: unknown): v is Record<string, unknown> =>
+    v !== null && typeof v === "object" && !Array.isArray(v);
+  if (!isObject(json) || !Array.isArray(json.nodes) || json.nodes.length === 0) return null;
+  if (!json.nodes.every((n) => isObject(n) && typeof n.node_id === "string")) return null;
+  const fields = (raw: Record<string, unknown>, shape: Record<string, z.ZodType>): Record<string, unknown> => {
+    const out: Record<string, unknown> = {};
+    for (const [key, schema] of Object.entries(shape)) {
+      const parsed = schema.safeParse(raw[key]);
+      const value = parsed.success ? parsed.data : schema.safeParse(undefined).data;
+      if (value !== undefined) out[key] = value;
+    }
+    return out;
   };
+  const nodes = (json.nodes as Record<string, unknown>[]).map((raw) => {
+    const node = fields(raw, NodeSchema.shape);
+    node.node_id = raw.node_id;
+    if (typeof node.agent_type !== "string") node.agent_type = typeof raw.agent_type === "string" ? raw.agent_type : "";
+    // The ids of a depends_on that holds something else too.
+    if (Array.isArray(raw.depends_on)) node.depends_on = raw.depends_on.filter((d) => typeof d === "string");
+    return node;
+  });
+  const { nodes: _nodes, ...workflowShape } = WorkflowSchema.shape;
+  return { ...fields(json, workflowShape), nodes } as WorkflowDefinition;
 }
 
 /** One warning per path and message (a template reading a node twice warns once). */
@@ -151,7 +204,7 @@ function checkReferences(c: Checks, node: NodeDefinition, i: number): void {
 function unknownNode(c: Checks, path: string, id: string): Problem {
   // Only suggest for ids long enough that a near miss is likely a typo, not another node.
   const limit = Math.min(2, Math.floor(id.length / 3));
-  const near = [...c.topo.indexOf.keys()].find((known) => editDistance(known, id) <= limit);
+  const near = nearest(id, c.topo.indexOf.keys(), limit);
   const hint = near === undefined ? "" : ` (did you mean "${near}"?)`;
   return { path, message: `unknown node "${id}"${hint}` };
 }
@@ -303,19 +356,4 @@ function checkDefaultsTimeout(c: Checks): void {
       message: `timeout ${t} s is at or above the workflow timeout (${c.def.timeout} s): the run expires first`,
     });
   }
-}
-
-/** Levenshtein distance, for "did you mean" hints on short ids. */
-function editDistance(a: string, b: string): number {
-  if (Math.abs(a.length - b.length) > 2) return 3;
-  let prev = Array.from({ length: b.length + 1 }, (_, k) => k);
-  for (let x = 1; x <= a.length; x++) {
-    const row = [x];
-    for (let y = 1; y <= b.length; y++) {
-      const cost = a[x - 1] === b[y - 1] ? 0 : 1;
-      row.push(Math.min((prev[y] ?? 0) + 1, (row[y - 1] ?? 0) + 1, (prev[y - 1] ?? 0) + cost));
-    }
-    prev = row;
-  }
-  return prev[b.length] ?? 0;
 }

@@ -166,7 +166,9 @@ export async function createServer(options: ServerOptions): Promise<FastifyInsta
     return (data: unknown) => {
       const parsed = zod.safeParse(data ?? {}, { reportInput: true });
       if (parsed.success) return { value: parsed.data };
-      return { error: new ValidationError(`Invalid request ${part}`, issuesToProblems(parsed.error.issues, part)) };
+      return {
+        error: new ValidationError(`Invalid request ${part}`, issuesToProblems(parsed.error.issues, part, zod)),
+      };
     };
   });
   // Responses are plain JSON; their schemas are for the OpenAPI document.

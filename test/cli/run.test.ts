@@ -112,6 +112,21 @@ describe("skein run", () => {
     expect(unknown.stderr).toMatch(/^skein: workflow "nope" is not registered/);
     expect(notJson.code).toBe(2);
     expect(notJson.stderr).toMatch(/^skein: --input is not valid JSON: .*\(line 1, column 2\)/);
+    const big = await skein(
+      [
+        "run",
+        file,
+        "--agents",
+        AGENTS,
+        "--db",
+        `sqlite:${join(ws.dir, "d.db")}`,
+        "--input",
+        '{"id": 9007199254740993}',
+      ],
+      ws.dir,
+    );
+    expect(big.code).toBe(2);
+    expect(big.stderr).toContain("--input has values that cannot be kept as sent:\n  id: the integer 9007199254740993");
     expect(invalidFile.code).toBe(2);
     expect(invalidFile.stderr).toContain('nodes[0].depends_on[0]: unknown node "b"');
     expect(missing.code).toBe(2);
