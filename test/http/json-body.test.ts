@@ -86,6 +86,25 @@ describe("strict JSON bodies", () => {
     expect((await start('{"workflow_id":"simple","input":{"s":"\\ud83d\\ude00"}}')).statusCode).toBe(201);
   });
 
+  it("parses bodies sent with a charset parameter the same way", async () => {
+    const { app, engine } = await api();
+    const res = await app.inject({
+      method: "POST",
+      url: "/v1/runs",
+      headers: { ...json, "content-type": "application/json; charset=utf-8" },
+      payload: '{"workflow_id":"simple","input":{"n":12345678901234567890}}',
+    });
+    expect(res.statusCode).toBe(400);
+    const ok = await app.inject({
+      method: "POST",
+      url: "/v1/runs",
+      headers: { ...json, "content-type": "application/json; charset=utf-8" },
+      payload: '{"workflow_id":"simple","input":{"name":"café"}}',
+    });
+    expect(ok.statusCode).toBe(201);
+    expect((await engine.getRun(ok.json().run_id))?.input).toEqual({ name: "café" });
+  });
+
   it("says where malformed JSON fails", async () => {
     const { start } = await api();
     const res = await start('{"workflow_id":\n ]');
