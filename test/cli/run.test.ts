@@ -75,6 +75,20 @@ describe("skein run", () => {
     expect(json<RunJson>(j).status).toBe("FAILED");
   });
 
+  it("survives a poison template in a real process: the visit fails, the process does not abort", async () => {
+    const ws = workspace();
+    const pad = ws.file("pad.json", {
+      id: "pad",
+      nodes: [{ node_id: "a", agent_type: "echo", payload: { n: '{{ $length($pad("", input.n)) }}' } }],
+    });
+    // Before the sandbox, V8 aborted the process here (a fatal out-of-memory error, no report).
+    const r = await skein(["run", pad, "--agents", AGENTS, "--db", ws.db, "--input", '{"n": 200000000}'], ws.dir);
+    expect(r.signal).toBeNull();
+    expect(r.code).toBe(1);
+    expect(r.stdout).toContain("error: node a failed (template_error)");
+    expect(r.stdout).toContain("$pad width 200000000 is over the limit");
+  });
+
   it("runs a registered workflow by id, with the input checked against its schema", async () => {
     const ws = workspace();
     const put = await skein(["workflows", "put", ws.file("w.json", WORKFLOWS.withInput), "--db", ws.db], ws.dir);
