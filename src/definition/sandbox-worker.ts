@@ -60,6 +60,8 @@ async function compile(source) {
     }
     return o.join(strs, separator);
   }, "<a<s>s?:s>");
+  // Every value a step makes is checked (a Symbol key: only assign() binds it, not evaluate's bindings).
+  expr.assign(Symbol.for("jsonata.__evaluate_exit"), (_expr, _input, _env, result) => checkSize(result));
   if (compiled.size > 1000) compiled.clear();
   compiled.set(source, expr);
   return expr;
@@ -73,10 +75,6 @@ function checkSize(value) {
     throw limitError("a list of " + value.length + " items is over the limit of " + maxItems);
   }
 }
-
-const bindings = {
-  [Symbol.for("jsonata.__evaluate_exit")]: (_expr, _input, _env, result) => checkSize(result),
-};
 
 function toJson(value) {
   if (value === undefined || value === null) return value;
@@ -105,7 +103,7 @@ function toJson(value) {
 parentPort.on("message", async ({ id, source, context }) => {
   try {
     const expr = await compile(source);
-    const value = toJson(await expr.evaluate(context, bindings));
+    const value = toJson(await expr.evaluate(context));
     parentPort.postMessage({ id, ok: true, value });
   } catch (e) {
     const error = e && typeof e === "object"
