@@ -29,6 +29,9 @@ const SUSPECT_CONSTRUCTOR =
 const SUSPECT_NUMBER = /\d{16}|[eE][+-]?\d{3}/;
 const SUSPECT_SURROGATE = /\\u[dD][89a-fA-F]/;
 const INTEGER = /^-?\d+$/;
+/** A JSON string token at lastIndex (the unrolled form: linear, no nested quantifiers). */
+const STRING = /"[^"\\]*(?:\\.[^"\\]*)*"/y;
+const PLAIN_STRING = /"[^"\\]*"/y;
 /** A scan stops collecting after this many problems: enough to fix, bounded for hostile input. */
 const MAX_PROBLEMS = 20;
 
@@ -158,6 +161,15 @@ export function firstInvalidUtf8(bytes: Uint8Array): number {
   return bytes.length;
 }
 
+const [OPEN_OBJECT, CLOSE_OBJECT, OPEN_ARRAY, CLOSE_ARRAY, COMMA, COLON, QUOTE, MINUS, DIGIT_0, DIGIT_9] = [
+  ...'{}[],:"-09',
+].map((c) => c.charCodeAt(0)) as [number, number, number, number, number, number, number, number, number, number];
+
+/** Digits, '.', 'e', 'E', '+' and '-': what a number token is made of. */
+function isNumberChar(c: number): boolean {
+  return (c >= DIGIT_0 && c <= DIGIT_9) || c === 46 || c === 101 || c === 69 || c === 43 || c === MINUS;
+}
+
 type Frame = { kind: "object"; key: string | null; expectKey: boolean } | { kind: "array"; index: number };
 
 /** One pass over text JSON.parse accepted: the problems of the module doc, with their paths. */
@@ -174,62 +186,59 @@ function scan(text: string, base: string): Problem[] {
   };
   let i = 0;
   while (i < text.length && problems.length < MAX_PROBLEMS) {
-    const ch = text[i] as string;
+    const ch = text.charCodeAt(i);
     const top = stack[stack.length - 1];
-    if (ch === "{") {
+    if (ch === OPEN_OBJECT) {
       stack.push({ kind: "object", key: null, expectKey: true });
       i++;
-    } else if (ch === "[") {
+    } else if (ch === OPEN_ARRAY) {
       stack.push({ kind: "array", index: 0 });
       i++;
-    } else if (ch === "}" || ch === "]") {
+    } else if (ch === CLOSE_OBJECT || ch === CLOSE_ARRAY) {
       stack.pop();
       i++;
-    } else if (ch === ",") {
+    } else if (ch === COMMA) {
       if (top?.kind === "array") top.index++;
       else if (top) top.expectKey = true;
       i++;
-    } else if (ch === ":") {
+    } else if (ch === COLON) {
       if (top?.kind === "object") top.expectKey = false;
       i++;
-    } else if (ch === '"') {
-      const end = stringEnd(text, i);
-      const raw = text.slice(i + 1, end);
-      const decoded = raw.includes("\\") ? (JSON.parse(text.slice(i, end + 1)) as string) : raw;
-      if (top?.kind === "object" && top.expectKey) {
-        const parent = stack[stack.length - 2];
-        top.key = decoded;
-        if (decoded === "__proto__") add('the key "__proto__" is refused (prototype poisoning); rename it');
-        else if (decoded === "prototype" && parent?.kind === "object" && parent.key === "constructor")
-          add('a "prototype" key inside "constructor" is refused (prototype poisoning); rename it');
+    } else if (ch === QUOTE) {
+      // test(), not exec(): no match to allocate per string; most strings have no escape.
+      PLAIN_STRING.lastIndex = i;
+      const escaped = !PLAIN_STRING.test(text);
+      if (escaped) {
+        STRING.lastIndex = i;
+        STRING.test(text);
       }
-      if (raw.includes("\\") && hasLoneSurrogate(decoded)) {
-        add(
-          "a string holds an escaped lone surrogate (\\ud800-\\udfff without its pair), which is not text; send valid Unicode",
-        );
+      const end = (escaped ? STRING.lastIndex : PLAIN_STRING.lastIndex) - 1;
+      const isKey = top?.kind === "object" && top.expectKey;
+      if (isKey || escaped) {
+        const raw = text.slice(i + 1, end);
+        const decoded = escaped ? (JSON.parse(text.slice(i, end + 1)) as string) : raw;
+        if (isKey && top?.kind === "object") {
+          const parent = stack[stack.length - 2];
+          top.key = decoded;
+          if (decoded === "__proto__") add('the key "__proto__" is refused (prototype poisoning); rename it');
+          else if (decoded === "prototype" && parent?.kind === "object" && parent.key === "constructor")
+            add('a "prototype" key inside "constructor" is refused (prototype poisoning); rename it');
+        }
+        if (escaped && hasLoneSurrogate(decoded)) {
+          add(
+            "a string holds an escaped lone surrogate (\\ud800-\\udfff without its pair), which is not text; send valid Unicode",
+          );
+        }
       }
       i = end + 1;
-    } else if (ch === "-" || (ch >= "0" && ch <= "9")) {
+    } else if (ch === MINUS || (ch >= DIGIT_0 && ch <= DIGIT_9)) {
       let end = i + 1;
-      while (end < text.length && /[0-9.eE+-]/.test(text[end] as string)) end++;
+      while (end < text.length && isNumberChar(text.charCodeAt(end))) end++;
       checkNumber(text.slice(i, end), add);
       i = end;
     } else i++;
   }
   return problems;
-}
-
-/** The index of the quote that closes the string opening at `start`. */
-function stringEnd(text: string, start: number): number {
-  let i = start + 1;
-  for (;;) {
-    const quote = text.indexOf('"', i);
-    if (quote < 0) return text.length;
-    let backslashes = 0;
-    for (let k = quote - 1; text[k] === "\\"; k--) backslashes++;
-    if (backslashes % 2 === 0) return quote;
-    i = quote + 1;
-  }
 }
 
 function checkNumber(token: string, add: (message: string) => void): void {
