@@ -3,8 +3,8 @@
  * so the worker needs no TypeScript loader (as the SQLite checkpointer's).
  *
  * It evaluates one expression at a time with JSONata and the limits that keep one evaluation
- * from taking the process down: `$eval` is removed (data must not become code); `$pad` and
- * `$join` refuse to make a string over `maxChars` before making it (V8 aborts the whole process,
+ * from taking the process down: `$eval` is removed (data must not become code); `$pad`, `$join`
+ * and `$string` refuse to make a string over `maxChars` before making it (V8 aborts the whole process,
  * not only this thread, when one built-in call allocates past the heap limit); and every value
  * a step makes is checked (strings up to `maxChars`, arrays up to `maxItems`), so no later step
  * builds on an oversized one. Time is bounded by the parent, which terminates this thread.
@@ -25,7 +25,7 @@ let originals = null;
 async function builtIns() {
   if (originals) return originals;
   const fn = async (name) => (await jsonata("$" + name).evaluate({})).implementation;
-  originals = { pad: await fn("pad"), join: await fn("join") };
+  originals = { pad: await fn("pad"), join: await fn("join"), string: await fn("string") };
   return originals;
 }
 
@@ -60,11 +60,41 @@ async function compile(source) {
     }
     return o.join(strs, separator);
   }, "<a<s>s?:s>");
+  // A list of many references to one long string is small in memory but huge as JSON text: its
+  // length is counted first, for a clear refusal rather than running out of this thread's heap.
+  expr.registerFunction("string", function (arg, prettify) {
+    if (arg !== null && typeof arg === "object" && jsonLengthOver(arg, maxChars)) {
+      throw limitError("$string would make more than " + maxChars + " characters");
+    }
+    return o.string.call(this, arg, prettify);
+  }, "<x-b?:s>");
   // Every value a step makes is checked (a Symbol key: only assign() binds it, not evaluate's bindings).
   expr.assign(Symbol.for("jsonata.__evaluate_exit"), (_expr, _input, _env, result) => checkSize(result));
   if (compiled.size > 1000) compiled.clear();
   compiled.set(source, expr);
   return expr;
+}
+
+/** True when the JSON text of value is longer than max (counted roughly, without making it). */
+function jsonLengthOver(value, max) {
+  let total = 0;
+  const stack = [value];
+  while (stack.length > 0) {
+    const v = stack.pop();
+    if (typeof v === "string") total += v.length + 2;
+    else if (v === null || typeof v !== "object") total += 24;
+    else if (Array.isArray(v)) {
+      total += v.length + 2;
+      for (const item of v) stack.push(item);
+    } else {
+      for (const [k, item] of Object.entries(v)) {
+        total += k.length + 4;
+        stack.push(item);
+      }
+    }
+    if (total > max) return true;
+  }
+  return false;
 }
 
 function checkSize(value) {

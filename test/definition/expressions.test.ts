@@ -212,6 +212,11 @@ describe("the expression sandbox (function calls, regexes, ranges)", () => {
     await expect(template({ x: '{{ ($s := $pad("", 6000000); $join([$s, $s])) }}' }).resolve(ctx)).rejects.toThrow(
       /\$join would make \d+ characters, over the limit/,
     );
+    // One long string referenced 100 times: small in memory, 900 MB as JSON text.
+    await expect(
+      template({ x: '{{ ($s := $pad("", 9000000); $string([1..100].($s))) }}' }).resolve(ctx),
+    ).rejects.toThrow(/\$string would make more than 10000000 characters/);
+    expect(await template({ x: '{{ $string({"a": [1, "b"]}) }}' }).resolve(ctx)).toEqual({ x: '{"a":[1,"b"]}' });
   });
 
   it("refuses $eval and reserved names when the expression is parsed", () => {
