@@ -3,13 +3,13 @@
  * expression checks, reporting every problem at once with its path.
  */
 
-import type { z } from "zod";
 import { type Problem, ValidationError } from "../errors.js";
 import { assigneesProblem } from "./assignees.js";
 import { checkStructure } from "./check-structure.js";
 import { type CompiledPayload, compilePayload, compileWhen, isWholeTemplate } from "./expressions.js";
 import { compileGraph, type WorkflowGraph } from "./graph.js";
-import { type NodeDefinition, NodeSchema, type WorkflowDefinition, WorkflowSchema } from "./schema.js";
+import { salvage } from "./salvage.js";
+import { type NodeDefinition, type WorkflowDefinition, WorkflowSchema } from "./schema.js";
 import { nearest } from "./suggest.js";
 import {
   buildTopology,
@@ -100,38 +100,6 @@ function checkDefinition(
   checkStructure(def, topo, errors);
   checkDefaultsTimeout(ctx);
   return { errors, warnings: dedupe(warnings) };
-}
-
-/**
- * The parts of a document the schema refused that are well-formed enough for the other checks:
- * `nodes` a list of objects that each have a string `node_id`; of every other field, the value
- * when it passes its own schema, else its default (its problem is already reported). Null when
- * the nodes themselves are unusable: the graph checks would only guess.
- */
-function salvage(json: unknown): WorkflowDefinition | null {
-  const isObject = (v: unknown): v is Record<string, unknown> =>
-    v !== null && typeof v === "object" && !Array.isArray(v);
-  if (!isObject(json) || !Array.isArray(json.nodes) || json.nodes.length === 0) return null;
-  if (!json.nodes.every((n) => isObject(n) && typeof n.node_id === "string")) return null;
-  const fields = (raw: Record<string, unknown>, shape: Record<string, z.ZodType>): Record<string, unknown> => {
-    const out: Record<string, unknown> = {};
-    for (const [key, schema] of Object.entries(shape)) {
-      const parsed = schema.safeParse(raw[key]);
-      const value = parsed.success ? parsed.data : schema.safeParse(undefined).data;
-      if (value !== undefined) out[key] = value;
-    }
-    return out;
-  };
-  const nodes = (json.nodes as Record<string, unknown>[]).map((raw) => {
-    const node = fields(raw, NodeSchema.shape);
-    node.node_id = raw.node_id;
-    if (typeof node.agent_type !== "string") node.agent_type = typeof raw.agent_type === "string" ? raw.agent_type : "";
-    // The ids of a depends_on that holds something else too.
-    if (Array.isArray(raw.depends_on)) node.depends_on = raw.depends_on.filter((d) => typeof d === "string");
-    return node;
-  });
-  const { nodes: _nodes, ...workflowShape } = WorkflowSchema.shape;
-  return { ...fields(json, workflowShape), nodes } as WorkflowDefinition;
 }
 
 /** One warning per path and message (a template reading a node twice warns once). */
@@ -311,7 +279,7 @@ function checkAssignees(c: Checks, node: NodeDefinition, i: number): void {
   const problem = assigneesProblem(assignees);
   if (problem === null) return;
   const hint =
-    typeof assignees === "string" && !isWholeTemplate(assignees)
+    typeof assignees === "string"
       ? `; a string is allowed only as one template, "{{ expr }}", that gives such a list (write ["${assignees.slice(0, 40)}"] for one name)`
       : "";
   c.errors.push({ path: `nodes[${i}].payload.assignees`, message: `${problem}${hint}` });
