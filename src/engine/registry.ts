@@ -108,7 +108,10 @@ export class WorkflowRegistry {
     const hit = this.cache.get(key(id, stored.version));
     if (hit) return hit;
     const document: unknown = JSON.parse(stored.definition);
-    const { workflow, graph } = parseWorkflowOrThrow(document, { maxOutputBytes: this.options.maxOutputBytes });
+    const { workflow, graph } = parseWorkflowOrThrow(document, {
+      maxOutputBytes: this.options.maxOutputBytes,
+      stored: true,
+    });
     const loaded = {
       id,
       version: stored.version,

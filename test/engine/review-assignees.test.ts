@@ -2,9 +2,10 @@
  * Review assignees fail closed (DESIGN §13): a template that gives anything but a non-empty
  * list of names fails the review visit (`template_error`) instead of letting anyone decide.
  */
+import Database from "better-sqlite3";
 import { describe, expect, it } from "vitest";
 import { ForbiddenError, type RunEvent, type Task } from "../../src/index.js";
-import { nextEvent, testEngine } from "../helpers.js";
+import { describeSqlite, nextEvent, testEngine } from "../helpers.js";
 
 const flow = {
   id: "approve",
@@ -57,5 +58,33 @@ describe("review assignees from a template", () => {
     await expect(e.review(run.run_id, "check", { decision: "approve" })).rejects.toBeInstanceOf(ForbiddenError);
     await e.review(run.run_id, "check", { decision: "approve", by: "bob" });
     expect((await e.waitForRun(run.run_id)).status).toBe("SUCCEEDED");
+  });
+});
+
+describeSqlite("a version stored before assignees were validated", () => {
+  it("still loads, and its string assignees admit nobody (fail closed)", async () => {
+    const literal = {
+      id: "old",
+      nodes: [{ node_id: "check", agent_type: "human_review", payload: { title: "ok?", assignees: ["alice"] } }],
+    };
+    const first = await testEngine();
+    await first.engine.registerWorkflow(literal);
+    await first.engine.close();
+    // What an older Skein accepted and stored: a string where a list belongs.
+    const db = new Database(first.database.slice("sqlite:".length));
+    const row = db.prepare("SELECT definition FROM workflows WHERE id = 'old'").get() as { definition: string };
+    db.prepare("UPDATE workflows SET definition = ? WHERE id = 'old'").run(
+      row.definition.replace('["alice"]', '"alice"'),
+    );
+    db.close();
+
+    const { engine } = await testEngine({ database: first.database });
+    const asked = nextEvent(engine, (ev: RunEvent) => ev.type === "review.requested");
+    const run = await engine.startRun("old");
+    expect((await asked).data).toMatchObject({ assignees: "alice" });
+    expect(await engine.getRun(run.run_id)).toMatchObject({ status: "RUNNING" });
+    await expect(engine.review(run.run_id, "check", { decision: "approve", by: "alice" })).rejects.toBeInstanceOf(
+      ForbiddenError,
+    );
   });
 });
