@@ -245,9 +245,10 @@ function checkNumber(token: string, add: (message: string) => void): void {
   const value = Number(token);
   if (INTEGER.test(token)) {
     if (!Number.isSafeInteger(value)) {
-      add(
-        `the integer ${token} is outside ±(2^53-1) and would be rounded to ${value}; send it as a string to keep every digit`,
-      );
+      // Past 2^53 neighbouring integers read as the same number: even one that survives is ambiguous.
+      const fate =
+        BigInt(token) === BigInt(value) ? "where integers are not exact" : `and would be rounded to ${value}`;
+      add(`the integer ${token} is outside ±(2^53-1) ${fate}; send it as a string to keep every digit`);
     }
   } else if (!Number.isFinite(value)) {
     add(`the number ${token} is beyond the range of a 64-bit float; send it as a string`);
