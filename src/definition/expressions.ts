@@ -223,7 +223,22 @@ function parse(source: string, path: string, problems: Problem[]): Expression | 
     });
   }
   if (scan.reserved.length > 0 || scan.evaluates) return null;
+  // In this thread too, no step may make a value past the sandbox's size limits (a path mapped
+  // over a path over a path grows with the cube of its data).
+  if (!scan.sandboxed) compiled.assign(EXIT_HOOK, checkSize);
   return { source: trimmed, path, compiled, sandboxed: scan.sandboxed };
+}
+
+const EXIT_HOOK = Symbol.for("jsonata.__evaluate_exit") as unknown as string;
+
+/** JSONata's exit hook: every value a step makes is checked (the sandbox's limits). */
+function checkSize(_expr: unknown, _input: unknown, _env: unknown, result: unknown): void {
+  if (typeof result === "string" && result.length > EXPRESSION_LIMITS.maxChars) {
+    throw new Error(`a string of ${result.length} characters is over the limit of ${EXPRESSION_LIMITS.maxChars}`);
+  }
+  if (Array.isArray(result) && result.length > EXPRESSION_LIMITS.maxItems) {
+    throw new Error(`a list of ${result.length} items is over the limit of ${EXPRESSION_LIMITS.maxItems}`);
+  }
 }
 
 /** What validation and routing need to know of an expression's AST. */

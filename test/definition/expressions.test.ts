@@ -219,6 +219,14 @@ describe("the expression sandbox (function calls, regexes, ranges)", () => {
     expect(await template({ x: '{{ $string({"a": [1, "b"]}) }}' }).resolve(ctx)).toEqual({ x: '{"a":[1,"b"]}' });
   });
 
+  it("holds paths and constructors in this thread to the same size limits", async () => {
+    const big = { ...ctx, input: { a: Array.from({ length: 600_000 }, (_, i) => i) } };
+    await expect(template({ x: "{{ $$.input.a }}" }).resolve(big)).resolves.toEqual({ x: big.input.a });
+    await expect(template({ x: "{{ [input.a, input.a] }}" }).resolve(big)).rejects.toThrow(
+      /a list of 1200000 items is over the limit of 1000000/,
+    );
+  });
+
   it("refuses $eval and reserved names when the expression is parsed", () => {
     const { problems } = compilePayload(
       { a: "{{ $eval(input.code) }}", b: "{{ input.`__proto__` }}", c: "{{ ($f := $eval; $f('1')) }}" },
