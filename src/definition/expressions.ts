@@ -12,8 +12,9 @@
  *   object an `undefined` value drops the key, as `JSON.stringify` would.
  * - Results must be JSON: a function or a non-finite number is an evaluation error.
  * - Evaluation is bounded, so a poison expression fails its visit, never the engine (DESIGN §13).
- *   An expression made only of paths, operators, conditions and constructors takes time and
- *   memory in proportion to its data, and runs here with JSONata's time and depth guardrails.
+ *   An expression made only of paths, operators, conditions and constructors is a series of
+ *   cheap steps, and runs here: JSONata's time and depth guardrails are checked at every step,
+ *   and so is the size of every value a step makes (the sandbox's limits).
  *   Any other (a function call, a regular expression, a range, a lambda) runs in the sandbox
  *   (sandbox.ts): a worker thread stopped at the time limit, with a bounded heap and size checks,
  *   since one built-in call (`$pad`, `$join`, a backtracking regex) is beyond JSONata's own checks.
