@@ -1,5 +1,7 @@
 /** Reading JSON from files and flags, with errors that point at the problem (exit 2). */
 import { existsSync, readFileSync } from "node:fs";
+import { ValidationError } from "../errors.js";
+import { parseJsonText } from "../json-text.js";
 import { CliError } from "./output.js";
 
 /** True when a command argument names a workflow file rather than a workflow or run id. */
@@ -7,16 +9,16 @@ export function looksLikeFile(arg: string): boolean {
   return arg.endsWith(".json") || existsSync(arg);
 }
 
-/** Reads and parses a JSON file. @throws CliError naming the file and the problem */
+/** Reads and parses a JSON file, strictly (src/json-text.ts). @throws CliError naming the file and the problem */
 export function readJsonFile(path: string, what: string): unknown {
-  let text: string;
+  let bytes: Buffer;
   try {
-    text = readFileSync(path, "utf8");
+    bytes = readFileSync(path);
   } catch (e) {
     const reason = (e as { code?: string }).code === "ENOENT" ? "no such file" : (e as Error).message;
     throw new CliError(`cannot read ${what} ${path}: ${reason}`);
   }
-  return parseJson(text, `${what} ${path}`);
+  return parseJson(bytes, `${what} ${path}`);
 }
 
 /**
@@ -37,49 +39,21 @@ export function parseJsonOption(value: string, flag: string): unknown {
   return parseJson(value, flag);
 }
 
-/** JSON.parse with the failing line and column added to the message. */
-export function parseJson(text: string, what: string): unknown {
-  try {
-    return JSON.parse(text) as unknown;
-  } catch (e) {
-    // Node 20 quotes the text itself in some messages ("..." is not valid JSON): the position says it better.
-    const message = (e as Error).message.replace(/, (\.\.\.)?".*" is not valid JSON$/s, "");
-    const at = /position (\d+)/.exec(message);
-    const position = at ? Number(at[1]) : errorPosition(text);
-    throw new CliError(`${what} is not valid JSON: ${message} (${lineColumn(text, position)})`);
-  }
-}
-
 /**
- * Where JSON.parse fails, for the messages of Node 20 that give no position ("Unexpected token
- * ']', ... is not valid JSON"): the end of the shortest prefix that fails before its own end
- * (a prefix that only runs out of text is a good one).
+ * Parses JSON text strictly: refused (never silently changed) when it is not UTF-8, has an
+ * integer beyond 2^53, or a `__proto__` key; every problem with its path.
+ * @throws CliError (exit 2) naming the text and each problem
  */
-function errorPosition(text: string): number {
-  const failsInside = (length: number) => {
-    try {
-      JSON.parse(text.slice(0, length));
-      return false;
-    } catch (e) {
-      const message = (e as Error).message;
-      const at = /position (\d+)/.exec(message);
-      return at ? Number(at[1]) < length : !message.includes("end of JSON input");
-    }
-  };
-  if (!failsInside(text.length)) return text.length;
-  let low = 0;
-  let high = text.length;
-  while (low < high) {
-    const mid = (low + high) >> 1;
-    if (failsInside(mid)) high = mid;
-    else low = mid + 1;
+export function parseJson(text: string | Buffer, what: string): unknown {
+  try {
+    return parseJsonText(text, { what });
+  } catch (e) {
+    if (!(e instanceof ValidationError)) throw e;
+    // "--input is not valid JSON", then each problem (one at the document itself reads as one sentence).
+    const head = (e.message.split("\n")[0] ?? "").replace(/:$/, "");
+    const [first, ...more] = e.problems;
+    if (first && more.length === 0 && first.path === "") throw new CliError(`${head}: ${first.message}`);
+    const lines = e.problems.map((p) => `  ${p.path === "" ? "(the document)" : p.path}: ${p.message}`);
+    throw new CliError(`${head}:\n${lines.join("\n")}`);
   }
-  return Math.max(0, low - 1);
-}
-
-function lineColumn(text: string, position: number): string {
-  const before = text.slice(0, position);
-  const line = before.split("\n").length;
-  const column = position - before.lastIndexOf("\n");
-  return `line ${line}, column ${column}`;
 }

@@ -338,7 +338,10 @@ export function settle(rs: RunState, nodeIds: Iterable<string>, now: number): vo
         makeReady(rs, node, v, now);
         if (isInlineAggregator(node)) {
           claim(rs, v, ENGINE_HOLDER, now);
-          succeed(rs, v, aggregate(rs, node), { kind: "targets", targets: [...node.successTargets] }, now);
+          const output = aggregate(rs, node);
+          const tooLarge = oversizedAggregate(output, rs.graph.maxOutputBytes);
+          if (tooLarge) failAttempt(rs, v, { message: tooLarge, reason: "invalid_output" }, false, now);
+          else succeed(rs, v, output, { kind: "targets", targets: [...node.successTargets] }, now);
         }
       }
     }
@@ -373,6 +376,16 @@ export function aggregate(rs: RunState, node: CompiledNode): Json {
     if (s.state === "SUCCEEDED") out[source] = s.output;
   }
   return out;
+}
+
+/**
+ * Why an aggregator's output is refused, or null: it obeys the limit of every agent's output
+ * (each source kept it, but together they may not: 50 sources of 1 MB make 50 MB).
+ */
+export function oversizedAggregate(output: Json, maxBytes: number): string | null {
+  const bytes = Buffer.byteLength(JSON.stringify(output));
+  if (bytes <= maxBytes) return null;
+  return `the aggregator's output is ${bytes} bytes, over the limit of ${maxBytes} (maxPayloadBytes): list fewer sources in payload.sources, or have the sources return references to their large data`;
 }
 
 function maxVisitsError(node: CompiledNode): VisitError {

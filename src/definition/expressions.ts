@@ -11,12 +11,21 @@
  *   missing field) resolves to `null`; inside interpolation it becomes the empty string. In an
  *   object an `undefined` value drops the key, as `JSON.stringify` would.
  * - Results must be JSON: a function or a non-finite number is an evaluation error.
- * - Evaluation is bounded (time and depth guardrails below), so a runaway expression fails the
- *   visit with an error instead of stalling the engine.
+ * - Evaluation is bounded, so a poison expression fails its visit, never the engine (DESIGN §13).
+ *   An expression made only of paths, operators, conditions and constructors is a series of
+ *   cheap steps, and runs here: JSONata's time and depth guardrails are checked at every step,
+ *   and so is the size of every value a step makes (the sandbox's limits).
+ *   Any other (a function call, a regular expression, a range, a lambda) runs in the sandbox
+ *   (sandbox.ts): a worker thread stopped at the time limit, with a bounded heap and size checks,
+ *   since one built-in call (`$pad`, `$join`, a backtracking regex) is beyond JSONata's own checks.
+ * - `$eval` is refused at validation (it runs data as code), and so are the names `__proto__`,
+ *   `constructor` and `prototype` as path steps (they read JavaScript internals, not data).
  */
 import jsonata from "jsonata";
 import type { Problem } from "../errors.js";
 import { joinPath } from "./path.js";
+import { EXPRESSION_LIMITS, evaluateInSandbox } from "./sandbox.js";
+import { RESERVED_NAMES } from "./schema.js";
 
 /** What an expression sees: `input`, `nodes.<id>`, `run`, and `output` (in `when`) / `self` (in compensation). */
 export interface ExpressionContext {
@@ -66,7 +75,26 @@ export class ExpressionError extends Error {
 
 // JSONata evaluates in microtasks, so a runaway expression starves the event loop until the
 // time guard (ms) fires; real templates take microseconds. `stack` bounds evaluation depth.
-const GUARDRAILS = { timeout: 1000, stack: 2000 };
+const GUARDRAILS = { timeout: EXPRESSION_LIMITS.timeoutMs, stack: EXPRESSION_LIMITS.stack };
+/** AST node types whose cost is bounded by the data: evaluated in this thread. */
+const IN_THREAD = new Set([
+  "path",
+  "binary",
+  "unary",
+  "name",
+  "string",
+  "number",
+  "value",
+  "wildcard",
+  "descendant",
+  "parent",
+  "condition",
+  "block",
+  "bind",
+  "variable",
+  "sort",
+  "filter",
+]);
 const TEMPLATE = /\{\{([\s\S]*?)\}\}/g;
 
 type Part = string | { expr: Expression };
@@ -81,6 +109,8 @@ interface Expression {
   source: string;
   path: string;
   compiled: jsonata.Expression;
+  /** True when it must run in the sandbox (see the module doc). */
+  sandboxed: boolean;
 }
 
 /**
@@ -118,6 +148,12 @@ export function compileWhen(expr: string, path: string): { when: CompiledWhen | 
     },
     problems,
   };
+}
+
+/** True when `text` is one template and nothing else (`"{{ expr }}"`): its value may be any JSON type. */
+export function isWholeTemplate(text: string): boolean {
+  const matches = [...text.matchAll(TEMPLATE)];
+  return matches.length === 1 && matches[0]?.[0] === text.trim();
 }
 
 function compileValue(value: unknown, path: string, problems: Problem[], reads: NodeRead[]): Node {
@@ -167,12 +203,64 @@ function parse(source: string, path: string, problems: Problem[]): Expression | 
     problems.push({ path, message: "empty expression" });
     return null;
   }
+  let compiled: jsonata.Expression;
   try {
-    return { source: trimmed, path, compiled: jsonata(trimmed, GUARDRAILS) };
+    compiled = jsonata(trimmed, GUARDRAILS);
   } catch (err) {
     problems.push({ path, message: `cannot parse "${trimmed}": ${describeJsonataError(err)}` });
     return null;
   }
+  const scan = scanAst(compiled.ast());
+  for (const name of scan.reserved) {
+    problems.push({
+      path,
+      message: `"${trimmed}" reads "${name}", which is refused: it names JavaScript object internals, not data; rename the field`,
+    });
+  }
+  if (scan.evaluates) {
+    problems.push({
+      path,
+      message: `"${trimmed}" uses $eval, which is not available: it would run data as code`,
+    });
+  }
+  if (scan.reserved.length > 0 || scan.evaluates) return null;
+  // In this thread too, no step may make a value past the sandbox's size limits (a path mapped
+  // over a path over a path grows with the cube of its data).
+  if (!scan.sandboxed) compiled.assign(EXIT_HOOK, checkSize);
+  return { source: trimmed, path, compiled, sandboxed: scan.sandboxed };
+}
+
+const EXIT_HOOK = Symbol.for("jsonata.__evaluate_exit") as unknown as string;
+
+/** JSONata's exit hook: every value a step makes is checked (the sandbox's limits). */
+function checkSize(_expr: unknown, _input: unknown, _env: unknown, result: unknown): void {
+  if (typeof result === "string" && result.length > EXPRESSION_LIMITS.maxChars) {
+    throw new Error(`a string of ${result.length} characters is over the limit of ${EXPRESSION_LIMITS.maxChars}`);
+  }
+  if (Array.isArray(result) && result.length > EXPRESSION_LIMITS.maxItems) {
+    throw new Error(`a list of ${result.length} items is over the limit of ${EXPRESSION_LIMITS.maxItems}`);
+  }
+}
+
+/** What validation and routing need to know of an expression's AST. */
+function scanAst(ast: unknown): { reserved: string[]; evaluates: boolean; sandboxed: boolean } {
+  const reserved: string[] = [];
+  let evaluates = false;
+  let sandboxed = false;
+  const seen = new Set<object>();
+  const walk = (n: unknown): void => {
+    if (n === null || typeof n !== "object" || seen.has(n) || n instanceof RegExp) return;
+    seen.add(n);
+    const { type, value } = n as { type?: unknown; value?: unknown };
+    if (typeof type === "string") {
+      if (!IN_THREAD.has(type) || (type === "binary" && value === "..")) sandboxed = true;
+      if (type === "name" && typeof value === "string" && RESERVED_NAMES.has(value)) reserved.push(value);
+      if (type === "variable" && value === "eval") evaluates = true;
+    }
+    for (const child of Object.values(n)) walk(child);
+  };
+  walk(ast);
+  return { reserved: [...new Set(reserved)], evaluates, sandboxed };
 }
 
 async function resolveNode(node: Node, ctx: ExpressionContext): Promise<unknown> {
@@ -208,6 +296,7 @@ async function resolveNode(node: Node, ctx: ExpressionContext): Promise<unknown>
 /** Evaluates and converts the result to plain JSON (JSONata returns sequences and lambdas). */
 async function evaluate(expr: Expression, ctx: ExpressionContext): Promise<unknown> {
   try {
+    if (expr.sandboxed) return await evaluateInSandbox(expr.source, ctx);
     return toJson(await expr.compiled.evaluate(ctx));
   } catch (err) {
     throw new ExpressionError(expr.source, expr.path, err);

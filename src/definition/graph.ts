@@ -67,15 +67,28 @@ export interface WorkflowGraph {
   readonly timeout: number;
   /** Some node declares `compensation`: a failed run of this workflow may have work to undo. */
   readonly compensates: boolean;
+  /**
+   * Largest output, in bytes of JSON, of an aggregator that runs inline (in the scheduler): the
+   * limit of every agent's output (the engine's `maxPayloadBytes`), which its sources each kept.
+   */
+  readonly maxOutputBytes: number;
   /** True when an edge from `from` to `to` is forward (`to` listed later). */
   isForward(from: string, to: string): boolean;
 }
+
+/** The engine's limits a compiled graph keeps. */
+export interface GraphLimits {
+  /** The engine's `maxPayloadBytes`. @defaultValue 1 MiB */
+  maxOutputBytes?: number;
+}
+
+export const DEFAULT_MAX_OUTPUT_BYTES = 1024 * 1024;
 
 /**
  * Compiles a definition that already passed `validateWorkflow`.
  * @throws ValidationError when a template or `when` does not parse (an unvalidated definition).
  */
-export function compileGraph(def: WorkflowDefinition): WorkflowGraph {
+export function compileGraph(def: WorkflowDefinition, limits: GraphLimits = {}): WorkflowGraph {
   const topo = buildTopology(def);
   const ids = def.nodes.map((n) => n.node_id);
   const names = (indices: readonly number[] = []) => [...indices].sort((a, b) => a - b).map((i) => ids[i] as string);
@@ -135,6 +148,7 @@ export function compileGraph(def: WorkflowDefinition): WorkflowGraph {
     startNodes: all.filter((n) => !n.gated && n.depends_on.length === 0).map((n) => n.id),
     timeout: def.timeout,
     compensates: all.some((n) => n.def.compensation !== undefined),
+    maxOutputBytes: limits.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES,
     isForward(from, to) {
       const a = topo.indexOf.get(from);
       const b = topo.indexOf.get(to);

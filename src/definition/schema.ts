@@ -26,10 +26,18 @@ export const BUILTIN_DEFAULTS = {
   workflow_timeout: 86400,
 } as const;
 
+/**
+ * Names that are JavaScript's object internals, never data: refused as node ids (a node named
+ * `__proto__` would lose its output in every object keyed by node id) and as template path steps.
+ */
+export const RESERVED_NAMES: ReadonlySet<string> = new Set(["__proto__", "constructor", "prototype"]);
+const NOT_RESERVED = /^(?!(?:__proto__|constructor|prototype)$)/;
+
 const nodeId = z
   .string()
   .regex(NODE_ID_PATTERN, { error: "must be 1 to 64 letters, digits, '_' or '-'" })
-  .describe("Unique id of the node in the workflow: [A-Za-z0-9_-]{1,64}.");
+  .regex(NOT_RESERVED, { error: "__proto__, constructor and prototype are reserved; choose another id" })
+  .describe("Unique id of the node in the workflow: [A-Za-z0-9_-]{1,64}, not __proto__, constructor or prototype.");
 
 const agentType = z
   .string()

@@ -2,11 +2,15 @@
  * Validation of a workflow definition (DESIGN §2): the schema first, then the graph and
  * expression checks, reporting every problem at once with its path.
  */
+
 import { type Problem, ValidationError } from "../errors.js";
+import { assigneesProblem } from "./assignees.js";
 import { checkStructure } from "./check-structure.js";
-import { type CompiledPayload, compilePayload, compileWhen } from "./expressions.js";
+import { type CompiledPayload, compilePayload, compileWhen, isWholeTemplate } from "./expressions.js";
 import { compileGraph, type WorkflowGraph } from "./graph.js";
+import { salvage } from "./salvage.js";
 import { type NodeDefinition, type WorkflowDefinition, WorkflowSchema } from "./schema.js";
+import { nearest } from "./suggest.js";
 import {
   buildTopology,
   dependsOnRefs,
@@ -23,6 +27,13 @@ export interface ValidateOptions {
   knownAgentTypes?: Iterable<string>;
   /** Registered `decide` hooks; a node naming another one is an error. Default: no check. */
   decideHooks?: Iterable<string>;
+  /** The engine's output limit, kept by the compiled graph's inline aggregators. @defaultValue 1 MiB */
+  maxOutputBytes?: number;
+  /**
+   * @internal The document was accepted when it was stored: a rule added since that fails
+   * closed at run time (review assignees) does not refuse it, so its runs stay readable.
+   */
+  stored?: boolean;
 }
 
 export type ValidationResult =
@@ -46,9 +57,36 @@ const BUILTIN_AGENT_TYPES = ["aggregator", "human_review"];
 export function validateWorkflow(json: unknown, options: ValidateOptions = {}): ValidationResult {
   const parsed = WorkflowSchema.safeParse(json, { reportInput: true });
   if (!parsed.success) {
-    return { ok: false, errors: issuesToProblems(parsed.error.issues), warnings: [] };
+    // The graph and expression checks still run on what is well-formed enough, so a cycle or
+    // an unknown node is reported with the schema's problems, not after they are fixed.
+    const errors = issuesToProblems(parsed.error.issues, "", WorkflowSchema);
+    const salvaged = salvage(json);
+    if (!salvaged) return { ok: false, errors, warnings: [] };
+    const more = checkDefinition(salvaged, options);
+    const failed = new Set(errors.map((e) => e.path));
+    return {
+      ok: false,
+      errors: dedupe([...errors, ...more.errors]),
+      warnings: more.warnings.filter((w) => !failed.has(w.path)),
+    };
   }
   const def = parsed.data;
+  const { errors, warnings } = checkDefinition(def, options);
+  if (errors.length > 0) return { ok: false, errors, warnings };
+  return {
+    ok: true,
+    workflow: def,
+    graph: compileGraph(def, { maxOutputBytes: options.maxOutputBytes }),
+    errors: [],
+    warnings,
+  };
+}
+
+/** Every check after the schema's: references, cases, templates, the graph's structure. */
+function checkDefinition(
+  def: WorkflowDefinition,
+  options: ValidateOptions,
+): { errors: Problem[]; warnings: Problem[] } {
   const errors: Problem[] = [];
   const warnings: Problem[] = [];
   const topo = buildTopology(def);
@@ -60,15 +98,13 @@ export function validateWorkflow(json: unknown, options: ValidateOptions = {}): 
     checkCases(ctx, node, i);
     checkTemplates(ctx, node, i);
     checkAggregator(ctx, node, i);
+    if (!options.stored) checkAssignees(ctx, node, i);
     checkHooksAndAgents(ctx, node, i, options);
     checkTimeout(ctx, node, i);
   });
   checkStructure(def, topo, errors);
   checkDefaultsTimeout(ctx);
-
-  const unique = dedupe(warnings);
-  if (errors.length > 0) return { ok: false, errors, warnings: unique };
-  return { ok: true, workflow: def, graph: compileGraph(def), errors: [], warnings: unique };
+  return { errors, warnings: dedupe(warnings) };
 }
 
 /** One warning per path and message (a template reading a node twice warns once). */
@@ -141,7 +177,7 @@ function checkReferences(c: Checks, node: NodeDefinition, i: number): void {
 function unknownNode(c: Checks, path: string, id: string): Problem {
   // Only suggest for ids long enough that a near miss is likely a typo, not another node.
   const limit = Math.min(2, Math.floor(id.length / 3));
-  const near = [...c.topo.indexOf.keys()].find((known) => editDistance(known, id) <= limit);
+  const near = nearest(id, c.topo.indexOf.keys(), limit);
   const hint = near === undefined ? "" : ` (did you mean "${near}"?)`;
   return { path, message: `unknown node "${id}"${hint}` };
 }
@@ -240,6 +276,20 @@ function checkAggregator(c: Checks, node: NodeDefinition, i: number): void {
   });
 }
 
+/** Review assignees fail closed (DESIGN §13): a list of names, or one template that gives one. */
+function checkAssignees(c: Checks, node: NodeDefinition, i: number): void {
+  if (node.agent_type !== "human_review" || !("assignees" in node.payload)) return;
+  const assignees = node.payload.assignees;
+  if (typeof assignees === "string" && isWholeTemplate(assignees)) return; // checked when it is resolved
+  const problem = assigneesProblem(assignees);
+  if (problem === null) return;
+  const hint =
+    typeof assignees === "string"
+      ? `; a string is allowed only as one template, "{{ expr }}", that gives such a list (write ["${assignees.slice(0, 40)}"] for one name)`
+      : "";
+  c.errors.push({ path: `nodes[${i}].payload.assignees`, message: `${problem}${hint}` });
+}
+
 function checkHooksAndAgents(c: Checks, node: NodeDefinition, i: number, options: ValidateOptions): void {
   if (options.decideHooks !== undefined && node.decide !== undefined) {
     const hooks = [...options.decideHooks];
@@ -279,19 +329,4 @@ function checkDefaultsTimeout(c: Checks): void {
       message: `timeout ${t} s is at or above the workflow timeout (${c.def.timeout} s): the run expires first`,
     });
   }
-}
-
-/** Levenshtein distance, for "did you mean" hints on short ids. */
-function editDistance(a: string, b: string): number {
-  if (Math.abs(a.length - b.length) > 2) return 3;
-  let prev = Array.from({ length: b.length + 1 }, (_, k) => k);
-  for (let x = 1; x <= a.length; x++) {
-    const row = [x];
-    for (let y = 1; y <= b.length; y++) {
-      const cost = a[x - 1] === b[y - 1] ? 0 : 1;
-      row.push(Math.min((prev[y] ?? 0) + 1, (row[y - 1] ?? 0) + 1, (prev[y - 1] ?? 0) + cost));
-    }
-    prev = row;
-  }
-  return prev[b.length] ?? 0;
 }

@@ -6,23 +6,68 @@
 import type { z } from "zod";
 import type { Problem } from "../errors.js";
 import { formatPath } from "./path.js";
+import { nearest } from "./suggest.js";
 
 type Issue = z.core.$ZodIssue;
 
-export function issuesToProblems(issues: readonly Issue[], base = ""): Problem[] {
-  return issues.flatMap((issue) => issueToProblems(issue, base));
+/**
+ * @param schema the schema that was parsed: an unknown field then suggests the nearest field
+ *   the schema knows at that place (`unknown field "timout" (did you mean "timeout"?)`).
+ */
+export function issuesToProblems(issues: readonly Issue[], base = "", schema?: z.ZodType): Problem[] {
+  return problemsOf(issues, base, [], schema);
 }
 
-function issueToProblems(issue: Issue, base: string): Problem[] {
+function problemsOf(issues: readonly Issue[], base: string, prefix: PropertyKey[], schema?: z.ZodType): Problem[] {
+  return issues.flatMap((issue) => issueToProblems(issue, base, prefix, schema));
+}
+
+function issueToProblems(issue: Issue, base: string, prefix: PropertyKey[], schema?: z.ZodType): Problem[] {
   const path = formatPath(issue.path, base);
   switch (issue.code) {
-    case "unrecognized_keys":
-      return issue.keys.map((key) => ({ path, message: `unknown field "${key}"` }));
+    case "unrecognized_keys": {
+      const known = schema ? knownKeysAt(schema, [...prefix, ...issue.path]) : [];
+      return issue.keys.map((key) => {
+        const near = nearest(key, known);
+        return { path, message: `unknown field "${key}"${near === undefined ? "" : ` (did you mean "${near}"?)`}` };
+      });
+    }
     case "invalid_union":
-      return unionProblems(issue, path);
+      return unionProblems(issue, path, [...prefix, ...issue.path], schema);
     default:
       return [{ path, message: issueMessage(issue) }];
   }
+}
+
+/** The field names of every object the schema allows at `path` (unions give all their branches'). */
+function knownKeysAt(schema: z.ZodType, path: readonly PropertyKey[]): string[] {
+  type Def = {
+    type: string;
+    shape?: Record<string, z.ZodType>;
+    element?: z.ZodType;
+    options?: z.ZodType[];
+    innerType?: z.ZodType;
+    valueType?: z.ZodType;
+  };
+  const defOf = (s: z.ZodType) => (s as unknown as { _zod: { def: Def } })._zod.def;
+  let at: z.ZodType[] = [schema];
+  const unwrap = (list: z.ZodType[]): z.ZodType[] =>
+    list.flatMap((s) => {
+      const def = defOf(s);
+      if (def.innerType) return unwrap([def.innerType]);
+      if (def.type === "union" && def.options) return unwrap(def.options);
+      return [s];
+    });
+  for (const key of path) {
+    at = unwrap(at).flatMap((s) => {
+      const def = defOf(s);
+      if (def.type === "object" && typeof key === "string" && def.shape?.[key]) return [def.shape[key]];
+      if (def.type === "array" && typeof key === "number" && def.element) return [def.element];
+      if (def.type === "record" && def.valueType) return [def.valueType];
+      return [];
+    });
+  }
+  return [...new Set(unwrap(at).flatMap((s) => Object.keys(defOf(s).shape ?? {})))];
 }
 
 /**
@@ -30,7 +75,12 @@ function issueToProblems(issue: Issue, base: string): Problem[] {
  * the value is the one the author meant (a case object with a bad `when` is a case, not a
  * string); when no branch stands out, the union's own message lists the accepted shapes.
  */
-function unionProblems(issue: Extract<Issue, { code: "invalid_union" }>, path: string): Problem[] {
+function unionProblems(
+  issue: Extract<Issue, { code: "invalid_union" }>,
+  path: string,
+  keys: PropertyKey[],
+  schema?: z.ZodType,
+): Problem[] {
   const scored = issue.errors
     .map((branch) => ({ branch, score: progress(branch) }))
     .sort((a, b) => b.score - a.score || a.branch.length - b.branch.length);
@@ -43,7 +93,7 @@ function unionProblems(issue: Extract<Issue, { code: "invalid_union" }>, path: s
     const got = Array.isArray(issue.input) ? "a list mixing these forms" : describe(issue.input);
     return [{ path, message: `${issue.message}, got ${got}` }];
   }
-  return issuesToProblems(best.branch, path);
+  return problemsOf(best.branch, path, keys, schema);
 }
 
 function progress(branch: readonly Issue[]): number {

@@ -5,9 +5,10 @@
 import { hostname } from "node:os";
 import { type Logger, pino } from "pino";
 import type { AgentHandler, DecideHook } from "../agents/task.js";
+import { oversizedAggregate } from "../core/scheduler.js";
 import type { RunStatus } from "../core/states.js";
 import type { Compensation, Json, Run, RunEvent, Visit } from "../core/types.js";
-import { EngineClosedError, NotFoundError, ValidationError } from "../errors.js";
+import { EngineClosedError, NonRetryableError, NotFoundError, ValidationError } from "../errors.js";
 import { SqliteStore } from "../store/sqlite/sqlite-store.js";
 import type { RunFilter, Store } from "../store/store.js";
 import { AttemptRunner } from "./attempts.js";
@@ -237,11 +238,12 @@ export class Engine {
     this.logger = options.logger ?? pino({ level: "silent" });
     this.maxPayloadBytes = options.maxPayloadBytes ?? 1024 * 1024;
     const handlers = new Map<string, AgentHandler>(Object.entries(options.agents ?? {}));
-    if (!handlers.has("aggregator")) handlers.set("aggregator", aggregatorHandler);
+    if (!handlers.has("aggregator")) handlers.set("aggregator", aggregatorHandler(this.maxPayloadBytes));
     const decideHooks = options.decideHooks ?? {};
     this.registry = new WorkflowRegistry(store, {
       knownAgentTypes: () => [...handlers.keys()],
       decideHooks: () => Object.keys(decideHooks),
+      maxOutputBytes: this.maxPayloadBytes,
     });
     this.attempts = new AttemptRunner({
       handlers,
@@ -688,17 +690,24 @@ export class Engine {
   }
 }
 
-/** The built-in `aggregator` for nodes that branch on its output (others run inline in the scheduler). */
-const aggregatorHandler: AgentHandler = (task) => {
-  const payload = task.payload as { sources?: string[] } | null;
-  const sources = payload?.sources ?? Object.keys(task.deps);
-  const out: Record<string, Json> = {};
-  for (const s of sources) {
-    const dep = task.deps[s];
-    if (dep?.status === "SUCCEEDED") out[s] = dep.output;
-  }
-  return out;
-};
+/**
+ * The built-in `aggregator` for nodes that branch on its output (others run inline in the
+ * scheduler), with the same output limit and message as the inline one.
+ */
+function aggregatorHandler(maxOutputBytes: number): AgentHandler {
+  return (task) => {
+    const payload = task.payload as { sources?: string[] } | null;
+    const sources = payload?.sources ?? Object.keys(task.deps);
+    const out: Record<string, Json> = {};
+    for (const s of sources) {
+      const dep = task.deps[s];
+      if (dep?.status === "SUCCEEDED") out[s] = dep.output;
+    }
+    const tooLarge = oversizedAggregate(out, maxOutputBytes);
+    if (tooLarge) throw new NonRetryableError(tooLarge);
+    return out;
+  };
+}
 
 /** The trace id of a valid W3C traceparent, else a new one (invalid headers are ignored, as the spec says). */
 function traceOf(traceparent: string | undefined): string {

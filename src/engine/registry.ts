@@ -47,7 +47,7 @@ export class WorkflowRegistry {
 
   constructor(
     private readonly store: Store,
-    private readonly options: { knownAgentTypes: () => string[]; decideHooks: () => string[] },
+    private readonly options: { knownAgentTypes: () => string[]; decideHooks: () => string[]; maxOutputBytes: number },
   ) {}
 
   async register(json: unknown, now: number): Promise<RegisteredWorkflow> {
@@ -84,7 +84,11 @@ export class WorkflowRegistry {
   }
 
   private validateOptions(): ValidateOptions {
-    return { knownAgentTypes: this.options.knownAgentTypes(), decideHooks: this.options.decideHooks() };
+    return {
+      knownAgentTypes: this.options.knownAgentTypes(),
+      decideHooks: this.options.decideHooks(),
+      maxOutputBytes: this.options.maxOutputBytes,
+    };
   }
 
   /** The given version, or the latest. @throws NotFoundError */
@@ -104,7 +108,10 @@ export class WorkflowRegistry {
     const hit = this.cache.get(key(id, stored.version));
     if (hit) return hit;
     const document: unknown = JSON.parse(stored.definition);
-    const { workflow, graph } = parseWorkflowOrThrow(document);
+    const { workflow, graph } = parseWorkflowOrThrow(document, {
+      maxOutputBytes: this.options.maxOutputBytes,
+      stored: true,
+    });
     const loaded = {
       id,
       version: stored.version,

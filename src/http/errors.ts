@@ -95,14 +95,6 @@ export function toResponse(
   const status = fastify.statusCode;
   if (typeof status === "number" && status >= 400 && status < 500) {
     // fastify's own refusals of a request (bad JSON, bad content length, ...): their messages are about the request.
-    if (fastify.code === "FST_ERR_CTP_INVALID_JSON_BODY") {
-      // secure-json-parse refuses both alike (onProtoPoisoning and onConstructorPoisoning: "error").
-      return known(
-        400,
-        "bad_request",
-        "the body is not valid JSON, or it has a __proto__ or constructor.prototype key (refused)",
-      );
-    }
     if (status === 413) {
       return known(413, "payload_too_large", `the request body is over the limit of ${bodyLimit} bytes`, {
         limit_bytes: bodyLimit,

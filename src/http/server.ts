@@ -2,7 +2,7 @@
  * The HTTP API (DESIGN §10): a thin fastify layer over the Engine's public methods. Each route
  * group lives in `routes/`; this file wires what they share: request validation with the zod
  * schemas the routes declare (the OpenAPI document is generated from the same schemas), bearer
- * token checks by each route's `access`, JSON limits (body size, depth, `__proto__` keys), trace
+ * token checks by each route's `access`, strict JSON bodies (json-text.ts) and their limits (size, depth), trace
  * ids in the logs, and the one error shape. It also serves the admin page (ui.ts) at `/`.
  *
  * @example
@@ -18,8 +18,9 @@ import type { z } from "zod";
 import { issuesToProblems } from "../definition/zod-issues.js";
 import type { Engine } from "../engine/engine.js";
 import { ValidationError } from "../errors.js";
+import { parseJsonText } from "../json-text.js";
 import { type Access, type Principal, type TokenEntry, Tokens } from "./auth.js";
-import { clientErrorHandler, errorBody, handleError, MAX_PARAM_LENGTH } from "./errors.js";
+import { clientErrorHandler, errorBody, HttpError, handleError, MAX_PARAM_LENGTH } from "./errors.js";
 import { hostChecker } from "./host-check.js";
 import { DEFAULT_LIMITS, type ServerLimits, StreamSlots } from "./limits.js";
 import { registerHealthRoutes } from "./routes/health.js";
@@ -123,8 +124,6 @@ export async function createServer(options: ServerOptions): Promise<FastifyInsta
     frameworkErrors: (err, request, reply) => handleError(err, request, reply, bodyLimit),
     loggerInstance: logger as FastifyBaseLogger,
     bodyLimit,
-    onProtoPoisoning: "error",
-    onConstructorPoisoning: "error",
     requestIdHeader: false,
     logController: new LogController({ requestIdLogLabel: "trace_id" }),
     genReqId: (req) => traceIdOf(req.headers.traceparent),
@@ -146,6 +145,17 @@ export async function createServer(options: ServerOptions): Promise<FastifyInsta
 
   // A JSON API: other bodies are answered 415 rather than parsed as text.
   app.removeContentTypeParser("text/plain");
+  // JSON bodies are stored as received or refused (DESIGN §13): not UTF-8, integers beyond 2^53
+  // and __proto__ keys are 400s with the path. This replaces fastify's parser (secure-json-parse),
+  // whose prototype-poisoning checks json-text.ts keeps.
+  app.removeContentTypeParser("application/json");
+  app.addContentTypeParser("application/json", { parseAs: "buffer" }, (_request, body, done) => {
+    try {
+      done(null, parseJsonText(body as Buffer, { what: "The request body", base: "body" }));
+    } catch (e) {
+      done(e instanceof ValidationError ? unparsableBody(e) : (e as Error), undefined);
+    }
+  });
   app.decorateRequest("principal", null);
   app.addHook("onRoute", (route) => {
     if (route.method !== "HEAD") routes.push(route);
@@ -181,7 +191,9 @@ export async function createServer(options: ServerOptions): Promise<FastifyInsta
     return (data: unknown) => {
       const parsed = zod.safeParse(data ?? {}, { reportInput: true });
       if (parsed.success) return { value: parsed.data };
-      return { error: new ValidationError(`Invalid request ${part}`, issuesToProblems(parsed.error.issues, part)) };
+      return {
+        error: new ValidationError(`Invalid request ${part}`, issuesToProblems(parsed.error.issues, part, zod)),
+      };
     };
   });
   // Responses are plain JSON; their schemas are for the OpenAPI document.
@@ -219,6 +231,14 @@ export function traceIdOf(traceparent: string | string[] | undefined): string {
   if (m?.[1] && !/^0+$/.test(m[1])) return m[1];
   // randomUUID draws from a cached entropy pool: a fraction of randomBytes' cost per request.
   return randomUUID().replaceAll("-", "");
+}
+
+/** A body refused as text: `bad_request` (as fastify's own refusals), the first problem in the message. */
+function unparsableBody(e: ValidationError): HttpError {
+  const head = (e.message.split("\n")[0] ?? "").replace(/:$/, "");
+  const first = e.problems[0];
+  const message = first ? `${head}: ${first.path}: ${first.message}` : head;
+  return new HttpError(400, "bad_request", message, { problems: e.problems });
 }
 
 /** True when `value` nests objects and arrays deeper than `max` (iterative: no stack to overflow). */

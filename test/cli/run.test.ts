@@ -75,6 +75,20 @@ describe("skein run", () => {
     expect(json<RunJson>(j).status).toBe("FAILED");
   });
 
+  it("survives a poison template in a real process: the visit fails, the process does not abort", async () => {
+    const ws = workspace();
+    const pad = ws.file("pad.json", {
+      id: "pad",
+      nodes: [{ node_id: "a", agent_type: "echo", payload: { n: '{{ $length($pad("", input.n)) }}' } }],
+    });
+    // Before the sandbox, V8 aborted the process here (a fatal out-of-memory error, no report).
+    const r = await skein(["run", pad, "--agents", AGENTS, "--db", ws.db, "--input", '{"n": 200000000}'], ws.dir);
+    expect(r.signal).toBeNull();
+    expect(r.code).toBe(1);
+    expect(r.stdout).toContain("error: node a failed (template_error)");
+    expect(r.stdout).toContain("$pad width 200000000 is over the limit");
+  });
+
   it("runs a registered workflow by id, with the input checked against its schema", async () => {
     const ws = workspace();
     const put = await skein(["workflows", "put", ws.file("w.json", WORKFLOWS.withInput), "--db", ws.db], ws.dir);
@@ -112,6 +126,21 @@ describe("skein run", () => {
     expect(unknown.stderr).toMatch(/^skein: workflow "nope" is not registered/);
     expect(notJson.code).toBe(2);
     expect(notJson.stderr).toMatch(/^skein: --input is not valid JSON: .*\(line 1, column 2\)/);
+    const big = await skein(
+      [
+        "run",
+        file,
+        "--agents",
+        AGENTS,
+        "--db",
+        `sqlite:${join(ws.dir, "d.db")}`,
+        "--input",
+        '{"id": 9007199254740993}',
+      ],
+      ws.dir,
+    );
+    expect(big.code).toBe(2);
+    expect(big.stderr).toContain("--input has values that cannot be kept as sent:\n  id: the integer 9007199254740993");
     expect(invalidFile.code).toBe(2);
     expect(invalidFile.stderr).toContain('nodes[0].depends_on[0]: unknown node "b"');
     expect(missing.code).toBe(2);

@@ -1,4 +1,5 @@
 /** `skein validate`: every problem with its path (exit 2), warnings, JSON output, unreadable files. */
+import { writeFileSync } from "node:fs";
 import { describe, expect, it } from "vitest";
 import { AGENTS, json, requireBuiltCli, skein, WORKFLOWS, workspace } from "./helpers.js";
 
@@ -23,8 +24,9 @@ describe("skein validate", () => {
     });
     const r = await skein(["validate", file], ws.dir);
     expect(r.code).toBe(2);
-    // The schema's problems come first; fix the id and the graph's problems are all listed.
+    // The schema's problems come first, and the graph's are listed with them (not after a fix).
     expect(r.stdout).toMatch(/^id: must be 1 to 64 lowercase letters/m);
+    expect(r.stdout.trim().split("\n")).toContain('nodes[0].depends_on[0]: unknown node "fetch_x"');
     const graphOnly = ws.file("graph.json", {
       id: "graph-problems",
       nodes: [
@@ -65,6 +67,39 @@ describe("skein validate", () => {
     const r = await skein(["validate", file], ws.dir);
     expect(r.code).toBe(2);
     expect(r.stderr).toMatch(/^skein: workflow file .*broken\.json is not valid JSON: .*\(line 3, column 14\)/);
+  });
+
+  it("shows schema and graph problems in one answer, with the nearest field for an unknown one", async () => {
+    const ws = workspace();
+    const file = ws.file("both.json", {
+      id: "both",
+      nodes: [
+        { node_id: "a", agent_type: "echo", depends_on: ["b"], timout: 5 },
+        { node_id: "b", agent_type: "echo", depends_on: ["a"] },
+      ],
+    });
+    const r = await skein(["validate", file], ws.dir);
+    expect(r.code).toBe(2);
+    const lines = r.stdout.trim().split("\n");
+    expect(lines).toContain('nodes[0]: unknown field "timout" (did you mean "timeout"?)');
+    expect(lines.some((l) => l.startsWith("nodes[0].depends_on[0]: cycle a -> b -> a"))).toBe(true);
+  });
+
+  it("refuses a file that JSON.parse would change: invalid UTF-8 (the byte offset), integers beyond 2^53 (the path)", async () => {
+    const ws = workspace();
+    const latin1 = ws.file("latin1.json", "");
+    writeFileSync(latin1, Buffer.concat([Buffer.from('{"id": "caf'), Buffer.from([0xe9]), Buffer.from('"}')]));
+    const big = ws.file(
+      "big.json",
+      '{"id": "x", "nodes": [{"node_id": "a", "agent_type": "echo", "max_visits": 12345678901234567890}]}',
+    );
+    const [bad, huge] = await Promise.all([skein(["validate", latin1], ws.dir), skein(["validate", big], ws.dir)]);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toMatch(
+      /^skein: workflow file .*latin1\.json is not UTF-8 text: byte 11 \(0xe9\) is not valid UTF-8/,
+    );
+    expect(huge.code).toBe(2);
+    expect(huge.stderr).toContain("nodes[0].max_visits: the integer 12345678901234567890 is outside ±(2^53-1)");
   });
 
   it("exits 2 for a missing file", async () => {

@@ -181,3 +181,61 @@ describe("compileWhen", () => {
     );
   });
 });
+
+describe("the expression sandbox (function calls, regexes, ranges)", () => {
+  it("keeps JSONata's meaning: context arguments, ~>, lambdas, regexes, $pad and $join", async () => {
+    const t = template({
+      padded: "{{ input.tags.$pad(3) }}",
+      piped: '{{ input.tags ~> $join("-") }}',
+      upper: "{{ $map(input.tags, function($v) { $uppercase($v) }) }}",
+      replaced: '{{ $replace(input.topic, /u/, "U") }}',
+      left: '{{ $pad("x", -3, "#") }}',
+      count: "{{ $count(nodes.fetch.output.items) }}",
+    });
+    expect(await t.resolve(ctx)).toEqual({
+      padded: ["a  ", "b  "],
+      piped: "a-b",
+      upper: ["A", "B"],
+      replaced: "rUst",
+      left: "##x",
+      count: 3,
+    });
+  });
+
+  it("refuses to make a string or a list past its size limits, before making it", async () => {
+    await expect(template({ x: '{{ $pad("", 20000000) }}' }).resolve(ctx)).rejects.toThrow(
+      /\$pad width 20000000 is over the limit of 10000000 characters/,
+    );
+    await expect(template({ x: "{{ $count([1..2000000]) }}" }).resolve(ctx)).rejects.toThrow(
+      /a list of 2000000 items is over the limit of 1000000/,
+    );
+    await expect(template({ x: '{{ ($s := $pad("", 6000000); $join([$s, $s])) }}' }).resolve(ctx)).rejects.toThrow(
+      /\$join would make \d+ characters, over the limit/,
+    );
+    // One long string referenced 100 times: small in memory, 900 MB as JSON text.
+    await expect(
+      template({ x: '{{ ($s := $pad("", 9000000); $string([1..100].($s))) }}' }).resolve(ctx),
+    ).rejects.toThrow(/\$string would make more than 10000000 characters/);
+    expect(await template({ x: '{{ $string({"a": [1, "b"]}) }}' }).resolve(ctx)).toEqual({ x: '{"a":[1,"b"]}' });
+  });
+
+  it("holds paths and constructors in this thread to the same size limits", async () => {
+    const big = { ...ctx, input: { a: Array.from({ length: 600_000 }, (_, i) => i) } };
+    await expect(template({ x: "{{ $$.input.a }}" }).resolve(big)).resolves.toEqual({ x: big.input.a });
+    await expect(template({ x: "{{ [input.a, input.a] }}" }).resolve(big)).rejects.toThrow(
+      /a list of 1200000 items is over the limit of 1000000/,
+    );
+  });
+
+  it("refuses $eval and reserved names when the expression is parsed", () => {
+    const { problems } = compilePayload(
+      { a: "{{ $eval(input.code) }}", b: "{{ input.`__proto__` }}", c: "{{ ($f := $eval; $f('1')) }}" },
+      "p",
+    );
+    expect(problems).toEqual([
+      { path: "p.a", message: expect.stringContaining("$eval, which is not available") },
+      { path: "p.b", message: expect.stringContaining('reads "__proto__"') },
+      { path: "p.c", message: expect.stringContaining("$eval, which is not available") },
+    ]);
+  });
+});

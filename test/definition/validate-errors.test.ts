@@ -332,3 +332,84 @@ describe("parseWorkflowOrThrow", () => {
     expect(warnings).toEqual([]);
   });
 });
+
+describe("review assignees (they fail closed)", () => {
+  const review = (assignees: unknown) =>
+    wf([{ node_id: "r", agent_type: "human_review", payload: { title: "ok?", assignees } }]);
+
+  it("accepts a list of names, one template, or no assignees at all", () => {
+    expect(validateWorkflow(review(["alice", "bob"])).ok).toBe(true);
+    expect(validateWorkflow(review("{{ input.approvers }}")).ok).toBe(true);
+    expect(validateWorkflow(review(["{{ input.approver }}", "ops"])).ok).toBe(true);
+    expect(validateWorkflow(wf([{ node_id: "r", agent_type: "human_review" }])).ok).toBe(true);
+  });
+
+  it("refuses a plain string, which let anyone decide", () => {
+    expectOneError(review("alice"), "nodes[0].payload.assignees", 'must be a list of names, got "alice"');
+    expectOneError(review("alice"), "nodes[0].payload.assignees", 'write ["alice"] for one name');
+    expectOneError(review("team {{ input.team }}"), "nodes[0].payload.assignees", "only as one template");
+  });
+
+  it("refuses an object, an empty list and a list holding a non-name", () => {
+    expectOneError(review({ alice: true }), "nodes[0].payload.assignees", "got an object");
+    expectOneError(review([]), "nodes[0].payload.assignees", "at least one assignee");
+    expectOneError(review(["alice", ""]), "nodes[0].payload.assignees", 'item 1 is ""');
+    expectOneError(review(["alice", 3]), "nodes[0].payload.assignees", "item 1 is 3");
+  });
+
+  it("leaves other agents' payload.assignees alone", () => {
+    expect(validateWorkflow(wf([{ node_id: "a", payload: { assignees: "whoever" } }])).ok).toBe(true);
+  });
+});
+
+describe("every problem at once (schema and graph together)", () => {
+  it("reports the graph's and the templates' problems beside the schema's", () => {
+    const def = wf([
+      { node_id: "s", retry_count: "3" },
+      { node_id: "a", depends_on: ["s", "b"], timout: 5 },
+      { node_id: "b", depends_on: ["a"] },
+      { node_id: "b", depends_on: ["fetch_x", 7] },
+      { node_id: "t", payload: { x: "{{ input. }}" }, join: "some" },
+    ]);
+    const found = errorsOf(def).map((e) => [e.path, e.message]);
+    const has = (fragment: string) => expect.stringContaining(fragment);
+    expect(found).toEqual([
+      ["nodes[0].retry_count", has('expected a number, got "3"')],
+      ["nodes[1]", has('unknown field "timout" (did you mean "timeout"?)')],
+      ["nodes[3].depends_on[1]", has("expected a string, got 7")],
+      ["nodes[4].join", has('must be one of "all", "any", "all_done"')],
+      ["nodes[3].node_id", has('duplicate node id "b"')],
+      ["nodes[3].depends_on[0]", has('unknown node "fetch_x"')],
+      ["nodes[4].payload.x", has('cannot parse "input."')],
+      ["nodes[1].depends_on[1]", has("cycle a -> b -> a")],
+    ]);
+  });
+
+  it("suggests the nearest known field for an unknown one, wherever it is", () => {
+    expectOneError(wf([{ node_id: "a", timout: 5 }]), "nodes[0]", 'unknown field "timout" (did you mean "timeout"?)');
+    expectOneError(
+      wf([{ node_id: "a" }], { defaults: { retry_cont: 1 } }),
+      "defaults",
+      'unknown field "retry_cont" (did you mean "retry_count"?)',
+    );
+    expectOneError(
+      wf([{ node_id: "a", next_on_success: [{ wen: "true", to: "b" }] }, { node_id: "b" }]),
+      "nodes[0].next_on_success[0]",
+      'unknown field "wen" (did you mean "when"?)',
+    );
+    expectOneError({ ...wf([{ node_id: "a" }]), descripton: "x" }, "", '(did you mean "description"?)');
+    // Nothing near: no guess.
+    expectOneError(wf([{ node_id: "a", owner: "me" }]), "nodes[0]", 'unknown field "owner"');
+    expect(errorsOf(wf([{ node_id: "a", owner: "me" }]))[0]?.message).not.toContain("did you mean");
+  });
+
+  it("keeps to the schema's problems when the nodes have no usable ids", () => {
+    const errors = errorsOf(
+      wf([
+        { node_id: 3, depends_on: ["x"] },
+        { node_id: "b", depends_on: ["b"] },
+      ]),
+    );
+    expect(errors.map((e) => e.path)).toEqual(["nodes[0].node_id"]);
+  });
+});
