@@ -461,11 +461,22 @@ export function endRun(
   finishRun(rs, now);
 }
 
-/** The run's final status, output and event, once nothing runs or compensates any more. */
+/**
+ * The run's final status, output and event, once nothing runs or compensates any more. While
+ * compensation is owed (planned but its rows not made yet, or a row not finished) this changes
+ * nothing: the run stays COMPENSATING, whatever called it (DESIGN §6).
+ */
 export function finishRun(rs: RunState, now: number): void {
   const run = rs.run;
   const cause = run.end_cause;
-  run.status = deriveRunStatus({ visits: rs.current.values(), compensations: rs.compensations, endCause: cause });
+  const status = deriveRunStatus({
+    visits: rs.current.values(),
+    compensations: rs.compensations,
+    compensationPlanned: rs.changes.plan !== null,
+    endCause: cause,
+  });
+  if (status === "COMPENSATING") return;
+  run.status = status;
   if (run.status === "SUCCEEDED" && cause !== "end") run.output = sinkOutputs(rs);
   if (run.status !== "SUCCEEDED") run.output = null;
   run.ended_at = now;
