@@ -355,6 +355,8 @@ export class Engine {
       idempotency_key: options.idempotency_key ?? null,
       input_hash: sha256(`${workflow.id}\n${text}`),
       needs_attention: false,
+      // Replaced by the transaction's time when the run is written (the database's on
+      // PostgreSQL): this process's clock never sets a due time.
       created_at: now,
       updated_at: now,
       deadline_at: now + workflow.definition.timeout * 1000,

@@ -387,8 +387,8 @@ export class Flush {
       }
     }
     const { graph } = await this.o.registry.get(run.workflow_id, run.workflow_version);
-    this.newRuns.push({ ...run });
     const rs = startRunState(run, graph, this.now);
+    this.newRuns.push(rs.run);
     this.states.set(run.run_id, rs);
     const started = { ...rs.run };
     this.out.callbacks.push(() => done.resolve(started));
