@@ -17,6 +17,7 @@ export type SkeinErrorCode =
   | "forbidden"
   | "database"
   | "engine_closed"
+  | "unavailable"
   | "non_retryable";
 
 /** Base class: never thrown directly. */
@@ -66,6 +67,24 @@ export class DatabaseError extends SkeinError {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
     this.transient = options.transient ?? false;
     this.ambiguous = options.ambiguous ?? false;
+  }
+}
+
+/**
+ * Thrown when the engine cannot record a request now because its storage failed for a reason
+ * that passes (a full disk, a lost database connection): nothing of the request was written,
+ * and the same request may succeed later. What the engine had already acknowledged is kept.
+ */
+export class UnavailableError extends SkeinError {
+  override readonly name = "UnavailableError";
+  readonly code = "unavailable";
+  constructor(
+    message: string,
+    /** When to try again, in seconds (the engine's own retry pause). */
+    readonly retryAfterSeconds = 1,
+    options: { cause?: unknown } = {},
+  ) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
   }
 }
 

@@ -27,5 +27,6 @@ export {
   NotFoundError,
   type Problem,
   SkeinError,
+  UnavailableError,
   ValidationError,
 } from "./errors.js";

@@ -10,6 +10,7 @@ import {
   EngineClosedError,
   ForbiddenError,
   NotFoundError,
+  UnavailableError,
   ValidationError,
 } from "../errors.js";
 
@@ -46,14 +47,22 @@ export function errorBody(code: ErrorCode, message: string, details: Record<stri
   return { error: { code, message, details } };
 }
 
-/** The status and body an error is answered with. */
-export function toResponse(err: unknown, bodyLimit: number): { status: number; body: ErrorBody; unexpected: boolean } {
+/** The status and body an error is answered with, and a `Retry-After` (seconds) where waiting helps. */
+export function toResponse(
+  err: unknown,
+  bodyLimit: number,
+): { status: number; body: ErrorBody; unexpected: boolean; retryAfter?: number } {
   const known = (status: number, code: ErrorCode, message: string, details: Record<string, unknown> = {}) => ({
     status,
     body: errorBody(code, message, details),
     unexpected: false,
   });
   if (err instanceof HttpError) return known(err.statusCode, err.code, err.message, err.details);
+  if (err instanceof UnavailableError) {
+    // Storage failed for a reason that passes (a full disk): nothing was written; try again later.
+    const message = "the server cannot record anything now (its storage is failing); nothing was written, retry later";
+    return { ...known(503, "unavailable", message), retryAfter: err.retryAfterSeconds };
+  }
   if (err instanceof ValidationError) {
     // The message without the problem lines (they are in details, with their paths).
     return known(400, "validation", (err.message.split("\n")[0] ?? "").replace(/:$/, ""), { problems: err.problems });
@@ -95,8 +104,9 @@ export function toResponse(err: unknown, bodyLimit: number): { status: number; b
 
 /** fastify's error handler: answers in the one shape; logs what was not the caller's fault. */
 export function handleError(err: unknown, request: FastifyRequest, reply: FastifyReply, bodyLimit: number): void {
-  const { status, body, unexpected } = toResponse(err, bodyLimit);
+  const { status, body, unexpected, retryAfter } = toResponse(err, bodyLimit);
   if (unexpected) request.log.error({ err }, "request failed");
   if (status === 401) void reply.header("www-authenticate", 'Bearer realm="skein"');
+  if (retryAfter !== undefined) void reply.header("retry-after", String(retryAfter));
   void reply.code(status).type("application/json").send(body);
 }

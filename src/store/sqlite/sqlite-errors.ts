@@ -17,3 +17,23 @@ export function databaseError(e: unknown, path: string): Error {
   }
   return e instanceof Error ? e : new Error(message);
 }
+
+/**
+ * SQLite's codes for a write refused for want of space: SQLITE_FULL (the OS said ENOSPC) and
+ * SQLITE_IOERR_SHMSIZE (the shared-memory file next to the WAL could not grow).
+ */
+const NO_SPACE = new Set(["SQLITE_FULL", "SQLITE_IOERR_SHMSIZE"]);
+
+/**
+ * A write refused for want of space, as a transient DatabaseError: nothing was written, and
+ * the same transaction succeeds once space is freed. Null for any other error.
+ */
+export function noSpaceError(e: unknown, path: string): DatabaseError | null {
+  const code = (e as { code?: string }).code;
+  if (code === undefined || !NO_SPACE.has(code)) return null;
+  const message = e instanceof Error ? e.message : String(e);
+  return new DatabaseError(
+    `the disk holding ${path} is full (${code}: ${message}); free space there, and Skein carries on where it stopped`,
+    { cause: e, transient: true },
+  );
+}

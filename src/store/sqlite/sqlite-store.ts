@@ -27,7 +27,7 @@ import {
   visitFromDb,
   visitToDb,
 } from "./rows.js";
-import { databaseError } from "./sqlite-errors.js";
+import { databaseError, noSpaceError } from "./sqlite-errors.js";
 
 export interface SqliteOptions {
   /** A file path, or `:memory:`. */
@@ -263,7 +263,7 @@ export class SqliteStore implements Store {
       try {
         this.sql.begin.run();
       } catch (e) {
-        throw databaseError(e, this.path);
+        throw noSpaceError(e, this.path) ?? databaseError(e, this.path);
       }
       const version = this.sql.dataVersion.get() as number;
       // Sticky until a flush asks: a heartbeat's transaction must not swallow another writer's commit.
@@ -275,7 +275,8 @@ export class SqliteStore implements Store {
         return result;
       } catch (e) {
         if (this.writer.inTransaction) this.sql.rollback.run();
-        throw e;
+        // A full disk passes: the dispatcher keeps what it was writing and tries again.
+        throw noSpaceError(e, this.path) ?? e;
       }
     });
   }
@@ -284,7 +285,11 @@ export class SqliteStore implements Store {
     await this.serial.idle();
     await this.checkpointer?.close();
     // PASSIVE: never waits for (or blocks) an engine that still has the file open.
-    if (this.path !== ":memory:") this.writer.pragma("wal_checkpoint(PASSIVE)");
+    try {
+      if (this.path !== ":memory:") this.writer.pragma("wal_checkpoint(PASSIVE)");
+    } catch {
+      // A full disk: the WAL is checkpointed by the next open instead; the file must still close.
+    }
     if (this.reader !== this.writer) this.reader.close();
     this.writer.close();
   }
