@@ -173,10 +173,10 @@ export class Dispatcher {
    */
   async drain(deadline: number): Promise<void> {
     for (;;) {
-      if (!this.down) await raceDeadline(this.flush(), deadline);
+      // A flush even while storage is down: each one either commits or sets a retry pause.
+      await raceDeadline(this.flush(), deadline);
       if (this.inbox.length === 0 || Date.now() >= deadline) return;
       if (this.retryTimer !== null) await this.retryPause(deadline);
-      else if (this.down) return; // nothing would try again
     }
   }
 
