@@ -196,7 +196,12 @@ export class Dispatcher {
     for (const resolve of this.retried.splice(0)) resolve();
     while (this.flushing && Date.now() < deadline) await raceDeadline(this.flushing, deadline);
     const closed = new EngineClosedError("the engine closed before it could record this; try again on another engine");
-    for (const input of this.inbox.splice(0)) if ("done" in input) input.done.reject(closed);
+    const left = this.inbox.splice(0);
+    for (const input of left) if ("done" in input) input.done.reject(closed);
+    if (left.length > 0) {
+      // Their attempts stay RUNNING under this engine: the next one recovers and re-runs them.
+      this.o.logger.warn({ inputs: left.length }, "skein: stopped with inputs it could not record");
+    }
   }
 
   /** Resolves when the retry pause ends, or at `deadline`. */
@@ -387,8 +392,10 @@ export class Dispatcher {
     if ("done" in input) return input.done.reject(error);
     this.o.logger.error({ err: error, input: input.kind }, "skein: the database refused an input");
     const replacement = replacementOf(input, error);
-    // A replacement the database refuses too is dropped: its attempt expires and retries.
-    if (replacement) await this.transact([replacement], false);
+    if (!replacement) return;
+    const failure = await this.transact([replacement], false);
+    // One the database refuses too is dropped: its attempt expires and retries.
+    if (failure && isTransient(failure.error)) this.failedForNow([replacement], failure);
   }
 
   private takeDead(): string[] {
