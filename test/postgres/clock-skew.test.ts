@@ -11,7 +11,7 @@ import { existsSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import pg from "pg";
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { createClient, type Engine, type Run } from "../../src/index.js";
+import { createClient, createEngine, type Engine, type Run, type RunWithNodes } from "../../src/index.js";
 import { Child, type Message, within } from "../fixtures/child.js";
 import { PG_URL } from "../helpers.js";
 
@@ -64,8 +64,8 @@ async function dbNow(): Promise<number> {
 }
 
 /** An engine process whose wall clock is `offset` (libfaketime syntax: "-5m", "+5m") off. */
-function skewedEngine(offset: string): Child {
-  const child = new Child(CHILD, [url, "skew", String(RUNS)], {
+function skewedEngine(offset: string, mode: "engine" | "client" = "engine"): Child {
+  const child = new Child(CHILD, [url, "skew", String(RUNS), mode], {
     LD_PRELOAD: LIBFAKETIME,
     FAKETIME: offset,
     FAKETIME_DONT_FAKE_MONOTONIC: "1",
@@ -92,7 +92,7 @@ describe("engines with skewed clocks on PostgreSQL", () => {
         child.waitFor("done", (m) => m.type === "done"),
       );
       const after = await dbNow();
-      const runs = done.runs as Run[];
+      const runs = done.runs as RunWithNodes[];
       expect(runs).toHaveLength(RUNS);
       for (const run of runs) {
         expect(run.status, JSON.stringify(run.error)).toBe("SUCCEEDED");
@@ -104,6 +104,11 @@ describe("engines with skewed clocks on PostgreSQL", () => {
         expect(Math.abs(run.deadline_at - (startedAt + TTL_S * 1000))).toBeLessThan(1000);
         expect(run.created_at).toBeGreaterThanOrEqual(before);
         expect(run.created_at).toBeLessThanOrEqual(after);
+        // Attempts were judged by the database's clock too.
+        for (const n of run.nodes) {
+          expect(n.started_at).toBeGreaterThanOrEqual(before);
+          expect(n.started_at).toBeLessThanOrEqual(after);
+        }
       }
     },
     90_000,
@@ -124,6 +129,23 @@ describe("engines with skewed clocks on PostgreSQL", () => {
       // A heartbeat judged by the engine's own clock would make the other look 5 min dead.
       expect(events.filter((e) => e.type === "node.interrupted")).toEqual([]);
       for (const n of (await client.getRun(run.run_id)).nodes) expect(n.attempt).toBe(1);
+    }
+  }, 90_000);
+
+  it("a client 5 min behind (as `skein start`) starts runs with the database's TTL; an engine runs them", async () => {
+    const before = await dbNow();
+    const child = skewedEngine("-5m", "client");
+    const started = (await child.waitFor("its runs", (m) => m.type === "started")).runs as Run[];
+    const after = await dbNow();
+    const engine = await createEngine({ database: url, agents: { work: () => ({ ok: true }) } });
+    try {
+      for (const run of started) {
+        expect(run.deadline_at).toBeGreaterThanOrEqual(before + TTL_S * 1000);
+        expect(run.deadline_at).toBeLessThanOrEqual(after + TTL_S * 1000);
+        expect((await engine.waitForRun(run.run_id)).status).toBe("SUCCEEDED");
+      }
+    } finally {
+      await engine.close();
     }
   }, 90_000);
 });
