@@ -73,7 +73,8 @@ export function toResponse(
   if (err instanceof EngineClosedError) return known(503, "unavailable", "the engine is stopping; try again shortly");
   if (err instanceof DatabaseError) {
     // Its message may name files or hosts: logged, not answered.
-    return { status: 503, body: errorBody("unavailable", "the database did not answer; try again"), unexpected: true };
+    const body = errorBody("unavailable", "the database did not answer; try again");
+    return { status: 503, body, unexpected: true, ...(err.transient ? { retryAfter: 1 } : {}) };
   }
   const fastify = err as Partial<FastifyError>;
   const status = fastify.statusCode;
