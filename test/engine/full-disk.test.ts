@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, expect, it } from "vitest";
 import { ManualClock, type Task, UnavailableError } from "../../src/index.js";
 import { mountSmallDisk, type SmallDisk } from "../fixtures/full-disk.js";
-import { describeSqlite, nextEvent, testEngine } from "../helpers.js";
+import { describeSqlite, nextEvent, onPostgres, testEngine } from "../helpers.js";
 
 const TWO = {
   id: "two",
@@ -20,6 +20,7 @@ const TWO = {
 let disk: SmallDisk | null = null;
 let refused = "";
 beforeAll(() => {
+  if (onPostgres) return; // a SQLite file's disk; PostgreSQL's disk is the server's
   const mounted = mountSmallDisk("8m");
   if ("refused" in mounted) refused = mounted.refused;
   else disk = mounted;
