@@ -18,6 +18,7 @@ export type SkeinErrorCode =
   | "database"
   | "engine_closed"
   | "limited"
+  | "unavailable"
   | "non_retryable";
 
 /** Base class: never thrown directly. */
@@ -85,6 +86,24 @@ export class LimitError extends SkeinError {
     readonly retryAfterSeconds: number,
   ) {
     super(message);
+  }
+}
+
+/**
+ * Thrown when the engine cannot record a request now because its storage failed for a reason
+ * that passes (a full disk, a lost database connection): nothing of the request was written,
+ * and the same request may succeed later. What the engine had already acknowledged is kept.
+ */
+export class UnavailableError extends SkeinError {
+  override readonly name = "UnavailableError";
+  readonly code = "unavailable";
+  constructor(
+    message: string,
+    /** When to try again, in seconds (the engine's own retry pause). */
+    readonly retryAfterSeconds = 1,
+    options: { cause?: unknown } = {},
+  ) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
   }
 }
 

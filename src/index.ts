@@ -30,5 +30,6 @@ export {
   NotFoundError,
   type Problem,
   SkeinError,
+  UnavailableError,
   ValidationError,
 } from "./errors.js";

@@ -49,8 +49,14 @@ export function newCompensation(
  * the failing visit first, then visits cancelled after their attempt had started (most recently
  * started first), then succeeded visits, current or superseded by a loop, newest success first.
  * A visit compensated before (a redriven run that fails again) is not compensated twice.
+ * Does nothing unless the run's `Changes.plan` asks for it.
  */
-export function planCompensation(rs: RunState, history: PastVisit[], failing: Visit | null, now: number): void {
+export function planCompensation(rs: RunState, history: PastVisit[], now: number): void {
+  const plan = rs.changes.plan;
+  if (!plan) return;
+  // The plan is consumed here, with the rows it makes: until then the run cannot finish.
+  rs.changes.plan = null;
+  const { failing } = plan;
   const done = new Set(rs.compensations.map((c) => `${c.node_id}#${c.visit}`));
   const undoable = (v: Visit) =>
     nodeOf(rs, v.node_id).def.compensation !== undefined && !done.has(`${v.node_id}#${v.visit}`);
@@ -86,7 +92,9 @@ export function planCompensation(rs: RunState, history: PastVisit[], failing: Vi
  * left. The first row waits until every cancelled attempt has returned or passed its deadline.
  */
 export function advanceCompensation(rs: RunState, now: number): void {
-  if (rs.run.status !== "COMPENSATING") return;
+  // Not planned yet (a cancelled attempt returned in the flush that ended the run): the rows
+  // come first, and planning advances.
+  if (rs.run.status !== "COMPENSATING" || rs.changes.plan !== null) return;
   if (rs.compensations.some((c) => c.state === "RUNNING" || c.state === "RETRYING")) return;
   const next = rs.compensations.find((c) => c.state === "PENDING");
   if (!next) {

@@ -79,9 +79,13 @@ export function executionId(runId: string, nodeId: string, visit: number): strin
   return `${runId}:${nodeId}:${visit}`;
 }
 
-/** Creates a run's first visits and makes its start nodes ready. */
+/**
+ * Creates a run's first visits and makes its start nodes ready. The run's times, its TTL
+ * deadline included, are the transaction's (`now`), never the caller's clock: on PostgreSQL the
+ * database's, so an engine whose clock is off starts runs with the right TTL (DESIGN §7).
+ */
 export function startRunState(run: Run, graph: WorkflowGraph, now: number): RunState {
-  const rs = runState(run, graph, []);
+  const rs = runState({ ...run, created_at: now, updated_at: now, deadline_at: now + graph.timeout * 1000 }, graph, []);
   event(rs, "run.started", null, now, { workflow_id: run.workflow_id, workflow_version: run.workflow_version });
   for (const id of graph.order) newVisit(rs, id, 1, 0, now);
   settle(rs, graph.order, now);
@@ -481,11 +485,22 @@ export function endRun(
   finishRun(rs, now);
 }
 
-/** The run's final status, output and event, once nothing runs or compensates any more. */
+/**
+ * The run's final status, output and event, once nothing runs or compensates any more. While
+ * compensation is owed (planned but its rows not made yet, or a row not finished) this changes
+ * nothing: the run stays COMPENSATING, whatever called it (DESIGN §6).
+ */
 export function finishRun(rs: RunState, now: number): void {
   const run = rs.run;
   const cause = run.end_cause;
-  run.status = deriveRunStatus({ visits: rs.current.values(), compensations: rs.compensations, endCause: cause });
+  const status = deriveRunStatus({
+    visits: rs.current.values(),
+    compensations: rs.compensations,
+    compensationPlanned: rs.changes.plan !== null,
+    endCause: cause,
+  });
+  if (status === "COMPENSATING") return;
+  run.status = status;
   if (run.status === "SUCCEEDED" && cause !== "end") run.output = sinkOutputs(rs);
   if (run.status !== "SUCCEEDED") run.output = null;
   run.ended_at = now;

@@ -56,11 +56,20 @@ export interface RunStatusInput {
   visits: Iterable<{ state: VisitState; handled: boolean }>;
   /** States of the run's compensation rows (none until compensation exists for the run). */
   compensations?: Iterable<{ state: VisitState }>;
+  /** Compensation was asked for (the run ended with work to undo) and its rows are not made yet. */
+  compensationPlanned?: boolean;
   endCause: EndCause | null;
 }
 
 /** The run status as one pure function of the visits, compensations and end cause (DESIGN §3). */
-export function deriveRunStatus({ visits, compensations = [], endCause }: RunStatusInput): RunStatus {
+export function deriveRunStatus({
+  visits,
+  compensations = [],
+  compensationPlanned = false,
+  endCause,
+}: RunStatusInput): RunStatus {
+  // Owed compensation comes first: no run is final while what it planned to undo has not run.
+  if (compensationPlanned) return "COMPENSATING";
   for (const c of compensations) if (!isTerminal(c.state)) return "COMPENSATING";
   if (endCause === "cancelled") return "CANCELLED";
   if (endCause === "failed" || endCause === "ttl") return "FAILED";

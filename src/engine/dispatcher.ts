@@ -7,12 +7,28 @@
  */
 import type { Logger } from "pino";
 import type { RunEvent } from "../core/types.js";
-import { DatabaseError, EngineClosedError } from "../errors.js";
+import { DatabaseError, EngineClosedError, UnavailableError } from "../errors.js";
 import type { Store, VisitKey } from "../store/store.js";
 import type { Clock, TimerHandle } from "./clock.js";
 import { type AttemptRef, type ClaimedTask, Flush, type FlushOutcome, type Input, inputRuns, REVIEW } from "./flush.js";
+import { replacementOf } from "./refused.js";
 import type { WorkflowRegistry } from "./registry.js";
 import { RunCache } from "./run-cache.js";
+
+/** Longest pause between two tries of a transaction that failed for a transient reason, ms. */
+const MAX_RETRY_PAUSE_MS = 1000;
+/**
+ * Transient failures in a row after which storage counts as down (callers are answered
+ * UnavailableError at once): a deadlock or one lost connection passes on the first retry, a
+ * full disk does not.
+ */
+const FAILURES_WHEN_DOWN = 2;
+
+/** A transaction that failed, and the flush that ran in it (null when it failed before that). */
+interface Failure {
+  error: unknown;
+  flush: Flush | null;
+}
 
 export interface DispatcherHooks {
   /** Starts an attempt of a committed claim. */
@@ -68,8 +84,25 @@ export class Dispatcher {
   private serving = true;
   /** Transactions that failed in a row for a transient reason (deadlock, lost connection): backs off. */
   private transientFailures = 0;
+  /** The pause after such a failure: the next try starts when it fires. */
+  private retryTimer: NodeJS.Timeout | null = null;
+  /** Resolved when the retry timer fires (a draining close waits for it). */
+  private retried: (() => void)[] = [];
+  /**
+   * Storage takes no writes (transactions keep failing for a transient reason: a full disk, no
+   * database): callers are answered UnavailableError at once, and only the retry timer tries
+   * again, until a transaction with inputs (or a probe write) commits.
+   */
+  private down = false;
+  /**
+   * Why the engine cannot record anything now: its last transaction failed for a transient
+   * reason, and no transaction with inputs (or probe write) has committed since. Null when it can.
+   */
+  unavailable: UnavailableError | null = null;
   /** What a transaction whose commit's outcome was lost claimed (it may have committed): see Flush. */
   private lost: AttemptRef[] | null = null;
+  /** Inputs of that transaction, not applied since: they may have committed, so they are never refused as unavailable. */
+  private readonly uncertain = new Set<Input>();
 
   constructor(private readonly o: DispatcherOptions) {
     this.cache = new RunCache(o.store.exclusive ? o.runCacheSize : 0);
@@ -104,12 +137,23 @@ export class Dispatcher {
       if ("done" in input) input.done.reject(new EngineClosedError("the engine is closed"));
       return;
     }
+    if (this.down && this.unavailable) {
+      // Storage takes no writes: a caller hears it at once; what has no caller waits for the retry.
+      if ("done" in input) input.done.reject(this.unavailable);
+      else this.inbox.push(input);
+      return;
+    }
     this.inbox.push(input);
     this.wake();
   }
 
   /** Asks for a flush soon (same tick: on the next turn of the event loop). */
   wake(): void {
+    // While storage is down only the retry timer tries again (see `retry`).
+    if (!this.down) this.schedule();
+  }
+
+  private schedule(): void {
     if (this.scheduled || this.stopped) return;
     this.scheduled = true;
     setImmediate(() => {
@@ -123,19 +167,46 @@ export class Dispatcher {
     this.claiming = false;
   }
 
-  /** Applies everything queued; resolves when the inbox is empty and no flush runs. */
-  async drain(): Promise<void> {
-    do await this.flush();
-    while (this.inbox.length > 0);
+  /**
+   * Applies everything queued; resolves when the inbox is empty and no flush runs, or at
+   * `deadline` (epoch ms, real time) while transactions keep failing: a close must end.
+   */
+  async drain(deadline: number): Promise<void> {
+    for (;;) {
+      // A flush even while storage is down: each one either commits or sets a retry pause.
+      await raceDeadline(this.flush(), deadline);
+      if (this.inbox.length === 0 || Date.now() >= deadline) return;
+      if (this.retryTimer !== null) await this.retryPause(deadline);
+    }
   }
 
-  async stop(): Promise<void> {
+  /**
+   * Stops: no more flushes. Waits for the one running, at most until `deadline`. Callers still
+   * queued hear that the engine closed; results still queued are lost, and their attempts,
+   * still RUNNING under this engine, are recovered by the next one (DESIGN §7).
+   */
+  async stop(deadline: number): Promise<void> {
     this.stopped = true;
     if (this.sweepTimer) this.o.clock.clearTimeout(this.sweepTimer);
     if (this.wakeTimer) this.o.clock.clearTimeout(this.wakeTimer.handle);
+    if (this.retryTimer) clearTimeout(this.retryTimer);
     this.sweepTimer = null;
     this.wakeTimer = null;
-    while (this.flushing) await this.flushing;
+    this.retryTimer = null;
+    for (const resolve of this.retried.splice(0)) resolve();
+    while (this.flushing && Date.now() < deadline) await raceDeadline(this.flushing, deadline);
+    const closed = new EngineClosedError("the engine closed before it could record this; try again on another engine");
+    const left = this.inbox.splice(0);
+    for (const input of left) if ("done" in input) input.done.reject(closed);
+    if (left.length > 0) {
+      // Their attempts stay RUNNING under this engine: the next one recovers and re-runs them.
+      this.o.logger.warn({ inputs: left.length }, "skein: stopped with inputs it could not record");
+    }
+  }
+
+  /** Resolves when the retry pause ends, or at `deadline`. */
+  private retryPause(deadline: number): Promise<void> {
+    return raceDeadline(new Promise<void>((resolve) => this.retried.push(resolve)), deadline);
   }
 
   private flush(): Promise<void> {
@@ -156,14 +227,33 @@ export class Dispatcher {
     return this.flushing;
   }
 
-  /** One transaction; false when it failed and was rolled back. */
+  /**
+   * One transaction, and what follows if it fails; false when the loop should stop for now
+   * (inputs wait for a retry pause; a sweep that failed waits for the next).
+   */
   private async flushOnce(inputs: Input[]): Promise<boolean> {
-    const dead = this.takeDead();
+    const failure = await this.transact(inputs, true);
+    if (failure === null) return true;
+    if (isTransient(failure.error)) return this.failedForNow(inputs, failure);
+    // Trying again will not change this: a statement error. Only the input that causes it fails.
+    this.o.logger.error({ err: failure.error }, "skein: a transaction failed and was rolled back");
+    if (inputs.length === 0) return false;
+    await this.isolate(inputs);
+    return this.retryTimer === null;
+  }
+
+  /**
+   * Runs one transaction: `inputs` and, with `extras`, what is due besides (recovery of dead
+   * engines, the sweep, other engines' hints). Null when it committed (what follows the commit
+   * done), else the failure, with the work besides the inputs put back for a later flush.
+   */
+  private async transact(inputs: Input[], extras: boolean): Promise<Failure | null> {
+    const dead = extras ? this.takeDead() : [];
     const lost = this.lost;
-    const sweep = this.sweepDue;
-    this.sweepDue = false;
-    const hints = this.hints;
-    this.hints = new Map();
+    const sweep = extras && this.sweepDue;
+    if (sweep) this.sweepDue = false;
+    const hints = extras ? this.hints : new Map<string, Set<string>>();
+    if (extras) this.hints = new Map();
     let flush: Flush | null = null;
     let outcome: FlushOutcome;
     try {
@@ -177,42 +267,135 @@ export class Dispatcher {
         { lock: inputRuns(inputs), tryLock: [...hints.keys()] },
       );
       this.cache.keep((flush as Flush | null)?.states.values() ?? []);
-    } catch (e) {
+    } catch (error) {
       this.cache.forget((flush as Flush | null)?.states.keys() ?? []);
       // A failed transaction changed nothing. Recovery and the sweep rolled back with the rest:
-      // they run again on the next flush.
+      // they run again on a later flush (the sweep at once only after a transient failure; the
+      // sweep timer brings it back otherwise, so a sweep that fails for good cannot spin).
       this.deadEngines.push(...dead);
-      this.sweepDue ||= sweep;
+      if (isTransient(error)) this.sweepDue ||= sweep;
       for (const types of hints.values()) for (const type of types) this.backlog.add(type);
-      if (isTransient(e) && !this.stopped) {
-        // A deadlock or a lost connection: apply the same inputs again, after a growing pause.
-        this.transientFailures += 1;
-        // Lost while committing: if it did commit, its runs exist and the attempts it claimed
-        // are RUNNING under this engine but were never started. The next flush sees to both.
-        if ((e as DatabaseError).ambiguous) {
-          const claimed = (flush as Flush | null)?.claimed() ?? [];
-          this.lost = [...(lost ?? []), ...claimed];
-        }
-        this.inbox.unshift(...inputs);
-        const pause = Math.min(1000, 5 * 2 ** this.transientFailures);
-        this.o.logger.warn({ err: e, retry_ms: pause }, "skein: a transaction failed; retrying it");
-        // Real time, not the engine's clock: this paces retries against the database, and a
-        // test's manual clock must not hold them back.
-        setTimeout(() => this.wake(), pause).unref();
-        return false;
-      }
-      // Callers waiting on it hear why; attempts whose results were lost here expire and retry,
-      // so no run is stuck.
-      this.o.logger.error({ err: e }, "skein: a transaction failed and was rolled back");
-      for (const input of inputs) if ("done" in input) input.done.reject(e);
-      return false;
+      return { error, flush };
     }
     this.transientFailures = 0;
-    this.lost = null;
+    if (inputs.length > 0) this.writable();
+    for (const input of inputs) this.uncertain.delete(input);
+    if (this.uncertain.size === 0) this.lost = null;
     this.deadEngines.push(...outcome.unrecovered);
     this.afterCommit(outcome);
     this.armWake(outcome.now, outcome.nextDue);
-    return true;
+    return null;
+  }
+
+  /**
+   * A transaction failed for a reason that passes (a deadlock, a lost connection, a full disk).
+   * The first time, its inputs are tried again after a short pause: a deadlock or one lost
+   * connection is over by then. If it fails again, storage is down: callers hear
+   * UnavailableError at once (unless their input may have committed), and what has no caller
+   * (results, payloads) is kept and tried again, pausing longer each time, until storage takes
+   * it: no result is lost to a passing failure. Which errors pass is the store's to say.
+   */
+  private failedForNow(inputs: Input[], failure: Failure): false {
+    const error = failure.error as DatabaseError;
+    this.transientFailures += 1;
+    // Lost while committing: if it did commit, its runs exist and the attempts it claimed
+    // are RUNNING under this engine but were never started. The next flush sees to both.
+    if (error.ambiguous) {
+      this.lost = [...(this.lost ?? []), ...(failure.flush?.claimed() ?? [])];
+      for (const input of inputs) this.uncertain.add(input);
+    }
+    this.unavailable = new UnavailableError(
+      `the engine cannot record anything now (${error.message}); nothing of this request was written, retry later`,
+      Math.max(1, Math.ceil(this.pause() / 1000)),
+      { cause: error },
+    );
+    if (this.transientFailures >= FAILURES_WHEN_DOWN) this.down = true;
+    this.retryLater(inputs);
+    return false;
+  }
+
+  /** Queues `inputs` again for the retry timer; while storage is down, callers hear it now. */
+  private retryLater(inputs: Input[]): void {
+    const unavailable = this.unavailable;
+    const answer = (i: Input) => this.down && unavailable !== null && "done" in i && !this.uncertain.has(i);
+    for (const i of inputs) if (answer(i) && "done" in i) i.done.reject(unavailable);
+    const kept = inputs.filter((i) => !answer(i));
+    this.inbox.unshift(...kept);
+    const pause = this.pause();
+    this.o.logger.warn(
+      { err: unavailable?.cause, retry_ms: pause, kept: this.inbox.length, storage_down: this.down },
+      "skein: a transaction failed; retrying it",
+    );
+    if (this.stopped) return;
+    // Real time, not the engine's clock: this paces retries against the database, and a
+    // test's manual clock must not hold them back.
+    if (this.retryTimer) clearTimeout(this.retryTimer);
+    this.retryTimer = setTimeout(() => void this.retry(), pause);
+    this.retryTimer.unref();
+  }
+
+  /**
+   * The retry pause is over: what waited is tried again. With nothing waiting, a small write
+   * (this engine's heartbeat) tells whether storage takes writes again, so readiness recovers
+   * without waiting for a request.
+   */
+  private async retry(): Promise<void> {
+    this.retryTimer = null;
+    if (!this.stopped && this.down && this.inbox.length === 0) {
+      try {
+        await this.o.store.heartbeat(this.o.engineId, this.o.clock.now());
+        this.writable();
+      } catch (error) {
+        if (!isTransient(error)) this.o.logger.error({ err: error }, "skein: the probe write failed");
+        this.transientFailures += 1;
+        this.retryLater([]);
+      }
+    }
+    // What waited (while storage is down only this retry flushes), or what fell due meanwhile.
+    if (!this.down || this.inbox.length > 0) this.schedule();
+    for (const resolve of this.retried.splice(0)) resolve();
+  }
+
+  /** Storage took a write: requests are served again. */
+  private writable(): void {
+    this.down = false;
+    this.unavailable = null;
+  }
+
+  private pause(): number {
+    return Math.min(MAX_RETRY_PAUSE_MS, 5 * 2 ** this.transientFailures);
+  }
+
+  /**
+   * The inputs of a transaction that failed for good, applied again without the sweep or
+   * recovery (which may have been the cause), then in halves, until the input that fails alone
+   * is found: the database refuses it, and only it fails. Its caller hears why (a result
+   * without one is replaced by a failure of its attempt, see `replacementOf`); every other
+   * input commits. A part that fails for a passing reason is queued again like any other.
+   */
+  private async isolate(inputs: Input[]): Promise<void> {
+    const failure = await this.transact(inputs, false);
+    if (failure === null) return;
+    if (isTransient(failure.error)) {
+      this.failedForNow(inputs, failure);
+      return;
+    }
+    const [input] = inputs;
+    if (input && inputs.length === 1) return this.refuse(input, failure.error);
+    const half = Math.ceil(inputs.length / 2);
+    await this.isolate(inputs.slice(0, half));
+    await this.isolate(inputs.slice(half));
+  }
+
+  /** An input the database refuses: its caller hears why; a result is replaced (`replacementOf`). */
+  private async refuse(input: Input, error: unknown): Promise<void> {
+    if ("done" in input) return input.done.reject(error);
+    this.o.logger.error({ err: error, input: input.kind }, "skein: the database refused an input");
+    const replacement = replacementOf(input, error);
+    if (!replacement) return;
+    const failure = await this.transact([replacement], false);
+    // One the database refuses too is dropped: its attempt expires and retries.
+    if (failure && isTransient(failure.error)) this.failedForNow([replacement], failure);
   }
 
   private takeDead(): string[] {
@@ -257,7 +440,18 @@ export class Dispatcher {
   }
 }
 
-/** A failure worth trying again as is: the database says so (deadlock, lost connection). */
+/** A failure worth trying again as is: the database says so (deadlock, lost connection, full disk). */
 function isTransient(e: unknown): boolean {
   return e instanceof DatabaseError && e.transient;
+}
+
+/** `promise`, or nothing once `deadline` (epoch ms) has passed. */
+function raceDeadline(promise: Promise<unknown>, deadline: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([
+    promise.then(() => undefined),
+    new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, Math.max(0, deadline - Date.now()));
+    }),
+  ]).finally(() => clearTimeout(timer));
 }

@@ -8,7 +8,13 @@ import type { AgentHandler, DecideHook } from "../agents/task.js";
 import { oversizedAggregate } from "../core/scheduler.js";
 import type { RunStatus } from "../core/states.js";
 import type { Compensation, Json, Run, RunEvent, Visit } from "../core/types.js";
-import { EngineClosedError, NonRetryableError, NotFoundError, ValidationError } from "../errors.js";
+import {
+  EngineClosedError,
+  NonRetryableError,
+  NotFoundError,
+  type UnavailableError,
+  ValidationError,
+} from "../errors.js";
 import { SqliteStore } from "../store/sqlite/sqlite-store.js";
 import type { RunFilter, Store } from "../store/store.js";
 import { AttemptRunner } from "./attempts.js";
@@ -309,6 +315,16 @@ export class Engine {
       : null;
   }
 
+  /**
+   * Why this engine cannot record anything now (its last transaction failed for a reason that
+   * passes: a full disk, a lost database connection), or null when it can. Meanwhile requests
+   * are refused with this UnavailableError and results are kept and retried; `skein serve`'s
+   * `/v1/ready` answers 503.
+   */
+  get unavailable(): UnavailableError | null {
+    return this.dispatcher.unavailable;
+  }
+
   /** @internal registers the engine, then recovers attempts of dead engines and starts dispatching. */
   async start(): Promise<void> {
     if (!this.serve) {
@@ -379,6 +395,8 @@ export class Engine {
       idempotency_key: options.idempotency_key ?? null,
       input_hash: sha256(`${workflow.id}\n${text}`),
       needs_attention: false,
+      // Replaced by the transaction's time when the run is written (the database's on
+      // PostgreSQL): this process's clock never sets a due time.
       created_at: now,
       updated_at: now,
       deadline_at: now + workflow.definition.timeout * 1000,
@@ -630,32 +648,35 @@ export class Engine {
   }
 
   /**
-   * Stops gracefully: no new claims, waits up to `timeoutMs` for attempts in flight, records their
-   * results, and releases the database. Attempts still running then are recovered by the next engine.
+   * Stops gracefully: no new claims, waits up to `timeoutMs` (default 10 000) for attempts in
+   * flight, records their results, and releases the database. It always ends, within
+   * `timeoutMs` plus a few seconds to record and release, even while the database fails:
+   * attempts still running then, or whose results could not be recorded, are recovered by the
+   * next engine.
    */
   async close(options: { timeoutMs?: number } = {}): Promise<void> {
     if (this.closed) return;
     this.closed = true;
+    const deadline = Date.now() + (options.timeoutMs ?? 10_000);
     this.external.readyWaiting(["*"]); // waiting claims return empty
     if (this.heartbeatTimer) this.clock.clearTimeout(this.heartbeatTimer);
     this.dispatcher.stopClaiming();
     const pending = this.attempts.pending();
-    if (pending.length > 0) {
-      let timer: NodeJS.Timeout | undefined;
-      await Promise.race([
-        Promise.all(pending),
-        new Promise((resolve) => {
-          timer = setTimeout(resolve, options.timeoutMs ?? 10_000);
-        }),
-      ]);
-      clearTimeout(timer);
-    }
-    await this.dispatcher.drain();
+    if (pending.length > 0) await untilDeadline(Promise.all(pending), deadline);
+    // Recording what returned gets a moment of its own, even when the attempts used up the timeout.
+    const recordBy = Math.max(deadline, Date.now() + CLOSE_GRACE_MS);
+    await this.dispatcher.drain(recordBy);
     this.attempts.abortAll("stopped with the engine");
-    await this.dispatcher.stop();
+    await this.dispatcher.stop(recordBy);
     this.notifier?.stop();
-    if (this.serve) await this.store.stopEngine(this.engineId, this.clock.now());
-    await this.store.close();
+    try {
+      if (this.serve) await untilDeadline(this.store.stopEngine(this.engineId, this.clock.now()), recordBy);
+    } catch (err) {
+      // Left to look alive until its heartbeat goes stale: the next engine then recovers its attempts.
+      this.logger.warn({ err }, "skein: could not record that the engine stopped");
+    }
+    const released = await untilDeadline(this.store.close(), Date.now() + CLOSE_GRACE_MS);
+    if (!released) this.logger.warn("skein: the database connection did not close in time; left to the process's exit");
     this.listeners.clear();
     this.runListeners.clear();
   }
@@ -687,6 +708,24 @@ export class Engine {
 
   private assertOpen(): void {
     if (this.closed) throw new EngineClosedError("the engine is closed; create a new engine with createEngine()");
+  }
+}
+
+/** How long `close` may take, past its timeout, to record results and release the database, ms. */
+const CLOSE_GRACE_MS = 2000;
+
+/** Waits for `promise` until `deadline` (epoch ms): true when it settled in time (a rejection is thrown). */
+async function untilDeadline(promise: Promise<unknown>, deadline: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([
+      promise.then(() => true),
+      new Promise<boolean>((resolve) => {
+        timer = setTimeout(() => resolve(false), Math.max(0, deadline - Date.now()));
+      }),
+    ]);
+  } finally {
+    clearTimeout(timer);
   }
 }
 

@@ -412,8 +412,8 @@ export class Flush {
       }
     }
     const { graph } = await this.o.registry.get(run.workflow_id, run.workflow_version);
-    this.newRuns.push({ ...run });
     const rs = startRunState(run, graph, this.now);
+    this.newRuns.push(rs.run);
     this.states.set(run.run_id, rs);
     const started = { ...rs.run };
     this.out.callbacks.push(() => done.resolve(started));
@@ -840,9 +840,7 @@ export class Flush {
    */
   private async planCompensations(): Promise<void> {
     for (const rs of this.states.values()) {
-      const plan = rs.changes.plan;
-      if (!plan) continue;
-      rs.changes.plan = null;
+      if (!rs.changes.plan) continue;
       const byKey = new Map<string, PastVisit>();
       for (const p of await this.tx.runHistory(rs.run.run_id)) byKey.set(`${p.visit.node_id}#${p.visit.visit}`, p);
       // Successes of this transaction have no stored event yet: they come after every stored one, in order.
@@ -854,7 +852,7 @@ export class Flush {
         const k = `${v.node_id}#${v.visit}`;
         byKey.set(k, { visit: v, successSeq: fresh.get(k) ?? byKey.get(k)?.successSeq ?? null });
       }
-      planCompensation(rs, [...byKey.values()], plan.failing, this.now);
+      planCompensation(rs, [...byKey.values()], this.now);
     }
   }
 

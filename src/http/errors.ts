@@ -13,6 +13,7 @@ import {
   ForbiddenError,
   LimitError,
   NotFoundError,
+  UnavailableError,
   ValidationError,
 } from "../errors.js";
 
@@ -60,17 +61,22 @@ export function errorBody(code: ErrorCode, message: string, details: Record<stri
   return { error: { code, message, details } };
 }
 
-/** The status and body an error is answered with. */
+/** The status and body an error is answered with, and a `Retry-After` (seconds) where waiting helps. */
 export function toResponse(
   err: unknown,
   bodyLimit: number,
-): { status: number; body: ErrorBody; unexpected: boolean; retryAfterSeconds?: number } {
+): { status: number; body: ErrorBody; unexpected: boolean; retryAfter?: number } {
   const known = (status: number, code: ErrorCode, message: string, details: Record<string, unknown> = {}) => ({
     status,
     body: errorBody(code, message, details),
     unexpected: false,
   });
   if (err instanceof HttpError) return known(err.statusCode, err.code, err.message, err.details);
+  if (err instanceof UnavailableError) {
+    // Storage failed for a reason that passes (a full disk): nothing was written; try again later.
+    const message = "the server cannot record anything now (its storage is failing); nothing was written, retry later";
+    return { ...known(503, "unavailable", message), retryAfter: err.retryAfterSeconds };
+  }
   if (err instanceof ValidationError) {
     // The message without the problem lines (they are in details, with their paths).
     return known(400, "validation", (err.message.split("\n")[0] ?? "").replace(/:$/, ""), { problems: err.problems });
@@ -84,12 +90,13 @@ export function toResponse(
       err.scope === "client"
         ? known(429, "too_many_requests", err.message, retry)
         : known(503, "unavailable", err.message, retry);
-    return { ...answer, retryAfterSeconds: err.retryAfterSeconds };
+    return { ...answer, retryAfter: err.retryAfterSeconds };
   }
   if (err instanceof EngineClosedError) return known(503, "unavailable", "the engine is stopping; try again shortly");
   if (err instanceof DatabaseError) {
     // Its message may name files or hosts: logged, not answered.
-    return { status: 503, body: errorBody("unavailable", "the database did not answer; try again"), unexpected: true };
+    const body = errorBody("unavailable", "the database did not answer; try again");
+    return { status: 503, body, unexpected: true, ...(err.transient ? { retryAfter: 1 } : {}) };
   }
   const fastify = err as Partial<FastifyError>;
   const status = fastify.statusCode;
@@ -122,10 +129,10 @@ export function toResponse(
 
 /** fastify's error handler: answers in the one shape; logs what was not the caller's fault. */
 export function handleError(err: unknown, request: FastifyRequest, reply: FastifyReply, bodyLimit: number): void {
-  const { status, body, unexpected, retryAfterSeconds } = toResponse(err, bodyLimit);
+  const { status, body, unexpected, retryAfter } = toResponse(err, bodyLimit);
   if (unexpected) request.log.error({ err }, "request failed");
-  if (retryAfterSeconds !== undefined) void reply.header("retry-after", String(retryAfterSeconds));
   if (status === 401) void reply.header("www-authenticate", 'Bearer realm="skein"');
+  if (retryAfter !== undefined) void reply.header("retry-after", String(retryAfter));
   void reply.code(status).type("application/json").send(body);
 }
 

@@ -1,4 +1,5 @@
 /** `skein engine`: a headless engine runs what `skein start` starts, logs JSON lines, stops on SIGTERM. */
+import pg from "pg";
 import { describe, expect, it } from "vitest";
 import { onPostgres } from "../helpers.js";
 import { AGENTS, json, requireBuiltCli, Skein, skein, WORKFLOWS, workspace } from "./helpers.js";
@@ -44,4 +45,47 @@ describe("skein engine", () => {
     const status = json<{ status: string }>(await skein(["status", runId, "--json", ...db], ws.dir));
     expect(status.status).toBe("SUCCEEDED");
   });
+
+  // A real transient failure on PostgreSQL: a trigger aborts with serialization_failure (40001)
+  // whenever a result says "stall", so the engine retries that result until it stops.
+  it.skipIf(!onPostgres)(
+    "exits on SIGTERM while a transaction keeps failing, without flooding its log",
+    async () => {
+      const ws = workspace();
+      const db = ["--db", ws.db];
+      const one = { id: "one", nodes: [{ node_id: "a", agent_type: "echo" }] };
+      await skein(["workflows", "put", ws.file("one.json", one), ...db], ws.dir);
+      const url = new URL(ws.db);
+      const schema = url.searchParams.get("schema") as string;
+      url.searchParams.delete("schema");
+      const admin = new pg.Client({ connectionString: url.toString() });
+      await admin.connect();
+      try {
+        await admin.query(`
+        CREATE FUNCTION "${schema}".stall() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+          IF NEW.output::text LIKE '%stall%' THEN
+            RAISE EXCEPTION 'stalled on purpose' USING ERRCODE = '40001';
+          END IF;
+          RETURN NEW;
+        END $$;
+        CREATE TRIGGER stall BEFORE UPDATE ON "${schema}".visits FOR EACH ROW EXECUTE FUNCTION "${schema}".stall();`);
+      } finally {
+        await admin.end();
+      }
+      const engine = new Skein(["engine", "--agents", AGENTS, ...db], ws.dir);
+      await engine.waitFor(/"msg":"engine started/);
+      await skein(["start", "one", "--input", '{"say":"stall"}', ...db], ws.dir);
+      await engine.waitFor(/a transaction failed; retrying it/);
+      engine.proc.kill("SIGTERM");
+      // It tries to record the result for up to its close timeout (10 s), then exits.
+      const result = await engine.result(30_000);
+      expect(result.code, result.stderr).toBe(0);
+      const lines = result.stdout.trim().split("\n");
+      expect(lines.at(-1)).toMatch(/"msg":"engine stopped"/);
+      // Retries pause up to 1 s each: a few dozen lines, not megabytes.
+      expect(lines.filter((l) => l.includes("retrying it")).length).toBeLessThan(40);
+    },
+    60_000,
+  );
 });

@@ -120,6 +120,16 @@ describe("deriveRunStatus", () => {
     }
   });
 
+  it("is COMPENSATING while compensation is planned but its rows are not made yet", () => {
+    for (const endCause of ["failed", "ttl", "cancelled"] as const) {
+      for (const visits of [[v("FAILED")], [v("CANCELLED"), v("SUCCEEDED")]]) {
+        expect(deriveRunStatus({ visits, compensationPlanned: true, endCause })).toBe("COMPENSATING");
+        const compensations = [{ state: "SUCCEEDED" as const }];
+        expect(deriveRunStatus({ visits, compensations, compensationPlanned: true, endCause })).toBe("COMPENSATING");
+      }
+    }
+  });
+
   it("is no longer COMPENSATING once every compensation row is terminal", () => {
     const compensations = [{ state: "SUCCEEDED" as const }, { state: "FAILED" as const }];
     expect(deriveRunStatus({ visits: [v("FAILED")], compensations, endCause: "failed" })).toBe("FAILED");

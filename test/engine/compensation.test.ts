@@ -537,3 +537,56 @@ describe("review with compensation", () => {
     ]);
   });
 });
+
+describe("a failure and a sibling's result in one group commit", () => {
+  it("compensates: the cancelled sibling's result does not finish the run before its rows exist", async () => {
+    const { undone, undoAgent } = recorder();
+    // Both parallel steps of a run return at the same moment: both results go into one flush.
+    const gates = new Map<string, { started: number; open: () => void; opened: Promise<void> }>();
+    const arrive = async (t: Task) => {
+      let g = gates.get(t.run_id);
+      if (!g) {
+        let open!: () => void;
+        const opened = new Promise<void>((resolve) => {
+          open = resolve;
+        });
+        g = { started: 0, open, opened };
+        gates.set(t.run_id, g);
+      }
+      if (++g.started === 2) g.open();
+      await g.opened;
+    };
+    const { engine } = await testEngine({
+      agents: {
+        step: () => ({ reserved: true }),
+        bad: async (t: Task) => {
+          await arrive(t);
+          throw new NonRetryableError("card declined");
+        },
+        good: async (t: Task) => {
+          await arrive(t);
+          return { packed: true };
+        },
+        undo: undoAgent,
+      },
+    });
+    await engine.registerWorkflow({
+      id: "split",
+      nodes: [
+        { node_id: "reserve", agent_type: "step", compensation: undo("release") },
+        { node_id: "charge", agent_type: "bad", depends_on: ["reserve"] },
+        { node_id: "pack", agent_type: "good", depends_on: ["reserve"], compensation: undo("unpack") },
+      ],
+    });
+    const runs = await Promise.all(Array.from({ length: 5 }, () => engine.startRun("split")));
+    for (const run of runs) {
+      const done = await engine.waitForRun(run.run_id);
+      expect(done).toMatchObject({ status: "FAILED", end_cause: "failed", needs_attention: false });
+      expect(done.compensations.map((c) => [c.node_id, c.state])).toEqual([
+        ["pack", "SUCCEEDED"],
+        ["reserve", "SUCCEEDED"],
+      ]);
+    }
+    expect(undone).toHaveLength(10);
+  });
+});

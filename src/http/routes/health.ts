@@ -21,11 +21,20 @@ export function registerHealthRoutes(app: FastifyInstance, ctx: RouteContext): v
     {
       config: { access: PUBLIC },
       schema: {
-        summary: "The database answers and the server is not stopping",
+        summary: "The database answers, takes writes, and the server is not stopping",
         response: { 200: Status, 503: ErrorSchema },
       },
     },
     async (request, reply) => {
+      const unavailable = ctx.engine.unavailable;
+      if (unavailable) {
+        // The engine's last transaction failed for storage (a full disk): not ready until one commits.
+        request.log.warn({ err: unavailable }, "not ready");
+        return reply
+          .code(503)
+          .header("retry-after", String(unavailable.retryAfterSeconds))
+          .send(errorBody("unavailable", "not ready: the server cannot record anything now (its storage is failing)"));
+      }
       try {
         if (!ctx.accepting()) throw new Error("the server is stopping");
         await ctx.engine.listRuns({ limit: 1 });

@@ -2,7 +2,8 @@
  * PostgreSQL failures as Skein's DatabaseError, with a message that says what failed, where,
  * and what to do. `transient: true` marks a failure after which the same transaction may
  * succeed if tried again: a deadlock, a serialization failure, a lost connection, a server
- * starting up or out of connections, two engines starting a run under one idempotency key.
+ * starting up or out of connections, its disk full, two engines starting a run under one
+ * idempotency key.
  */
 import pg from "pg";
 import { DatabaseError, ValidationError } from "../../errors.js";
@@ -12,6 +13,7 @@ const TRANSIENT_STATES: Record<string, string> = {
   "40001": "serialization failure",
   "40P01": "deadlock detected",
   "55P03": "lock not available",
+  "53100": "the server's disk is full (free space there; Skein retries)",
   "53300": "too many connections",
   "57P01": "server shutting down",
   "57P02": "server crashed",

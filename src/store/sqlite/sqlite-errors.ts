@@ -20,10 +20,12 @@ export function isCorruption(e: unknown): boolean {
 
 /**
  * Turns a SQLite error about the file itself (not a database, corrupt, read-only, cannot be
- * opened, locked) into a DatabaseError that names the path and says what to do; any other
- * error (a full disk, a constraint) is returned unchanged.
+ * opened, locked) or a full disk (transient: `noSpaceError`) into a DatabaseError that names
+ * the path and says what to do; any other error (a constraint) is returned unchanged.
  */
 export function databaseError(e: unknown, path: string): Error {
+  const full = noSpaceError(e, path);
+  if (full) return full;
   const message = e instanceof Error ? e.message : String(e);
   const cause = { cause: e };
   if (isCode(e, "SQLITE_NOTADB")) {
@@ -91,4 +93,24 @@ function cannotOpenMessage(path: string, message: string): string {
     return `cannot open ${path}: its directory ${dir} is not writable (${message}); make it writable for this user, or use another path`;
   }
   return `cannot open ${path} (${message}); check that the file and its directory are readable and writable by this user`;
+}
+
+/**
+ * SQLite's codes for a write refused for want of space: SQLITE_FULL (the OS said ENOSPC) and
+ * SQLITE_IOERR_SHMSIZE (the shared-memory file next to the WAL could not grow).
+ */
+const NO_SPACE = new Set(["SQLITE_FULL", "SQLITE_IOERR_SHMSIZE"]);
+
+/**
+ * A write refused for want of space, as a transient DatabaseError: nothing was written, and
+ * the same transaction succeeds once space is freed. Null for any other error.
+ */
+export function noSpaceError(e: unknown, path: string): DatabaseError | null {
+  const code = (e as { code?: string }).code;
+  if (code === undefined || !NO_SPACE.has(code)) return null;
+  const message = e instanceof Error ? e.message : String(e);
+  return new DatabaseError(
+    `the disk holding ${path} is full (${code}: ${message}); free space there, and Skein carries on where it stopped`,
+    { cause: e, transient: true },
+  );
 }

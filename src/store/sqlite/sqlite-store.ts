@@ -359,7 +359,8 @@ export class SqliteStore implements Store {
         return result;
       } catch (e) {
         if (this.writer.inTransaction) this.sql.rollback.run();
-        // The file's own failures (corrupt, read-only) with its path; others (a full disk) as they are.
+        // The file's own failures (corrupt, read-only) with its path, a full disk as transient (the
+        // dispatcher keeps what it was writing and tries again); others as they are.
         throw databaseError(e, this.path);
       }
     });
@@ -369,7 +370,11 @@ export class SqliteStore implements Store {
     await this.serial.idle();
     await this.checkpointer?.close();
     // PASSIVE: never waits for (or blocks) an engine that still has the file open.
-    if (this.path !== ":memory:") this.writer.pragma("wal_checkpoint(PASSIVE)");
+    try {
+      if (this.path !== ":memory:") this.writer.pragma("wal_checkpoint(PASSIVE)");
+    } catch {
+      // A full disk: the WAL is checkpointed by the next open instead; the file must still close.
+    }
     if (this.reader !== this.writer) this.reader.close();
     this.writer.close();
     // Last: no other engine may write while this one's last transactions were still to come.
