@@ -50,6 +50,8 @@ export interface RunRow {
   status: string;
   error: { reason?: string; message?: string } | null;
   needs_attention: boolean;
+  created_at: number;
+  deadline_at: number;
 }
 export interface VisitRow {
   run_id: string;
@@ -93,7 +95,7 @@ const parse = (v: unknown) => (typeof v === "string" ? JSON.parse(v) : v);
 /** Everything committed in a database (`sqlite:<file>` or a postgres URL with `?schema=`). */
 export async function readHistory(database: string): Promise<History> {
   const q = {
-    runs: "SELECT run_id, workflow_id, status, error, needs_attention FROM runs",
+    runs: "SELECT run_id, workflow_id, status, error, needs_attention, created_at, deadline_at FROM runs",
     visits:
       "SELECT run_id, node_id, visit, execution_id, state, attempt, interruptions, failures, is_current, reason, output FROM visits",
     compensations: "SELECT run_id, seq, node_id, execution_id, state, attempt FROM compensations",
@@ -135,6 +137,8 @@ export async function readHistory(database: string): Promise<History> {
       ...(r as unknown as RunRow),
       error: parse(r.error) as RunRow["error"],
       needs_attention: Boolean(r.needs_attention),
+      created_at: Number(r.created_at),
+      deadline_at: Number(r.deadline_at),
     })),
     visits: rows.visits.map((v) => ({
       ...(v as unknown as VisitRow),

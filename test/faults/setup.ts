@@ -2,8 +2,9 @@
  * What the fault cases share: the seed (every random choice comes from it; FAULT_SEED replays a
  * case), engine and worker processes, bounded polling of the database, and fresh databases.
  */
+import { execFileSync } from "node:child_process";
 import { randomBytes } from "node:crypto";
-import { mkdtempSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
@@ -163,4 +164,25 @@ export async function finalCount(database: string): Promise<number> {
   } finally {
     await client.end();
   }
+}
+
+const LIBFAKETIME = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
+
+/**
+ * The environment that runs a process `offset` off the real clock (libfaketime, e.g. "-5m"),
+ * installing Debian's `faketime` first if needed (and saying so). Timers keep the real
+ * monotonic clock (libuv's timers would otherwise jump).
+ */
+export function faketimeEnv(offset: string): Record<string, string> {
+  if (!existsSync(LIBFAKETIME)) {
+    process.stdout.write("fault suite: installing libfaketime (apt-get install -y faketime)\n");
+    execFileSync("apt-get", ["install", "-y", "faketime"], { stdio: "ignore" });
+  }
+  return { LD_PRELOAD: LIBFAKETIME, FAKETIME: offset, FAKETIME_DONT_FAKE_MONOTONIC: "1" };
+}
+
+/** The database server's clock, epoch ms. */
+export async function databaseNow(admin: pg.Client): Promise<number> {
+  const { rows } = await admin.query("SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now");
+  return Number(rows[0].now);
 }
