@@ -337,6 +337,8 @@ export function computeOracles(
               e.type === "node.interrupted" ||
               e.type === "node.cancelled"),
         );
+        // A visit no agent holds (a review, an in-engine aggregator) has no attempt to fence.
+        if (!list.some((e) => e.type.endsWith(".started"))) continue;
         if (lastStart?.data.attempt !== attempt) {
           stale += 1;
           problems.push(
