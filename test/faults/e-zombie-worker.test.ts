@@ -43,7 +43,7 @@ it("e: a zombie worker past its lease reports after another worker took the task
   });
   const lease = ["--lease-seconds", "1", "--concurrency", String(RUNS)];
   const a = workerProcess(server, TOKENS.a, "worker-a", sink, lease);
-  const runs = [];
+  const runs: string[] = [];
   for (let i = 0; i < RUNS; i++) runs.push((await engine.startRun("fault-zombie", { input: { i } })).run_id);
   await pollUntil("A working on every task", 20_000, () =>
     readSink(sink).filter((s) => s.by === "worker-a").length === RUNS ? true : undefined,

@@ -34,7 +34,7 @@ const compensatedInFull: Expectation = (run, h) => {
   const open = h.compensations.filter((c) => c.state !== "SUCCEEDED");
   if (open.length > 0) return `ended with compensations ${open.map((c) => `${c.node_id} ${c.state}`).join(", ")}`;
   const end = h.events.findIndex((e) => e.type === "run.failed");
-  const lastUndo = h.events.findLastIndex((e) => e.type === "compensation.succeeded");
+  const lastUndo = h.events.map((e) => e.type).lastIndexOf("compensation.succeeded");
   if (end < lastUndo) return "run.failed recorded before its last compensation";
   return null;
 };
