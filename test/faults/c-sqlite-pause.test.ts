@@ -57,5 +57,5 @@ it("c: a SIGSTOPped SQLite engine keeps its file; a second engine is refused", a
     stale: 0,
   });
   expect(opened, "a second engine opened the file of a paused, living engine").toBe(false);
-  expect(second.errors).toMatch(/in use/);
+  expect(second.errors).toMatch(/in use|lock/i);
 }, 120_000);

@@ -26,7 +26,8 @@ import { FAN } from "./workflows.js";
 
 const PER_ENGINE = 30;
 const TTL_S = 120;
-const ENGINE = { maxConcurrency: 6, heartbeatIntervalMs: 200, engineTimeoutMs: 1000, sweepIntervalMs: 300 };
+/** A short engine timeout (far below the skew) so that a clock judged wrongly shows at once, not so short that load does. */
+const ENGINE = { maxConcurrency: 6, heartbeatIntervalMs: 300, engineTimeoutMs: 3000, sweepIntervalMs: 300 };
 
 it("d: engine clocks skewed ±5 min on PostgreSQL", async () => {
   const rng = caseRng();

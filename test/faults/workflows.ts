@@ -46,13 +46,42 @@ export const RETRY = {
   ],
 };
 
-export const MIXED = [FAN, COND, RETRY];
+/** reserve → charge → ship, where ship fails for good: the run undoes ship, charge, reserve. */
+export const SAGA = {
+  id: "fault-saga",
+  defaults,
+  nodes: [
+    { node_id: "reserve", agent_type: "work", compensation: { agent_type: "undo" } },
+    { node_id: "charge", agent_type: "work", depends_on: ["reserve"], compensation: { agent_type: "undo" } },
+    { node_id: "ship", agent_type: "fail", depends_on: ["charge"], compensation: { agent_type: "undo" } },
+  ],
+};
+
+export const MIXED = [FAN, COND, RETRY, SAGA];
+
+/** A failed saga ends only once everything it planned to undo is undone (DESIGN §6). */
+export const compensated: Expectation = (run, h) => {
+  if (run.status !== "FAILED") return `${run.status}, not FAILED`;
+  if (run.needs_attention) return "needs attention";
+  if (h.compensations.length === 0) return "nothing compensated";
+  const open = h.compensations.filter((c) => c.state !== "SUCCEEDED");
+  if (open.length > 0) return `ended with compensations ${open.map((c) => `${c.node_id} ${c.state}`).join(", ")}`;
+  const types = h.events.map((e) => e.type);
+  if (types.indexOf("run.failed") < types.lastIndexOf("compensation.succeeded")) {
+    return "run.failed recorded before its last compensation";
+  }
+  return null;
+};
 
 const current = (h: Parameters<Expectation>[1], node: string) =>
   h.visits.find((v) => v.is_current && v.node_id === node);
 
-/** Every mixed run succeeds (or fails `interrupted` as a poison task), through the right branch, each join once. */
+/**
+ * Every mixed run succeeds (or fails `interrupted` as a poison task), through the right branch,
+ * each join once; a saga fails and compensates in full.
+ */
 export const mixedEnds: Expectation = (run, h) => {
+  if (run.workflow_id === SAGA.id) return compensated(run, h);
   const base = succeeds(run, h);
   if (base || run.status !== "SUCCEEDED") return base;
   const joined = (node: string) => h.events.filter((e) => e.type === "node.succeeded" && e.node_id === node).length;
