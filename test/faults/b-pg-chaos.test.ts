@@ -66,7 +66,7 @@ it("b: 3 engines on PostgreSQL, random SIGKILL and pg_terminate_backend", async 
       }
     }
     // T_max: attempts take at most 120 ms, retries 50 ms; a dead engine is recovered within about 1.3 s.
-    await pollUntil("every run final", 90_000, async () => ((await finalCount(database)) >= RUNS ? true : undefined));
+    await pollUntil("every run final", 40_000, async () => ((await finalCount(database)) >= RUNS ? true : undefined));
     const crashed = engines.filter((c) => !c.alive && !killed.has(c.pid));
     const crashes = crashed.map((c) => c.errors.split("\n").find((l) => /error/i.test(l)) ?? "no stderr");
     await Promise.all(engines.map((c) => c.kill()));
@@ -92,4 +92,4 @@ it("b: 3 engines on PostgreSQL, random SIGKILL and pg_terminate_backend", async 
     await client.close();
     await admin.end();
   }
-}, 240_000);
+}, 70_000);

@@ -39,7 +39,7 @@ it("c: a SIGSTOPped SQLite engine keeps its file; a second engine is refused", a
   first.proc.kill("SIGCONT");
 
   // T_max: every attempt is 300 ms; the second engine, if it opened, runs beside the first.
-  await pollUntil("every run final", 60_000, async () => ((await finalCount(database)) >= RUNS ? true : undefined));
+  await pollUntil("every run final", 25_000, async () => ((await finalCount(database)) >= RUNS ? true : undefined));
   await Promise.all([first.kill(), second.kill()]);
 
   const history = await readHistory(database);
@@ -58,4 +58,4 @@ it("c: a SIGSTOPped SQLite engine keeps its file; a second engine is refused", a
   });
   expect(opened, "a second engine opened the file of a paused, living engine").toBe(false);
   expect(second.errors).toMatch(/in use|lock/i);
-}, 120_000);
+}, 50_000);

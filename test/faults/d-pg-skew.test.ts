@@ -56,11 +56,11 @@ it("d: engine clocks skewed ±5 min on PostgreSQL", async () => {
       const ready = c.messages.find((m) => m.type === "ready");
       return Math.round(((ready?.now as number) - Date.now()) / 60_000) || 0; // never -0
     });
-    await pollUntil("every run started", 30_000, () =>
+    await pollUntil("every run started", 15_000, () =>
       acknowledged(engines).size === 3 * PER_ENGINE ? true : undefined,
     );
     // T_max: attempts take at most 120 ms; nothing here waits for a timeout.
-    await pollUntil("every run final", 60_000, async () =>
+    await pollUntil("every run final", 20_000, async () =>
       (await finalCount(database)) >= 3 * PER_ENGINE ? true : undefined,
     );
     const after = await databaseNow(admin);
@@ -93,4 +93,4 @@ it("d: engine clocks skewed ±5 min on PostgreSQL", async () => {
   } finally {
     await admin.end();
   }
-}, 180_000);
+}, 45_000);

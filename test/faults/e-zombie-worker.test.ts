@@ -45,12 +45,12 @@ it("e: a zombie worker past its lease reports after another worker took the task
   const a = workerProcess(server, TOKENS.a, "worker-a", sink, ["--lease-seconds", "1", ...concurrency]);
   const runs: string[] = [];
   for (let i = 0; i < RUNS; i++) runs.push((await engine.startRun("fault-zombie", { input: { i } })).run_id);
-  await pollUntil("A working on every task", 20_000, () =>
+  await pollUntil("A working on every task", 10_000, () =>
     readSink(sink).filter((s) => s.by === "worker-a").length === RUNS ? true : undefined,
   );
   a.proc.kill("SIGSTOP");
   const b = workerProcess(server, TOKENS.b, "worker-b", sink, ["--lease-seconds", "10", ...concurrency]);
-  await pollUntil("B's results", 30_000, async () => {
+  await pollUntil("B's results", 15_000, async () => {
     const all = await Promise.all(runs.map((id) => engine.getRun(id)));
     return all.every((r) => r.status === "SUCCEEDED") ? true : undefined;
   });
@@ -58,7 +58,7 @@ it("e: a zombie worker past its lease reports after another worker took the task
   a.proc.kill("SIGCONT");
   // A drops every task: its heartbeat or its report was refused (409, or 403 for a holder bound elsewhere).
   const refusals = () => (a.errors.match(/dropped |refused \(40[39]\)/g) ?? []).length;
-  await pollUntil("A's refusals", 20_000, () => (refusals() >= RUNS ? true : undefined));
+  await pollUntil("A's refusals", 10_000, () => (refusals() >= RUNS ? true : undefined));
   await Promise.all([a.kill(), b.kill()]);
 
   const history = await readHistory(database);
@@ -88,4 +88,4 @@ it("e: a zombie worker past its lease reports after another worker took the task
     const successes = history.events.filter((e) => e.type === "node.succeeded" && e.run_id === v.run_id);
     expect(successes.map((e) => e.data.attempt)).toEqual([v.attempt]);
   }
-}, 120_000);
+}, 45_000);

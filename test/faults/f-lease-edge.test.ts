@@ -36,7 +36,8 @@ describe.each(["sqlite", "postgres"])("f on %s", (store) => {
     let early = 0;
     const runs: string[] = [];
     const notes: string[] = [];
-    for (let i = 0; i < LOOPS; i++) {
+    // Many wrong outcomes stop the loops early: the case has failed, and its time is bounded.
+    for (let i = 0; i < LOOPS && both + neither + early < 10; i++) {
       const run = await engine.startRun("fault-lease", { input: { i } });
       runs.push(run.run_id);
       const [task] = await engine.claimTasks({ agent_types: ["ext"], worker_id: "w", lease_seconds: LEASE_S });
@@ -65,7 +66,7 @@ describe.each(["sqlite", "postgres"])("f on %s", (store) => {
         );
         return { succeeded, expired };
       };
-      const { succeeded, expired } = await pollUntil(`loop ${i}: an outcome`, 5_000, async () => {
+      const { succeeded, expired } = await pollUntil(`loop ${i}: an outcome`, 2_000, async () => {
         await clock.advance(50); // time goes on: within a sweep interval the expiry must be applied
         const o = await outcome();
         return o.succeeded || o.expired ? o : undefined;
@@ -101,5 +102,5 @@ describe.each(["sqlite", "postgres"])("f on %s", (store) => {
     expect(accepted + requeued).toBe(LOOPS);
     expect(accepted).toBeGreaterThan(0);
     expect(requeued).toBeGreaterThan(0);
-  }, 180_000);
+  }, 40_000);
 });

@@ -30,9 +30,10 @@ describe.each(["sqlite", "postgres"])("g on %s", (store) => {
     let neither = 0;
     let early = 0;
     const notes: string[] = [];
-    for (let i = 0; i < LOOPS; i++) {
+    // Many wrong outcomes stop the loops early: the case has failed, and its time is bounded.
+    for (let i = 0; i < LOOPS && both + neither + early < 10; i++) {
       const run = await engine.startRun("fault-review", { input: { i } });
-      const visit = await pollUntil(`loop ${i}: the review`, 5_000, async () =>
+      const visit = await pollUntil(`loop ${i}: the review`, 2_000, async () =>
         (await engine.getRun(run.run_id)).nodes.find((n) => n.state === "IN_REVIEW"),
       );
       const delta = rng.pick([-1, 0, 0, 1]);
@@ -52,7 +53,7 @@ describe.each(["sqlite", "postgres"])("g on %s", (store) => {
         throw new Error(`loop ${i}: the approval failed with ${String(answer.reason)}`);
       }
       // T_max: the timeout plus one sweep (the review's expiry is due by then).
-      const done = await pollUntil(`loop ${i}: the run's end`, 5_000, async () => {
+      const done = await pollUntil(`loop ${i}: the run's end`, 2_000, async () => {
         await clock.advance(50);
         const r = await engine.getRun(run.run_id);
         return r.status === "RUNNING" ? undefined : r;
@@ -83,7 +84,8 @@ describe.each(["sqlite", "postgres"])("g on %s", (store) => {
     expect({ both, neither, early }, notes.join("\n")).toEqual({ both: 0, neither: 0, early: 0 });
     expect(oracles.problems).toEqual([]);
     expect(decided).toBe(approved);
+    expect(approved + timedOut).toBe(LOOPS);
     expect(approved).toBeGreaterThan(0);
     expect(timedOut).toBeGreaterThan(0);
-  }, 180_000);
+  }, 40_000);
 });

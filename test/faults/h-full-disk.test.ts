@@ -129,4 +129,4 @@ it("h: a full disk under a served SQLite engine", async () => {
     doubled: 0,
     stale: 0,
   });
-}, 120_000);
+}, 50_000);

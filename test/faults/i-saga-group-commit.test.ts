@@ -73,7 +73,7 @@ describe.each(["sqlite", "postgres"])("i on %s", (store) => {
     const runs = await Promise.all(Array.from({ length: RUNS }, (_, i) => engine.startRun(SAGA.id, { input: { i } })));
     const ids = runs.map((r) => r.run_id);
     // T_max: every step and compensation takes at most 10 ms; the runs end within seconds.
-    await pollUntil("every run final", 30_000, async () => {
+    await pollUntil("every run final", 10_000, async () => {
       const all = await Promise.all(ids.map((id) => engine.getRun(id)));
       return all.every((r) => r.status === "FAILED" || r.status === "SUCCEEDED" || r.status === "CANCELLED")
         ? true
@@ -96,5 +96,5 @@ describe.each(["sqlite", "postgres"])("i on %s", (store) => {
       doubled: 0,
       stale: 0,
     });
-  }, 120_000);
+  }, 20_000);
 });

@@ -34,7 +34,8 @@ it("j: connections terminated while a process opens and closes clients", async (
     let rounds = 0;
     let terminated = 0;
     const churned = () => child.messages.some((m) => m.type === "churned");
-    while (child.alive && !churned() && rounds < 2000) {
+    const until = Date.now() + 25_000;
+    while (child.alive && !churned() && Date.now() < until) {
       await faultMoment(rng.int(5, 60));
       const { rows } = await admin.query(
         "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1",
@@ -47,7 +48,7 @@ it("j: connections terminated while a process opens and closes clients", async (
     const acked = [...acknowledged([child]).values()];
     // T_max: the runs' attempts take at most 120 ms each; the engine reconnects at once.
     if (survived) {
-      await pollUntil("every acknowledged run final", 60_000, async () => {
+      await pollUntil("every acknowledged run final", 20_000, async () => {
         const h = await readHistory(database);
         const final = h.runs.filter((r) => acked.includes(r.run_id) && r.status !== "RUNNING").length;
         return final >= acked.length ? true : undefined;
@@ -74,4 +75,4 @@ it("j: connections terminated while a process opens and closes clients", async (
   } finally {
     await admin.end();
   }
-}, 180_000);
+}, 60_000);

@@ -91,5 +91,6 @@ describe("the fault oracles", () => {
     ]);
     expect(computeOracles(expired, [], [RUN]).stale).toBe(1);
     expect(computeOracles(history([started(1), succeeded(1), succeeded(1)]), [], [RUN]).stale).toBe(1);
+    expect(computeOracles(history([started(1), started(1), succeeded(1)]), [], [RUN]).stale).toBe(1);
   });
 });

@@ -8,7 +8,8 @@
  *   visit SUCCEEDED at an earlier one, or an attempt no claim started (O4; DESIGN §7: only an
  *   attempt in flight at a fault runs again, as a new attempt of the same execution_id);
  * - stale results applied: a success accepted from an attempt that was not the holder then
- *   (a later attempt had started, or it had already ended), or a second success (O2, O3).
+ *   (a later attempt had started, or it had already ended), a second success, or an attempt
+ *   number claimed twice (two holders at once) (O2, O3).
  */
 import { readFileSync } from "node:fs";
 import Database from "better-sqlite3";
@@ -320,6 +321,13 @@ export function computeOracles(
       if (a) perId.set(a.id, [...(perId.get(a.id) ?? []), e]);
     }
     for (const [id, list] of perId) {
+      // Attempt numbers only grow: a claim of an attempt already claimed means two holders at once.
+      const claims = list.filter((e) => e.type.endsWith(".started")).map((e) => e.data.attempt as number);
+      const repeated = claims.filter((a, k) => k > 0 && a <= (claims[k - 1] as number)).length;
+      if (repeated > 0) {
+        stale += repeated;
+        problems.push(`stale: ${id} claimed as attempts ${claims.join(", ")} (numbers must only grow)`);
+      }
       const successes = list.filter((e) => e.type === "node.succeeded" || e.type === "compensation.succeeded");
       if (successes.length > 1) {
         stale += successes.length - 1;
