@@ -92,4 +92,4 @@ it("b: 3 engines on PostgreSQL, random SIGKILL and pg_terminate_backend", async 
     await client.close();
     await admin.end();
   }
-}, 70_000);
+}, 65_000);
