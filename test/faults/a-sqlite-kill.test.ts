@@ -28,7 +28,7 @@ it("a: SIGKILL of a SQLite engine at random moments over 200 mixed runs", async 
   let kills = 0;
   const killed = new Set<number>();
   for (;;) {
-    const child = engineProcess(config);
+    const child = engineProcess(rng, config);
     engines.push(child);
     await child.waitFor("ready", (m) => m.type === "ready");
     if (kills >= KILLS) break;

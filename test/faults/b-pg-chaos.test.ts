@@ -31,7 +31,7 @@ it("b: 3 engines on PostgreSQL, random SIGKILL and pg_terminate_backend", async 
     const engines: Child[] = [];
     const killed = new Set<number>();
     const spawn = async () => {
-      const child = engineProcess({ database, sink, engine: ENGINE });
+      const child = engineProcess(rng, { database, sink, engine: ENGINE });
       engines.push(child);
       await child.waitFor("ready", (m) => m.type === "ready");
     };

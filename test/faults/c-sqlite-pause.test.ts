@@ -22,7 +22,7 @@ it("c: a SIGSTOPped SQLite engine keeps its file; a second engine is refused", a
   const sink = join(dir, "sink.log");
   const slow = { ...FAN, nodes: FAN.nodes.map((n) => ({ ...n, payload: { ms: 300 } })) };
   const start = Array.from({ length: RUNS }, (_, i) => ({ workflow_id: FAN.id, input: { i }, key: `c-${i}` }));
-  const first = engineProcess({ database, sink, workflows: [slow], start, engine: ENGINE });
+  const first = engineProcess(rng, { database, sink, workflows: [slow], start, engine: ENGINE });
   await first.waitFor("ready", (m) => m.type === "ready");
   await pollUntil("some runs started", 20_000, () =>
     first.messages.filter((m) => m.type === "started").length === RUNS ? true : undefined,
@@ -31,7 +31,7 @@ it("c: a SIGSTOPped SQLite engine keeps its file; a second engine is refused", a
 
   first.proc.kill("SIGSTOP");
   await faultMoment(ENGINE.engineTimeoutMs * 2 + rng.int(0, 1000)); // the pause: past the engine timeout
-  const second = engineProcess({ database, sink, engine: ENGINE });
+  const second = engineProcess(rng, { database, sink, engine: ENGINE });
   const opened = await Promise.race([
     second.waitFor("ready", (m) => m.type === "ready").then(() => true),
     second.exited.then(() => false),

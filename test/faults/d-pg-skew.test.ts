@@ -48,7 +48,7 @@ it("d: engine clocks skewed ±5 min on PostgreSQL", async () => {
         key: `d${offset}-${i}`,
       }));
       const env = offset === "+0" ? {} : faketimeEnv(offset);
-      const child = engineProcess({ database, sink, workflows: [workflow], start, engine: ENGINE }, env);
+      const child = engineProcess(rng, { database, sink, workflows: [workflow], start, engine: ENGINE }, env);
       engines.push(child);
       await child.waitFor("ready", (m) => m.type === "ready");
     }

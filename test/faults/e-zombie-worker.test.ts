@@ -43,14 +43,14 @@ describe.each(["sqlite", "postgres"])("e on %s", (store) => {
       nodes: [{ node_id: "z", agent_type: "work", payload: { ms: rng.int(600, 1200), zombie: true } }],
     });
     const concurrency = ["--concurrency", String(RUNS)];
-    const a = workerProcess(server, TOKENS.a, "worker-a", sink, ["--lease-seconds", "1", ...concurrency]);
+    const a = workerProcess(rng, server, TOKENS.a, "worker-a", sink, ["--lease-seconds", "1", ...concurrency]);
     const runs: string[] = [];
     for (let i = 0; i < RUNS; i++) runs.push((await engine.startRun("fault-zombie", { input: { i } })).run_id);
     await pollUntil("A working on every task", 10_000, () =>
       readSink(sink).filter((s) => s.by === "worker-a").length === RUNS ? true : undefined,
     );
     a.proc.kill("SIGSTOP");
-    const b = workerProcess(server, TOKENS.b, "worker-b", sink, ["--lease-seconds", "10", ...concurrency]);
+    const b = workerProcess(rng, server, TOKENS.b, "worker-b", sink, ["--lease-seconds", "10", ...concurrency]);
     await pollUntil("B's results", 15_000, async () => {
       const all = await Promise.all(runs.map((id) => engine.getRun(id)));
       return all.every((r) => r.status === "SUCCEEDED") ? true : undefined;

@@ -23,7 +23,7 @@ it("j: connections terminated while a process opens and closes clients", async (
   const admin = new pg.Client({ connectionString: PG_URL });
   await admin.connect();
   try {
-    const child = engineProcess({
+    const child = engineProcess(rng, {
       database,
       sink,
       workflows: [FAN],

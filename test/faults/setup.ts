@@ -87,19 +87,29 @@ export function pgDatabase(app?: string): { url: string; schema: string } {
   return { url, schema };
 }
 
-/** An engine process (test/fixtures/fault-engine.mjs); killed after the test. */
-export function engineProcess(config: Record<string, unknown>, env: Record<string, string> = {}): Child {
-  const child = new Child(ENGINE, [JSON.stringify(config)], { env });
+/**
+ * An engine process (test/fixtures/fault-engine.mjs); killed after the test. Its agents' waits
+ * come from `rng` (one draw per process).
+ */
+export function engineProcess(rng: Rng, config: Record<string, unknown>, env: Record<string, string> = {}): Child {
+  const child = new Child(ENGINE, [JSON.stringify({ seed: rng.int(0, 2 ** 31), ...config })], { env });
   children.push(child);
   return child;
 }
 
 /** A `skein worker` process serving the fault agents (built CLI). */
-export function workerProcess(server: string, token: string, workerId: string, sink: string, args: string[]): Child {
+export function workerProcess(
+  rng: Rng,
+  server: string,
+  token: string,
+  workerId: string,
+  sink: string,
+  args: string[],
+): Child {
   const child = new Child(
     CLI,
     ["worker", "--server", server, "--token", token, "--agents", AGENTS, "--worker-id", workerId, ...args],
-    { env: { FAULT_SINK: sink, FAULT_WORKER: workerId } },
+    { env: { FAULT_SINK: sink, FAULT_WORKER: workerId, FAULT_AGENT_SEED: String(rng.int(0, 2 ** 31)) } },
   );
   children.push(child);
   return child;
