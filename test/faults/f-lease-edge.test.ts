@@ -43,7 +43,9 @@ describe.each(["sqlite", "postgres"])("f on %s", (store) => {
       const [task] = await engine.claimTasks({ agent_types: ["ext"], worker_id: "w", lease_seconds: LEASE_S });
       if (!task) throw new Error(`loop ${i}: nothing to claim`);
       const delta = rng.pick([-1, 0, 0, 1]);
-      const report = () => engine.completeTask(task.execution_id, { attempt: task.attempt, output: { i } });
+      // The claim's worker_id goes with the report: a task is bound to its holder (DESIGN §13).
+      const request = { worker_id: "w", attempt: task.attempt, output: { i } };
+      const report = () => engine.completeTask(task.execution_id, request);
       const move = () => clock.advance(LEASE_S * 1000 + delta);
       // Three ways to meet the expiry (seeded): the report sent just before the clock moves, just
       // after it starts moving, or once the clock is there (the expiry's flush may still run).
