@@ -92,7 +92,7 @@ export function pgDatabase(app?: string): { url: string; schema: string } {
  * come from `rng` (one draw per process).
  */
 export function engineProcess(rng: Rng, config: Record<string, unknown>, env: Record<string, string> = {}): Child {
-  const child = new Child(ENGINE, [JSON.stringify({ seed: rng.int(0, 2 ** 31), ...config })], { env });
+  const child = new Child(ENGINE, [JSON.stringify({ seed: rng.int(0, 2 ** 31), ...config })], env);
   children.push(child);
   return child;
 }
@@ -109,7 +109,7 @@ export function workerProcess(
   const child = new Child(
     CLI,
     ["worker", "--server", server, "--token", token, "--agents", AGENTS, "--worker-id", workerId, ...args],
-    { env: { FAULT_SINK: sink, FAULT_WORKER: workerId, FAULT_AGENT_SEED: String(rng.int(0, 2 ** 31)) } },
+    { FAULT_SINK: sink, FAULT_WORKER: workerId, FAULT_AGENT_SEED: String(rng.int(0, 2 ** 31)) },
   );
   children.push(child);
   return child;
