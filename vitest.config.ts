@@ -6,7 +6,11 @@ import { defineConfig } from "vitest/config";
  * - postgres: the engine's behaviour suite and the CLI's again on PostgreSQL (test/helpers.ts
  *   gives each test a fresh schema on the local server);
  * - processes: several engine processes on PostgreSQL killed or cut off mid-run. `npm test`
- *   runs it after the others, alone, so that its engines are not starved of CPU by other tests.
+ *   runs it after the others, alone, so that its engines are not starved of CPU by other tests;
+ * - faults: the fault-injection suite (test/faults/, `npm run test:faults`): engine processes
+ *   killed, stopped, skewed and starved of disk, with oracles over the database and a side-effect
+ *   sink. Last and alone too, one file at a time (each case loads the machine by itself); each
+ *   case has its own time budget, and the budgets add up to under 10 minutes.
  */
 export default defineConfig({
   test: {
@@ -15,7 +19,7 @@ export default defineConfig({
     projects: [
       {
         extends: true,
-        test: { name: "default", include: ["test/**/*.test.ts"], exclude: ["test/postgres/**"] },
+        test: { name: "default", include: ["test/**/*.test.ts"], exclude: ["test/postgres/**", "test/faults/**"] },
       },
       {
         extends: true,
@@ -26,6 +30,15 @@ export default defineConfig({
         },
       },
       { extends: true, test: { name: "processes", include: ["test/postgres/**/*.test.ts"] } },
+      {
+        extends: true,
+        test: {
+          name: "faults",
+          include: ["test/faults/**/*.test.ts"],
+          fileParallelism: false,
+          testTimeout: 60_000,
+        },
+      },
     ],
   },
 });

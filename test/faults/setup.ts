@@ -1,0 +1,198 @@
+/**
+ * What the fault cases share: the seed (every random choice comes from it; FAULT_SEED replays a
+ * case), engine and worker processes, bounded polling of the database, and fresh databases.
+ */
+import { execFileSync } from "node:child_process";
+import { randomBytes } from "node:crypto";
+import { existsSync, mkdtempSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import pg from "pg";
+import { afterEach } from "vitest";
+import { Child } from "../fixtures/child.js";
+import { PG_URL } from "../helpers.js";
+
+export { PG_URL };
+
+export const ENGINE = fileURLToPath(new URL("../fixtures/fault-engine.mjs", import.meta.url));
+export const AGENTS = fileURLToPath(new URL("../fixtures/fault-agents.mjs", import.meta.url));
+export const CLI = fileURLToPath(new URL("../../dist/cli/main.js", import.meta.url));
+
+/** A seeded generator (mulberry32): the same seed, the same choices. */
+export class Rng {
+  private state: number;
+  constructor(readonly seed: number) {
+    this.state = seed >>> 0;
+  }
+  next(): number {
+    this.state = (this.state + 0x6d2b79f5) >>> 0;
+    let t = this.state;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  }
+  /** An integer in [min, max]. */
+  int(min: number, max: number): number {
+    return min + Math.floor(this.next() * (max - min + 1));
+  }
+  pick<T>(list: readonly T[]): T {
+    return list[Math.floor(this.next() * list.length)] as T;
+  }
+}
+
+/** The case's seed: FAULT_SEED if set, else a new one (printed in the case's line). */
+export function caseRng(): Rng {
+  const fixed = process.env.FAULT_SEED;
+  return new Rng(fixed ? Number(fixed) : randomBytes(4).readUInt32LE(0));
+}
+
+const children: Child[] = [];
+const dirs: string[] = [];
+const schemas: string[] = [];
+const cleanups: (() => Promise<void> | void)[] = [];
+
+afterEach(async () => {
+  for (const c of children) if (c.alive) c.proc.kill("SIGCONT"); // lets a stopped process be reaped at once
+  await Promise.all(children.splice(0).map((c) => c.kill()));
+  for (const fn of cleanups.splice(0).reverse()) await fn();
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+  if (schemas.length > 0) {
+    const admin = new pg.Client({ connectionString: PG_URL });
+    await admin.connect();
+    try {
+      for (const s of schemas.splice(0)) await admin.query(`DROP SCHEMA IF EXISTS "${s}" CASCADE`);
+    } finally {
+      await admin.end();
+    }
+  }
+});
+
+/** Runs `fn` after the test (before its directories and schemas go). */
+export function onCleanup(fn: () => Promise<void> | void): void {
+  cleanups.push(fn);
+}
+
+export function faultDir(): string {
+  const dir = mkdtempSync(join(tmpdir(), "skein-fault-"));
+  dirs.push(dir);
+  return dir;
+}
+
+/** A fresh PostgreSQL schema's URL; `app` names its connections (pg_stat_activity.application_name). */
+export function pgDatabase(app?: string): { url: string; schema: string } {
+  const schema = `skein_f_${randomBytes(5).toString("hex")}`;
+  schemas.push(schema);
+  const url = `${PG_URL}?schema=${schema}${app ? `&application_name=${app}` : ""}`;
+  return { url, schema };
+}
+
+/**
+ * An engine process (test/fixtures/fault-engine.mjs); killed after the test. Its agents' waits
+ * come from `rng` (one draw per process).
+ */
+export function engineProcess(rng: Rng, config: Record<string, unknown>, env: Record<string, string> = {}): Child {
+  const child = new Child(ENGINE, [JSON.stringify({ seed: rng.int(0, 2 ** 31), ...config })], env);
+  children.push(child);
+  return child;
+}
+
+/** A `skein worker` process serving the fault agents (built CLI). */
+export function workerProcess(
+  rng: Rng,
+  server: string,
+  token: string,
+  workerId: string,
+  sink: string,
+  args: string[],
+): Child {
+  const child = new Child(
+    CLI,
+    ["worker", "--server", server, "--token", token, "--agents", AGENTS, "--worker-id", workerId, ...args],
+    { FAULT_SINK: sink, FAULT_WORKER: workerId, FAULT_AGENT_SEED: String(rng.int(0, 2 ** 31)) },
+  );
+  children.push(child);
+  return child;
+}
+
+/** Polls `check` every `everyMs` until it returns a value (not undefined), at most `ms`; else throws `what`. */
+export async function pollUntil<T>(
+  what: string,
+  ms: number,
+  check: () => Promise<T | undefined> | T | undefined,
+  everyMs = 100,
+): Promise<T> {
+  const until = Date.now() + ms;
+  for (;;) {
+    const value = await check();
+    if (value !== undefined) return value;
+    if (Date.now() > until) throw new Error(`${what}: not within ${ms} ms`);
+    await new Promise((resolve) => setTimeout(resolve, everyMs));
+  }
+}
+
+/** The moment of a fault: waits `ms` (never used to wait for an outcome). */
+export function faultMoment(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+/** Run ids of the `started` lines a process printed (each an acknowledged start). */
+export function acknowledged(children: readonly Child[]): Map<string, string> {
+  const out = new Map<string, string>();
+  for (const c of children) {
+    for (const m of c.messages) if (m.type === "started") out.set(String(m.key), String(m.run_id));
+  }
+  return out;
+}
+
+/** Counts runs by status in a database: how many are final. */
+export async function finalCount(database: string): Promise<number> {
+  const sql = "SELECT count(*) AS n FROM runs WHERE status IN ('SUCCEEDED','FAILED','CANCELLED')";
+  if (database.startsWith("sqlite:")) {
+    const { default: Database } = await import("better-sqlite3");
+    try {
+      const db = new Database(database.slice("sqlite:".length), { readonly: true, fileMustExist: true });
+      try {
+        return Number((db.prepare(sql).get() as { n: number }).n);
+      } finally {
+        db.close();
+      }
+    } catch {
+      return 0; // not created yet
+    }
+  }
+  const url = new URL(database);
+  const schema = url.searchParams.get("schema") ?? "skein";
+  url.search = "";
+  const client = new pg.Client({ connectionString: url.toString() });
+  await client.connect();
+  try {
+    await client.query(`SET search_path TO "${schema}"`);
+    return Number((await client.query(sql)).rows[0].n);
+  } catch {
+    return 0;
+  } finally {
+    await client.end();
+  }
+}
+
+const LIBFAKETIME = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";
+
+/**
+ * The environment that runs a process `offset` off the real clock (libfaketime, e.g. "-5m"),
+ * installing Debian's `faketime` first if needed (and saying so). Timers keep the real
+ * monotonic clock (libuv's timers would otherwise jump).
+ */
+export function faketimeEnv(offset: string): Record<string, string> {
+  if (!existsSync(LIBFAKETIME)) {
+    process.stdout.write("fault suite: installing libfaketime (apt-get install -y faketime)\n");
+    execFileSync("apt-get", ["install", "-y", "faketime"], { stdio: "ignore" });
+  }
+  return { LD_PRELOAD: LIBFAKETIME, FAKETIME: offset, FAKETIME_DONT_FAKE_MONOTONIC: "1" };
+}
+
+/** The database server's clock, epoch ms. */
+export async function databaseNow(admin: pg.Client): Promise<number> {
+  const { rows } = await admin.query("SELECT (extract(epoch FROM clock_timestamp()) * 1000)::bigint AS now");
+  return Number(rows[0].now);
+}
