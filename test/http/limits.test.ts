@@ -256,6 +256,35 @@ describe("event streams", () => {
     for (let tries = 0; again.status !== 200 && tries < 200; tries++) again = await openStream(base, TOKENS.admin);
     expect(again.status).toBe(200);
   });
+
+  it("gives back nothing it did not take: a client that leaves while its run is read holds no slot", async () => {
+    const t = await testApi({ server: { limits: { streamsPerToken: 1 } } });
+    await t.engine.registerWorkflow(WORKFLOWS.review);
+    const run = await t.engine.startRun("review");
+    const base = await t.app.listen({ host: "127.0.0.1", port: 0 });
+    // The run is read slowly (PostgreSQL's round trip), and the client leaves meanwhile.
+    const getRun = t.engine.getRun.bind(t.engine);
+    let reading: () => void = () => undefined;
+    const read = new Promise<void>((resolve) => {
+      reading = resolve;
+    });
+    let left: Promise<void> = Promise.resolve();
+    t.engine.getRun = (async (id: string) => {
+      reading();
+      await left;
+      return getRun(id);
+    }) as typeof t.engine.getRun;
+    const req = request(`${base}/v1/stream?run_id=${run.run_id}`, { headers: bearer(TOKENS.alice) });
+    const closed = new Promise<void>((resolve) => req.on("close", () => resolve()));
+    req.on("error", () => undefined);
+    left = new Promise((resolve) => closed.then(() => setTimeout(resolve, 50)));
+    req.end();
+    await read;
+    req.destroy();
+    await left;
+    t.engine.getRun = getRun;
+    expect((await openStream(base, TOKENS.alice)).status).toBe(200);
+  });
 });
 
 describe("the connection: timeouts and oversized headers", () => {

@@ -58,10 +58,15 @@ export function registerStreamRoutes(app: FastifyInstance, ctx: RouteContext): v
       const after = after_seq ?? (Number.isSafeInteger(lastEventId) && lastEventId >= 0 ? lastEventId : undefined);
       // 404 before the stream starts.
       if (run_id !== undefined) assertRunInScope(request.principal, await engine.getRun(run_id));
+      const res = reply.raw;
+      // A client gone while the run was read has already had its 'close': a slot taken now would never return.
+      if (res.destroyed) {
+        reply.hijack();
+        return;
+      }
       const release = ctx.streamSlots.take(request.principal);
 
       reply.hijack();
-      const res = reply.raw;
       res.writeHead(200, {
         "content-type": "text/event-stream; charset=utf-8",
         "cache-control": "no-cache, no-transform",
