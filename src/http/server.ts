@@ -119,6 +119,8 @@ export async function createServer(options: ServerOptions): Promise<FastifyInsta
     // node checks the request and headers timeouts this often (default 30 s): a tenth of the shorter.
     http: {
       connectionsCheckingInterval: Math.max(10, Math.min(limits.headersTimeoutMs, limits.requestTimeoutMs) / 10),
+      // node's own refusal of an HTTP/1.1 request without Host is an empty 400: answered below in the error shape.
+      requireHostHeader: false,
     },
     clientErrorHandler,
     frameworkErrors: (err, request, reply) => handleError(err, request, reply, bodyLimit),
@@ -167,6 +169,9 @@ export async function createServer(options: ServerOptions): Promise<FastifyInsta
     const { access, scoped } = request.routeOptions.config;
     // Unknown URLs (the 404 handler) have no access: they answer 404 to anyone.
     try {
+      if (request.headers.host === undefined && request.raw.httpVersion === "1.1") {
+        throw new HttpError(400, "bad_request", "an HTTP/1.1 request must have a Host header");
+      }
       checkHost?.(request.headers.host);
       if (access !== undefined) request.principal = tokens.authorize(request, access, scoped === true);
     } catch (e) {

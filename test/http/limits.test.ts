@@ -306,6 +306,20 @@ describe("the connection: timeouts and oversized headers", () => {
     expect(JSON.parse(text.slice(text.indexOf("\r\n\r\n") + 4)).error.code).toBe("headers_too_large");
   });
 
+  it("answers an HTTP/1.1 request without a Host header 400 in the error shape", async () => {
+    const { app } = await testApi();
+    const base = await app.listen({ host: "127.0.0.1", port: 0 });
+    const text = await rawConnection(
+      base,
+      `GET /v1/runs HTTP/1.1\r\nAuthorization: Bearer ${TOKENS.admin}\r\nConnection: close\r\n\r\n`,
+    );
+    expect(text).toMatch(/^HTTP\/1\.1 400 /);
+    expect(JSON.parse(text.slice(text.indexOf("\r\n\r\n") + 4)).error).toMatchObject({
+      code: "bad_request",
+      message: expect.stringContaining("Host"),
+    });
+  });
+
   it("answers a body that never arrives in full 408", async () => {
     const { app } = await testApi({ server: { limits } });
     const base = await app.listen({ host: "127.0.0.1", port: 0 });
