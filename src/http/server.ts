@@ -163,7 +163,7 @@ export async function createServer(options: ServerOptions): Promise<FastifyInsta
     if (route.method !== "HEAD") routes.push(route);
   });
   // Hooks with callbacks, not async: every request passes them, and a promise each is measurable.
-  // An open API answers only requests for its own names (DNS rebinding, DESIGN §13).
+  // An open API answers only requests for its own names, from no page of another site (DNS rebinding, DESIGN §13).
   const checkHost = tokens.open ? hostChecker(options.publicUrl) : null;
   app.addHook("onRequest", (request, _reply, done) => {
     const { access, scoped } = request.routeOptions.config;
@@ -172,7 +172,7 @@ export async function createServer(options: ServerOptions): Promise<FastifyInsta
       if (request.headers.host === undefined && request.raw.httpVersion === "1.1") {
         throw new HttpError(400, "bad_request", "an HTTP/1.1 request must have a Host header");
       }
-      checkHost?.(request.headers.host);
+      checkHost?.(request.headers.host, request.headers.origin);
       if (access !== undefined) request.principal = tokens.authorize(request, access, scoped === true);
     } catch (e) {
       return done(e as Error);
