@@ -257,6 +257,38 @@ describe("event streams", () => {
     expect(again.status).toBe(200);
   });
 
+  it("drops a client that reads nothing once a megabyte waits for it, at once: its slot comes back, no heartbeat follows", async () => {
+    const t = await testApi({ server: { heartbeatMs: 20, limits: { streamsPerToken: 1 } } });
+    await t.engine.registerWorkflow({
+      id: "big",
+      nodes: [
+        {
+          node_id: "check",
+          agent_type: "human_review",
+          timeout: 3600,
+          payload: { title: "t", big: "{{ input.big }}", assignees: ["alice"] },
+        },
+      ],
+    });
+    const base = await t.app.listen({ host: "127.0.0.1", port: 0 });
+    const url = new URL(base);
+    const socket = connect(Number(url.port), url.hostname);
+    sockets.push(socket);
+    socket.on("error", () => undefined);
+    socket.write(`GET /v1/stream HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer ${TOKENS.alice}\r\n\r\n`);
+    await new Promise<void>((resolve) => socket.once("data", () => resolve()));
+    socket.pause(); // reads nothing more: the kernel's buffers fill, then the server's
+    const big = "x".repeat(400_000);
+    for (let i = 0; i < 40; i++) await t.engine.startRun("big", { input: { big } });
+    // Heartbeats every 20 ms meanwhile: one written after the stream ended would crash the process.
+    let again = await openStream(base, TOKENS.alice);
+    for (let tries = 0; again.status !== 200 && tries < 100; tries++) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      again = await openStream(base, TOKENS.alice);
+    }
+    expect(again.status).toBe(200);
+  });
+
   it("gives back nothing it did not take: a client that leaves while its run is read holds no slot", async () => {
     const t = await testApi({ server: { limits: { streamsPerToken: 1 } } });
     await t.engine.registerWorkflow(WORKFLOWS.review);
