@@ -119,6 +119,8 @@ export async function createServer(options: ServerOptions): Promise<FastifyInsta
     // node checks the request and headers timeouts this often (default 30 s): a tenth of the shorter.
     http: {
       connectionsCheckingInterval: Math.max(10, Math.min(limits.headersTimeoutMs, limits.requestTimeoutMs) / 10),
+      // node's own refusal of an HTTP/1.1 request without Host is an empty 400: answered below in the error shape.
+      requireHostHeader: false,
     },
     clientErrorHandler,
     frameworkErrors: (err, request, reply) => handleError(err, request, reply, bodyLimit),
@@ -161,13 +163,16 @@ export async function createServer(options: ServerOptions): Promise<FastifyInsta
     if (route.method !== "HEAD") routes.push(route);
   });
   // Hooks with callbacks, not async: every request passes them, and a promise each is measurable.
-  // An open API answers only requests for its own names (DNS rebinding, DESIGN §13).
+  // An open API answers only requests for its own names, from no page of another site (DNS rebinding, DESIGN §13).
   const checkHost = tokens.open ? hostChecker(options.publicUrl) : null;
   app.addHook("onRequest", (request, _reply, done) => {
     const { access, scoped } = request.routeOptions.config;
     // Unknown URLs (the 404 handler) have no access: they answer 404 to anyone.
     try {
-      checkHost?.(request.headers.host);
+      if (request.headers.host === undefined && request.raw.httpVersion === "1.1") {
+        throw new HttpError(400, "bad_request", "an HTTP/1.1 request must have a Host header");
+      }
+      checkHost?.(request.headers.host, request.headers.origin);
       if (access !== undefined) request.principal = tokens.authorize(request, access, scoped === true);
     } catch (e) {
       return done(e as Error);

@@ -1,3 +1,5 @@
+import { symlinkSync } from "node:fs";
+import { join } from "node:path";
 import pg from "pg";
 import { describe, expect, it } from "vitest";
 import {
@@ -8,7 +10,7 @@ import {
   type Task,
   UnavailableError,
 } from "../../src/index.js";
-import { nextEvent, onPostgres, tempDb } from "../helpers.js";
+import { nextEvent, onPostgres, tempDb, tempDir } from "../helpers.js";
 
 const isStarted = (e: RunEvent) => e.type === "node.started";
 
@@ -88,6 +90,20 @@ describe("close", () => {
     }
     const again = await createEngine({ database });
     await again.close();
+  });
+
+  it.skipIf(onPostgres)("refuses a second engine that names the file through a symlink", async () => {
+    // The lock beside the file named by the link would be another file: the second engine
+    // would take the database over and the first, still running, would be cut off.
+    const dir = tempDir();
+    const first = await createEngine({ database: `sqlite:${join(dir, "skein.db")}` });
+    symlinkSync(join(dir, "skein.db"), join(dir, "link.db"));
+    try {
+      await expect(createEngine({ database: `sqlite:${join(dir, "link.db")}` })).rejects.toThrow(/in use by engine/);
+      await first.registerWorkflow({ id: "still-mine", nodes: [{ node_id: "a", agent_type: "x" }] });
+    } finally {
+      await first.close();
+    }
   });
 });
 

@@ -27,6 +27,30 @@ describe("Host header of an open API", () => {
     expect(await engine.listRuns()).toEqual([]);
   });
 
+  it("refuses a page of another site that calls it by a loopback name (its Origin), and starts or cancels nothing", async () => {
+    const { app, engine } = await testApi({ open: true });
+    await engine.registerWorkflow(WORKFLOWS.review);
+    const run = await engine.startRun("review");
+    // A browser sends a cross-site POST without a body (no-cors) with no preflight: only its Origin tells.
+    for (const origin of ["https://evil.example", "http://localhost.evil.example", "null", "not a url"]) {
+      const res = await app.inject({
+        method: "POST",
+        url: `/v1/runs/${run.run_id}/cancel`,
+        headers: { host: "127.0.0.1:8080", origin },
+      });
+      expect(res.statusCode, origin).toBe(403);
+      expect(res.json().error.code).toBe("forbidden");
+    }
+    expect((await engine.getRun(run.run_id)).status).toBe("RUNNING");
+    // The admin page, served from the API itself, sends its own origin.
+    const own = await app.inject({
+      method: "POST",
+      url: `/v1/runs/${run.run_id}/cancel`,
+      headers: { host: "127.0.0.1:8080", origin: "http://127.0.0.1:8080" },
+    });
+    expect(own.statusCode).toBe(200);
+  });
+
   it("answers loopback names with any port", async () => {
     const { app } = await testApi({ open: true });
     for (const host of [

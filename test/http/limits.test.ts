@@ -256,6 +256,67 @@ describe("event streams", () => {
     for (let tries = 0; again.status !== 200 && tries < 200; tries++) again = await openStream(base, TOKENS.admin);
     expect(again.status).toBe(200);
   });
+
+  it("drops a client that reads nothing once a megabyte waits for it, at once: its slot comes back, no heartbeat follows", async () => {
+    const t = await testApi({ server: { heartbeatMs: 20, limits: { streamsPerToken: 1 } } });
+    await t.engine.registerWorkflow({
+      id: "big",
+      nodes: [
+        {
+          node_id: "check",
+          agent_type: "human_review",
+          timeout: 3600,
+          payload: { title: "t", big: "{{ input.big }}", assignees: ["alice"] },
+        },
+      ],
+    });
+    const base = await t.app.listen({ host: "127.0.0.1", port: 0 });
+    const url = new URL(base);
+    const socket = connect(Number(url.port), url.hostname);
+    sockets.push(socket);
+    socket.on("error", () => undefined);
+    socket.write(`GET /v1/stream HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer ${TOKENS.alice}\r\n\r\n`);
+    await new Promise<void>((resolve) => socket.once("data", () => resolve()));
+    socket.pause(); // reads nothing more: the kernel's buffers fill, then the server's
+    const big = "x".repeat(400_000);
+    for (let i = 0; i < 40; i++) await t.engine.startRun("big", { input: { big } });
+    // Heartbeats every 20 ms meanwhile: one written after the stream ended would crash the process.
+    let again = await openStream(base, TOKENS.alice);
+    for (let tries = 0; again.status !== 200 && tries < 100; tries++) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      again = await openStream(base, TOKENS.alice);
+    }
+    expect(again.status).toBe(200);
+  });
+
+  it("gives back nothing it did not take: a client that leaves while its run is read holds no slot", async () => {
+    const t = await testApi({ server: { limits: { streamsPerToken: 1 } } });
+    await t.engine.registerWorkflow(WORKFLOWS.review);
+    const run = await t.engine.startRun("review");
+    const base = await t.app.listen({ host: "127.0.0.1", port: 0 });
+    // The run is read slowly (PostgreSQL's round trip), and the client leaves meanwhile.
+    const getRun = t.engine.getRun.bind(t.engine);
+    let reading: () => void = () => undefined;
+    const read = new Promise<void>((resolve) => {
+      reading = resolve;
+    });
+    let left: Promise<void> = Promise.resolve();
+    t.engine.getRun = (async (id: string) => {
+      reading();
+      await left;
+      return getRun(id);
+    }) as typeof t.engine.getRun;
+    const req = request(`${base}/v1/stream?run_id=${run.run_id}`, { headers: bearer(TOKENS.alice) });
+    const closed = new Promise<void>((resolve) => req.on("close", () => resolve()));
+    req.on("error", () => undefined);
+    left = new Promise((resolve) => closed.then(() => setTimeout(resolve, 50)));
+    req.end();
+    await read;
+    req.destroy();
+    await left;
+    t.engine.getRun = getRun;
+    expect((await openStream(base, TOKENS.alice)).status).toBe(200);
+  });
 });
 
 describe("the connection: timeouts and oversized headers", () => {
@@ -275,6 +336,20 @@ describe("the connection: timeouts and oversized headers", () => {
     const text = await rawConnection(base, `GET /v1/runs/${"r".repeat(20_000)} HTTP/1.1\r\nHost: localhost\r\n\r\n`);
     expect(text).toMatch(/^HTTP\/1\.1 431 /);
     expect(JSON.parse(text.slice(text.indexOf("\r\n\r\n") + 4)).error.code).toBe("headers_too_large");
+  });
+
+  it("answers an HTTP/1.1 request without a Host header 400 in the error shape", async () => {
+    const { app } = await testApi();
+    const base = await app.listen({ host: "127.0.0.1", port: 0 });
+    const text = await rawConnection(
+      base,
+      `GET /v1/runs HTTP/1.1\r\nAuthorization: Bearer ${TOKENS.admin}\r\nConnection: close\r\n\r\n`,
+    );
+    expect(text).toMatch(/^HTTP\/1\.1 400 /);
+    expect(JSON.parse(text.slice(text.indexOf("\r\n\r\n") + 4)).error).toMatchObject({
+      code: "bad_request",
+      message: expect.stringContaining("Host"),
+    });
   });
 
   it("answers a body that never arrives in full 408", async () => {

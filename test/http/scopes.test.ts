@@ -110,6 +110,18 @@ describe("token scopes by workflow", () => {
     expect((await engine.getRun(runs.payroll ?? "")).status).toBe("RUNNING");
   });
 
+  it("does not name another workflow's run that holds the idempotency key it sends", async () => {
+    const { as, engine } = await scopedApi();
+    const payroll = await engine.startRun("payroll", { idempotency_key: "march-2026" });
+    const reused = await as(ORDERS_ADMIN).post("/v1/runs", { workflow_id: "order-eu", idempotency_key: "march-2026" });
+    expect(reused.statusCode).toBe(409);
+    expect(reused.json().error.message).toContain("march-2026");
+    expect(reused.body).not.toContain(payroll.run_id);
+    // An unscoped admin is still told which run holds it.
+    const told = await as(TOKENS.admin).post("/v1/runs", { workflow_id: "order-eu", idempotency_key: "march-2026" });
+    expect(told.json().error.message).toContain(payroll.run_id);
+  });
+
   it("registers only the token's workflows", async () => {
     const { app } = await scopedApi();
     const put = (id: string) =>

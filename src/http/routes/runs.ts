@@ -5,7 +5,7 @@ import { z } from "zod";
 import { graphModel, renderMermaid } from "../../cli/graph.js";
 import { validateWorkflow } from "../../definition/validate.js";
 import type { Engine } from "../../engine/engine.js";
-import { ForbiddenError, ValidationError } from "../../errors.js";
+import { ConflictError, ForbiddenError, ValidationError } from "../../errors.js";
 import { ADMINS, type Principal, READERS } from "../auth.js";
 import { EventSchema, RUN_STATUSES, RunParams, RunSchema, RunWithNodesSchema } from "../schemas.js";
 import { assertRunInScope, checkRunScope, idsInScope, inScope } from "../scope.js";
@@ -76,11 +76,21 @@ export function registerRunRoutes(app: FastifyInstance, { engine }: RouteContext
           `this token may not start runs of workflow "${workflow_id}": it is scoped to ${request.principal?.workflows?.patterns.join(", ")}`,
         );
       }
-      const run = await engine.startRun(workflow_id, {
-        input,
-        ...(idempotency_key === undefined ? {} : { idempotency_key }),
-        traceparent: traceparentOf(request.headers.traceparent, request.id),
-      });
+      const run = await engine
+        .startRun(workflow_id, {
+          input,
+          ...(idempotency_key === undefined ? {} : { idempotency_key }),
+          traceparent: traceparentOf(request.headers.traceparent, request.id),
+        })
+        .catch((e: unknown) => {
+          // The run that holds the key may be another workflow's, which a scoped token must not learn of.
+          if (e instanceof ConflictError && request.principal?.workflows && idempotency_key !== undefined) {
+            throw new ConflictError(
+              `idempotency_key "${idempotency_key}" was already used for another run, with a different workflow or input; use a new key for a new run`,
+            );
+          }
+          throw e;
+        });
       return reply.code(201).send(run);
     },
   );

@@ -58,10 +58,15 @@ export function registerStreamRoutes(app: FastifyInstance, ctx: RouteContext): v
       const after = after_seq ?? (Number.isSafeInteger(lastEventId) && lastEventId >= 0 ? lastEventId : undefined);
       // 404 before the stream starts.
       if (run_id !== undefined) assertRunInScope(request.principal, await engine.getRun(run_id));
+      const res = reply.raw;
+      // A client gone while the run was read has already had its 'close': a slot taken now would never return.
+      if (res.destroyed) {
+        reply.hijack();
+        return;
+      }
       const release = ctx.streamSlots.take(request.principal);
 
       reply.hijack();
-      const res = reply.raw;
       res.writeHead(200, {
         "content-type": "text/event-stream; charset=utf-8",
         "cache-control": "no-cache, no-transform",
@@ -80,7 +85,8 @@ export function registerStreamRoutes(app: FastifyInstance, ctx: RouteContext): v
         res.write(`id: ${e.seq}\ndata: ${JSON.stringify(e)}\n\n`);
         if (res.writableLength > MAX_BUFFERED_BYTES) {
           request.log.warn({ run_id }, "event stream client too slow: closed");
-          res.end();
+          // Destroyed, not ended: an end waits for a client that reads nothing to take the buffer.
+          res.destroy();
         }
       };
       const scope = request.principal?.workflows;
@@ -89,7 +95,10 @@ export function registerStreamRoutes(app: FastifyInstance, ctx: RouteContext): v
         (e) => (pending ? pending.push(e) : deliver(e)),
         run_id === undefined ? {} : { run_id },
       );
-      const heartbeat = setInterval(() => res.write(": heartbeat\n\n"), ctx.heartbeatMs);
+      // Never after the end (a write then is an 'error' event nobody listens to: the process would crash).
+      const heartbeat = setInterval(() => {
+        if (!res.writableEnded && !res.destroyed) res.write(": heartbeat\n\n");
+      }, ctx.heartbeatMs);
       res.on("close", () => {
         clearInterval(heartbeat);
         unsubscribe();

@@ -9,12 +9,16 @@
  * The side file holds nothing: only its lock matters. Clients never take it, so they open the
  * database beside the engine.
  */
+import { realpathSync } from "node:fs";
 import Database from "better-sqlite3";
 import { databaseError } from "./sqlite-errors.js";
 
-/** The side file whose lock makes its holder the database's engine. */
+/**
+ * The side file whose lock makes its holder the database's engine: beside the file itself, not
+ * beside a symlink to it, so that every name of the database shares one lock.
+ */
 export function engineLockPath(path: string): string {
-  return `${path}-engine.lock`;
+  return `${realPath(path)}-engine.lock`;
 }
 
 export class EngineLock {
@@ -51,5 +55,14 @@ export class EngineLock {
   /** Gives the lock up: another engine may open the database from now on. */
   release(): void {
     this.db.close();
+  }
+}
+
+/** The file a path names, through symlinks; the path itself when it cannot be resolved (the open reports why). */
+function realPath(path: string): string {
+  try {
+    return realpathSync(path);
+  } catch {
+    return path;
   }
 }

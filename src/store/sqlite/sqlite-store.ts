@@ -13,7 +13,7 @@ import { Serial } from "../serial.js";
 import type { EngineRow, RunFilter, Store, StoredWorkflow, StoreTx, VisitKey } from "../store.js";
 import { Checkpointer } from "./checkpointer.js";
 import { assertDirectory, configure, openConnection, WAL_CHECKPOINT_BYTES, walBytes } from "./connection.js";
-import { EngineLock } from "./engine-lock.js";
+import { EngineLock, engineLockPath } from "./engine-lock.js";
 import { assertSkeinDatabase, migrate } from "./migrate.js";
 import {
   compensationFromDb,
@@ -169,7 +169,7 @@ export class SqliteStore implements Store {
       ? `engine ${holder.engine_id} (pid ${holder.pid} on ${holder.host})`
       : "another engine process that is starting";
     return new DatabaseError(
-      `database ${this.path} is in use by ${who}, which holds ${this.path}-engine.lock; ` +
+      `database ${this.path} is in use by ${who}, which holds ${engineLockPath(this.path)}; ` +
         "SQLite allows one engine per file, even while that process is stopped or paused: stop it first " +
         "(its lock goes when its process ends), or add runs for it to pick up with createClient (skein start)",
     );
