@@ -6,11 +6,12 @@
  * claimed attempts to their agents. Nothing runs an agent before its claim is committed.
  */
 import type { Logger } from "pino";
+import { ENGINE_STARTED } from "../core/kinds/index.js";
 import type { RunEvent } from "../core/types.js";
 import { DatabaseError, EngineClosedError, UnavailableError } from "../errors.js";
 import type { Store, VisitKey } from "../store/store.js";
 import type { Clock, TimerHandle } from "./clock.js";
-import { type AttemptRef, type ClaimedTask, Flush, type FlushOutcome, type Input, inputRuns, REVIEW } from "./flush.js";
+import { type AttemptRef, type ClaimedTask, Flush, type FlushOutcome, type Input, inputRuns } from "./flush.js";
 import { replacementOf } from "./refused.js";
 import type { WorkflowRegistry } from "./registry.js";
 import { RunCache } from "./run-cache.js";
@@ -112,7 +113,7 @@ export class Dispatcher {
     this.deadEngines = deadEngines;
     // Another engine made visits ready (or started runs): look for them now, not at the sweep.
     this.o.store.onReady(({ agentType, runIds }) => {
-      const served = agentType === REVIEW || this.o.agentTypes().includes(agentType);
+      const served = ENGINE_STARTED.includes(agentType) || this.o.agentTypes().includes(agentType);
       if (agentType === "*") this.sweepDue = true;
       else if (!served)
         return; // no flush for it

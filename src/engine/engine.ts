@@ -5,7 +5,7 @@
 import { hostname } from "node:os";
 import { type Logger, pino } from "pino";
 import type { AgentHandler, DecideHook } from "../agents/task.js";
-import { oversizedAggregate } from "../core/scheduler.js";
+import { oversizedAggregate } from "../core/kinds/aggregator.js";
 import type { RunStatus } from "../core/states.js";
 import type { Compensation, Json, Run, RunEvent, Visit } from "../core/types.js";
 import {

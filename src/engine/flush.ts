@@ -18,6 +18,7 @@ import {
   renewCompensationLease,
   undoneExecutionId,
 } from "../core/compensation.js";
+import { ENGINE_STARTED, kindOf } from "../core/kinds/index.js";
 import { redrive } from "../core/redrive.js";
 import {
   claim,
@@ -25,12 +26,12 @@ import {
   decideReview,
   emptyChanges,
   endRun,
-  enterReview,
   event,
   failAttempt,
   failVisit,
   interrupt,
   leaseExpiry,
+  nodeOf,
   type ReviewDecision,
   type RunState,
   releaseCancelled,
@@ -39,6 +40,7 @@ import {
   startRunState,
   succeed,
 } from "../core/scheduler.js";
+import { HELD_STATES } from "../core/states.js";
 import type { Compensation, Json, NewEvent, Run, RunEvent, Visit, VisitError } from "../core/types.js";
 import { ConflictError, ForbiddenError, NotFoundError } from "../errors.js";
 import type { LoadedRun, ReadyNotice, StoreTx, VisitKey } from "../store/store.js";
@@ -144,9 +146,6 @@ type AppliedReport =
 export type AttemptRef = { execution_id: string; attempt: number };
 
 const SWEEP_BATCH = 500;
-
-/** The built-in agent type that waits for a person instead of running an attempt. */
-export const REVIEW = "human_review";
 
 export interface FlushOutcome {
   events: RunEvent[];
@@ -723,18 +722,12 @@ export class Flush {
       const error = rs && v ? this.expired(rs, v) : null;
       if (rs && v && error) failAttempt(rs, v, error, true, this.now, this.o.random);
     }
-    for (const key of await this.tx.expiredReviews(this.now, SWEEP_BATCH)) {
+    // Reviews and waits whose due time passed: their kind says what that means (a timeout, a wake-up).
+    for (const key of await this.tx.expiredHolds(this.now, SWEEP_BATCH)) {
       const rs = await this.load(key.run_id);
       const v = rs?.current.get(key.node_id);
-      if (!rs || v?.visit !== key.visit || v.state !== "IN_REVIEW") continue;
-      const seconds = rs.graph.nodes.get(v.node_id)?.timeout;
-      failVisit(
-        rs,
-        v,
-        "review_timeout",
-        { message: `no decision within ${seconds} s`, reason: "review_timeout" },
-        this.now,
-      );
+      if (!rs || v?.visit !== key.visit || !HELD_STATES.includes(v.state)) continue;
+      rs.graph.nodes.get(v.node_id)?.kind.due?.(rs, v, this.now);
     }
     for (const runId of await this.tx.expiredRuns(this.now, SWEEP_BATCH)) {
       const rs = await this.load(runId);
@@ -870,19 +863,20 @@ export class Flush {
     let free = this.o.maxConcurrency - inFlight.total;
     const taken = new Map<string, number>();
     const room = (type: string) => {
-      if (type === REVIEW) return SWEEP_BATCH; // people, not attempts: no concurrency limit
+      if (kindOf(type).start === "engine") return SWEEP_BATCH; // started by the engine, not attempts: no concurrency limit
       const limit = this.o.agentConcurrency[type];
       if (limit === undefined) return free;
       return Math.min(free, limit - (inFlight.byType.get(type) ?? 0) - (taken.get(type) ?? 0));
     };
     const take = async (rs: RunState, v: Visit) => {
-      if (v.agent_type === REVIEW) return enterReview(rs, v, this.now);
+      const { kind } = nodeOf(rs, v.node_id);
+      if (kind.begin) return kind.begin(rs, v, this.now);
       claim(rs, v, this.o.engineId, this.now);
       this.out.claimed.push(await this.task(rs, v));
       free -= 1;
       taken.set(v.agent_type, (taken.get(v.agent_type) ?? 0) + 1);
     };
-    const types = [...this.o.agentTypes().filter((t) => t !== REVIEW), REVIEW];
+    const types = [...this.o.agentTypes().filter((t) => !ENGINE_STARTED.includes(t)), ...ENGINE_STARTED];
     for (const type of types) {
       if (!sweep && !backlog.has(type)) continue;
       const n = room(type);

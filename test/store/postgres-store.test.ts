@@ -406,7 +406,7 @@ describe("PostgresStore", () => {
         expiredAttempts: await tx.expiredAttempts(NOW, 10),
         heldBy: await tx.attemptsHeldBy(["e2", "e9"], 10),
         heldByNobody: await tx.attemptsHeldBy([], 10),
-        expiredReviews: await tx.expiredReviews(NOW, 10),
+        expiredHolds: await tx.expiredHolds(NOW, 10),
         expiredRuns: await tx.expiredRuns(NOW, 10),
         compensating: await tx.compensatingRuns(10),
         nextDue: await tx.nextDue(NOW),
@@ -416,7 +416,7 @@ describe("PostgresStore", () => {
         expiredAttempts: [{ run_id: "r1", node_id: "running", visit: 1 }],
         heldBy: [{ run_id: "r1", node_id: "running2", visit: 1 }],
         heldByNobody: [],
-        expiredReviews: [{ run_id: "r1", node_id: "review", visit: 1 }],
+        expiredHolds: [{ run_id: "r1", node_id: "review", visit: 1 }],
         expiredRuns: ["r2"],
         compensating: ["r3"],
         // The earliest of everything, past or future (leases count even when past).
