@@ -257,6 +257,7 @@ export class Dispatcher {
     if (extras) this.hints = new Map();
     let flush: Flush | null = null;
     let outcome: FlushOutcome;
+    const began = this.o.clock.now();
     try {
       outcome = await this.o.store.transaction(
         async (tx) => {
@@ -284,7 +285,9 @@ export class Dispatcher {
     if (this.uncertain.size === 0) this.lost = null;
     this.deadEngines.push(...outcome.unrecovered);
     this.afterCommit(outcome);
-    this.armWake(outcome.now, outcome.nextDue);
+    // Due times are the transaction's clock; the timer runs on this process's: count the time
+    // this transaction took, or a slow flush arms its wake-up late by that much.
+    this.armWake(outcome.now + (this.o.clock.now() - began), outcome.nextDue);
     return null;
   }
 
@@ -415,7 +418,10 @@ export class Dispatcher {
     for (const task of out.claimed) h.dispatch(task);
   }
 
-  /** Arms one timer for the next moment something falls due (a retry, a deadline, a TTL). */
+  /**
+   * Arms one timer for the next moment something falls due (a retry, a deadline, a TTL, a
+   * sleep's wake-up); `now` is the transaction's time as of arming.
+   */
   private armWake(now: number, due: number | null): void {
     if (this.stopped || !this.serving) return;
     if (due === null || (this.wakeTimer && this.wakeTimer.at <= due)) return;

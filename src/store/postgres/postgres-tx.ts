@@ -227,8 +227,10 @@ const SQL = {
   },
   expiredHolds: {
     name: "skein_expired_holds",
-    text: `SELECT run_id, node_id, visit, lease_expires_at FROM visits WHERE state = 'IN_REVIEW' AND lease_expires_at <= $1
-           UNION ALL SELECT run_id, node_id, visit, lease_expires_at FROM visits WHERE state = 'WAITING' AND lease_expires_at <= $1
+    text: `SELECT run_id, node_id, visit FROM (
+             SELECT run_id, node_id, visit, lease_expires_at FROM visits WHERE state = 'IN_REVIEW' AND lease_expires_at <= $1
+             UNION ALL
+             SELECT run_id, node_id, visit, lease_expires_at FROM visits WHERE state = 'WAITING' AND lease_expires_at <= $1) AS held
            ORDER BY lease_expires_at LIMIT $2`,
   },
   expiredRuns: {

@@ -602,8 +602,10 @@ function prepare(db: Db) {
          WHERE state = 'RUNNING' AND lease_expires_at <= ? ORDER BY lease_expires_at LIMIT ?`,
     ),
     expiredHolds: db.prepare(
-      `SELECT run_id, node_id, visit, lease_expires_at FROM visits WHERE state = 'IN_REVIEW' AND lease_expires_at <= @now
-       UNION ALL SELECT run_id, node_id, visit, lease_expires_at FROM visits WHERE state = 'WAITING' AND lease_expires_at <= @now
+      `SELECT run_id, node_id, visit FROM (
+         SELECT run_id, node_id, visit, lease_expires_at FROM visits WHERE state = 'IN_REVIEW' AND lease_expires_at <= @now
+         UNION ALL
+         SELECT run_id, node_id, visit, lease_expires_at FROM visits WHERE state = 'WAITING' AND lease_expires_at <= @now)
        ORDER BY lease_expires_at LIMIT @limit`,
     ),
     expiredRuns: db.prepare(
