@@ -14,8 +14,8 @@ import type { CompiledNode, WorkflowGraph } from "../definition/graph.js";
 import { NonRetryableError, NotFoundError } from "../errors.js";
 import type { Store, VisitKey } from "../store/store.js";
 import type { Dispatcher } from "./dispatcher.js";
-import type { AttemptRef, ClaimedTask, Input } from "./flush.js";
 import { randomHex } from "./ids.js";
+import type { AttemptRef, ClaimedTask, Input } from "./inputs.js";
 import { jsonProblem } from "./json.js";
 import type { WorkflowRegistry } from "./registry.js";
 

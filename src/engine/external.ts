@@ -12,6 +12,7 @@
  * report's `when` is evaluated only once its sender is known to hold the running attempt.
  */
 import { route } from "../agents/task.js";
+import { notHeldBy, parseExecutionId } from "../core/attempt.js";
 import { undoneExecutionId } from "../core/compensation.js";
 import { kindOf } from "../core/kinds/index.js";
 import type { Json } from "../core/types.js";
@@ -21,8 +22,8 @@ import { AttemptHolders } from "./attempt-holders.js";
 import type { AttemptRunner, ResultOf } from "./attempts.js";
 import type { Clock } from "./clock.js";
 import type { Dispatcher } from "./dispatcher.js";
-import { type ClaimedTask, type Input, notHeldBy, parseExecutionId, type Report, type ReportAnswer } from "./flush.js";
 import { randomHex } from "./ids.js";
+import type { ClaimedTask, Input, Report, ReportAnswer } from "./inputs.js";
 import type { WorkflowRegistry } from "./registry.js";
 import { TaskLimiter, type TaskLimits } from "./task-limits.js";
 
