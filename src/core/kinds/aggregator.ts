@@ -4,7 +4,7 @@
  */
 import type { CompiledNode } from "../../definition/graph.js";
 import type { NodeDefinition } from "../../definition/schema.js";
-import type { Problem } from "../../errors.js";
+import { NonRetryableError, type Problem } from "../../errors.js";
 import { claim, currentVisit, ENGINE_HOLDER, failAttempt, type RunState, succeed } from "../scheduler.js";
 import type { Json } from "../types.js";
 import type { NodeKind } from "./kind.js";
@@ -34,6 +34,21 @@ export const aggregator: NodeKind = {
     return problems;
   },
   sources: aggregatorSources,
+  // For nodes that branch on its output (others run inline), with the inline one's limit and message.
+  handler:
+    ({ maxOutputBytes }) =>
+    (task) => {
+      const payload = task.payload as { sources?: string[] } | null;
+      const sources = payload?.sources ?? Object.keys(task.deps);
+      const out: Record<string, Json> = {};
+      for (const s of sources) {
+        const dep = task.deps[s];
+        if (dep?.status === "SUCCEEDED") out[s] = dep.output;
+      }
+      const tooLarge = oversizedAggregate(out, maxOutputBytes);
+      if (tooLarge) throw new NonRetryableError(tooLarge);
+      return out;
+    },
   inline(rs, node, v, now) {
     if (node.def.decide !== undefined || !(node.successCases ?? []).every((c) => c.when === null)) return false;
     claim(rs, v, ENGINE_HOLDER, now);

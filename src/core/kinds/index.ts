@@ -24,3 +24,8 @@ export function kindOf(agentType: string): NodeKind {
 export const ENGINE_STARTED: readonly string[] = [...BUILTIN.values()]
   .filter((k) => k.start === "engine")
   .map((k) => k.name);
+
+/** Built-in kinds with an in-process agent of their own (createEngine registers it unless given one). */
+export const BUILTIN_HANDLERS = [...BUILTIN.values()].filter(
+  (k): k is NodeKind & Required<Pick<NodeKind, "handler">> => k.handler !== undefined,
+);

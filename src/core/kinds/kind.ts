@@ -23,6 +23,7 @@
  *   the visit.
  */
 
+import type { AgentHandler } from "../../agents/task.js";
 import type { CompiledNode } from "../../definition/graph.js";
 import type { NodeDefinition } from "../../definition/schema.js";
 import type { Problem } from "../../errors.js";
@@ -52,6 +53,11 @@ export interface NodeKind {
   readonly notClaimable?: string;
   /** False: the node's retry settings and `defaults` do not apply; its timeout defaults to the workflow's. */
   readonly retries: boolean;
+  /**
+   * For `start: "agent"`: the built-in agent that runs its attempts in process (the
+   * aggregator's, for nodes whose edges need an expression), unless the engine is given one.
+   */
+  handler?(limits: { maxOutputBytes: number }): AgentHandler;
   /** Errors in a node of this kind beyond the schema's (its payload, its edges). */
   validate?(node: NodeDefinition, checks: KindChecks): Problem[];
   /** The nodes whose outputs it reads (an aggregator's sources); none by default. */
