@@ -9,7 +9,6 @@ import { BUILTIN_HANDLERS } from "../core/kinds/index.js";
 import type { RunStatus } from "../core/states.js";
 import type { Json, Run, RunEvent, Visit } from "../core/types.js";
 import { EngineClosedError, NotFoundError, type UnavailableError, ValidationError } from "../errors.js";
-import { SqliteStore } from "../store/sqlite/sqlite-store.js";
 import type { RunFilter, Store } from "../store/store.js";
 import { AttemptRunner } from "./attempts.js";
 import { type Clock, systemClock } from "./clock.js";
@@ -33,6 +32,7 @@ import {
 import { randomHex, uuidv7 } from "./ids.js";
 import { canonicalJson, jsonProblem, sha256 } from "./json.js";
 import { Notifier } from "./notifier.js";
+import { openStore } from "./open-store.js";
 import { type RegisteredWorkflow, type WorkflowCheck, WorkflowRegistry } from "./registry.js";
 import { Subscribers } from "./subscribers.js";
 
@@ -87,34 +87,6 @@ async function open(options: EngineOptions, serve: boolean): Promise<Engine> {
     await store.close();
     throw e;
   }
-}
-
-async function openStore(url: string, options: EngineOptions): Promise<Store> {
-  if (url.startsWith("sqlite:")) {
-    return SqliteStore.open({
-      path: url.slice("sqlite:".length) || "./skein.db",
-      synchronous: options.synchronous,
-      busyTimeoutMs: options.busyTimeoutMs,
-      logger: options.logger,
-    });
-  }
-  if (url.startsWith("postgres://") || url.startsWith("postgresql://")) {
-    // Loaded only when used: SQLite users never load pg.
-    const { PostgresStore } = await import("../store/postgres/postgres-store.js");
-    const parsed = new URL(url);
-    const schema = parsed.searchParams.get("schema") ?? undefined;
-    parsed.searchParams.delete("schema");
-    return PostgresStore.open({
-      url: parsed.toString(),
-      schema,
-      // The database's clock judges time on PostgreSQL; a test's manual clock replaces it.
-      clock: options.clock && options.clock !== systemClock ? options.clock : undefined,
-      logger: options.logger,
-    });
-  }
-  throw new ValidationError(
-    `unsupported database "${url}": use sqlite:<path>, sqlite::memory: or postgres://user@host:5432/db?schema=skein`,
-  );
 }
 
 export class Engine {
