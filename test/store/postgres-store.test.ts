@@ -398,6 +398,8 @@ describe("PostgresStore", () => {
           newVisit("r1", "running", { state: "RUNNING", lease_expires_at: NOW - 1, holder: "e1" }),
           newVisit("r1", "running2", { state: "RUNNING", lease_expires_at: NOW + 50, holder: "e2" }),
           newVisit("r1", "review", { state: "IN_REVIEW", lease_expires_at: NOW - 2, agent_type: "human_review" }),
+          newVisit("r1", "nap", { state: "WAITING", lease_expires_at: NOW - 3, agent_type: "sleep" }),
+          newVisit("r1", "nap2", { state: "WAITING", lease_expires_at: NOW + 10, agent_type: "sleep" }),
         ]);
         await tx.writeCompensations([newCompensation("r3", 1, "x", { ready_at: NOW + 20 })]);
       });
@@ -416,11 +418,15 @@ describe("PostgresStore", () => {
         expiredAttempts: [{ run_id: "r1", node_id: "running", visit: 1 }],
         heldBy: [{ run_id: "r1", node_id: "running2", visit: 1 }],
         heldByNobody: [],
-        expiredHolds: [{ run_id: "r1", node_id: "review", visit: 1 }],
+        // Reviews and waits, oldest due first.
+        expiredHolds: [
+          { run_id: "r1", node_id: "nap", visit: 1 },
+          { run_id: "r1", node_id: "review", visit: 1 },
+        ],
         expiredRuns: ["r2"],
         compensating: ["r3"],
         // The earliest of everything, past or future (leases count even when past).
-        nextDue: NOW - 2,
+        nextDue: NOW - 3,
       });
     });
 
