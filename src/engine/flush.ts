@@ -5,7 +5,7 @@
  * written once at the end, claims included.
  */
 
-import { attemptOf, fenceReason, holds, parseExecutionId, runOfExecution } from "../core/attempt.js";
+import { type Attempt, attemptOf, fenceReason, holds, parseExecutionId, runOfExecution } from "../core/attempt.js";
 import { type PastVisit, planCompensation, undoneExecutionId } from "../core/compensation.js";
 import { cancelRefusal } from "../core/preconditions.js";
 import { emptyChanges, endRun, event, failVisit, type RunState, runState, startRunState } from "../core/scheduler.js";
@@ -35,7 +35,10 @@ export interface FlushOutcome {
   waiting: string[];
 }
 
-/** One transaction's work. Run states are loaded once and shared by every input of the flush. */
+/**
+ * One transaction's work. Run states are loaded once and shared by every input of the flush.
+ * Its state is open to the flush-*.ts modules (results, claims, sweep), which are its parts.
+ */
 export class Flush {
   /** The runs this transaction read or changed. */
   readonly states = new Map<string, RunState>();
@@ -197,7 +200,7 @@ export class Flush {
   private async held(
     input: { kind: string; execution_id: string; attempt: number },
     recordFence = true,
-  ): Promise<ReturnType<typeof attemptOf> | null> {
+  ): Promise<Attempt | null> {
     const rs = await this.loadExecution(input.execution_id);
     const a = rs ? attemptOf(rs, input.execution_id) : undefined;
     if (a && holds(a, input.attempt)) return a;
