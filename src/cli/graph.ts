@@ -38,6 +38,7 @@ const STATE_CLASSES: Record<string, string> = {
   RUNNING: "fill:#ddf4ff,stroke:#0969da,stroke-width:2px",
   RETRYING: "fill:#fff8c5,stroke:#bf8700,stroke-width:2px",
   IN_REVIEW: "fill:#fbefff,stroke:#8250df",
+  WAITING: "fill:#fbefff,stroke:#8250df",
   SUCCEEDED: "fill:#dafbe1,stroke:#1a7f37",
   FAILED: "fill:#ffebe9,stroke:#cf222e,stroke-width:2px",
   CANCELLED: "fill:#eaeef2,stroke:#57606a",

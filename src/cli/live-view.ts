@@ -90,6 +90,13 @@ export class RunProgress {
         row.state = "RETRYING";
         row.note = `attempt ${attempt} interrupted: its engine stopped`;
         break;
+      case "node.waiting":
+        row.state = "WAITING";
+        row.attempt = attempt;
+        row.startedAt ??= e.at;
+        row.endedAt = null;
+        row.note = typeof e.data.until === "number" ? `until ${new Date(e.data.until).toISOString()}` : row.note;
+        break;
       case "review.requested":
         row.state = "IN_REVIEW";
         row.attempt = attempt;
@@ -238,6 +245,7 @@ const COLORS: Record<string, string> = {
   READY: "34",
   RETRYING: "33",
   IN_REVIEW: "35",
+  WAITING: "35",
   SUCCEEDED: "32",
   FAILED: "31",
   CANCELLED: "2",

@@ -141,6 +141,20 @@ export function enterReview(rs: RunState, v: Visit, now: number): void {
   });
 }
 
+/**
+ * A visit that waits without an attempt (`sleep`, `wait_event`): WAITING until `until` (its
+ * due time, `lease_expires_at`, as a review's timeout) or until something it waits for arrives.
+ */
+export function wait(rs: RunState, v: Visit, until: number, now: number): void {
+  transition(rs, v, "WAITING");
+  v.attempt += 1;
+  v.ready_at = null;
+  v.started_at ??= now;
+  v.deadline_at = until;
+  v.lease_expires_at = until;
+  event(rs, "node.waiting", v, now, { attempt: v.attempt, until });
+}
+
 export interface ReviewDecision {
   decision: "approve" | "reject";
   by: string | null;
@@ -340,13 +354,7 @@ export function settle(rs: RunState, nodeIds: Iterable<string>, now: number): vo
         failVisit(rs, v, "max_visits_exceeded", maxVisitsError(node), now);
       } else {
         makeReady(rs, node, v, now);
-        if (isInlineAggregator(node)) {
-          claim(rs, v, ENGINE_HOLDER, now);
-          const output = aggregate(rs, node);
-          const tooLarge = oversizedAggregate(output, rs.graph.maxOutputBytes);
-          if (tooLarge) failAttempt(rs, v, { message: tooLarge, reason: "invalid_output" }, false, now);
-          else succeed(rs, v, output, { kind: "targets", targets: [...node.successTargets] }, now);
-        }
+        node.kind.inline?.(rs, node, v, now);
       }
     }
   } finally {
@@ -361,35 +369,6 @@ function makeReady(rs: RunState, node: CompiledNode, v: Visit, now: number): voi
   touch(rs, v);
   rs.changes.readied.push(v);
   event(rs, "node.ready", v, now, v.trigger ? { trigger: { ...v.trigger } } : {});
-}
-
-/** An aggregator whose next edges need no expression runs inside the transaction. */
-function isInlineAggregator(node: CompiledNode): boolean {
-  return (
-    node.agent_type === "aggregator" &&
-    node.def.decide === undefined &&
-    (node.successCases ?? []).every((c) => c.when === null)
-  );
-}
-
-/** The built-in aggregator's output: `{ <source>: output }` of its SUCCEEDED sources. */
-export function aggregate(rs: RunState, node: CompiledNode): Json {
-  const out: Record<string, Json> = {};
-  for (const source of node.sources) {
-    const s = currentVisit(rs, source);
-    if (s.state === "SUCCEEDED") out[source] = s.output;
-  }
-  return out;
-}
-
-/**
- * Why an aggregator's output is refused, or null: it obeys the limit of every agent's output
- * (each source kept it, but together they may not: 50 sources of 1 MB make 50 MB).
- */
-export function oversizedAggregate(output: Json, maxBytes: number): string | null {
-  const bytes = Buffer.byteLength(JSON.stringify(output));
-  if (bytes <= maxBytes) return null;
-  return `the aggregator's output is ${bytes} bytes, over the limit of ${maxBytes} (maxPayloadBytes): list fewer sources in payload.sources, or have the sources return references to their large data`;
 }
 
 function maxVisitsError(node: CompiledNode): VisitError {

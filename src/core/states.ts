@@ -10,6 +10,7 @@ export const VISIT_STATES = [
   "FAILED",
   "RETRYING",
   "IN_REVIEW",
+  "WAITING",
   "SKIPPED",
   "CANCELLED",
 ] as const;
@@ -22,10 +23,12 @@ export type EndCause = "failed" | "cancelled" | "ttl" | "end";
 
 const TRANSITIONS: Readonly<Record<VisitState, readonly VisitState[]>> = {
   // FAILED from PENDING: a visit that fails before any attempt (max_visits_exceeded, template_error).
-  PENDING: ["RUNNING", "IN_REVIEW", "SKIPPED", "CANCELLED", "FAILED"],
+  PENDING: ["RUNNING", "IN_REVIEW", "WAITING", "SKIPPED", "CANCELLED", "FAILED"],
   RUNNING: ["SUCCEEDED", "FAILED", "RETRYING", "CANCELLED"],
   RETRYING: ["RUNNING", "CANCELLED"],
   IN_REVIEW: ["SUCCEEDED", "FAILED", "CANCELLED"],
+  // Waiting for a time or an event, no attempt held (sleep, wait_event: DESIGN §11).
+  WAITING: ["SUCCEEDED", "FAILED", "CANCELLED"],
   SUCCEEDED: [],
   FAILED: [],
   SKIPPED: [],
@@ -33,8 +36,10 @@ const TRANSITIONS: Readonly<Record<VisitState, readonly VisitState[]>> = {
 };
 
 export const TERMINAL_STATES: ReadonlySet<VisitState> = new Set(["SUCCEEDED", "FAILED", "SKIPPED", "CANCELLED"]);
-/** States in which an attempt or a review holds the visit. */
-export const ACTIVE_STATES: ReadonlySet<VisitState> = new Set(["RUNNING", "RETRYING", "IN_REVIEW"]);
+/** States in which an attempt, a review or a wait holds the visit. */
+export const ACTIVE_STATES: ReadonlySet<VisitState> = new Set(["RUNNING", "RETRYING", "IN_REVIEW", "WAITING"]);
+/** States held without an attempt until something happens or their due time (`lease_expires_at`) passes. */
+export const HELD_STATES: readonly VisitState[] = ["IN_REVIEW", "WAITING"];
 
 export function isTerminal(state: VisitState): boolean {
   return TERMINAL_STATES.has(state);

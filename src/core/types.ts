@@ -121,6 +121,7 @@ export type EventType =
   | "node.succeeded"
   | "node.failed"
   | "node.retrying"
+  | "node.waiting"
   | "node.interrupted"
   | "node.skipped"
   | "node.cancelled"

@@ -3,6 +3,7 @@
  * readiness stays incremental: who is gated, who depends on whom, what a terminal visit can
  * change, and what a loop-back resets.
  */
+import { kindOf, type NodeKind } from "../core/kinds/index.js";
 import { ValidationError } from "../errors.js";
 import { type CompiledPayload, type CompiledWhen, compilePayload, compileWhen } from "./expressions.js";
 import { BUILTIN_DEFAULTS, type NodeDefinition, type WorkflowDefinition } from "./schema.js";
@@ -15,13 +16,15 @@ export interface CompiledNode {
   readonly index: number;
   readonly def: NodeDefinition;
   readonly agent_type: string;
+  /** What a visit of it does: the built-in kind of its agent_type, else `task`. */
+  readonly kind: NodeKind;
   /** Effective settings: node value, else `defaults`, else the built-in default. */
   readonly retry_count: number;
   readonly retry_interval: number;
   readonly retry_backoff: "fixed" | "exponential";
   readonly retry_max_interval: number;
   readonly retry_jitter: "none" | "full";
-  /** Seconds; for `human_review`, how long the review waits (node value or workflow timeout). */
+  /** Seconds; for a kind without retries (`human_review`), how long it waits (node value or workflow timeout). */
   readonly timeout: number;
   readonly heartbeat_timeout: number | null;
   readonly max_visits: number;
@@ -36,7 +39,7 @@ export interface CompiledNode {
   readonly payload: CompiledPayload | null;
   /** null when there is no compensation or its payload holds no template. */
   readonly compensationPayload: CompiledPayload | null;
-  /** Aggregator sources (`payload.sources`, else depends_on); empty for other agent types. */
+  /** Nodes whose outputs it reads (an aggregator's `payload.sources`, else depends_on); empty for other kinds. */
   readonly sources: string[];
   /** True when some forward edge names it: it runs only once activated. */
   readonly gated: boolean;
@@ -109,12 +112,14 @@ export function compileGraph(def: WorkflowDefinition, limits: GraphLimits = {}):
       : { template: null, problems: [] };
     problems.push(...payload.problems, ...compensation.problems);
     const failureTargets = node.next_on_failure === undefined ? [] : [node.next_on_failure].flat();
+    const kind = kindOf(node.agent_type);
     nodes.set(node.node_id, {
       id: node.node_id,
       index,
       def: node,
       agent_type: node.agent_type,
-      ...effectiveSettings(node, def),
+      kind,
+      ...effectiveSettings(node, def, kind),
       join: node.join,
       depends_on: [...new Set(node.depends_on)],
       successCases: compiledCases,
@@ -122,7 +127,7 @@ export function compileGraph(def: WorkflowDefinition, limits: GraphLimits = {}):
       failureTargets: [...new Set(failureTargets)],
       payload: payload.template,
       compensationPayload: compensation.template,
-      sources: node.agent_type === "aggregator" ? aggregatorSources(node) : [],
+      sources: kind.sources?.(node) ?? [],
       gated: (topo.forwardIn[index]?.length ?? 0) > 0,
       incomingForward: names(topo.forwardIn[index]),
       dependents: names(topo.dependents[index]),
@@ -169,16 +174,16 @@ type Settings = Pick<
   | "max_visits"
 >;
 
-function effectiveSettings(node: NodeDefinition, def: WorkflowDefinition): Settings {
+function effectiveSettings(node: NodeDefinition, def: WorkflowDefinition, kind: NodeKind): Settings {
   const d = def.defaults;
   const b = BUILTIN_DEFAULTS;
   const shared = {
     heartbeat_timeout: node.heartbeat_timeout ?? d.heartbeat_timeout ?? b.heartbeat_timeout,
     max_visits: node.max_visits ?? d.max_visits ?? b.max_visits,
   };
-  if (node.agent_type === "human_review") {
-    // A review waits for a person, not for an agent: no retries (DESIGN §5), and `defaults`,
-    // written for agent attempts, do not apply to its timeout or retry fields.
+  if (!kind.retries) {
+    // A review (or a wait) waits for a person or a time, not for an agent: no retries (DESIGN
+    // §5), and `defaults`, written for agent attempts, do not apply to its timeout or retry fields.
     return {
       ...shared,
       retry_count: 0,
@@ -198,13 +203,4 @@ function effectiveSettings(node: NodeDefinition, def: WorkflowDefinition): Setti
     retry_jitter: node.retry_jitter ?? d.retry_jitter ?? b.retry_jitter,
     timeout: node.timeout ?? d.timeout ?? b.timeout,
   };
-}
-
-/** `payload.sources` when it is a list of ids (validation checks it), else depends_on. */
-function aggregatorSources(node: NodeDefinition): string[] {
-  const sources = node.payload.sources;
-  if (Array.isArray(sources) && sources.every((s) => typeof s === "string")) {
-    return [...new Set(sources as string[])];
-  }
-  return [...new Set(node.depends_on)];
 }

@@ -3,10 +3,10 @@
  * expression checks, reporting every problem at once with its path.
  */
 
+import { BUILTIN_KINDS, kindOf } from "../core/kinds/index.js";
 import { type Problem, ValidationError } from "../errors.js";
-import { assigneesProblem } from "./assignees.js";
 import { checkStructure } from "./check-structure.js";
-import { type CompiledPayload, compilePayload, compileWhen, isWholeTemplate } from "./expressions.js";
+import { type CompiledPayload, compilePayload, compileWhen } from "./expressions.js";
 import { compileGraph, type WorkflowGraph } from "./graph.js";
 import { salvage } from "./salvage.js";
 import { type NodeDefinition, type WorkflowDefinition, WorkflowSchema } from "./schema.js";
@@ -45,8 +45,6 @@ export type ValidationResult =
       warnings: Problem[];
     }
   | { ok: false; errors: Problem[]; warnings: Problem[] };
-
-const BUILTIN_AGENT_TYPES = ["aggregator", "human_review"];
 
 /**
  * Checks a workflow definition and compiles its graph.
@@ -97,8 +95,7 @@ function checkDefinition(
     checkReferences(ctx, node, i);
     checkCases(ctx, node, i);
     checkTemplates(ctx, node, i);
-    checkAggregator(ctx, node, i);
-    if (!options.stored) checkAssignees(ctx, node, i);
+    checkKind(ctx, node, i, options);
     checkHooksAndAgents(ctx, node, i, options);
     checkTimeout(ctx, node, i);
   });
@@ -257,37 +254,14 @@ function checkReads(
   }
 }
 
-function checkAggregator(c: Checks, node: NodeDefinition, i: number): void {
-  if (node.agent_type !== "aggregator" || !("sources" in node.payload)) return;
-  const sources = node.payload.sources;
-  const path = `nodes[${i}].payload.sources`;
-  if (!Array.isArray(sources) || !sources.every((s) => typeof s === "string")) {
-    c.errors.push({ path, message: "must be a list of node ids" });
-    return;
-  }
-  sources.forEach((id: string, k) => {
-    if (!c.topo.indexOf.has(id)) c.errors.push(unknownNode(c, `${path}[${k}]`, id));
-    else if (!node.depends_on.includes(id)) {
-      c.errors.push({
-        path: `${path}[${k}]`,
-        message: `source "${id}" is not in depends_on: an aggregator collects only nodes it waits for; add it to depends_on`,
-      });
-    }
-  });
-}
-
-/** Review assignees fail closed (DESIGN §13): a list of names, or one template that gives one. */
-function checkAssignees(c: Checks, node: NodeDefinition, i: number): void {
-  if (node.agent_type !== "human_review" || !("assignees" in node.payload)) return;
-  const assignees = node.payload.assignees;
-  if (typeof assignees === "string" && isWholeTemplate(assignees)) return; // checked when it is resolved
-  const problem = assigneesProblem(assignees);
-  if (problem === null) return;
-  const hint =
-    typeof assignees === "string"
-      ? `; a string is allowed only as one template, "{{ expr }}", that gives such a list (write ["${assignees.slice(0, 40)}"] for one name)`
-      : "";
-  c.errors.push({ path: `nodes[${i}].payload.assignees`, message: `${problem}${hint}` });
+/** What the node's kind (DESIGN §11) requires of it: an aggregator's sources, a review's assignees, ... */
+function checkKind(c: Checks, node: NodeDefinition, i: number, options: ValidateOptions): void {
+  const checks = {
+    at: `nodes[${i}]`,
+    stored: options.stored === true,
+    unknownNode: (path: string, id: string) => (c.topo.indexOf.has(id) ? null : unknownNode(c, path, id)),
+  };
+  c.errors.push(...(kindOf(node.agent_type).validate?.(node, checks) ?? []));
 }
 
 function checkHooksAndAgents(c: Checks, node: NodeDefinition, i: number, options: ValidateOptions): void {
@@ -299,7 +273,7 @@ function checkHooksAndAgents(c: Checks, node: NodeDefinition, i: number, options
     }
   }
   if (options.knownAgentTypes === undefined) return;
-  const known = new Set([...options.knownAgentTypes, ...BUILTIN_AGENT_TYPES]);
+  const known = new Set([...options.knownAgentTypes, ...BUILTIN_KINDS]);
   const check = (path: string, type: string) => {
     if (!known.has(type)) {
       c.warnings.push({

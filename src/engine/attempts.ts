@@ -9,14 +9,13 @@ import { type AgentHandler, type DecideHook, isRouted, route, type Task } from "
 import { checkRoute } from "../core/branching.js";
 import type { Decision } from "../core/scheduler.js";
 import type { Json, VisitError } from "../core/types.js";
-import { assigneesProblem } from "../definition/assignees.js";
 import type { ExpressionContext } from "../definition/expressions.js";
 import type { CompiledNode, WorkflowGraph } from "../definition/graph.js";
 import { NonRetryableError, NotFoundError } from "../errors.js";
 import type { Store, VisitKey } from "../store/store.js";
 import type { Dispatcher } from "./dispatcher.js";
-import type { AttemptRef, ClaimedTask, Input } from "./flush.js";
 import { randomHex } from "./ids.js";
+import type { AttemptRef, ClaimedTask, Input } from "./inputs.js";
 import { jsonProblem } from "./json.js";
 import type { WorkflowRegistry } from "./registry.js";
 
@@ -251,8 +250,9 @@ export class AttemptRunner {
         const payload = this.checkJson(await template.resolve(ctx), "payload");
         if (!payload.ok)
           return { kind: "payload_error", key, error: { message: payload.problem, reason: "template_error" } };
-        const assignees = reviewAssigneesProblem(graph.nodes.get(key.node_id), payload.value);
-        if (assignees) return { kind: "payload_error", key, error: { message: assignees, reason: "template_error" } };
+        // The node's kind may refuse what the templates gave (a review's assignees, a sleep's time).
+        const refused = graph.nodes.get(key.node_id)?.kind.checkResolved?.(payload.value) ?? null;
+        if (refused) return { kind: "payload_error", key, error: { message: refused, reason: "template_error" } };
         return { kind: "payload", key, payload: payload.value };
       } catch (e) {
         return { kind: "payload_error", key, error: { message: errorOf(e).message, reason: "template_error" } };
@@ -341,14 +341,6 @@ class LazyAbort {
     this.reason = reason;
     this.controller?.abort(reason);
   }
-}
-
-/** A review whose resolved assignees are not a list of names fails closed (DESIGN §13). */
-function reviewAssigneesProblem(node: CompiledNode | undefined, payload: Json): string | null {
-  if (node?.agent_type !== "human_review" || payload === null || typeof payload !== "object") return null;
-  if (Array.isArray(payload) || !("assignees" in payload)) return null;
-  const problem = assigneesProblem(payload.assignees);
-  return problem === null ? null : `payload.assignees ${problem}: the review is refused rather than left to anyone`;
 }
 
 function isNonRetryable(e: unknown): boolean {

@@ -6,11 +6,13 @@
  * claimed attempts to their agents. Nothing runs an agent before its claim is committed.
  */
 import type { Logger } from "pino";
+import { ENGINE_STARTED } from "../core/kinds/index.js";
 import type { RunEvent } from "../core/types.js";
 import { DatabaseError, EngineClosedError, UnavailableError } from "../errors.js";
 import type { Store, VisitKey } from "../store/store.js";
 import type { Clock, TimerHandle } from "./clock.js";
-import { type AttemptRef, type ClaimedTask, Flush, type FlushOutcome, type Input, inputRuns, REVIEW } from "./flush.js";
+import { Flush, type FlushOutcome } from "./flush.js";
+import { type AttemptRef, type ClaimedTask, type Input, inputRuns } from "./inputs.js";
 import { replacementOf } from "./refused.js";
 import type { WorkflowRegistry } from "./registry.js";
 import { RunCache } from "./run-cache.js";
@@ -112,7 +114,7 @@ export class Dispatcher {
     this.deadEngines = deadEngines;
     // Another engine made visits ready (or started runs): look for them now, not at the sweep.
     this.o.store.onReady(({ agentType, runIds }) => {
-      const served = agentType === REVIEW || this.o.agentTypes().includes(agentType);
+      const served = ENGINE_STARTED.includes(agentType) || this.o.agentTypes().includes(agentType);
       if (agentType === "*") this.sweepDue = true;
       else if (!served)
         return; // no flush for it
@@ -256,6 +258,7 @@ export class Dispatcher {
     if (extras) this.hints = new Map();
     let flush: Flush | null = null;
     let outcome: FlushOutcome;
+    const began = this.o.clock.now();
     try {
       outcome = await this.o.store.transaction(
         async (tx) => {
@@ -283,7 +286,9 @@ export class Dispatcher {
     if (this.uncertain.size === 0) this.lost = null;
     this.deadEngines.push(...outcome.unrecovered);
     this.afterCommit(outcome);
-    this.armWake(outcome.now, outcome.nextDue);
+    // Due times are the transaction's clock; the timer runs on this process's: count the time
+    // this transaction took, or a slow flush arms its wake-up late by that much.
+    this.armWake(outcome.now + (this.o.clock.now() - began), outcome.nextDue);
     return null;
   }
 
@@ -414,7 +419,10 @@ export class Dispatcher {
     for (const task of out.claimed) h.dispatch(task);
   }
 
-  /** Arms one timer for the next moment something falls due (a retry, a deadline, a TTL). */
+  /**
+   * Arms one timer for the next moment something falls due (a retry, a deadline, a TTL, a
+   * sleep's wake-up); `now` is the transaction's time as of arming.
+   */
   private armWake(now: number, due: number | null): void {
     if (this.stopped || !this.serving) return;
     if (due === null || (this.wakeTimer && this.wakeTimer.at <= due)) return;

@@ -4,22 +4,23 @@
  */
 import { hostname } from "node:os";
 import { type Logger, pino } from "pino";
-import type { AgentHandler, DecideHook } from "../agents/task.js";
-import { oversizedAggregate } from "../core/scheduler.js";
+import type { AgentHandler } from "../agents/task.js";
+import { BUILTIN_HANDLERS } from "../core/kinds/index.js";
 import type { RunStatus } from "../core/states.js";
-import type { Compensation, Json, Run, RunEvent, Visit } from "../core/types.js";
-import {
-  EngineClosedError,
-  NonRetryableError,
-  NotFoundError,
-  type UnavailableError,
-  ValidationError,
-} from "../errors.js";
-import { SqliteStore } from "../store/sqlite/sqlite-store.js";
+import type { Json, Run, RunEvent, Visit } from "../core/types.js";
+import { EngineClosedError, NotFoundError, type UnavailableError, ValidationError } from "../errors.js";
 import type { RunFilter, Store } from "../store/store.js";
 import { AttemptRunner } from "./attempts.js";
 import { type Clock, systemClock } from "./clock.js";
 import { Dispatcher } from "./dispatcher.js";
+import type {
+  EngineOptions,
+  EventListener,
+  PendingReview,
+  ReviewOptions,
+  RunWithNodes,
+  StartRunOptions,
+} from "./engine-options.js";
 import {
   type ClaimRequest,
   type CompleteRequest,
@@ -30,119 +31,19 @@ import {
 } from "./external.js";
 import { randomHex, uuidv7 } from "./ids.js";
 import { canonicalJson, jsonProblem, sha256 } from "./json.js";
-import { Notifier, type NotifyOptions } from "./notifier.js";
+import { Notifier } from "./notifier.js";
+import { openStore } from "./open-store.js";
 import { type RegisteredWorkflow, type WorkflowCheck, WorkflowRegistry } from "./registry.js";
-import type { TaskLimits } from "./task-limits.js";
+import { Subscribers } from "./subscribers.js";
 
-export interface EngineOptions {
-  /**
-   * `sqlite:<path>`, `sqlite::memory:`, or `postgres://user@host:5432/db?schema=skein` (many
-   * engines may share one PostgreSQL schema). @defaultValue `"sqlite:./skein.db"`
-   */
-  database?: string;
-  /** In-process agents by agent_type. The built-in `aggregator` is always there. */
-  agents?: Record<string, AgentHandler>;
-  /** Code hooks named by nodes' `decide`. */
-  decideHooks?: Record<string, DecideHook>;
-  /** SQLite durability: `normal` survives process crashes; `full` also power loss. @defaultValue `"normal"` */
-  synchronous?: "normal" | "full";
-  /** How long a write waits for a lock another process holds on the SQLite file, ms. @defaultValue 5000 */
-  busyTimeoutMs?: number;
-  /** Most attempts in flight in this engine; more ready nodes wait in the database. @defaultValue 100 */
-  maxConcurrency?: number;
-  /** Most attempts in flight per agent_type (an LLM provider's rate limit), e.g. `{ llm: 4 }`. */
-  agentConcurrency?: Record<string, number>;
-  /** How often the engine looks for due work a lost wake-up left behind, ms. @defaultValue 1000 */
-  sweepIntervalMs?: number;
-  /** How often the engine records that it is alive, ms. @defaultValue 5000 */
-  heartbeatIntervalMs?: number;
-  /** After how long without a heartbeat an engine counts as dead, ms. @defaultValue 30000 */
-  engineTimeoutMs?: number;
-  /** Largest run input, agent output or resolved payload, in bytes of JSON. @defaultValue 1 MiB */
-  maxPayloadBytes?: number;
-  /** Time source; tests pass a ManualClock. @defaultValue the system clock */
-  clock?: Clock;
-  /** Random numbers for retry jitter. @defaultValue Math.random */
-  random?: () => number;
-  /** @defaultValue a pino logger to stderr at level `SKEIN_LOG_LEVEL` or `warn` */
-  logger?: Logger;
-  /** @defaultValue `<host>-<pid>-<random>` */
-  engineId?: string;
-  /**
-   * Notifiers called on `review.requested`, `run.failed` and `run.needs_attention`: each webhook
-   * gets a JSON POST with a `traceparent` header, and `hook` the same notification. Delivery is
-   * asynchronous and retried with backoff on the clock; one that fails for good is logged and
-   * recorded as a `notify.failed` event. Retries pending at `close()` are abandoned.
-   */
-  notify?: NotifyOptions;
-  /**
-   * The HTTP API's address as people reach it (`skein serve --public-url`), e.g.
-   * `https://skein.example.com`: `review.requested` notifications then carry `review_url`,
-   * `<publicUrl>/v1/runs/<run_id>/nodes/<node_id>/review`.
-   */
-  publicUrl?: string;
-  /**
-   * What one client of the external-agent protocol may hold or send: long-poll claims per
-   * token and in total, claims and heartbeats per second per token (DESIGN §13).
-   * @defaultValue 100 waiting per token, 1000 in all, 500 a second per token with bursts of 1000
-   */
-  taskLimits?: TaskLimits;
-}
-
-export interface StartRunOptions {
-  input?: unknown;
-  /** The same key returns the same run; the same key with another input is a ConflictError. */
-  idempotency_key?: string;
-  /** W3C trace context of the caller; the run joins its trace. */
-  traceparent?: string;
-  /** A registered version; default the latest. */
-  version?: number;
-}
-
-/** A run with its current visits. */
-export interface RunWithNodes extends Run {
-  nodes: Visit[];
-  /** Nodes waiting for a person's decision. */
-  waiting_reviews: number;
-  /** What a failed (or cancelled) run undid or undoes, in order (DESIGN §6). */
-  compensations: Compensation[];
-}
-
-/** A decision on a `human_review` node. */
-export interface ReviewOptions {
-  decision: "approve" | "reject";
-  /** Who decides; must be among the node's `assignees` when it has some. */
-  by?: string;
-  /**
-   * The admin who decides *as* `by` (DESIGN §13): recorded in the review.decided event as
-   * `admin`. An admin deciding as itself (`by` equal to `admin`) must be an assignee itself.
-   */
-  admin?: string;
-  comment?: string;
-  /** Edited output to pass on (approve). */
-  output?: unknown;
-  /** The review round decided on; a decision for an older round of a loop is a ConflictError. */
-  execution_id?: string;
-}
-
-/** What waits for a person. */
-export interface PendingReview {
-  run_id: string;
-  workflow_id: string;
-  node_id: string;
-  visit: number;
-  execution_id: string;
-  title: Json | null;
-  instructions: Json | null;
-  assignees: Json | null;
-  /** The review node's payload: the data to review (templates resolved). */
-  data: Json | null;
-  requested_at: number | null;
-  deadline_at: number | null;
-  trace_id: string;
-}
-
-export type EventListener = (event: RunEvent) => void;
+export type {
+  EngineOptions,
+  EventListener,
+  PendingReview,
+  ReviewOptions,
+  RunWithNodes,
+  StartRunOptions,
+} from "./engine-options.js";
 
 const FINAL: ReadonlySet<RunStatus> = new Set(["SUCCEEDED", "FAILED", "CANCELLED"]);
 
@@ -188,34 +89,6 @@ async function open(options: EngineOptions, serve: boolean): Promise<Engine> {
   }
 }
 
-async function openStore(url: string, options: EngineOptions): Promise<Store> {
-  if (url.startsWith("sqlite:")) {
-    return SqliteStore.open({
-      path: url.slice("sqlite:".length) || "./skein.db",
-      synchronous: options.synchronous,
-      busyTimeoutMs: options.busyTimeoutMs,
-      logger: options.logger,
-    });
-  }
-  if (url.startsWith("postgres://") || url.startsWith("postgresql://")) {
-    // Loaded only when used: SQLite users never load pg.
-    const { PostgresStore } = await import("../store/postgres/postgres-store.js");
-    const parsed = new URL(url);
-    const schema = parsed.searchParams.get("schema") ?? undefined;
-    parsed.searchParams.delete("schema");
-    return PostgresStore.open({
-      url: parsed.toString(),
-      schema,
-      // The database's clock judges time on PostgreSQL; a test's manual clock replaces it.
-      clock: options.clock && options.clock !== systemClock ? options.clock : undefined,
-      logger: options.logger,
-    });
-  }
-  throw new ValidationError(
-    `unsupported database "${url}": use sqlite:<path>, sqlite::memory: or postgres://user@host:5432/db?schema=skein`,
-  );
-}
-
 export class Engine {
   readonly engineId: string;
   private readonly clock: Clock;
@@ -226,8 +99,7 @@ export class Engine {
   private readonly notifier: Notifier | null;
   private readonly external: ExternalWorkers;
   /** Listeners of every event, and of one run's events (keyed by run_id, so many waiters stay cheap). */
-  private readonly listeners = new Set<EventListener>();
-  private readonly runListeners = new Map<string, Set<EventListener>>();
+  private readonly subscribers: Subscribers;
   private readonly maxPayloadBytes: number;
   private heartbeatTimer: ReturnType<Clock["setTimeout"]> | null = null;
   private closed = false;
@@ -242,9 +114,13 @@ export class Engine {
     this.engineId = options.engineId ?? `${hostname()}-${process.pid}-${randomHex(3)}`;
     this.clock = options.clock ?? systemClock;
     this.logger = options.logger ?? pino({ level: "silent" });
+    this.subscribers = new Subscribers(this.logger);
     this.maxPayloadBytes = options.maxPayloadBytes ?? 1024 * 1024;
     const handlers = new Map<string, AgentHandler>(Object.entries(options.agents ?? {}));
-    if (!handlers.has("aggregator")) handlers.set("aggregator", aggregatorHandler(this.maxPayloadBytes));
+    // Built-in kinds that run as in-process agents (the aggregator), unless the caller brought one.
+    for (const kind of BUILTIN_HANDLERS) {
+      if (!handlers.has(kind.name)) handlers.set(kind.name, kind.handler({ maxOutputBytes: this.maxPayloadBytes }));
+    }
     const decideHooks = options.decideHooks ?? {};
     this.registry = new WorkflowRegistry(store, {
       knownAgentTypes: () => [...handlers.keys()],
@@ -593,18 +469,7 @@ export class Engine {
    * @returns a function that unsubscribes
    */
   subscribe(listener: EventListener, filter: { run_id?: string } = {}): () => void {
-    const runId = filter.run_id;
-    if (runId === undefined) {
-      this.listeners.add(listener);
-      return () => this.listeners.delete(listener);
-    }
-    const set = this.runListeners.get(runId) ?? new Set<EventListener>();
-    this.runListeners.set(runId, set);
-    set.add(listener);
-    return () => {
-      set.delete(listener);
-      if (set.size === 0 && this.runListeners.get(runId) === set) this.runListeners.delete(runId);
-    };
+    return this.subscribers.add(listener, filter.run_id);
   }
 
   /**
@@ -677,22 +542,12 @@ export class Engine {
     }
     const released = await untilDeadline(this.store.close(), Date.now() + CLOSE_GRACE_MS);
     if (!released) this.logger.warn("skein: the database connection did not close in time; left to the process's exit");
-    this.listeners.clear();
-    this.runListeners.clear();
+    this.subscribers.clear();
   }
 
   private publish(events: RunEvent[]): void {
     this.notifier?.notify(events);
-    for (const e of events) {
-      const forRun = this.runListeners.get(e.run_id);
-      for (const listener of forRun ? [...this.listeners, ...forRun] : this.listeners) {
-        try {
-          listener(e);
-        } catch (err) {
-          this.logger.error({ err, run_id: e.run_id }, "skein: an event listener threw");
-        }
-      }
-    }
+    this.subscribers.publish(events);
   }
 
   private armHeartbeat(): void {
@@ -727,25 +582,6 @@ async function untilDeadline(promise: Promise<unknown>, deadline: number): Promi
   } finally {
     clearTimeout(timer);
   }
-}
-
-/**
- * The built-in `aggregator` for nodes that branch on its output (others run inline in the
- * scheduler), with the same output limit and message as the inline one.
- */
-function aggregatorHandler(maxOutputBytes: number): AgentHandler {
-  return (task) => {
-    const payload = task.payload as { sources?: string[] } | null;
-    const sources = payload?.sources ?? Object.keys(task.deps);
-    const out: Record<string, Json> = {};
-    for (const s of sources) {
-      const dep = task.deps[s];
-      if (dep?.status === "SUCCEEDED") out[s] = dep.output;
-    }
-    const tooLarge = oversizedAggregate(out, maxOutputBytes);
-    if (tooLarge) throw new NonRetryableError(tooLarge);
-    return out;
-  };
 }
 
 /** The trace id of a valid W3C traceparent, else a new one (invalid headers are ignored, as the spec says). */

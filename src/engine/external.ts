@@ -12,7 +12,9 @@
  * report's `when` is evaluated only once its sender is known to hold the running attempt.
  */
 import { route } from "../agents/task.js";
+import { notHeldBy, parseExecutionId } from "../core/attempt.js";
 import { undoneExecutionId } from "../core/compensation.js";
+import { kindOf } from "../core/kinds/index.js";
 import type { Json } from "../core/types.js";
 import { ConflictError, ForbiddenError, NotFoundError, type Problem, ValidationError } from "../errors.js";
 import type { Store, VisitKey } from "../store/store.js";
@@ -20,16 +22,8 @@ import { AttemptHolders } from "./attempt-holders.js";
 import type { AttemptRunner, ResultOf } from "./attempts.js";
 import type { Clock } from "./clock.js";
 import type { Dispatcher } from "./dispatcher.js";
-import {
-  type ClaimedTask,
-  type Input,
-  notHeldBy,
-  parseExecutionId,
-  REVIEW,
-  type Report,
-  type ReportAnswer,
-} from "./flush.js";
 import { randomHex } from "./ids.js";
+import type { ClaimedTask, Input, Report, ReportAnswer } from "./inputs.js";
 import type { WorkflowRegistry } from "./registry.js";
 import { TaskLimiter, type TaskLimits } from "./task-limits.js";
 
@@ -146,9 +140,10 @@ export class ExternalWorkers {
         { path: "agent_types", message: "must be a non-empty list of agent types" },
       ]);
     }
-    if (types.includes(REVIEW)) {
+    const engineStarted = types.map(kindOf).find((k) => k.start === "engine");
+    if (engineStarted) {
       throw new ValidationError("Claim is invalid", [
-        { path: "agent_types", message: `${REVIEW} nodes wait for a person's decision, not for a worker` },
+        { path: "agent_types", message: `${engineStarted.name} nodes ${engineStarted.notClaimable}, not for a worker` },
       ]);
     }
     const max = request.max_tasks ?? 1;

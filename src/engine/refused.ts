@@ -3,7 +3,7 @@
  * change (a row it will not store). The dispatcher finds that input by applying the failed
  * batch again in halves (`Dispatcher.isolate`); only it fails, and everyone else's commit.
  */
-import type { Input } from "./flush.js";
+import type { Input } from "./inputs.js";
 
 /**
  * The input to apply instead of one the database refused, or null when there is none. An

@@ -1,10 +1,12 @@
 import type { RunState } from "../core/scheduler.js";
+import { HELD_STATES, isTerminal } from "../core/states.js";
 
 /**
  * Run states kept between transactions, so a busy run is not re-read from the database for
  * every result. Valid only while this engine is the database's only writer (SQLite: one engine
- * per file); runs touched by a transaction that rolled back are forgotten, finished runs dropped,
- * and the least recently used go first when the cache is full.
+ * per file); runs touched by a transaction that rolled back are forgotten, finished runs and runs
+ * that only wait (a sleep, a review: rows with a due time) dropped, and the least recently used
+ * go first when the cache is full.
  */
 export class RunCache {
   private readonly runs = new Map<string, RunState>();
@@ -20,7 +22,9 @@ export class RunCache {
     if (this.capacity <= 0) return;
     for (const rs of states) {
       this.runs.delete(rs.run.run_id);
-      if (rs.run.status === "RUNNING" || rs.run.status === "COMPENSATING") this.runs.set(rs.run.run_id, rs);
+      if (rs.run.status === "COMPENSATING" || (rs.run.status === "RUNNING" && !parked(rs))) {
+        this.runs.set(rs.run.run_id, rs);
+      }
     }
     for (const runId of this.runs.keys()) {
       if (this.runs.size <= this.capacity) break;
@@ -37,4 +41,17 @@ export class RunCache {
   forget(runIds: Iterable<string>): void {
     for (const runId of runIds) this.runs.delete(runId);
   }
+}
+
+/**
+ * The run only waits, for a time or a person: nothing runs or is ready, some visit is held
+ * (IN_REVIEW, WAITING). It costs no memory until its due time or an input loads it again.
+ */
+function parked(rs: RunState): boolean {
+  let held = false;
+  for (const v of rs.current.values()) {
+    if (HELD_STATES.includes(v.state)) held = true;
+    else if (!isTerminal(v.state) && !(v.state === "PENDING" && v.ready_at === null)) return false;
+  }
+  return held;
 }

@@ -227,8 +227,8 @@ export interface StoreTx {
   expiredAttempts(now: number, limit: number): Promise<VisitKey[]>;
   /** Running attempts held by any of these holders. */
   attemptsHeldBy(holders: string[], limit: number): Promise<VisitKey[]>;
-  /** Reviews (IN_REVIEW visits) whose timeout passed. */
-  expiredReviews(now: number, limit: number): Promise<VisitKey[]>;
+  /** Visits held without an attempt (IN_REVIEW, WAITING) whose due time (`lease_expires_at`) passed. */
+  expiredHolds(now: number, limit: number): Promise<VisitKey[]>;
   /** Unfinished runs whose TTL passed. */
   expiredRuns(now: number, limit: number): Promise<string[]>;
   /** The earliest future time something falls due (retry, lease, TTL, a compensation), or null. */

@@ -13,6 +13,7 @@ export type VisitState =
   | "FAILED"
   | "RETRYING"
   | "IN_REVIEW"
+  | "WAITING"
   | "SKIPPED"
   | "CANCELLED";
 

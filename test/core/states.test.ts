@@ -18,26 +18,28 @@ const STATES: VisitState[] = [
   "FAILED",
   "RETRYING",
   "IN_REVIEW",
+  "WAITING",
   "SKIPPED",
   "CANCELLED",
 ];
 const LEGAL: Record<VisitState, VisitState[]> = {
-  PENDING: ["RUNNING", "IN_REVIEW", "SKIPPED", "CANCELLED", "FAILED"],
+  PENDING: ["RUNNING", "IN_REVIEW", "WAITING", "SKIPPED", "CANCELLED", "FAILED"],
   RUNNING: ["SUCCEEDED", "FAILED", "RETRYING", "CANCELLED"],
   RETRYING: ["RUNNING", "CANCELLED"],
   IN_REVIEW: ["SUCCEEDED", "FAILED", "CANCELLED"],
+  WAITING: ["SUCCEEDED", "FAILED", "CANCELLED"],
   SUCCEEDED: [],
   FAILED: [],
   SKIPPED: [],
   CANCELLED: [],
 };
 const TERMINAL: VisitState[] = ["SUCCEEDED", "FAILED", "SKIPPED", "CANCELLED"];
-const NON_TERMINAL: VisitState[] = ["PENDING", "RUNNING", "RETRYING", "IN_REVIEW"];
+const NON_TERMINAL: VisitState[] = ["PENDING", "RUNNING", "RETRYING", "IN_REVIEW", "WAITING"];
 
 const PAIRS = STATES.flatMap((from) => STATES.map((to) => ({ from, to, legal: LEGAL[from].includes(to) })));
 
 describe("visit states", () => {
-  it("has exactly the eight states of DESIGN §3", () => {
+  it("has exactly the nine states of DESIGN §3", () => {
     expect([...VISIT_STATES].sort()).toEqual([...STATES].sort());
   });
 
@@ -45,9 +47,9 @@ describe("visit states", () => {
     for (const s of STATES) expect(isTerminal(s), s).toBe(TERMINAL.includes(s));
   });
 
-  it("covers all 64 pairs, 14 of them legal", () => {
-    expect(PAIRS).toHaveLength(64);
-    expect(PAIRS.filter((p) => p.legal)).toHaveLength(14);
+  it("covers all 81 pairs, 18 of them legal", () => {
+    expect(PAIRS).toHaveLength(81);
+    expect(PAIRS.filter((p) => p.legal)).toHaveLength(18);
   });
 
   it.each(PAIRS)("$from -> $to (legal: $legal)", ({ from, to, legal }) => {

@@ -140,13 +140,13 @@ describe("PostgresStore", () => {
       const schema = freshSchema();
       await (await open(schema)).close();
       await open(schema);
-      expect(await versions(schema)).toEqual([1, 2]);
+      expect(await versions(schema)).toEqual([1, 2, 3]);
     });
 
     it("lets two stores migrate the same new schema at once", async () => {
       const schema = freshSchema();
       await Promise.all([open(schema), open(schema)]);
-      expect(await versions(schema)).toEqual([1, 2]);
+      expect(await versions(schema)).toEqual([1, 2, 3]);
     });
 
     it("refuses a schema newer than it knows", async () => {
@@ -157,7 +157,7 @@ describe("PostgresStore", () => {
       );
       const opening = open(schema);
       await expect(opening).rejects.toThrow(DatabaseError);
-      await expect(opening).rejects.toThrow(/schema version 99, newer than this Skein knows \(2\); upgrade Skein/);
+      await expect(opening).rejects.toThrow(/schema version 99, newer than this Skein knows \(3\); upgrade Skein/);
     });
 
     it("refuses a schema that holds someone else's tables", async () => {
@@ -177,7 +177,7 @@ describe("PostgresStore", () => {
       stores.push(store);
       await store.putWorkflow("wf", "hash-1", WORKFLOW, NOW);
       expect((await store.getWorkflow("wf"))?.version).toBe(1);
-      expect(await versions(schema)).toEqual([1, 2]);
+      expect(await versions(schema)).toEqual([1, 2, 3]);
     });
   });
 
@@ -398,6 +398,8 @@ describe("PostgresStore", () => {
           newVisit("r1", "running", { state: "RUNNING", lease_expires_at: NOW - 1, holder: "e1" }),
           newVisit("r1", "running2", { state: "RUNNING", lease_expires_at: NOW + 50, holder: "e2" }),
           newVisit("r1", "review", { state: "IN_REVIEW", lease_expires_at: NOW - 2, agent_type: "human_review" }),
+          newVisit("r1", "nap", { state: "WAITING", lease_expires_at: NOW - 3, agent_type: "sleep" }),
+          newVisit("r1", "nap2", { state: "WAITING", lease_expires_at: NOW + 10, agent_type: "sleep" }),
         ]);
         await tx.writeCompensations([newCompensation("r3", 1, "x", { ready_at: NOW + 20 })]);
       });
@@ -406,7 +408,7 @@ describe("PostgresStore", () => {
         expiredAttempts: await tx.expiredAttempts(NOW, 10),
         heldBy: await tx.attemptsHeldBy(["e2", "e9"], 10),
         heldByNobody: await tx.attemptsHeldBy([], 10),
-        expiredReviews: await tx.expiredReviews(NOW, 10),
+        expiredHolds: await tx.expiredHolds(NOW, 10),
         expiredRuns: await tx.expiredRuns(NOW, 10),
         compensating: await tx.compensatingRuns(10),
         nextDue: await tx.nextDue(NOW),
@@ -416,11 +418,15 @@ describe("PostgresStore", () => {
         expiredAttempts: [{ run_id: "r1", node_id: "running", visit: 1 }],
         heldBy: [{ run_id: "r1", node_id: "running2", visit: 1 }],
         heldByNobody: [],
-        expiredReviews: [{ run_id: "r1", node_id: "review", visit: 1 }],
+        // Reviews and waits, oldest due first.
+        expiredHolds: [
+          { run_id: "r1", node_id: "nap", visit: 1 },
+          { run_id: "r1", node_id: "review", visit: 1 },
+        ],
         expiredRuns: ["r2"],
         compensating: ["r3"],
         // The earliest of everything, past or future (leases count even when past).
-        nextDue: NOW - 2,
+        nextDue: NOW - 3,
       });
     });
 

@@ -37,6 +37,7 @@ describe("SQLite schema", () => {
     expect(db.prepare("SELECT version, name FROM skein_migrations").all()).toEqual([
       { version: 1, name: "init" },
       { version: 2, name: "compensations" },
+      { version: 3, name: "waiting" },
     ]);
     db.close();
   });

@@ -125,3 +125,5 @@ CREATE INDEX visits_ready ON visits (agent_type, ready_at) WHERE ready_at IS NOT
 CREATE INDEX visits_running ON visits (lease_expires_at) WHERE state = 'RUNNING';
 
 CREATE INDEX visits_unresolved ON visits (ready_at) WHERE ready_at IS NOT NULL AND payload IS NULL;
+
+CREATE INDEX visits_waiting ON visits (lease_expires_at) WHERE state = 'WAITING';

@@ -225,10 +225,13 @@ const SQL = {
     name: "skein_attempts_held_by",
     text: "SELECT run_id, node_id, visit FROM visits WHERE state = 'RUNNING' AND holder = ANY($1::text[]) LIMIT $2",
   },
-  expiredReviews: {
-    name: "skein_expired_reviews",
-    text: `SELECT run_id, node_id, visit FROM visits
-            WHERE state = 'IN_REVIEW' AND lease_expires_at <= $1 ORDER BY lease_expires_at LIMIT $2`,
+  expiredHolds: {
+    name: "skein_expired_holds",
+    text: `SELECT run_id, node_id, visit FROM (
+             SELECT run_id, node_id, visit, lease_expires_at FROM visits WHERE state = 'IN_REVIEW' AND lease_expires_at <= $1
+             UNION ALL
+             SELECT run_id, node_id, visit, lease_expires_at FROM visits WHERE state = 'WAITING' AND lease_expires_at <= $1) AS held
+           ORDER BY lease_expires_at LIMIT $2`,
   },
   expiredRuns: {
     name: "skein_expired_runs",
@@ -240,6 +243,7 @@ const SQL = {
              SELECT min(ready_at) AS t FROM visits WHERE ready_at IS NOT NULL AND ready_at > $1
              UNION ALL SELECT min(lease_expires_at) FROM visits WHERE state = 'RUNNING'
              UNION ALL SELECT min(lease_expires_at) FROM visits WHERE state = 'IN_REVIEW'
+             UNION ALL SELECT min(lease_expires_at) FROM visits WHERE state = 'WAITING'
              UNION ALL SELECT min(deadline_at) FROM runs WHERE ended_at IS NULL
              UNION ALL SELECT min(ready_at) FROM compensations WHERE ready_at IS NOT NULL AND ready_at > $1
              UNION ALL SELECT min(lease_expires_at) FROM compensations WHERE state = 'RUNNING') AS due`,
@@ -424,8 +428,8 @@ export class PostgresTx implements StoreTx {
     return this.q<VisitKey>(SQL.attemptsHeldBy, [holders, limit]);
   }
 
-  async expiredReviews(now: number, limit: number): Promise<VisitKey[]> {
-    return this.q<VisitKey>(SQL.expiredReviews, [now, limit]);
+  async expiredHolds(now: number, limit: number): Promise<VisitKey[]> {
+    return this.q<VisitKey>(SQL.expiredHolds, [now, limit]);
   }
 
   async expiredRuns(now: number, limit: number): Promise<string[]> {

@@ -521,7 +521,7 @@ export class SqliteStore implements Store {
                 )
                 .all(...holders, limit),
             ),
-      expiredReviews: async (now, limit) => keys(s.expiredReviews.all(now, limit)),
+      expiredHolds: async (now, limit) => keys(s.expiredHolds.all({ now, limit })),
       expiredRuns: async (now, limit) => (s.expiredRuns.all(now, limit) as { run_id: string }[]).map((r) => r.run_id),
       nextDue: async (now) => {
         const { t } = s.nextDue.get({ now }) as { t: number | null };
@@ -601,9 +601,12 @@ function prepare(db: Db) {
       `SELECT run_id, node_id, visit FROM visits
          WHERE state = 'RUNNING' AND lease_expires_at <= ? ORDER BY lease_expires_at LIMIT ?`,
     ),
-    expiredReviews: db.prepare(
-      `SELECT run_id, node_id, visit FROM visits
-         WHERE state = 'IN_REVIEW' AND lease_expires_at <= ? ORDER BY lease_expires_at LIMIT ?`,
+    expiredHolds: db.prepare(
+      `SELECT run_id, node_id, visit FROM (
+         SELECT run_id, node_id, visit, lease_expires_at FROM visits WHERE state = 'IN_REVIEW' AND lease_expires_at <= @now
+         UNION ALL
+         SELECT run_id, node_id, visit, lease_expires_at FROM visits WHERE state = 'WAITING' AND lease_expires_at <= @now)
+       ORDER BY lease_expires_at LIMIT @limit`,
     ),
     expiredRuns: db.prepare(
       "SELECT run_id FROM runs WHERE ended_at IS NULL AND deadline_at <= ? ORDER BY deadline_at LIMIT ?",
@@ -613,6 +616,7 @@ function prepare(db: Db) {
          SELECT min(ready_at) AS t FROM visits WHERE ready_at IS NOT NULL AND ready_at > @now
          UNION ALL SELECT min(lease_expires_at) FROM visits WHERE state = 'RUNNING'
          UNION ALL SELECT min(lease_expires_at) FROM visits WHERE state = 'IN_REVIEW'
+         UNION ALL SELECT min(lease_expires_at) FROM visits WHERE state = 'WAITING'
          UNION ALL SELECT min(deadline_at) FROM runs WHERE ended_at IS NULL
          UNION ALL SELECT min(ready_at) FROM compensations WHERE ready_at IS NOT NULL AND ready_at > @now
          UNION ALL SELECT min(lease_expires_at) FROM compensations WHERE state = 'RUNNING')`,

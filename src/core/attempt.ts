@@ -1,0 +1,244 @@
+/**
+ * One attempt lifecycle for every row that holds an attempt (DESIGN §5, §7): a visit, or a
+ * compensation row. The flush claims, renews, fences and applies results through this one
+ * shape, so each rule is written once; which transition functions a row uses is chosen here.
+ * (A `workflow` node's child run and a `map` item, §11.1, are meant to be further rows here.)
+ * Pure: no I/O.
+ */
+import {
+  advanceCompensation,
+  claimCompensation,
+  compensationFailed,
+  compensationSucceeded,
+  interruptCompensation,
+  renewCompensationLease,
+  undoneExecutionId,
+} from "./compensation.js";
+import {
+  claim,
+  type Decision,
+  failAttempt,
+  failVisit,
+  interrupt,
+  type RunState,
+  releaseCancelled,
+  renewLease,
+  succeed,
+} from "./scheduler.js";
+import type { Compensation, Json, Visit, VisitError } from "./types.js";
+
+/** A visit's identity: its run, node and visit number. */
+export interface AttemptKey {
+  run_id: string;
+  node_id: string;
+  visit: number;
+}
+
+export type Attempt = VisitAttempt | CompensationAttempt;
+
+interface AttemptLifecycle {
+  readonly kind: "visit" | "compensation";
+  readonly rs: RunState;
+  /** The visit's key (for a compensation row, the visit it undoes). */
+  readonly key: AttemptKey;
+  readonly row: Visit | Compensation;
+  /** A visit's row is still the current one of its node (a compensation row always is). */
+  readonly current: boolean;
+  claim(holder: string, now: number): void;
+  /** A heartbeat: the node's lease again, never past the deadline. */
+  renew(now: number): void;
+  succeed(output: Json, decision: Decision, now: number): void;
+  /** A failed attempt: retried within the budget when retryable. */
+  fail(error: VisitError, retryable: boolean, now: number, random: () => number): void;
+  /** Failed for good, not retried (invalid_next, when_error). */
+  failForGood(reason: string, error: VisitError, now: number, random: () => number): void;
+  /** The engine holding it died: due again now, without spending the retry budget. */
+  interrupt(now: number): void;
+  /** Its holder's attempt `attempt` returned after the row left RUNNING (the result was fenced). */
+  returned(attempt: number, now: number): void;
+  /** Its lease changed outside these functions: write it. */
+  touched(): void;
+}
+
+/** `run_id:node_id:visit` → its parts (run ids may not contain ':' but node ids never do). */
+export function parseExecutionId(executionId: string): AttemptKey | null {
+  const last = executionId.lastIndexOf(":");
+  const middle = executionId.lastIndexOf(":", last - 1);
+  if (last < 0 || middle < 0) return null;
+  const visit = Number(executionId.slice(last + 1));
+  if (!Number.isInteger(visit) || visit < 1) return null;
+  return { run_id: executionId.slice(0, middle), node_id: executionId.slice(middle + 1, last), visit };
+}
+
+/** The run an execution_id (of a visit or of a compensation) belongs to, or null. */
+export function runOfExecution(executionId: string): string | null {
+  return parseExecutionId(undoneExecutionId(executionId) ?? executionId)?.run_id ?? null;
+}
+
+/** The attempt an execution_id names in a loaded run: a visit's, or a compensation row's. */
+export function attemptOf(rs: RunState, executionId: string): Attempt | undefined {
+  const undone = undoneExecutionId(executionId);
+  const key = parseExecutionId(undone ?? executionId);
+  if (!key || key.run_id !== rs.run.run_id) return undefined;
+  if (undone === null) {
+    const v = rs.current.get(key.node_id);
+    return v ? visitAttempt(rs, v, key) : undefined;
+  }
+  const c = rs.compensations.find((x) => x.node_id === key.node_id && x.visit === key.visit);
+  return c ? compensationAttempt(rs, c, key) : undefined;
+}
+
+/** A visit's attempt (one object per use, methods on the prototype: no closures on the hot path). */
+class VisitAttempt implements AttemptLifecycle {
+  readonly kind = "visit";
+  constructor(
+    readonly rs: RunState,
+    readonly row: Visit,
+    readonly key: AttemptKey,
+  ) {}
+  get current(): boolean {
+    return this.row.visit === this.key.visit;
+  }
+  claim(holder: string, now: number): void {
+    claim(this.rs, this.row, holder, now);
+  }
+  renew(now: number): void {
+    renewLease(this.rs, this.row, now);
+  }
+  succeed(output: Json, decision: Decision, now: number): void {
+    succeed(this.rs, this.row, output, decision, now);
+  }
+  fail(error: VisitError, retryable: boolean, now: number, random: () => number): void {
+    failAttempt(this.rs, this.row, error, retryable, now, random);
+  }
+  failForGood(reason: string, error: VisitError, now: number): void {
+    failVisit(this.rs, this.row, reason, error, now);
+  }
+  interrupt(now: number): void {
+    interrupt(this.rs, this.row, now);
+  }
+  returned(attempt: number, now: number): void {
+    if (this.row.state !== "CANCELLED" || this.row.attempt !== attempt) return;
+    // The cancelled attempt returned: compensation, which waits for it, may start.
+    releaseCancelled(this.rs, this.row);
+    advanceCompensation(this.rs, now);
+  }
+  touched(): void {
+    if (!this.rs.changes.inserted.has(this.row)) this.rs.changes.updated.add(this.row);
+  }
+}
+
+/** A compensation row's attempt: the same lifecycle, its own transitions and events (DESIGN §6). */
+class CompensationAttempt implements AttemptLifecycle {
+  readonly kind = "compensation";
+  readonly current = true;
+  constructor(
+    readonly rs: RunState,
+    readonly row: Compensation,
+    readonly key: AttemptKey,
+  ) {}
+  claim(holder: string, now: number): void {
+    claimCompensation(this.rs, this.row, holder, now);
+  }
+  renew(now: number): void {
+    renewCompensationLease(this.rs, this.row, now);
+  }
+  succeed(output: Json, _decision: Decision, now: number): void {
+    compensationSucceeded(this.rs, this.row, output, now);
+  }
+  fail(error: VisitError, retryable: boolean, now: number, random: () => number): void {
+    compensationFailed(this.rs, this.row, error, retryable, now, random);
+  }
+  failForGood(reason: string, error: VisitError, now: number, random: () => number): void {
+    compensationFailed(this.rs, this.row, error, false, now, random, reason);
+  }
+  interrupt(now: number): void {
+    interruptCompensation(this.rs, this.row, now);
+  }
+  returned(): void {}
+  touched(): void {
+    this.rs.changes.compensations.add(this.row);
+  }
+}
+
+export function visitAttempt(
+  rs: RunState,
+  v: Visit,
+  key: AttemptKey = { run_id: v.run_id, node_id: v.node_id, visit: v.visit },
+): Attempt {
+  return new VisitAttempt(rs, v, key);
+}
+
+export function compensationAttempt(
+  rs: RunState,
+  c: Compensation,
+  key: AttemptKey = { run_id: c.run_id, node_id: c.node_id, visit: c.visit },
+): Attempt {
+  return new CompensationAttempt(rs, c, key);
+}
+
+/** The sender of a result still holds the attempt: the row is current, RUNNING, at that attempt (the fence, DESIGN §5). */
+export function holds(a: Attempt, attempt: number): boolean {
+  return a.current && a.row.state === "RUNNING" && a.row.attempt === attempt;
+}
+
+/** Why a result for `attempt` is fenced (recorded in `result.fenced`). */
+export function fenceReason(a: Attempt | undefined, attempt: number): string {
+  if (!a?.current) return "superseded";
+  if (a.row.attempt !== attempt) return "stale_attempt";
+  return `visit is ${a.row.state}`;
+}
+
+/** Ready, resolved and still waiting for an attempt (in memory, which may be ahead of the database). */
+export function isClaimable(v: Visit, now: number): boolean {
+  return (
+    v.is_current &&
+    (v.state === "PENDING" || v.state === "RETRYING") &&
+    v.ready_at !== null &&
+    v.ready_at <= now &&
+    v.payload !== null
+  );
+}
+
+/**
+ * A running attempt (of a visit or a compensation) whose lease or deadline passed: why it
+ * failed, and why its signal is aborted. Null while it still holds. `seconds`: the node's timeout.
+ */
+export function expiry(
+  a: Pick<Visit, "state" | "attempt" | "deadline_at" | "lease_expires_at">,
+  seconds: number | undefined,
+  now: number,
+): { error: VisitError; abort: "timeout" | "lease_expired" } | null {
+  if (a.state !== "RUNNING" || a.lease_expires_at === null || a.lease_expires_at > now) return null;
+  if (a.deadline_at !== null && a.deadline_at <= now) {
+    return {
+      error: { message: `attempt ${a.attempt} timed out after ${seconds} s`, reason: "timeout" },
+      abort: "timeout",
+    };
+  }
+  return {
+    error: { message: `attempt ${a.attempt} sent no heartbeat in time`, reason: "lease_expired" },
+    abort: "lease_expired",
+  };
+}
+
+/** Why a report for an attempt another holder has is refused (who holds it is not told). */
+export function notHeldBy(executionId: string, attempt: number, holder: string): string {
+  const who = holder.startsWith("worker:") ? "another worker claimed it" : "an engine runs it in process";
+  return `attempt ${attempt} of ${executionId} is not held by this worker: ${who}`;
+}
+
+/** The report that left the row as it is: sent again by a worker that missed the answer (idempotency). */
+export function sameReport(
+  v: Pick<Visit, "state" | "output" | "error">,
+  report:
+    | { kind: "success"; output: Json }
+    | { kind: "failure" | "fail_visit"; error: VisitError }
+    | { kind: "heartbeat" },
+): boolean {
+  if (report.kind === "success") {
+    return v.state === "SUCCEEDED" && JSON.stringify(v.output) === JSON.stringify(report.output);
+  }
+  if (report.kind === "heartbeat") return false;
+  return (v.state === "RETRYING" || v.state === "FAILED") && v.error?.message === report.error.message;
+}

@@ -1,0 +1,31 @@
+/**
+ * The node-kind table: one module per built-in kind (DESIGN §11). Everything that depends on a
+ * node's kind asks here (or `CompiledNode.kind`); see kind.ts for the interface and how to add one.
+ */
+import { aggregator } from "./aggregator.js";
+import { humanReview } from "./human-review.js";
+import type { NodeKind } from "./kind.js";
+import { sleep } from "./sleep.js";
+import { task } from "./task.js";
+
+export type { KindChecks, NodeKind } from "./kind.js";
+
+const BUILTIN: ReadonlyMap<string, NodeKind> = new Map([aggregator, humanReview, sleep].map((k) => [k.name, k]));
+
+/** The built-in agent types (reserved names). */
+export const BUILTIN_KINDS: readonly string[] = [...BUILTIN.keys()];
+
+/** The kind of a node by its agent_type: a built-in one, else `task`. */
+export function kindOf(agentType: string): NodeKind {
+  return BUILTIN.get(agentType) ?? task;
+}
+
+/** Built-in agent types the engine starts itself (no agent, no concurrency limit). */
+export const ENGINE_STARTED: readonly string[] = [...BUILTIN.values()]
+  .filter((k) => k.start === "engine")
+  .map((k) => k.name);
+
+/** Built-in kinds with an in-process agent of their own (createEngine registers it unless given one). */
+export const BUILTIN_HANDLERS = [...BUILTIN.values()].filter(
+  (k): k is NodeKind & Required<Pick<NodeKind, "handler">> => k.handler !== undefined,
+);

@@ -1,0 +1,76 @@
+/**
+ * A node kind: what a visit of one built-in agent_type does (DESIGN §11). One interface, one
+ * file per kind (as Kysely's `Dialect`): validation, the graph, the scheduler and the flush ask
+ * the kind of a node (`kindOf`, `CompiledNode.kind`) and never compare agent_type strings.
+ *
+ * Adding a kind is adding a file here and a line in `index.ts`, plus its store pieces when its
+ * visits wait on something the database must find (a column, an index, a query). The kinds
+ * planned next, in the shape they will take:
+ *
+ * - `workflow` (§11.1): `start: "engine"`, `retries: true`. `begin` claims the visit (RUNNING,
+ *   an attempt, holder `run:<child run id>`) and records a child run to insert
+ *   (`changes.children`, idempotency key `<execution_id>:<attempt>`), so a crash after the commit
+ *   never starts it twice. The child's end is a `success`/`failure` input of the parent's
+ *   attempt, through the one result path (`withAttempt`) like an agent's; an expired attempt
+ *   (the node's timeout) fails it as any attempt, and cancels the child.
+ * - `wait_event` (§11.2): `start: "engine"`, `retries: false`. `begin` takes the oldest event of
+ *   its name from the run's inbox (a store table) and succeeds at once, else goes WAITING until
+ *   the node's timeout (`hold`); `due` fails it `event_timeout`. A `send_event` flush input
+ *   delivers to the oldest WAITING visit of that name, else stores the event in the inbox.
+ * - `map` (§11.1): `start: "engine"`. `begin` claims the visit (held by the engine) and writes
+ *   one item row per element (a store table, like compensations); item rows are claimed and
+ *   reported through the same attempt lifecycle as visits; the last item's end succeeds or fails
+ *   the visit.
+ */
+
+import type { AgentHandler } from "../../agents/task.js";
+import type { CompiledNode } from "../../definition/graph.js";
+import type { NodeDefinition } from "../../definition/schema.js";
+import type { Problem } from "../../errors.js";
+import type { RunState } from "../scheduler.js";
+import type { Json, Visit } from "../types.js";
+
+/** What a kind's validation may ask of the workflow. */
+export interface KindChecks {
+  /** `nodes[i]`: prefix of every path a problem names. */
+  readonly at: string;
+  /** The problem for a reference to a node that does not exist (with a "did you mean"). */
+  unknownNode(path: string, id: string): Problem | null;
+  /** The document was accepted when it was stored: rules added since do not refuse it. */
+  readonly stored: boolean;
+}
+
+export interface NodeKind {
+  /** The agent_type that selects this kind; `task` is every agent_type no kind reserves. */
+  readonly name: string;
+  /**
+   * How a ready visit starts. `agent`: an attempt claimed by an in-process agent or an external
+   * worker, within the concurrency limits. `engine`: the engine starts it in the claiming flush
+   * (`begin`), with no agent and no concurrency limit; workers may not claim it.
+   */
+  readonly start: "agent" | "engine";
+  /** For `start: "engine"`: what a worker that asks for one is told (`<name> nodes ...`). */
+  readonly notClaimable?: string;
+  /** False: the node's retry settings and `defaults` do not apply; its timeout defaults to the workflow's. */
+  readonly retries: boolean;
+  /**
+   * For `start: "agent"`: the built-in agent that runs its attempts in process (the
+   * aggregator's, for nodes whose edges need an expression), unless the engine is given one.
+   */
+  handler?(limits: { maxOutputBytes: number }): AgentHandler;
+  /** Errors in a node of this kind beyond the schema's (its payload, its edges). */
+  validate?(node: NodeDefinition, checks: KindChecks): Problem[];
+  /** The nodes whose outputs it reads (an aggregator's sources); none by default. */
+  sources?(node: NodeDefinition): string[];
+  /** Why a payload resolved from templates is refused (becomes `template_error`), or null. */
+  checkResolved?(payload: Json): string | null;
+  /**
+   * Runs as the visit becomes ready, inside the transaction; true when it finished the visit
+   * there (an aggregator whose edges need no expression).
+   */
+  inline?(rs: RunState, node: CompiledNode, v: Visit, now: number): boolean;
+  /** For `start: "engine"`: the ready visit leaves PENDING (IN_REVIEW, WAITING, or done at once). */
+  begin?(rs: RunState, v: Visit, now: number): void;
+  /** The due time of its hold (IN_REVIEW or WAITING: the visit's `lease_expires_at`) passed. */
+  due?(rs: RunState, v: Visit, now: number): void;
+}

@@ -1,0 +1,117 @@
+/** The options and answers of the public Engine (engine.ts): what a caller passes and gets back. */
+import type { Logger } from "pino";
+import type { AgentHandler, DecideHook } from "../agents/task.js";
+import type { Compensation, Json, Run, RunEvent, Visit } from "../core/types.js";
+import type { Clock } from "./clock.js";
+import type { NotifyOptions } from "./notifier.js";
+import type { TaskLimits } from "./task-limits.js";
+
+export interface EngineOptions {
+  /**
+   * `sqlite:<path>`, `sqlite::memory:`, or `postgres://user@host:5432/db?schema=skein` (many
+   * engines may share one PostgreSQL schema). @defaultValue `"sqlite:./skein.db"`
+   */
+  database?: string;
+  /** In-process agents by agent_type. The built-in `aggregator` is always there. */
+  agents?: Record<string, AgentHandler>;
+  /** Code hooks named by nodes' `decide`. */
+  decideHooks?: Record<string, DecideHook>;
+  /** SQLite durability: `normal` survives process crashes; `full` also power loss. @defaultValue `"normal"` */
+  synchronous?: "normal" | "full";
+  /** How long a write waits for a lock another process holds on the SQLite file, ms. @defaultValue 5000 */
+  busyTimeoutMs?: number;
+  /** Most attempts in flight in this engine; more ready nodes wait in the database. @defaultValue 100 */
+  maxConcurrency?: number;
+  /** Most attempts in flight per agent_type (an LLM provider's rate limit), e.g. `{ llm: 4 }`. */
+  agentConcurrency?: Record<string, number>;
+  /** How often the engine looks for due work a lost wake-up left behind, ms. @defaultValue 1000 */
+  sweepIntervalMs?: number;
+  /** How often the engine records that it is alive, ms. @defaultValue 5000 */
+  heartbeatIntervalMs?: number;
+  /** After how long without a heartbeat an engine counts as dead, ms. @defaultValue 30000 */
+  engineTimeoutMs?: number;
+  /** Largest run input, agent output or resolved payload, in bytes of JSON. @defaultValue 1 MiB */
+  maxPayloadBytes?: number;
+  /** Time source; tests pass a ManualClock. @defaultValue the system clock */
+  clock?: Clock;
+  /** Random numbers for retry jitter. @defaultValue Math.random */
+  random?: () => number;
+  /** @defaultValue a pino logger to stderr at level `SKEIN_LOG_LEVEL` or `warn` */
+  logger?: Logger;
+  /** @defaultValue `<host>-<pid>-<random>` */
+  engineId?: string;
+  /**
+   * Notifiers called on `review.requested`, `run.failed` and `run.needs_attention`: each webhook
+   * gets a JSON POST with a `traceparent` header, and `hook` the same notification. Delivery is
+   * asynchronous and retried with backoff on the clock; one that fails for good is logged and
+   * recorded as a `notify.failed` event. Retries pending at `close()` are abandoned.
+   */
+  notify?: NotifyOptions;
+  /**
+   * The HTTP API's address as people reach it (`skein serve --public-url`), e.g.
+   * `https://skein.example.com`: `review.requested` notifications then carry `review_url`,
+   * `<publicUrl>/v1/runs/<run_id>/nodes/<node_id>/review`.
+   */
+  publicUrl?: string;
+  /**
+   * What one client of the external-agent protocol may hold or send: long-poll claims per
+   * token and in total, claims and heartbeats per second per token (DESIGN §13).
+   * @defaultValue 100 waiting per token, 1000 in all, 500 a second per token with bursts of 1000
+   */
+  taskLimits?: TaskLimits;
+}
+
+export interface StartRunOptions {
+  input?: unknown;
+  /** The same key returns the same run; the same key with another input is a ConflictError. */
+  idempotency_key?: string;
+  /** W3C trace context of the caller; the run joins its trace. */
+  traceparent?: string;
+  /** A registered version; default the latest. */
+  version?: number;
+}
+
+/** A run with its current visits. */
+export interface RunWithNodes extends Run {
+  nodes: Visit[];
+  /** Nodes waiting for a person's decision. */
+  waiting_reviews: number;
+  /** What a failed (or cancelled) run undid or undoes, in order (DESIGN §6). */
+  compensations: Compensation[];
+}
+
+/** A decision on a `human_review` node. */
+export interface ReviewOptions {
+  decision: "approve" | "reject";
+  /** Who decides; must be among the node's `assignees` when it has some. */
+  by?: string;
+  /**
+   * The admin who decides *as* `by` (DESIGN §13): recorded in the review.decided event as
+   * `admin`. An admin deciding as itself (`by` equal to `admin`) must be an assignee itself.
+   */
+  admin?: string;
+  comment?: string;
+  /** Edited output to pass on (approve). */
+  output?: unknown;
+  /** The review round decided on; a decision for an older round of a loop is a ConflictError. */
+  execution_id?: string;
+}
+
+/** What waits for a person. */
+export interface PendingReview {
+  run_id: string;
+  workflow_id: string;
+  node_id: string;
+  visit: number;
+  execution_id: string;
+  title: Json | null;
+  instructions: Json | null;
+  assignees: Json | null;
+  /** The review node's payload: the data to review (templates resolved). */
+  data: Json | null;
+  requested_at: number | null;
+  deadline_at: number | null;
+  trace_id: string;
+}
+
+export type EventListener = (event: RunEvent) => void;

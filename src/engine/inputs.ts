@@ -1,0 +1,107 @@
+/**
+ * What the dispatcher queues for a flush: one variant per kind of input (results, reports,
+ * claims, decisions, cancels, redrives, starts), and the task a claim answers with.
+ */
+import type { Task } from "../agents/task.js";
+import { runOfExecution } from "../core/attempt.js";
+import type { Decision, ReviewDecision } from "../core/scheduler.js";
+import type { Json, NewEvent, Run, Visit, VisitError } from "../core/types.js";
+import type { VisitKey } from "../store/store.js";
+
+/** A task as claimed in the transaction: the agent's task without its signal and callbacks. */
+export type ClaimedTask = Omit<Task, "signal" | "heartbeat" | "route" | "traceparent"> & {
+  workflow_id: string;
+  workflow_version: number;
+  deadline_at: number;
+  lease_expires_at: number | null;
+};
+
+export type Input =
+  | { kind: "start"; run: Run; done: Callback<Run> }
+  | { kind: "success"; execution_id: string; attempt: number; output: Json; decision: Decision }
+  | { kind: "failure"; execution_id: string; attempt: number; error: VisitError; retryable: boolean }
+  /** A failure of the visit itself, not retried: invalid_next, when_error. */
+  | { kind: "fail_visit"; execution_id: string; attempt: number; reason: string; error: VisitError }
+  | { kind: "payload"; key: VisitKey; payload: Json }
+  | { kind: "payload_error"; key: VisitKey; error: VisitError }
+  | { kind: "heartbeat"; execution_id: string; attempt: number; done: Callback<boolean> }
+  | {
+      kind: "review";
+      run_id: string;
+      node_id: string;
+      execution_id?: string;
+      decision: ReviewDecision;
+      /** The edges an approval fires, worked out beforehand (JSONata is async), or why that failed. */
+      next: Decision | { reason: string; message: string };
+      done: Callback<Visit>;
+    }
+  | { kind: "cancel"; run_id: string; reason?: string; compensate: boolean; done: Callback<Run> }
+  | { kind: "retry"; run_id: string; from: string | null; force: boolean; done: Callback<Run> }
+  /** An event about a run that changes no state (a notifier that failed for good). */
+  | { kind: "event"; event: NewEvent }
+  /** An external worker claims ready visits of some agent types (DESIGN §5, HTTP API). */
+  | {
+      kind: "claim";
+      agent_types: string[];
+      holder: string;
+      max: number;
+      lease_ms: number;
+      done: Callback<ClaimedTask[]>;
+    }
+  /**
+   * An external worker's report or heartbeat: answered, or refused with a ForbiddenError (an
+   * agent type the token may not report) or a ConflictError (an attempt it does not hold).
+   */
+  | {
+      kind: "report";
+      execution_id: string;
+      attempt: number;
+      report: Report;
+      /** Who sends it: the holder its claim recorded (`worker:...`, DESIGN §13). */
+      holder: string;
+      /** The agent types the sender's token may report; null: any. */
+      agent_types: readonly string[] | null;
+      done: Callback<ReportAnswer>;
+    };
+
+/**
+ * What an external worker reports for an attempt it holds. A success's `decision` is null when
+ * it was not worked out because the attempt had already ended (DESIGN §13: a `when` is
+ * evaluated only for the holder of a running attempt): such a report is never applied.
+ */
+export type Report =
+  | { kind: "success"; output: Json; decision: Decision | null }
+  | { kind: "failure"; error: VisitError; retryable: boolean }
+  | { kind: "fail_visit"; reason: string; error: VisitError }
+  | { kind: "heartbeat"; lease_ms: number };
+
+export interface ReportAnswer {
+  /** `duplicate`: the same report was applied before; nothing changed this time. */
+  status: "accepted" | "duplicate";
+  /** The attempt's lease after a heartbeat. */
+  lease_expires_at: number | null;
+}
+
+export type Callback<T> = { resolve(value: T): void; reject(error: unknown): void };
+
+export type ClaimInput = Extract<Input, { kind: "claim" }>;
+
+/** One attempt of a visit or compensation row. */
+export type AttemptRef = { execution_id: string; attempt: number };
+
+/** How many rows one sweep or recovery query takes. */
+export const SWEEP_BATCH = 500;
+
+/** The runs that inputs name, sorted (the lock order): the flush's transaction locks them as it begins. */
+export function inputRuns(inputs: Input[]): string[] {
+  const ids = new Set<string>();
+  for (const input of inputs) {
+    if ("run_id" in input) ids.add(input.run_id);
+    else if ("key" in input) ids.add(input.key.run_id);
+    else if ("execution_id" in input) {
+      const runId = runOfExecution(input.execution_id);
+      if (runId !== null) ids.add(runId);
+    } else if (input.kind === "event") ids.add(input.event.run_id);
+  }
+  return [...ids].sort();
+}
