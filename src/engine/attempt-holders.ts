@@ -13,8 +13,11 @@ import type { Store, VisitKey } from "../store/store.js";
 export interface AttemptFacts {
   /** The agent type of the visit or compensation row. */
   agent_type: string;
-  /** Who claimed this attempt; null when it was never claimed. */
-  holder: string | null;
+  /**
+   * Who claimed this attempt; null when it was never claimed; undefined when only the run's
+   * history can tell (the attempt ended): ask `startedBy`, after the cheaper checks.
+   */
+  holder: string | null | undefined;
   /** The attempt is running as committed, its lease not passed; null: not read (known from memory). */
   running: boolean | null;
 }
@@ -61,15 +64,15 @@ export class AttemptHolders {
       atAttempt &&
       row.state === "RUNNING" &&
       (now === null || (row.lease_expires_at ?? Number.POSITIVE_INFINITY) > now);
-    let holder = hit?.holder ?? (atAttempt ? row.holder : null);
-    // Never claimed: the row has not reached that attempt yet.
-    if (holder === null && !(current && row.attempt < attempt))
-      holder = await this.startedBy(executionId, key, attempt);
-    return { agent_type: row.agent_type, holder, running };
+    const holder = hit?.holder ?? (atAttempt ? row.holder : null);
+    // Null and the row has not reached that attempt yet: never claimed. Otherwise it ended and
+    // its holder was cleared: the history tells (a read of the run's events, so it comes last).
+    const ended = holder === null && !(current && row.attempt < attempt);
+    return { agent_type: row.agent_type, holder: ended ? undefined : holder, running };
   }
 
   /** The holder its `node.started` (or `compensation.started`) event recorded for the attempt. */
-  private async startedBy(executionId: string, key: VisitKey, attempt: number): Promise<string | null> {
+  async startedBy(executionId: string, key: VisitKey, attempt: number): Promise<string | null> {
     const compensation = undoneExecutionId(executionId) !== null;
     let afterSeq = 0;
     for (;;) {

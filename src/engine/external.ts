@@ -326,11 +326,14 @@ export class ExternalWorkers {
         `this token may report tasks of ${allowed.join(", ")}, not ${facts.agent_type} (${executionId})`,
       );
     }
-    if (facts.holder === null) {
+    // After the agent type: a token that may not report this task never makes the engine read its history.
+    const holder =
+      facts.holder === undefined ? await this.holders.startedBy(executionId, key, request.attempt) : facts.holder;
+    if (holder === null) {
       throw new ConflictError(`attempt ${request.attempt} of ${executionId} was never claimed; check the attempt`);
     }
-    if (facts.holder !== holderOf(request)) {
-      throw new ConflictError(notHeldBy(executionId, request.attempt, facts.holder));
+    if (holder !== holderOf(request)) {
+      throw new ConflictError(notHeldBy(executionId, request.attempt, holder));
     }
     return facts.running !== false;
   }
