@@ -10,7 +10,7 @@ import type { CompiledNode, WorkflowGraph } from "../definition/graph.js";
 import { retryDelayMs } from "./backoff.js";
 import { readiness } from "./readiness.js";
 import { ACTIVE_STATES, assertTransition, deriveRunStatus, type EndCause, type VisitState } from "./states.js";
-import type { Compensation, EventType, Json, NewEvent, Run, Visit, VisitError } from "./types.js";
+import type { Compensation, EventType, InboxEvent, Json, NewEvent, Run, Visit, VisitError } from "./types.js";
 
 /** What a transaction changed in one run; the store writes it, the engine acts on it after commit. */
 export interface Changes {
@@ -31,6 +31,8 @@ export interface Changes {
    * compensations (`planCompensation`) before it writes this change.
    */
   plan: { failing: Visit | null } | null;
+  /** Inbox rows created or delivered (events sent to the run, DESIGN §11.2). */
+  inbox: InboxEvent[];
 }
 
 export interface RunState {
@@ -43,6 +45,11 @@ export interface RunState {
   changes: Changes;
   /** Nodes waiting to be re-checked while `settle` runs (nested calls append here). */
   settling: string[] | null;
+  /**
+   * The run's events no wait_event took yet, oldest first; undefined until a flush needs them
+   * (read once, then kept up to date with the run, as its visits are).
+   */
+  inbox?: InboxEvent[];
 }
 
 /** The decision of a succeeded visit: the targets it fires, `$end`, or no case held. */
@@ -61,6 +68,7 @@ export function emptyChanges(): Changes {
     ended: false,
     compensations: new Set(),
     plan: null,
+    inbox: [],
   };
 }
 
