@@ -152,15 +152,16 @@ export function enterReview(rs: RunState, v: Visit, now: number): void {
 /**
  * A visit that waits without an attempt (`sleep`, `wait_event`): WAITING until `until` (its
  * due time, `lease_expires_at`, as a review's timeout) or until something it waits for arrives.
+ * `what` it waits for goes into the `node.waiting` event (a wait_event's event name and key).
  */
-export function wait(rs: RunState, v: Visit, until: number, now: number): void {
+export function wait(rs: RunState, v: Visit, until: number, now: number, what: Record<string, Json> = {}): void {
   transition(rs, v, "WAITING");
   v.attempt += 1;
   v.ready_at = null;
   v.started_at ??= now;
   v.deadline_at = until;
   v.lease_expires_at = until;
-  event(rs, "node.waiting", v, now, { attempt: v.attempt, until });
+  event(rs, "node.waiting", v, now, { attempt: v.attempt, until, ...what });
 }
 
 export interface ReviewDecision {

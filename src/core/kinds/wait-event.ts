@@ -69,7 +69,8 @@ export const waitEvent: NodeKind = {
       return;
     }
     const node = nodeOf(rs, v.node_id);
-    wait(rs, v, Math.min(now + node.timeout * 1000, rs.run.deadline_at), now);
+    const what: Record<string, Json> = w.key === null ? { event: w.event } : { event: w.event, key: w.key };
+    wait(rs, v, Math.min(now + node.timeout * 1000, rs.run.deadline_at), now, what);
     // The run's own inbox first (oldest first), then an event by key still in its buffer.
     const own = (rs.inbox ?? []).find((e) => e.name === w.event && e.delivered_at === null);
     const found = own ?? buffered[0];
