@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { ConflictError, NotFoundError, type RunEvent, ValidationError } from "../../src/index.js";
+import { ConflictError, NotFoundError, type RunEvent, systemClock, ValidationError } from "../../src/index.js";
 import { nextEvent, testEngine } from "../helpers.js";
 
 const waiting = (nodeId: string) => (e: RunEvent) => e.type === "node.waiting" && e.node_id === nodeId;
@@ -242,5 +242,19 @@ describe("events by key (publishEvent)", () => {
     const unbuffered = await engine.startRun("orders", { input: { order: "o-8" } });
     await parked2;
     expect((await engine.getRun(unbuffered.run_id)).nodes[0]).toMatchObject({ state: "WAITING" });
+  });
+});
+
+describe("long waits on the system clock", () => {
+  it("a timer for a wait past 24.8 days is capped, not fired at once (Node's TimeoutOverflowWarning)", async () => {
+    const warnings: string[] = [];
+    const onWarning = (w: Error) => warnings.push(w.name);
+    process.on("warning", onWarning);
+    const handle = systemClock.setTimeout(() => {}, 30 * 24 * 3600 * 1000);
+    // Node emits the warning (and runs the timer after 1 ms) when the delay overflows; the event comes on a next tick.
+    await new Promise((resolve) => setImmediate(resolve));
+    systemClock.clearTimeout(handle);
+    process.off("warning", onWarning);
+    expect(warnings).not.toContain("TimeoutOverflowWarning");
   });
 });
