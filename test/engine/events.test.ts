@@ -217,9 +217,20 @@ describe("events by key (publishEvent)", () => {
     const answer = await engine.publishEvent("paid", "o-1", { total: 5 });
     expect(answer.delivered_to.map((d) => d.run_id).sort()).toEqual([a.run_id, b.run_id].sort());
     for (const r of [a, b]) expect((await engine.waitForRun(r.run_id)).output).toEqual({ paid: { total: 5 } });
-    expect((await engine.getRun(c.run_id)).nodes[0]).toMatchObject({ state: "WAITING" });
+    // Published again under one idempotency key: the second is a duplicate and reaches nobody.
+    const once = await engine.publishEvent("paid", "o-2", { total: 6 }, { idempotency_key: "p1" });
+    expect(once.delivered_to.map((d) => d.run_id)).toEqual([c.run_id]);
+    expect(await engine.publishEvent("paid", "o-2", { total: 6 }, { idempotency_key: "p1" })).toEqual({
+      event_id: once.event_id,
+      delivered_to: [],
+      duplicate: true,
+    });
+    expect((await engine.waitForRun(c.run_id)).output).toEqual({ paid: { total: 6 } });
     // A run's own event reaches a keyed wait too.
-    expect((await engine.sendEvent(c.run_id, "paid", { total: 7 })).delivered_to).toMatchObject({ node_id: "paid" });
+    const parked = nextEvent(engine, waiting("paid"));
+    const d = await engine.startRun("orders", { input: { order: "o-3" } });
+    await parked;
+    expect((await engine.sendEvent(d.run_id, "paid", { total: 7 })).delivered_to).toMatchObject({ node_id: "paid" });
   });
 
   it("is kept for buffer_seconds for waits on that key that start within that time", async () => {

@@ -6,6 +6,7 @@
  */
 import type { FastifyInstance } from "fastify";
 import { z } from "zod";
+import type { Json } from "../../core/types.js";
 import { ADMINS } from "../auth.js";
 import { checkRunScope } from "../scope.js";
 import type { RouteContext } from "../server.js";
@@ -49,7 +50,7 @@ export function registerEventRoutes(app: FastifyInstance, { engine }: RouteConte
       const { run_id } = request.params;
       await checkRunScope(engine, request.principal, run_id);
       const { name, payload, idempotency_key } = request.body;
-      return engine.sendEvent(run_id, name, (payload ?? null) as never, {
+      return engine.sendEvent(run_id, name, (payload ?? null) as Json, {
         ...(idempotency_key === undefined ? {} : { idempotency_key }),
       });
     },
@@ -67,7 +68,7 @@ export function registerEventRoutes(app: FastifyInstance, { engine }: RouteConte
     },
     async (request) => {
       const { name, key, payload, idempotency_key } = request.body;
-      return engine.publishEvent(name, key, (payload ?? null) as never, {
+      return engine.publishEvent(name, key, (payload ?? null) as Json, {
         ...(idempotency_key === undefined ? {} : { idempotency_key }),
       });
     },
