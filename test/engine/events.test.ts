@@ -177,6 +177,38 @@ describe("wait_event and sendEvent", () => {
     expect(finished.status).toBe("SUCCEEDED");
   });
 
+  it("an event kept in the inbox survives an engine restart; a wait without a timeout waits the run's TTL", async () => {
+    const first = await testEngine();
+    await first.engine.registerWorkflow({
+      id: "durable",
+      timeout: 600,
+      nodes: [
+        { node_id: "before", agent_type: "later", next_on_success: "paid" },
+        { node_id: "paid", agent_type: "wait_event", payload: { event: "paid" } },
+      ],
+    });
+    const run = await first.engine.startRun("durable");
+    expect(await first.engine.sendEvent(run.run_id, "paid", { total: 1 })).toMatchObject({ buffered: true });
+    await first.engine.close();
+
+    // Another engine, with the agent the first one lacked: the wait begins there and takes the event.
+    const second = await testEngine({ database: first.database, clock: first.clock, agents: { later: () => ({}) } });
+    const done = await second.engine.waitForRun(run.run_id);
+    expect(done.status).toBe("SUCCEEDED");
+    expect(done.nodes[1]).toMatchObject({ node_id: "paid", output: { total: 1 } });
+
+    await second.engine.registerWorkflow({
+      id: "ttl",
+      timeout: 600,
+      nodes: [{ node_id: "paid", agent_type: "wait_event", payload: { event: "paid" } }],
+    });
+    const parked = nextEvent(second.engine, waiting("paid"));
+    const waitsTtl = await second.engine.startRun("ttl");
+    await parked;
+    const stored = await second.engine.getRun(waitsTtl.run_id);
+    expect(stored.nodes[0]?.deadline_at).toBe(stored.deadline_at);
+  });
+
   it("refuses a wait_event without an event name, with the path", async () => {
     const { engine } = await testEngine();
     const bad = engine.registerWorkflow({
