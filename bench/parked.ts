@@ -1,4 +1,7 @@
 /**
+ * waiting10k_rss_mb (benchWaiting): the same for 10,000 runs WAITING in a wait_event and a
+ * sleep (DESIGN §11: a waiting run costs the engine nothing until its due time or its event).
+ *
  * parked10k_rss_mb: the resident memory of an engine process holding 10,000 parked runs (their
  * only node is ready but no agent serves it). Measured in a child process of its own
  * (parked-child.ts, run with --expose-gc) so the bench's other work does not count: rss after a
@@ -22,6 +25,19 @@ export async function benchParked(runs = 10_000): Promise<Measured> {
   };
 }
 
+export async function benchWaiting(runs = 10_000): Promise<Measured> {
+  const baseline = await parkedChild(1, "waiting");
+  const result = await parkedChild(runs, "waiting");
+  const failures = result.parked === runs ? [] : [`waiting: ${result.parked} of ${runs} runs are RUNNING`];
+  if (!result.gc) failures.push("waiting: global.gc was not exposed; rss includes garbage");
+  progress(`waiting: ${result.parked} runs waiting, started in ${(result.start_ms / 1000).toFixed(1)} s`);
+  return {
+    metrics: { waiting10k_rss_mb: result.rss_mb },
+    meta: { waiting: { ...result, baseline_rss_mb: baseline.rss_mb } },
+    failures,
+  };
+}
+
 interface ChildReport {
   runs: number;
   parked: number;
@@ -31,12 +47,12 @@ interface ChildReport {
   heap_used_mb: number;
 }
 
-async function parkedChild(runs: number): Promise<ChildReport> {
+async function parkedChild(runs: number, workload: "ready" | "waiting" = "ready"): Promise<ChildReport> {
   const db = tempDb("parked");
   try {
     const child = spawn(
       process.execPath,
-      ["--expose-gc", "--import", "tsx", "bench/parked-child.ts", db.path, String(runs)],
+      ["--expose-gc", "--import", "tsx", "bench/parked-child.ts", db.path, String(runs), workload],
       { stdio: ["ignore", "pipe", "inherit"] },
     );
     let out = "";

@@ -23,7 +23,7 @@ import { benchDag8, benchDag8Serial } from "./dag8.js";
 import { benchDispatch50 } from "./dispatch.js";
 import { benchClaimComplete, benchDag8External } from "./http.js";
 import { type Measured, progress, round, within } from "./lib.js";
-import { benchParked } from "./parked.js";
+import { benchParked, benchWaiting } from "./parked.js";
 import { benchPgEngines } from "./pg-engines.js";
 import { checkpoint, dropLeftoverSchemas, serverSettings, tempSchema } from "./postgres.js";
 import { benchRecovery } from "./recovery.js";
@@ -57,6 +57,7 @@ const TARGETS: Record<string, { text: string; ok(v: number, all: Record<string, 
   dag8_serial_p50_ms: { text: "< 3", ok: (v) => v < 3 },
   recovery_ms: { text: "< 500", ok: (v) => v < 500 },
   parked10k_rss_mb: { text: "< 200", ok: (v) => v < 200 },
+  waiting10k_rss_mb: { text: "< 200", ok: (v) => v < 200 },
   "postgres.dag8_runs_per_s": { text: ">= 400", ok: (v) => v >= 400 },
   "postgres.dag8_serial_p50_ms": { text: "< 10", ok: (v) => v < 10 },
   "postgres.dag8_runs_per_s_2engines": {
@@ -123,8 +124,9 @@ const MEASUREMENTS: [string, () => Promise<Measured>, Section?][] = [
   ["dag8_serial", () => benchDag8Serial()],
   ["recovery", () => benchRecovery()],
   ["parked10k", () => benchParked()],
+  ["waiting10k", () => benchWaiting()],
   ["cli", () => benchCli(), "cli"],
-  // PostgreSQL: recovery, parked10k and cli are SQLite-only.
+  // PostgreSQL: recovery, parked10k, waiting10k and cli are SQLite-only.
   ["pg_dispatch50", () => benchDispatch50({ db: tempSchema }), "postgres"],
   [
     "pg_transition",

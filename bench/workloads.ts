@@ -70,6 +70,16 @@ export const PARKED = {
   nodes: [{ node_id: "wait", agent_type: "nobody" }],
 };
 
+/** Two WAITING nodes, side by side: an event that never comes (within a year) and a 30-day sleep. */
+export const WAITING = {
+  id: "bench-waiting",
+  timeout: 400 * 24 * 3600,
+  nodes: [
+    { node_id: "paid", agent_type: "wait_event", payload: { event: "paid" }, timeout: 365 * 24 * 3600 },
+    { node_id: "nap", agent_type: "sleep", payload: { seconds: 30 * 24 * 3600 } },
+  ],
+};
+
 /** Two steps; the recovery bench kills the engine while `first` is in flight. */
 export const RECOVERY = {
   id: "bench-recovery",

@@ -12,8 +12,11 @@ export {
   Engine,
   type EngineOptions,
   type PendingReview,
+  type PublishEventAnswer,
   type ReviewOptions,
   type RunWithNodes,
+  type SendEventAnswer,
+  type SendEventOptions,
   type StartRunOptions,
 } from "./engine/engine.js";
 export type { WorkerIdentity } from "./engine/external.js";

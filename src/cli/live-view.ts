@@ -5,6 +5,7 @@
  */
 import type { RunEvent, RunWithNodes, Visit } from "../index.js";
 import { formatMs, oneLine } from "./output.js";
+import { visitWaitNote, waitNote } from "./waiting.js";
 
 export interface LiveView {
   event(e: RunEvent): void;
@@ -95,7 +96,7 @@ export class RunProgress {
         row.attempt = attempt;
         row.startedAt ??= e.at;
         row.endedAt = null;
-        row.note = typeof e.data.until === "number" ? `until ${new Date(e.data.until).toISOString()}` : row.note;
+        row.note = waitNote(e.data) || row.note;
         break;
       case "review.requested":
         row.state = "IN_REVIEW";
@@ -133,7 +134,7 @@ function rowOf(v: Visit): NodeRow {
     attempt: v.attempt,
     startedAt: v.started_at,
     endedAt: v.ended_at,
-    note: v.error?.message ?? v.reason ?? "",
+    note: visitWaitNote(v) ?? v.error?.message ?? v.reason ?? "",
   };
 }
 
@@ -200,6 +201,11 @@ function describe(e: RunEvent): string {
       return `-> ${d.target} (resets ${list(d.region)})`;
     case "result.fenced":
       return "late result ignored";
+    case "node.waiting":
+      return `${attempt}: waiting for ${waitNote(d)}`;
+    case "event.received":
+    case "event.delivered":
+      return `event "${d.name}"${typeof d.key === "string" ? ` (key ${d.key})` : ""}`;
     case "review.requested":
       return `waiting for ${reviewers(d.assignees)}${typeof d.title === "string" ? `: ${oneLine(d.title, 80)}` : ""}`;
     case "review.decided":

@@ -16,6 +16,7 @@ import { registerRetry } from "./commands/retry.js";
 import { registerReview } from "./commands/review.js";
 import { registerReviews } from "./commands/reviews.js";
 import { registerRun } from "./commands/run.js";
+import { registerSend } from "./commands/send.js";
 import { registerServe } from "./commands/serve.js";
 import { registerStart } from "./commands/start.js";
 import { registerStatus } from "./commands/status.js";
@@ -59,6 +60,7 @@ export function buildProgram(): Command {
     registerReview,
     registerCancel,
     registerRetry,
+    registerSend,
     registerWorkflows,
     registerServe,
     registerWorker,

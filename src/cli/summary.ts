@@ -1,6 +1,7 @@
 /** The report of a run: status, duration, error, per-node times and retries, compensations, output. */
 import type { RunWithNodes, Visit } from "../index.js";
 import { formatMs, oneLine, table } from "./output.js";
+import { visitWaitNote } from "./waiting.js";
 
 /** The run's report as text; `visits` are all of its visits (loops and superseded ones included). */
 export function runReport(run: RunWithNodes, visits: readonly Visit[], now = Date.now()): string {
@@ -23,7 +24,7 @@ export function runReport(run: RunWithNodes, visits: readonly Visit[], now = Dat
     const retries = all.reduce((n, v) => n + Math.max(0, v.attempt - 1), 0);
     const time = all.reduce((ms, v) => ms + (v.started_at === null ? 0 : (v.ended_at ?? now) - v.started_at), 0);
     const started = all.some((v) => v.started_at !== null);
-    const note = current.error?.message ?? current.reason ?? "";
+    const note = visitWaitNote(current) ?? current.error?.message ?? current.reason ?? "";
     return [
       current.node_id,
       current.state,

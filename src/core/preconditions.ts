@@ -13,6 +13,13 @@ export function cancelRefusal(run: Run): ConflictError | null {
   return new ConflictError(`run ${run.run_id} ${what}; nothing to cancel`);
 }
 
+/** An event needs a run that has not ended (DESIGN §11.2: sending to a finished run is a conflict). */
+export function eventRefusal(run: Run, name: string): ConflictError | null {
+  if (run.ended_at === null) return null;
+  const what = run.status === "COMPENSATING" ? "is compensating" : `already ended ${run.status}`;
+  return new ConflictError(`run ${run.run_id} ${what}; it takes no more events (event "${name}" was not stored)`);
+}
+
 /** A redrive: only a FAILED or CANCELLED run, and with `force` one that needs attention. */
 export function retryRefusal(
   run: Run,

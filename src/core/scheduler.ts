@@ -10,7 +10,7 @@ import type { CompiledNode, WorkflowGraph } from "../definition/graph.js";
 import { retryDelayMs } from "./backoff.js";
 import { readiness } from "./readiness.js";
 import { ACTIVE_STATES, assertTransition, deriveRunStatus, type EndCause, type VisitState } from "./states.js";
-import type { Compensation, EventType, Json, NewEvent, Run, Visit, VisitError } from "./types.js";
+import type { Compensation, EventType, InboxEvent, Json, NewEvent, Run, Visit, VisitError } from "./types.js";
 
 /** What a transaction changed in one run; the store writes it, the engine acts on it after commit. */
 export interface Changes {
@@ -31,6 +31,8 @@ export interface Changes {
    * compensations (`planCompensation`) before it writes this change.
    */
   plan: { failing: Visit | null } | null;
+  /** Inbox rows created or delivered (events sent to the run, DESIGN §11.2). */
+  inbox: InboxEvent[];
 }
 
 export interface RunState {
@@ -43,6 +45,11 @@ export interface RunState {
   changes: Changes;
   /** Nodes waiting to be re-checked while `settle` runs (nested calls append here). */
   settling: string[] | null;
+  /**
+   * The run's events no wait_event took yet, oldest first; undefined until a flush needs them
+   * (read once, then kept up to date with the run, as its visits are).
+   */
+  inbox?: InboxEvent[];
 }
 
 /** The decision of a succeeded visit: the targets it fires, `$end`, or no case held. */
@@ -61,6 +68,7 @@ export function emptyChanges(): Changes {
     ended: false,
     compensations: new Set(),
     plan: null,
+    inbox: [],
   };
 }
 
@@ -144,15 +152,16 @@ export function enterReview(rs: RunState, v: Visit, now: number): void {
 /**
  * A visit that waits without an attempt (`sleep`, `wait_event`): WAITING until `until` (its
  * due time, `lease_expires_at`, as a review's timeout) or until something it waits for arrives.
+ * `what` it waits for goes into the `node.waiting` event (a wait_event's event name and key).
  */
-export function wait(rs: RunState, v: Visit, until: number, now: number): void {
+export function wait(rs: RunState, v: Visit, until: number, now: number, what: Record<string, Json> = {}): void {
   transition(rs, v, "WAITING");
   v.attempt += 1;
   v.ready_at = null;
   v.started_at ??= now;
   v.deadline_at = until;
   v.lease_expires_at = until;
-  event(rs, "node.waiting", v, now, { attempt: v.attempt, until });
+  event(rs, "node.waiting", v, now, { attempt: v.attempt, until, ...what });
 }
 
 export interface ReviewDecision {

@@ -130,6 +130,8 @@ export type EventType =
   | "loop.reset"
   | "review.requested"
   | "review.decided"
+  | "event.received"
+  | "event.delivered"
   | "run.needs_attention"
   | "run.retried"
   | "compensation.planned"
@@ -153,4 +155,22 @@ export interface NewEvent {
 /** One line of a run's history (DESIGN §9). `seq` orders all events of a database. */
 export interface RunEvent extends NewEvent {
   seq: number;
+}
+
+/**
+ * An event sent to a run (`run_id`) or published by key (`run_id` null, DESIGN §11.2–11.3), as
+ * its inbox row stores it. `delivered_to` is the wait_event visit that took a run's event; an
+ * event by key is never marked (every waiting run receives it).
+ */
+export interface InboxEvent {
+  event_id: string;
+  run_id: string | null;
+  name: string;
+  key: string | null;
+  payload: Json;
+  /** The sender's idempotency key, else the event_id. */
+  idempotency_key: string;
+  created_at: number;
+  delivered_to: { node_id: string; visit: number } | null;
+  delivered_at: number | null;
 }

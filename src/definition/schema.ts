@@ -44,7 +44,9 @@ const agentType = z
   .regex(AGENT_TYPE_PATTERN, {
     error: "must be 1 to 128 letters, digits, '_', '.', ':' or '-'",
   })
-  .describe("Which agent runs the node: [A-Za-z0-9_.:-]{1,128}. Built-ins: aggregator, human_review, sleep.");
+  .describe(
+    "Which agent runs the node: [A-Za-z0-9_.:-]{1,128}. Built-ins: aggregator, human_review, sleep, wait_event.",
+  );
 
 // References are plain strings: a malformed or missing id is reported as an unknown node by
 // the graph checks, with one message instead of a format error and a reference error.

@@ -10,10 +10,17 @@ export interface Clock {
 
 export type TimerHandle = { readonly id: number } | NodeJS.Timeout;
 
+/**
+ * The longest delay Node's timers hold (about 24.8 days); a longer one would fire at once, and a
+ * 30-day sleep would wake the engine in a loop. Capped, the timer fires early and the sweep it
+ * runs arms the next one.
+ */
+const MAX_TIMER_MS = 2 ** 31 - 1;
+
 export const systemClock: Clock = {
   now: () => Date.now(),
   // Not unref'd: a waiting retry or deadline must keep the process alive, as an open engine should.
-  setTimeout: (fn, ms) => setTimeout(fn, Math.max(0, ms)),
+  setTimeout: (fn, ms) => setTimeout(fn, Math.min(MAX_TIMER_MS, Math.max(0, ms))),
   clearTimeout: (handle) => clearTimeout(handle as NodeJS.Timeout),
 };
 

@@ -21,6 +21,7 @@ import type {
   RunWithNodes,
   StartRunOptions,
 } from "./engine-options.js";
+import { newEvent, type SendEventOptions } from "./events.js";
 import {
   type ClaimRequest,
   type CompleteRequest,
@@ -30,6 +31,7 @@ import {
   type HeartbeatRequest,
 } from "./external.js";
 import { randomHex, uuidv7 } from "./ids.js";
+import type { PublishEventAnswer, SendEventAnswer } from "./inputs.js";
 import { canonicalJson, jsonProblem, sha256 } from "./json.js";
 import { Notifier } from "./notifier.js";
 import { openStore } from "./open-store.js";
@@ -44,6 +46,8 @@ export type {
   RunWithNodes,
   StartRunOptions,
 } from "./engine-options.js";
+export type { SendEventOptions } from "./events.js";
+export type { PublishEventAnswer, SendEventAnswer } from "./inputs.js";
 
 const FINAL: ReadonlySet<RunStatus> = new Set(["SUCCEEDED", "FAILED", "CANCELLED"]);
 
@@ -406,6 +410,42 @@ export class Engine {
    * undone first (COMPENSATING, then CANCELLED).
    * @throws ConflictError for a run that already ended or is compensating, NotFoundError for an unknown run.
    */
+  /**
+   * Sends an event to a run (DESIGN §11.2): delivered to its oldest WAITING `wait_event` for
+   * `name`, else kept in the run's inbox for the next one. The same `idempotency_key` again is
+   * answered as the first time (`duplicate: true`) and delivered once.
+   * @throws ConflictError for a run that has ended; NotFoundError for an unknown run;
+   *   ValidationError for a bad name, payload or key
+   */
+  async sendEvent(runId: string, name: string, payload: Json = null, options: SendEventOptions = {}) {
+    this.assertOpen();
+    const event = newEvent(
+      { run_id: runId, name, payload, idempotency_key: options.idempotency_key },
+      { maxPayloadBytes: this.maxPayloadBytes, now: this.clock.now() },
+    );
+    return new Promise<SendEventAnswer>((resolve, reject) =>
+      this.dispatcher.push({ kind: "send_event", run_id: runId, event, done: { resolve, reject } }),
+    );
+  }
+
+  /**
+   * Publishes an event by key (DESIGN §11.3): every run WAITING in a `wait_event` on (`name`,
+   * `key`) receives it, and waits on that key that start within their `buffer_seconds` too.
+   * @throws ValidationError for a bad name, key or payload
+   */
+  async publishEvent(name: string, key: string, payload: Json = null, options: SendEventOptions = {}) {
+    this.assertOpen();
+    const event = newEvent(
+      { run_id: null, name, key, payload, idempotency_key: options.idempotency_key },
+      { maxPayloadBytes: this.maxPayloadBytes, now: this.clock.now() },
+    );
+    // The waiting runs are found first, so that the flush locks them as it begins (in order).
+    const run_ids = await this.store.runsWaitingOnKey(name, key, 10_000);
+    return new Promise<PublishEventAnswer>((resolve, reject) =>
+      this.dispatcher.push({ kind: "publish_event", run_ids, event, done: { resolve, reject } }),
+    );
+  }
+
   async cancelRun(runId: string, options: { reason?: string; compensate?: boolean } = {}): Promise<Run> {
     this.assertOpen();
     return new Promise<Run>((resolve, reject) =>

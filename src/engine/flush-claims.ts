@@ -153,7 +153,7 @@ export async function claimReady(f: Flush, sweep: boolean): Promise<void> {
   const ready = async (rs: RunState, v: Visit) => {
     const { kind } = nodeOf(rs, v.node_id);
     // A kind the engine starts itself (a review, a wait) holds no attempt and takes no room.
-    if (kind.begin) kind.begin(rs, v, f.now);
+    if (kind.begin) kind.begin(rs, v, f.now, await kind.prepare?.(rs, v, f.tx, f.now));
     else await take(visitAttempt(rs, v));
   };
   const types = [...f.o.agentTypes().filter((t) => !ENGINE_STARTED.includes(t)), ...ENGINE_STARTED];

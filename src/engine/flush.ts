@@ -9,11 +9,12 @@ import { type Attempt, attemptOf, fenceReason, holds, parseExecutionId, runOfExe
 import { type PastVisit, planCompensation, undoneExecutionId } from "../core/compensation.js";
 import { cancelRefusal } from "../core/preconditions.js";
 import { emptyChanges, endRun, event, failVisit, type RunState, runState, startRunState } from "../core/scheduler.js";
-import type { Compensation, NewEvent, Run, RunEvent, Visit } from "../core/types.js";
+import type { Compensation, InboxEvent, NewEvent, Run, RunEvent, Visit } from "../core/types.js";
 import { ConflictError, NotFoundError } from "../errors.js";
 import type { LoadedRun, ReadyNotice, StoreTx, VisitKey } from "../store/store.js";
 import type { DispatcherOptions } from "./dispatcher.js";
 import { claimForWorkers, claimReady, notifyOthers, takeHints } from "./flush-claims.js";
+import { publishEvent, sendEvent } from "./flush-events.js";
 import { report, retry, review } from "./flush-results.js";
 import { recover, recoverLost, sweepExpired } from "./flush-sweep.js";
 import { type AttemptRef, type Callback, type ClaimedTask, type ClaimInput, type Input, inputRuns } from "./inputs.js";
@@ -51,6 +52,8 @@ export class Flush {
   notify: ReadyNotice[] = [];
   /** Ready visits other engines told of, in runs this transaction locked (`takeHints`). */
   readonly hinted: [RunState, Visit][] = [];
+  /** Events published by key in this transaction (no run holds them): written with the rest. */
+  readonly keyed: InboxEvent[] = [];
   /** The earliest future due time among the rows this transaction wrote. */
   dueSoon: number | null = null;
   readonly out: FlushOutcome = {
@@ -139,6 +142,10 @@ export class Flush {
         return (await this.held(input))?.failForGood(input.reason, input.error, this.now, this.o.random);
       case "review":
         return review(this, input);
+      case "send_event":
+        return sendEvent(this, input);
+      case "publish_event":
+        return publishEvent(this, input);
       case "event": {
         const rs = await this.load(input.event.run_id);
         rs?.changes.events.push(input.event);
@@ -310,6 +317,7 @@ export class Flush {
     const inserted: Visit[] = [];
     const compensations: Compensation[] = [];
     const events: NewEvent[] = [];
+    const inbox: InboxEvent[] = this.keyed.splice(0);
     const due = (t: number | null) => {
       if (t !== null && t > this.now && (this.dueSoon === null || t < this.dueSoon)) this.dueSoon = t;
     };
@@ -329,6 +337,7 @@ export class Flush {
       inserted.push(...c.inserted);
       compensations.push(...c.compensations);
       events.push(...c.events);
+      inbox.push(...c.inbox);
       for (const v of [...c.updated, ...c.inserted, ...c.compensations]) {
         due(v.ready_at);
         due(v.lease_expires_at);
@@ -351,6 +360,8 @@ export class Flush {
       notify: this.notify,
     };
     const written = await this.tx.write(batch);
+    // After the runs they belong to are written. Rare: only events sent or delivered.
+    if (inbox.length > 0) await this.tx.writeInbox(inbox);
     this.out.events.push(...written);
   }
 }

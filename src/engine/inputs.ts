@@ -5,7 +5,7 @@
 import type { Task } from "../agents/task.js";
 import { runOfExecution } from "../core/attempt.js";
 import type { Decision, ReviewDecision } from "../core/scheduler.js";
-import type { Json, NewEvent, Run, Visit, VisitError } from "../core/types.js";
+import type { InboxEvent, Json, NewEvent, Run, Visit, VisitError } from "../core/types.js";
 import type { VisitKey } from "../store/store.js";
 
 /** A task as claimed in the transaction: the agent's task without its signal and callbacks. */
@@ -35,6 +35,10 @@ export type Input =
       next: Decision | { reason: string; message: string };
       done: Callback<Visit>;
     }
+  /** An event sent to a run (DESIGN §11.2): delivered to its oldest waiting wait_event, else kept in its inbox. */
+  | { kind: "send_event"; run_id: string; event: InboxEvent; done: Callback<SendEventAnswer> }
+  /** An event by key (§11.3): delivered to every run of `run_ids` still waiting on it, and kept for buffers. */
+  | { kind: "publish_event"; run_ids: string[]; event: InboxEvent; done: Callback<PublishEventAnswer> }
   | { kind: "cancel"; run_id: string; reason?: string; compensate: boolean; done: Callback<Run> }
   | { kind: "retry"; run_id: string; from: string | null; force: boolean; done: Callback<Run> }
   /** An event about a run that changes no state (a notifier that failed for good). */
@@ -82,6 +86,21 @@ export interface ReportAnswer {
   lease_expires_at: number | null;
 }
 
+/** What sending an event did (DESIGN §11.2). `duplicate`: its idempotency key was sent before; nothing changed. */
+export interface SendEventAnswer {
+  event_id: string;
+  delivered_to: { node_id: string; visit: number } | null;
+  buffered: boolean;
+  duplicate: boolean;
+}
+
+/** What publishing an event by key did: the waits it reached (DESIGN §11.3). */
+export interface PublishEventAnswer {
+  event_id: string;
+  delivered_to: { run_id: string; node_id: string; visit: number }[];
+  duplicate: boolean;
+}
+
 export type Callback<T> = { resolve(value: T): void; reject(error: unknown): void };
 
 export type ClaimInput = Extract<Input, { kind: "claim" }>;
@@ -102,6 +121,7 @@ export function inputRuns(inputs: Input[]): string[] {
       const runId = runOfExecution(input.execution_id);
       if (runId !== null) ids.add(runId);
     } else if (input.kind === "event") ids.add(input.event.run_id);
+    else if (input.kind === "publish_event") for (const id of input.run_ids) ids.add(id);
   }
   return [...ids].sort();
 }

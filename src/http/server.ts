@@ -23,6 +23,7 @@ import { type Access, type Principal, type TokenEntry, Tokens } from "./auth.js"
 import { clientErrorHandler, errorBody, HttpError, handleError, MAX_PARAM_LENGTH } from "./errors.js";
 import { hostChecker } from "./host-check.js";
 import { DEFAULT_LIMITS, type ServerLimits, StreamSlots } from "./limits.js";
+import { registerEventRoutes } from "./routes/events.js";
 import { registerHealthRoutes } from "./routes/health.js";
 import { registerMeRoutes } from "./routes/me.js";
 import { registerReviewRoutes } from "./routes/reviews.js";
@@ -98,6 +99,7 @@ const ROUTE_MODULES: ((app: FastifyInstance, ctx: RouteContext) => void)[] = [
   registerWorkflowRoutes,
   registerRunRoutes,
   registerReviewRoutes,
+  registerEventRoutes,
   registerStreamRoutes,
   registerTaskRoutes,
 ];

@@ -10,7 +10,7 @@
  * skipped and found again later). SQLite has one writer and ignores the locks.
  */
 import type { RunStatus } from "../core/states.js";
-import type { Compensation, NewEvent, Run, RunEvent, Visit } from "../core/types.js";
+import type { Compensation, InboxEvent, NewEvent, Run, RunEvent, Visit } from "../core/types.js";
 
 export interface StoredWorkflow {
   id: string;
@@ -86,6 +86,8 @@ export interface Store {
   /** The run's latest terminal visit of each node: what templates read as `nodes.<id>`. */
   latestTerminalVisits(runId: string): Promise<Visit[]>;
   listEvents(runId: string, options?: { afterSeq?: number; limit?: number }): Promise<RunEvent[]>;
+  /** Runs with a WAITING `wait_event` visit on (event name, key), at most `limit` (DESIGN §11.3). */
+  runsWaitingOnKey(name: string, key: string, limit: number): Promise<string[]>;
   /** Visits waiting for a person (IN_REVIEW), oldest first. */
   listReviews(): Promise<(Visit & { trace_id: string; workflow_id: string })[]>;
   /** The run's compensation rows, by seq. */
@@ -152,8 +154,28 @@ export interface LoadedRun {
   compensations: Compensation[];
 }
 
+/** Events sent to runs and published by key (DESIGN §11.2–11.3), inside a write transaction. */
+export interface InboxTx {
+  /** The run's events no wait_event took yet, oldest first. */
+  inbox(runId: string): Promise<InboxEvent[]>;
+  /** Events published by key (name, key) at `since` or later, oldest first. */
+  keyedEvents(name: string, key: string, since: number): Promise<InboxEvent[]>;
+  /**
+   * The event stored under this idempotency key: sent to the run `scope.run_id`, or (run_id
+   * null) published by key (`scope.name`, `scope.key`).
+   */
+  inboxByIdempotencyKey(
+    scope: { run_id: string } | { run_id: null; name: string; key: string },
+    idempotencyKey: string,
+  ): Promise<InboxEvent | null>;
+  /** Inserts new rows and records deliveries (by event_id). */
+  writeInbox(rows: InboxEvent[]): Promise<void>;
+  /** Deletes events by key published before `before` (no buffer keeps them longer). */
+  pruneKeyed(before: number): Promise<void>;
+}
+
 /** Operations valid inside a write transaction. */
-export interface StoreTx {
+export interface StoreTx extends InboxTx {
   /**
    * The transaction's time in epoch ms when the database is the clock (PostgreSQL's `now()`,
    * DESIGN §7), or null: use the engine's clock (SQLite, and tests with a manual clock).

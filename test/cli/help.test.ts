@@ -18,6 +18,7 @@ const COMMANDS = [
   "review",
   "cancel",
   "retry",
+  "send",
   "workflows",
   "serve",
   "worker",

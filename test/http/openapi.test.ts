@@ -50,6 +50,8 @@ describe("GET /v1/openapi.json", () => {
         "GET /v1/runs/{run_id}/graph",
         "GET /v1/reviews",
         "POST /v1/runs/{run_id}/nodes/{node_id}/review",
+        "POST /v1/runs/{run_id}/events",
+        "POST /v1/events",
         "GET /v1/stream",
         "POST /v1/tasks/claim",
         "POST /v1/tasks/{execution_id}/heartbeat",

@@ -43,6 +43,20 @@ CREATE TABLE events (
   data      TEXT    NOT NULL
 );
 
+CREATE TABLE inbox (
+  seq                INTEGER PRIMARY KEY,  -- arrival order: the oldest event is taken first
+  event_id           TEXT NOT NULL UNIQUE,
+  run_id             TEXT REFERENCES runs (run_id),
+  name               TEXT NOT NULL,
+  key                TEXT,
+  payload            TEXT NOT NULL,
+  idempotency_key    TEXT NOT NULL,        -- the sender's, else the event_id
+  created_at         INTEGER NOT NULL,
+  delivered_node_id  TEXT,
+  delivered_visit    INTEGER,
+  delivered_at       INTEGER
+);
+
 CREATE TABLE runs (
   run_id            TEXT    PRIMARY KEY,
   workflow_id       TEXT    NOT NULL,
@@ -111,6 +125,14 @@ CREATE INDEX compensations_due ON compensations (ready_at) WHERE ready_at IS NOT
 CREATE INDEX compensations_running ON compensations (lease_expires_at) WHERE state = 'RUNNING';
 
 CREATE INDEX events_by_run ON events (run_id, seq);
+
+CREATE INDEX inbox_by_key ON inbox (name, key, created_at) WHERE run_id IS NULL;
+
+CREATE UNIQUE INDEX inbox_key_idempotency ON inbox (name, key, idempotency_key) WHERE run_id IS NULL;
+
+CREATE UNIQUE INDEX inbox_run_idempotency ON inbox (run_id, idempotency_key) WHERE run_id IS NOT NULL;
+
+CREATE INDEX inbox_undelivered ON inbox (run_id, seq) WHERE delivered_at IS NULL AND run_id IS NOT NULL;
 
 CREATE INDEX runs_by_deadline ON runs (deadline_at) WHERE ended_at IS NULL;
 

@@ -5,7 +5,8 @@
  *
  * Adding a kind is adding a file here and a line in `index.ts`, plus its store pieces when its
  * visits wait on something the database must find (a column, an index, a query). The kinds
- * planned next, in the shape they will take:
+ * planned next, in the shape they will take (`wait_event.ts` is built: `prepare` reads the run's
+ * inbox, `begin` takes the oldest event or goes WAITING, `due` fails it `event_timeout`):
  *
  * - `workflow` (§11.1): `start: "engine"`, `retries: true`. `begin` claims the visit (RUNNING,
  *   an attempt, holder `run:<child run id>`) and records a child run to insert
@@ -13,10 +14,6 @@
  *   never starts it twice. The child's end is a `success`/`failure` input of the parent's
  *   attempt, through the one result path (`withAttempt`) like an agent's; an expired attempt
  *   (the node's timeout) fails it as any attempt, and cancels the child.
- * - `wait_event` (§11.2): `start: "engine"`, `retries: false`. `begin` takes the oldest event of
- *   its name from the run's inbox (a store table) and succeeds at once, else goes WAITING until
- *   the node's timeout (`hold`); `due` fails it `event_timeout`. A `send_event` flush input
- *   delivers to the oldest WAITING visit of that name, else stores the event in the inbox.
  * - `map` (§11.1): `start: "engine"`. `begin` claims the visit (held by the engine) and writes
  *   one item row per element (a store table, like compensations); item rows are claimed and
  *   reported through the same attempt lifecycle as visits; the last item's end succeeds or fails
@@ -27,6 +24,7 @@ import type { AgentHandler } from "../../agents/task.js";
 import type { CompiledNode } from "../../definition/graph.js";
 import type { NodeDefinition } from "../../definition/schema.js";
 import type { Problem } from "../../errors.js";
+import type { InboxTx } from "../../store/store.js";
 import type { RunState } from "../scheduler.js";
 import type { Json, Visit } from "../types.js";
 
@@ -69,8 +67,13 @@ export interface NodeKind {
    * there (an aggregator whose edges need no expression).
    */
   inline?(rs: RunState, node: CompiledNode, v: Visit, now: number): boolean;
+  /**
+   * For `start: "engine"`, before `begin`: reads what it needs from the store, in the
+   * transaction (a wait_event's inbox); what it returns is `begin`'s `prepared`.
+   */
+  prepare?(rs: RunState, v: Visit, tx: InboxTx, now: number): Promise<unknown>;
   /** For `start: "engine"`: the ready visit leaves PENDING (IN_REVIEW, WAITING, or done at once). */
-  begin?(rs: RunState, v: Visit, now: number): void;
+  begin?(rs: RunState, v: Visit, now: number, prepared?: unknown): void;
   /** The due time of its hold (IN_REVIEW or WAITING: the visit's `lease_expires_at`) passed. */
   due?(rs: RunState, v: Visit, now: number): void;
 }

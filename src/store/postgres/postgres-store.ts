@@ -19,6 +19,7 @@ import {
   DEFAULT_CONNECT_TIMEOUT_MS,
   DEFAULT_SCHEMA,
 } from "./connection.js";
+import { RUNS_WAITING_ON_KEY } from "./inbox.js";
 import { migrate } from "./migrate.js";
 import { connectError } from "./pg-errors.js";
 import { HOLDS_ATTEMPTS, type LoadedRunRow, loadedRun, loadRunsSql, PostgresTx } from "./postgres-tx.js";
@@ -350,6 +351,11 @@ export class PostgresStore implements Store {
       values: [runId, options.afterSeq ?? 0, options.limit ?? 10_000],
     });
     return rows.map(eventFromDb);
+  }
+
+  async runsWaitingOnKey(name: string, key: string, limit: number): Promise<string[]> {
+    const rows = await this.read<{ run_id: string }>({ text: RUNS_WAITING_ON_KEY, values: [name, key, limit] });
+    return rows.map((r) => r.run_id);
   }
 
   async listReviews(): Promise<(Visit & { trace_id: string; workflow_id: string })[]> {

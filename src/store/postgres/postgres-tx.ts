@@ -6,7 +6,8 @@
  * connection (`name`).
  */
 import type { Compensation, NewEvent, Run, RunEvent, Visit } from "../../core/types.js";
-import { EMPTY_BATCH, type LoadedRun, type StoreTx, type VisitKey, type WriteBatch } from "../store.js";
+import { EMPTY_BATCH, type InboxTx, type LoadedRun, type StoreTx, type VisitKey, type WriteBatch } from "../store.js";
+import { postgresInbox } from "./inbox.js";
 import { noticePayload } from "./ready-listener.js";
 import {
   COMPENSATION_COLUMNS,
@@ -261,6 +262,13 @@ const visitKey = (v: Visit) => `${v.run_id}\0${v.node_id}\0${v.visit}`;
 
 export class PostgresTx implements StoreTx {
   private ended = false;
+  private readonly events: InboxTx = postgresInbox((config, values) => this.q(config, values));
+  readonly inbox: InboxTx["inbox"] = (runId) => this.events.inbox(runId);
+  readonly keyedEvents: InboxTx["keyedEvents"] = (name, key, since) => this.events.keyedEvents(name, key, since);
+  readonly inboxByIdempotencyKey: InboxTx["inboxByIdempotencyKey"] = (scope, key) =>
+    this.events.inboxByIdempotencyKey(scope, key);
+  readonly writeInbox: InboxTx["writeInbox"] = (rows) => this.events.writeInbox(rows);
+  readonly pruneKeyed: InboxTx["pruneKeyed"] = (before) => this.events.pruneKeyed(before);
 
   constructor(
     private readonly session: Session,

@@ -5,6 +5,7 @@
  * data only (WAL lets them run beside the writer). The engine is the one holding the file's
  * engine lock (engine-lock.ts); clients open the file beside it.
  */
+
 import type Database from "better-sqlite3";
 import type { Logger } from "pino";
 import type { Compensation, NewEvent, Run, RunEvent, Visit } from "../../core/types.js";
@@ -14,6 +15,7 @@ import type { EngineRow, RunFilter, Store, StoredWorkflow, StoreTx, VisitKey } f
 import { Checkpointer } from "./checkpointer.js";
 import { assertDirectory, configure, openConnection, WAL_CHECKPOINT_BYTES, walBytes } from "./connection.js";
 import { EngineLock, engineLockPath } from "./engine-lock.js";
+import { RUNS_WAITING_ON_KEY, sqliteInbox } from "./inbox.js";
 import { assertSkeinDatabase, migrate } from "./migrate.js";
 import {
   compensationFromDb,
@@ -315,6 +317,10 @@ export class SqliteStore implements Store {
     return rows.map(eventFromDb);
   }
 
+  async runsWaitingOnKey(name: string, key: string, limit: number): Promise<string[]> {
+    return (this.read(RUNS_WAITING_ON_KEY).all(name, key, limit) as { run_id: string }[]).map((r) => r.run_id);
+  }
+
   async listReviews(): Promise<(Visit & { trace_id: string; workflow_id: string })[]> {
     const rows = this.read(
       `SELECT v.*, r.trace_id AS run_trace_id, r.workflow_id AS run_workflow_id FROM visits v JOIN runs r ON r.run_id = v.run_id
@@ -430,6 +436,7 @@ export class SqliteStore implements Store {
     };
     const keys = (rows: unknown[]) => rows as VisitKey[];
     const tx: StoreTx = {
+      ...sqliteInbox(this.writer),
       runByIdempotencyKey: async (key) => {
         const row = s.runByKey.get(key) as DbRun | undefined;
         return row ? runFromDb(row) : null;

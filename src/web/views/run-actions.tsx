@@ -13,7 +13,7 @@ import type { RunWithNodes } from "../types.js";
  * A dialog's one action: busy while it runs; when it succeeds, `onDone` then `onClose`; when it
  * fails, the error stays in the dialog.
  */
-function useAction(action: () => Promise<unknown>, props: { onClose: () => void; onDone: () => void }) {
+export function useAction(action: () => Promise<unknown>, props: { onClose: () => void; onDone: () => void }) {
   const [busy, setBusy] = useState(false);
   const [error, setError] = useState<unknown>(null);
   const confirm = async () => {

@@ -16,6 +16,7 @@ import { openStream } from "../stream.js";
 import type { RunEvent, RunWithNodes, Workflow } from "../types.js";
 import { EventTable, NodeDetails } from "./node-details.js";
 import { CancelDialog, RetryDialog } from "./run-actions.js";
+import { awaitedEvents, SendEventDialog } from "./send-event.js";
 
 export function RunPage(props: { runId: string; node?: string | undefined }) {
   const { runId } = props;
@@ -31,7 +32,7 @@ export function RunPage(props: { runId: string; node?: string | undefined }) {
   );
   const events = useRunEvents(runId, run.reload);
   const now = useNow();
-  const [dialog, setDialog] = useState<"cancel" | "retry" | null>(null);
+  const [dialog, setDialog] = useState<"cancel" | "retry" | "event" | null>(null);
 
   if (!data) {
     return (
@@ -54,6 +55,11 @@ export function RunPage(props: { runId: string; node?: string | undefined }) {
           {data.needs_attention && <span class="attention"> needs attention</span>}
         </h2>
         <div class="actions">
+          {awaitedEvents(data).length > 0 && (
+            <button type="button" onClick={() => setDialog("event")}>
+              Send event…
+            </button>
+          )}
           {data.status === "RUNNING" && (
             <button type="button" class="danger" onClick={() => setDialog("cancel")}>
               Cancel run…
@@ -201,6 +207,7 @@ export function RunPage(props: { runId: string; node?: string | undefined }) {
       {dialog === "cancel" && (
         <CancelDialog runId={runId} onClose={() => setDialog(null)} onDone={() => run.reload()} />
       )}
+      {dialog === "event" && <SendEventDialog run={data} onClose={() => setDialog(null)} onDone={() => run.reload()} />}
       {dialog === "retry" && <RetryDialog run={data} onClose={() => setDialog(null)} onDone={() => run.reload()} />}
     </section>
   );

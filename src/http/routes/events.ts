@@ -1,0 +1,76 @@
+/**
+ * Events (DESIGN §11.2–11.3): to one run (`POST /v1/runs/{run_id}/events`, delivered to its
+ * oldest waiting wait_event or kept in its inbox) or by key (`POST /v1/events`, to every run
+ * waiting on that name and key). Admins only. An event by key reaches runs of any workflow, so a
+ * token scoped to workflows may send to its runs but not publish by key (403, fails closed).
+ */
+import type { FastifyInstance } from "fastify";
+import { z } from "zod";
+import type { Json } from "../../core/types.js";
+import { ADMINS } from "../auth.js";
+import { checkRunScope } from "../scope.js";
+import type { RouteContext } from "../server.js";
+
+const RunParams = z.object({ run_id: z.string().min(1).max(200) }).strict();
+const Name = z.string().min(1).max(200);
+const IdempotencyKey = Name.optional().describe("the same key again is answered as the first time, delivered once");
+
+const SendBody = z.object({ name: Name, payload: z.unknown().optional(), idempotency_key: IdempotencyKey }).strict();
+const PublishBody = z
+  .object({ name: Name, key: Name, payload: z.unknown().optional(), idempotency_key: IdempotencyKey })
+  .strict();
+
+const Delivered = z.object({ node_id: z.string(), visit: z.number().int() });
+const SendAnswer = z.object({
+  event_id: z.string(),
+  delivered_to: Delivered.nullable(),
+  buffered: z.boolean(),
+  duplicate: z.boolean(),
+});
+const PublishAnswer = z.object({
+  event_id: z.string(),
+  delivered_to: z.array(Delivered.extend({ run_id: z.string() })),
+  duplicate: z.boolean(),
+});
+
+export function registerEventRoutes(app: FastifyInstance, { engine }: RouteContext): void {
+  app.post<{ Params: z.output<typeof RunParams>; Body: z.output<typeof SendBody> }>(
+    "/v1/runs/:run_id/events",
+    {
+      config: { access: ADMINS, scoped: true },
+      schema: {
+        summary:
+          "Send an event to a run: its oldest waiting wait_event takes it, else its inbox keeps it (409 when the run ended)",
+        params: RunParams,
+        body: SendBody,
+        response: { 200: SendAnswer },
+      },
+    },
+    async (request) => {
+      const { run_id } = request.params;
+      await checkRunScope(engine, request.principal, run_id);
+      const { name, payload, idempotency_key } = request.body;
+      return engine.sendEvent(run_id, name, (payload ?? null) as Json, {
+        ...(idempotency_key === undefined ? {} : { idempotency_key }),
+      });
+    },
+  );
+
+  app.post<{ Body: z.output<typeof PublishBody> }>(
+    "/v1/events",
+    {
+      config: { access: ADMINS },
+      schema: {
+        summary: "Publish an event by key: every run waiting on that name and key receives it",
+        body: PublishBody,
+        response: { 200: PublishAnswer },
+      },
+    },
+    async (request) => {
+      const { name, key, payload, idempotency_key } = request.body;
+      return engine.publishEvent(name, key, (payload ?? null) as Json, {
+        ...(idempotency_key === undefined ? {} : { idempotency_key }),
+      });
+    },
+  );
+}

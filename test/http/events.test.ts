@@ -1,0 +1,74 @@
+/** Events over HTTP (DESIGN §11.2–11.3): to a run, and by key; admins only, scopes honoured. */
+import { describe, expect, it } from "vitest";
+import type { TokenEntry } from "../../src/http/auth.js";
+import type { RunEvent } from "../../src/index.js";
+import { nextEvent } from "../helpers.js";
+import { bearer, TOKEN_LIST, TOKENS, testApi } from "./helpers.js";
+
+const SCOPED_ADMIN = "orders-admin-0123456789abcdef";
+const TOKENS_WITH_SCOPE: TokenEntry[] = [
+  ...TOKEN_LIST,
+  { token: SCOPED_ADMIN, role: "admin", name: "orders-ops", workflows: ["order-*"] },
+];
+
+const waitFlow = (id: string) => ({
+  id,
+  nodes: [{ node_id: "paid", agent_type: "wait_event", payload: { event: "paid", key: "{{ input.order }}" } }],
+});
+
+async function waitingRun(id = "order-eu") {
+  const t = await testApi({ server: { tokens: TOKENS_WITH_SCOPE } });
+  await t.engine.registerWorkflow(waitFlow(id));
+  const parked = nextEvent(t.engine, (e: RunEvent) => e.type === "node.waiting");
+  const run = await t.engine.startRun(id, { input: { order: "o-1" } });
+  await parked;
+  const post = (token: string, url: string, payload: object) =>
+    t.app.inject({ method: "POST", url, headers: bearer(token), payload });
+  return { ...t, run, post };
+}
+
+describe("POST /v1/runs/{run_id}/events", () => {
+  it("delivers to the waiting node, then answers a finished run 409 and the same key as a duplicate", async () => {
+    const { engine, run, post } = await waitingRun();
+    const url = `/v1/runs/${run.run_id}/events`;
+    const res = await post(TOKENS.admin, url, { name: "paid", payload: { total: 3 }, idempotency_key: "k" });
+    expect(res.statusCode).toBe(200);
+    expect(res.json()).toMatchObject({
+      delivered_to: { node_id: "paid", visit: 1 },
+      buffered: false,
+      duplicate: false,
+    });
+    expect((await engine.waitForRun(run.run_id)).output).toEqual({ paid: { total: 3 } });
+    const again = await post(TOKENS.admin, url, { name: "paid", payload: { total: 3 }, idempotency_key: "k" });
+    expect(again.json()).toMatchObject({ delivered_to: { node_id: "paid" }, duplicate: true });
+    const late = await post(TOKENS.admin, url, { name: "paid" });
+    expect(late.statusCode).toBe(409);
+    expect(late.json().error.code).toBe("conflict");
+  });
+
+  it("refuses a bad body (400 with the path), a reviewer (403), an unknown or out-of-scope run (404)", async () => {
+    const { run, post, engine } = await waitingRun("payroll");
+    const url = `/v1/runs/${run.run_id}/events`;
+    const bad = await post(TOKENS.admin, url, { name: "" });
+    expect(bad.statusCode).toBe(400);
+    expect(bad.json().error.details.problems[0].path).toBe("body.name");
+    expect((await post(TOKENS.admin, url, { name: "x", extra: 1 })).statusCode).toBe(400);
+    expect((await post(TOKENS.alice, url, { name: "paid" })).statusCode).toBe(403);
+    expect((await post(TOKENS.admin, "/v1/runs/nope/events", { name: "paid" })).statusCode).toBe(404);
+    expect((await post(SCOPED_ADMIN, url, { name: "paid" })).statusCode).toBe(404);
+    expect((await engine.getRun(run.run_id)).nodes[0]).toMatchObject({ state: "WAITING" });
+  });
+});
+
+describe("POST /v1/events", () => {
+  it("publishes by key to every waiting run; a token scoped to workflows may not", async () => {
+    const { engine, run, post } = await waitingRun();
+    const scoped = await post(SCOPED_ADMIN, "/v1/events", { name: "paid", key: "o-1" });
+    expect(scoped.statusCode).toBe(403);
+    const res = await post(TOKENS.admin, "/v1/events", { name: "paid", key: "o-1", payload: 7 });
+    expect(res.statusCode).toBe(200);
+    expect(res.json()).toMatchObject({ delivered_to: [{ run_id: run.run_id, node_id: "paid", visit: 1 }] });
+    expect((await engine.waitForRun(run.run_id)).output).toEqual({ paid: 7 });
+    expect((await post(TOKENS.admin, "/v1/events", { name: "paid" })).statusCode).toBe(400);
+  });
+});
