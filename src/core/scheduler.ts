@@ -31,6 +31,8 @@ export interface Changes {
    * compensations (`planCompensation`) before it writes this change.
    */
   plan: { failing: Visit | null } | null;
+  /** Ready `workflow` visits whose child run the flush starts (it needs the registry and a run id). */
+  children: Set<Visit>;
 }
 
 export interface RunState {
@@ -61,6 +63,7 @@ export function emptyChanges(): Changes {
     ended: false,
     compensations: new Set(),
     plan: null,
+    children: new Set(),
   };
 }
 

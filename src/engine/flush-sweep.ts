@@ -6,6 +6,7 @@
  */
 import { type Attempt, attemptOf, compensationAttempt, expiry, visitAttempt } from "../core/attempt.js";
 import { advanceCompensation } from "../core/compensation.js";
+import { childOf } from "../core/kinds/workflow.js";
 import { endRun, type RunState, releaseCancelled } from "../core/scheduler.js";
 import { HELD_STATES } from "../core/states.js";
 import type { Flush } from "./flush.js";
@@ -94,5 +95,8 @@ function failExpired(f: Flush, rs: RunState, a: Attempt): void {
   const expired = expiry(a.row, rs.graph.nodes.get(a.row.node_id)?.timeout, f.now);
   if (!expired) return;
   f.out.aborted.push([a.row.execution_id, expired.abort]);
+  // A child run's attempt timed out: the child is cancelled, and undoes what it did.
+  const child = childOf(a.row.holder);
+  if (child) f.orphanedChildren.push({ run_id: child, compensate: true });
   a.fail(expired.error, true, f.now, f.o.random);
 }

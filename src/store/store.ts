@@ -40,6 +40,16 @@ export interface RunFilter {
 }
 
 /** The identity of a visit row. */
+/** A child run as its parent lists it. */
+export interface ChildRun {
+  node_id: string;
+  visit: number;
+  attempt: number;
+  run_id: string;
+  workflow_id: string;
+  status: string;
+}
+
 export interface VisitKey {
   run_id: string;
   node_id: string;
@@ -81,6 +91,8 @@ export interface Store {
   /** The run with its current visits and its compensation rows (PostgreSQL: one statement). */
   readRun(runId: string): Promise<LoadedRun | null>;
   listRuns(filter: RunFilter): Promise<Run[]>;
+  /** The child runs of a run's `workflow` nodes (DESIGN §11.1), by node, visit and attempt. */
+  listChildren(runId: string): Promise<ChildRun[]>;
   /** The run's visits in document-independent order (node_id, visit); current ones only when asked. */
   listVisits(runId: string, options?: { currentOnly?: boolean }): Promise<Visit[]>;
   /** The run's latest terminal visit of each node: what templates read as `nodes.<id>`. */

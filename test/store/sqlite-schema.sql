@@ -60,7 +60,7 @@ CREATE TABLE runs (
   created_at        INTEGER NOT NULL,
   updated_at        INTEGER NOT NULL,
   deadline_at       INTEGER NOT NULL,  -- the run's TTL
-  ended_at          INTEGER,
+  ended_at          INTEGER, parent TEXT,
   FOREIGN KEY (workflow_id, workflow_version) REFERENCES workflows (id, version)
 );
 
@@ -113,6 +113,8 @@ CREATE INDEX compensations_running ON compensations (lease_expires_at) WHERE sta
 CREATE INDEX events_by_run ON events (run_id, seq);
 
 CREATE INDEX runs_by_deadline ON runs (deadline_at) WHERE ended_at IS NULL;
+
+CREATE INDEX runs_by_parent ON runs (json_extract(parent, '$.run_id')) WHERE parent IS NOT NULL;
 
 CREATE INDEX runs_by_status ON runs (status, created_at);
 

@@ -7,10 +7,13 @@ import { humanReview } from "./human-review.js";
 import type { NodeKind } from "./kind.js";
 import { sleep } from "./sleep.js";
 import { task } from "./task.js";
+import { workflow } from "./workflow.js";
 
 export type { KindChecks, NodeKind } from "./kind.js";
 
-const BUILTIN: ReadonlyMap<string, NodeKind> = new Map([aggregator, humanReview, sleep].map((k) => [k.name, k]));
+const BUILTIN: ReadonlyMap<string, NodeKind> = new Map(
+  [aggregator, humanReview, sleep, workflow].map((k) => [k.name, k]),
+);
 
 /** The built-in agent types (reserved names). */
 export const BUILTIN_KINDS: readonly string[] = [...BUILTIN.keys()];

@@ -10,7 +10,7 @@ import type { Logger } from "pino";
 import type { Compensation, NewEvent, Run, RunEvent, Visit } from "../../core/types.js";
 import { DatabaseError, ValidationError } from "../../errors.js";
 import { Serial } from "../serial.js";
-import type { EngineRow, RunFilter, Store, StoredWorkflow, StoreTx, VisitKey } from "../store.js";
+import type { ChildRun, EngineRow, RunFilter, Store, StoredWorkflow, StoreTx, VisitKey } from "../store.js";
 import { Checkpointer } from "./checkpointer.js";
 import { assertDirectory, configure, openConnection, WAL_CHECKPOINT_BYTES, walBytes } from "./connection.js";
 import { EngineLock, engineLockPath } from "./engine-lock.js";
@@ -288,6 +288,14 @@ export class SqliteStore implements Store {
       ORDER BY created_at DESC, run_id DESC LIMIT ?`;
     const rows = this.read(sql).all(...params, filter.limit ?? 100) as DbRun[];
     return rows.map(runFromDb);
+  }
+
+  async listChildren(runId: string): Promise<ChildRun[]> {
+    const sql = `SELECT json_extract(parent, '$.node_id') AS node_id, json_extract(parent, '$.visit') AS visit,
+        json_extract(parent, '$.attempt') AS attempt, run_id, workflow_id, status
+      FROM runs WHERE json_extract(parent, '$.run_id') = ? AND parent IS NOT NULL
+      ORDER BY node_id, visit, attempt`;
+    return this.read(sql).all(runId) as ChildRun[];
   }
 
   async listVisits(runId: string, options: { currentOnly?: boolean } = {}): Promise<Visit[]> {
@@ -642,6 +650,7 @@ const runColumns = [
   "updated_at",
   "deadline_at",
   "ended_at",
+  "parent",
 ];
 
 const compensationColumns: (keyof DbCompensation)[] = [
