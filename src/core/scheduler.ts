@@ -31,6 +31,8 @@ export interface Changes {
    * compensations (`planCompensation`) before it writes this change.
    */
   plan: { failing: Visit | null } | null;
+  /** The run ended in this change and its ending compensates (a failure, the TTL, a cancel asked to): so do its children's. */
+  undo: boolean;
   /** Ready `workflow` visits whose child run the flush starts (it needs the registry and a run id). */
   children: Set<Visit>;
 }
@@ -63,6 +65,7 @@ export function emptyChanges(): Changes {
     ended: false,
     compensations: new Set(),
     plan: null,
+    undo: false,
     children: new Set(),
   };
 }
@@ -458,6 +461,7 @@ export function endRun(
   rs.changes.runUpdated = true;
   rs.changes.ended = true;
   const undo = cause === "failed" || cause === "ttl" || (cause === "cancelled" && options.compensate === true);
+  rs.changes.undo = undo;
   if (undo && rs.graph.compensates) {
     run.status = "COMPENSATING";
     run.output = null;

@@ -9,7 +9,7 @@
 import { attemptOf, holds, visitAttempt } from "../core/attempt.js";
 import { CHILD_HOLDER, childOf, MAX_CHILD_DEPTH } from "../core/kinds/workflow.js";
 import { endRun, executionId, failVisit, nodeOf, type RunState, startRunState } from "../core/scheduler.js";
-import type { Json, Run, Visit } from "../core/types.js";
+import type { Json, Run, Visit, VisitError } from "../core/types.js";
 import { NotFoundError } from "../errors.js";
 import type { Flush } from "./flush.js";
 import { randomHex, uuidv7 } from "./ids.js";
@@ -17,7 +17,7 @@ import { canonicalJson, sha256 } from "./json.js";
 
 const FINAL = new Set(["SUCCEEDED", "FAILED", "CANCELLED"]);
 
-/** Starts the child runs ready `workflow` visits asked for; true when it started any. */
+/** Starts the child runs ready `workflow` visits asked for (or fails their visits); true when there were any. */
 export async function startChildren(f: Flush): Promise<boolean> {
   let started = false;
   for (const rs of [...f.states.values()]) {
@@ -26,7 +26,8 @@ export async function startChildren(f: Flush): Promise<boolean> {
     rs.changes.children.clear();
     for (const v of asked) {
       if (!v.is_current || (v.state !== "PENDING" && v.state !== "RETRYING")) continue;
-      if (await startChild(f, rs, v)) started = true;
+      await startChild(f, rs, v);
+      started = true;
     }
   }
   return started;
@@ -105,7 +106,7 @@ export async function settleChildren(f: Flush): Promise<boolean> {
   for (const rs of f.states.values()) {
     for (const v of rs.changes.cancelled) {
       const child = childOf(v.holder);
-      if (child) orphans.push({ run_id: child, compensate: rs.run.status === "COMPENSATING" });
+      if (child) orphans.push({ run_id: child, compensate: rs.changes.undo });
     }
   }
   for (const { run_id, compensate } of orphans) {
@@ -152,9 +153,20 @@ export async function settle(f: Flush, child: RunState): Promise<boolean> {
       reason: "child_failed",
       details: { run_id: run.run_id, status: run.status, error: (run.error ?? null) as Json },
     },
-    true,
+    // Retrying cannot help a child that went past the depth limit: every retry would again.
+    !causedBy(run.error, "child_depth_exceeded"),
     f.now,
     f.o.random,
   );
   return true;
+}
+
+/** The error, or a child's error it carries (`details.error`, nested), has this reason. */
+function causedBy(error: VisitError | null, reason: string): boolean {
+  for (let e: unknown = error, depth = 0; e && typeof e === "object" && depth <= MAX_CHILD_DEPTH + 1; depth++) {
+    const x = e as { reason?: unknown; details?: { error?: unknown } };
+    if (x.reason === reason) return true;
+    e = x.details?.error;
+  }
+  return false;
 }
