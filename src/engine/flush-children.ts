@@ -170,3 +170,21 @@ function causedBy(error: VisitError | null, reason: string): boolean {
   }
   return false;
 }
+
+/**
+ * What the flush that ended a child or its parent could not do because the other run was busy
+ * in another engine's transaction (or a crash came between): found by the sweep.
+ */
+export async function sweepChildren(f: Flush, limit: number): Promise<void> {
+  for (const runId of await f.tx.childrenToSettle(limit)) {
+    const child = await f.load(runId);
+    if (child && !f.settledChildren.has(runId)) await settle(f, child);
+  }
+  for (const runId of await f.tx.orphanedChildren(limit)) {
+    const child = await f.load(runId);
+    const parent = child?.run.parent ? await f.load(child.run.parent.run_id) : undefined;
+    if (!child || !parent) continue;
+    const cause = parent.run.end_cause;
+    f.orphanedChildren.push({ run_id: runId, compensate: cause === "failed" || cause === "ttl" });
+  }
+}

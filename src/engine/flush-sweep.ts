@@ -10,6 +10,7 @@ import { childOf } from "../core/kinds/workflow.js";
 import { endRun, type RunState, releaseCancelled } from "../core/scheduler.js";
 import { HELD_STATES } from "../core/states.js";
 import type { Flush } from "./flush.js";
+import { sweepChildren } from "./flush-children.js";
 import { SWEEP_BATCH } from "./inputs.js";
 
 /** Attempts held by in-process agents of dead engines go back to RETRYING (DESIGN §7). */
@@ -87,6 +88,7 @@ export async function sweepExpired(f: Flush): Promise<void> {
     for (const c of rs.compensations) failExpired(f, rs, compensationAttempt(rs, c));
     advanceCompensation(rs, f.now);
   }
+  await sweepChildren(f, SWEEP_BATCH);
   f.out.unresolved.push(...(await f.tx.unresolved(f.now, SWEEP_BATCH)));
 }
 

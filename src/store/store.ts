@@ -241,6 +241,10 @@ export interface StoreTx {
   attemptsHeldBy(holders: string[], limit: number): Promise<VisitKey[]>;
   /** Visits held without an attempt (IN_REVIEW, WAITING) whose due time (`lease_expires_at`) passed. */
   expiredHolds(now: number, limit: number): Promise<VisitKey[]>;
+  /** Child runs that ended while their parent attempt still names them (DESIGN §11.1): their end is owed to it. */
+  childrenToSettle(limit: number): Promise<string[]>;
+  /** Child runs still running whose parent attempt no longer runs them: to cancel. */
+  orphanedChildren(limit: number): Promise<string[]>;
   /** Unfinished runs whose TTL passed. */
   expiredRuns(now: number, limit: number): Promise<string[]>;
   /** The earliest future time something falls due (retry, lease, TTL, a compensation), or null. */

@@ -112,6 +112,8 @@ CREATE INDEX compensations_running ON compensations (lease_expires_at) WHERE sta
 
 CREATE INDEX events_by_run ON events (run_id, seq);
 
+CREATE INDEX runs_active_children ON runs (created_at) WHERE parent IS NOT NULL AND ended_at IS NULL;
+
 CREATE INDEX runs_by_deadline ON runs (deadline_at) WHERE ended_at IS NULL;
 
 CREATE INDEX runs_by_parent ON runs (json_extract(parent, '$.run_id')) WHERE parent IS NOT NULL;
@@ -119,6 +121,8 @@ CREATE INDEX runs_by_parent ON runs (json_extract(parent, '$.run_id')) WHERE par
 CREATE INDEX runs_by_status ON runs (status, created_at);
 
 CREATE INDEX runs_by_workflow ON runs (workflow_id, created_at);
+
+CREATE INDEX visits_held_by_child ON visits (holder) WHERE holder LIKE 'run:%';
 
 CREATE INDEX visits_in_review ON visits (lease_expires_at) WHERE state = 'IN_REVIEW';
 

@@ -530,6 +530,8 @@ export class SqliteStore implements Store {
                 .all(...holders, limit),
             ),
       expiredHolds: async (now, limit) => keys(s.expiredHolds.all({ now, limit })),
+      childrenToSettle: async (limit) => (s.childrenToSettle.all(limit) as { run_id: string }[]).map((r) => r.run_id),
+      orphanedChildren: async (limit) => (s.orphanedChildren.all(limit) as { run_id: string }[]).map((r) => r.run_id),
       expiredRuns: async (now, limit) => (s.expiredRuns.all(now, limit) as { run_id: string }[]).map((r) => r.run_id),
       nextDue: async (now) => {
         const { t } = s.nextDue.get({ now }) as { t: number | null };
@@ -615,6 +617,17 @@ function prepare(db: Db) {
          UNION ALL
          SELECT run_id, node_id, visit, lease_expires_at FROM visits WHERE state = 'WAITING' AND lease_expires_at <= @now)
        ORDER BY lease_expires_at LIMIT @limit`,
+    ),
+    childrenToSettle: db.prepare(
+      `SELECT c.run_id FROM visits v JOIN runs c ON c.run_id = substr(v.holder, 5)
+       WHERE v.holder LIKE 'run:%' AND v.is_current = 1 AND c.status IN ('SUCCEEDED', 'FAILED', 'CANCELLED') LIMIT ?`,
+    ),
+    orphanedChildren: db.prepare(
+      `SELECT c.run_id FROM runs c WHERE c.parent IS NOT NULL AND c.ended_at IS NULL AND NOT EXISTS (
+         SELECT 1 FROM visits v WHERE v.run_id = json_extract(c.parent, '$.run_id')
+           AND v.node_id = json_extract(c.parent, '$.node_id') AND v.visit = json_extract(c.parent, '$.visit')
+           AND v.state = 'RUNNING' AND v.holder = 'run:' || c.run_id)
+       ORDER BY c.created_at LIMIT ?`,
     ),
     expiredRuns: db.prepare(
       "SELECT run_id FROM runs WHERE ended_at IS NULL AND deadline_at <= ? ORDER BY deadline_at LIMIT ?",
