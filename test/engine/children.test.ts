@@ -60,7 +60,7 @@ describe("workflow nodes (child runs)", () => {
     ]);
     const retrying = (await engine.listEvents(run.run_id)).find((e) => e.type === "node.retrying");
     expect(retrying?.data.error).toMatchObject({ reason: "child_failed" });
-    expect(String((retrying?.data.error as { message: string }).message)).toContain("model overloaded");
+    expect(JSON.stringify(retrying?.data.error)).toContain("model overloaded");
   });
 
   it("a child that keeps failing fails the node for good, with the child's error", async () => {
