@@ -47,7 +47,7 @@ export interface ChildRun {
   attempt: number;
   run_id: string;
   workflow_id: string;
-  status: string;
+  status: RunStatus;
 }
 
 export interface VisitKey {

@@ -98,6 +98,18 @@ describe("workflow nodes (child runs)", () => {
     expect(kid.status).toBe("CANCELLED");
   });
 
+  it("registering warns of a workflow not registered yet, and refuses a payload without workflow_id", async () => {
+    const { engine } = await testEngine({ agents });
+    const registered = await engine.registerWorkflow(parent());
+    expect(registered.warnings).toContainEqual({
+      path: "nodes[0].payload.workflow_id",
+      message: expect.stringContaining('workflow "child" is not registered yet'),
+    });
+    await expect(
+      engine.registerWorkflow({ id: "bad", nodes: [{ node_id: "sub", agent_type: "workflow", payload: {} }] }),
+    ).rejects.toThrow(/nodes\[0\]\.payload: needs workflow_id/);
+  });
+
   it("an unknown workflow at run time fails the visit with a clear reason", async () => {
     const { engine } = await testEngine({ agents });
     const registered = await engine.registerWorkflow(parent({ workflow_id: "{{ input.which }}" }));
