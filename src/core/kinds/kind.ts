@@ -7,12 +7,7 @@
  * visits wait on something the database must find (a column, an index, a query). The kinds
  * planned next, in the shape they will take:
  *
- * - `workflow` (§11.1): `start: "engine"`, `retries: true`. `begin` claims the visit (RUNNING,
- *   an attempt, holder `run:<child run id>`) and records a child run to insert
- *   (`changes.children`, idempotency key `<execution_id>:<attempt>`), so a crash after the commit
- *   never starts it twice. The child's end is a `success`/`failure` input of the parent's
- *   attempt, through the one result path (`withAttempt`) like an agent's; an expired attempt
- *   (the node's timeout) fails it as any attempt, and cancels the child.
+ * (`workflow`, §11.1, is built: workflow.ts and engine/flush-children.ts.)
  * - `wait_event` (§11.2): `start: "engine"`, `retries: false`. `begin` takes the oldest event of
  *   its name from the run's inbox (a store table) and succeeds at once, else goes WAITING until
  *   the node's timeout (`hold`); `due` fails it `event_timeout`. A `send_event` flush input
