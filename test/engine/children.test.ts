@@ -213,6 +213,9 @@ describe("redrive and nesting", () => {
     const byNode = (id: string) => done.children.filter((c) => c.node_id === id).map((c) => c.status);
     expect(byNode("one")).toEqual(["SUCCEEDED"]);
     expect(byNode("two")).toEqual(["FAILED", "SUCCEEDED"]);
+    // A failed child is redriven through its parent, never by itself.
+    const failed = done.children.find((c) => c.status === "FAILED")?.run_id ?? "";
+    await expect(engine.retryRun(failed)).rejects.toThrow(/is a child run of run .*; retry the parent run/);
   });
 
   it("nested children work: a child may have children of its own", async () => {
