@@ -1,5 +1,6 @@
+import pg from "pg";
 import { describe, expect, it } from "vitest";
-import { nextEvent, testEngine } from "../helpers.js";
+import { nextEvent, onPostgres, PG_URL, testEngine } from "../helpers.js";
 
 const child = {
   id: "child",
@@ -251,5 +252,76 @@ describe("redrive and nesting", () => {
     expect(deepest.parent?.depth).toBe(10);
     expect(deepest.nodes[0]).toMatchObject({ state: "FAILED", reason: "child_depth_exceeded" });
     expect(deepest.children).toEqual([]);
+  });
+});
+
+/** Tests of what only PostgreSQL has: another process may hold a run's row while the engine works. */
+const describePostgres: typeof describe = onPostgres ? describe : (describe.skip as typeof describe);
+
+describePostgres("a parent or child held by another transaction", () => {
+  const SWEEP = 60_000;
+  /** Holds the row of run `runId` in an open transaction until `release`. */
+  async function holdRow(database: string, runId: string): Promise<{ release(): Promise<void> }> {
+    const schema = new URL(database).searchParams.get("schema") ?? "";
+    const client = new pg.Client({ connectionString: PG_URL });
+    await client.connect();
+    await client.query("BEGIN");
+    await client.query(`SELECT 1 FROM ${pg.escapeIdentifier(schema)}.runs WHERE run_id = $1 FOR UPDATE`, [runId]);
+    return {
+      release: async () => {
+        await client.query("ROLLBACK");
+        await client.end();
+      },
+    };
+  }
+  const gated = () => {
+    let open: () => void = () => {};
+    const gate = new Promise<void>((resolve) => {
+      open = resolve;
+    });
+    return { open: () => open(), work: async () => (await gate, { done: true }) };
+  };
+
+  it("a child's end that its busy parent missed is given to it by the sweep", async () => {
+    const g = gated();
+    const { engine, clock, database } = await testEngine({
+      agents: { doubler: g.work, echo: agents.echo },
+      sweepIntervalMs: SWEEP,
+    });
+    await engine.registerWorkflow(child);
+    await engine.registerWorkflow(parent());
+    const working = nextEvent(engine, (e) => e.type === "node.started" && e.node_id === "work");
+    const run = await engine.startRun("parent", { input: { n: 1 } });
+    const kidId = (await working).run_id;
+    const lock = await holdRow(database, run.run_id);
+    const kidDone = nextEvent(engine, (e) => e.type === "run.succeeded" && e.run_id === kidId);
+    g.open();
+    await kidDone;
+    expect((await engine.getRun(run.run_id)).nodes[0]).toMatchObject({ state: "RUNNING" });
+    await lock.release();
+    await clock.advance(SWEEP);
+    const done = await engine.waitForRun(run.run_id);
+    expect(done.status).toBe("SUCCEEDED");
+    expect(done.nodes[0]).toMatchObject({ state: "SUCCEEDED", output: { work: { done: true } } });
+  });
+
+  it("a child its parent could not cancel (the child was busy) is cancelled by the sweep", async () => {
+    const hang = (t: { signal: AbortSignal }) =>
+      new Promise((_, reject) => t.signal.addEventListener("abort", () => reject(new Error("aborted"))));
+    const { engine, clock, database } = await testEngine({
+      agents: { doubler: hang, echo: agents.echo },
+      sweepIntervalMs: SWEEP,
+    });
+    await engine.registerWorkflow(child);
+    await engine.registerWorkflow(parent());
+    const working = nextEvent(engine, (e) => e.type === "node.started" && e.node_id === "work");
+    const run = await engine.startRun("parent", { input: { n: 1 } });
+    const kidId = (await working).run_id;
+    const lock = await holdRow(database, kidId);
+    await engine.cancelRun(run.run_id);
+    expect((await engine.getRun(kidId)).status).toBe("RUNNING");
+    await lock.release();
+    await clock.advance(SWEEP);
+    expect((await engine.waitForRun(kidId)).status).toBe("CANCELLED");
   });
 });
