@@ -279,7 +279,11 @@ describePostgres("a parent or child held by another transaction", () => {
     const gate = new Promise<void>((resolve) => {
       open = resolve;
     });
-    return { open: () => open(), work: async () => (await gate, { done: true }) };
+    const work = async () => {
+      await gate;
+      return { done: true };
+    };
+    return { open: () => open(), work };
   };
 
   it("a child's end that its busy parent missed is given to it by the sweep", async () => {
