@@ -1,5 +1,6 @@
 import pg from "pg";
 import { describe, expect, it } from "vitest";
+import { NonRetryableError } from "../../src/index.js";
 import { nextEvent, onPostgres, PG_URL, testEngine } from "../helpers.js";
 
 const child = {
@@ -174,6 +175,46 @@ describe("cancelling a parent", () => {
     expect(kid.compensations).toMatchObject([{ node_id: "book", state: "SUCCEEDED" }]);
     expect(undone).toEqual([`${kid.run_id}:book:1`]);
     expect(done.status).toBe("CANCELLED");
+  });
+
+  it("a failure elsewhere in the parent cancels the child, which compensates as the parent's failure does", async () => {
+    const undone: string[] = [];
+    let started: () => void = () => {};
+    const holdStarted = new Promise<void>((resolve) => {
+      started = resolve;
+    });
+    const { engine } = await testEngine({
+      agents: {
+        book: () => ({ booked: true }),
+        hang: (t: { signal: AbortSignal }) => {
+          started();
+          return new Promise((_, reject) => t.signal.addEventListener("abort", () => reject(new Error("aborted"))));
+        },
+        boom: async () => {
+          await holdStarted;
+          throw new NonRetryableError("card declined");
+        },
+        undo: (task: { compensates?: { execution_id: string } }) => {
+          undone.push(task.compensates?.execution_id ?? "?");
+          return {};
+        },
+      },
+    });
+    await engine.registerWorkflow(saga);
+    await engine.registerWorkflow({
+      id: "parent",
+      nodes: [
+        { node_id: "sub", agent_type: "workflow", payload: { workflow_id: "child" } },
+        { node_id: "pay", agent_type: "boom", retry_count: 0 },
+      ],
+    });
+    const run = await engine.startRun("parent");
+    const done = await engine.waitForRun(run.run_id);
+    expect(done.status).toBe("FAILED");
+    expect(done.nodes[0]).toMatchObject({ node_id: "sub", state: "CANCELLED" });
+    const kid = await engine.waitForRun(done.children[0]?.run_id ?? "");
+    expect(kid.status).toBe("CANCELLED");
+    expect(undone).toEqual([`${kid.run_id}:book:1`]);
   });
 });
 
