@@ -1,6 +1,6 @@
 import pg from "pg";
 import { describe, expect, it } from "vitest";
-import { NonRetryableError } from "../../src/index.js";
+import { NonRetryableError, type Task } from "../../src/index.js";
 import { nextEvent, onPostgres, PG_URL, testEngine } from "../helpers.js";
 
 const child = {
@@ -135,13 +135,24 @@ describe("cancelling a parent", () => {
   };
   const setup = async () => {
     const undone: string[] = [];
+    let held: () => void = () => {};
+    const holdStarted = new Promise<void>((resolve) => {
+      held = resolve;
+    });
     const hang = (t: { signal: AbortSignal }) =>
       new Promise((_, reject) => t.signal.addEventListener("abort", () => reject(new Error("aborted"))));
     const t = await testEngine({
       agents: {
         ...agents,
         book: () => ({ booked: true }),
-        hang,
+        hang: (t: { signal: AbortSignal }) => {
+          held();
+          return hang(t);
+        },
+        late: async (t: Task) => {
+          await holdStarted;
+          return t.route("$end", { fin: true });
+        },
         undo: (task: { compensates?: { execution_id: string } }) => {
           undone.push(task.compensates?.execution_id ?? "?");
           return {};
@@ -175,6 +186,25 @@ describe("cancelling a parent", () => {
     expect(kid.compensations).toMatchObject([{ node_id: "book", state: "SUCCEEDED" }]);
     expect(undone).toEqual([`${kid.run_id}:book:1`]);
     expect(done.status).toBe("CANCELLED");
+  });
+
+  it("$end in the parent cancels its active child, without compensation", async () => {
+    const { engine, undone } = await setup();
+    await engine.registerWorkflow({
+      id: "quick-exit",
+      nodes: [
+        { node_id: "sub", agent_type: "workflow", payload: { workflow_id: "child" } },
+        { node_id: "fin", agent_type: "late", next_on_success: "after" },
+        { node_id: "after", agent_type: "echo" },
+      ],
+    });
+    const run = await engine.startRun("quick-exit");
+    const done = await engine.waitForRun(run.run_id);
+    expect(done.status).toBe("SUCCEEDED");
+    expect(done.nodes[0]).toMatchObject({ node_id: "sub", state: "CANCELLED" });
+    const kid = await engine.waitForRun(done.children[0]?.run_id ?? "");
+    expect(kid.status).toBe("CANCELLED");
+    expect(undone).toEqual([]);
   });
 
   it("a failure elsewhere in the parent cancels the child, which compensates as the parent's failure does", async () => {
