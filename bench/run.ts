@@ -17,6 +17,7 @@ import { availableParallelism, cpus, loadavg } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Worker } from "node:worker_threads";
+import { benchChildRun } from "./child-run.js";
 import { killChildren } from "./children.js";
 import { benchCli } from "./cli.js";
 import { benchDag8, benchDag8Serial } from "./dag8.js";
@@ -58,6 +59,7 @@ const TARGETS: Record<string, { text: string; ok(v: number, all: Record<string, 
   recovery_ms: { text: "< 500", ok: (v) => v < 500 },
   parked10k_rss_mb: { text: "< 200", ok: (v) => v < 200 },
   waiting10k_rss_mb: { text: "< 200", ok: (v) => v < 200 },
+  child_run_overhead_ms: { text: "< 1", ok: (v) => v < 1 },
   "postgres.dag8_runs_per_s": { text: ">= 400", ok: (v) => v >= 400 },
   "postgres.dag8_serial_p50_ms": { text: "< 10", ok: (v) => v < 10 },
   "postgres.dag8_runs_per_s_2engines": {
@@ -125,8 +127,9 @@ const MEASUREMENTS: [string, () => Promise<Measured>, Section?][] = [
   ["recovery", () => benchRecovery()],
   ["parked10k", () => benchParked()],
   ["waiting10k", () => benchWaiting()],
+  ["child_run", () => benchChildRun()],
   ["cli", () => benchCli(), "cli"],
-  // PostgreSQL: recovery, parked10k, waiting10k and cli are SQLite-only.
+  // PostgreSQL: recovery, parked10k, waiting10k, child_run and cli are SQLite-only.
   ["pg_dispatch50", () => benchDispatch50({ db: tempSchema }), "postgres"],
   [
     "pg_transition",

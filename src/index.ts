@@ -2,7 +2,7 @@
 
 export type { AgentHandler, DecideHook, Routed, Task } from "./agents/task.js";
 export { canTransition, deriveRunStatus, type RunStatus, VISIT_STATES, type VisitState } from "./core/states.js";
-export type { Json, Run, RunEvent, Visit, VisitError } from "./core/types.js";
+export type { Json, Run, RunEvent, RunParent, Visit, VisitError } from "./core/types.js";
 export type { WorkflowDefinition } from "./definition/schema.js";
 export { type ValidationResult, validateWorkflow } from "./definition/validate.js";
 export { type Clock, ManualClock, systemClock } from "./engine/clock.js";
@@ -36,3 +36,4 @@ export {
   UnavailableError,
   ValidationError,
 } from "./errors.js";
+export type { ChildRun } from "./store/store.js";

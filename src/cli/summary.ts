@@ -10,6 +10,10 @@ export function runReport(run: RunWithNodes, visits: readonly Visit[], now = Dat
   const lines = [
     `run ${run.run_id}  ${run.workflow_id} v${run.workflow_version}  ${run.status}  ${ended ? "in" : "for"} ${duration}`,
   ];
+  if (run.parent) {
+    const p = run.parent;
+    lines.push(`child of run ${p.run_id} (node ${p.node_id}, visit ${p.visit}, attempt ${p.attempt})`);
+  }
   if (run.error) lines.push(`error: ${run.error.message}`);
   if (run.needs_attention) {
     lines.push(
@@ -52,6 +56,16 @@ export function runReport(run: RunWithNodes, visits: readonly Visit[], now = Dat
           String(c.attempt),
           oneLine(c.error?.message ?? c.reason ?? "", 100),
         ]),
+      ),
+    );
+  }
+  if (run.children.length > 0) {
+    lines.push(
+      "",
+      "child runs:",
+      table(
+        ["node", "visit", "attempt", "run", "workflow", "status"],
+        run.children.map((c) => [c.node_id, String(c.visit), String(c.attempt), c.run_id, c.workflow_id, c.status]),
       ),
     );
   }

@@ -2,7 +2,8 @@
  * One attempt lifecycle for every row that holds an attempt (DESIGN §5, §7): a visit, or a
  * compensation row. The flush claims, renews, fences and applies results through this one
  * shape, so each rule is written once; which transition functions a row uses is chosen here.
- * (A `workflow` node's child run and a `map` item, §11.1, are meant to be further rows here.)
+ * A `workflow` node's child run holds a visit's attempt (holder `run:<child id>`) through this
+ * same lifecycle: its end is that attempt's success or failure. (A `map` item is meant to be a further row here.)
  * Pure: no I/O.
  */
 import {

@@ -20,7 +20,7 @@ export function eventRefusal(run: Run, name: string): ConflictError | null {
   return new ConflictError(`run ${run.run_id} ${what}; it takes no more events (event "${name}" was not stored)`);
 }
 
-/** A redrive: only a FAILED or CANCELLED run, and with `force` one that needs attention. */
+/** A redrive: only a FAILED or CANCELLED top-level run, and with `force` one that needs attention. */
 export function retryRefusal(
   run: Run,
   options: { from: string | null; force: boolean },
@@ -28,6 +28,12 @@ export function retryRefusal(
 ): ConflictError | NotFoundError | null {
   if (run.status !== "FAILED" && run.status !== "CANCELLED") {
     return new ConflictError(`run ${run.run_id} is ${run.status}; only a FAILED or CANCELLED run can be retried`);
+  }
+  if (run.parent !== null) {
+    // Its parent attempt has ended (it failed with this child): a redriven child would answer no one.
+    return new ConflictError(
+      `run ${run.run_id} is a child run of run ${run.parent.run_id} (node ${run.parent.node_id}); retry the parent run, which starts a new child for that node`,
+    );
   }
   if (run.needs_attention && !options.force) {
     return new ConflictError(

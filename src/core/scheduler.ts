@@ -33,6 +33,10 @@ export interface Changes {
   plan: { failing: Visit | null } | null;
   /** Inbox rows created or delivered (events sent to the run, DESIGN §11.2). */
   inbox: InboxEvent[];
+  /** The run ended in this change and its ending compensates (a failure, the TTL, a cancel asked to): so do its children's. */
+  undo: boolean;
+  /** Ready `workflow` visits whose child run the flush starts (it needs the registry and a run id). */
+  children: Set<Visit>;
 }
 
 export interface RunState {
@@ -69,6 +73,8 @@ export function emptyChanges(): Changes {
     compensations: new Set(),
     plan: null,
     inbox: [],
+    undo: false,
+    children: new Set(),
   };
 }
 
@@ -464,6 +470,7 @@ export function endRun(
   rs.changes.runUpdated = true;
   rs.changes.ended = true;
   const undo = cause === "failed" || cause === "ttl" || (cause === "cancelled" && options.compensate === true);
+  rs.changes.undo = undo;
   if (undo && rs.graph.compensates) {
     run.status = "COMPENSATING";
     run.output = null;

@@ -76,6 +76,17 @@ export interface Run {
   deadline_at: number;
   /** When the run stopped running nodes; moved to when it reached its final status if it compensated. */
   ended_at: number | null;
+  /** The parent attempt this run is (a `workflow` node's child run, DESIGN §11.1); null for a top-level run. */
+  parent: RunParent | null;
+}
+
+/** The attempt of a parent run's `workflow` node that a child run is; `depth` 1 is a top-level run's child. */
+export interface RunParent {
+  run_id: string;
+  node_id: string;
+  visit: number;
+  attempt: number;
+  depth: number;
 }
 
 /**

@@ -2,6 +2,7 @@
 import type { Logger } from "pino";
 import type { AgentHandler, DecideHook } from "../agents/task.js";
 import type { Compensation, Json, Run, RunEvent, Visit } from "../core/types.js";
+import type { ChildRun } from "../store/store.js";
 import type { Clock } from "./clock.js";
 import type { NotifyOptions } from "./notifier.js";
 import type { TaskLimits } from "./task-limits.js";
@@ -78,6 +79,8 @@ export interface RunWithNodes extends Run {
   waiting_reviews: number;
   /** What a failed (or cancelled) run undid or undoes, in order (DESIGN §6). */
   compensations: Compensation[];
+  /** The child runs of its `workflow` nodes, by node, visit and attempt (DESIGN §11.1). */
+  children: ChildRun[];
 }
 
 /** A decision on a `human_review` node. */

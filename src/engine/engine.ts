@@ -281,6 +281,7 @@ export class Engine {
       updated_at: now,
       deadline_at: now + workflow.definition.timeout * 1000,
       ended_at: null,
+      parent: null,
     };
     return new Promise<Run>((resolve, reject) =>
       this.dispatcher.push({ kind: "start", run, done: { resolve, reject } }),
@@ -295,7 +296,8 @@ export class Engine {
     const { graph } = await this.registry.get(run.workflow_id, run.workflow_version);
     const order = (v: Visit) => graph.nodes.get(v.node_id)?.index ?? 0;
     const waiting_reviews = nodes.filter((n) => n.state === "IN_REVIEW").length;
-    return { ...run, nodes: nodes.sort((a, b) => order(a) - order(b)), waiting_reviews, compensations };
+    const children = await this.store.listChildren(runId);
+    return { ...run, nodes: nodes.sort((a, b) => order(a) - order(b)), waiting_reviews, compensations, children };
   }
 
   /**

@@ -6,9 +6,11 @@
  */
 import { type Attempt, attemptOf, compensationAttempt, expiry, visitAttempt } from "../core/attempt.js";
 import { advanceCompensation } from "../core/compensation.js";
+import { childOf } from "../core/kinds/workflow.js";
 import { endRun, type RunState, releaseCancelled } from "../core/scheduler.js";
 import { HELD_STATES } from "../core/states.js";
 import type { Flush } from "./flush.js";
+import { sweepChildren } from "./flush-children.js";
 import { SWEEP_BATCH } from "./inputs.js";
 
 /** Attempts held by in-process agents of dead engines go back to RETRYING (DESIGN §7). */
@@ -86,6 +88,7 @@ export async function sweepExpired(f: Flush): Promise<void> {
     for (const c of rs.compensations) failExpired(f, rs, compensationAttempt(rs, c));
     advanceCompensation(rs, f.now);
   }
+  await sweepChildren(f, SWEEP_BATCH);
   f.out.unresolved.push(...(await f.tx.unresolved(f.now, SWEEP_BATCH)));
 }
 
@@ -94,5 +97,8 @@ function failExpired(f: Flush, rs: RunState, a: Attempt): void {
   const expired = expiry(a.row, rs.graph.nodes.get(a.row.node_id)?.timeout, f.now);
   if (!expired) return;
   f.out.aborted.push([a.row.execution_id, expired.abort]);
+  // A child run's attempt timed out: the child is cancelled, and undoes what it did.
+  const child = childOf(a.row.holder);
+  if (child) f.orphanedChildren.push({ run_id: child, compensate: true });
   a.fail(expired.error, true, f.now, f.o.random);
 }

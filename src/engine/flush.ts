@@ -7,12 +7,14 @@
 
 import { type Attempt, attemptOf, fenceReason, holds, parseExecutionId, runOfExecution } from "../core/attempt.js";
 import { type PastVisit, planCompensation, undoneExecutionId } from "../core/compensation.js";
+import { MAX_CHILD_DEPTH } from "../core/kinds/workflow.js";
 import { cancelRefusal } from "../core/preconditions.js";
 import { emptyChanges, endRun, event, failVisit, type RunState, runState, startRunState } from "../core/scheduler.js";
 import type { Compensation, InboxEvent, NewEvent, Run, RunEvent, Visit } from "../core/types.js";
 import { ConflictError, NotFoundError } from "../errors.js";
 import type { LoadedRun, ReadyNotice, StoreTx, VisitKey } from "../store/store.js";
 import type { DispatcherOptions } from "./dispatcher.js";
+import { settleChildren, startChildren } from "./flush-children.js";
 import { claimForWorkers, claimReady, notifyOthers, takeHints } from "./flush-claims.js";
 import { publishEvent, sendEvent } from "./flush-events.js";
 import { report, retry, review } from "./flush-results.js";
@@ -54,6 +56,11 @@ export class Flush {
   readonly hinted: [RunState, Visit][] = [];
   /** Events published by key in this transaction (no run holds them): written with the rest. */
   readonly keyed: InboxEvent[] = [];
+  /** Child runs whose parent attempt ended without a cancel (its timeout): cancelled by `settleChildren`. */
+  readonly orphanedChildren: { run_id: string; compensate: boolean }[] = [];
+  /** Child runs this flush cancelled, and those whose end it gave to their parent. */
+  readonly cancelledChildren = new Set<string>();
+  readonly settledChildren = new Set<string>();
   /** The earliest future due time among the rows this transaction wrote. */
   dueSoon: number | null = null;
   readonly out: FlushOutcome = {
@@ -109,12 +116,28 @@ export class Flush {
     if (sweep) await sweepExpired(this);
     await this.planCompensations();
     if (this.claiming) await claimReady(this, sweep);
+    await this.children();
     notifyOthers(this);
     await this.persist();
     // A sweep asks the database for the next due time; other flushes only add due times, those
     // of the rows they wrote (an earlier one is armed already).
     this.out.nextDue = sweep ? await this.tx.nextDue(this.now) : this.dueSoon;
     return this.out;
+  }
+
+  /**
+   * Child runs (DESIGN §11.1) until nothing more follows: children asked for are started and
+   * their first visits claimed; ended children end their parent attempts, ended parents cancel
+   * their children (nested children: one round per level, bounded by the depth limit).
+   */
+  private async children(): Promise<void> {
+    for (let round = 0; round <= MAX_CHILD_DEPTH * 2 + 2; round++) {
+      const settled = await settleChildren(this);
+      const started = this.claiming && (await startChildren(this));
+      if (!settled && !started) return;
+      await this.planCompensations();
+      if (this.claiming) await claimReady(this, false);
+    }
   }
 
   /** Runs this transaction locked that are not in memory yet, in one read. */

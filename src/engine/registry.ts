@@ -3,6 +3,8 @@
  * version, and keeps compiled graphs of the versions runs use.
  */
 import type { Ajv, ValidateFunction } from "ajv";
+import { kindOf } from "../core/kinds/index.js";
+import { workflow as workflowKind } from "../core/kinds/workflow.js";
 import type { WorkflowGraph } from "../definition/graph.js";
 import type { WorkflowDefinition } from "../definition/schema.js";
 import { parseWorkflowOrThrow, type ValidateOptions, validateWorkflow } from "../definition/validate.js";
@@ -67,7 +69,27 @@ export class WorkflowRegistry {
       graph,
       checkInput,
     });
-    return { id: workflow.id, version, created, warnings };
+    return { id: workflow.id, version, created, warnings: [...warnings, ...(await this.childWarnings(workflow))] };
+  }
+
+  /**
+   * `workflow` nodes naming a workflow that is not registered (yet): a warning, not an error,
+   * since workflows may be registered in any order (the visit fails `unknown_workflow` if it
+   * still is not when it runs). A workflow may name itself.
+   */
+  private async childWarnings(workflow: WorkflowDefinition): Promise<Problem[]> {
+    const warnings: Problem[] = [];
+    for (const [i, node] of workflow.nodes.entries()) {
+      if (kindOf(node.agent_type) !== workflowKind) continue;
+      const id = (node.payload as { workflow_id?: unknown }).workflow_id;
+      if (typeof id !== "string" || id.includes("{{") || id === workflow.id) continue;
+      if (await this.store.getWorkflow(id)) continue;
+      warnings.push({
+        path: `nodes[${i}].payload.workflow_id`,
+        message: `workflow "${id}" is not registered yet: register it before this node runs, or the visit fails (unknown_workflow)`,
+      });
+    }
+    return warnings;
   }
 
   /** The checks of `register` (the definition, then its input_schema), as a result: nothing is stored. */

@@ -46,6 +46,16 @@ export const RunSchema = z.object({
   updated_at: time(),
   deadline_at: time(),
   ended_at: nullableTime(),
+  parent: z
+    .object({
+      run_id: z.string(),
+      node_id: z.string(),
+      visit: z.number().int(),
+      attempt: z.number().int(),
+      depth: z.number().int().describe("1: the child of a top-level run"),
+    })
+    .nullable()
+    .describe("the parent attempt this child run is (a workflow node's); null for a top-level run"),
 });
 
 /** What visits and compensation rows share: their attempts and due times. */
@@ -100,6 +110,18 @@ export const RunWithNodesSchema = RunSchema.extend({
   nodes: z.array(VisitSchema).describe("the current visit of each node, in document order"),
   waiting_reviews: z.number().int(),
   compensations: z.array(CompensationSchema),
+  children: z
+    .array(
+      z.object({
+        node_id: z.string(),
+        visit: z.number().int(),
+        attempt: z.number().int(),
+        run_id: z.string(),
+        workflow_id: z.string(),
+        status: z.enum(RUN_STATUSES),
+      }),
+    )
+    .describe("the child runs of its workflow nodes, by node, visit and attempt"),
 });
 
 export const EventSchema = z.object({

@@ -40,6 +40,16 @@ export interface RunFilter {
 }
 
 /** The identity of a visit row. */
+/** A child run as its parent lists it. */
+export interface ChildRun {
+  node_id: string;
+  visit: number;
+  attempt: number;
+  run_id: string;
+  workflow_id: string;
+  status: RunStatus;
+}
+
 export interface VisitKey {
   run_id: string;
   node_id: string;
@@ -81,6 +91,8 @@ export interface Store {
   /** The run with its current visits and its compensation rows (PostgreSQL: one statement). */
   readRun(runId: string): Promise<LoadedRun | null>;
   listRuns(filter: RunFilter): Promise<Run[]>;
+  /** The child runs of a run's `workflow` nodes (DESIGN §11.1), by node, visit and attempt. */
+  listChildren(runId: string): Promise<ChildRun[]>;
   /** The run's visits in document-independent order (node_id, visit); current ones only when asked. */
   listVisits(runId: string, options?: { currentOnly?: boolean }): Promise<Visit[]>;
   /** The run's latest terminal visit of each node: what templates read as `nodes.<id>`. */
@@ -251,6 +263,10 @@ export interface StoreTx extends InboxTx {
   attemptsHeldBy(holders: string[], limit: number): Promise<VisitKey[]>;
   /** Visits held without an attempt (IN_REVIEW, WAITING) whose due time (`lease_expires_at`) passed. */
   expiredHolds(now: number, limit: number): Promise<VisitKey[]>;
+  /** Child runs that ended while their parent attempt still names them (DESIGN §11.1): their end is owed to it. */
+  childrenToSettle(limit: number): Promise<string[]>;
+  /** Child runs still running whose parent attempt no longer runs them: to cancel. */
+  orphanedChildren(limit: number): Promise<string[]>;
   /** Unfinished runs whose TTL passed. */
   expiredRuns(now: number, limit: number): Promise<string[]>;
   /** The earliest future time something falls due (retry, lease, TTL, a compensation), or null. */

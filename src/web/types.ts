@@ -44,6 +44,18 @@ export interface Run {
   updated_at: number;
   deadline_at: number;
   ended_at: number | null;
+  /** The parent attempt this child run is (a workflow node's); null for a top-level run. */
+  parent?: { run_id: string; node_id: string; visit: number; attempt: number; depth: number } | null;
+}
+
+/** A child run of a workflow node, as its parent lists it. */
+export interface ChildRun {
+  node_id: string;
+  visit: number;
+  attempt: number;
+  run_id: string;
+  workflow_id: string;
+  status: RunStatus;
 }
 
 export interface Visit {
@@ -84,6 +96,7 @@ export interface RunWithNodes extends Run {
   nodes: Visit[];
   waiting_reviews: number;
   compensations: Compensation[];
+  children?: ChildRun[];
 }
 
 export interface RunEvent {

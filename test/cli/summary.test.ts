@@ -13,6 +13,25 @@ import { nextEvent, testEngine } from "../helpers.js";
 import { ORDER_APPROVAL } from "./helpers.js";
 
 describe("run report", () => {
+  it("lists a parent's child runs, and says whose child a child run is", async () => {
+    const { engine } = await testEngine({ agents: { writer: () => ({ ok: true }) } });
+    await engine.registerWorkflow({ id: "inner", nodes: [{ node_id: "w", agent_type: "writer" }] });
+    await engine.registerWorkflow({
+      id: "outer",
+      nodes: [{ node_id: "sub", agent_type: "workflow", payload: { workflow_id: "inner" } }],
+    });
+    const run = await engine.startRun("outer");
+    const done = await engine.waitForRun(run.run_id);
+    const kid = done.children[0]?.run_id ?? "";
+    expect(runReport(done, await engine.listVisits(run.run_id))).toMatch(
+      new RegExp(`\nchild runs:\nnode +visit +attempt +run +workflow +status\nsub +1 +1 +${kid} +inner +SUCCEEDED\n`),
+    );
+    const child = await engine.getRun(kid);
+    expect(runReport(child, await engine.listVisits(kid))).toContain(
+      `\nchild of run ${run.run_id} (node sub, visit 1, attempt 1)\n`,
+    );
+  });
+
   it("lists the compensations in order and says when the run needs attention", async () => {
     const { engine } = await testEngine({
       agents: {

@@ -78,6 +78,7 @@ export function makeRun(extra: Partial<Run> = {}): Run {
     updated_at: 0,
     deadline_at: 86_400_000,
     ended_at: null,
+    parent: null,
     ...extra,
   };
 }

@@ -86,6 +86,10 @@ describe("GET /v1/openapi.json", () => {
       ["limit", "query", false],
       ["cursor", "query", false],
     ]);
+    // A run names its parent attempt; a run with its nodes lists its child runs (DESIGN §11.1).
+    const runSchema = JSON.stringify(doc.paths["/v1/runs/{run_id}"]?.get?.responses["200"]?.content);
+    expect(runSchema).toContain('"parent"');
+    expect(runSchema).toContain('"children"');
     expect(doc.paths["/v1/runs/{run_id}/graph"]?.get?.responses["200"]?.content).toHaveProperty("text/plain");
     expect(doc.paths["/v1/workflows/{id}"]?.put?.requestBody?.content["application/json"]?.schema).toEqual({
       $ref: "#/components/schemas/WorkflowDefinition",

@@ -36,6 +36,30 @@ describe("runs", () => {
     ]);
   });
 
+  it("GET shows a parent's children and a child's parent (workflow nodes)", async () => {
+    const { app, engine } = await withWorkflows();
+    await engine.registerWorkflow({
+      id: "outer",
+      nodes: [{ node_id: "sub", agent_type: "workflow", payload: { workflow_id: "simple" } }],
+    });
+    const run = await engine.startRun("outer");
+    await engine.waitForRun(run.run_id);
+    const read = await app.inject({ url: `/v1/runs/${run.run_id}`, headers: admin });
+    const parent = RunWithNodesSchema.parse(read.json());
+    expect(parent).toMatchObject({ status: "SUCCEEDED", parent: null });
+    expect(parent.children).toEqual([
+      { node_id: "sub", visit: 1, attempt: 1, run_id: expect.any(String), workflow_id: "simple", status: "SUCCEEDED" },
+    ]);
+    const child = await app.inject({ url: `/v1/runs/${parent.children[0]?.run_id}`, headers: admin });
+    expect(RunWithNodesSchema.parse(child.json()).parent).toEqual({
+      run_id: run.run_id,
+      node_id: "sub",
+      visit: 1,
+      attempt: 1,
+      depth: 1,
+    });
+  });
+
   it("POST without a traceparent starts the run in the request's own trace", async () => {
     const { app } = await withWorkflows();
     const res = await app.inject({

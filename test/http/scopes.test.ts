@@ -54,6 +54,27 @@ describe("token scopes by workflow", () => {
     expect((await as(TOKENS.alice).get("/v1/runs")).json().runs).toHaveLength(2);
   });
 
+  it("lists only the child runs of the token's workflows on a run it may read", async () => {
+    const { as, engine } = await scopedApi();
+    await engine.registerWorkflow(WORKFLOWS.simple);
+    await engine.registerWorkflow({ ...WORKFLOWS.simple, id: "order-line" });
+    await engine.registerWorkflow({
+      id: "order-batch",
+      nodes: [
+        { node_id: "mine", agent_type: "workflow", payload: { workflow_id: "order-line" } },
+        { node_id: "other", agent_type: "workflow", payload: { workflow_id: "simple" } },
+      ],
+    });
+    const run = await engine.startRun("order-batch");
+    await engine.waitForRun(run.run_id);
+    const children = (url: string, token: string) =>
+      as(token)
+        .get(url)
+        .then((r) => r.json().children.map((c: { node_id: string }) => c.node_id));
+    expect(await children(`/v1/runs/${run.run_id}`, ORDERS_ADMIN)).toEqual(["mine"]);
+    expect(await children(`/v1/runs/${run.run_id}`, TOKENS.admin)).toEqual(["mine", "other"]);
+  });
+
   it("pages through the scoped list without runs of other workflows", async () => {
     const { as, engine } = await scopedApi();
     await engine.registerWorkflow(WORKFLOWS.simple);

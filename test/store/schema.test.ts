@@ -38,6 +38,7 @@ describe("SQLite schema", () => {
       { version: 1, name: "init" },
       { version: 2, name: "compensations" },
       { version: 3, name: "waiting" },
+      { version: 4, name: "children" },
       { version: 5, name: "inbox" },
     ]);
     db.close();

@@ -74,7 +74,7 @@ CREATE TABLE runs (
   created_at        INTEGER NOT NULL,
   updated_at        INTEGER NOT NULL,
   deadline_at       INTEGER NOT NULL,  -- the run's TTL
-  ended_at          INTEGER,
+  ended_at          INTEGER, parent TEXT,
   FOREIGN KEY (workflow_id, workflow_version) REFERENCES workflows (id, version)
 );
 
@@ -134,11 +134,17 @@ CREATE UNIQUE INDEX inbox_run_idempotency ON inbox (run_id, idempotency_key) WHE
 
 CREATE INDEX inbox_undelivered ON inbox (run_id, seq) WHERE delivered_at IS NULL AND run_id IS NOT NULL;
 
+CREATE INDEX runs_active_children ON runs (created_at) WHERE parent IS NOT NULL AND ended_at IS NULL;
+
 CREATE INDEX runs_by_deadline ON runs (deadline_at) WHERE ended_at IS NULL;
+
+CREATE INDEX runs_by_parent ON runs (json_extract(parent, '$.run_id')) WHERE parent IS NOT NULL;
 
 CREATE INDEX runs_by_status ON runs (status, created_at);
 
 CREATE INDEX runs_by_workflow ON runs (workflow_id, created_at);
+
+CREATE INDEX visits_held_by_child ON visits (holder) WHERE holder LIKE 'run:%';
 
 CREATE INDEX visits_in_review ON visits (lease_expires_at) WHERE state = 'IN_REVIEW';
 

@@ -66,6 +66,30 @@ describe("runs in the admin page", { timeout: 90_000 }, () => {
     await details.getByRole("cell", { name: "node.succeeded" }).waitFor();
   });
 
+  it("links a workflow node's child run and the child's parent both ways", async () => {
+    const s = await serve();
+    await s.api("PUT", "/v1/workflows/quick", QUICK);
+    await s.api("PUT", "/v1/workflows/outer", {
+      id: "outer",
+      nodes: [{ node_id: "sub", agent_type: "workflow", payload: { workflow_id: "quick" } }],
+    });
+    const outer = await s.api<RunBody>("POST", "/v1/runs", { workflow_id: "outer" });
+    await signIn(s);
+    const { page } = s;
+    await page.goto(`${s.url}/#/runs/${outer.run_id}`);
+    await nodeInState(page, "sub", "SUCCEEDED");
+    await page.locator('g.node[data-node-id="sub"]').click();
+    const children = page.getByRole("article", { name: "node sub" }).getByRole("list", { name: "child runs" });
+    await children.getByText("SUCCEEDED").waitFor();
+    await children.getByRole("link").click();
+    await nodeInState(page, "only", "SUCCEEDED");
+    const childId = runIdOf(s);
+    expect(childId).not.toBe(outer.run_id);
+    await page.getByRole("link", { name: outer.run_id }).click();
+    await nodeInState(page, "sub", "SUCCEEDED");
+    expect(runIdOf(s)).toBe(outer.run_id);
+  });
+
   it("lists runs with filters by status and workflow, and shows runs starting and ending live", async () => {
     const s = await serve();
     await s.api("PUT", "/v1/workflows/publish", PUBLISH);

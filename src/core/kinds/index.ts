@@ -8,11 +8,12 @@ import type { NodeKind } from "./kind.js";
 import { sleep } from "./sleep.js";
 import { task } from "./task.js";
 import { waitEvent } from "./wait-event.js";
+import { workflow } from "./workflow.js";
 
 export type { KindChecks, NodeKind } from "./kind.js";
 
 const BUILTIN: ReadonlyMap<string, NodeKind> = new Map(
-  [aggregator, humanReview, sleep, waitEvent].map((k) => [k.name, k]),
+  [aggregator, humanReview, sleep, waitEvent, workflow].map((k) => [k.name, k]),
 );
 
 /** The built-in agent types (reserved names). */

@@ -4,16 +4,12 @@
  * the kind of a node (`kindOf`, `CompiledNode.kind`) and never compare agent_type strings.
  *
  * Adding a kind is adding a file here and a line in `index.ts`, plus its store pieces when its
- * visits wait on something the database must find (a column, an index, a query). The kinds
- * planned next, in the shape they will take (`wait_event.ts` is built: `prepare` reads the run's
- * inbox, `begin` takes the oldest event or goes WAITING, `due` fails it `event_timeout`):
+ * visits wait on something the database must find (a column, an index, a query). Built:
+ * task, aggregator, human_review, sleep, `wait_event` (§11.2: `prepare` reads the run's inbox,
+ * `begin` takes the oldest event or goes WAITING, `due` fails it `event_timeout`; inputs in
+ * engine/flush-events.ts) and `workflow` (§11.1: a child run per attempt, engine/flush-children.ts).
+ * Planned next, in the shape it will take:
  *
- * - `workflow` (§11.1): `start: "engine"`, `retries: true`. `begin` claims the visit (RUNNING,
- *   an attempt, holder `run:<child run id>`) and records a child run to insert
- *   (`changes.children`, idempotency key `<execution_id>:<attempt>`), so a crash after the commit
- *   never starts it twice. The child's end is a `success`/`failure` input of the parent's
- *   attempt, through the one result path (`withAttempt`) like an agent's; an expired attempt
- *   (the node's timeout) fails it as any attempt, and cancels the child.
  * - `map` (§11.1): `start: "engine"`. `begin` claims the visit (held by the engine) and writes
  *   one item row per element (a store table, like compensations); item rows are claimed and
  *   reported through the same attempt lifecycle as visits; the last item's end succeeds or fails

@@ -139,7 +139,8 @@ export function registerRunRoutes(app: FastifyInstance, { engine }: RouteContext
     async (request) => {
       const run = await engine.getRun(request.params.run_id);
       assertRunInScope(request.principal, run);
-      return run;
+      // Child runs of workflows outside a scoped token's scope are not its to learn of.
+      return { ...run, children: run.children.filter((c) => inScope(request.principal, c.workflow_id)) };
     },
   );
 

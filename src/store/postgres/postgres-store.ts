@@ -12,7 +12,16 @@ import type { Logger } from "pino";
 import type { Compensation, Run, RunEvent, Visit } from "../../core/types.js";
 import { DatabaseError, ValidationError } from "../../errors.js";
 import { Serial } from "../serial.js";
-import type { EngineRow, LoadedRun, ReadyNotice, RunFilter, Store, StoredWorkflow, StoreTx } from "../store.js";
+import type {
+  ChildRun,
+  EngineRow,
+  LoadedRun,
+  ReadyNotice,
+  RunFilter,
+  Store,
+  StoredWorkflow,
+  StoreTx,
+} from "../store.js";
 import {
   type ConnectionSettings,
   connectionSettings,
@@ -296,6 +305,17 @@ export class PostgresStore implements Store {
       values: [runId],
     });
     return row ? loadedRun(row) : null;
+  }
+
+  async listChildren(runId: string): Promise<ChildRun[]> {
+    return this.read<ChildRun>({
+      name: "skein_list_children",
+      text: `SELECT parent->>'node_id' AS node_id, (parent->>'visit')::int AS visit, (parent->>'attempt')::int AS attempt,
+          run_id, workflow_id, status
+        FROM runs WHERE parent->>'run_id' = $1 AND parent IS NOT NULL
+        ORDER BY 1, 2, 3`,
+      values: [runId],
+    });
   }
 
   async listRuns(filter: RunFilter): Promise<Run[]> {

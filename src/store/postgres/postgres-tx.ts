@@ -234,6 +234,18 @@ const SQL = {
              SELECT run_id, node_id, visit, lease_expires_at FROM visits WHERE state = 'WAITING' AND lease_expires_at <= $1) AS held
            ORDER BY lease_expires_at LIMIT $2`,
   },
+  childrenToSettle: {
+    name: "skein_children_to_settle",
+    text: `SELECT c.run_id FROM visits v JOIN runs c ON c.run_id = substr(v.holder, 5)
+           WHERE v.holder LIKE 'run:%' AND v.is_current AND c.status IN ('SUCCEEDED', 'FAILED', 'CANCELLED') LIMIT $1`,
+  },
+  orphanedChildren: {
+    name: "skein_orphaned_children",
+    text: `SELECT c.run_id FROM runs c WHERE c.parent IS NOT NULL AND c.ended_at IS NULL AND NOT EXISTS (
+             SELECT 1 FROM visits v WHERE v.run_id = c.parent->>'run_id' AND v.node_id = c.parent->>'node_id'
+               AND v.visit = (c.parent->>'visit')::int AND v.state = 'RUNNING' AND v.holder = 'run:' || c.run_id)
+           ORDER BY c.created_at LIMIT $1`,
+  },
   expiredRuns: {
     name: "skein_expired_runs",
     text: "SELECT run_id FROM runs WHERE ended_at IS NULL AND deadline_at <= $1 ORDER BY deadline_at LIMIT $2",
@@ -438,6 +450,16 @@ export class PostgresTx implements StoreTx {
 
   async expiredHolds(now: number, limit: number): Promise<VisitKey[]> {
     return this.q<VisitKey>(SQL.expiredHolds, [now, limit]);
+  }
+
+  async childrenToSettle(limit: number): Promise<string[]> {
+    const rows = await this.q<{ run_id: string }>(SQL.childrenToSettle, [limit]);
+    return rows.map((r) => r.run_id);
+  }
+
+  async orphanedChildren(limit: number): Promise<string[]> {
+    const rows = await this.q<{ run_id: string }>(SQL.orphanedChildren, [limit]);
+    return rows.map((r) => r.run_id);
   }
 
   async expiredRuns(now: number, limit: number): Promise<string[]> {

@@ -60,6 +60,7 @@ export const RUN_COLUMNS: Columns<Run> = {
   updated_at: "bigint",
   deadline_at: "bigint",
   ended_at: "bigint",
+  parent: "json",
 };
 
 export const VISIT_COLUMNS: Columns<Visit> = {

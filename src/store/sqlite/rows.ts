@@ -1,6 +1,6 @@
 /** Conversion between SQLite rows (snake_case, JSON as text, booleans as 0/1) and domain types. */
 import type { EndCause, RunStatus, VisitState } from "../../core/states.js";
-import type { Compensation, Json, Run, RunEvent, Visit, VisitError } from "../../core/types.js";
+import type { Compensation, Json, Run, RunEvent, RunParent, Visit, VisitError } from "../../core/types.js";
 
 export interface DbRun {
   run_id: string;
@@ -20,6 +20,7 @@ export interface DbRun {
   updated_at: number;
   deadline_at: number;
   ended_at: number | null;
+  parent: string | null;
 }
 
 export interface DbVisit {
@@ -97,6 +98,7 @@ export function runFromDb(r: DbRun): Run {
     error: parse<VisitError>(r.error),
     end_cause: r.end_cause as EndCause | null,
     needs_attention: r.needs_attention === 1,
+    parent: parse<RunParent>(r.parent),
   };
 }
 
@@ -107,6 +109,7 @@ export function runToDb(r: Run): DbRun {
     output: text(r.output),
     error: text(r.error),
     needs_attention: r.needs_attention ? 1 : 0,
+    parent: text(r.parent),
   };
 }
 

@@ -11,7 +11,7 @@ import type { Logger } from "pino";
 import type { Compensation, NewEvent, Run, RunEvent, Visit } from "../../core/types.js";
 import { DatabaseError, ValidationError } from "../../errors.js";
 import { Serial } from "../serial.js";
-import type { EngineRow, RunFilter, Store, StoredWorkflow, StoreTx, VisitKey } from "../store.js";
+import type { ChildRun, EngineRow, RunFilter, Store, StoredWorkflow, StoreTx, VisitKey } from "../store.js";
 import { Checkpointer } from "./checkpointer.js";
 import { assertDirectory, configure, openConnection, WAL_CHECKPOINT_BYTES, walBytes } from "./connection.js";
 import { EngineLock, engineLockPath } from "./engine-lock.js";
@@ -292,6 +292,14 @@ export class SqliteStore implements Store {
     return rows.map(runFromDb);
   }
 
+  async listChildren(runId: string): Promise<ChildRun[]> {
+    const sql = `SELECT json_extract(parent, '$.node_id') AS node_id, json_extract(parent, '$.visit') AS visit,
+        json_extract(parent, '$.attempt') AS attempt, run_id, workflow_id, status
+      FROM runs WHERE json_extract(parent, '$.run_id') = ? AND parent IS NOT NULL
+      ORDER BY node_id, visit, attempt`;
+    return this.read(sql).all(runId) as ChildRun[];
+  }
+
   async listVisits(runId: string, options: { currentOnly?: boolean } = {}): Promise<Visit[]> {
     const sql = options.currentOnly
       ? "SELECT * FROM visits WHERE run_id = ? AND is_current = 1 ORDER BY created_at, node_id"
@@ -529,6 +537,8 @@ export class SqliteStore implements Store {
                 .all(...holders, limit),
             ),
       expiredHolds: async (now, limit) => keys(s.expiredHolds.all({ now, limit })),
+      childrenToSettle: async (limit) => (s.childrenToSettle.all(limit) as { run_id: string }[]).map((r) => r.run_id),
+      orphanedChildren: async (limit) => (s.orphanedChildren.all(limit) as { run_id: string }[]).map((r) => r.run_id),
       expiredRuns: async (now, limit) => (s.expiredRuns.all(now, limit) as { run_id: string }[]).map((r) => r.run_id),
       nextDue: async (now) => {
         const { t } = s.nextDue.get({ now }) as { t: number | null };
@@ -615,6 +625,17 @@ function prepare(db: Db) {
          SELECT run_id, node_id, visit, lease_expires_at FROM visits WHERE state = 'WAITING' AND lease_expires_at <= @now)
        ORDER BY lease_expires_at LIMIT @limit`,
     ),
+    childrenToSettle: db.prepare(
+      `SELECT c.run_id FROM visits v JOIN runs c ON c.run_id = substr(v.holder, 5)
+       WHERE v.holder LIKE 'run:%' AND v.is_current = 1 AND c.status IN ('SUCCEEDED', 'FAILED', 'CANCELLED') LIMIT ?`,
+    ),
+    orphanedChildren: db.prepare(
+      `SELECT c.run_id FROM runs c WHERE c.parent IS NOT NULL AND c.ended_at IS NULL AND NOT EXISTS (
+         SELECT 1 FROM visits v WHERE v.run_id = json_extract(c.parent, '$.run_id')
+           AND v.node_id = json_extract(c.parent, '$.node_id') AND v.visit = json_extract(c.parent, '$.visit')
+           AND v.state = 'RUNNING' AND v.holder = 'run:' || c.run_id)
+       ORDER BY c.created_at LIMIT ?`,
+    ),
     expiredRuns: db.prepare(
       "SELECT run_id FROM runs WHERE ended_at IS NULL AND deadline_at <= ? ORDER BY deadline_at LIMIT ?",
     ),
@@ -649,6 +670,7 @@ const runColumns = [
   "updated_at",
   "deadline_at",
   "ended_at",
+  "parent",
 ];
 
 const compensationColumns: (keyof DbCompensation)[] = [

@@ -1,10 +1,12 @@
 /** A node's current visit (attempts, ids, timings, payload, output, last error) and its events. */
 import { Badge, JsonBlock } from "../components.js";
 import { elapsed, text, time } from "../format.js";
-import type { RunEvent, Visit } from "../types.js";
+import { href } from "../route.js";
+import type { ChildRun, RunEvent, Visit } from "../types.js";
 
-export function NodeDetails(props: { visit: Visit; events: RunEvent[]; now: number }) {
+export function NodeDetails(props: { visit: Visit; events: RunEvent[]; children?: ChildRun[]; now: number }) {
   const { visit: v, events, now } = props;
+  const children = props.children ?? [];
   return (
     <article class="node-details" aria-label={`node ${v.node_id}`}>
       <h3>
@@ -56,6 +58,19 @@ export function NodeDetails(props: { visit: Visit; events: RunEvent[]; now: numb
           </>
         )}
       </dl>
+      {children.length > 0 && (
+        <>
+          <h4>Child runs</h4>
+          <ul class="child-runs" aria-label="child runs">
+            {children.map((c) => (
+              <li key={c.run_id}>
+                <a href={href({ page: "run", runId: c.run_id })}>{c.run_id}</a> {c.workflow_id}, visit {c.visit},
+                attempt {c.attempt}: <Badge state={c.status} />
+              </li>
+            ))}
+          </ul>
+        </>
+      )}
       <h4>Payload</h4>
       <JsonBlock value={v.payload} />
       <h4>Output</h4>

@@ -81,6 +81,17 @@ export function RunPage(props: { runId: string; node?: string | undefined }) {
           </a>{" "}
           v{data.workflow_version}
         </dd>
+        {data.parent && (
+          <>
+            <dt>Parent run</dt>
+            <dd>
+              <a href={href({ page: "run", runId: data.parent.run_id, node: data.parent.node_id })}>
+                {data.parent.run_id}
+              </a>{" "}
+              (node {data.parent.node_id}, visit {data.parent.visit}, attempt {data.parent.attempt})
+            </dd>
+          </>
+        )}
         <dt>Started</dt>
         <dd>{time(data.created_at)}</dd>
         <dt>Duration</dt>
@@ -114,7 +125,12 @@ export function RunPage(props: { runId: string; node?: string | undefined }) {
         </section>
         <div class="details-panel">
           {selected ? (
-            <NodeDetails visit={selected} events={events.filter((e) => e.node_id === selected.node_id)} now={now} />
+            <NodeDetails
+              visit={selected}
+              events={events.filter((e) => e.node_id === selected.node_id)}
+              children={(data.children ?? []).filter((c) => c.node_id === selected.node_id)}
+              now={now}
+            />
           ) : (
             <p class="muted">Select a node in the graph or the table for its attempts, payload, output and events.</p>
           )}

@@ -1,0 +1,190 @@
+/**
+ * Child runs of `workflow` nodes (DESIGN §11.1), in the flush's transaction: the children that
+ * ready visits asked for are started (`startChildren`), a child that ended gives its result to
+ * the parent attempt it is, and a child whose parent attempt ended (cancel, TTL, a failure
+ * elsewhere, `$end`, a loop reset, its timeout) is cancelled (`settleChildren`). Both sides are
+ * written in the same transaction; a parent another engine holds right now is found again by
+ * the sweep (`tx.settledChildren`, `tx.orphanedChildren`).
+ */
+import { attemptOf, holds, visitAttempt } from "../core/attempt.js";
+import { CHILD_HOLDER, childOf, MAX_CHILD_DEPTH } from "../core/kinds/workflow.js";
+import { endRun, executionId, failVisit, nodeOf, type RunState, startRunState } from "../core/scheduler.js";
+import type { Json, Run, Visit, VisitError } from "../core/types.js";
+import { NotFoundError } from "../errors.js";
+import type { Flush } from "./flush.js";
+import { randomHex, uuidv7 } from "./ids.js";
+import { canonicalJson, sha256 } from "./json.js";
+
+const FINAL = new Set(["SUCCEEDED", "FAILED", "CANCELLED"]);
+
+/** Starts the child runs ready `workflow` visits asked for (or fails their visits); true when there were any. */
+export async function startChildren(f: Flush): Promise<boolean> {
+  let started = false;
+  for (const rs of [...f.states.values()]) {
+    if (rs.changes.children.size === 0) continue;
+    const asked = [...rs.changes.children];
+    rs.changes.children.clear();
+    for (const v of asked) {
+      if (!v.is_current || (v.state !== "PENDING" && v.state !== "RETRYING")) continue;
+      await startChild(f, rs, v);
+      started = true;
+    }
+  }
+  return started;
+}
+
+async function startChild(f: Flush, rs: RunState, v: Visit): Promise<boolean> {
+  const p = (v.payload ?? {}) as { workflow_id: string; version?: number | null; input?: Json };
+  const depth = (rs.run.parent?.depth ?? 0) + 1;
+  if (depth > MAX_CHILD_DEPTH) {
+    const message = `a child run may not start another past depth ${MAX_CHILD_DEPTH}: run ${rs.run.run_id} is at depth ${depth - 1}; is the workflow calling itself without end?`;
+    failVisit(rs, v, "child_depth_exceeded", { message, reason: "child_depth_exceeded" }, f.now);
+    return false;
+  }
+  let workflow: Awaited<ReturnType<typeof f.o.registry.get>>;
+  try {
+    workflow = await f.o.registry.get(p.workflow_id, p.version ?? undefined);
+  } catch (e) {
+    if (!(e instanceof NotFoundError)) throw e;
+    failVisit(rs, v, "unknown_workflow", { message: e.message, reason: "unknown_workflow" }, f.now);
+    return false;
+  }
+  const input = (p.input ?? {}) as Json;
+  const problems = workflow.checkInput(input);
+  if (problems.length > 0) {
+    const detail = problems.map((x) => `${x.path}: ${x.message}`).join("; ");
+    const message = `payload.input does not match the input_schema of ${workflow.id}: ${detail}`;
+    failVisit(rs, v, "template_error", { message, reason: "template_error" }, f.now);
+    return false;
+  }
+  // The attempt, then the child that is it: the same transaction writes both.
+  const run_id = uuidv7(f.now);
+  const a = visitAttempt(rs, v);
+  a.claim(`${CHILD_HOLDER}${run_id}`, f.now);
+  v.lease_expires_at = v.deadline_at; // no heartbeats: the node's timeout caps the child's whole run
+  const key = `${v.execution_id}:${v.attempt}`;
+  const existing = f.newRuns.find((r) => r.idempotency_key === key) ?? (await f.tx.runByIdempotencyKey(key));
+  if (existing) {
+    v.holder = `${CHILD_HOLDER}${existing.run_id}`;
+    return false;
+  }
+  const text = canonicalJson(input);
+  const run: Run = {
+    run_id,
+    workflow_id: workflow.id,
+    workflow_version: workflow.version,
+    status: "RUNNING",
+    input: JSON.parse(text) as Json,
+    output: null,
+    error: null,
+    end_cause: null,
+    trace_id: rs.run.trace_id, // its spans nest under the parent's attempt
+    traceparent: `00-${rs.run.trace_id}-${randomHex(8)}-01`,
+    idempotency_key: key,
+    input_hash: sha256(`${workflow.id}\n${text}`),
+    needs_attention: false,
+    created_at: f.now,
+    updated_at: f.now,
+    deadline_at: f.now + workflow.definition.timeout * 1000,
+    ended_at: null,
+    parent: { run_id: rs.run.run_id, node_id: v.node_id, visit: v.visit, attempt: v.attempt, depth },
+  };
+  const child = startRunState(run, workflow.graph, f.now);
+  f.newRuns.push(child.run);
+  f.states.set(run_id, child);
+  return true;
+}
+
+/**
+ * Children whose parent attempt ended are cancelled (compensating when the parent's ending
+ * compensates); children that ended give their result to the parent attempt. True when it
+ * changed anything (the caller plans compensations and claims again).
+ */
+export async function settleChildren(f: Flush): Promise<boolean> {
+  let changed = false;
+  const orphans = f.orphanedChildren.splice(0);
+  for (const rs of f.states.values()) {
+    for (const v of rs.changes.cancelled) {
+      const child = childOf(v.holder);
+      if (child) orphans.push({ run_id: child, compensate: rs.changes.undo });
+    }
+  }
+  for (const { run_id, compensate } of orphans) {
+    if (f.cancelledChildren.has(run_id)) continue;
+    const child = await f.load(run_id);
+    if (!child || child.run.ended_at !== null) continue;
+    f.cancelledChildren.add(run_id);
+    const error = { message: "the parent attempt this child run is ended", reason: "cancelled" };
+    endRun(child, "cancelled", error, f.now, { compensate });
+    changed = true;
+  }
+  for (const rs of [...f.states.values()]) {
+    const parent = rs.run.parent;
+    if (!parent || !rs.changes.ended || !FINAL.has(rs.run.status) || f.settledChildren.has(rs.run.run_id)) continue;
+    if (await settle(f, rs)) changed = true;
+  }
+  return changed;
+}
+
+/** Gives an ended child's result to its parent attempt; false when the parent is busy elsewhere. */
+export async function settle(f: Flush, child: RunState): Promise<boolean> {
+  const parent = child.run.parent;
+  if (!parent) return false;
+  const prs = await f.load(parent.run_id);
+  if (!prs) return false;
+  f.settledChildren.add(child.run.run_id);
+  const a = attemptOf(prs, executionId(parent.run_id, parent.node_id, parent.visit));
+  if (a?.kind !== "visit") return true;
+  if (!holds(a, parent.attempt) || childOf(a.row.holder) !== child.run.run_id) {
+    // The attempt ended before its child (cancelled, timed out): the child no longer holds it.
+    if (a.current) a.returned(parent.attempt, f.now); // compensation, which waits for it, may start
+    return true;
+  }
+  const run = child.run;
+  if (run.status === "SUCCEEDED") {
+    const node = nodeOf(prs, parent.node_id);
+    a.succeed(run.output, { kind: "targets", targets: [...node.successTargets] }, f.now);
+    return true;
+  }
+  const why = run.error ? `: ${run.error.message}` : "";
+  a.fail(
+    {
+      message: `child run ${run.run_id} of ${run.workflow_id} ${run.status === "FAILED" ? "failed" : "was cancelled"}${why}`,
+      reason: "child_failed",
+      details: { run_id: run.run_id, status: run.status, error: (run.error ?? null) as Json },
+    },
+    // Retrying cannot help a child that went past the depth limit: every retry would again.
+    !causedBy(run.error, "child_depth_exceeded"),
+    f.now,
+    f.o.random,
+  );
+  return true;
+}
+
+/** The error, or a child's error it carries (`details.error`, nested), has this reason. */
+function causedBy(error: VisitError | null, reason: string): boolean {
+  for (let e: unknown = error, depth = 0; e && typeof e === "object" && depth <= MAX_CHILD_DEPTH + 1; depth++) {
+    const x = e as { reason?: unknown; details?: { error?: unknown } };
+    if (x.reason === reason) return true;
+    e = x.details?.error;
+  }
+  return false;
+}
+
+/**
+ * What the flush that ended a child or its parent could not do because the other run was busy
+ * in another engine's transaction (or a crash came between): found by the sweep.
+ */
+export async function sweepChildren(f: Flush, limit: number): Promise<void> {
+  for (const runId of await f.tx.childrenToSettle(limit)) {
+    const child = await f.load(runId);
+    if (child && !f.settledChildren.has(runId)) await settle(f, child);
+  }
+  for (const runId of await f.tx.orphanedChildren(limit)) {
+    const child = await f.load(runId);
+    const parent = child?.run.parent ? await f.load(child.run.parent.run_id) : undefined;
+    if (!child || !parent) continue;
+    const cause = parent.run.end_cause;
+    f.orphanedChildren.push({ run_id: runId, compensate: cause === "failed" || cause === "ttl" });
+  }
+}
