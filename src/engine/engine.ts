@@ -21,14 +21,14 @@ import type {
 } from "./engine-options.js";
 import { createParts } from "./engine-parts.js";
 import { newEvent, type SendEventOptions } from "./events.js";
+import type { ExternalWorkers } from "./external.js";
 import type {
   ClaimRequest,
   CompleteRequest,
   ExternalTask,
-  ExternalWorkers,
   FailRequest,
   HeartbeatRequest,
-} from "./external.js";
+} from "./external-requests.js";
 import { randomHex } from "./ids.js";
 import type { PublishEventAnswer, SendEventAnswer } from "./inputs.js";
 import type { Notifier } from "./notifier.js";
