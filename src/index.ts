@@ -19,7 +19,7 @@ export {
   type SendEventOptions,
   type StartRunOptions,
 } from "./engine/engine.js";
-export type { WorkerIdentity } from "./engine/external.js";
+export type { WorkerIdentity } from "./engine/external-requests.js";
 export type { Notification, NotifyOptions } from "./engine/notifier.js";
 export type { RegisteredWorkflow, WorkflowCheck } from "./engine/registry.js";
 export type { TaskLimits } from "./engine/task-limits.js";

@@ -5,16 +5,14 @@
  * claims ready visits up to the concurrency limits, commits, and only then dispatches the
  * claimed attempts to their agents. Nothing runs an agent before its claim is committed.
  */
-import type { Logger } from "pino";
 import { ENGINE_STARTED } from "../core/kinds/index.js";
-import type { RunEvent } from "../core/types.js";
 import { DatabaseError, EngineClosedError, UnavailableError } from "../errors.js";
-import type { Store, VisitKey } from "../store/store.js";
-import type { Clock, TimerHandle } from "./clock.js";
+import type { TimerHandle } from "./clock.js";
+import { untilDeadline } from "./deadline.js";
+import type { DispatcherOptions } from "./dispatcher-options.js";
 import { Flush, type FlushOutcome } from "./flush.js";
-import { type AttemptRef, type ClaimedTask, type Input, inputRuns } from "./inputs.js";
+import { type AttemptRef, type Input, inputRuns } from "./inputs.js";
 import { replacementOf } from "./refused.js";
-import type { WorkflowRegistry } from "./registry.js";
 import { RunCache } from "./run-cache.js";
 
 /** Longest pause between two tries of a transaction that failed for a transient reason, ms. */
@@ -30,40 +28,6 @@ const FAILURES_WHEN_DOWN = 2;
 interface Failure {
   error: unknown;
   flush: Flush | null;
-}
-
-export interface DispatcherHooks {
-  /** Starts an attempt of a committed claim. */
-  dispatch(task: ClaimedTask): void;
-  /** Resolves the payload templates of a ready visit (then queues a `payload` input). */
-  resolvePayload(key: VisitKey): void;
-  /** Aborts the in-process attempt of a visit that was cancelled or expired. */
-  abort(executionId: string, reason: string): void;
-  /** Committed events, in order. */
-  published(events: RunEvent[]): void;
-  /** Agent types with ready visits a flush left unclaimed (external workers may be waiting). */
-  readyWaiting(agentTypes: string[]): void;
-  /** In-process attempts now held, per agent type (for the limits). */
-  inFlight(): { total: number; byType: ReadonlyMap<string, number> };
-}
-
-export interface DispatcherOptions {
-  store: Store;
-  registry: WorkflowRegistry;
-  clock: Clock;
-  engineId: string;
-  logger: Logger;
-  hooks: DispatcherHooks;
-  /** Agent types this engine runs in process. */
-  agentTypes: () => string[];
-  maxConcurrency: number;
-  agentConcurrency: Readonly<Record<string, number>>;
-  sweepIntervalMs: number;
-  random: () => number;
-  /** How many in-progress runs to keep in memory between transactions (exclusive stores only). */
-  runCacheSize: number;
-  /** After how long without a heartbeat another engine counts as dead (shared stores), ms. */
-  engineTimeoutMs: number;
 }
 
 export class Dispatcher {
@@ -176,7 +140,7 @@ export class Dispatcher {
   async drain(deadline: number): Promise<void> {
     for (;;) {
       // A flush even while storage is down: each one either commits or sets a retry pause.
-      await raceDeadline(this.flush(), deadline);
+      await untilDeadline(this.flush(), deadline);
       if (this.inbox.length === 0 || Date.now() >= deadline) return;
       if (this.retryTimer !== null) await this.retryPause(deadline);
     }
@@ -196,7 +160,7 @@ export class Dispatcher {
     this.wakeTimer = null;
     this.retryTimer = null;
     for (const resolve of this.retried.splice(0)) resolve();
-    while (this.flushing && Date.now() < deadline) await raceDeadline(this.flushing, deadline);
+    while (this.flushing && Date.now() < deadline) await untilDeadline(this.flushing, deadline);
     const closed = new EngineClosedError("the engine closed before it could record this; try again on another engine");
     const left = this.inbox.splice(0);
     for (const input of left) if ("done" in input) input.done.reject(closed);
@@ -207,8 +171,8 @@ export class Dispatcher {
   }
 
   /** Resolves when the retry pause ends, or at `deadline`. */
-  private retryPause(deadline: number): Promise<void> {
-    return raceDeadline(new Promise<void>((resolve) => this.retried.push(resolve)), deadline);
+  private async retryPause(deadline: number): Promise<void> {
+    await untilDeadline(new Promise<void>((resolve) => this.retried.push(resolve)), deadline);
   }
 
   private flush(): Promise<void> {
@@ -451,15 +415,4 @@ export class Dispatcher {
 /** A failure worth trying again as is: the database says so (deadlock, lost connection, full disk). */
 function isTransient(e: unknown): boolean {
   return e instanceof DatabaseError && e.transient;
-}
-
-/** `promise`, or nothing once `deadline` (epoch ms) has passed. */
-function raceDeadline(promise: Promise<unknown>, deadline: number): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  return Promise.race([
-    promise.then(() => undefined),
-    new Promise<void>((resolve) => {
-      timer = setTimeout(resolve, Math.max(0, deadline - Date.now()));
-    }),
-  ]).finally(() => clearTimeout(timer));
 }

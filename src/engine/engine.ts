@@ -4,15 +4,13 @@
  */
 import { hostname } from "node:os";
 import { type Logger, pino } from "pino";
-import type { AgentHandler } from "../agents/task.js";
-import { BUILTIN_HANDLERS } from "../core/kinds/index.js";
-import type { RunStatus } from "../core/states.js";
 import type { Json, Run, RunEvent, Visit } from "../core/types.js";
-import { EngineClosedError, NotFoundError, type UnavailableError, ValidationError } from "../errors.js";
+import { EngineClosedError, NotFoundError, type UnavailableError } from "../errors.js";
 import type { RunFilter, Store } from "../store/store.js";
-import { AttemptRunner } from "./attempts.js";
+import type { AttemptRunner } from "./attempts.js";
 import { type Clock, systemClock } from "./clock.js";
-import { Dispatcher } from "./dispatcher.js";
+import { untilDeadline } from "./deadline.js";
+import type { Dispatcher } from "./dispatcher.js";
 import type {
   EngineOptions,
   EventListener,
@@ -21,22 +19,25 @@ import type {
   RunWithNodes,
   StartRunOptions,
 } from "./engine-options.js";
+import { createParts } from "./engine-parts.js";
 import { newEvent, type SendEventOptions } from "./events.js";
-import {
-  type ClaimRequest,
-  type CompleteRequest,
-  type ExternalTask,
-  ExternalWorkers,
-  type FailRequest,
-  type HeartbeatRequest,
-} from "./external.js";
-import { randomHex, uuidv7 } from "./ids.js";
+import type { ExternalWorkers } from "./external.js";
+import type {
+  ClaimRequest,
+  CompleteRequest,
+  ExternalTask,
+  FailRequest,
+  HeartbeatRequest,
+} from "./external-requests.js";
+import { randomHex } from "./ids.js";
 import type { PublishEventAnswer, SendEventAnswer } from "./inputs.js";
-import { canonicalJson, jsonProblem, sha256 } from "./json.js";
-import { Notifier } from "./notifier.js";
+import type { Notifier } from "./notifier.js";
 import { openStore } from "./open-store.js";
-import { type RegisteredWorkflow, type WorkflowCheck, WorkflowRegistry } from "./registry.js";
+import type { RegisteredWorkflow, WorkflowCheck, WorkflowRegistry } from "./registry.js";
+import { pendingReviews, reviewInput } from "./reviews.js";
+import { newRun } from "./run-start.js";
 import { Subscribers } from "./subscribers.js";
+import { waitForRun } from "./wait-for-run.js";
 
 export type {
   EngineOptions,
@@ -48,8 +49,6 @@ export type {
 } from "./engine-options.js";
 export type { SendEventOptions } from "./events.js";
 export type { PublishEventAnswer, SendEventAnswer } from "./inputs.js";
-
-const FINAL: ReadonlySet<RunStatus> = new Set(["SUCCEEDED", "FAILED", "CANCELLED"]);
 
 /**
  * Opens the database and starts an engine.
@@ -120,79 +119,21 @@ export class Engine {
     this.logger = options.logger ?? pino({ level: "silent" });
     this.subscribers = new Subscribers(this.logger);
     this.maxPayloadBytes = options.maxPayloadBytes ?? 1024 * 1024;
-    const handlers = new Map<string, AgentHandler>(Object.entries(options.agents ?? {}));
-    // Built-in kinds that run as in-process agents (the aggregator), unless the caller brought one.
-    for (const kind of BUILTIN_HANDLERS) {
-      if (!handlers.has(kind.name)) handlers.set(kind.name, kind.handler({ maxOutputBytes: this.maxPayloadBytes }));
-    }
-    const decideHooks = options.decideHooks ?? {};
-    this.registry = new WorkflowRegistry(store, {
-      knownAgentTypes: () => [...handlers.keys()],
-      decideHooks: () => Object.keys(decideHooks),
-      maxOutputBytes: this.maxPayloadBytes,
-    });
-    this.attempts = new AttemptRunner({
-      handlers,
-      decideHooks,
-      registry: this.registry,
+    const parts = createParts({
       store,
-      logger: this.logger,
-      maxOutputBytes: this.maxPayloadBytes,
-    });
-    this.dispatcher = new Dispatcher({
-      store,
-      registry: this.registry,
-      clock: this.clock,
+      options,
       engineId: this.engineId,
-      logger: this.logger,
-      agentTypes: () => [...handlers.keys()],
-      maxConcurrency: options.maxConcurrency ?? 100,
-      agentConcurrency: options.agentConcurrency ?? {},
-      sweepIntervalMs: options.sweepIntervalMs ?? 1000,
-      random: options.random ?? Math.random,
-      runCacheSize: 2000,
-      engineTimeoutMs: options.engineTimeoutMs ?? 30_000,
-      hooks: {
-        dispatch: (task) => this.attempts.dispatch(task),
-        resolvePayload: (key) => this.attempts.resolvePayload(key),
-        abort: (id, reason) => this.attempts.abort(id, reason),
-        published: (events) => this.publish(events),
-        inFlight: () => this.attempts.inFlight(),
-        readyWaiting: (types) => this.external.readyWaiting(types),
-      },
-    });
-    this.attempts.dispatcher = this.dispatcher;
-    this.external = new ExternalWorkers({
-      dispatcher: this.dispatcher,
-      attempts: this.attempts,
-      registry: this.registry,
-      store,
       clock: this.clock,
-      limits: options.taskLimits ?? {},
-      pollMs: options.sweepIntervalMs ?? 1000,
+      logger: this.logger,
+      subscribers: this.subscribers,
+      maxPayloadBytes: this.maxPayloadBytes,
       closed: () => this.closed,
     });
-    this.notifier = options.notify
-      ? new Notifier({
-          options: options.notify,
-          clock: this.clock,
-          ...(options.publicUrl === undefined ? {} : { publicUrl: options.publicUrl }),
-          logger: this.logger,
-          recordFailure: async (runId, traceId, data) => {
-            const at = this.clock.now();
-            const event = {
-              run_id: runId,
-              type: "notify.failed" as const,
-              node_id: null,
-              visit: null,
-              trace_id: traceId,
-              at,
-              data,
-            };
-            this.dispatcher.push({ kind: "event", event });
-          },
-        })
-      : null;
+    this.registry = parts.registry;
+    this.attempts = parts.attempts;
+    this.dispatcher = parts.dispatcher;
+    this.external = parts.external;
+    this.notifier = parts.notifier;
   }
 
   /**
@@ -247,42 +188,7 @@ export class Engine {
   async startRun(workflowId: string, options: StartRunOptions = {}): Promise<Run> {
     this.assertOpen();
     const workflow = await this.registry.get(workflowId, options.version);
-    const input = (options.input ?? {}) as Json;
-    const problem = jsonProblem(input, "input");
-    if (problem) throw new ValidationError("Run input is not JSON", [{ path: "input", message: problem }]);
-    const text = canonicalJson(input);
-    if (Buffer.byteLength(text) > this.maxPayloadBytes) {
-      throw new ValidationError(
-        `Run input is ${Buffer.byteLength(text)} bytes, over the limit of ${this.maxPayloadBytes} (maxPayloadBytes); pass a reference to large data instead`,
-      );
-    }
-    const problems = workflow.checkInput(input);
-    if (problems.length > 0)
-      throw new ValidationError(`Run input does not match the input_schema of ${workflowId}`, problems);
-    const now = this.clock.now();
-    const trace = traceOf(options.traceparent);
-    const run: Run = {
-      run_id: uuidv7(now),
-      workflow_id: workflow.id,
-      workflow_version: workflow.version,
-      status: "RUNNING",
-      input: JSON.parse(text) as Json,
-      output: null,
-      error: null,
-      end_cause: null,
-      trace_id: trace,
-      traceparent: `00-${trace}-${randomHex(8)}-01`,
-      idempotency_key: options.idempotency_key ?? null,
-      input_hash: sha256(`${workflow.id}\n${text}`),
-      needs_attention: false,
-      // Replaced by the transaction's time when the run is written (the database's on
-      // PostgreSQL): this process's clock never sets a due time.
-      created_at: now,
-      updated_at: now,
-      deadline_at: now + workflow.definition.timeout * 1000,
-      ended_at: null,
-      parent: null,
-    };
+    const run = newRun(workflow, options, this.clock.now(), this.maxPayloadBytes);
     return new Promise<Run>((resolve, reject) =>
       this.dispatcher.push({ kind: "start", run, done: { resolve, reject } }),
     );
@@ -308,39 +214,8 @@ export class Engine {
    */
   async review(runId: string, nodeId: string, options: ReviewOptions): Promise<Visit> {
     this.assertOpen();
-    if (options.decision !== "approve" && options.decision !== "reject") {
-      throw new ValidationError("Review decision is invalid", [
-        { path: "decision", message: `must be "approve" or "reject", got ${JSON.stringify(options.decision)}` },
-      ]);
-    }
-    const output = (options.output ?? null) as Json;
-    const problem = jsonProblem(output, "output");
-    if (problem) throw new ValidationError("Review output is not JSON", [{ path: "output", message: problem }]);
-    const run = await this.store.getRun(runId);
-    if (!run) throw new NotFoundError(`run ${runId} does not exist; check the run id and the database`);
-    const decision = {
-      decision: options.decision,
-      by: options.by ?? null,
-      admin: options.admin ?? null,
-      comment: options.comment ?? null,
-      output,
-    };
-    const approved = { decision: decision.decision, by: decision.by, comment: decision.comment, output };
-    const next =
-      options.decision === "approve"
-        ? await this.attempts.decideOutput(run, nodeId, approved)
-        : { decision: { kind: "none" as const } };
-    return new Promise<Visit>((resolve, reject) =>
-      this.dispatcher.push({
-        kind: "review",
-        run_id: runId,
-        node_id: nodeId,
-        ...(options.execution_id !== undefined ? { execution_id: options.execution_id } : {}),
-        decision,
-        next: "decision" in next ? next.decision : next,
-        done: { resolve, reject },
-      }),
-    );
+    const input = await reviewInput(this.store, this.attempts, runId, nodeId, options);
+    return new Promise<Visit>((resolve, reject) => this.dispatcher.push({ ...input, done: { resolve, reject } }));
   }
 
   /**
@@ -385,33 +260,9 @@ export class Engine {
 
   /** What waits for people, oldest first. */
   async listReviews(_filter: { status?: "pending" } = {}): Promise<PendingReview[]> {
-    const out: PendingReview[] = [];
-    for (const v of await this.store.listReviews()) {
-      const payload = (v.payload ?? {}) as Record<string, Json>;
-      out.push({
-        run_id: v.run_id,
-        workflow_id: v.workflow_id,
-        node_id: v.node_id,
-        visit: v.visit,
-        execution_id: v.execution_id,
-        title: payload.title ?? null,
-        instructions: payload.instructions ?? null,
-        assignees: payload.assignees ?? null,
-        data: v.payload,
-        requested_at: v.started_at,
-        deadline_at: v.deadline_at,
-        trace_id: v.trace_id,
-      });
-    }
-    return out;
+    return pendingReviews(this.store);
   }
 
-  /**
-   * Cancels a run: its active nodes become CANCELLED (their signals abort, late results are
-   * fenced), pending ones SKIPPED, the run CANCELLED. With `compensate`, what the run did is
-   * undone first (COMPENSATING, then CANCELLED).
-   * @throws ConflictError for a run that already ended or is compensating, NotFoundError for an unknown run.
-   */
   /**
    * Sends an event to a run (DESIGN §11.2): delivered to its oldest WAITING `wait_event` for
    * `name`, else kept in the run's inbox for the next one. The same `idempotency_key` again is
@@ -448,6 +299,12 @@ export class Engine {
     );
   }
 
+  /**
+   * Cancels a run: its active nodes become CANCELLED (their signals abort, late results are
+   * fenced), pending ones SKIPPED, the run CANCELLED. With `compensate`, what the run did is
+   * undone first (COMPENSATING, then CANCELLED).
+   * @throws ConflictError for a run that already ended or is compensating, NotFoundError for an unknown run.
+   */
   async cancelRun(runId: string, options: { reason?: string; compensate?: boolean } = {}): Promise<Run> {
     this.assertOpen();
     return new Promise<Run>((resolve, reject) =>
@@ -519,39 +376,17 @@ export class Engine {
    * database another engine may end it: the run is then also polled at the sweep interval.
    */
   async waitForRun(runId: string): Promise<RunWithNodes> {
-    return new Promise<RunWithNodes>((resolve, reject) => {
-      let settled = false;
-      let poll: ReturnType<Clock["setTimeout"]> | null = null;
-      const finish = () => {
-        if (settled) return;
-        settled = true;
-        unsubscribe();
-        if (poll) this.clock.clearTimeout(poll);
-        this.getRun(runId).then(resolve, reject);
-      };
-      const check = () => {
-        poll = null;
-        if (settled || this.closed) return;
-        this.store.getRun(runId).then((run) => {
-          if (run && FINAL.has(run.status)) finish();
-          else if (!settled) poll = this.clock.setTimeout(check, this.options.sweepIntervalMs ?? 1000);
-        }, reject);
-      };
-      if (!this.store.exclusive) poll = this.clock.setTimeout(check, this.options.sweepIntervalMs ?? 1000);
-      const unsubscribe = this.subscribe(
-        (e) => {
-          if (e.type === "run.succeeded" || e.type === "run.failed" || e.type === "run.cancelled") finish();
-        },
-        { run_id: runId },
-      );
-      this.store.getRun(runId).then((run) => {
-        if (!run) {
-          settled = true;
-          unsubscribe();
-          reject(new NotFoundError(`run ${runId} does not exist`));
-        } else if (FINAL.has(run.status)) finish();
-      }, reject);
-    });
+    return waitForRun(
+      {
+        store: this.store,
+        clock: this.clock,
+        pollMs: this.options.sweepIntervalMs ?? 1000,
+        closed: () => this.closed,
+        subscribe: (listener, id) => this.subscribers.add(listener, id),
+        read: (id) => this.getRun(id),
+      },
+      runId,
+    );
   }
 
   /**
@@ -587,11 +422,6 @@ export class Engine {
     this.subscribers.clear();
   }
 
-  private publish(events: RunEvent[]): void {
-    this.notifier?.notify(events);
-    this.subscribers.publish(events);
-  }
-
   private armHeartbeat(): void {
     const interval = this.options.heartbeatIntervalMs ?? 5000;
     this.heartbeatTimer = this.clock.setTimeout(() => {
@@ -610,25 +440,3 @@ export class Engine {
 
 /** How long `close` may take, past its timeout, to record results and release the database, ms. */
 const CLOSE_GRACE_MS = 2000;
-
-/** Waits for `promise` until `deadline` (epoch ms): true when it settled in time (a rejection is thrown). */
-async function untilDeadline(promise: Promise<unknown>, deadline: number): Promise<boolean> {
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    return await Promise.race([
-      promise.then(() => true),
-      new Promise<boolean>((resolve) => {
-        timer = setTimeout(() => resolve(false), Math.max(0, deadline - Date.now()));
-      }),
-    ]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
-/** The trace id of a valid W3C traceparent, else a new one (invalid headers are ignored, as the spec says). */
-function traceOf(traceparent: string | undefined): string {
-  const m = traceparent ? /^[0-9a-f]{2}-([0-9a-f]{32})-[0-9a-f]{16}-[0-9a-f]{2}$/.exec(traceparent.trim()) : null;
-  if (m?.[1] && !/^0+$/.test(m[1])) return m[1];
-  return randomHex(16);
-}

@@ -13,7 +13,7 @@ import { emptyChanges, endRun, event, failVisit, type RunState, runState, startR
 import type { Compensation, InboxEvent, NewEvent, Run, RunEvent, Visit } from "../core/types.js";
 import { ConflictError, NotFoundError } from "../errors.js";
 import type { LoadedRun, ReadyNotice, StoreTx, VisitKey } from "../store/store.js";
-import type { DispatcherOptions } from "./dispatcher.js";
+import type { DispatcherOptions } from "./dispatcher-options.js";
 import { settleChildren, startChildren } from "./flush-children.js";
 import { claimForWorkers, claimReady, notifyOthers, takeHints } from "./flush-claims.js";
 import { publishEvent, sendEvent } from "./flush-events.js";

@@ -1,15 +1,17 @@
 /**
  * A child run across a real crash (DESIGN §7, §11.1): the engine is SIGKILLed right after the
- * child run started (its agent was called); a new engine on the same file finishes the child
- * without starting it again, and the parent picks up its end. Synchronised by what the killed
- * process printed once the state was committed.
+ * child run started (its agent was called); a new engine on the same database finishes the child
+ * without starting it again, and the parent picks up its end. On both stores: on SQLite the new
+ * engine recovers the dead one's attempts as it opens the file; on PostgreSQL, where engines
+ * share the database, once the dead engine's heartbeat is older than `engineTimeoutMs` (short
+ * here, so the test does not wait the default 30 s). Synchronised by what the killed process
+ * printed once the state was committed.
  */
-import { join } from "node:path";
 import { fileURLToPath } from "node:url";
-import { afterEach, expect, it } from "vitest";
+import { afterEach, describe, expect, it } from "vitest";
 import { createEngine, type Engine } from "../../src/index.js";
 import { Child, within } from "../fixtures/child.js";
-import { describeSqlite, tempDir } from "../helpers.js";
+import { onPostgres, tempDb } from "../helpers.js";
 
 const SCRIPT = fileURLToPath(new URL("../fixtures/crash-children.ts", import.meta.url));
 const cleanup: (() => Promise<void>)[] = [];
@@ -17,9 +19,9 @@ afterEach(async () => {
   for (const f of cleanup.splice(0)) await f();
 });
 
-describeSqlite("a child run across a SIGKILL", () => {
+describe("a child run across a SIGKILL", () => {
   it("is not started twice, and its end reaches the parent", async () => {
-    const db = join(tempDir(), "children.db");
+    const db = tempDb();
     const proc = new Child(SCRIPT, [db]);
     cleanup.push(() => proc.kill());
     const called = await proc.waitFor("the child's agent", (m) => m.type === "agent");
@@ -27,7 +29,10 @@ describeSqlite("a child run across a SIGKILL", () => {
 
     const calls: string[] = [];
     const engine: Engine = await createEngine({
-      database: `sqlite:${db}`,
+      database: db,
+      // PostgreSQL: the killed engine counts as dead 500 ms after its last heartbeat, and the
+      // sweep that looks for dead engines runs every 100 ms.
+      ...(onPostgres ? { engineTimeoutMs: 500, sweepIntervalMs: 100 } : {}),
       agents: {
         work: (t) => {
           calls.push(t.run_id);

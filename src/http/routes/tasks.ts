@@ -17,7 +17,7 @@ import {
   MAX_WAIT_SECONDS,
   WORKER_ID_PATTERN,
   type WorkerIdentity,
-} from "../../engine/external.js";
+} from "../../engine/external-requests.js";
 import { AGENTS, type Principal } from "../auth.js";
 import type { RouteContext } from "../server.js";
 

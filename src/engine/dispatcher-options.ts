@@ -1,0 +1,41 @@
+/** What the Dispatcher is given: the store and registry, limits and timings, and the hooks it calls after a commit. */
+import type { Logger } from "pino";
+import type { RunEvent } from "../core/types.js";
+import type { Store, VisitKey } from "../store/store.js";
+import type { Clock } from "./clock.js";
+import type { ClaimedTask } from "./inputs.js";
+import type { WorkflowRegistry } from "./registry.js";
+
+export interface DispatcherHooks {
+  /** Starts an attempt of a committed claim. */
+  dispatch(task: ClaimedTask): void;
+  /** Resolves the payload templates of a ready visit (then queues a `payload` input). */
+  resolvePayload(key: VisitKey): void;
+  /** Aborts the in-process attempt of a visit that was cancelled or expired. */
+  abort(executionId: string, reason: string): void;
+  /** Committed events, in order. */
+  published(events: RunEvent[]): void;
+  /** Agent types with ready visits a flush left unclaimed (external workers may be waiting). */
+  readyWaiting(agentTypes: string[]): void;
+  /** In-process attempts now held, per agent type (for the limits). */
+  inFlight(): { total: number; byType: ReadonlyMap<string, number> };
+}
+
+export interface DispatcherOptions {
+  store: Store;
+  registry: WorkflowRegistry;
+  clock: Clock;
+  engineId: string;
+  logger: Logger;
+  hooks: DispatcherHooks;
+  /** Agent types this engine runs in process. */
+  agentTypes: () => string[];
+  maxConcurrency: number;
+  agentConcurrency: Readonly<Record<string, number>>;
+  sweepIntervalMs: number;
+  random: () => number;
+  /** How many in-progress runs to keep in memory between transactions (exclusive stores only). */
+  runCacheSize: number;
+  /** After how long without a heartbeat another engine counts as dead (shared stores), ms. */
+  engineTimeoutMs: number;
+}

@@ -1,0 +1,121 @@
+/**
+ * How an Engine's parts are wired together (the constructor's work): the agent handlers, the
+ * registry, the attempt runner, the dispatcher, external workers and the notifier. Each part
+ * gets only what it needs; the Engine's methods validate and delegate to them.
+ */
+import type { Logger } from "pino";
+import type { AgentHandler } from "../agents/task.js";
+import { BUILTIN_HANDLERS } from "../core/kinds/index.js";
+import type { Store } from "../store/store.js";
+import { AttemptRunner } from "./attempts.js";
+import type { Clock } from "./clock.js";
+import { Dispatcher } from "./dispatcher.js";
+import type { EngineOptions } from "./engine-options.js";
+import { ExternalWorkers } from "./external.js";
+import { Notifier } from "./notifier.js";
+import { WorkflowRegistry } from "./registry.js";
+import type { Subscribers } from "./subscribers.js";
+
+export interface EngineParts {
+  registry: WorkflowRegistry;
+  attempts: AttemptRunner;
+  dispatcher: Dispatcher;
+  external: ExternalWorkers;
+  notifier: Notifier | null;
+}
+
+export interface PartsContext {
+  store: Store;
+  options: EngineOptions;
+  engineId: string;
+  clock: Clock;
+  logger: Logger;
+  subscribers: Subscribers;
+  maxPayloadBytes: number;
+  /** Whether the engine was closed (waiting external claims then return empty). */
+  closed: () => boolean;
+}
+
+export function createParts(c: PartsContext): EngineParts {
+  const { store, options, clock, logger } = c;
+  const handlers = new Map<string, AgentHandler>(Object.entries(options.agents ?? {}));
+  // Built-in kinds that run as in-process agents (the aggregator), unless the caller brought one.
+  for (const kind of BUILTIN_HANDLERS) {
+    if (!handlers.has(kind.name)) handlers.set(kind.name, kind.handler({ maxOutputBytes: c.maxPayloadBytes }));
+  }
+  const decideHooks = options.decideHooks ?? {};
+  const registry = new WorkflowRegistry(store, {
+    knownAgentTypes: () => [...handlers.keys()],
+    decideHooks: () => Object.keys(decideHooks),
+    maxOutputBytes: c.maxPayloadBytes,
+  });
+  const attempts = new AttemptRunner({
+    handlers,
+    decideHooks,
+    registry,
+    store,
+    logger,
+    maxOutputBytes: c.maxPayloadBytes,
+  });
+  // The dispatcher's hooks reach parts made after it (external, notifier) only once it runs.
+  let external: ExternalWorkers | null = null;
+  let notifier: Notifier | null = null;
+  const dispatcher = new Dispatcher({
+    store,
+    registry,
+    clock,
+    engineId: c.engineId,
+    logger,
+    agentTypes: () => [...handlers.keys()],
+    maxConcurrency: options.maxConcurrency ?? 100,
+    agentConcurrency: options.agentConcurrency ?? {},
+    sweepIntervalMs: options.sweepIntervalMs ?? 1000,
+    random: options.random ?? Math.random,
+    runCacheSize: 2000,
+    engineTimeoutMs: options.engineTimeoutMs ?? 30_000,
+    hooks: {
+      dispatch: (task) => attempts.dispatch(task),
+      resolvePayload: (key) => attempts.resolvePayload(key),
+      abort: (id, reason) => attempts.abort(id, reason),
+      published: (events) => {
+        notifier?.notify(events);
+        c.subscribers.publish(events);
+      },
+      inFlight: () => attempts.inFlight(),
+      readyWaiting: (types) => external?.readyWaiting(types),
+    },
+  });
+  attempts.dispatcher = dispatcher;
+  external = new ExternalWorkers({
+    dispatcher,
+    attempts,
+    registry,
+    store,
+    clock,
+    limits: options.taskLimits ?? {},
+    pollMs: options.sweepIntervalMs ?? 1000,
+    closed: c.closed,
+  });
+  notifier = options.notify
+    ? new Notifier({
+        options: options.notify,
+        clock,
+        ...(options.publicUrl === undefined ? {} : { publicUrl: options.publicUrl }),
+        logger,
+        recordFailure: async (runId, traceId, data) => {
+          const at = clock.now();
+          const event = {
+            run_id: runId,
+            type: "notify.failed" as const,
+            node_id: null,
+            visit: null,
+            trace_id: traceId,
+            at,
+            data,
+          };
+          dispatcher.push({ kind: "event", event });
+        },
+      })
+    : null;
+  return { registry, attempts, dispatcher, external, notifier };
+}

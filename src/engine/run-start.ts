@@ -1,0 +1,56 @@
+/**
+ * A new run as `startRun` queues it: the input checked (JSON, size, the workflow's
+ * input_schema) and the run row built with its trace context. Nothing is written here.
+ */
+import type { Json, Run } from "../core/types.js";
+import { ValidationError } from "../errors.js";
+import type { StartRunOptions } from "./engine-options.js";
+import { randomHex, uuidv7 } from "./ids.js";
+import { canonicalJson, jsonProblem, sha256 } from "./json.js";
+import type { LoadedWorkflow } from "./registry.js";
+
+/** @throws ValidationError for an input that is not JSON, too large, or not of the input_schema. */
+export function newRun(workflow: LoadedWorkflow, options: StartRunOptions, now: number, maxPayloadBytes: number): Run {
+  const input = (options.input ?? {}) as Json;
+  const problem = jsonProblem(input, "input");
+  if (problem) throw new ValidationError("Run input is not JSON", [{ path: "input", message: problem }]);
+  const text = canonicalJson(input);
+  if (Buffer.byteLength(text) > maxPayloadBytes) {
+    throw new ValidationError(
+      `Run input is ${Buffer.byteLength(text)} bytes, over the limit of ${maxPayloadBytes} (maxPayloadBytes); pass a reference to large data instead`,
+    );
+  }
+  const problems = workflow.checkInput(input);
+  if (problems.length > 0)
+    throw new ValidationError(`Run input does not match the input_schema of ${workflow.id}`, problems);
+  const trace = traceOf(options.traceparent);
+  return {
+    run_id: uuidv7(now),
+    workflow_id: workflow.id,
+    workflow_version: workflow.version,
+    status: "RUNNING",
+    input: JSON.parse(text) as Json,
+    output: null,
+    error: null,
+    end_cause: null,
+    trace_id: trace,
+    traceparent: `00-${trace}-${randomHex(8)}-01`,
+    idempotency_key: options.idempotency_key ?? null,
+    input_hash: sha256(`${workflow.id}\n${text}`),
+    needs_attention: false,
+    // Replaced by the transaction's time when the run is written (the database's on
+    // PostgreSQL): this process's clock never sets a due time.
+    created_at: now,
+    updated_at: now,
+    deadline_at: now + workflow.definition.timeout * 1000,
+    ended_at: null,
+    parent: null,
+  };
+}
+
+/** The trace id of a valid W3C traceparent, else a new one (invalid headers are ignored, as the spec says). */
+function traceOf(traceparent: string | undefined): string {
+  const m = traceparent ? /^[0-9a-f]{2}-([0-9a-f]{32})-[0-9a-f]{16}-[0-9a-f]{2}$/.exec(traceparent.trim()) : null;
+  if (m?.[1] && !/^0+$/.test(m[1])) return m[1];
+  return randomHex(16);
+}
