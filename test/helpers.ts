@@ -83,3 +83,33 @@ export function nextEvent(
     });
   });
 }
+
+/**
+ * PostgreSQL: a trigger on the database's visits that aborts every update whose output mentions
+ * "stall" with serialization_failure (40001), a real transient failure, so the engine retries
+ * that result for ever. Returns the function that drops the trigger.
+ */
+export async function stallResults(database: string): Promise<() => Promise<void>> {
+  const url = new URL(database);
+  const schema = url.searchParams.get("schema") as string;
+  url.searchParams.delete("schema");
+  const query = async (sql: string) => {
+    const admin = new pg.Client({ connectionString: url.toString() });
+    await admin.connect();
+    try {
+      await admin.query(sql);
+    } finally {
+      await admin.end();
+    }
+  };
+  await query(`
+    CREATE FUNCTION "${schema}".stall() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+      IF NEW.output::text LIKE '%stall%' THEN
+        RAISE EXCEPTION 'stalled on purpose' USING ERRCODE = '40001';
+      END IF;
+      RETURN NEW;
+    END $$;
+    CREATE TRIGGER stall BEFORE UPDATE ON "${schema}".visits FOR EACH ROW EXECUTE FUNCTION "${schema}".stall();`);
+  return () => query(`DROP TRIGGER stall ON "${schema}".visits`);
+}

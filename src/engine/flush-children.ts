@@ -6,14 +6,16 @@
  * written in the same transaction; a parent another engine holds right now is found again by
  * the sweep (`tx.settledChildren`, `tx.orphanedChildren`).
  */
+
 import { attemptOf, holds, visitAttempt } from "../core/attempt.js";
 import { CHILD_HOLDER, childOf, MAX_CHILD_DEPTH } from "../core/kinds/workflow.js";
 import { endRun, executionId, failVisit, nodeOf, type RunState, startRunState } from "../core/scheduler.js";
-import type { Json, Run, Visit, VisitError } from "../core/types.js";
+import type { Json, Visit, VisitError } from "../core/types.js";
 import { NotFoundError } from "../errors.js";
 import type { Flush } from "./flush.js";
-import { randomHex, uuidv7 } from "./ids.js";
-import { canonicalJson, sha256 } from "./json.js";
+import { uuidv7 } from "./ids.js";
+import { canonicalJson } from "./json.js";
+import { runRow } from "./run-start.js";
 
 const FINAL = new Set(["SUCCEEDED", "FAILED", "CANCELLED"]);
 
@@ -68,27 +70,13 @@ async function startChild(f: Flush, rs: RunState, v: Visit): Promise<boolean> {
     v.holder = `${CHILD_HOLDER}${existing.run_id}`;
     return false;
   }
-  const text = canonicalJson(input);
-  const run: Run = {
+  const run = runRow(workflow, canonicalJson(input), {
     run_id,
-    workflow_id: workflow.id,
-    workflow_version: workflow.version,
-    status: "RUNNING",
-    input: JSON.parse(text) as Json,
-    output: null,
-    error: null,
-    end_cause: null,
     trace_id: rs.run.trace_id, // its spans nest under the parent's attempt
-    traceparent: `00-${rs.run.trace_id}-${randomHex(8)}-01`,
     idempotency_key: key,
-    input_hash: sha256(`${workflow.id}\n${text}`),
-    needs_attention: false,
-    created_at: f.now,
-    updated_at: f.now,
-    deadline_at: f.now + workflow.definition.timeout * 1000,
-    ended_at: null,
     parent: { run_id: rs.run.run_id, node_id: v.node_id, visit: v.visit, attempt: v.attempt, depth },
-  };
+    now: f.now,
+  });
   const child = startRunState(run, workflow.graph, f.now);
   f.newRuns.push(child.run);
   f.states.set(run_id, child);

@@ -24,8 +24,27 @@ export function newRun(workflow: LoadedWorkflow, options: StartRunOptions, now: 
   if (problems.length > 0)
     throw new ValidationError(`Run input does not match the input_schema of ${workflow.id}`, problems);
   const trace = traceOf(options.traceparent);
-  return {
+  return runRow(workflow, text, {
     run_id: uuidv7(now),
+    trace_id: trace,
+    idempotency_key: options.idempotency_key ?? null,
+    parent: null,
+    now,
+  });
+}
+
+/**
+ * The row of a new run of `workflow` with an input already checked, as its canonical JSON text: a client's start
+ * (`newRun`) or a `workflow` node's child run. Its times are replaced by the transaction's when
+ * the run is written (the database's on PostgreSQL): this process's clock never sets a due time.
+ */
+export function runRow(
+  workflow: LoadedWorkflow,
+  text: string,
+  o: Pick<Run, "run_id" | "trace_id" | "idempotency_key" | "parent"> & { now: number },
+): Run {
+  return {
+    run_id: o.run_id,
     workflow_id: workflow.id,
     workflow_version: workflow.version,
     status: "RUNNING",
@@ -33,18 +52,16 @@ export function newRun(workflow: LoadedWorkflow, options: StartRunOptions, now: 
     output: null,
     error: null,
     end_cause: null,
-    trace_id: trace,
-    traceparent: `00-${trace}-${randomHex(8)}-01`,
-    idempotency_key: options.idempotency_key ?? null,
+    trace_id: o.trace_id,
+    traceparent: `00-${o.trace_id}-${randomHex(8)}-01`,
+    idempotency_key: o.idempotency_key,
     input_hash: sha256(`${workflow.id}\n${text}`),
     needs_attention: false,
-    // Replaced by the transaction's time when the run is written (the database's on
-    // PostgreSQL): this process's clock never sets a due time.
-    created_at: now,
-    updated_at: now,
-    deadline_at: now + workflow.definition.timeout * 1000,
+    created_at: o.now,
+    updated_at: o.now,
+    deadline_at: o.now + workflow.definition.timeout * 1000,
     ended_at: null,
-    parent: null,
+    parent: o.parent,
   };
 }
 

@@ -7,6 +7,7 @@
  */
 import { LimitError } from "../errors.js";
 import type { Clock } from "./clock.js";
+import { Slots } from "./slots.js";
 
 export interface TaskLimits {
   /** Long-poll claims (`wait_seconds` > 0) waiting at once per token; more are refused (429). @defaultValue 100 */
@@ -23,12 +24,9 @@ export interface TaskLimits {
 const WAITING_RETRY_SECONDS = 1;
 
 export class TaskLimiter {
-  private readonly perToken: number;
-  private readonly total: number;
+  private readonly waiting: Slots<string>;
   private readonly rate: number;
   private readonly burst: number;
-  private waitingTotal = 0;
-  private readonly waitingByToken = new Map<string, number>();
   /** One bucket per token name (a configured, finite set). */
   private readonly buckets = new Map<string, { tokens: number; at: number }>();
 
@@ -36,8 +34,12 @@ export class TaskLimiter {
     limits: TaskLimits,
     private readonly clock: Clock,
   ) {
-    this.perToken = limits.waitingPerToken ?? 100;
-    this.total = limits.waiting ?? 1000;
+    this.waiting = new Slots<string>(limits.waitingPerToken ?? 100, limits.waiting ?? 1000, {
+      retryAfterSeconds: WAITING_RETRY_SECONDS,
+      holder: (held, token) =>
+        `token "${token}" already has ${held} claims waiting (the most allowed); wait for one to return, or claim without wait_seconds`,
+      total: (held) => `the server already has ${held} claims waiting (the most allowed); try again shortly`,
+    });
     this.rate = limits.requestsPerSecond ?? 500;
     this.burst = limits.burst ?? 1000;
   }
@@ -69,32 +71,6 @@ export class TaskLimiter {
    * @throws LimitError (client) over the token's cap, (engine) over the total
    */
   wait(token: string | undefined): () => void {
-    const mine = token === undefined ? 0 : (this.waitingByToken.get(token) ?? 0);
-    if (token !== undefined && mine >= this.perToken) {
-      throw new LimitError(
-        `token "${token}" already has ${mine} claims waiting (the most allowed); wait for one to return, or claim without wait_seconds`,
-        "client",
-        WAITING_RETRY_SECONDS,
-      );
-    }
-    if (this.waitingTotal >= this.total) {
-      throw new LimitError(
-        `the server already has ${this.waitingTotal} claims waiting (the most allowed); try again shortly`,
-        "engine",
-        WAITING_RETRY_SECONDS,
-      );
-    }
-    this.waitingTotal += 1;
-    if (token !== undefined) this.waitingByToken.set(token, mine + 1);
-    let released = false;
-    return () => {
-      if (released) return;
-      released = true;
-      this.waitingTotal -= 1;
-      if (token === undefined) return;
-      const left = (this.waitingByToken.get(token) ?? 1) - 1;
-      if (left === 0) this.waitingByToken.delete(token);
-      else this.waitingByToken.set(token, left);
-    };
+    return this.waiting.take(token ?? null);
   }
 }

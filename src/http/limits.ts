@@ -3,7 +3,7 @@
  * total, and how long a connection may take to send a request or sit idle. Every live stream
  * costs each committed event a write, so 10,000 of them slowed runs 130 times: the caps bound it.
  */
-import { LimitError } from "../errors.js";
+import { Slots } from "../engine/slots.js";
 
 export interface ServerLimits {
   /** Event streams (GET /v1/stream) one token may hold open; more are 429. @defaultValue 20 */
@@ -38,48 +38,12 @@ export const DEFAULT_LIMITS: Required<ServerLimits> = {
 /** How long a refused stream is told to wait before trying again, s. */
 const RETRY_AFTER_SECONDS = 5;
 
-/** Counts open event streams by holder: the token (its one Principal object); an open API has none. */
-export class StreamSlots {
-  private total = 0;
-  private readonly byHolder = new Map<object, number>();
-
-  constructor(
-    private readonly perHolder: number,
-    private readonly max: number,
-  ) {}
-
-  /**
-   * Takes a slot for `holder` (null: no per-token cap, the API is open).
-   * @returns the function that gives it back (call it once, when the stream closes)
-   * @throws LimitError: `client` (429) over the holder's cap, `engine` (503) over the total
-   */
-  take(holder: object | null): () => void {
-    const held = holder === null ? 0 : (this.byHolder.get(holder) ?? 0);
-    if (holder !== null && held >= this.perHolder) {
-      throw new LimitError(
-        `this token already holds ${held} event streams (the limit is ${this.perHolder}): close one, or share one stream for all runs`,
-        "client",
-        RETRY_AFTER_SECONDS,
-      );
-    }
-    if (this.total >= this.max) {
-      throw new LimitError(
-        `the server holds its limit of ${this.max} event streams; try again shortly`,
-        "engine",
-        RETRY_AFTER_SECONDS,
-      );
-    }
-    this.total += 1;
-    if (holder !== null) this.byHolder.set(holder, held + 1);
-    let given = false;
-    return () => {
-      if (given) return;
-      given = true;
-      this.total -= 1;
-      if (holder === null) return;
-      const left = (this.byHolder.get(holder) ?? 1) - 1;
-      if (left === 0) this.byHolder.delete(holder);
-      else this.byHolder.set(holder, left);
-    };
-  }
+/** Open event streams by holder: the token (its one Principal object); an open API has none. */
+export function streamSlots(perToken: number, max: number): Slots<object> {
+  return new Slots<object>(perToken, max, {
+    retryAfterSeconds: RETRY_AFTER_SECONDS,
+    holder: (held) =>
+      `this token already holds ${held} event streams (the limit is ${perToken}): close one, or share one stream for all runs`,
+    total: () => `the server holds its limit of ${max} event streams; try again shortly`,
+  });
 }

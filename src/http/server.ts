@@ -17,12 +17,13 @@ import { type Logger, pino } from "pino";
 import type { z } from "zod";
 import { issuesToProblems } from "../definition/zod-issues.js";
 import type { Engine } from "../engine/engine.js";
+import type { Slots } from "../engine/slots.js";
 import { ValidationError } from "../errors.js";
 import { parseJsonText } from "../json-text.js";
 import { type Access, type Principal, type TokenEntry, Tokens } from "./auth.js";
 import { clientErrorHandler, errorBody, HttpError, handleError, MAX_PARAM_LENGTH } from "./errors.js";
 import { hostChecker } from "./host-check.js";
-import { DEFAULT_LIMITS, type ServerLimits, StreamSlots } from "./limits.js";
+import { DEFAULT_LIMITS, type ServerLimits, streamSlots } from "./limits.js";
 import { registerEventRoutes } from "./routes/events.js";
 import { registerHealthRoutes } from "./routes/health.js";
 import { registerMeRoutes } from "./routes/me.js";
@@ -80,7 +81,7 @@ export interface RouteContext {
   /** Open SSE responses: ended when the server closes. */
   streams: Set<ServerResponse>;
   /** The caps on open SSE responses, per token and in total. */
-  streamSlots: StreamSlots;
+  streamSlots: Slots<object>;
   /** Every route registered, for the OpenAPI document. */
   routes: readonly RouteOptions[];
   publicUrl: string | undefined;
@@ -141,7 +142,7 @@ export async function createServer(options: ServerOptions): Promise<FastifyInsta
     engine: options.engine,
     heartbeatMs: options.heartbeatMs ?? 15_000,
     streams,
-    streamSlots: new StreamSlots(limits.streamsPerToken, limits.streams),
+    streamSlots: streamSlots(limits.streamsPerToken, limits.streams),
     routes,
     publicUrl: options.publicUrl,
     accepting: () => accepting,

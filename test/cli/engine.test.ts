@@ -1,7 +1,6 @@
 /** `skein engine`: a headless engine runs what `skein start` starts, logs JSON lines, stops on SIGTERM. */
-import pg from "pg";
 import { describe, expect, it } from "vitest";
-import { onPostgres } from "../helpers.js";
+import { onPostgres, stallResults } from "../helpers.js";
 import { AGENTS, json, requireBuiltCli, Skein, skein, WORKFLOWS, workspace } from "./helpers.js";
 
 requireBuiltCli();
@@ -55,24 +54,7 @@ describe("skein engine", () => {
       const db = ["--db", ws.db];
       const one = { id: "one", nodes: [{ node_id: "a", agent_type: "echo" }] };
       await skein(["workflows", "put", ws.file("one.json", one), ...db], ws.dir);
-      const url = new URL(ws.db);
-      const schema = url.searchParams.get("schema") as string;
-      url.searchParams.delete("schema");
-      const admin = new pg.Client({ connectionString: url.toString() });
-      await admin.connect();
-      try {
-        await admin.query(`
-        CREATE FUNCTION "${schema}".stall() RETURNS trigger LANGUAGE plpgsql AS $$
-        BEGIN
-          IF NEW.output::text LIKE '%stall%' THEN
-            RAISE EXCEPTION 'stalled on purpose' USING ERRCODE = '40001';
-          END IF;
-          RETURN NEW;
-        END $$;
-        CREATE TRIGGER stall BEFORE UPDATE ON "${schema}".visits FOR EACH ROW EXECUTE FUNCTION "${schema}".stall();`);
-      } finally {
-        await admin.end();
-      }
+      await stallResults(ws.db);
       const engine = new Skein(["engine", "--agents", AGENTS, ...db], ws.dir);
       await engine.waitFor(/"msg":"engine started/);
       await skein(["start", "one", "--input", '{"say":"stall"}', ...db], ws.dir);

@@ -1,6 +1,5 @@
 import { symlinkSync } from "node:fs";
 import { join } from "node:path";
-import pg from "pg";
 import { describe, expect, it } from "vitest";
 import {
   createEngine,
@@ -10,7 +9,7 @@ import {
   type Task,
   UnavailableError,
 } from "../../src/index.js";
-import { nextEvent, onPostgres, tempDb, tempDir } from "../helpers.js";
+import { nextEvent, onPostgres, stallResults, tempDb, tempDir } from "../helpers.js";
 
 const isStarted = (e: RunEvent) => e.type === "node.started";
 
@@ -114,41 +113,24 @@ describe("close while every transaction fails for a passing reason", () => {
     const database = tempDb();
     const first = await createEngine({ database, agents: { work: () => ({ text: "stall" }) } });
     await first.registerWorkflow({ id: "one", nodes: [{ node_id: "a", agent_type: "work" }] });
-    const url = new URL(database);
-    const schema = url.searchParams.get("schema") as string;
-    url.searchParams.delete("schema");
-    const admin = new pg.Client({ connectionString: url.toString() });
-    await admin.connect();
-    try {
-      await admin.query(`
-        CREATE FUNCTION "${schema}".stall() RETURNS trigger LANGUAGE plpgsql AS $$
-        BEGIN
-          IF NEW.output::text LIKE '%stall%' THEN
-            RAISE EXCEPTION 'stalled on purpose' USING ERRCODE = '40001';
-          END IF;
-          RETURN NEW;
-        END $$;
-        CREATE TRIGGER stall BEFORE UPDATE ON "${schema}".visits FOR EACH ROW EXECUTE FUNCTION "${schema}".stall();`);
-      const run = await first.startRun("one");
-      await new Promise<void>((resolve) => {
-        const check = () => (first.unavailable ? resolve() : setImmediate(check));
-        check();
-      });
-      await expect(first.startRun("one")).rejects.toBeInstanceOf(UnavailableError);
-      // Bounded by the test's own timeout: before, close drained for ever.
-      await first.close({ timeoutMs: 100 });
-      await admin.query(`DROP TRIGGER stall ON "${schema}".visits`);
+    const unstall = await stallResults(database);
+    const run = await first.startRun("one");
+    await new Promise<void>((resolve) => {
+      const check = () => (first.unavailable ? resolve() : setImmediate(check));
+      check();
+    });
+    await expect(first.startRun("one")).rejects.toBeInstanceOf(UnavailableError);
+    // Bounded by the test's own timeout: before, close drained for ever.
+    await first.close({ timeoutMs: 100 });
+    await unstall();
 
-      const next = await createEngine({ database, agents: { work: () => ({ text: "fine" }) } });
-      try {
-        const done = await next.waitForRun(run.run_id);
-        expect(done.status).toBe("SUCCEEDED");
-        expect(done.nodes[0]).toMatchObject({ attempt: 2, output: { text: "fine" } });
-      } finally {
-        await next.close();
-      }
+    const next = await createEngine({ database, agents: { work: () => ({ text: "fine" }) } });
+    try {
+      const done = await next.waitForRun(run.run_id);
+      expect(done.status).toBe("SUCCEEDED");
+      expect(done.nodes[0]).toMatchObject({ attempt: 2, output: { text: "fine" } });
     } finally {
-      await admin.end();
+      await next.close();
     }
   });
 });
