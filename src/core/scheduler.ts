@@ -542,6 +542,7 @@ export function newVisit(rs: RunState, nodeId: string, visitNo: number, priorSta
     handled: false,
     fired: null,
     prior_starts: priorStarts,
+    items: null,
   };
   rs.current.set(nodeId, v);
   rs.changes.inserted.add(v);

@@ -48,6 +48,8 @@ export interface Visit {
   interruptions: number;
   /** How many earlier visits of this node started running (for max_visits). */
   prior_starts: number;
+  /** A `map` visit's item counts (DESIGN §11.1); null for other kinds and before it begins. */
+  items: MapCounts | null;
   ready_at: number | null;
   deadline_at: number | null;
   lease_expires_at: number | null;
@@ -87,6 +89,44 @@ export interface RunParent {
   visit: number;
   attempt: number;
   depth: number;
+  /** The item of a `map` visit this run is (its index in the list); absent for a `workflow` node's child. */
+  item?: number;
+}
+
+/**
+ * A `map` visit's items by state, kept on the visit as items start and end. PENDING items are
+ * `total - running - succeeded - failed - cancelled`. Items start in index order: `next` is where
+ * the search for the next PENDING item begins (items a redrive carried over are SUCCEEDED
+ * already, anywhere in the list).
+ */
+export interface MapCounts {
+  total: number;
+  running: number;
+  succeeded: number;
+  failed: number;
+  cancelled: number;
+  next: number;
+}
+
+export type MapItemState = "PENDING" | "RUNNING" | "SUCCEEDED" | "FAILED" | "CANCELLED";
+
+/** One item of a `map` visit (DESIGN §11.1): a row, run as a child run of the visit's attempt. */
+export interface MapItem {
+  run_id: string;
+  node_id: string;
+  visit: number;
+  /** Its position in the list: the output's slot. */
+  index: number;
+  item: Json;
+  state: MapItemState;
+  /** The child run that runs it (null while PENDING). */
+  child_run_id: string | null;
+  /** The child run's output once SUCCEEDED. */
+  output: Json | null;
+  /** The child run's error once FAILED or CANCELLED. */
+  error: VisitError | null;
+  started_at: number | null;
+  ended_at: number | null;
 }
 
 /**

@@ -10,7 +10,7 @@
  * skipped and found again later). SQLite has one writer and ignores the locks.
  */
 import type { RunStatus } from "../core/states.js";
-import type { Compensation, InboxEvent, NewEvent, Run, RunEvent, Visit } from "../core/types.js";
+import type { Compensation, InboxEvent, Json, MapItem, MapItemState, NewEvent, Run, RunEvent, Visit, VisitError } from "../core/types.js";
 
 export interface StoredWorkflow {
   id: string;
@@ -93,6 +93,8 @@ export interface Store {
   listRuns(filter: RunFilter): Promise<Run[]>;
   /** The child runs of a run's `workflow` nodes (DESIGN §11.1), by node, visit and attempt. */
   listChildren(runId: string): Promise<ChildRun[]>;
+  /** A `map` visit's items by index, from `after` (exclusive; -1: from the start), at most `limit`. */
+  listMapItems(key: VisitKey, options: { after: number; limit: number }): Promise<MapItem[]>;
   /** The run's visits in document-independent order (node_id, visit); current ones only when asked. */
   listVisits(runId: string, options?: { currentOnly?: boolean }): Promise<Visit[]>;
   /** The run's latest terminal visit of each node: what templates read as `nodes.<id>`. */
@@ -186,8 +188,44 @@ export interface InboxTx {
   pruneKeyed(before: number): Promise<void>;
 }
 
+/** A change to one item row of a `map` visit, written at once (later reads in the transaction see it). */
+export interface MapItemUpdate {
+  key: VisitKey;
+  index: number;
+  state: MapItemState;
+  child_run_id?: string | null;
+  output?: Json | null;
+  error?: VisitError | null;
+  started_at?: number | null;
+  ended_at?: number | null;
+}
+
+/** The item rows of `map` visits (DESIGN §11.1), inside a write transaction. */
+export interface MapTx {
+  /**
+   * Inserts the visit's items, PENDING, index = position. When an earlier visit of the node
+   * (`visit - 1`) did not succeed (a redrive), its SUCCEEDED items whose index and value are the
+   * same are carried over as SUCCEEDED with their child run, output and times. Returns how many
+   * rows it inserted and how many were carried over.
+   */
+  insertMapItems(key: VisitKey, items: Json[], now: number): Promise<{ total: number; carried: number }>;
+  /** PENDING items with index >= `from`, by index, at most `limit`. */
+  pendingMapItems(key: VisitKey, from: number, limit: number): Promise<{ index: number; item: Json }[]>;
+  /** Writes these changes (fields left out keep their values). */
+  updateMapItems(updates: MapItemUpdate[]): Promise<void>;
+  /** The child runs of RUNNING items of the visit, at most `limit`. */
+  runningMapItems(key: VisitKey, limit: number): Promise<string[]>;
+  /**
+   * The outputs of the visit's items in index order as one JSON array text (null for an item that
+   * did not succeed), assembled by the database; or, when the text would pass `maxBytes`, its size.
+   */
+  mapOutput(key: VisitKey, maxBytes: number): Promise<{ text: string } | { tooLarge: number }>;
+  /** Item child runs that ended while their item is still RUNNING: their end is owed to the map. */
+  mapItemsToSettle(limit: number): Promise<string[]>;
+}
+
 /** Operations valid inside a write transaction. */
-export interface StoreTx extends InboxTx {
+export interface StoreTx extends InboxTx, MapTx {
   /**
    * The transaction's time in epoch ms when the database is the clock (PostgreSQL's `now()`,
    * DESIGN §7), or null: use the engine's clock (SQLite, and tests with a manual clock).
@@ -265,7 +303,11 @@ export interface StoreTx extends InboxTx {
   expiredHolds(now: number, limit: number): Promise<VisitKey[]>;
   /** Child runs that ended while their parent attempt still names them (DESIGN §11.1): their end is owed to it. */
   childrenToSettle(limit: number): Promise<string[]>;
-  /** Child runs still running whose parent attempt no longer runs them: to cancel. */
+  /**
+   * Child runs still running whose parent attempt no longer runs them: to cancel. A map item's
+   * run (`parent.item` set) is run by its parent visit while that visit is RUNNING, held by
+   * `map` at the run's `parent.attempt`.
+   */
   orphanedChildren(limit: number): Promise<string[]>;
   /** Unfinished runs whose TTL passed. */
   expiredRuns(now: number, limit: number): Promise<string[]>;
