@@ -37,6 +37,8 @@ export interface Changes {
   undo: boolean;
   /** Ready `workflow` visits whose child run the flush starts (it needs the registry and a run id). */
   children: Set<Visit>;
+  /** Ready `map` visits whose items the flush writes and starts (engine/flush-maps.ts). */
+  maps: Set<Visit>;
 }
 
 export interface RunState {
@@ -75,6 +77,7 @@ export function emptyChanges(): Changes {
     inbox: [],
     undo: false,
     children: new Set(),
+    maps: new Set(),
   };
 }
 

@@ -34,6 +34,9 @@ export interface ExpressionContext {
   run: { run_id: string; trace_id: string };
   output?: unknown;
   self?: unknown;
+  /** In a map item's run: the item and its index in the list. */
+  item?: unknown;
+  index?: number;
 }
 
 /** Where a template reads `nodes.<id>`, for the "reads a node that is not an ancestor" warning. */

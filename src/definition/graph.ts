@@ -106,13 +106,13 @@ export function compileGraph(def: WorkflowDefinition, limits: GraphLimits = {}):
         if (when) problems.push(...when.problems);
         return { when: when?.when ?? null, to: c.to.map((r) => r.id) };
       }) ?? null;
-    const payload = compilePayload(node.payload, `nodes[${index}].payload`);
+    const kind = kindOf(node.agent_type);
+    const payload = compilePayload(withoutDeferred(node.payload, kind), `nodes[${index}].payload`);
     const compensation = node.compensation
       ? compilePayload(node.compensation.payload, `nodes[${index}].compensation.payload`)
       : { template: null, problems: [] };
     problems.push(...payload.problems, ...compensation.problems);
     const failureTargets = node.next_on_failure === undefined ? [] : [node.next_on_failure].flat();
-    const kind = kindOf(node.agent_type);
     nodes.set(node.node_id, {
       id: node.node_id,
       index,
@@ -203,4 +203,12 @@ function effectiveSettings(node: NodeDefinition, def: WorkflowDefinition, kind: 
     retry_jitter: node.retry_jitter ?? d.retry_jitter ?? b.retry_jitter,
     timeout: node.timeout ?? d.timeout ?? b.timeout,
   };
+}
+
+/** The payload without the fields its kind resolves later (`NodeKind.deferred`). */
+function withoutDeferred(payload: NodeDefinition["payload"], kind: NodeKind): NodeDefinition["payload"] {
+  if (!kind.deferred) return payload;
+  const rest = { ...payload };
+  for (const field of kind.deferred) delete rest[field];
+  return rest;
 }

@@ -8,7 +8,7 @@ import type { Logger } from "pino";
 import { type AgentHandler, type DecideHook, isRouted, route, type Task } from "../agents/task.js";
 import { checkRoute } from "../core/branching.js";
 import type { Decision } from "../core/scheduler.js";
-import type { Json, VisitError } from "../core/types.js";
+import type { Json, RunParent, VisitError } from "../core/types.js";
 import type { ExpressionContext } from "../definition/expressions.js";
 import type { CompiledNode, WorkflowGraph } from "../definition/graph.js";
 import { NonRetryableError, NotFoundError } from "../errors.js";
@@ -243,11 +243,17 @@ export class AttemptRunner {
         const run = await this.o.store.getRun(key.run_id);
         if (!run) throw new Error(`run ${key.run_id} vanished`);
         const { graph } = await this.o.registry.get(run.workflow_id, run.workflow_version);
-        const template = graph.nodes.get(key.node_id)?.payload;
-        if (!template)
-          return { kind: "payload", key, payload: (graph.nodes.get(key.node_id)?.def.payload ?? {}) as Json };
-        const ctx = await this.context({ run_id: run.run_id, trace_id: run.trace_id, input: run.input }, graph);
-        const payload = this.checkJson(await template.resolve(ctx), "payload");
+        const node = graph.nodes.get(key.node_id);
+        const written = (node?.def.payload ?? {}) as Record<string, Json>;
+        const template = node?.payload;
+        if (!template) return { kind: "payload", key, payload: written };
+        const ctx = await this.context(run, graph);
+        const resolved = await template.resolve(ctx);
+        // Fields the kind resolves later (a map's `each`) are kept as written.
+        for (const field of node.kind.deferred ?? []) {
+          if (field in written) (resolved as Record<string, unknown>)[field] = written[field];
+        }
+        const payload = this.checkJson(resolved, "payload");
         if (!payload.ok)
           return { kind: "payload_error", key, error: { message: payload.problem, reason: "template_error" } };
         // The node's kind may refuse what the templates gave (a review's assignees, a sleep's time).
@@ -286,7 +292,7 @@ export class AttemptRunner {
 
   /** What expressions see: input, the latest terminal visit of every node, run, and `output`. */
   private async context(
-    t: { run_id: string; trace_id: string; input: Json },
+    t: { run_id: string; trace_id: string; input: Json; parent?: RunParent | null },
     graph: WorkflowGraph,
     output?: Json,
   ): Promise<ExpressionContext> {
@@ -299,6 +305,8 @@ export class AttemptRunner {
       input: t.input,
       nodes,
       run: { run_id: t.run_id, trace_id: t.trace_id },
+      // A map item's run: its input is the item (DESIGN §11.1: `each` templates see item and index).
+      ...(t.parent?.item !== undefined ? { item: t.input, index: t.parent.item } : {}),
       ...(output !== undefined ? { output } : {}),
     };
   }

@@ -38,4 +38,6 @@ export interface DispatcherOptions {
   runCacheSize: number;
   /** After how long without a heartbeat another engine counts as dead (shared stores), ms. */
   engineTimeoutMs: number;
+  /** The largest output a visit may have, in bytes (a map's assembled output is held to it). */
+  maxOutputBytes: number;
 }

@@ -68,6 +68,7 @@ export function createParts(c: PartsContext): EngineParts {
     logger,
     agentTypes: () => [...handlers.keys()],
     maxConcurrency: options.maxConcurrency ?? 100,
+    maxOutputBytes: c.maxPayloadBytes,
     agentConcurrency: options.agentConcurrency ?? {},
     sweepIntervalMs: options.sweepIntervalMs ?? 1000,
     random: options.random ?? Math.random,

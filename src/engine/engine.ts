@@ -33,7 +33,7 @@ import { randomHex } from "./ids.js";
 import type { PublishEventAnswer, SendEventAnswer } from "./inputs.js";
 import type { Notifier } from "./notifier.js";
 import { openStore } from "./open-store.js";
-import type { RegisteredWorkflow, WorkflowCheck, WorkflowRegistry } from "./registry.js";
+import { ITEM_SEPARATOR, type RegisteredWorkflow, type WorkflowCheck, type WorkflowRegistry } from "./registry.js";
 import { pendingReviews, reviewInput } from "./reviews.js";
 import { newRun } from "./run-start.js";
 import { Subscribers } from "./subscribers.js";
@@ -187,6 +187,11 @@ export class Engine {
    */
   async startRun(workflowId: string, options: StartRunOptions = {}): Promise<Run> {
     this.assertOpen();
+    if (workflowId.includes(ITEM_SEPARATOR)) {
+      throw new NotFoundError(
+        `workflow "${workflowId}" is the item workflow of a map node: its runs are started by the map; start "${workflowId.split(ITEM_SEPARATOR)[0]}" instead`,
+      );
+    }
     const workflow = await this.registry.get(workflowId, options.version);
     const run = newRun(workflow, options, this.clock.now(), this.maxPayloadBytes);
     return new Promise<Run>((resolve, reject) =>

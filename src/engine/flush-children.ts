@@ -8,11 +8,13 @@
  */
 
 import { attemptOf, holds, visitAttempt } from "../core/attempt.js";
+import { MAP_HOLDER } from "../core/kinds/map.js";
 import { CHILD_HOLDER, childOf, MAX_CHILD_DEPTH } from "../core/kinds/workflow.js";
 import { endRun, executionId, failVisit, nodeOf, type RunState, startRunState } from "../core/scheduler.js";
 import type { Json, Visit, VisitError } from "../core/types.js";
 import { NotFoundError } from "../errors.js";
 import type { Flush } from "./flush.js";
+import { cancelItems, settleItem } from "./flush-maps.js";
 import { uuidv7 } from "./ids.js";
 import { canonicalJson } from "./json.js";
 import { runRow } from "./run-start.js";
@@ -90,13 +92,15 @@ async function startChild(f: Flush, rs: RunState, v: Visit): Promise<boolean> {
  */
 export async function settleChildren(f: Flush): Promise<boolean> {
   let changed = false;
-  const orphans = f.orphanedChildren.splice(0);
-  for (const rs of f.states.values()) {
+  const orphans: { run_id: string; compensate: boolean }[] = [];
+  for (const rs of [...f.states.values()]) {
     for (const v of rs.changes.cancelled) {
       const child = childOf(v.holder);
       if (child) orphans.push({ run_id: child, compensate: rs.changes.undo });
+      else if (v.holder === MAP_HOLDER) await cancelItems(f, rs, v);
     }
   }
+  orphans.push(...f.orphanedChildren.splice(0));
   for (const { run_id, compensate } of orphans) {
     if (f.cancelledChildren.has(run_id)) continue;
     const child = await f.load(run_id);
@@ -118,6 +122,7 @@ export async function settleChildren(f: Flush): Promise<boolean> {
 export async function settle(f: Flush, child: RunState): Promise<boolean> {
   const parent = child.run.parent;
   if (!parent) return false;
+  if (parent.item !== undefined) return settleItem(f, child);
   const prs = await f.load(parent.run_id);
   if (!prs) return false;
   f.settledChildren.add(child.run.run_id);
@@ -165,6 +170,10 @@ function causedBy(error: VisitError | null, reason: string): boolean {
  */
 export async function sweepChildren(f: Flush, limit: number): Promise<void> {
   for (const runId of await f.tx.childrenToSettle(limit)) {
+    const child = await f.load(runId);
+    if (child && !f.settledChildren.has(runId)) await settle(f, child);
+  }
+  for (const runId of await f.tx.mapItemsToSettle(limit)) {
     const child = await f.load(runId);
     if (child && !f.settledChildren.has(runId)) await settle(f, child);
   }

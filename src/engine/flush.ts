@@ -15,6 +15,7 @@ import { ConflictError, NotFoundError } from "../errors.js";
 import type { LoadedRun, ReadyNotice, StoreTx, VisitKey } from "../store/store.js";
 import type { DispatcherOptions } from "./dispatcher-options.js";
 import { settleChildren, startChildren } from "./flush-children.js";
+import { startMaps } from "./flush-maps.js";
 import { claimForWorkers, claimReady, notifyOthers, takeHints } from "./flush-claims.js";
 import { publishEvent, sendEvent } from "./flush-events.js";
 import { report, retry, review } from "./flush-results.js";
@@ -133,7 +134,7 @@ export class Flush {
   private async children(): Promise<void> {
     for (let round = 0; round <= MAX_CHILD_DEPTH * 2 + 2; round++) {
       const settled = await settleChildren(this);
-      const started = this.claiming && (await startChildren(this));
+      const started = this.claiming && ((await startChildren(this)) || (await startMaps(this)));
       if (!settled && !started) return;
       await this.planCompensations();
       if (this.claiming) await claimReady(this, false);

@@ -4,6 +4,7 @@
  */
 import type { Ajv, ValidateFunction } from "ajv";
 import { kindOf } from "../core/kinds/index.js";
+import { type MapPayload, map as mapKind } from "../core/kinds/map.js";
 import { workflow as workflowKind } from "../core/kinds/workflow.js";
 import type { WorkflowGraph } from "../definition/graph.js";
 import type { WorkflowDefinition } from "../definition/schema.js";
@@ -115,6 +116,7 @@ export class WorkflowRegistry {
 
   /** The given version, or the latest. @throws NotFoundError */
   async get(id: string, version?: number): Promise<LoadedWorkflow> {
+    if (id.includes(ITEM_SEPARATOR)) return this.itemWorkflow(id, version);
     if (version !== undefined) {
       const hit = this.cache.get(key(id, version));
       if (hit) return hit;
@@ -146,6 +148,51 @@ export class WorkflowRegistry {
     return loaded;
   }
 
+  /**
+   * The one-node workflow a `map` node's items run (`<workflow_id>/<node_id>`, at the parent's
+   * version): its node is the map's `each`, with the map node's retry settings and timeout. It is
+   * made from the parent's definition, never stored, so it cannot drift from it.
+   */
+  private async itemWorkflow(id: string, version: number | undefined): Promise<LoadedWorkflow> {
+    const [parentId = "", nodeId = ""] = id.split(ITEM_SEPARATOR, 2);
+    if (version === undefined) {
+      throw new NotFoundError(`workflow "${id}" is the item workflow of map node "${nodeId}" of "${parentId}": start "${parentId}" instead`);
+    }
+    const cached = this.cache.get(key(id, version));
+    if (cached) return cached;
+    const parent = await this.get(parentId, version);
+    const node = parent.graph.nodes.get(nodeId);
+    if (!node || node.kind !== mapKind) {
+      throw new NotFoundError(`workflow "${parentId}" version ${version} has no map node "${nodeId}"`);
+    }
+    const each = (node.def.payload as { each: MapPayload["each"] }).each;
+    const item =
+      "agent_type" in each
+        ? { agent_type: each.agent_type, payload: each.payload ?? {}, ...("compensation" in each ? { compensation: each.compensation } : {}) }
+        : { agent_type: "workflow", payload: { workflow_id: each.workflow_id, version: each.version ?? null, input: each.input ?? "{{ item }}" } };
+    const definition = {
+      id: "map-item",
+      timeout: parent.graph.timeout,
+      nodes: [
+        {
+          node_id: nodeId,
+          ...item,
+          retry_count: node.retry_count,
+          retry_interval: node.retry_interval,
+          retry_backoff: node.retry_backoff,
+          retry_max_interval: node.retry_max_interval,
+          retry_jitter: node.retry_jitter,
+          timeout: node.timeout,
+          ...(node.heartbeat_timeout === null ? {} : { heartbeat_timeout: node.heartbeat_timeout }),
+        },
+      ],
+    };
+    const { workflow, graph } = parseWorkflowOrThrow(definition, { maxOutputBytes: this.options.maxOutputBytes, stored: true });
+    const loaded = { id, version, document: { ...definition, id, version }, definition: workflow, graph, checkInput: () => [] };
+    this.cache.set(key(id, version), loaded);
+    return loaded;
+  }
+
   private async compileInputSchema(workflow: WorkflowDefinition): Promise<(input: unknown) => Problem[]> {
     if (!workflow.input_schema) return () => [];
     if (!this.ajv) {
@@ -168,6 +215,14 @@ export class WorkflowRegistry {
       }));
     };
   }
+}
+
+/** Between a workflow id and a map node's id in the id of the map's item workflow (`/` is never in a workflow id). */
+export const ITEM_SEPARATOR = "/";
+
+/** The id of the workflow a map node's items run. */
+export function itemWorkflowId(workflowId: string, nodeId: string): string {
+  return `${workflowId}${ITEM_SEPARATOR}${nodeId}`;
 }
 
 function key(id: string, version: number): string {

@@ -5,6 +5,7 @@
 import { aggregator } from "./aggregator.js";
 import { humanReview } from "./human-review.js";
 import type { NodeKind } from "./kind.js";
+import { map } from "./map.js";
 import { sleep } from "./sleep.js";
 import { task } from "./task.js";
 import { waitEvent } from "./wait-event.js";
@@ -13,7 +14,7 @@ import { workflow } from "./workflow.js";
 export type { KindChecks, NodeKind } from "./kind.js";
 
 const BUILTIN: ReadonlyMap<string, NodeKind> = new Map(
-  [aggregator, humanReview, sleep, waitEvent, workflow].map((k) => [k.name, k]),
+  [aggregator, humanReview, map, sleep, waitEvent, workflow].map((k) => [k.name, k]),
 );
 
 /** The built-in agent types (reserved names). */

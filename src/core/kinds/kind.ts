@@ -7,13 +7,8 @@
  * visits wait on something the database must find (a column, an index, a query). Built:
  * task, aggregator, human_review, sleep, `wait_event` (§11.2: `prepare` reads the run's inbox,
  * `begin` takes the oldest event or goes WAITING, `due` fails it `event_timeout`; inputs in
- * engine/flush-events.ts) and `workflow` (§11.1: a child run per attempt, engine/flush-children.ts).
- * Planned next, in the shape it will take:
- *
- * - `map` (§11.1): `start: "engine"`. `begin` claims the visit (held by the engine) and writes
- *   one item row per element (a store table, like compensations); item rows are claimed and
- *   reported through the same attempt lifecycle as visits; the last item's end succeeds or fails
- *   the visit.
+ * engine/flush-events.ts), `workflow` (§11.1: a child run per attempt, engine/flush-children.ts)
+ * and `map` (§11.1: a child run per item, items as rows, engine/flush-maps.ts).
  */
 
 import type { AgentHandler } from "../../agents/task.js";
@@ -52,6 +47,11 @@ export interface NodeKind {
    * aggregator's, for nodes whose edges need an expression), unless the engine is given one.
    */
   handler?(limits: { maxOutputBytes: number }): AgentHandler;
+  /**
+   * Payload fields whose templates do not resolve as the visit becomes ready: kept as written
+   * (a map's `each`, which every item resolves in its own run).
+   */
+  readonly deferred?: readonly string[];
   /** Errors in a node of this kind beyond the schema's (its payload, its edges). */
   validate?(node: NodeDefinition, checks: KindChecks): Problem[];
   /** The nodes whose outputs it reads (an aggregator's sources); none by default. */

@@ -1,0 +1,162 @@
+/**
+ * `map` visits (DESIGN §11.1), in the flush's transaction. A ready map visit is claimed by
+ * `map` and writes its items as rows (`tx.insertMapItems`: a redrive carries over the items that
+ * succeeded); then, as long as it is held, at most `max_concurrency` items run, each a child run
+ * of the map's item workflow (registry: `<workflow_id>/<node_id>`). Each item run's end updates
+ * its row and the visit's counts (`Visit.items`), and starts the next items; the last one
+ * assembles the output in the database (`tx.mapOutput`), or too many failures fail the visit
+ * (`items_failed`) and cancel the items still running. Nothing holds the list in memory: the
+ * items are read a window at a time, and the counts are all a visit keeps.
+ */
+import { attemptOf, visitAttempt } from "../core/attempt.js";
+import { MAP_HOLDER, mapPayload, toleratedFailures } from "../core/kinds/map.js";
+import { MAX_CHILD_DEPTH } from "../core/kinds/workflow.js";
+import { executionId, failVisit, nodeOf, type RunState, startRunState } from "../core/scheduler.js";
+import type { Json, MapCounts, MapItemState, Visit } from "../core/types.js";
+import type { MapItemUpdate, VisitKey } from "../store/store.js";
+import type { Flush } from "./flush.js";
+import { uuidv7 } from "./ids.js";
+import { canonicalJson } from "./json.js";
+import { itemWorkflowId } from "./registry.js";
+import { runRow } from "./run-start.js";
+
+/** Begins the map visits that became ready (claims them, writes their items, starts the first); true when there were any. */
+export async function startMaps(f: Flush): Promise<boolean> {
+  let started = false;
+  for (const rs of [...f.states.values()]) {
+    if (rs.changes.maps.size === 0) continue;
+    const asked = [...rs.changes.maps];
+    rs.changes.maps.clear();
+    for (const v of asked) {
+      if (!v.is_current || (v.state !== "PENDING" && v.state !== "RETRYING")) continue;
+      await beginMap(f, rs, v);
+      started = true;
+    }
+  }
+  return started;
+}
+
+async function beginMap(f: Flush, rs: RunState, v: Visit): Promise<void> {
+  const depth = (rs.run.parent?.depth ?? 0) + 1;
+  if (depth > MAX_CHILD_DEPTH) {
+    const message = `a map's items may not start past depth ${MAX_CHILD_DEPTH}: run ${rs.run.run_id} is at depth ${depth - 1}`;
+    failVisit(rs, v, "child_depth_exceeded", { message, reason: "child_depth_exceeded" }, f.now);
+    return;
+  }
+  const p = mapPayload(v.payload);
+  visitAttempt(rs, v).claim(MAP_HOLDER, f.now);
+  // No lease and no deadline: the items have the node's timeout each, and the run's TTL bounds the whole.
+  v.deadline_at = null;
+  v.lease_expires_at = null;
+  const { total, carried } = await f.tx.insertMapItems(keyOf(v), p.items, f.now);
+  v.items = { total, running: 0, succeeded: carried, failed: 0, cancelled: 0, next: 0 };
+  await advance(f, rs, v);
+}
+
+/**
+ * What a held map visit does next: fail when more items failed than it tolerates, else start
+ * items while there are pending ones and room, else (none pending, none running) succeed.
+ */
+async function advance(f: Flush, rs: RunState, v: Visit): Promise<void> {
+  const c = v.items as MapCounts;
+  const p = mapPayload(v.payload);
+  const tolerated = toleratedFailures(p, c.total);
+  const a = visitAttempt(rs, v);
+  a.touched();
+  if (c.failed + c.cancelled > tolerated) {
+    const failed = c.failed + c.cancelled;
+    const message = `${failed} of ${c.total} items failed, more than the ${tolerated} tolerated: see the failed items' runs (listMapItems), or raise tolerated_failures / tolerated_failure_percent`;
+    a.failForGood("items_failed", { message, reason: "items_failed", details: { ...c } }, f.now, f.o.random);
+    await cancelItems(f, rs, v);
+    return;
+  }
+  const pending = c.total - c.running - c.succeeded - c.failed - c.cancelled;
+  if (pending > 0) {
+    if (c.running < p.max_concurrency) await startItems(f, rs, v, p.max_concurrency - c.running);
+    return;
+  }
+  if (c.running > 0) return;
+  const out = await f.tx.mapOutput(keyOf(v), f.o.maxOutputBytes);
+  if ("tooLarge" in out) {
+    const message = `the outputs of the ${c.total} items total ${out.tooLarge} bytes, over the limit of ${f.o.maxOutputBytes}: return less from each item (store large data elsewhere and return references), or raise maxPayloadBytes`;
+    a.failForGood("output_too_large", { message, reason: "output_too_large" }, f.now, f.o.random);
+    return;
+  }
+  const node = nodeOf(rs, v.node_id);
+  a.succeed(JSON.parse(out.text) as Json, { kind: "targets", targets: [...node.successTargets] }, f.now);
+}
+
+/** Starts up to `room` PENDING items, in index order, each a child run of the map's item workflow. */
+async function startItems(f: Flush, rs: RunState, v: Visit, room: number): Promise<void> {
+  const c = v.items as MapCounts;
+  const key = keyOf(v);
+  const rows = await f.tx.pendingMapItems(key, c.next, room);
+  if (rows.length === 0) return;
+  const workflow = await f.o.registry.get(itemWorkflowId(rs.run.workflow_id, v.node_id), rs.run.workflow_version);
+  const depth = (rs.run.parent?.depth ?? 0) + 1;
+  const updates: MapItemUpdate[] = [];
+  for (const row of rows) {
+    const run_id = uuidv7(f.now);
+    const run = runRow(workflow, canonicalJson(row.item), {
+      run_id,
+      trace_id: rs.run.trace_id,
+      idempotency_key: `${v.execution_id}:${v.attempt}:${row.index}`,
+      parent: { run_id: rs.run.run_id, node_id: v.node_id, visit: v.visit, attempt: v.attempt, depth, item: row.index },
+      now: f.now,
+    });
+    const child = startRunState(run, workflow.graph, f.now);
+    child.run.deadline_at = Math.min(child.run.deadline_at, rs.run.deadline_at); // the parent's TTL bounds its items
+    f.newRuns.push(child.run);
+    f.states.set(run_id, child);
+    updates.push({ key, index: row.index, state: "RUNNING", child_run_id: run_id, started_at: f.now });
+    c.running += 1;
+    c.next = row.index + 1;
+  }
+  await f.tx.updateMapItems(updates);
+}
+
+/** Cancels the items still running of a map visit that ended (compensating when the run's ending does). */
+export async function cancelItems(f: Flush, rs: RunState, v: Visit): Promise<void> {
+  // Once per flush (children() goes round until nothing follows); an execution_id is never a run id.
+  if (f.cancelledChildren.has(v.execution_id)) return;
+  f.cancelledChildren.add(v.execution_id);
+  const c = v.items;
+  const running = c && c.running > 0 ? await f.tx.runningMapItems(keyOf(v), c.running) : [];
+  for (const run_id of running) f.orphanedChildren.push({ run_id, compensate: rs.changes.undo });
+  // A cancelled visit holds its holder until its attempt returns (compensation waits for it):
+  // with nothing running, it has returned.
+  if (running.length === 0) visitAttempt(rs, v).returned(v.attempt, f.now);
+}
+
+/** Gives an ended item run's end to its row and its map visit; false when the parent is busy elsewhere. */
+export async function settleItem(f: Flush, child: RunState): Promise<boolean> {
+  const parent = child.run.parent;
+  if (parent?.item === undefined) return false;
+  const prs = await f.load(parent.run_id);
+  if (!prs) return false;
+  f.settledChildren.add(child.run.run_id);
+  const run = child.run;
+  const state: MapItemState = run.status === "SUCCEEDED" ? "SUCCEEDED" : run.status === "FAILED" ? "FAILED" : "CANCELLED";
+  const key = { run_id: parent.run_id, node_id: parent.node_id, visit: parent.visit };
+  await f.tx.updateMapItems([
+    { key, index: parent.item, state, output: run.output, error: run.error, ended_at: run.ended_at ?? f.now },
+  ]);
+  const a = attemptOf(prs, executionId(parent.run_id, parent.node_id, parent.visit));
+  if (a?.kind !== "visit" || !a.current || a.row.attempt !== parent.attempt || a.row.holder !== MAP_HOLDER) return true;
+  const v = a.row;
+  const c = v.items as MapCounts;
+  c.running -= 1;
+  c[state === "SUCCEEDED" ? "succeeded" : state === "FAILED" ? "failed" : "cancelled"] += 1;
+  if (v.state === "RUNNING") {
+    await advance(f, prs, v);
+    return true;
+  }
+  // The map was cancelled while this item ran: its attempt has returned once the last item has.
+  a.touched();
+  if (c.running <= 0) a.returned(v.attempt, f.now);
+  return true;
+}
+
+function keyOf(v: Visit): VisitKey {
+  return { run_id: v.run_id, node_id: v.node_id, visit: v.visit };
+}
