@@ -8,6 +8,7 @@
  * are answered 404 like unknown ones, so a scoped token cannot tell them from ids that do not exist.
  */
 import type { Engine } from "../engine/engine.js";
+import { ITEM_SEPARATOR } from "../engine/registry.js";
 import { NotFoundError } from "../errors.js";
 import type { Principal } from "./auth.js";
 
@@ -27,9 +28,14 @@ export class WorkflowScope {
   }
 }
 
-/** True when the caller may see runs of this workflow (always, without a scoped token). */
+/**
+ * True when the caller may see runs of this workflow (always, without a scoped token). A map
+ * item's run is of its map's item workflow (`<workflow_id>/<node_id>`): it is in scope with the
+ * map's workflow, so a token that sees the map sees its items' runs.
+ */
 export function inScope(principal: Principal | null, workflowId: string): boolean {
-  return principal?.workflows?.allows(workflowId) ?? true;
+  const [ownWorkflow = workflowId] = workflowId.split(ITEM_SEPARATOR, 1);
+  return principal?.workflows?.allows(ownWorkflow) ?? true;
 }
 
 /**
