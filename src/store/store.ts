@@ -10,7 +10,18 @@
  * skipped and found again later). SQLite has one writer and ignores the locks.
  */
 import type { RunStatus } from "../core/states.js";
-import type { Compensation, InboxEvent, Json, MapItem, MapItemState, NewEvent, Run, RunEvent, Visit, VisitError } from "../core/types.js";
+import type {
+  Compensation,
+  InboxEvent,
+  Json,
+  MapItem,
+  MapItemState,
+  NewEvent,
+  Run,
+  RunEvent,
+  Visit,
+  VisitError,
+} from "../core/types.js";
 
 export interface StoredWorkflow {
   id: string;
@@ -198,6 +209,14 @@ export interface MapItemUpdate {
   error?: VisitError | null;
   started_at?: number | null;
   ended_at?: number | null;
+}
+
+/** Thrown by `updateMapItems` for an item row that does not exist: the engine's mistake, never the user's. */
+export function missingMapItem(u: Pick<MapItemUpdate, "key" | "index">): Error {
+  return new Error(
+    `skein: map visit ${u.key.run_id}/${u.key.node_id}#${u.key.visit} has no item ${u.index} to update; ` +
+      "items are inserted (insertMapItems) before they change",
+  );
 }
 
 /** The item rows of `map` visits (DESIGN §11.1), inside a write transaction. */
