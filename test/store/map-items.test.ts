@@ -236,7 +236,8 @@ for (const kind of ["sqlite", "postgres"] as const) {
       await update(store, [
         { index: 5, state: "SUCCEEDED", output: "five" },
         { index: 0, state: "SUCCEEDED", output: out0 },
-        { index: 1, state: "FAILED", error: { message: "no", reason: "child_failed" } },
+        // An output an item has without having succeeded is not part of the map's.
+        { index: 1, state: "FAILED", output: "stale", error: { message: "no", reason: "child_failed" } },
         { index: 2, state: "RUNNING", child_run_id: "c2" },
         { index: 3, state: "SUCCEEDED", output: "héllo ✓" },
         { index: 4, state: "SUCCEEDED", output: null },

@@ -58,7 +58,7 @@ CREATE TABLE inbox (
 );
 
 CREATE TABLE map_items (
-  run_id        TEXT    NOT NULL REFERENCES runs (run_id),
+  run_id        TEXT    NOT NULL,
   node_id       TEXT    NOT NULL,
   visit         INTEGER NOT NULL,
   idx           INTEGER NOT NULL,  -- its position in the list: the output's slot
@@ -69,7 +69,7 @@ CREATE TABLE map_items (
   error         TEXT,              -- the child's error once FAILED or CANCELLED
   started_at    INTEGER,
   ended_at      INTEGER,
-  PRIMARY KEY (run_id, node_id, visit, idx)  -- no key to visits: items may be written before their visit's row
+  PRIMARY KEY (run_id, node_id, visit, idx)
 );
 
 CREATE TABLE runs (

@@ -101,10 +101,12 @@ export function sqliteMapItems(db: Database.Database): MapTx {
            FROM map_items WHERE ${OF_VISIT}`,
       )
       .pluck(),
+    // From the running items to their runs (CROSS JOIN keeps that order), never from every run
+    // that ever ended.
     toSettle: db
       .prepare(
         `SELECT m.child_run_id FROM map_items m INDEXED BY map_items_running_children
-           JOIN runs c ON c.run_id = m.child_run_id
+           CROSS JOIN runs c ON c.run_id = m.child_run_id
           WHERE m.state = 'RUNNING' AND c.status IN ('SUCCEEDED', 'FAILED', 'CANCELLED') LIMIT ?`,
       )
       .pluck(),
