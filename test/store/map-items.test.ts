@@ -333,6 +333,20 @@ for (const kind of ["sqlite", "postgres"] as const) {
         ]);
       });
 
+      it("compares items that hold a NUL character too", async () => {
+        const store = await open({ visits: [mapVisit("r1", 1, { state: "FAILED" }), mapVisit("r1", 2)] });
+        await insert(store, key("r1"), ["a\u0000", { k: "\u0000", j: 1 }, { k: "\u0000" }]);
+        await update(store, [0, 1, 2].map((index) => ({ index, state: "SUCCEEDED" as const, output: index })));
+        const after: Json[] = ["a\u0000", { j: 1, k: "\u0000" }, { k: "\u0000", more: 1 }];
+        const { carried } = await insert(store, key("r1", 2), after);
+        // The same text is carried on both stores; the same value written in another key order
+        // is carried on SQLite only (PostgreSQL's jsonb, which compares values, cannot hold a NUL).
+        expect(carried).toBe(kind === "sqlite" ? 2 : 1);
+        const read = await all(store, key("r1", 2));
+        expect(read.map((r) => r.item)).toEqual(after);
+        expect(read[2]?.state).toBe("PENDING");
+      });
+
       it("after a visit that was cancelled, the same", async () => {
         const store = await redriven("CANCELLED");
         expect(await insert(store, key("r1", 2), before)).toEqual({ total: 5, carried: 3 });

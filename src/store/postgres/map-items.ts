@@ -38,6 +38,8 @@ const SQL = {
              SELECT l.idx, l.item, d.child_run_id, d.output, d.started_at, d.ended_at,
                     CASE WHEN d.idx IS NULL THEN false
                          WHEN d.item::text = l.item::text THEN true
+                         -- jsonb cannot hold a NUL (\\u0000): such an item, written differently, runs again.
+                         WHEN strpos(d.item::text || l.item::text, '\\u0000') > 0 THEN false
                          ELSE d.item::jsonb = l.item::jsonb END AS carried
                FROM listed l LEFT JOIN map_items d
                  ON (SELECT yes FROM redriven) AND d.run_id = $1 AND d.node_id = $2 AND d.visit = $3 - 1
