@@ -336,7 +336,10 @@ for (const kind of ["sqlite", "postgres"] as const) {
       it("compares items that hold a NUL character too", async () => {
         const store = await open({ visits: [mapVisit("r1", 1, { state: "FAILED" }), mapVisit("r1", 2)] });
         await insert(store, key("r1"), ["a\u0000", { k: "\u0000", j: 1 }, { k: "\u0000" }]);
-        await update(store, [0, 1, 2].map((index) => ({ index, state: "SUCCEEDED" as const, output: index })));
+        await update(
+          store,
+          [0, 1, 2].map((index) => ({ index, state: "SUCCEEDED" as const, output: index })),
+        );
         const after: Json[] = ["a\u0000", { j: 1, k: "\u0000" }, { k: "\u0000", more: 1 }];
         const { carried } = await insert(store, key("r1", 2), after);
         // The same text is carried on both stores; the same value written in another key order
