@@ -230,7 +230,10 @@ export interface MapTx {
   insertMapItems(key: VisitKey, items: Json[], now: number): Promise<{ total: number; carried: number }>;
   /** PENDING items with index >= `from`, by index, at most `limit`. */
   pendingMapItems(key: VisitKey, from: number, limit: number): Promise<{ index: number; item: Json }[]>;
-  /** Writes these changes (fields left out keep their values). */
+  /**
+   * Writes these changes (fields left out keep their values; several of one item apply in order).
+   * @throws Error (missingMapItem) when an item has no row: nothing of the call is written.
+   */
   updateMapItems(updates: MapItemUpdate[]): Promise<void>;
   /** The child runs of RUNNING items of the visit, at most `limit`. */
   runningMapItems(key: VisitKey, limit: number): Promise<string[]>;
