@@ -232,7 +232,7 @@ export interface MapTx {
   pendingMapItems(key: VisitKey, from: number, limit: number): Promise<{ index: number; item: Json }[]>;
   /**
    * Writes these changes (fields left out keep their values; several of one item apply in order).
-   * @throws Error (missingMapItem) when an item has no row: nothing of the call is written.
+   * @throws Error (missingMapItem) when an item has no row; the others may be written, so let the transaction roll back.
    */
   updateMapItems(updates: MapItemUpdate[]): Promise<void>;
   /** The child runs of RUNNING items of the visit, at most `limit`. */
