@@ -136,7 +136,8 @@ export async function settleItem(f: Flush, child: RunState): Promise<boolean> {
   if (!prs) return false;
   f.settledChildren.add(child.run.run_id);
   const run = child.run;
-  const state: MapItemState = run.status === "SUCCEEDED" ? "SUCCEEDED" : run.status === "FAILED" ? "FAILED" : "CANCELLED";
+  const state: MapItemState =
+    run.status === "SUCCEEDED" ? "SUCCEEDED" : run.status === "FAILED" ? "FAILED" : "CANCELLED";
   const key = { run_id: parent.run_id, node_id: parent.node_id, visit: parent.visit };
   await f.tx.updateMapItems([
     { key, index: parent.item, state, output: run.output, error: run.error, ended_at: run.ended_at ?? f.now },

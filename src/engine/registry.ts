@@ -156,7 +156,9 @@ export class WorkflowRegistry {
   private async itemWorkflow(id: string, version: number | undefined): Promise<LoadedWorkflow> {
     const [parentId = "", nodeId = ""] = id.split(ITEM_SEPARATOR, 2);
     if (version === undefined) {
-      throw new NotFoundError(`workflow "${id}" is the item workflow of map node "${nodeId}" of "${parentId}": start "${parentId}" instead`);
+      throw new NotFoundError(
+        `workflow "${id}" is the item workflow of map node "${nodeId}" of "${parentId}": start "${parentId}" instead`,
+      );
     }
     const cached = this.cache.get(key(id, version));
     if (cached) return cached;
@@ -168,8 +170,19 @@ export class WorkflowRegistry {
     const each = (node.def.payload as { each: MapPayload["each"] }).each;
     const item =
       "agent_type" in each
-        ? { agent_type: each.agent_type, payload: each.payload ?? {}, ...("compensation" in each ? { compensation: each.compensation } : {}) }
-        : { agent_type: "workflow", payload: { workflow_id: each.workflow_id, version: each.version ?? null, input: each.input ?? "{{ item }}" } };
+        ? {
+            agent_type: each.agent_type,
+            payload: each.payload ?? {},
+            ...("compensation" in each ? { compensation: each.compensation } : {}),
+          }
+        : {
+            agent_type: "workflow",
+            payload: {
+              workflow_id: each.workflow_id,
+              version: each.version ?? null,
+              input: each.input ?? "{{ item }}",
+            },
+          };
     const definition = {
       id: "map-item",
       timeout: parent.graph.timeout,
@@ -187,8 +200,18 @@ export class WorkflowRegistry {
         },
       ],
     };
-    const { workflow, graph } = parseWorkflowOrThrow(definition, { maxOutputBytes: this.options.maxOutputBytes, stored: true });
-    const loaded = { id, version, document: { ...definition, id, version }, definition: workflow, graph, checkInput: () => [] };
+    const { workflow, graph } = parseWorkflowOrThrow(definition, {
+      maxOutputBytes: this.options.maxOutputBytes,
+      stored: true,
+    });
+    const loaded = {
+      id,
+      version,
+      document: { ...definition, id, version },
+      definition: workflow,
+      graph,
+      checkInput: () => [],
+    };
     this.cache.set(key(id, version), loaded);
     return loaded;
   }
