@@ -94,8 +94,14 @@ export interface Store {
     definition: string,
     now: number,
   ): Promise<{ version: number; created: boolean }>;
+  /**
+   * Stores a definition under a version the caller gives, unless that version exists (a map
+   * node's item workflow, at its parent's version: runs refer to their workflow row).
+   */
+  putWorkflowVersion(id: string, version: number, hash: string, definition: string, now: number): Promise<void>;
   /** The given version, or the latest. */
   getWorkflow(id: string, version?: number): Promise<StoredWorkflow | null>;
+  /** Workflows by id with their latest version; not map nodes' item workflows (their ids hold a `/`). */
   listWorkflows(): Promise<{ id: string; version: number; created_at: number }[]>;
 
   getRun(runId: string): Promise<Run | null>;

@@ -186,5 +186,19 @@ function eachProblems(each: Json | undefined): { path: string; message: string }
       message: 'cannot be "map": map over a workflow that holds a map node instead',
     });
   }
+  const isObject = (x: Json | undefined) => x !== null && typeof x === "object" && !Array.isArray(x);
+  if (hasAgent && each.payload !== undefined && !isObject(each.payload)) {
+    problems.push({
+      path: "each.payload",
+      message: `must be an object (the item agent's payload), e.g. { "question": "{{ item }}" }, got ${JSON.stringify(each.payload)}`,
+    });
+  }
+  const compensation = each.compensation;
+  if (
+    compensation !== undefined &&
+    (!isObject(compensation) || typeof (compensation as { agent_type?: unknown }).agent_type !== "string")
+  ) {
+    problems.push({ path: "each.compensation", message: 'must be { "agent_type": ..., "payload": { ... } }' });
+  }
   return problems;
 }

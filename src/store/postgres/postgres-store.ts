@@ -285,9 +285,19 @@ export class PostgresStore implements Store {
     return row ?? null;
   }
 
+  async putWorkflowVersion(id: string, version: number, hash: string, definition: string, now: number) {
+    await this.inTransaction(async (session) => {
+      await session.query({
+        text: `INSERT INTO workflows (id, version, hash, definition, created_at) VALUES ($1, $2, $3, $4, $5)
+               ON CONFLICT DO NOTHING`,
+        values: [id, version, hash, definition, now],
+      });
+    });
+  }
+
   async listWorkflows(): Promise<{ id: string; version: number; created_at: number }[]> {
     return this.read({
-      text: "SELECT id, max(version) AS version, max(created_at) AS created_at FROM workflows GROUP BY id ORDER BY id",
+      text: "SELECT id, max(version) AS version, max(created_at) AS created_at FROM workflows WHERE strpos(id, '/') = 0 GROUP BY id ORDER BY id",
     });
   }
 

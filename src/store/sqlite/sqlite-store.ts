@@ -248,9 +248,17 @@ export class SqliteStore implements Store {
     return (row as StoredWorkflow | undefined) ?? null;
   }
 
+  async putWorkflowVersion(id: string, version: number, hash: string, definition: string, now: number) {
+    await this.transaction(async () => {
+      this.writer
+        .prepare("INSERT OR IGNORE INTO workflows (id, version, hash, definition, created_at) VALUES (?, ?, ?, ?, ?)")
+        .run(id, version, hash, definition, now);
+    });
+  }
+
   async listWorkflows() {
     return this.read(
-      "SELECT id, max(version) AS version, max(created_at) AS created_at FROM workflows GROUP BY id ORDER BY id",
+      "SELECT id, max(version) AS version, max(created_at) AS created_at FROM workflows WHERE instr(id, '/') = 0 GROUP BY id ORDER BY id",
     ).all() as { id: string; version: number; created_at: number }[];
   }
 
