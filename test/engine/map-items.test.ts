@@ -27,20 +27,19 @@ const FLOW = {
 const planner = (t: Task) => ({ items: (t.input as { items: unknown[] }).items });
 const square = (t: Task) => ({ sq: (t.payload as { n: number }).n ** 2 });
 
-/** Holds each call until the test releases it; `waitFor(n)` resolves once n calls wait. */
+/** Holds each call until the test releases it by its item (`n`); `waitFor(n)` resolves once n calls wait. */
 function held() {
-  const waiting: ((value: unknown) => void)[] = [];
+  const waiting = new Map<number, () => void>();
   const watchers: { n: number; done: () => void }[] = [];
   const agent = (t: Task) =>
     new Promise((release) => {
-      waiting.push(() => release(square(t)));
+      waiting.set((t.payload as { n: number }).n, () => release(square(t)));
       for (const w of watchers.splice(0)) {
-        if (waiting.length >= w.n) w.done();
+        if (waiting.size >= w.n) w.done();
         else watchers.push(w);
       }
     });
-  const waitFor = (n: number) =>
-    new Promise<void>((done) => (waiting.length >= n ? done() : watchers.push({ n, done })));
+  const waitFor = (n: number) => new Promise<void>((done) => (waiting.size >= n ? done() : watchers.push({ n, done })));
   return { agent, waiting, waitFor };
 }
 
@@ -85,7 +84,9 @@ describe("a map node's items", () => {
     const itemRun = await engine.getRun(page.items[0]?.child_run_id ?? "");
     expect(itemRun.parent).toMatchObject({ run_id: runId, node_id: "answer", visit: 1, item: 0 });
 
-    h.waiting[0]?.(null);
+    // Items start in index order (whatever order their agents are called in): 0 and 1 run.
+    expect([...h.waiting.keys()].sort()).toEqual([3, 4]);
+    h.waiting.get(3)?.();
     await h.waitFor(3);
     const after = await engine.listMapItems(runId, "answer", { limit: 3 });
     expect(after.items.map((i) => i.state)).toEqual(["SUCCEEDED", "RUNNING", "RUNNING"]);
@@ -96,9 +97,9 @@ describe("a map node's items", () => {
       running: 2,
       pending: 2,
     });
-    for (let i = 1; i < 5; i++) {
-      await h.waitFor(Math.min(i + 2, 5));
-      h.waiting[i]?.(null);
+    for (const [i, n] of [4, 5, 6, 7].entries()) {
+      await h.waitFor(Math.min(i + 3, 5));
+      h.waiting.get(n)?.();
     }
     expect((await engine.waitForRun(runId)).status).toBe("SUCCEEDED");
   });
