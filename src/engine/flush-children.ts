@@ -14,7 +14,7 @@ import { endRun, executionId, failVisit, nodeOf, type RunState, startRunState } 
 import type { Json, Visit, VisitError } from "../core/types.js";
 import { NotFoundError } from "../errors.js";
 import type { Flush } from "./flush.js";
-import { cancelItems, settleItem } from "./flush-maps.js";
+import { advanceMaps, cancelItems, settleItem } from "./flush-maps.js";
 import { uuidv7 } from "./ids.js";
 import { canonicalJson } from "./json.js";
 import { runRow } from "./run-start.js";
@@ -115,6 +115,7 @@ export async function settleChildren(f: Flush): Promise<boolean> {
     if (!parent || !rs.changes.ended || !FINAL.has(rs.run.status) || f.settledChildren.has(rs.run.run_id)) continue;
     if (await settle(f, rs)) changed = true;
   }
+  if (await advanceMaps(f)) changed = true;
   return changed;
 }
 
@@ -177,6 +178,7 @@ export async function sweepChildren(f: Flush, limit: number): Promise<void> {
     const child = await f.load(runId);
     if (child && !f.settledChildren.has(runId)) await settle(f, child);
   }
+  await advanceMaps(f);
   for (const runId of await f.tx.orphanedChildren(limit)) {
     const child = await f.load(runId);
     const parent = child?.run.parent ? await f.load(child.run.parent.run_id) : undefined;

@@ -128,7 +128,10 @@ export async function cancelItems(f: Flush, rs: RunState, v: Visit): Promise<voi
   if (running.length === 0) visitAttempt(rs, v).returned(v.attempt, f.now);
 }
 
-/** Gives an ended item run's end to its row and its map visit; false when the parent is busy elsewhere. */
+/**
+ * Gives an ended item run's end to its row and its map visit's counts; the map goes on in
+ * `advanceMaps`, once per round for all its items that ended. False when the parent is busy elsewhere.
+ */
 export async function settleItem(f: Flush, child: RunState): Promise<boolean> {
   const parent = child.run.parent;
   if (parent?.item === undefined) return false;
@@ -141,22 +144,29 @@ export async function settleItem(f: Flush, child: RunState): Promise<boolean> {
   const key = { run_id: parent.run_id, node_id: parent.node_id, visit: parent.visit };
   // The item's output is its node's (the run's output wraps it under the node id).
   const output = state === "SUCCEEDED" ? (child.current.get(parent.node_id)?.output ?? null) : null;
-  await f.tx.updateMapItems([
-    { key, index: parent.item, state, output, error: run.error, ended_at: run.ended_at ?? f.now },
-  ]);
+  f.itemEnds.push({ key, index: parent.item, state, output, error: run.error, ended_at: run.ended_at ?? f.now });
   const a = attemptOf(prs, executionId(parent.run_id, parent.node_id, parent.visit));
   if (a?.kind !== "visit" || !a.current || a.row.attempt !== parent.attempt || a.row.holder !== MAP_HOLDER) return true;
   const v = a.row;
   const c = v.items as MapCounts;
   c.running -= 1;
   c[state === "SUCCEEDED" ? "succeeded" : state === "FAILED" ? "failed" : "cancelled"] += 1;
-  if (v.state === "RUNNING") {
-    await advance(f, prs, v);
-    return true;
-  }
-  // The map was cancelled while this item ran: its attempt has returned once the last item has.
   a.touched();
-  if (c.running <= 0) a.returned(v.attempt, f.now);
+  if (v.state === "RUNNING") f.mapsToAdvance.set(v.execution_id, { rs: prs, v });
+  // The map was cancelled while this item ran: its attempt has returned once the last item has.
+  else if (c.running <= 0) a.returned(v.attempt, f.now);
+  return true;
+}
+
+/** Writes the item ends of this round at once, then lets each map they belong to go on; true when there were any. */
+export async function advanceMaps(f: Flush): Promise<boolean> {
+  if (f.itemEnds.length === 0 && f.mapsToAdvance.size === 0) return false;
+  await f.tx.updateMapItems(f.itemEnds.splice(0));
+  const maps = [...f.mapsToAdvance.values()];
+  f.mapsToAdvance.clear();
+  for (const { rs, v } of maps) {
+    if (v.state === "RUNNING" && v.holder === MAP_HOLDER) await advance(f, rs, v);
+  }
   return true;
 }
 

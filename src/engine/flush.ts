@@ -12,7 +12,7 @@ import { cancelRefusal } from "../core/preconditions.js";
 import { emptyChanges, endRun, event, failVisit, type RunState, runState, startRunState } from "../core/scheduler.js";
 import type { Compensation, InboxEvent, NewEvent, Run, RunEvent, Visit } from "../core/types.js";
 import { ConflictError, NotFoundError } from "../errors.js";
-import type { LoadedRun, ReadyNotice, StoreTx, VisitKey } from "../store/store.js";
+import type { LoadedRun, MapItemUpdate, ReadyNotice, StoreTx, VisitKey } from "../store/store.js";
 import type { DispatcherOptions } from "./dispatcher-options.js";
 import { settleChildren, startChildren } from "./flush-children.js";
 import { claimForWorkers, claimReady, notifyOthers, takeHints } from "./flush-claims.js";
@@ -62,6 +62,10 @@ export class Flush {
   /** Child runs this flush cancelled, and those whose end it gave to their parent. */
   readonly cancelledChildren = new Set<string>();
   readonly settledChildren = new Set<string>();
+  /** Map items whose runs ended, written together before the maps they belong to go on (flush-maps.ts). */
+  readonly itemEnds: MapItemUpdate[] = [];
+  /** Held map visits an item of which ended in this round, by execution_id, with their runs. */
+  readonly mapsToAdvance = new Map<string, { rs: RunState; v: Visit }>();
   /** The earliest future due time among the rows this transaction wrote. */
   dueSoon: number | null = null;
   readonly out: FlushOutcome = {
