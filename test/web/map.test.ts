@@ -66,6 +66,7 @@ describe("a map node in the admin page", { timeout: 90_000 }, () => {
     await page.waitForFunction((id) => location.hash === `#/runs/${id}`, itemRun);
     await nodeInState(page, "answer", "SUCCEEDED");
     await page.getByRole("link", { name: run.run_id }).waitFor();
+    await page.getByText("(node answer, visit 1, attempt 1, item 0)").waitFor();
   });
 
   it("pages through the items 50 at a time", async () => {

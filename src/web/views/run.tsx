@@ -89,7 +89,8 @@ export function RunPage(props: { runId: string; node?: string | undefined }) {
               <a href={href({ page: "run", runId: data.parent.run_id, node: data.parent.node_id })}>
                 {data.parent.run_id}
               </a>{" "}
-              (node {data.parent.node_id}, visit {data.parent.visit}, attempt {data.parent.attempt})
+              (node {data.parent.node_id}, visit {data.parent.visit}, attempt {data.parent.attempt}
+              {data.parent.item === undefined ? "" : `, item ${data.parent.item}`})
             </dd>
           </>
         )}
