@@ -4,7 +4,7 @@
  * Synchronised by the agents' own calls (promises the test resolves), never by sleeping.
  */
 import { describe, expect, it } from "vitest";
-import { type Engine, type Task, ValidationError } from "../../src/index.js";
+import { type Engine, NonRetryableError, type Task, ValidationError } from "../../src/index.js";
 import { testEngine } from "../helpers.js";
 
 const mapFlow = (payload: Record<string, unknown>, extra: Record<string, unknown> = {}) => ({
@@ -312,6 +312,32 @@ describe("map", () => {
       visit: 2,
       output: [{ got: "r2a" }, { got: "r2b" }],
     });
+  });
+
+  it("a failed run compensates a map node that declares compensation, once, with the outputs as self.output", async () => {
+    const undone: unknown[] = [];
+    const { engine } = await testEngine({
+      agents: {
+        planner,
+        square: (t: Task) => ({ n: (t.payload as { n: number }).n }),
+        echo: () => {
+          throw new NonRetryableError("the report is refused");
+        },
+        undo: (t: Task) => {
+          undone.push(t.payload);
+          return {};
+        },
+      },
+    });
+    await engine.registerWorkflow(
+      mapFlow(
+        { items, each: each() },
+        { compensation: { agent_type: "undo", payload: { outputs: "{{ self.output }}" } } },
+      ),
+    );
+    const done = await engine.waitForRun(await runMap(engine, [1, 2]));
+    expect(done.status).toBe("FAILED");
+    expect(undone).toEqual([{ outputs: [{ n: 1 }, { n: 2 }] }]);
   });
 
   it("refuses a list that is not an array, or longer than max_items, with template_error", async () => {
