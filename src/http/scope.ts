@@ -8,6 +8,7 @@
  * are answered 404 like unknown ones, so a scoped token cannot tell them from ids that do not exist.
  */
 import type { Engine } from "../engine/engine.js";
+import { ITEM_SEPARATOR } from "../engine/registry.js";
 import { NotFoundError } from "../errors.js";
 import type { Principal } from "./auth.js";
 
@@ -23,7 +24,9 @@ export class WorkflowScope {
   }
 
   allows(workflowId: string): boolean {
-    return this.regex.test(workflowId);
+    // A map's item workflow (`<workflow_id>/<node_id>`) is in the scope of its workflow, and only
+    // of it: a pattern never matches across the `/`.
+    return this.regex.test(workflowId.split(ITEM_SEPARATOR, 1)[0] ?? "");
   }
 }
 

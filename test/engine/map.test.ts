@@ -231,6 +231,42 @@ describe("map", () => {
     expect(g.waiting).toHaveLength(4);
   });
 
+  it("the run's TTL ends a map mid-way: the running items are cancelled with it", async () => {
+    const g = gate();
+    const { engine, clock } = await testEngine({ agents: { planner, echo, square: g.agent } });
+    await engine.registerWorkflow({ ...mapFlow({ items, each: each(), max_concurrency: 2 }), timeout: 60 });
+    const runId = await runMap(engine, [1, 2, 3, 4]);
+    await g.waitFor(2);
+    await clock.advance(61_000);
+    const done = await engine.waitForRun(runId);
+    expect(done).toMatchObject({ status: "FAILED", end_cause: "ttl" });
+    for (const w of g.waiting) {
+      expect(w.task.signal.aborted).toBe(true);
+      expect(["CANCELLED", "FAILED"]).toContain((await engine.getRun(w.task.run_id)).status);
+    }
+    expect(g.waiting).toHaveLength(2);
+  });
+
+  it("a cancel that compensates waits for the running items to end, then undoes the map", async () => {
+    const g = gate();
+    const undone: unknown[] = [];
+    const undo = (t: Task) => {
+      undone.push(t.payload);
+      return {};
+    };
+    const { engine } = await testEngine({ agents: { planner, echo, square: g.agent, undo } });
+    await engine.registerWorkflow(
+      mapFlow({ items, each: each(), max_concurrency: 2 }, { compensation: { agent_type: "undo", payload: { x: 1 } } }),
+    );
+    const runId = await runMap(engine, [1, 2, 3]);
+    await g.waitFor(2);
+    await engine.cancelRun(runId, { compensate: true });
+    const done = await engine.waitForRun(runId);
+    expect(done.status).toBe("CANCELLED");
+    expect(undone).toEqual([{ x: 1 }]);
+    for (const w of g.waiting) expect((await engine.getRun(w.task.run_id)).status).toBe("CANCELLED");
+  });
+
   it("a redrive re-runs only the items that did not succeed", async () => {
     const broken = new Set([1, 4]);
     const calls: number[] = [];
