@@ -24,7 +24,9 @@ export class WorkflowScope {
   }
 
   allows(workflowId: string): boolean {
-    return this.regex.test(workflowId);
+    // A map's item workflow (`<workflow_id>/<node_id>`) is in the scope of its workflow, and only
+    // of it: a pattern never matches across the `/`.
+    return this.regex.test(workflowId.split(ITEM_SEPARATOR, 1)[0] ?? "");
   }
 }
 

@@ -4,7 +4,7 @@
  * Synchronised by the agents' own calls (promises the test resolves), never by sleeping.
  */
 import { describe, expect, it } from "vitest";
-import { type Engine, type Task, ValidationError } from "../../src/index.js";
+import { type Engine, NonRetryableError, type Task, ValidationError } from "../../src/index.js";
 import { testEngine } from "../helpers.js";
 
 const mapFlow = (payload: Record<string, unknown>, extra: Record<string, unknown> = {}) => ({
@@ -231,6 +231,42 @@ describe("map", () => {
     expect(g.waiting).toHaveLength(4);
   });
 
+  it("the run's TTL ends a map mid-way: the running items are cancelled with it", async () => {
+    const g = gate();
+    const { engine, clock } = await testEngine({ agents: { planner, echo, square: g.agent } });
+    await engine.registerWorkflow({ ...mapFlow({ items, each: each(), max_concurrency: 2 }), timeout: 60 });
+    const runId = await runMap(engine, [1, 2, 3, 4]);
+    await g.waitFor(2);
+    await clock.advance(61_000);
+    const done = await engine.waitForRun(runId);
+    expect(done).toMatchObject({ status: "FAILED", end_cause: "ttl" });
+    for (const w of g.waiting) {
+      expect(w.task.signal.aborted).toBe(true);
+      expect(["CANCELLED", "FAILED"]).toContain((await engine.getRun(w.task.run_id)).status);
+    }
+    expect(g.waiting).toHaveLength(2);
+  });
+
+  it("a cancel that compensates waits for the running items to end, then undoes the map", async () => {
+    const g = gate();
+    const undone: unknown[] = [];
+    const undo = (t: Task) => {
+      undone.push(t.payload);
+      return {};
+    };
+    const { engine } = await testEngine({ agents: { planner, echo, square: g.agent, undo } });
+    await engine.registerWorkflow(
+      mapFlow({ items, each: each(), max_concurrency: 2 }, { compensation: { agent_type: "undo", payload: { x: 1 } } }),
+    );
+    const runId = await runMap(engine, [1, 2, 3]);
+    await g.waitFor(2);
+    await engine.cancelRun(runId, { compensate: true });
+    const done = await engine.waitForRun(runId);
+    expect(done.status).toBe("CANCELLED");
+    expect(undone).toEqual([{ x: 1 }]);
+    for (const w of g.waiting) expect((await engine.getRun(w.task.run_id)).status).toBe("CANCELLED");
+  });
+
   it("a redrive re-runs only the items that did not succeed", async () => {
     const broken = new Set([1, 4]);
     const calls: number[] = [];
@@ -312,6 +348,32 @@ describe("map", () => {
       visit: 2,
       output: [{ got: "r2a" }, { got: "r2b" }],
     });
+  });
+
+  it("a failed run compensates a map node that declares compensation, once, with the outputs as self.output", async () => {
+    const undone: unknown[] = [];
+    const { engine } = await testEngine({
+      agents: {
+        planner,
+        square: (t: Task) => ({ n: (t.payload as { n: number }).n }),
+        echo: () => {
+          throw new NonRetryableError("the report is refused");
+        },
+        undo: (t: Task) => {
+          undone.push(t.payload);
+          return {};
+        },
+      },
+    });
+    await engine.registerWorkflow(
+      mapFlow(
+        { items, each: each() },
+        { compensation: { agent_type: "undo", payload: { outputs: "{{ self.output }}" } } },
+      ),
+    );
+    const done = await engine.waitForRun(await runMap(engine, [1, 2]));
+    expect(done.status).toBe("FAILED");
+    expect(undone).toEqual([{ outputs: [{ n: 1 }, { n: 2 }] }]);
   });
 
   it("refuses a list that is not an array, or longer than max_items, with template_error", async () => {

@@ -265,3 +265,13 @@ describe("scoped tokens in the tokens file", () => {
     );
   });
 });
+
+describe("scopes and map item workflows", () => {
+  it("puts a map's item runs (<workflow_id>/<node_id>) in the scope of their workflow, and only of it", async () => {
+    const { WorkflowScope } = await import("../../src/http/scope.js");
+    expect(new WorkflowScope(["fanout"]).allows("fanout/answer")).toBe(true);
+    expect(new WorkflowScope(["fan*"]).allows("fanout/answer")).toBe(true);
+    expect(new WorkflowScope(["*answer"]).allows("fanout/answer")).toBe(false);
+    expect(new WorkflowScope(["other"]).allows("fanout/answer")).toBe(false);
+  });
+});

@@ -172,7 +172,7 @@ function eachProblems(each: Json | undefined): { path: string; message: string }
       },
     ];
   }
-  const allowed = hasAgent ? ["agent_type", "payload", "compensation"] : ["workflow_id", "version", "input"];
+  const allowed = hasAgent ? ["agent_type", "payload"] : ["workflow_id", "version", "input"];
   const problems = Object.keys(each)
     .filter((k) => !allowed.includes(k))
     .map((k) => ({ path: `each.${k}`, message: `is not a field of each here (it takes ${allowed.join(", ")})` }));
@@ -193,12 +193,13 @@ function eachProblems(each: Json | undefined): { path: string; message: string }
       message: `must be an object (the item agent's payload), e.g. { "question": "{{ item }}" }, got ${JSON.stringify(each.payload)}`,
     });
   }
-  const compensation = each.compensation;
-  if (
-    compensation !== undefined &&
-    (!isObject(compensation) || typeof (compensation as { agent_type?: unknown }).agent_type !== "string")
-  ) {
-    problems.push({ path: "each.compensation", message: 'must be { "agent_type": ..., "payload": { ... } }' });
+  if ("compensation" in each) {
+    // Undoing each succeeded item on its own is not built yet: say so rather than ignore it.
+    problems.push({
+      path: "each.compensation",
+      message:
+        "items cannot declare their own compensation yet: declare compensation on the map node itself (it runs once when the run fails, with self.output = the list of item outputs)",
+    });
   }
   return problems;
 }
