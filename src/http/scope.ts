@@ -30,14 +30,9 @@ export class WorkflowScope {
   }
 }
 
-/**
- * True when the caller may see runs of this workflow (always, without a scoped token). A map
- * item's run is of its map's item workflow (`<workflow_id>/<node_id>`): it is in scope with the
- * map's workflow, so a token that sees the map sees its items' runs.
- */
+/** True when the caller may see runs of this workflow (always, without a scoped token). */
 export function inScope(principal: Principal | null, workflowId: string): boolean {
-  const [ownWorkflow = workflowId] = workflowId.split(ITEM_SEPARATOR, 1);
-  return principal?.workflows?.allows(ownWorkflow) ?? true;
+  return principal?.workflows?.allows(workflowId) ?? true;
 }
 
 /**
