@@ -2,7 +2,17 @@
 
 export type { AgentHandler, DecideHook, Routed, Task } from "./agents/task.js";
 export { canTransition, deriveRunStatus, type RunStatus, VISIT_STATES, type VisitState } from "./core/states.js";
-export type { Json, Run, RunEvent, RunParent, Visit, VisitError } from "./core/types.js";
+export type {
+  Json,
+  MapCounts,
+  MapItem,
+  MapItemState,
+  Run,
+  RunEvent,
+  RunParent,
+  Visit,
+  VisitError,
+} from "./core/types.js";
 export type { WorkflowDefinition } from "./definition/schema.js";
 export { type ValidationResult, validateWorkflow } from "./definition/validate.js";
 export { type Clock, ManualClock, systemClock } from "./engine/clock.js";
@@ -11,6 +21,10 @@ export {
   createEngine,
   Engine,
   type EngineOptions,
+  type ListMapItemsOptions,
+  type MapItemPage,
+  type MapProgress,
+  type NodeVisit,
   type PendingReview,
   type PublishEventAnswer,
   type ReviewOptions,

@@ -5,7 +5,8 @@
  *
  * The view shows the run's stored events in order. This engine's events trigger a read at once;
  * what another process writes to the run (`skein review`, `cancel`, `retry`), which this engine
- * never publishes, is found by a read every second.
+ * never publishes, is found by a read every second. A map node's items end without an event of
+ * the run: the table reads the run every second for their counts.
  */
 import type { Engine, RunEvent } from "../index.js";
 import { type LiveView, lineView, RunProgress, tableView } from "./live-view.js";
@@ -60,12 +61,15 @@ export async function follow(engine: Engine, tap: EventTap, runId: string, optio
   const stop = stopSignal();
   let view: LiveView | null = null;
   let stored: StoredEvents | null = null;
+  let stopCounts = () => {};
   try {
     const run = await engine.getRun(runId);
     if (!options.json) {
+      const progress = new RunProgress(run);
       view = process.stdout.isTTY
-        ? tableView(process.stdout, new RunProgress(run))
+        ? tableView(process.stdout, progress)
         : lineView((text) => process.stdout.write(text), run.created_at);
+      if (process.stdout.isTTY && progress.hasMaps) stopCounts = readMapCounts(engine, progress);
     }
     const live = view;
     // The events this engine published before now (the new run's, or what a resumed run's
@@ -88,6 +92,7 @@ export async function follow(engine: Engine, tap: EventTap, runId: string, optio
     ]);
     if ("done" in outcome) await stored.read(); // the view ends with the run's last event
     stored.stop();
+    stopCounts();
     view?.stop();
     view = null;
     if ("signal" in outcome) {
@@ -102,11 +107,34 @@ export async function follow(engine: Engine, tap: EventTap, runId: string, optio
     return exitCodeForStatus(done.status);
   } finally {
     stored?.stop();
+    stopCounts();
     view?.stop();
     tap.close();
     stop.dispose();
     release();
   }
+}
+
+/** Reads the run every POLL_MS for its map counts (a failed read is left to the next); returns a function that stops. */
+function readMapCounts(engine: Engine, progress: RunProgress): () => void {
+  let timer: NodeJS.Timeout | null = null;
+  let stopped = false;
+  const next = () => {
+    timer = setTimeout(() => {
+      void engine
+        .getRun(progress.run.run_id)
+        .then((run) => progress.counts(run))
+        .catch(() => {})
+        .finally(() => {
+          if (!stopped) next();
+        });
+    }, POLL_MS);
+  };
+  next();
+  return () => {
+    stopped = true;
+    if (timer) clearTimeout(timer);
+  };
 }
 
 /** The seq of the run's last stored event (undefined when it has none). */

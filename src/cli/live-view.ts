@@ -3,7 +3,8 @@
  * redrawn in place (ANSI cursor movement); otherwise one line per event, which suits logs and
  * pipes. Both are fed the run's events as the engine publishes them.
  */
-import type { RunEvent, RunWithNodes, Visit } from "../index.js";
+import type { MapCounts, RunEvent, RunWithNodes, Visit } from "../index.js";
+import { withMapNote } from "./map-note.js";
 import { formatMs, oneLine } from "./output.js";
 import { visitWaitNote, waitNote } from "./waiting.js";
 
@@ -24,6 +25,8 @@ export interface NodeRow {
   endedAt: number | null;
   /** The last error (or why it was skipped or cancelled). */
   note: string;
+  /** A map node's item counts (from the stored run: items end without an event of this run). */
+  items: MapCounts | null;
 }
 
 /** The run's nodes, seeded from the stored run and kept current by its events. */
@@ -36,6 +39,19 @@ export class RunProgress {
     this.status = run.status;
     this.endedAt = run.ended_at;
     for (const v of run.nodes) this.rows.set(v.node_id, rowOf(v));
+  }
+
+  /** True when the run has map nodes, whose counts only a read of the run (`counts`) keeps current. */
+  get hasMaps(): boolean {
+    return this.run.nodes.some((v) => v.agent_type === "map");
+  }
+
+  /** Takes the map counts of a fresh read of the run, for the rows still at the same visit. */
+  counts(run: RunWithNodes): void {
+    for (const v of run.nodes) {
+      const row = this.rows.get(v.node_id);
+      if (row && row.visit === v.visit) row.items = v.items;
+    }
   }
 
   apply(e: RunEvent): void {
@@ -135,11 +151,12 @@ function rowOf(v: Visit): NodeRow {
     startedAt: v.started_at,
     endedAt: v.ended_at,
     note: visitWaitNote(v) ?? v.error?.message ?? v.reason ?? "",
+    items: v.items,
   };
 }
 
 function freshRow(node_id: string, visit: number): NodeRow {
-  return { node_id, state: "PENDING", visit, attempt: 0, startedAt: null, endedAt: null, note: "" };
+  return { node_id, state: "PENDING", visit, attempt: 0, startedAt: null, endedAt: null, note: "", items: null };
 }
 
 /** `ops-lead or finance`; `anyone` when the review names no assignees. */
@@ -285,9 +302,9 @@ export function renderTable(progress: RunProgress, now: number, width: number, c
     const tail = noteWidth > 10 && note ? oneLine(note, noteWidth) : "";
     return `${padded.join("  ")}  ${tail}`.trimEnd();
   };
-  lines.push(line(headers, null, "last error"));
+  lines.push(line(headers, null, "note"));
   rows.forEach((r, i) => {
-    lines.push(line(cells[i] ?? [], r.state, r.note));
+    lines.push(line(cells[i] ?? [], r.state, withMapNote(r.items, r.note)));
   });
   return lines;
 }

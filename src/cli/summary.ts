@@ -1,5 +1,6 @@
 /** The report of a run: status, duration, error, per-node times and retries, compensations, output. */
 import type { RunWithNodes, Visit } from "../index.js";
+import { withMapNote } from "./map-note.js";
 import { formatMs, oneLine, table } from "./output.js";
 import { visitWaitNote } from "./waiting.js";
 
@@ -12,7 +13,8 @@ export function runReport(run: RunWithNodes, visits: readonly Visit[], now = Dat
   ];
   if (run.parent) {
     const p = run.parent;
-    lines.push(`child of run ${p.run_id} (node ${p.node_id}, visit ${p.visit}, attempt ${p.attempt})`);
+    const item = p.item === undefined ? "" : `, item ${p.item}`;
+    lines.push(`child of run ${p.run_id} (node ${p.node_id}, visit ${p.visit}, attempt ${p.attempt}${item})`);
   }
   if (run.error) lines.push(`error: ${run.error.message}`);
   if (run.needs_attention) {
@@ -28,7 +30,7 @@ export function runReport(run: RunWithNodes, visits: readonly Visit[], now = Dat
     const retries = all.reduce((n, v) => n + Math.max(0, v.attempt - 1), 0);
     const time = all.reduce((ms, v) => ms + (v.started_at === null ? 0 : (v.ended_at ?? now) - v.started_at), 0);
     const started = all.some((v) => v.started_at !== null);
-    const note = visitWaitNote(current) ?? current.error?.message ?? current.reason ?? "";
+    const note = withMapNote(current.items, visitWaitNote(current) ?? current.error?.message ?? current.reason ?? "");
     return [
       current.node_id,
       current.state,

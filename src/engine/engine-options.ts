@@ -4,6 +4,7 @@ import type { AgentHandler, DecideHook } from "../agents/task.js";
 import type { Compensation, Json, Run, RunEvent, Visit } from "../core/types.js";
 import type { ChildRun } from "../store/store.js";
 import type { Clock } from "./clock.js";
+import type { MapProgress } from "./map-items.js";
 import type { NotifyOptions } from "./notifier.js";
 import type { TaskLimits } from "./task-limits.js";
 
@@ -74,13 +75,18 @@ export interface StartRunOptions {
 
 /** A run with its current visits. */
 export interface RunWithNodes extends Run {
-  nodes: Visit[];
+  nodes: NodeVisit[];
   /** Nodes waiting for a person's decision. */
   waiting_reviews: number;
   /** What a failed (or cancelled) run undid or undoes, in order (DESIGN §6). */
   compensations: Compensation[];
   /** The child runs of its `workflow` nodes, by node, visit and attempt (DESIGN §11.1). */
   children: ChildRun[];
+}
+
+/** A current visit as getRun shows it: a map node's counts include the items not started yet. */
+export interface NodeVisit extends Visit {
+  items: MapProgress | null;
 }
 
 /** A decision on a `human_review` node. */

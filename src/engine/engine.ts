@@ -31,10 +31,12 @@ import type {
 } from "./external-requests.js";
 import { randomHex } from "./ids.js";
 import type { PublishEventAnswer, SendEventAnswer } from "./inputs.js";
+import { type ListMapItemsOptions, listMapItems, type MapItemPage } from "./map-items.js";
 import type { Notifier } from "./notifier.js";
 import { openStore } from "./open-store.js";
 import { ITEM_SEPARATOR, type RegisteredWorkflow, type WorkflowCheck, type WorkflowRegistry } from "./registry.js";
 import { pendingReviews, reviewInput } from "./reviews.js";
+import { readRunWithNodes } from "./run-read.js";
 import { newRun } from "./run-start.js";
 import { Subscribers } from "./subscribers.js";
 import { waitForRun } from "./wait-for-run.js";
@@ -42,6 +44,7 @@ import { waitForRun } from "./wait-for-run.js";
 export type {
   EngineOptions,
   EventListener,
+  NodeVisit,
   PendingReview,
   ReviewOptions,
   RunWithNodes,
@@ -49,6 +52,7 @@ export type {
 } from "./engine-options.js";
 export type { SendEventOptions } from "./events.js";
 export type { PublishEventAnswer, SendEventAnswer } from "./inputs.js";
+export type { ListMapItemsOptions, MapItemPage, MapProgress } from "./map-items.js";
 
 /**
  * Opens the database and starts an engine.
@@ -199,16 +203,23 @@ export class Engine {
     );
   }
 
-  /** The run with its current visits as `nodes`. @throws NotFoundError */
-  async getRun(runId: string): Promise<RunWithNodes> {
-    const read = await this.store.readRun(runId);
-    if (!read) throw new NotFoundError(`run ${runId} does not exist; check the run id and the database`);
-    const { run, visits: nodes, compensations } = read;
-    const { graph } = await this.registry.get(run.workflow_id, run.workflow_version);
-    const order = (v: Visit) => graph.nodes.get(v.node_id)?.index ?? 0;
-    const waiting_reviews = nodes.filter((n) => n.state === "IN_REVIEW").length;
-    const children = await this.store.listChildren(runId);
-    return { ...run, nodes: nodes.sort((a, b) => order(a) - order(b)), waiting_reviews, compensations, children };
+  /**
+   * The run with its current visits as `nodes` (a map node's with its item counts, `items`;
+   * its items themselves are read a page at a time with listMapItems). @throws NotFoundError
+   */
+  getRun(runId: string): Promise<RunWithNodes> {
+    return readRunWithNodes(this.store, this.registry, runId);
+  }
+
+  /**
+   * A page of a `map` node's items by index (DESIGN §11.1), each with its state, child run,
+   * output and error. `visit`: default the current one; `after`: an index, exclusive (default
+   * -1); `limit`: default 100, at most 1000. Pass `next_after` as `after` for the next page.
+   * @example const { items, next_after } = await engine.listMapItems(runId, "answer", { limit: 50 });
+   * @throws ValidationError for bad options, NotFoundError for an unknown run or a node that is not a map node
+   */
+  listMapItems(runId: string, nodeId: string, options: ListMapItemsOptions = {}): Promise<MapItemPage> {
+    return listMapItems(this.store, this.registry, runId, nodeId, options);
   }
 
   /**

@@ -53,9 +53,12 @@ export const RunSchema = z.object({
       visit: z.number().int(),
       attempt: z.number().int(),
       depth: z.number().int().describe("1: the child of a top-level run"),
+      item: z.number().int().optional().describe("a map node's item: its index (absent for a workflow node's child)"),
     })
     .nullable()
-    .describe("the parent attempt this child run is (a workflow node's); null for a top-level run"),
+    .describe(
+      "the parent attempt this child run is (a workflow node's, or a map node's item); null for a top-level run",
+    ),
 });
 
 /** What visits and compensation rows share: their attempts and due times. */
@@ -71,6 +74,34 @@ const attemptFields = {
   started_at: nullableTime(),
   ended_at: nullableTime(),
 };
+
+/** A map visit's items by state (DESIGN §11.1). */
+export const MapCountsSchema = z.object({
+  total: z.number().int(),
+  pending: z.number().int().describe("not started yet: total - running - succeeded - failed - cancelled"),
+  running: z.number().int(),
+  succeeded: z.number().int(),
+  failed: z.number().int(),
+  cancelled: z.number().int(),
+  next: z.number().int().describe("the index where the search for the next item to start begins"),
+});
+
+export const MAP_ITEM_STATES = ["PENDING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED"] as const;
+
+/** One item of a map visit: a row, run as a child run of the visit's attempt. */
+export const MapItemSchema = z.object({
+  run_id: z.string().describe("the map's run"),
+  node_id: z.string(),
+  visit: z.number().int(),
+  index: z.number().int().describe("its position in the list: its slot in the map's output"),
+  item: json(),
+  state: z.enum(MAP_ITEM_STATES),
+  child_run_id: z.string().nullable().describe("the run that runs the item (GET /v1/runs/{id}); null while PENDING"),
+  output: json().nullable().describe("the item run's output once SUCCEEDED"),
+  error: VisitErrorSchema.nullable().describe("the item run's error once FAILED or CANCELLED"),
+  started_at: nullableTime(),
+  ended_at: nullableTime(),
+});
 
 export const VisitSchema = z.object({
   run_id: z.string(),
@@ -89,6 +120,7 @@ export const VisitSchema = z.object({
   handled: z.boolean(),
   fired: z.array(z.string()).nullable(),
   prior_starts: z.number().int(),
+  items: MapCountsSchema.nullable().describe("a map node's item counts; null for other kinds, and before a map begins"),
   ...attemptFields,
 });
 
@@ -121,7 +153,9 @@ export const RunWithNodesSchema = RunSchema.extend({
         status: z.enum(RUN_STATUSES),
       }),
     )
-    .describe("the child runs of its workflow nodes, by node, visit and attempt"),
+    .describe(
+      "the child runs of its workflow nodes, by node, visit and attempt (not its map items: GET /v1/runs/{id}/nodes/{node_id}/items)",
+    ),
 });
 
 export const EventSchema = z.object({

@@ -108,7 +108,10 @@ export interface Store {
   /** The run with its current visits and its compensation rows (PostgreSQL: one statement). */
   readRun(runId: string): Promise<LoadedRun | null>;
   listRuns(filter: RunFilter): Promise<Run[]>;
-  /** The child runs of a run's `workflow` nodes (DESIGN §11.1), by node, visit and attempt. */
+  /**
+   * The child runs of a run's `workflow` nodes (DESIGN §11.1), by node, visit and attempt; not
+   * its map items' runs (`parent.item` set), which listMapItems reads a page at a time.
+   */
   listChildren(runId: string): Promise<ChildRun[]>;
   /** A `map` visit's items by index, from `after` (exclusive; -1: from the start), at most `limit`. */
   listMapItems(key: VisitKey, options: { after: number; limit: number }): Promise<MapItem[]>;

@@ -45,7 +45,7 @@ export interface Run {
   deadline_at: number;
   ended_at: number | null;
   /** The parent attempt this child run is (a workflow node's); null for a top-level run. */
-  parent?: { run_id: string; node_id: string; visit: number; attempt: number; depth: number } | null;
+  parent?: { run_id: string; node_id: string; visit: number; attempt: number; depth: number; item?: number } | null;
 }
 
 /** A child run of a workflow node, as its parent lists it. */
@@ -78,6 +78,35 @@ export interface Visit {
   started_at: number | null;
   ended_at: number | null;
   deadline_at: number | null;
+  /** A map node's item counts; null (or absent, from an older server) for other kinds. */
+  items?: MapCounts | null;
+}
+
+/** A map visit's items by state. */
+export interface MapCounts {
+  total: number;
+  pending: number;
+  running: number;
+  succeeded: number;
+  failed: number;
+  cancelled: number;
+}
+
+/** One item of a map visit, as GET /v1/runs/{id}/nodes/{node_id}/items lists it. */
+export interface MapItem {
+  index: number;
+  item: unknown;
+  state: "PENDING" | "RUNNING" | "SUCCEEDED" | "FAILED" | "CANCELLED";
+  child_run_id: string | null;
+  output: unknown;
+  error: VisitError | null;
+  started_at: number | null;
+  ended_at: number | null;
+}
+
+export interface MapItemPage {
+  items: MapItem[];
+  next_after: number | null;
 }
 
 export interface Compensation {

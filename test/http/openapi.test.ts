@@ -48,6 +48,7 @@ describe("GET /v1/openapi.json", () => {
         "POST /v1/runs/{run_id}/retry",
         "GET /v1/runs/{run_id}/events",
         "GET /v1/runs/{run_id}/graph",
+        "GET /v1/runs/{run_id}/nodes/{node_id}/items",
         "GET /v1/reviews",
         "POST /v1/runs/{run_id}/nodes/{node_id}/review",
         "POST /v1/runs/{run_id}/events",
@@ -91,6 +92,17 @@ describe("GET /v1/openapi.json", () => {
     expect(runSchema).toContain('"parent"');
     expect(runSchema).toContain('"children"');
     expect(doc.paths["/v1/runs/{run_id}/graph"]?.get?.responses["200"]?.content).toHaveProperty("text/plain");
+    // A map visit has its item counts; its items are a route of their own, a page at a time.
+    expect(runSchema).toContain('"pending"');
+    const items = doc.paths["/v1/runs/{run_id}/nodes/{node_id}/items"]?.get;
+    expect(items?.parameters?.map((p) => [p.name, p.in, p.required])).toEqual([
+      ["run_id", "path", true],
+      ["node_id", "path", true],
+      ["visit", "query", false],
+      ["after", "query", false],
+      ["limit", "query", false],
+    ]);
+    expect(JSON.stringify(items?.responses["200"]?.content)).toContain('"child_run_id"');
     expect(doc.paths["/v1/workflows/{id}"]?.put?.requestBody?.content["application/json"]?.schema).toEqual({
       $ref: "#/components/schemas/WorkflowDefinition",
     });

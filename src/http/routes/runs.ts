@@ -5,9 +5,10 @@ import { z } from "zod";
 import { graphModel, renderMermaid } from "../../cli/graph.js";
 import { validateWorkflow } from "../../definition/validate.js";
 import type { Engine } from "../../engine/engine.js";
+import { MAP_ITEMS_MAX_LIMIT } from "../../engine/map-items.js";
 import { ConflictError, ForbiddenError, ValidationError } from "../../errors.js";
 import { ADMINS, type Principal, READERS } from "../auth.js";
-import { EventSchema, RUN_STATUSES, RunParams, RunSchema, RunWithNodesSchema } from "../schemas.js";
+import { EventSchema, MapItemSchema, RUN_STATUSES, RunParams, RunSchema, RunWithNodesSchema } from "../schemas.js";
 import { assertRunInScope, checkRunScope, idsInScope, inScope } from "../scope.js";
 import type { RouteContext } from "../server.js";
 
@@ -54,9 +55,25 @@ const EventsQuery = z
   })
   .strict();
 
+const NodeParams = RunParams.extend({ node_id: z.string().min(1).max(200) }).strict();
+
+const MapItemsQuery = z
+  .object({
+    visit: z.coerce.number().int().min(1).optional().describe("the node's visit (default: its current one)"),
+    after: z.coerce
+      .number()
+      .int()
+      .min(-1)
+      .default(-1)
+      .describe("items after this index (exclusive): next_after of the previous page"),
+    limit: z.coerce.number().int().min(1).max(MAP_ITEMS_MAX_LIMIT).default(100),
+  })
+  .strict();
+
 const Cursor = z.object({ before: z.string().min(1) }).strict();
 
 type Params = z.output<typeof RunParams>;
+type NodeParamsOf = z.output<typeof NodeParams>;
 
 export function registerRunRoutes(app: FastifyInstance, { engine }: RouteContext): void {
   app.post<{ Body: z.output<typeof StartBody> }>(
@@ -141,6 +158,30 @@ export function registerRunRoutes(app: FastifyInstance, { engine }: RouteContext
       assertRunInScope(request.principal, run);
       // Child runs of workflows outside a scoped token's scope are not its to learn of.
       return { ...run, children: run.children.filter((c) => inScope(request.principal, c.workflow_id)) };
+    },
+  );
+
+  app.get<{ Params: NodeParamsOf; Querystring: z.output<typeof MapItemsQuery> }>(
+    "/v1/runs/:run_id/nodes/:node_id/items",
+    {
+      config: { access: READERS, scoped: true },
+      schema: {
+        summary: "A map node's items by index, a page at a time, each with its state and the run that runs it",
+        params: NodeParams,
+        querystring: MapItemsQuery,
+        response: {
+          200: z.object({
+            items: z.array(MapItemSchema),
+            next_after: z.number().int().nullable().describe("pass as after for the next page; null on the last"),
+          }),
+        },
+      },
+    },
+    async (request) => {
+      const { run_id, node_id } = request.params;
+      const { visit, after, limit } = request.query;
+      await checkRunScope(engine, request.principal, run_id);
+      return engine.listMapItems(run_id, node_id, { after, limit, ...(visit === undefined ? {} : { visit }) });
     },
   );
 

@@ -324,7 +324,7 @@ export class PostgresStore implements Store {
       name: "skein_list_children",
       text: `SELECT parent->>'node_id' AS node_id, (parent->>'visit')::int AS visit, (parent->>'attempt')::int AS attempt,
           run_id, workflow_id, status
-        FROM runs WHERE parent->>'run_id' = $1 AND parent IS NOT NULL
+        FROM runs WHERE parent->>'run_id' = $1 AND parent IS NOT NULL AND parent->>'item' IS NULL
         ORDER BY 1, 2, 3`,
       values: [runId],
     });

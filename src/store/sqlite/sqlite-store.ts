@@ -305,6 +305,7 @@ export class SqliteStore implements Store {
     const sql = `SELECT json_extract(parent, '$.node_id') AS node_id, json_extract(parent, '$.visit') AS visit,
         json_extract(parent, '$.attempt') AS attempt, run_id, workflow_id, status
       FROM runs WHERE json_extract(parent, '$.run_id') = ? AND parent IS NOT NULL
+        AND json_extract(parent, '$.item') IS NULL
       ORDER BY node_id, visit, attempt`;
     return this.read(sql).all(runId) as ChildRun[];
   }

@@ -5,6 +5,7 @@
  * state of their current visit (style.css), edges the run took are drawn bold, the others pale.
  */
 import { useId } from "preact/hooks";
+import type { MapCounts } from "../types.js";
 import { layout, NODE_HEIGHT, NODE_WIDTH } from "./layout.js";
 import type { Graph } from "./model.js";
 
@@ -99,9 +100,10 @@ export function GraphView(props: { graph: Graph; selected?: string | undefined; 
             </text>
             {node.visit && (
               <text x="10" y="54" class="node-state">
-                {stateLine(node.visit.state, node.visit.visit, node.visit.attempt)}
+                {stateLine(node.visit.state, node.visit.visit, node.visit.attempt, node.visit.items ?? null)}
               </text>
             )}
+            {node.visit?.items && <MapBar counts={node.visit.items} />}
           </g>
         );
       })}
@@ -109,8 +111,29 @@ export function GraphView(props: { graph: Graph; selected?: string | undefined; 
   );
 }
 
-function stateLine(state: string, visit: number, attempt: number): string {
+/** Bar inside a map node's box, along its bottom edge. */
+const BAR_X = 10;
+const BAR_WIDTH = NODE_WIDTH - 2 * BAR_X;
+const BAR_Y = NODE_HEIGHT - 6;
+const BAR_HEIGHT = 3;
+
+/** A map node's items as a bar: succeeded (green) then failed (red) out of the total (the track). */
+function MapBar(props: { counts: MapCounts }) {
+  const { total, succeeded, failed } = props.counts;
+  const share = (n: number) => (total > 0 ? (BAR_WIDTH * n) / total : 0);
+  return (
+    <g class="map-bar" data-total={total} data-succeeded={succeeded} data-failed={failed}>
+      <title>{`items: ${succeeded} succeeded, ${failed} failed, of ${total}`}</title>
+      <rect class="map-track" x={BAR_X} y={BAR_Y} width={BAR_WIDTH} height={BAR_HEIGHT} />
+      <rect class="map-succeeded" x={BAR_X} y={BAR_Y} width={share(succeeded)} height={BAR_HEIGHT} />
+      <rect class="map-failed" x={BAR_X + share(succeeded)} y={BAR_Y} width={share(failed)} height={BAR_HEIGHT} />
+    </g>
+  );
+}
+
+function stateLine(state: string, visit: number, attempt: number, items: MapCounts | null): string {
   const parts = [state];
+  if (items) parts.push(`${items.succeeded + items.failed + items.cancelled}/${items.total}`);
   if (visit > 1) parts.push(`visit ${visit}`);
   if (attempt > 1) parts.push(`attempt ${attempt}`);
   return parts.join(" · ");

@@ -3,6 +3,7 @@ import { Badge, JsonBlock } from "../components.js";
 import { elapsed, text, time } from "../format.js";
 import { href } from "../route.js";
 import type { ChildRun, RunEvent, Visit } from "../types.js";
+import { MapItems } from "./map-items.js";
 
 export function NodeDetails(props: { visit: Visit; events: RunEvent[]; children?: ChildRun[]; now: number }) {
   const { visit: v, events, now } = props;
@@ -71,6 +72,7 @@ export function NodeDetails(props: { visit: Visit; events: RunEvent[]; children?
           </ul>
         </>
       )}
+      {v.items && <MapItems visit={v} counts={v.items} />}
       <h4>Payload</h4>
       <JsonBlock value={v.payload} />
       <h4>Output</h4>

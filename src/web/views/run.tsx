@@ -10,7 +10,7 @@ import { Badge, ErrorNote, JsonBlock } from "../components.js";
 import { elapsed, time } from "../format.js";
 import { GraphView } from "../graph/graph-view.js";
 import { workflowGraph } from "../graph/model.js";
-import { useLoad, useNow } from "../hooks.js";
+import { useLiveEvents, useLoad, useNow } from "../hooks.js";
 import { href, navigate } from "../route.js";
 import { openStream } from "../stream.js";
 import type { RunEvent, RunWithNodes, Workflow } from "../types.js";
@@ -31,6 +31,7 @@ export function RunPage(props: { runId: string; node?: string | undefined }) {
     version,
   );
   const events = useRunEvents(runId, run.reload);
+  useMapProgress(runId, data, run.reload);
   const now = useNow();
   const [dialog, setDialog] = useState<"cancel" | "retry" | "event" | null>(null);
 
@@ -88,7 +89,8 @@ export function RunPage(props: { runId: string; node?: string | undefined }) {
               <a href={href({ page: "run", runId: data.parent.run_id, node: data.parent.node_id })}>
                 {data.parent.run_id}
               </a>{" "}
-              (node {data.parent.node_id}, visit {data.parent.visit}, attempt {data.parent.attempt})
+              (node {data.parent.node_id}, visit {data.parent.visit}, attempt {data.parent.attempt}
+              {data.parent.item === undefined ? "" : `, item ${data.parent.item}`})
             </dd>
           </>
         )}
@@ -227,6 +229,20 @@ export function RunPage(props: { runId: string; node?: string | undefined }) {
       {dialog === "retry" && <RetryDialog run={data} onClose={() => setDialog(null)} onDone={() => run.reload()} />}
     </section>
   );
+}
+
+/** Other runs' starts and ends: a map's items are runs, and they start and end without an event of this run. */
+const ITEM_RUN_EVENTS: ReadonlySet<string> = new Set(["run.started", "run.succeeded", "run.failed", "run.cancelled"]);
+
+/**
+ * While a map node of the run is RUNNING, reloads the run (its counts) when another run starts or
+ * ends: one of them may be its item. Reloads fold together while one is in flight (useLoad).
+ */
+function useMapProgress(runId: string, run: RunWithNodes | undefined, reload: () => void): void {
+  const mapRunning = run?.nodes.some((n) => n.items && n.state === "RUNNING") ?? false;
+  useLiveEvents((event) => {
+    if (mapRunning && event !== null && event.run_id !== runId && ITEM_RUN_EVENTS.has(event.type)) reload();
+  });
 }
 
 /** The run's events: its history replayed, then live ones; each one also reloads the run. */

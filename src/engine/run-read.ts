@@ -1,0 +1,22 @@
+/** getRun's answer: the run, its current visits in document order, its compensations and its child runs. */
+import type { Visit } from "../core/types.js";
+import { NotFoundError } from "../errors.js";
+import type { Store } from "../store/store.js";
+import type { RunWithNodes } from "./engine-options.js";
+import { mapProgress } from "./map-items.js";
+import type { WorkflowRegistry } from "./registry.js";
+
+/** @throws NotFoundError for an unknown run */
+export async function readRunWithNodes(store: Store, registry: WorkflowRegistry, runId: string): Promise<RunWithNodes> {
+  const read = await store.readRun(runId);
+  if (!read) throw new NotFoundError(`run ${runId} does not exist; check the run id and the database`);
+  const { run, compensations } = read;
+  // A map visit's counts as shown, with its items not started yet (the store keeps no such count).
+  const nodes = read.visits.map((v) => ({ ...v, items: mapProgress(v.items) }));
+  const { graph } = await registry.get(run.workflow_id, run.workflow_version);
+  const order = (v: Visit) => graph.nodes.get(v.node_id)?.index ?? 0;
+  const waiting_reviews = nodes.filter((n) => n.state === "IN_REVIEW").length;
+  // Map items are child runs too, but listChildren leaves them out: they are read by listMapItems, a page at a time.
+  const children = await store.listChildren(runId);
+  return { ...run, nodes: nodes.sort((a, b) => order(a) - order(b)), waiting_reviews, compensations, children };
+}
