@@ -40,6 +40,7 @@ export interface EngineRow {
   heartbeat_at: number;
 }
 
+/** Which runs `listRuns` gives; a map's item runs only when `workflow_id` names their item workflow. */
 export interface RunFilter {
   status?: RunStatus;
   workflow_id?: string;

@@ -94,6 +94,9 @@ describe("map", () => {
     expect(itemRun.workflow_id).toBe("fanout/answer");
     expect(itemRun.parent).toMatchObject({ run_id: runId, node_id: "answer", visit: 1, item: 0 });
     expect(itemRun.input).toBe(3);
+    // Runs lists leave item runs out unless asked for by their workflow id.
+    expect((await engine.listRuns()).map((r) => r.run_id)).toEqual([runId]);
+    expect(await engine.listRuns({ workflow_id: "fanout/answer" })).toHaveLength(8);
   });
 
   it("never runs more than max_concurrency items at once, and starts the next as one ends", async () => {

@@ -347,6 +347,7 @@ export class PostgresStore implements Store {
     };
     if (filter.status) where.push(`status = ${param(filter.status)}`);
     if (filter.workflow_id) where.push(`workflow_id = ${param(filter.workflow_id)}`);
+    else where.push("strpos(workflow_id, '/') = 0"); // not a map's item runs, unless asked for by id
     if (filter.workflow_ids) where.push(`workflow_id = ANY(${param(filter.workflow_ids)}::text[])`);
     if (filter.before) {
       where.push(`(created_at, run_id) < (SELECT created_at, run_id FROM runs WHERE run_id = ${param(filter.before)})`);

@@ -284,7 +284,7 @@ export class SqliteStore implements Store {
     if (filter.workflow_id) {
       where.push("workflow_id = ?");
       params.push(filter.workflow_id);
-    }
+    } else where.push("instr(workflow_id, '/') = 0"); // not a map's item runs, unless asked for by id
     if (filter.workflow_ids) {
       where.push(
         filter.workflow_ids.length === 0 ? "0" : `workflow_id IN (${filter.workflow_ids.map(() => "?").join(", ")})`,
