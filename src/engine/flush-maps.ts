@@ -136,10 +136,13 @@ export async function settleItem(f: Flush, child: RunState): Promise<boolean> {
   if (!prs) return false;
   f.settledChildren.add(child.run.run_id);
   const run = child.run;
-  const state: MapItemState = run.status === "SUCCEEDED" ? "SUCCEEDED" : run.status === "FAILED" ? "FAILED" : "CANCELLED";
+  const state: MapItemState =
+    run.status === "SUCCEEDED" ? "SUCCEEDED" : run.status === "FAILED" ? "FAILED" : "CANCELLED";
   const key = { run_id: parent.run_id, node_id: parent.node_id, visit: parent.visit };
+  // The item's output is its node's (the run's output wraps it under the node id).
+  const output = state === "SUCCEEDED" ? (child.current.get(parent.node_id)?.output ?? null) : null;
   await f.tx.updateMapItems([
-    { key, index: parent.item, state, output: run.output, error: run.error, ended_at: run.ended_at ?? f.now },
+    { key, index: parent.item, state, output, error: run.error, ended_at: run.ended_at ?? f.now },
   ]);
   const a = attemptOf(prs, executionId(parent.run_id, parent.node_id, parent.visit));
   if (a?.kind !== "visit" || !a.current || a.row.attempt !== parent.attempt || a.row.holder !== MAP_HOLDER) return true;

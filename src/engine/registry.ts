@@ -6,7 +6,7 @@ import type { Ajv, ValidateFunction } from "ajv";
 import { kindOf } from "../core/kinds/index.js";
 import { type MapPayload, map as mapKind } from "../core/kinds/map.js";
 import { workflow as workflowKind } from "../core/kinds/workflow.js";
-import type { WorkflowGraph } from "../definition/graph.js";
+import type { CompiledNode, WorkflowGraph } from "../definition/graph.js";
 import type { WorkflowDefinition } from "../definition/schema.js";
 import { parseWorkflowOrThrow, type ValidateOptions, validateWorkflow } from "../definition/validate.js";
 import { NotFoundError, type Problem, ValidationError } from "../errors.js";
@@ -60,6 +60,7 @@ export class WorkflowRegistry {
     const { version: _ignored, ...content } = json as Record<string, unknown>;
     const text = canonicalJson(content);
     const { version, created } = await this.store.putWorkflow(workflow.id, sha256(text), text, now);
+    await this.putItemWorkflows(graph, workflow.id, version, now);
     // The document exactly as the store keeps it: canonical content plus the version.
     const document = { ...(JSON.parse(text) as Record<string, unknown>), version };
     this.cache.set(key(workflow.id, version), {
@@ -151,12 +152,14 @@ export class WorkflowRegistry {
   /**
    * The one-node workflow a `map` node's items run (`<workflow_id>/<node_id>`, at the parent's
    * version): its node is the map's `each`, with the map node's retry settings and timeout. It is
-   * made from the parent's definition, never stored, so it cannot drift from it.
+   * made from the parent's definition (the row `register` stores for it is what runs refer to).
    */
   private async itemWorkflow(id: string, version: number | undefined): Promise<LoadedWorkflow> {
     const [parentId = "", nodeId = ""] = id.split(ITEM_SEPARATOR, 2);
     if (version === undefined) {
-      throw new NotFoundError(`workflow "${id}" is the item workflow of map node "${nodeId}" of "${parentId}": start "${parentId}" instead`);
+      throw new NotFoundError(
+        `workflow "${id}" is the item workflow of map node "${nodeId}" of "${parentId}": start "${parentId}" instead`,
+      );
     }
     const cached = this.cache.get(key(id, version));
     if (cached) return cached;
@@ -165,32 +168,36 @@ export class WorkflowRegistry {
     if (!node || node.kind !== mapKind) {
       throw new NotFoundError(`workflow "${parentId}" version ${version} has no map node "${nodeId}"`);
     }
-    const each = (node.def.payload as { each: MapPayload["each"] }).each;
-    const item =
-      "agent_type" in each
-        ? { agent_type: each.agent_type, payload: each.payload ?? {}, ...("compensation" in each ? { compensation: each.compensation } : {}) }
-        : { agent_type: "workflow", payload: { workflow_id: each.workflow_id, version: each.version ?? null, input: each.input ?? "{{ item }}" } };
-    const definition = {
-      id: "map-item",
-      timeout: parent.graph.timeout,
-      nodes: [
-        {
-          node_id: nodeId,
-          ...item,
-          retry_count: node.retry_count,
-          retry_interval: node.retry_interval,
-          retry_backoff: node.retry_backoff,
-          retry_max_interval: node.retry_max_interval,
-          retry_jitter: node.retry_jitter,
-          timeout: node.timeout,
-          ...(node.heartbeat_timeout === null ? {} : { heartbeat_timeout: node.heartbeat_timeout }),
-        },
-      ],
+    const definition = itemDefinition(parent.graph, node);
+    const { workflow, graph } = parseWorkflowOrThrow(definition, {
+      maxOutputBytes: this.options.maxOutputBytes,
+      stored: true,
+    });
+    const loaded = {
+      id,
+      version,
+      document: { ...definition, id, version },
+      definition: workflow,
+      graph,
+      checkInput: () => [],
     };
-    const { workflow, graph } = parseWorkflowOrThrow(definition, { maxOutputBytes: this.options.maxOutputBytes, stored: true });
-    const loaded = { id, version, document: { ...definition, id, version }, definition: workflow, graph, checkInput: () => [] };
     this.cache.set(key(id, version), loaded);
     return loaded;
+  }
+
+  /** Stores the item workflows of a version's map nodes at that version (runs refer to their workflow's row). */
+  private async putItemWorkflows(graph: WorkflowGraph, id: string, version: number, now: number): Promise<void> {
+    for (const node of graph.nodes.values()) {
+      if (node.kind !== mapKind) continue;
+      const text = canonicalJson({ ...itemDefinition(graph, node), id: itemWorkflowId(id, node.id), version });
+      await this.store.putWorkflowVersion(
+        itemWorkflowId(id, node.id),
+        version,
+        sha256(`${version}\n${text}`),
+        text,
+        now,
+      );
+    }
   }
 
   private async compileInputSchema(workflow: WorkflowDefinition): Promise<(input: unknown) => Problem[]> {
@@ -215,6 +222,39 @@ export class WorkflowRegistry {
       }));
     };
   }
+}
+
+/** The one-node definition a map node's items run: `each`, with the node's retry settings and timeout. */
+function itemDefinition(parent: WorkflowGraph, node: CompiledNode) {
+  const each = (node.def.payload as { each: MapPayload["each"] }).each;
+  const item =
+    "agent_type" in each
+      ? {
+          agent_type: each.agent_type,
+          payload: each.payload ?? {},
+          ...("compensation" in each ? { compensation: each.compensation } : {}),
+        }
+      : {
+          agent_type: "workflow",
+          payload: { workflow_id: each.workflow_id, version: each.version ?? null, input: each.input ?? "{{ item }}" },
+        };
+  return {
+    id: "map-item",
+    timeout: parent.timeout,
+    nodes: [
+      {
+        node_id: node.id,
+        ...item,
+        retry_count: node.retry_count,
+        retry_interval: node.retry_interval,
+        retry_backoff: node.retry_backoff,
+        retry_max_interval: node.retry_max_interval,
+        retry_jitter: node.retry_jitter,
+        timeout: node.timeout,
+        ...(node.heartbeat_timeout === null ? {} : { heartbeat_timeout: node.heartbeat_timeout }),
+      },
+    ],
+  };
 }
 
 /** Between a workflow id and a map node's id in the id of the map's item workflow (`/` is never in a workflow id). */

@@ -10,7 +10,18 @@
  * skipped and found again later). SQLite has one writer and ignores the locks.
  */
 import type { RunStatus } from "../core/states.js";
-import type { Compensation, InboxEvent, Json, MapItem, MapItemState, NewEvent, Run, RunEvent, Visit, VisitError } from "../core/types.js";
+import type {
+  Compensation,
+  InboxEvent,
+  Json,
+  MapItem,
+  MapItemState,
+  NewEvent,
+  Run,
+  RunEvent,
+  Visit,
+  VisitError,
+} from "../core/types.js";
 
 export interface StoredWorkflow {
   id: string;
@@ -83,8 +94,14 @@ export interface Store {
     definition: string,
     now: number,
   ): Promise<{ version: number; created: boolean }>;
+  /**
+   * Stores a definition under a version the caller gives, unless that version exists (a map
+   * node's item workflow, at its parent's version: runs refer to their workflow row).
+   */
+  putWorkflowVersion(id: string, version: number, hash: string, definition: string, now: number): Promise<void>;
   /** The given version, or the latest. */
   getWorkflow(id: string, version?: number): Promise<StoredWorkflow | null>;
+  /** Workflows by id with their latest version; not map nodes' item workflows (their ids hold a `/`). */
   listWorkflows(): Promise<{ id: string; version: number; created_at: number }[]>;
 
   getRun(runId: string): Promise<Run | null>;
@@ -200,6 +217,14 @@ export interface MapItemUpdate {
   ended_at?: number | null;
 }
 
+/** Thrown by `updateMapItems` for an item row that does not exist: the engine's mistake, never the user's. */
+export function missingMapItem(u: Pick<MapItemUpdate, "key" | "index">): Error {
+  return new Error(
+    `skein: map visit ${u.key.run_id}/${u.key.node_id}#${u.key.visit} has no item ${u.index} to update; ` +
+      "items are inserted (insertMapItems) before they change",
+  );
+}
+
 /** The item rows of `map` visits (DESIGN §11.1), inside a write transaction. */
 export interface MapTx {
   /**
@@ -211,7 +236,10 @@ export interface MapTx {
   insertMapItems(key: VisitKey, items: Json[], now: number): Promise<{ total: number; carried: number }>;
   /** PENDING items with index >= `from`, by index, at most `limit`. */
   pendingMapItems(key: VisitKey, from: number, limit: number): Promise<{ index: number; item: Json }[]>;
-  /** Writes these changes (fields left out keep their values). */
+  /**
+   * Writes these changes (fields left out keep their values; several of one item apply in order).
+   * @throws Error (missingMapItem) when an item has no row; the others may be written, so let the transaction roll back.
+   */
   updateMapItems(updates: MapItemUpdate[]): Promise<void>;
   /** The child runs of RUNNING items of the visit, at most `limit`. */
   runningMapItems(key: VisitKey, limit: number): Promise<string[]>;

@@ -54,6 +54,7 @@ export function visit(node_id: string, state: VisitState = "PENDING", extra: Par
     created_at: 0,
     started_at: null,
     ended_at: null,
+    items: null,
     ...extra,
   };
 }

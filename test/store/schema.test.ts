@@ -40,6 +40,7 @@ describe("SQLite schema", () => {
       { version: 3, name: "waiting" },
       { version: 4, name: "children" },
       { version: 5, name: "inbox" },
+      { version: 6, name: "map" },
     ]);
     db.close();
   });

@@ -57,6 +57,21 @@ CREATE TABLE inbox (
   delivered_at       INTEGER
 );
 
+CREATE TABLE map_items (
+  run_id        TEXT    NOT NULL,
+  node_id       TEXT    NOT NULL,
+  visit         INTEGER NOT NULL,
+  idx           INTEGER NOT NULL,  -- its position in the list: the output's slot
+  item          TEXT    NOT NULL,  -- the item, as JSON
+  state         TEXT    NOT NULL,  -- PENDING, RUNNING, SUCCEEDED, FAILED, CANCELLED
+  child_run_id  TEXT,              -- the child run that runs it; NULL while PENDING
+  output        TEXT,              -- the child's output once SUCCEEDED
+  error         TEXT,              -- the child's error once FAILED or CANCELLED
+  started_at    INTEGER,
+  ended_at      INTEGER,
+  PRIMARY KEY (run_id, node_id, visit, idx)
+);
+
 CREATE TABLE runs (
   run_id            TEXT    PRIMARY KEY,
   workflow_id       TEXT    NOT NULL,
@@ -106,7 +121,7 @@ CREATE TABLE visits (
   holder          TEXT,                        -- engine id (or worker id) holding the attempt
   created_at      INTEGER NOT NULL,
   started_at      INTEGER,
-  ended_at        INTEGER,
+  ended_at        INTEGER, items TEXT,
   PRIMARY KEY (run_id, node_id, visit)
 );
 
@@ -133,6 +148,12 @@ CREATE UNIQUE INDEX inbox_key_idempotency ON inbox (name, key, idempotency_key) 
 CREATE UNIQUE INDEX inbox_run_idempotency ON inbox (run_id, idempotency_key) WHERE run_id IS NOT NULL;
 
 CREATE INDEX inbox_undelivered ON inbox (run_id, seq) WHERE delivered_at IS NULL AND run_id IS NOT NULL;
+
+CREATE INDEX map_items_pending ON map_items (run_id, node_id, visit, idx) WHERE state = 'PENDING';
+
+CREATE INDEX map_items_running ON map_items (run_id, node_id, visit, idx) WHERE state = 'RUNNING';
+
+CREATE INDEX map_items_running_children ON map_items (child_run_id) WHERE state = 'RUNNING';
 
 CREATE INDEX runs_active_children ON runs (created_at) WHERE parent IS NOT NULL AND ended_at IS NULL;
 

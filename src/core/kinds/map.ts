@@ -46,7 +46,8 @@ export const map: NodeKind = {
     if (node.decide !== undefined) {
       problems.push({
         path: `${checks.at}.decide`,
-        message: "a map node has no decide hook: its output is the list of its items' outputs; decide on the node after it",
+        message:
+          "a map node has no decide hook: its output is the list of its items' outputs; decide on the node after it",
       });
     }
     const next = node.next_on_success;
@@ -126,7 +127,10 @@ function payloadProblems(payload: Json, templates: boolean): { path: string; mes
   }
   const items = p.items;
   if (items === undefined) {
-    problems.push({ path: "items", message: `is required: the list to map over (a template giving an array), e.g. ${EXAMPLE}` });
+    problems.push({
+      path: "items",
+      message: `is required: the list to map over (a template giving an array), e.g. ${EXAMPLE}`,
+    });
   } else if (!isTemplate(items)) {
     if (!Array.isArray(items)) {
       problems.push({
@@ -177,7 +181,24 @@ function eachProblems(each: Json | undefined): { path: string; message: string }
     const field = hasAgent ? "agent_type" : "workflow_id";
     problems.push({ path: `each.${field}`, message: `must be a name (not a template), got ${JSON.stringify(name)}` });
   } else if (hasAgent && name === "map") {
-    problems.push({ path: "each.agent_type", message: 'cannot be "map": map over a workflow that holds a map node instead' });
+    problems.push({
+      path: "each.agent_type",
+      message: 'cannot be "map": map over a workflow that holds a map node instead',
+    });
+  }
+  const isObject = (x: Json | undefined) => x !== null && typeof x === "object" && !Array.isArray(x);
+  if (hasAgent && each.payload !== undefined && !isObject(each.payload)) {
+    problems.push({
+      path: "each.payload",
+      message: `must be an object (the item agent's payload), e.g. { "question": "{{ item }}" }, got ${JSON.stringify(each.payload)}`,
+    });
+  }
+  const compensation = each.compensation;
+  if (
+    compensation !== undefined &&
+    (!isObject(compensation) || typeof (compensation as { agent_type?: unknown }).agent_type !== "string")
+  ) {
+    problems.push({ path: "each.compensation", message: 'must be { "agent_type": ..., "payload": { ... } }' });
   }
   return problems;
 }

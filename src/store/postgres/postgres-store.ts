@@ -9,7 +9,7 @@
 
 import pg from "pg";
 import type { Logger } from "pino";
-import type { Compensation, Run, RunEvent, Visit } from "../../core/types.js";
+import type { Compensation, MapItem, Run, RunEvent, Visit } from "../../core/types.js";
 import { DatabaseError, ValidationError } from "../../errors.js";
 import { Serial } from "../serial.js";
 import type {
@@ -21,6 +21,7 @@ import type {
   Store,
   StoredWorkflow,
   StoreTx,
+  VisitKey,
 } from "../store.js";
 import {
   type ConnectionSettings,
@@ -29,6 +30,7 @@ import {
   DEFAULT_SCHEMA,
 } from "./connection.js";
 import { RUNS_WAITING_ON_KEY } from "./inbox.js";
+import { type DbMapItem, LIST_MAP_ITEMS, mapItemFromDb } from "./map-items.js";
 import { migrate } from "./migrate.js";
 import { connectError } from "./pg-errors.js";
 import { HOLDS_ATTEMPTS, type LoadedRunRow, loadedRun, loadRunsSql, PostgresTx } from "./postgres-tx.js";
@@ -283,9 +285,19 @@ export class PostgresStore implements Store {
     return row ?? null;
   }
 
+  async putWorkflowVersion(id: string, version: number, hash: string, definition: string, now: number) {
+    await this.inTransaction(async (session) => {
+      await session.query({
+        text: `INSERT INTO workflows (id, version, hash, definition, created_at) VALUES ($1, $2, $3, $4, $5)
+               ON CONFLICT DO NOTHING`,
+        values: [id, version, hash, definition, now],
+      });
+    });
+  }
+
   async listWorkflows(): Promise<{ id: string; version: number; created_at: number }[]> {
     return this.read({
-      text: "SELECT id, max(version) AS version, max(created_at) AS created_at FROM workflows GROUP BY id ORDER BY id",
+      text: "SELECT id, max(version) AS version, max(created_at) AS created_at FROM workflows WHERE strpos(id, '/') = 0 GROUP BY id ORDER BY id",
     });
   }
 
@@ -316,6 +328,14 @@ export class PostgresStore implements Store {
         ORDER BY 1, 2, 3`,
       values: [runId],
     });
+  }
+
+  async listMapItems(key: VisitKey, options: { after: number; limit: number }): Promise<MapItem[]> {
+    const rows = await this.read<DbMapItem>({
+      ...LIST_MAP_ITEMS,
+      values: [key.run_id, key.node_id, key.visit, options.after, options.limit],
+    });
+    return rows.map(mapItemFromDb);
   }
 
   async listRuns(filter: RunFilter): Promise<Run[]> {

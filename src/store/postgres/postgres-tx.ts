@@ -6,8 +6,17 @@
  * connection (`name`).
  */
 import type { Compensation, NewEvent, Run, RunEvent, Visit } from "../../core/types.js";
-import { EMPTY_BATCH, type InboxTx, type LoadedRun, type StoreTx, type VisitKey, type WriteBatch } from "../store.js";
+import {
+  EMPTY_BATCH,
+  type InboxTx,
+  type LoadedRun,
+  type MapTx,
+  type StoreTx,
+  type VisitKey,
+  type WriteBatch,
+} from "../store.js";
 import { postgresInbox } from "./inbox.js";
+import { postgresMapItems } from "./map-items.js";
 import { noticePayload } from "./ready-listener.js";
 import {
   COMPENSATION_COLUMNS,
@@ -239,11 +248,15 @@ const SQL = {
     text: `SELECT c.run_id FROM visits v JOIN runs c ON c.run_id = substr(v.holder, 5)
            WHERE v.holder LIKE 'run:%' AND v.is_current AND c.status IN ('SUCCEEDED', 'FAILED', 'CANCELLED') LIMIT $1`,
   },
+  // A workflow node's child is run by the attempt holding it (holder run:<child>); a map item's
+  // by its map visit while that runs, held by `map`, at the attempt that started the item.
   orphanedChildren: {
     name: "skein_orphaned_children",
     text: `SELECT c.run_id FROM runs c WHERE c.parent IS NOT NULL AND c.ended_at IS NULL AND NOT EXISTS (
              SELECT 1 FROM visits v WHERE v.run_id = c.parent->>'run_id' AND v.node_id = c.parent->>'node_id'
-               AND v.visit = (c.parent->>'visit')::int AND v.state = 'RUNNING' AND v.holder = 'run:' || c.run_id)
+               AND v.visit = (c.parent->>'visit')::int AND v.state = 'RUNNING'
+               AND CASE WHEN c.parent->>'item' IS NULL THEN v.holder = 'run:' || c.run_id
+                        ELSE v.holder = 'map' AND v.attempt = (c.parent->>'attempt')::int END)
            ORDER BY c.created_at LIMIT $1`,
   },
   expiredRuns: {
@@ -281,6 +294,14 @@ export class PostgresTx implements StoreTx {
     this.events.inboxByIdempotencyKey(scope, key);
   readonly writeInbox: InboxTx["writeInbox"] = (rows) => this.events.writeInbox(rows);
   readonly pruneKeyed: InboxTx["pruneKeyed"] = (before) => this.events.pruneKeyed(before);
+  private readonly items: MapTx = postgresMapItems((config, values) => this.q(config, values));
+  readonly insertMapItems: MapTx["insertMapItems"] = (key, items, now) => this.items.insertMapItems(key, items, now);
+  readonly pendingMapItems: MapTx["pendingMapItems"] = (key, from, limit) =>
+    this.items.pendingMapItems(key, from, limit);
+  readonly updateMapItems: MapTx["updateMapItems"] = (updates) => this.items.updateMapItems(updates);
+  readonly runningMapItems: MapTx["runningMapItems"] = (key, limit) => this.items.runningMapItems(key, limit);
+  readonly mapOutput: MapTx["mapOutput"] = (key, maxBytes) => this.items.mapOutput(key, maxBytes);
+  readonly mapItemsToSettle: MapTx["mapItemsToSettle"] = (limit) => this.items.mapItemsToSettle(limit);
 
   constructor(
     private readonly session: Session,

@@ -90,6 +90,7 @@ export const VISIT_COLUMNS: Columns<Visit> = {
   created_at: "bigint",
   started_at: "bigint",
   ended_at: "bigint",
+  items: "json",
 };
 
 export const COMPENSATION_COLUMNS: Columns<Compensation> = {

@@ -1,6 +1,6 @@
 /** Conversion between SQLite rows (snake_case, JSON as text, booleans as 0/1) and domain types. */
 import type { EndCause, RunStatus, VisitState } from "../../core/states.js";
-import type { Compensation, Json, Run, RunEvent, RunParent, Visit, VisitError } from "../../core/types.js";
+import type { Compensation, Json, MapCounts, Run, RunEvent, RunParent, Visit, VisitError } from "../../core/types.js";
 
 export interface DbRun {
   run_id: string;
@@ -50,6 +50,7 @@ export interface DbVisit {
   created_at: number;
   started_at: number | null;
   ended_at: number | null;
+  items: string | null;
 }
 
 export interface DbCompensation {
@@ -125,6 +126,7 @@ export function visitFromDb(r: DbVisit): Visit {
     error: parse<VisitError>(r.error),
     handled: r.handled === 1,
     fired: parse<string[]>(r.fired),
+    items: parse<MapCounts>(r.items),
   };
 }
 
@@ -139,6 +141,7 @@ export function visitToDb(v: Visit): DbVisit {
     error: text(v.error),
     handled: v.handled ? 1 : 0,
     fired: text(v.fired),
+    items: text(v.items),
   };
 }
 

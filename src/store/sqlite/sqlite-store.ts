@@ -8,7 +8,7 @@
 
 import type Database from "better-sqlite3";
 import type { Logger } from "pino";
-import type { Compensation, NewEvent, Run, RunEvent, Visit } from "../../core/types.js";
+import type { Compensation, MapItem, NewEvent, Run, RunEvent, Visit } from "../../core/types.js";
 import { DatabaseError, ValidationError } from "../../errors.js";
 import { Serial } from "../serial.js";
 import type { ChildRun, EngineRow, RunFilter, Store, StoredWorkflow, StoreTx, VisitKey } from "../store.js";
@@ -16,6 +16,7 @@ import { Checkpointer } from "./checkpointer.js";
 import { assertDirectory, configure, openConnection, WAL_CHECKPOINT_BYTES, walBytes } from "./connection.js";
 import { EngineLock, engineLockPath } from "./engine-lock.js";
 import { RUNS_WAITING_ON_KEY, sqliteInbox } from "./inbox.js";
+import { type DbMapItem, LIST_MAP_ITEMS, mapItemFromDb, sqliteMapItems } from "./map-items.js";
 import { assertSkeinDatabase, migrate } from "./migrate.js";
 import {
   compensationFromDb,
@@ -247,9 +248,17 @@ export class SqliteStore implements Store {
     return (row as StoredWorkflow | undefined) ?? null;
   }
 
+  async putWorkflowVersion(id: string, version: number, hash: string, definition: string, now: number) {
+    await this.transaction(async () => {
+      this.writer
+        .prepare("INSERT OR IGNORE INTO workflows (id, version, hash, definition, created_at) VALUES (?, ?, ?, ?, ?)")
+        .run(id, version, hash, definition, now);
+    });
+  }
+
   async listWorkflows() {
     return this.read(
-      "SELECT id, max(version) AS version, max(created_at) AS created_at FROM workflows GROUP BY id ORDER BY id",
+      "SELECT id, max(version) AS version, max(created_at) AS created_at FROM workflows WHERE instr(id, '/') = 0 GROUP BY id ORDER BY id",
     ).all() as { id: string; version: number; created_at: number }[];
   }
 
@@ -298,6 +307,11 @@ export class SqliteStore implements Store {
       FROM runs WHERE json_extract(parent, '$.run_id') = ? AND parent IS NOT NULL
       ORDER BY node_id, visit, attempt`;
     return this.read(sql).all(runId) as ChildRun[];
+  }
+
+  async listMapItems(key: VisitKey, options: { after: number; limit: number }): Promise<MapItem[]> {
+    const rows = this.read(LIST_MAP_ITEMS).all(key.run_id, key.node_id, key.visit, options.after, options.limit);
+    return (rows as DbMapItem[]).map(mapItemFromDb);
   }
 
   async listVisits(runId: string, options: { currentOnly?: boolean } = {}): Promise<Visit[]> {
@@ -445,6 +459,7 @@ export class SqliteStore implements Store {
     const keys = (rows: unknown[]) => rows as VisitKey[];
     const tx: StoreTx = {
       ...sqliteInbox(this.writer),
+      ...sqliteMapItems(this.writer),
       runByIdempotencyKey: async (key) => {
         const row = s.runByKey.get(key) as DbRun | undefined;
         return row ? runFromDb(row) : null;
@@ -629,11 +644,15 @@ function prepare(db: Db) {
       `SELECT c.run_id FROM visits v JOIN runs c ON c.run_id = substr(v.holder, 5)
        WHERE v.holder LIKE 'run:%' AND v.is_current = 1 AND c.status IN ('SUCCEEDED', 'FAILED', 'CANCELLED') LIMIT ?`,
     ),
+    // A workflow node's child is run by the attempt holding it (holder run:<child>); a map item's
+    // by its map visit while that runs, held by `map`, at the attempt that started the item.
     orphanedChildren: db.prepare(
       `SELECT c.run_id FROM runs c WHERE c.parent IS NOT NULL AND c.ended_at IS NULL AND NOT EXISTS (
          SELECT 1 FROM visits v WHERE v.run_id = json_extract(c.parent, '$.run_id')
            AND v.node_id = json_extract(c.parent, '$.node_id') AND v.visit = json_extract(c.parent, '$.visit')
-           AND v.state = 'RUNNING' AND v.holder = 'run:' || c.run_id)
+           AND v.state = 'RUNNING'
+           AND CASE WHEN json_extract(c.parent, '$.item') IS NULL THEN v.holder = 'run:' || c.run_id
+                    ELSE v.holder = 'map' AND v.attempt = json_extract(c.parent, '$.attempt') END)
        ORDER BY c.created_at LIMIT ?`,
     ),
     expiredRuns: db.prepare(
@@ -724,6 +743,7 @@ const visitRowShape: Record<keyof DbVisit, true> = {
   created_at: true,
   started_at: true,
   ended_at: true,
+  items: true,
 };
 
 /** What a visit's UPDATE writes: every column but its identity and creation time. */

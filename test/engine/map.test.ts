@@ -1,0 +1,371 @@
+/**
+ * The `map` node (DESIGN §11.1) on both stores: one child run per item, at most max_concurrency
+ * at a time, outputs in item order, tolerated failures, cancellation, redrive and loops.
+ * Synchronised by the agents' own calls (promises the test resolves), never by sleeping.
+ */
+import { describe, expect, it } from "vitest";
+import { type Engine, type Task, ValidationError } from "../../src/index.js";
+import { testEngine } from "../helpers.js";
+
+const mapFlow = (payload: Record<string, unknown>, extra: Record<string, unknown> = {}) => ({
+  id: "fanout",
+  nodes: [
+    { node_id: "plan", agent_type: "planner" },
+    { node_id: "answer", agent_type: "map", depends_on: ["plan"], payload, ...extra },
+    { node_id: "report", agent_type: "echo", depends_on: ["answer"], payload: { got: "{{ nodes.answer.output }}" } },
+  ],
+});
+
+/** The planner's list is the run input's `items`. */
+const planner = (t: Task) => ({ items: (t.input as { items: unknown[] }).items });
+const echo = (t: Task) => t.payload as Record<string, unknown>;
+const each = (payload: Record<string, unknown> = { n: "{{ item }}", at: "{{ index }}" }) => ({
+  agent_type: "square",
+  payload,
+});
+const items = "{{ nodes.plan.output.items }}";
+
+/** A deferred promise (Node 20 has no Promise.withResolvers). */
+function deferred<T = void>() {
+  let resolve!: (v: T) => void;
+  let reject!: (e: unknown) => void;
+  const promise = new Promise<T>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  return { promise, resolve, reject };
+}
+
+/** Resolves once `n` calls are waiting. */
+function gate() {
+  const waiting: { task: Task; release: (v: unknown) => void; fail: (e: unknown) => void }[] = [];
+  const watchers: { n: number; done: () => void }[] = [];
+  let inFlight = 0;
+  let maxInFlight = 0;
+  const agent = (task: Task) => {
+    inFlight += 1;
+    maxInFlight = Math.max(maxInFlight, inFlight);
+    const d = deferred<unknown>();
+    waiting.push({ task, release: d.resolve, fail: d.reject });
+    for (const w of watchers.splice(0)) {
+      if (waiting.length >= w.n) w.done();
+      else watchers.push(w);
+    }
+    return d.promise.finally(() => {
+      inFlight -= 1;
+    });
+  };
+  const waitFor = (n: number) =>
+    new Promise<void>((done) => {
+      if (waiting.length >= n) done();
+      else watchers.push({ n, done });
+    });
+  return { agent, waiting, waitFor, max: () => maxInFlight };
+}
+
+async function runMap(engine: Engine, list: unknown[]) {
+  const run = await engine.startRun("fanout", { input: { items: list } });
+  return run.run_id;
+}
+
+describe("map", () => {
+  it("runs each item once with item and index in its templates; outputs in item order whatever order they finish", async () => {
+    const g = gate();
+    const { engine } = await testEngine({ agents: { planner, echo, square: g.agent } });
+    await engine.registerWorkflow(mapFlow({ items, each: each(), max_concurrency: 8 }));
+    const list = [3, 1, 4, 1, 5, 9, 2, 6];
+    const runId = await runMap(engine, list);
+    await g.waitFor(8);
+    // Finish in a scrambled order: the output keeps the list's order.
+    for (const i of [5, 2, 7, 0, 3, 6, 1, 4]) {
+      const w = g.waiting[i];
+      const p = w?.task.payload as { n: number; at: number };
+      w?.release({ sq: p.n * p.n, at: p.at });
+    }
+    const done = await engine.waitForRun(runId);
+    expect(done.status).toBe("SUCCEEDED");
+    const answer = done.nodes.find((n) => n.node_id === "answer");
+    expect(answer?.output).toEqual(list.map((n, at) => ({ sq: n * n, at })));
+    expect(answer?.items).toMatchObject({ total: 8, succeeded: 8, failed: 0, running: 0 });
+    expect(done.output).toMatchObject({ report: { got: list.map((n, at) => ({ sq: n * n, at })) } });
+    // Each item is a run of its own, naming the map visit and its index.
+    const first = g.waiting[0]?.task;
+    const itemRun = await engine.getRun(first?.run_id ?? "");
+    expect(itemRun.workflow_id).toBe("fanout/answer");
+    expect(itemRun.parent).toMatchObject({ run_id: runId, node_id: "answer", visit: 1, item: 0 });
+    expect(itemRun.input).toBe(3);
+  });
+
+  it("never runs more than max_concurrency items at once, and starts the next as one ends", async () => {
+    const g = gate();
+    const { engine } = await testEngine({ agents: { planner, echo, square: g.agent } });
+    await engine.registerWorkflow(mapFlow({ items, each: each(), max_concurrency: 3 }));
+    const runId = await runMap(
+      engine,
+      Array.from({ length: 20 }, (_, i) => i),
+    );
+    for (let released = 0; released < 20; released++) {
+      await g.waitFor(Math.min(released + 3, 20));
+      const running = await engine.getRun(runId);
+      expect(running.nodes.find((n) => n.node_id === "answer")?.items?.running).toBeLessThanOrEqual(3);
+      g.waiting[released]?.release({ i: released });
+    }
+    const done = await engine.waitForRun(runId);
+    expect(done.status).toBe("SUCCEEDED");
+    expect(g.max()).toBe(3);
+    expect(g.waiting).toHaveLength(20);
+  });
+
+  it("an empty list succeeds at once with []", async () => {
+    const { engine } = await testEngine({ agents: { planner, echo, square: () => ({}) } });
+    await engine.registerWorkflow(mapFlow({ items, each: each() }));
+    const done = await engine.waitForRun(await runMap(engine, []));
+    expect(done.status).toBe("SUCCEEDED");
+    expect(done.nodes.find((n) => n.node_id === "answer")?.output).toEqual([]);
+  });
+
+  it("tolerated failures leave null slots and succeed; one more fails the map (items_failed) and cancels what runs", async () => {
+    const fails = new Set([1, 3]);
+    const square = (t: Task) => {
+      const n = t.payload as { n: number };
+      if (fails.has(n.n)) throw new Error(`item ${n.n} is broken`);
+      return { ok: n.n };
+    };
+    const { engine } = await testEngine({ agents: { planner, echo, square } });
+    await engine.registerWorkflow(
+      mapFlow({ items, each: each(), tolerated_failures: 2 }, { retry_count: 1, retry_interval: 0 }),
+    );
+    const ok = await engine.waitForRun(await runMap(engine, [0, 1, 2, 3, 4]));
+    expect(ok.status).toBe("SUCCEEDED");
+    const answer = ok.nodes.find((n) => n.node_id === "answer");
+    expect(answer?.output).toEqual([{ ok: 0 }, null, { ok: 2 }, null, { ok: 4 }]);
+    expect(answer?.items).toMatchObject({ total: 5, succeeded: 3, failed: 2 });
+
+    fails.add(4);
+    const bad = await engine.waitForRun(await runMap(engine, [0, 1, 2, 3, 4]));
+    expect(bad.status).toBe("FAILED");
+    const failed = bad.nodes.find((n) => n.node_id === "answer");
+    expect(failed).toMatchObject({ state: "FAILED", reason: "items_failed" });
+    expect(failed?.error?.message).toContain("3 of 5 items failed, more than the 2 tolerated");
+  });
+
+  it("tolerated_failure_percent: past the percentage the map fails and the items still running are cancelled", async () => {
+    const g = gate();
+    const { engine } = await testEngine({ agents: { planner, echo, square: g.agent } });
+    await engine.registerWorkflow(
+      mapFlow({ items, each: each(), max_concurrency: 4, tolerated_failure_percent: 25 }, { retry_count: 0 }),
+    );
+    const runId = await runMap(engine, [0, 1, 2, 3, 4, 5, 6, 7]); // 25% of 8: 2 may fail
+    await g.waitFor(4);
+    g.waiting[0]?.fail(new Error("no"));
+    await g.waitFor(5);
+    g.waiting[1]?.fail(new Error("no"));
+    await g.waitFor(6);
+    g.waiting[2]?.fail(new Error("no"));
+    const done = await engine.waitForRun(runId);
+    expect(done.status).toBe("FAILED");
+    expect(done.nodes.find((n) => n.node_id === "answer")).toMatchObject({ state: "FAILED", reason: "items_failed" });
+    // The items that were running were cancelled with their runs; the rest never started.
+    for (const w of g.waiting.slice(3)) {
+      expect(w.task.signal.aborted).toBe(true);
+      expect((await engine.getRun(w.task.run_id)).status).toBe("CANCELLED");
+    }
+    expect(g.waiting).toHaveLength(6);
+  });
+
+  it("retries an item with the node's retry settings, in its own run", async () => {
+    const calls = new Map<number, number>();
+    const square = (t: Task) => {
+      const n = (t.payload as { n: number }).n;
+      calls.set(n, (calls.get(n) ?? 0) + 1);
+      if (n === 2 && (calls.get(n) ?? 0) < 3) throw new Error("flaky");
+      return { n, attempt: t.attempt };
+    };
+    const { engine } = await testEngine({ agents: { planner, echo, square } });
+    await engine.registerWorkflow(mapFlow({ items, each: each() }, { retry_count: 2, retry_interval: 0 }));
+    const done = await engine.waitForRun(await runMap(engine, [1, 2, 3]));
+    expect(done.status).toBe("SUCCEEDED");
+    expect(done.nodes.find((n) => n.node_id === "answer")?.output).toEqual([
+      { n: 1, attempt: 1 },
+      { n: 2, attempt: 3 },
+      { n: 3, attempt: 1 },
+    ]);
+  });
+
+  it("each: { workflow_id } runs a child workflow per item (its input the item by default)", async () => {
+    const { engine } = await testEngine({ agents: { planner, echo, square: (t: Task) => t.payload as object } });
+    await engine.registerWorkflow({
+      id: "one",
+      nodes: [{ node_id: "sq", agent_type: "square", payload: { got: "{{ input }}" } }],
+    });
+    await engine.registerWorkflow(mapFlow({ items, each: { workflow_id: "one" }, max_concurrency: 2 }));
+    const done = await engine.waitForRun(await runMap(engine, ["a", "b", "c"]));
+    expect(done.status).toBe("SUCCEEDED");
+    expect(done.nodes.find((n) => n.node_id === "answer")?.output).toEqual([
+      { sq: { got: "a" } },
+      { sq: { got: "b" } },
+      { sq: { got: "c" } },
+    ]);
+  });
+
+  it("cancelling the run mid-map cancels the running items and starts no more", async () => {
+    const g = gate();
+    const { engine } = await testEngine({ agents: { planner, echo, square: g.agent } });
+    await engine.registerWorkflow(mapFlow({ items, each: each(), max_concurrency: 3 }));
+    const runId = await runMap(
+      engine,
+      Array.from({ length: 10 }, (_, i) => i),
+    );
+    await g.waitFor(3);
+    g.waiting[0]?.release({ ok: true });
+    await g.waitFor(4);
+    await engine.cancelRun(runId, { reason: "enough" });
+    const done = await engine.waitForRun(runId);
+    expect(done.status).toBe("CANCELLED");
+    for (const w of g.waiting.slice(1)) {
+      expect(w.task.signal.aborted).toBe(true);
+      expect((await engine.getRun(w.task.run_id)).status).toBe("CANCELLED");
+    }
+    const answer = done.nodes.find((n) => n.node_id === "answer");
+    expect(answer?.state).toBe("CANCELLED");
+    expect(g.waiting).toHaveLength(4);
+  });
+
+  it("a redrive re-runs only the items that did not succeed", async () => {
+    const broken = new Set([1, 4]);
+    const calls: number[] = [];
+    const square = (t: Task) => {
+      const n = (t.payload as { n: number }).n;
+      calls.push(n);
+      if (broken.has(n)) throw new Error(`item ${n} is broken`);
+      return { n };
+    };
+    const { engine } = await testEngine({ agents: { planner, echo, square } });
+    // One at a time, one failure tolerated: 0 ok, 1 fails, 2 and 3 ok, 4 fails the map, 5 never runs.
+    await engine.registerWorkflow(
+      mapFlow({ items, each: each(), max_concurrency: 1, tolerated_failures: 1 }, { retry_count: 0 }),
+    );
+    const runId = await runMap(engine, [0, 1, 2, 3, 4, 5]);
+    const failed = await engine.waitForRun(runId);
+    expect(failed.status).toBe("FAILED");
+    expect(calls).toEqual([0, 1, 2, 3, 4]);
+    calls.length = 0;
+    broken.clear();
+    await engine.retryRun(runId);
+    const done = await engine.waitForRun(runId);
+    expect(done.status).toBe("SUCCEEDED");
+    const answer = done.nodes.find((n) => n.node_id === "answer");
+    expect(answer).toMatchObject({ visit: 2, items: { total: 6, succeeded: 6 } });
+    expect(answer?.output).toEqual([0, 1, 2, 3, 4, 5].map((n) => ({ n })));
+    expect(calls).toEqual([1, 4, 5]); // the items that succeeded were carried over, not run again
+  });
+
+  it("a map inside a loop gets fresh items each round", async () => {
+    const seen: string[] = [];
+    let round = 0;
+    const { engine } = await testEngine({
+      agents: {
+        planner: () => {
+          round += 1;
+          return { items: [`r${round}a`, `r${round}b`] };
+        },
+        square: (t: Task) => {
+          seen.push((t.payload as { v: string }).v);
+          return { got: (t.payload as { v: string }).v };
+        },
+        check: (t: Task) => {
+          const again = round < 2;
+          return again ? t.route(["plan"], { round }) : t.route("$end", { round });
+        },
+      },
+    });
+    await engine.registerWorkflow({
+      id: "loop",
+      nodes: [
+        { node_id: "plan", agent_type: "planner", max_visits: 3 },
+        {
+          node_id: "answer",
+          agent_type: "map",
+          depends_on: ["plan"],
+          max_visits: 3,
+          payload: {
+            items: "{{ nodes.plan.output.items }}",
+            each: { agent_type: "square", payload: { v: "{{ item }}" } },
+          },
+        },
+        {
+          node_id: "check",
+          agent_type: "check",
+          depends_on: ["answer"],
+          max_visits: 3,
+          next_on_success: "plan",
+        },
+      ],
+    });
+    const run = await engine.startRun("loop", { input: {} });
+    const done = await engine.waitForRun(run.run_id);
+    expect(done.status).toBe("SUCCEEDED");
+    expect(seen).toEqual(["r1a", "r1b", "r2a", "r2b"]);
+    expect(done.nodes.find((n) => n.node_id === "answer")).toMatchObject({
+      visit: 2,
+      output: [{ got: "r2a" }, { got: "r2b" }],
+    });
+  });
+
+  it("refuses a list that is not an array, or longer than max_items, with template_error", async () => {
+    const { engine } = await testEngine({ agents: { planner, echo, square: () => ({}) } });
+    await engine.registerWorkflow(mapFlow({ items, each: each(), max_items: 3 }));
+    const long = await engine.waitForRun(await runMap(engine, [1, 2, 3, 4]));
+    expect(long.nodes.find((n) => n.node_id === "answer")).toMatchObject({ state: "FAILED", reason: "template_error" });
+    expect(long.nodes.find((n) => n.node_id === "answer")?.error?.message).toContain("more than max_items (3)");
+    const notList = await engine.startRun("fanout", { input: { items: { a: 1 } } });
+    const done = await engine.waitForRun(notList.run_id);
+    expect(done.nodes.find((n) => n.node_id === "answer")?.error?.message).toContain("must be a JSON array");
+  });
+
+  it("fails the visit when the assembled output is over the size limit, saying what to do", async () => {
+    const { engine } = await testEngine({
+      maxPayloadBytes: 4096,
+      agents: { planner, echo, square: () => ({ text: "x".repeat(1000) }) },
+    });
+    await engine.registerWorkflow(mapFlow({ items, each: each() }));
+    const done = await engine.waitForRun(await runMap(engine, [1, 2, 3, 4, 5, 6]));
+    const answer = done.nodes.find((n) => n.node_id === "answer");
+    expect(answer).toMatchObject({ state: "FAILED", reason: "output_too_large" });
+    expect(answer?.error?.message).toContain("return less from each item");
+  });
+
+  it("validates its payload and refuses when/decide on it", async () => {
+    const { engine } = await testEngine({ agents: { planner, echo, square: () => ({}) } });
+    const refused = async (payload: Record<string, unknown>, extra: Record<string, unknown> = {}) => {
+      const e = await engine.registerWorkflow(mapFlow(payload, extra)).catch((x: unknown) => x);
+      expect(e).toBeInstanceOf(ValidationError);
+      return (e as ValidationError).problems.map((p) => `${p.path}: ${p.message}`).join("\n");
+    };
+    expect(await refused({ each: each() })).toContain("nodes[1].payload.items: is required");
+    expect(await refused({ items })).toContain("nodes[1].payload.each: is required");
+    expect(await refused({ items, each: { agent_type: "a", workflow_id: "b" } })).toContain(
+      "has both agent_type and workflow_id",
+    );
+    expect(await refused({ items, each: each(), max_concurrency: 0 })).toContain(
+      "max_concurrency: must be an integer from 1",
+    );
+    expect(await refused({ items, each: each() }, { next_on_success: [{ when: "true", to: "report" }] })).toContain(
+      'cannot branch with "when"',
+    );
+    await expect(engine.startRun("fanout/answer", { version: 1 })).rejects.toThrow(/item workflow of a map node/);
+  });
+
+  it("runs 10,000 items", async () => {
+    const { engine } = await testEngine({
+      agents: { planner, echo, square: (t: Task) => (t.payload as { n: number }).n },
+    });
+    await engine.registerWorkflow(mapFlow({ items, each: each({ n: "{{ item }}" }), max_concurrency: 200 }));
+    const list = Array.from({ length: 10_000 }, (_, i) => i);
+    const done = await engine.waitForRun(await runMap(engine, list));
+    expect(done.status).toBe("SUCCEEDED");
+    const out = done.nodes.find((n) => n.node_id === "answer")?.output as number[];
+    expect(out).toHaveLength(10_000);
+    expect(out.every((n, i) => n === i)).toBe(true);
+  }, 180_000);
+});
