@@ -4,7 +4,7 @@
  * four at a time, each item a child run of its own with the map node's retry settings (the
  * researcher of the third question is "rate limited" on its first attempt, so one item retries
  * while the others go on); the writer gets the answers in the planner's order, whichever
- * finished first.
+ * finished first, and the most researchers that worked at once (never more than 4).
  *
  * An item's run sees only its item (`item`, `index`; its `input` is the item too), not the
  * parent run's input: what a researcher needs goes into the item, which is why each question
@@ -31,6 +31,9 @@ function work(task: Task, ms = 50): Promise<void> {
   });
 }
 
+/** Researchers working now in this process: each answer says how many were (itself included) when it began. */
+let researching = 0;
+
 export default {
   planner(task: Task) {
     const { topic } = task.payload as { topic: string };
@@ -39,17 +42,33 @@ export default {
 
   async researcher(task: Task) {
     const { question, topic, number } = task.payload as { question: string; topic: string; number: number };
-    await work(task);
+    researching += 1;
+    const atOnce = researching;
+    try {
+      await work(task);
+    } finally {
+      researching -= 1;
+    }
     if (number === 3 && task.attempt === 1) throw new Error("429 Too Many Requests: the search tool is rate limited");
-    return { number, question, answer: `Notes on "${question}" (${topic}), found on attempt ${task.attempt}.` };
+    return {
+      number,
+      question,
+      answer: `Notes on "${question}" (${topic}), found on attempt ${task.attempt}.`,
+      at_once: atOnce,
+    };
   },
 
   writer(task: Task) {
     const { topic, findings } = task.payload as {
       topic: string;
-      findings: { number: number; question: string; answer: string }[];
+      findings: { number: number; question: string; answer: string; at_once: number }[];
     };
     const sections = findings.map((f) => `## ${f.number}. ${f.question}\n\n${f.answer}`);
-    return { title: `Research report: ${topic}`, questions: findings.length, report: sections.join("\n\n") };
+    return {
+      title: `Research report: ${topic}`,
+      questions: findings.length,
+      most_researchers_at_once: Math.max(...findings.map((f) => f.at_once)),
+      report: sections.join("\n\n"),
+    };
   },
 };

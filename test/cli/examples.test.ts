@@ -60,9 +60,17 @@ describe("examples", () => {
     const r = await run("research-map", { topic: "durable agents" });
     expect(r.status).toBe("SUCCEEDED");
     expect(node(r, "answer")?.state).toBe("SUCCEEDED");
-    const report = r.output.report as { title: string; questions: number; report: string };
+    const report = r.output.report as {
+      title: string;
+      questions: number;
+      most_researchers_at_once: number;
+      report: string;
+    };
     expect(report.title).toBe("Research report: durable agents");
     expect(report.questions).toBe(5);
+    // max_concurrency 4: more than one question at a time, never more than four.
+    expect(report.most_researchers_at_once).toBeGreaterThan(1);
+    expect(report.most_researchers_at_once).toBeLessThanOrEqual(4);
     const headings = report.report.split("\n").filter((line) => line.startsWith("## "));
     expect(headings).toEqual([
       "## 1. What is durable agents?",
