@@ -24,6 +24,7 @@ import { benchDag8, benchDag8Serial } from "./dag8.js";
 import { benchDispatch50 } from "./dispatch.js";
 import { benchClaimComplete, benchDag8External } from "./http.js";
 import { type Measured, progress, round, within } from "./lib.js";
+import { benchMap, benchPgMap } from "./map.js";
 import { benchParked, benchWaiting } from "./parked.js";
 import { benchPgEngines } from "./pg-engines.js";
 import { checkpoint, dropLeftoverSchemas, serverSettings, tempSchema } from "./postgres.js";
@@ -60,6 +61,8 @@ const TARGETS: Record<string, { text: string; ok(v: number, all: Record<string, 
   parked10k_rss_mb: { text: "< 200", ok: (v) => v < 200 },
   waiting10k_rss_mb: { text: "< 200", ok: (v) => v < 200 },
   child_run_overhead_ms: { text: "< 1", ok: (v) => v < 1 },
+  map10k_items_per_s: { text: ">= 5000", ok: (v) => v >= 5000 },
+  map10k_rss_mb: { text: "< 250", ok: (v) => v < 250 },
   "postgres.dag8_runs_per_s": { text: ">= 400", ok: (v) => v >= 400 },
   "postgres.dag8_serial_p50_ms": { text: "< 10", ok: (v) => v < 10 },
   "postgres.dag8_runs_per_s_2engines": {
@@ -71,6 +74,7 @@ const TARGETS: Record<string, { text: string; ok(v: number, all: Record<string, 
     ok: (v, all) => v >= (all["postgres.dag8_runs_per_s"] ?? Number.POSITIVE_INFINITY),
   },
   "postgres.xproc_dispatch_p50_ms": { text: "< 5", ok: (v) => v < 5 },
+  "postgres.map10k_items_per_s": { text: ">= 1500", ok: (v) => v >= 1500 },
   "cli.help_ms": { text: "< 300", ok: (v) => v < 300 },
   "http.claim_complete_per_s": { text: ">= 2000", ok: (v) => v >= 2000 },
   "http.ui_load_ms": { text: "< 1000", ok: (v) => v < 1000 },
@@ -128,8 +132,9 @@ const MEASUREMENTS: [string, () => Promise<Measured>, Section?][] = [
   ["parked10k", () => benchParked()],
   ["waiting10k", () => benchWaiting()],
   ["child_run", () => benchChildRun()],
+  ["map10k", () => benchMap()],
   ["cli", () => benchCli(), "cli"],
-  // PostgreSQL: recovery, parked10k, waiting10k, child_run and cli are SQLite-only.
+  // PostgreSQL: recovery, parked10k, waiting10k, child_run, map10k's rss and cli are SQLite-only.
   ["pg_dispatch50", () => benchDispatch50({ db: tempSchema }), "postgres"],
   [
     "pg_transition",
@@ -146,6 +151,7 @@ const MEASUREMENTS: [string, () => Promise<Measured>, Section?][] = [
   ["pg_dag8_serial", () => benchDag8Serial({ db: tempSchema }), "postgres"],
   ["pg_dag8_engines", () => benchPgEngines(), "postgres"],
   ["pg_xproc", () => benchXproc(), "postgres"],
+  ["pg_map10k", () => benchPgMap(), "postgres"],
   ["http_claim_complete", () => benchClaimComplete(), "http"],
   ["http_dag8_external", () => benchDag8External(), "http"],
   ["http_ui_load", () => benchUiLoad(), "http"],

@@ -100,3 +100,26 @@ export const XPROC = {
     { node_id: "second", agent_type: "xp_second", depends_on: ["first"] },
   ],
 };
+
+/**
+ * One `map` node over the run's `input.items`, each item a `map_item` agent given the item (the
+ * map bench). `max_concurrency` items at a time.
+ */
+export function mapWorkflow(maxConcurrency: number) {
+  return {
+    id: "bench-map",
+    nodes: [
+      {
+        node_id: "each",
+        agent_type: "map",
+        payload: {
+          items: "{{ input.items }}",
+          each: { agent_type: "map_item", payload: { item: "{{ item }}" } },
+          max_concurrency: maxConcurrency,
+        },
+      },
+    ],
+  };
+}
+
+export const MAP_AGENTS: Record<string, AgentHandler> = { map_item: noop };

@@ -56,6 +56,34 @@ describe("examples", () => {
     expect(r.output).toEqual({ report: { flaky_api: { attempts: 3 }, slow_tool: { attempts: 2 } } });
   });
 
+  it("research-map: plans five questions, answers them four at a time (one retried), reports them in order", async () => {
+    const r = await run("research-map", { topic: "durable agents" });
+    expect(r.status).toBe("SUCCEEDED");
+    expect(node(r, "answer")?.state).toBe("SUCCEEDED");
+    const report = r.output.report as {
+      title: string;
+      questions: number;
+      most_researchers_at_once: number;
+      report: string;
+    };
+    expect(report.title).toBe("Research report: durable agents");
+    expect(report.questions).toBe(5);
+    // max_concurrency 4: more than one question at a time, never more than four.
+    expect(report.most_researchers_at_once).toBeGreaterThan(1);
+    expect(report.most_researchers_at_once).toBeLessThanOrEqual(4);
+    const headings = report.report.split("\n").filter((line) => line.startsWith("## "));
+    expect(headings).toEqual([
+      "## 1. What is durable agents?",
+      "## 2. Why does durable agents matter?",
+      "## 3. How does durable agents work?",
+      "## 4. What can go wrong with durable agents?",
+      "## 5. What comes next for durable agents?",
+    ]);
+    // The rate-limited item retried in its own run; the others succeeded at once.
+    expect(report.report).toContain('Notes on "How does durable agents work?" (durable agents), found on attempt 2.');
+    expect(report.report.match(/found on attempt 1\./g)).toHaveLength(4);
+  });
+
   it("order-approval: reserves and charges, waits for a person's approval (skein review elsewhere), then ships", async () => {
     const ws = workspace();
     const db = ["--db", ws.db];
