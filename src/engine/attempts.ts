@@ -14,6 +14,7 @@ import type { CompiledNode, WorkflowGraph } from "../definition/graph.js";
 import { NonRetryableError, NotFoundError } from "../errors.js";
 import type { Store, VisitKey } from "../store/store.js";
 import type { Dispatcher } from "./dispatcher.js";
+import type { RunRef } from "./dispatcher-options.js";
 import { randomHex } from "./ids.js";
 import type { AttemptRef, ClaimedTask, Input } from "./inputs.js";
 import { jsonProblem } from "./json.js";
@@ -234,20 +235,21 @@ export class AttemptRunner {
   }
 
   /** Resolves a ready visit's payload templates once; the dispatcher stores the result. */
-  resolvePayload(key: VisitKey): void {
+  resolvePayload(key: VisitKey, known?: RunRef): void {
     const id = `${key.run_id}:${key.node_id}:${key.visit}`;
     if (this.resolving.has(id)) return;
     this.resolving.add(id);
     void (async (): Promise<Input> => {
       try {
-        const run = await this.o.store.getRun(key.run_id);
+        const run = known ?? (await this.o.store.getRun(key.run_id));
         if (!run) throw new Error(`run ${key.run_id} vanished`);
         const { graph } = await this.o.registry.get(run.workflow_id, run.workflow_version);
         const node = graph.nodes.get(key.node_id);
         const written = (node?.def.payload ?? {}) as Record<string, Json>;
         const template = node?.payload;
         if (!template) return { kind: "payload", key, payload: written };
-        const ctx = await this.context(run, graph);
+        // A map item's run has one node and no loop: no visit of it has ended before its payload resolves.
+        const ctx = await this.context(run, graph, undefined, run.parent?.item === undefined);
         const resolved = await template.resolve(ctx);
         // Fields the kind resolves later (a map's `each`) are kept as written.
         for (const field of node.kind.deferred ?? []) {
@@ -295,10 +297,11 @@ export class AttemptRunner {
     t: { run_id: string; trace_id: string; input: Json; parent?: RunParent | null },
     graph: WorkflowGraph,
     output?: Json,
+    readNodes = true,
   ): Promise<ExpressionContext> {
     const nodes: ExpressionContext["nodes"] = {};
     for (const id of graph.order) nodes[id] = null;
-    for (const v of await this.o.store.latestTerminalVisits(t.run_id)) {
+    for (const v of readNodes ? await this.o.store.latestTerminalVisits(t.run_id) : []) {
       nodes[v.node_id] = { output: v.output, status: v.state, error: v.error };
     }
     return {

@@ -1,16 +1,19 @@
 /** What the Dispatcher is given: the store and registry, limits and timings, and the hooks it calls after a commit. */
 import type { Logger } from "pino";
-import type { RunEvent } from "../core/types.js";
+import type { Run, RunEvent } from "../core/types.js";
 import type { Store, VisitKey } from "../store/store.js";
 import type { Clock } from "./clock.js";
 import type { ClaimedTask } from "./inputs.js";
 import type { WorkflowRegistry } from "./registry.js";
 
+/** What resolving a visit's payload needs of its run (none of it changes while the run lives). */
+export type RunRef = Pick<Run, "run_id" | "workflow_id" | "workflow_version" | "trace_id" | "input" | "parent">;
+
 export interface DispatcherHooks {
   /** Starts an attempt of a committed claim. */
   dispatch(task: ClaimedTask): void;
-  /** Resolves the payload templates of a ready visit (then queues a `payload` input). */
-  resolvePayload(key: VisitKey): void;
+  /** Resolves the payload templates of a ready visit (then queues a `payload` input); `run` when the flush had it. */
+  resolvePayload(key: VisitKey, run?: RunRef): void;
   /** Aborts the in-process attempt of a visit that was cancelled or expired. */
   abort(executionId: string, reason: string): void;
   /** Committed events, in order. */

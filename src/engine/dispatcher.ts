@@ -379,7 +379,7 @@ export class Dispatcher {
     if (out.waiting.length > 0) h.readyWaiting(out.waiting);
     for (const [executionId, reason] of out.aborted) h.abort(executionId, reason);
     for (const done of out.callbacks) done();
-    for (const key of out.unresolved) h.resolvePayload(key);
+    for (const { run, ...key } of out.unresolved) h.resolvePayload(key, run);
     for (const task of out.claimed) h.dispatch(task);
   }
 

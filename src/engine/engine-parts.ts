@@ -76,7 +76,7 @@ export function createParts(c: PartsContext): EngineParts {
     engineTimeoutMs: options.engineTimeoutMs ?? 30_000,
     hooks: {
       dispatch: (task) => attempts.dispatch(task),
-      resolvePayload: (key) => attempts.resolvePayload(key),
+      resolvePayload: (key, run) => attempts.resolvePayload(key, run),
       abort: (id, reason) => attempts.abort(id, reason),
       published: (events) => {
         notifier?.notify(events);

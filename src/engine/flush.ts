@@ -13,7 +13,7 @@ import { emptyChanges, endRun, event, failVisit, type RunState, runState, startR
 import type { Compensation, InboxEvent, NewEvent, Run, RunEvent, Visit } from "../core/types.js";
 import { ConflictError, NotFoundError } from "../errors.js";
 import type { LoadedRun, MapItemUpdate, ReadyNotice, StoreTx, VisitKey } from "../store/store.js";
-import type { DispatcherOptions } from "./dispatcher-options.js";
+import type { DispatcherOptions, RunRef } from "./dispatcher-options.js";
 import { settleChildren, startChildren } from "./flush-children.js";
 import { claimForWorkers, claimReady, notifyOthers, takeHints } from "./flush-claims.js";
 import { publishEvent, sendEvent } from "./flush-events.js";
@@ -26,7 +26,7 @@ import type { RunCache } from "./run-cache.js";
 export interface FlushOutcome {
   events: RunEvent[];
   claimed: ClaimedTask[];
-  unresolved: VisitKey[];
+  unresolved: (VisitKey & { run?: RunRef })[];
   aborted: [string, string][];
   callbacks: (() => void)[];
   /** The next moment something falls due, to arm the wake-up timer. */
@@ -373,7 +373,10 @@ export class Flush {
       for (const v of c.cancelled) this.out.aborted.push([v.execution_id, "cancelled"]);
       for (const v of c.readied) {
         if (v.payload === null && v.state === "PENDING") {
-          this.out.unresolved.push({ run_id: v.run_id, node_id: v.node_id, visit: v.visit });
+          // With what resolving needs of the run, so it reads nothing more than templates ask for.
+          const { run_id, workflow_id, workflow_version, trace_id, input, parent } = rs.run;
+          const run = { run_id, workflow_id, workflow_version, trace_id, input, parent };
+          this.out.unresolved.push({ run_id: v.run_id, node_id: v.node_id, visit: v.visit, run });
         }
       }
       rs.changes = emptyChanges();
