@@ -5,6 +5,7 @@
  * with `Changes.plan` set is about to be written, with the run's whole visit history.
  */
 import { retryDelayMs } from "./backoff.js";
+import { undoAgent } from "./kinds/index.js";
 import { errorJson, event, finishRun, leaseExpiry, nodeOf, notStarted, type RunState } from "./scheduler.js";
 import { assertTransition, type VisitState } from "./states.js";
 import type { Compensation, Json, Visit, VisitError } from "./types.js";
@@ -58,8 +59,7 @@ export function planCompensation(rs: RunState, history: PastVisit[], now: number
   rs.changes.plan = null;
   const { failing } = plan;
   const done = new Set(rs.compensations.map((c) => `${c.node_id}#${c.visit}`));
-  const undoable = (v: Visit) =>
-    nodeOf(rs, v.node_id).def.compensation !== undefined && !done.has(`${v.node_id}#${v.visit}`);
+  const undoable = (v: Visit) => undoAgent(nodeOf(rs, v.node_id)) !== null && !done.has(`${v.node_id}#${v.visit}`);
   const isFailing = (v: Visit) => failing !== null && v.node_id === failing.node_id && v.visit === failing.visit;
   const cancelled = history
     .filter(({ visit: v }) => v.state === "CANCELLED" && v.started_at !== null && !isFailing(v) && undoable(v))
@@ -73,7 +73,7 @@ export function planCompensation(rs: RunState, history: PastVisit[], now: number
 
   let seq = rs.compensations.reduce((max, c) => Math.max(max, c.seq), 0);
   for (const v of order) {
-    const c = newCompensation(v, ++seq, nodeOf(rs, v.node_id).def.compensation?.agent_type ?? "", now);
+    const c = newCompensation(v, ++seq, undoAgent(nodeOf(rs, v.node_id)) ?? "", now);
     rs.compensations.push(c);
     rs.changes.compensations.add(c);
   }
@@ -85,6 +85,24 @@ export function planCompensation(rs: RunState, history: PastVisit[], now: number
     })),
   });
   advanceCompensation(rs, now);
+}
+
+/**
+ * Undoes a run that SUCCEEDED (a map's item, once its parent's run fails and the map undoes its
+ * items): COMPENSATING, its successes' compensations planned as for a failed run (`Changes.plan`),
+ * then CANCELLED. False when it did not succeed or has nothing to undo.
+ */
+export function undoRun(rs: RunState, why: VisitError, now: number): boolean {
+  const run = rs.run;
+  if (run.status !== "SUCCEEDED" || !rs.graph.compensates) return false;
+  run.status = "COMPENSATING";
+  run.end_cause = "cancelled";
+  run.error = why;
+  run.output = null;
+  run.updated_at = now;
+  rs.changes.runUpdated = true;
+  rs.changes.plan = { failing: null };
+  return true;
 }
 
 /**

@@ -3,7 +3,7 @@
  * readiness stays incremental: who is gated, who depends on whom, what a terminal visit can
  * change, and what a loop-back resets.
  */
-import { kindOf, type NodeKind } from "../core/kinds/index.js";
+import { kindOf, type NodeKind, undoAgent } from "../core/kinds/index.js";
 import { ValidationError } from "../errors.js";
 import { type CompiledPayload, type CompiledWhen, compilePayload, compileWhen } from "./expressions.js";
 import { BUILTIN_DEFAULTS, type NodeDefinition, type WorkflowDefinition } from "./schema.js";
@@ -152,7 +152,7 @@ export function compileGraph(def: WorkflowDefinition, limits: GraphLimits = {}):
     sinks: all.filter((n) => n.dependents.length === 0 && (topo.forward[n.index]?.length ?? 0) === 0).map((n) => n.id),
     startNodes: all.filter((n) => !n.gated && n.depends_on.length === 0).map((n) => n.id),
     timeout: def.timeout,
-    compensates: all.some((n) => n.def.compensation !== undefined),
+    compensates: all.some((n) => undoAgent(n) !== null),
     maxOutputBytes: limits.maxOutputBytes ?? DEFAULT_MAX_OUTPUT_BYTES,
     isForward(from, to) {
       const a = topo.indexOf.get(from);

@@ -181,8 +181,10 @@ export async function claimReady(f: Flush, sweep: boolean): Promise<void> {
   }
   for (const rs of f.states.values()) {
     // A compensating run's next row; one left over a limit is found again by the sweep.
+    // A row the engine itself runs (`map`: undoing a map's items, flush-maps.ts) is no agent's.
     const c = claimableCompensation(rs, f.now);
-    if (c && types.includes(c.agent_type) && room(c.agent_type) > 0) await take(compensationAttempt(rs, c));
+    const byAgent = c !== null && kindOf(c.agent_type).start === "agent";
+    if (c && byAgent && types.includes(c.agent_type) && room(c.agent_type) > 0) await take(compensationAttempt(rs, c));
   }
 }
 

@@ -8,11 +8,12 @@
  * (`items_failed`) and cancel the items still running. Nothing holds the list in memory: the
  * items are read a window at a time, and the counts are all a visit keeps.
  */
-import { attemptOf, visitAttempt } from "../core/attempt.js";
+import { attemptOf, compensationAttempt, visitAttempt } from "../core/attempt.js";
+import { claimableCompensation, undoRun } from "../core/compensation.js";
 import { MAP_HOLDER, mapPayload, toleratedFailures } from "../core/kinds/map.js";
 import { MAX_CHILD_DEPTH } from "../core/kinds/workflow.js";
 import { executionId, failVisit, nodeOf, type RunState, startRunState } from "../core/scheduler.js";
-import type { Json, MapCounts, MapItemState, Visit } from "../core/types.js";
+import type { Compensation, Json, MapCounts, MapItemState, Visit } from "../core/types.js";
 import type { MapItemUpdate, VisitKey } from "../store/store.js";
 import type { Flush } from "./flush.js";
 import { uuidv7 } from "./ids.js";
@@ -168,6 +169,69 @@ export async function advanceMaps(f: Flush): Promise<boolean> {
     if (v.state === "RUNNING" && v.holder === MAP_HOLDER) await advance(f, rs, v);
   }
   return true;
+}
+
+/**
+ * Compensating runs whose next row undoes a map's items (`map`, DESIGN §11.1): the engine holds
+ * the row and undoes the items that succeeded, newest first, one at a time: each item run
+ * compensates (`undoRun`), and once it ended the next one starts; the last ends the row. True
+ * when it changed anything. Reached whenever such a run is loaded (an item's end loads it; the
+ * sweep loads compensating runs).
+ */
+export async function undoItems(f: Flush): Promise<boolean> {
+  let changed = false;
+  for (const rs of [...f.states.values()]) {
+    if (rs.run.status !== "COMPENSATING") continue;
+    const ready = claimableCompensation(rs, f.now);
+    if (ready?.agent_type === MAP_HOLDER) {
+      compensationAttempt(rs, ready).claim(MAP_HOLDER, f.now);
+      ready.deadline_at = null; // each item's compensation has its own deadline
+      ready.lease_expires_at = null;
+      changed = true;
+    }
+    const row = rs.compensations.find((c) => c.state === "RUNNING" && c.holder === MAP_HOLDER);
+    if (row && (await undoNext(f, rs, row))) changed = true;
+  }
+  return changed;
+}
+
+/**
+ * Starts undoing the next item of the row's map visit, or ends the row; true when it changed
+ * anything. The item being undone is the row's `output.undoing` until its run ended.
+ */
+async function undoNext(f: Flush, rs: RunState, row: Compensation): Promise<boolean> {
+  const key = { run_id: row.run_id, node_id: row.node_id, visit: row.visit };
+  const a = compensationAttempt(rs, row);
+  const current = (row.output as { undoing?: string } | null)?.undoing;
+  if (current) {
+    const item = await f.load(current);
+    if (!item || item.run.status === "COMPENSATING") return false; // busy elsewhere, or still undoing
+    if (item.run.needs_attention) {
+      const message = `undoing item ${item.run.parent?.item} of map ${row.node_id} failed: see its run ${current}`;
+      a.failForGood("compensation_failed", { message, reason: "compensation_failed" }, f.now, f.o.random);
+      return true;
+    }
+  }
+  for (;;) {
+    const next = await f.tx.newestSucceededMapItem(key);
+    if (next === null) {
+      a.succeed({ undone: true }, { kind: "none" }, f.now);
+      return true;
+    }
+    const item = await f.load(next);
+    if (!item) return false; // another engine has it: the sweep comes back
+    const why = {
+      message: `undone: run ${rs.run.run_id} failed and its map ${row.node_id} undoes its items`,
+      reason: "undone",
+    };
+    if (undoRun(item, why, f.now)) {
+      row.output = { undoing: next };
+      a.touched();
+      return true;
+    }
+    // Nothing in it to undo: count it as undone, and go on to the next.
+    await f.tx.updateMapItems([{ key, index: item.run.parent?.item ?? -1, state: "CANCELLED", ended_at: f.now }]);
+  }
 }
 
 function keyOf(v: Visit): VisitKey {

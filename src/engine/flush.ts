@@ -17,7 +17,7 @@ import type { DispatcherOptions, RunRef } from "./dispatcher-options.js";
 import { settleChildren, startChildren } from "./flush-children.js";
 import { claimForWorkers, claimReady, notifyOthers, takeHints } from "./flush-claims.js";
 import { publishEvent, sendEvent } from "./flush-events.js";
-import { startMaps } from "./flush-maps.js";
+import { startMaps, undoItems } from "./flush-maps.js";
 import { report, retry, review } from "./flush-results.js";
 import { recover, recoverLost, sweepExpired } from "./flush-sweep.js";
 import { type AttemptRef, type Callback, type ClaimedTask, type ClaimInput, type Input, inputRuns } from "./inputs.js";
@@ -139,7 +139,8 @@ export class Flush {
     for (let round = 0; round <= MAX_CHILD_DEPTH * 2 + 2; round++) {
       const settled = await settleChildren(this);
       const started = this.claiming && ((await startChildren(this)) || (await startMaps(this)));
-      if (!settled && !started) return;
+      const undoing = this.claiming && (await undoItems(this));
+      if (!settled && !started && !undoing) return;
       await this.planCompensations();
       if (this.claiming) await claimReady(this, false);
     }

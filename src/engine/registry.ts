@@ -229,7 +229,11 @@ function itemDefinition(parent: WorkflowGraph, node: CompiledNode) {
   const each = (node.def.payload as { each: MapPayload["each"] }).each;
   const item =
     "agent_type" in each
-      ? { agent_type: each.agent_type, payload: each.payload ?? {} }
+      ? {
+          agent_type: each.agent_type,
+          payload: each.payload ?? {},
+          ...("compensation" in each ? { compensation: each.compensation } : {}),
+        }
       : {
           agent_type: "workflow",
           payload: { workflow_id: each.workflow_id, version: each.version ?? null, input: each.input ?? "{{ item }}" },

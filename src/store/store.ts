@@ -245,6 +245,8 @@ export interface MapTx {
    * @throws Error (missingMapItem) when an item has no row; the others may be written, so let the transaction roll back.
    */
   updateMapItems(updates: MapItemUpdate[]): Promise<void>;
+  /** The child run of the visit's SUCCEEDED item that ended last (the next to undo), or null. */
+  newestSucceededMapItem(key: VisitKey): Promise<string | null>;
   /** The child runs of RUNNING items of the visit, at most `limit`. */
   runningMapItems(key: VisitKey, limit: number): Promise<string[]>;
   /**

@@ -379,6 +379,77 @@ describe("map", () => {
     expect(undone).toEqual([{ outputs: [{ n: 1 }, { n: 2 }] }]);
   });
 
+  it("a failed run undoes the items that succeeded, newest first, one at a time, each in its own run", async () => {
+    const order: number[] = [];
+    let undoing = 0;
+    let most = 0;
+    const { engine } = await testEngine({
+      agents: {
+        planner,
+        square: (t: Task) => ({ n: (t.payload as { n: number }).n }),
+        echo: () => {
+          throw new NonRetryableError("the report is refused");
+        },
+        unsquare: async (t: Task) => {
+          undoing += 1;
+          most = Math.max(most, undoing);
+          order.push((t.payload as { n: number }).n);
+          await Promise.resolve();
+          undoing -= 1;
+          return {};
+        },
+      },
+    });
+    await engine.registerWorkflow(
+      mapFlow({
+        items,
+        max_concurrency: 1, // items end in index order, so newest first is the reverse
+        each: { ...each(), compensation: { agent_type: "unsquare", payload: { n: "{{ self.output.n }}" } } },
+      }),
+    );
+    const runId = await runMap(engine, [1, 2, 3]);
+    const done = await engine.waitForRun(runId);
+    expect(done.status).toBe("FAILED");
+    expect(order).toEqual([3, 2, 1]);
+    expect(most).toBe(1);
+    expect(done.compensations).toEqual([expect.objectContaining({ node_id: "answer", state: "SUCCEEDED" })]);
+    const page = await engine.listMapItems(runId, "answer");
+    expect(page.items.map((i) => i.state)).toEqual(["CANCELLED", "CANCELLED", "CANCELLED"]);
+    for (const i of page.items) expect((await engine.getRun(i.child_run_id ?? "")).status).toBe("CANCELLED");
+  });
+
+  it("a map that fails (items_failed) undoes the items that had succeeded", async () => {
+    const undone: number[] = [];
+    const { engine } = await testEngine({
+      agents: {
+        planner,
+        echo,
+        square: (t: Task) => {
+          const n = (t.payload as { n: number }).n;
+          if (n === 3) throw new NonRetryableError("three is broken");
+          return { n };
+        },
+        unsquare: (t: Task) => {
+          undone.push((t.payload as { n: number }).n);
+          return {};
+        },
+      },
+    });
+    await engine.registerWorkflow(
+      mapFlow({
+        items,
+        max_concurrency: 1,
+        each: { ...each(), compensation: { agent_type: "unsquare", payload: { n: "{{ self.output.n }}" } } },
+      }),
+    );
+    const done = await engine.waitForRun(await runMap(engine, [1, 2, 3, 4]));
+    expect(done.status).toBe("FAILED");
+    expect(done.nodes.find((n) => n.node_id === "answer")?.reason).toBe("items_failed");
+    // The failed item undid its own attempt as it failed (DESIGN §6: a failing visit is undone,
+    // it may have left partial effects: self.output is null); then the map undid 2, then 1.
+    expect(undone).toEqual([null, 2, 1]);
+  });
+
   it("refuses a list that is not an array, or longer than max_items, with template_error", async () => {
     const { engine } = await testEngine({ agents: { planner, echo, square: () => ({}) } });
     await engine.registerWorkflow(mapFlow({ items, each: each(), max_items: 3 }));
@@ -420,6 +491,12 @@ describe("map", () => {
     expect(await refused({ items, each: each() }, { next_on_success: [{ when: "true", to: "report" }] })).toContain(
       'cannot branch with "when"',
     );
+    expect(
+      await refused(
+        { items, each: { ...each(), compensation: { agent_type: "undo" } } },
+        { compensation: { agent_type: "undo" } },
+      ),
+    ).toContain("cannot declare its own: undo per item, or once for the map, not both");
     await expect(engine.startRun("fanout/answer", { version: 1 })).rejects.toThrow(/item workflow of a map node/);
   });
 

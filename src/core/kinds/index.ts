@@ -2,10 +2,13 @@
  * The node-kind table: one module per built-in kind (DESIGN §11). Everything that depends on a
  * node's kind asks here (or `CompiledNode.kind`); see kind.ts for the interface and how to add one.
  */
+
+import type { CompiledNode } from "../../definition/graph.js";
+import type { Json } from "../types.js";
 import { aggregator } from "./aggregator.js";
 import { humanReview } from "./human-review.js";
 import type { NodeKind } from "./kind.js";
-import { map } from "./map.js";
+import { MAP_HOLDER, map, undoesItems } from "./map.js";
 import { sleep } from "./sleep.js";
 import { task } from "./task.js";
 import { waitEvent } from "./wait-event.js";
@@ -34,3 +37,13 @@ export const ENGINE_STARTED: readonly string[] = [...BUILTIN.values()]
 export const BUILTIN_HANDLERS = [...BUILTIN.values()].filter(
   (k): k is NodeKind & Required<Pick<NodeKind, "handler">> => k.handler !== undefined,
 );
+
+/**
+ * Who undoes a visit of this node when its run fails (DESIGN §6): its `compensation`'s agent
+ * type, `map` for a map whose items declare one (the engine undoes the items, newest first),
+ * or null when nothing does.
+ */
+export function undoAgent(node: Pick<CompiledNode, "def" | "kind">): string | null {
+  if (node.def.compensation) return node.def.compensation.agent_type;
+  return node.kind === map && undoesItems(node.def.payload as Json) ? MAP_HOLDER : null;
+}

@@ -24,7 +24,9 @@ export const MAX_ITEMS_LIMIT = 100_000;
 /** A map's payload once resolved (`each` is kept as written: each item resolves it). */
 export interface MapPayload {
   items: Json[];
-  each: { agent_type: string; payload?: Json } | { workflow_id: string; version?: number | null; input?: Json };
+  each:
+    | { agent_type: string; payload?: Json; compensation?: Json }
+    | { workflow_id: string; version?: number | null; input?: Json };
   max_concurrency: number;
   max_items: number;
   tolerated_failures: number | null;
@@ -40,6 +42,13 @@ export const map: NodeKind = {
   validate(node, checks) {
     const problems: Problem[] = [];
     const at = `${checks.at}.payload`;
+    if (node.compensation !== undefined && undoesItems(node.payload as Json)) {
+      problems.push({
+        path: `${checks.at}.compensation`,
+        message:
+          "a map node whose items declare compensation (each.compensation) cannot declare its own: undo per item, or once for the map, not both",
+      });
+    }
     for (const { path, message } of payloadProblems(node.payload as Json, true)) {
       problems.push({ path: path ? `${at}.${path}` : at, message });
     }
@@ -67,6 +76,15 @@ export const map: NodeKind = {
     rs.changes.maps.add(v);
   },
 };
+
+/**
+ * True when the map's items declare compensation: a failed run then undoes the items that
+ * succeeded, newest first, one at a time (each item run compensates; engine/flush-maps.ts).
+ */
+export function undoesItems(payload: Json): boolean {
+  const each = (payload as { each?: { compensation?: unknown } } | null)?.each;
+  return each !== null && typeof each === "object" && each.compensation !== undefined;
+}
 
 /** The resolved payload with its defaults (call after `checkResolved` accepted it). */
 export function mapPayload(payload: Json): MapPayload {
@@ -172,7 +190,7 @@ function eachProblems(each: Json | undefined): { path: string; message: string }
       },
     ];
   }
-  const allowed = hasAgent ? ["agent_type", "payload"] : ["workflow_id", "version", "input"];
+  const allowed = hasAgent ? ["agent_type", "payload", "compensation"] : ["workflow_id", "version", "input"];
   const problems = Object.keys(each)
     .filter((k) => !allowed.includes(k))
     .map((k) => ({ path: `each.${k}`, message: `is not a field of each here (it takes ${allowed.join(", ")})` }));
@@ -193,12 +211,15 @@ function eachProblems(each: Json | undefined): { path: string; message: string }
       message: `must be an object (the item agent's payload), e.g. { "question": "{{ item }}" }, got ${JSON.stringify(each.payload)}`,
     });
   }
-  if ("compensation" in each) {
-    // Undoing each succeeded item on its own is not built yet: say so rather than ignore it.
+  const compensation = each.compensation;
+  if (
+    compensation !== undefined &&
+    (!isObject(compensation) || typeof (compensation as { agent_type?: unknown }).agent_type !== "string")
+  ) {
     problems.push({
       path: "each.compensation",
       message:
-        "items cannot declare their own compensation yet: declare compensation on the map node itself (it runs once when the run fails, with self.output = the list of item outputs)",
+        'must be { "agent_type": ..., "payload": { ... } }: the agent that undoes one item (its templates see self, the item\'s node)',
     });
   }
   return problems;

@@ -85,6 +85,11 @@ const SQL = {
     text: `SELECT child_run_id FROM map_items
             WHERE ${OF_VISIT} AND state = 'RUNNING' AND child_run_id IS NOT NULL ORDER BY idx LIMIT $4`,
   },
+  newestSucceeded: {
+    name: "skein_newest_succeeded_map_item",
+    text: `SELECT child_run_id FROM map_items
+            WHERE ${OF_VISIT} AND state = 'SUCCEEDED' AND child_run_id IS NOT NULL ORDER BY ended_at DESC, idx DESC LIMIT 1`,
+  },
   // The exact size of the text in UTF-8 bytes (brackets, commas, each slot) first; the text
   // only when it fits (a subquery in a CASE branch runs only when that branch is taken). The
   // outputs' texts are kept as written (json), so they are joined, not rebuilt.
@@ -182,6 +187,10 @@ export function postgresMapItems(q: Query): MapTx {
         value("ended_at"),
       ]);
       if (missing) throw missingMapItem({ key: missing, index: missing.idx });
+    },
+    newestSucceededMapItem: async (key) => {
+      const [row] = await q<{ child_run_id: string }>(SQL.newestSucceeded, [key.run_id, key.node_id, key.visit]);
+      return row?.child_run_id ?? null;
     },
     runningMapItems: async (key, limit) => {
       const rows = await q<{ child_run_id: string }>(SQL.running, [key.run_id, key.node_id, key.visit, limit]);

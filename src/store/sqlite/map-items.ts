@@ -85,6 +85,12 @@ export function sqliteMapItems(db: Database.Database): MapTx {
           WHERE ${OF_VISIT} AND state = 'RUNNING' AND child_run_id IS NOT NULL ORDER BY idx LIMIT ?`,
       )
       .pluck(),
+    newestSucceeded: db
+      .prepare(
+        `SELECT child_run_id FROM map_items
+          WHERE ${OF_VISIT} AND state = 'SUCCEEDED' AND child_run_id IS NOT NULL ORDER BY ended_at DESC, idx DESC LIMIT 1`,
+      )
+      .pluck(),
     // The exact size of the text below, in UTF-8 bytes: brackets, commas, and each slot.
     outputBytes: db
       .prepare(
@@ -166,6 +172,7 @@ export function sqliteMapItems(db: Database.Database): MapTx {
       }
     },
     runningMapItems: async (key, limit) => s.running.all(...keyParams(key), limit) as string[],
+    newestSucceededMapItem: async (key) => (s.newestSucceeded.get(...keyParams(key)) as string | undefined) ?? null,
     mapOutput: async (key, maxBytes) => {
       const bytes = s.outputBytes.get(...keyParams(key)) as number;
       if (bytes > maxBytes) return { tooLarge: bytes };
