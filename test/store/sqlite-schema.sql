@@ -159,7 +159,8 @@ CREATE INDEX runs_active_children ON runs (created_at) WHERE parent IS NOT NULL 
 
 CREATE INDEX runs_by_deadline ON runs (deadline_at) WHERE ended_at IS NULL;
 
-CREATE INDEX runs_by_parent ON runs (json_extract(parent, '$.run_id')) WHERE parent IS NOT NULL;
+CREATE INDEX runs_by_parent ON runs (json_extract(parent, '$.run_id'))
+  WHERE parent IS NOT NULL AND json_extract(parent, '$.item') IS NULL;
 
 CREATE INDEX runs_by_status ON runs (status, created_at);
 

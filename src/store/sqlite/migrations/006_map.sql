@@ -24,3 +24,8 @@ CREATE INDEX map_items_pending ON map_items (run_id, node_id, visit, idx) WHERE 
 CREATE INDEX map_items_running ON map_items (run_id, node_id, visit, idx) WHERE state = 'RUNNING';
 -- The sweep finds running items whose child run ended (mapItemsToSettle): only running rows.
 CREATE INDEX map_items_running_children ON map_items (child_run_id) WHERE state = 'RUNNING';
+-- getRun lists a run's children but not its map items (they are paged): an index of the
+-- children without the items, so a 10,000-item map costs neither getRun nor each item's insert.
+DROP INDEX runs_by_parent;
+CREATE INDEX runs_by_parent ON runs (json_extract(parent, '$.run_id'))
+  WHERE parent IS NOT NULL AND json_extract(parent, '$.item') IS NULL;
