@@ -7,34 +7,24 @@ import type { Json, MapCounts, MapItem, Run, RunParent, Visit } from "../../src/
 import { openStore } from "../../src/engine/open-store.js";
 import { ManualClock } from "../../src/index.js";
 import type { MapItemUpdate, Store, VisitKey } from "../../src/store/store.js";
-import { visit } from "../core/helpers.js";
+import { makeRun, visit } from "../core/helpers.js";
 import { tempDb } from "../helpers.js";
 
 const NOW = Date.UTC(2026, 0, 1);
 const WORKFLOW = JSON.stringify({ id: "wf", nodes: [{ id: "m", agent: "map" }] });
 
 function run(run_id: string, overrides: Partial<Run> = {}): Run {
-  return {
+  return makeRun({
     run_id,
     workflow_id: "wf",
-    workflow_version: 1,
-    status: "RUNNING",
     input: null,
-    output: null,
-    error: null,
-    end_cause: null,
     trace_id: "0af7651916cd43dd8448eb211c80319c",
     traceparent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01",
-    idempotency_key: null,
-    input_hash: "h",
-    needs_attention: false,
     created_at: NOW,
     updated_at: NOW,
     deadline_at: NOW + 3_600_000,
-    ended_at: null,
-    parent: null,
     ...overrides,
-  };
+  });
 }
 
 /** Visit `visitNo` of the map node `m` in run `runId`. */
