@@ -22,19 +22,11 @@ import { runRow } from "./run-start.js";
 const FINAL = new Set(["SUCCEEDED", "FAILED", "CANCELLED"]);
 
 /** Starts the child runs ready `workflow` visits asked for (or fails their visits); true when there were any. */
-export async function startChildren(f: Flush): Promise<boolean> {
-  let started = false;
-  for (const rs of [...f.states.values()]) {
-    if (rs.changes.children.size === 0) continue;
-    const asked = [...rs.changes.children];
-    rs.changes.children.clear();
-    for (const v of asked) {
-      if (!v.is_current || (v.state !== "PENDING" && v.state !== "RETRYING")) continue;
-      await startChild(f, rs, v);
-      started = true;
-    }
-  }
-  return started;
+export function startChildren(f: Flush): Promise<boolean> {
+  return f.eachAsked(
+    (rs) => rs.changes.children,
+    (rs, v) => startChild(f, rs, v),
+  );
 }
 
 async function startChild(f: Flush, rs: RunState, v: Visit): Promise<boolean> {

@@ -22,19 +22,11 @@ import { itemWorkflowId } from "./registry.js";
 import { runRow } from "./run-start.js";
 
 /** Begins the map visits that became ready (claims them, writes their items, starts the first); true when there were any. */
-export async function startMaps(f: Flush): Promise<boolean> {
-  let started = false;
-  for (const rs of [...f.states.values()]) {
-    if (rs.changes.maps.size === 0) continue;
-    const asked = [...rs.changes.maps];
-    rs.changes.maps.clear();
-    for (const v of asked) {
-      if (!v.is_current || (v.state !== "PENDING" && v.state !== "RETRYING")) continue;
-      await beginMap(f, rs, v);
-      started = true;
-    }
-  }
-  return started;
+export function startMaps(f: Flush): Promise<boolean> {
+  return f.eachAsked(
+    (rs) => rs.changes.maps,
+    (rs, v) => beginMap(f, rs, v),
+  );
 }
 
 async function beginMap(f: Flush, rs: RunState, v: Visit): Promise<void> {

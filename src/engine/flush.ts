@@ -146,6 +146,30 @@ export class Flush {
     }
   }
 
+  /**
+   * Calls `start` for each visit a kind's `begin` asked this flush to start (`pick`: which set
+   * of the run's changes: children, maps), once, while it is still current and ready; true when
+   * there were any.
+   */
+  async eachAsked(
+    pick: (rs: RunState) => Set<Visit>,
+    start: (rs: RunState, v: Visit) => Promise<unknown>,
+  ): Promise<boolean> {
+    let started = false;
+    for (const rs of [...this.states.values()]) {
+      const set = pick(rs);
+      if (set.size === 0) continue;
+      const asked = [...set];
+      set.clear();
+      for (const v of asked) {
+        if (!v.is_current || (v.state !== "PENDING" && v.state !== "RETRYING")) continue;
+        await start(rs, v);
+        started = true;
+      }
+    }
+    return started;
+  }
+
   /** Runs this transaction locked that are not in memory yet, in one read. */
   async preload(runIds: string[]): Promise<void> {
     const missing = runIds.filter((id) => !this.states.has(id) && !this.cache.get(id));
