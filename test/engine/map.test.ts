@@ -450,6 +450,62 @@ describe("map", () => {
     expect(undone).toEqual([null, 2, 1]);
   });
 
+  it("a loop that resets the map's region mid-map cancels its running items; the next round maps afresh", async () => {
+    const g = gate();
+    let round = 0;
+    const { engine } = await testEngine({
+      agents: {
+        planner: () => {
+          round += 1;
+          return { items: [`r${round}a`, `r${round}b`] };
+        },
+        square: g.agent,
+        // Round 1: once both items run, loop back; round 2: let the map finish.
+        watcher: async () => {
+          if (round === 1) await g.waitFor(2);
+          return { again: round === 1 };
+        },
+      },
+    });
+    await engine.registerWorkflow({
+      id: "reset",
+      nodes: [
+        { node_id: "plan", agent_type: "planner", max_visits: 3 },
+        {
+          node_id: "answer",
+          agent_type: "map",
+          depends_on: ["plan"],
+          max_visits: 3,
+          payload: {
+            items: "{{ nodes.plan.output.items }}",
+            each: { agent_type: "square", payload: { v: "{{ item }}" } },
+          },
+        },
+        {
+          node_id: "watcher",
+          agent_type: "watcher",
+          depends_on: ["plan"],
+          max_visits: 3,
+          next_on_success: [{ when: "output.again = true", to: "plan" }],
+        },
+      ],
+    });
+    const run = await engine.startRun("reset", { input: {} });
+    await g.waitFor(4); // round 2's items are running too
+    const [first, second] = [g.waiting.slice(0, 2), g.waiting.slice(2)];
+    for (const w of first) {
+      expect(w.task.signal.aborted).toBe(true);
+      expect((await engine.getRun(w.task.run_id)).status).toBe("CANCELLED");
+    }
+    for (const w of second) w.release({ got: (w.task.payload as { v: string }).v });
+    const done = await engine.waitForRun(run.run_id);
+    expect(done.status).toBe("SUCCEEDED");
+    expect(done.nodes.find((n) => n.node_id === "answer")).toMatchObject({
+      visit: 2,
+      output: [{ got: "r2a" }, { got: "r2b" }],
+    });
+  });
+
   it("refuses a list that is not an array, or longer than max_items, with template_error", async () => {
     const { engine } = await testEngine({ agents: { planner, echo, square: () => ({}) } });
     await engine.registerWorkflow(mapFlow({ items, each: each(), max_items: 3 }));
