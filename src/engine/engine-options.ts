@@ -82,6 +82,8 @@ export interface PruneOptions {
   statuses?: readonly PrunedStatus[];
   /** Count what would go, deleting nothing. */
   dryRun?: boolean;
+  /** Runs per transaction (whole trees: a run with many children goes in one). @defaultValue 500 */
+  batchSize?: number;
 }
 
 export interface StartRunOptions {

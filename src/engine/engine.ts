@@ -392,10 +392,14 @@ export class Engine {
       }
       ages[status] = age;
     }
+    const limit = options.batchSize ?? PRUNE_BATCH;
+    if (!Number.isInteger(limit) || limit < 1) {
+      throw new ValidationError(`batchSize must be a whole number of runs >= 1; got ${String(options.batchSize)}`);
+    }
     if (options.dryRun) return pruneOnce(this.store, this.clock, ages, { dryRun: true });
     let total = 0;
     for (;;) {
-      const pruned = await pruneOnce(this.store, this.clock, ages, { limit: PRUNE_BATCH });
+      const pruned = await pruneOnce(this.store, this.clock, ages, { limit });
       if (pruned === 0) return total;
       total += pruned;
     }
