@@ -65,17 +65,6 @@ export function retentionAges(option: unknown): RetentionAges | null {
   return Object.keys(ages).length > 0 ? ages : null;
 }
 
-/** The statuses `--status` names ("succeeded,failed"), as they are stored. @throws ValidationError */
-export function parseStatuses(text: string): PrunedStatus[] {
-  const statuses = text.split(",").map((s) => s.trim().toLowerCase());
-  for (const s of statuses) {
-    if (!(s in STATUS_OF)) {
-      throw new ValidationError(`"${s}" is not a status runs are pruned in: use succeeded, failed or cancelled`);
-    }
-  }
-  return [...new Set(statuses.map((s) => STATUS_OF[s as keyof RetentionOptions]))];
-}
-
 /** One prune transaction: the cut from the transaction's time (the database's on PostgreSQL). */
 export function pruneOnce(
   store: Store,
