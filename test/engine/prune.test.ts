@@ -7,7 +7,7 @@
 import Database from "better-sqlite3";
 import pg from "pg";
 import { describe, expect, it } from "vitest";
-import { createEngine, type Engine, type Task, ValidationError } from "../../src/index.js";
+import { createClient, createEngine, type Engine, type Task, ValidationError } from "../../src/index.js";
 import { nextEvent, tempDb, testEngine } from "../helpers.js";
 
 const DAY = 86_400_000;
@@ -279,33 +279,38 @@ describe("pruning finished runs", () => {
     }
   });
 
-  it("pruning in batches while runs are busy loses nothing live", async () => {
-    const g = gate();
-    const { engine, clock } = await engineWith(g);
-    // A backlog of old finished runs, pruned 7 runs (two trees) a transaction.
-    const finished = await Promise.all(Array.from({ length: 60 }, () => engine.startRun("fanout")));
-    for (const r of finished) expect((await engine.waitForRun(r.run_id)).status).toBe("SUCCEEDED");
-    await clock.advance(2 * DAY);
-    // Busy runs: held ones, and map runs that start and finish while the prune loops.
-    const held = await Promise.all(Array.from({ length: 5 }, () => engine.startRun("held")));
-    await g.until(5);
-    const busy: Promise<string>[] = [];
-    let pruned = 0;
-    for (let round = 0; round < 20; round++) {
-      busy.push(engine.startRun(round % 2 === 0 ? "fanout" : "parent").then((r) => r.run_id));
-      pruned += await engine.pruneRuns({ olderThan: "1d", batchSize: 7 });
-    }
-    // Every old run and its three item runs went; nothing younger.
-    expect(pruned).toBe(60 * 4);
-    g.releaseAll();
-    for (const r of held) expect((await engine.waitForRun(r.run_id)).status).toBe("SUCCEEDED");
-    for (const id of await Promise.all(busy)) {
-      const done = await engine.waitForRun(id);
-      expect(done.status).toBe("SUCCEEDED");
-    }
-    // Finished now, but young: kept until they are old too.
-    expect(await engine.pruneRuns({ olderThan: "1d" })).toBe(0);
-    await clock.advance(2 * DAY);
-    expect(await engine.pruneRuns({ olderThan: "1d" })).toBe(5 + 10 * 4 + 10 * 2);
-  });
+  for (const beside of [false, true]) {
+    it(`pruning in batches while runs are busy loses nothing live${beside ? " (from a client beside the engine: another connection)" : ""}`, async () => {
+      const g = gate();
+      const { engine, clock, database } = await engineWith(g);
+      // A client is what `skein prune` is: its own connection, its own transactions.
+      const client = beside ? await createClient({ database, clock }) : engine;
+      // A backlog of old finished runs, pruned 7 runs (two trees) a transaction.
+      const finished = await Promise.all(Array.from({ length: 60 }, () => engine.startRun("fanout")));
+      for (const r of finished) expect((await engine.waitForRun(r.run_id)).status).toBe("SUCCEEDED");
+      await clock.advance(2 * DAY);
+      // Busy runs: held ones, and map runs that start and finish while the prune loops.
+      const held = await Promise.all(Array.from({ length: 5 }, () => engine.startRun("held")));
+      await g.until(5);
+      const busy: Promise<string>[] = [];
+      let pruned = 0;
+      for (let round = 0; round < 20; round++) {
+        busy.push(engine.startRun(round % 2 === 0 ? "fanout" : "parent").then((r) => r.run_id));
+        pruned += await client.pruneRuns({ olderThan: "1d", batchSize: 7 });
+      }
+      // Every old run and its three item runs went; nothing younger.
+      expect(pruned).toBe(60 * 4);
+      g.releaseAll();
+      for (const r of held) expect((await engine.waitForRun(r.run_id)).status).toBe("SUCCEEDED");
+      for (const id of await Promise.all(busy)) {
+        const done = await engine.waitForRun(id);
+        expect(done.status).toBe("SUCCEEDED");
+      }
+      // Finished now, but young: kept until they are old too.
+      expect(await client.pruneRuns({ olderThan: "1d" })).toBe(0);
+      await clock.advance(2 * DAY);
+      expect(await client.pruneRuns({ olderThan: "1d" })).toBe(5 + 10 * 4 + 10 * 2);
+      if (client !== engine) await client.close();
+    });
+  }
 });
