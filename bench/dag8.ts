@@ -81,7 +81,7 @@ export class RunEnds {
 }
 
 /** Runs `total` runs with `inFlight` workers; returns latencies and the measured window. */
-async function closedLoop(engine: Engine, ends: RunEnds, total: number, inFlight: number, maxLoopMs: number) {
+export async function closedLoop(engine: Engine, ends: RunEnds, total: number, inFlight: number, maxLoopMs: number) {
   const latencies: number[] = [];
   let issued = 0;
   let failed = 0;

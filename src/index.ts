@@ -26,6 +26,7 @@ export {
   type MapProgress,
   type NodeVisit,
   type PendingReview,
+  type PruneOptions,
   type PublishEventAnswer,
   type ReviewOptions,
   type RunWithNodes,
@@ -36,6 +37,7 @@ export {
 export type { WorkerIdentity } from "./engine/external-requests.js";
 export type { Notification, NotifyOptions } from "./engine/notifier.js";
 export type { RegisteredWorkflow, WorkflowCheck } from "./engine/registry.js";
+export type { Duration, RetentionOptions } from "./engine/retention.js";
 export type { TaskLimits } from "./engine/task-limits.js";
 export {
   ConflictError,
@@ -50,4 +52,4 @@ export {
   UnavailableError,
   ValidationError,
 } from "./errors.js";
-export type { ChildRun } from "./store/store.js";
+export type { ChildRun, PrunedStatus } from "./store/store.js";

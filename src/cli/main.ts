@@ -11,6 +11,7 @@ import { registerEngine } from "./commands/engine.js";
 import { registerEvents } from "./commands/events.js";
 import { registerGraph } from "./commands/graph.js";
 import { registerList } from "./commands/list.js";
+import { registerPrune } from "./commands/prune.js";
 import { registerResume } from "./commands/resume.js";
 import { registerRetry } from "./commands/retry.js";
 import { registerReview } from "./commands/review.js";
@@ -60,6 +61,7 @@ export function buildProgram(): Command {
     registerReview,
     registerCancel,
     registerRetry,
+    registerPrune,
     registerSend,
     registerWorkflows,
     registerServe,

@@ -2,10 +2,11 @@
 import type { Logger } from "pino";
 import type { AgentHandler, DecideHook } from "../agents/task.js";
 import type { Compensation, Json, Run, RunEvent, Visit } from "../core/types.js";
-import type { ChildRun } from "../store/store.js";
+import type { ChildRun, PrunedStatus } from "../store/store.js";
 import type { Clock } from "./clock.js";
 import type { MapProgress } from "./map-items.js";
 import type { NotifyOptions } from "./notifier.js";
+import type { Duration, RetentionOptions } from "./retention.js";
 import type { TaskLimits } from "./task-limits.js";
 
 export interface EngineOptions {
@@ -61,6 +62,28 @@ export interface EngineOptions {
    * @defaultValue 100 waiting per token, 1000 in all, 500 a second per token with bursts of 1000
    */
   taskLimits?: TaskLimits;
+  /**
+   * How long finished runs are kept (DESIGN §8), per status: seconds, or text such as `"30d"`,
+   * `"12h"`, `"45m"`, `"90s"`. The engine deletes older top-level runs with their visits,
+   * events, compensations, inbox rows, map items and child runs, one batch per sweep; their
+   * idempotency keys are forgotten (a start with the same key makes a new run). Time is the
+   * database's on PostgreSQL.
+   * @example retention: { succeeded: "30d", failed: "90d" }
+   * @defaultValue every run is kept for ever
+   */
+  retention?: RetentionOptions;
+}
+
+/** What `pruneRuns` deletes: finished runs that ended longer ago than `olderThan`. */
+export interface PruneOptions {
+  /** Seconds, or text such as `"30d"`. */
+  olderThan: Duration;
+  /** Statuses to prune. @defaultValue all three: SUCCEEDED, FAILED, CANCELLED */
+  statuses?: readonly PrunedStatus[];
+  /** Count what would go, deleting nothing. */
+  dryRun?: boolean;
+  /** Runs per transaction (whole trees: a run with many children goes in one). @defaultValue 500 */
+  batchSize?: number;
 }
 
 export interface StartRunOptions {

@@ -5,7 +5,7 @@
 import { hostname } from "node:os";
 import { type Logger, pino } from "pino";
 import type { Json, Run, RunEvent, Visit } from "../core/types.js";
-import { EngineClosedError, NotFoundError, type UnavailableError } from "../errors.js";
+import { EngineClosedError, NotFoundError, type UnavailableError, ValidationError } from "../errors.js";
 import type { RunFilter, Store } from "../store/store.js";
 import type { AttemptRunner } from "./attempts.js";
 import { type Clock, systemClock } from "./clock.js";
@@ -15,6 +15,7 @@ import type {
   EngineOptions,
   EventListener,
   PendingReview,
+  PruneOptions,
   ReviewOptions,
   RunWithNodes,
   StartRunOptions,
@@ -35,6 +36,7 @@ import { type ListMapItemsOptions, listMapItems, type MapItemPage } from "./map-
 import type { Notifier } from "./notifier.js";
 import { openStore } from "./open-store.js";
 import { ITEM_SEPARATOR, type RegisteredWorkflow, type WorkflowCheck, type WorkflowRegistry } from "./registry.js";
+import { PRUNE_BATCH, parseDuration, pruneOnce, Retention, type RetentionAges, retentionAges } from "./retention.js";
 import { pendingReviews, reviewInput } from "./reviews.js";
 import { readRunWithNodes } from "./run-read.js";
 import { newRun } from "./run-start.js";
@@ -46,6 +48,7 @@ export type {
   EventListener,
   NodeVisit,
   PendingReview,
+  PruneOptions,
   ReviewOptions,
   RunWithNodes,
   StartRunOptions,
@@ -109,6 +112,8 @@ export class Engine {
   private readonly subscribers: Subscribers;
   private readonly maxPayloadBytes: number;
   private heartbeatTimer: ReturnType<Clock["setTimeout"]> | null = null;
+  /** @internal the retention option's pruning, when it has one (tests wait for its batches) */
+  readonly retention: Retention | null;
   private closed = false;
 
   /** @internal use createEngine or createClient */
@@ -123,6 +128,17 @@ export class Engine {
     this.logger = options.logger ?? pino({ level: "silent" });
     this.subscribers = new Subscribers(this.logger);
     this.maxPayloadBytes = options.maxPayloadBytes ?? 1024 * 1024;
+    const ages = retentionAges(options.retention);
+    this.retention =
+      ages && serve
+        ? new Retention({
+            store,
+            clock: this.clock,
+            ages,
+            intervalMs: options.sweepIntervalMs ?? 1000,
+            logger: this.logger,
+          })
+        : null;
     const parts = createParts({
       store,
       options,
@@ -163,6 +179,7 @@ export class Engine {
     );
     this.dispatcher.start(dead);
     this.armHeartbeat();
+    this.retention?.start();
   }
 
   /**
@@ -354,6 +371,40 @@ export class Engine {
     );
   }
 
+  /**
+   * Deletes finished top-level runs (SUCCEEDED, FAILED, CANCELLED; or `statuses`) that ended
+   * longer ago than `olderThan`, with everything that belongs to them and their child runs
+   * (DESIGN §8), in transactions of about 500 runs, until none is left; a run not finished, or
+   * whose child is not, is kept. Their idempotency keys are forgotten: a start with the same key
+   * makes a new run. With `dryRun`, counts what would go and deletes nothing.
+   * @returns how many runs were (or would be) deleted
+   * @throws ValidationError for a bad duration or status
+   * @example await engine.pruneRuns({ olderThan: "30d", statuses: ["SUCCEEDED"] });
+   */
+  async pruneRuns(options: PruneOptions): Promise<number> {
+    this.assertOpen();
+    const age = parseDuration(options.olderThan, "olderThan");
+    const statuses = options.statuses ?? ["SUCCEEDED", "FAILED", "CANCELLED"];
+    const ages: RetentionAges = {};
+    for (const status of statuses) {
+      if (status !== "SUCCEEDED" && status !== "FAILED" && status !== "CANCELLED") {
+        throw new ValidationError(`statuses: ${JSON.stringify(status)} is not SUCCEEDED, FAILED or CANCELLED`);
+      }
+      ages[status] = age;
+    }
+    const limit = options.batchSize ?? PRUNE_BATCH;
+    if (!Number.isInteger(limit) || limit < 1) {
+      throw new ValidationError(`batchSize must be a whole number of runs >= 1; got ${String(options.batchSize)}`);
+    }
+    if (options.dryRun) return pruneOnce(this.store, this.clock, ages, { dryRun: true });
+    let total = 0;
+    for (;;) {
+      const pruned = await pruneOnce(this.store, this.clock, ages, { limit });
+      if (pruned === 0) return total;
+      total += pruned;
+    }
+  }
+
   /** Newest first. `before` pages: pass the last run_id of the previous page. */
   listRuns(filter: RunFilter = {}): Promise<Run[]> {
     return this.store.listRuns(filter);
@@ -419,6 +470,7 @@ export class Engine {
     this.external.readyWaiting(["*"]); // waiting claims return empty
     if (this.heartbeatTimer) this.clock.clearTimeout(this.heartbeatTimer);
     this.dispatcher.stopClaiming();
+    const retentionStopped = this.retention?.stop();
     const pending = this.attempts.pending();
     if (pending.length > 0) await untilDeadline(Promise.all(pending), deadline);
     // Recording what returned gets a moment of its own, even when the attempts used up the timeout.
@@ -426,6 +478,7 @@ export class Engine {
     await this.dispatcher.drain(recordBy);
     this.attempts.abortAll("stopped with the engine");
     await this.dispatcher.stop(recordBy);
+    if (retentionStopped) await untilDeadline(retentionStopped, recordBy);
     this.notifier?.stop();
     try {
       if (this.serve) await untilDeadline(this.store.stopEngine(this.engineId, this.clock.now()), recordBy);

@@ -258,8 +258,32 @@ export interface MapTx {
   mapItemsToSettle(limit: number): Promise<string[]>;
 }
 
+/** The finished statuses a run is pruned in (DESIGN §8), each with its own cut. */
+export type PrunedStatus = "SUCCEEDED" | "FAILED" | "CANCELLED";
+
+/**
+ * Which runs `pruneRuns` deletes: top-level runs of a listed status that ended before its time
+ * (epoch ms); a status left out is kept. Their child runs (of `workflow` nodes and map items,
+ * recursively) go with them whatever their own age, never alone.
+ */
+export type PruneCut = Partial<Record<PrunedStatus, number>>;
+
+/** Deleting finished runs (retention, `skein prune`), inside a write transaction. */
+export interface PruneTx {
+  /**
+   * Deletes at most about `limit` runs: whole trees (a run and its descendants), oldest ended
+   * first, at least one tree; with each run its visits, events, compensation rows, inbox rows
+   * and map items. A tree with a descendant not finished (or, on PostgreSQL, a run another
+   * transaction holds) is left for a later batch. Frees the runs' idempotency keys. Returns how
+   * many runs it deleted (0: nothing more to prune now).
+   */
+  pruneRuns(cut: PruneCut, limit: number): Promise<number>;
+  /** How many runs `pruneRuns` would delete in all, batch after batch (it deletes nothing). */
+  countPrunable(cut: PruneCut): Promise<number>;
+}
+
 /** Operations valid inside a write transaction. */
-export interface StoreTx extends InboxTx, MapTx {
+export interface StoreTx extends InboxTx, MapTx, PruneTx {
   /**
    * The transaction's time in epoch ms when the database is the clock (PostgreSQL's `now()`,
    * DESIGN §7), or null: use the engine's clock (SQLite, and tests with a manual clock).

@@ -166,6 +166,8 @@ CREATE INDEX runs_by_status ON runs (status, created_at);
 
 CREATE INDEX runs_by_workflow ON runs (workflow_id, created_at);
 
+CREATE INDEX runs_finished ON runs (status, ended_at) WHERE parent IS NULL AND ended_at IS NOT NULL;
+
 CREATE INDEX visits_held_by_child ON visits (holder) WHERE holder LIKE 'run:%';
 
 CREATE INDEX visits_in_review ON visits (lease_expires_at) WHERE state = 'IN_REVIEW';

@@ -11,12 +11,14 @@ import {
   type InboxTx,
   type LoadedRun,
   type MapTx,
+  type PruneTx,
   type StoreTx,
   type VisitKey,
   type WriteBatch,
 } from "../store.js";
 import { postgresInbox } from "./inbox.js";
 import { postgresMapItems } from "./map-items.js";
+import { postgresPrune } from "./prune.js";
 import { noticePayload } from "./ready-listener.js";
 import {
   COMPENSATION_COLUMNS,
@@ -303,6 +305,9 @@ export class PostgresTx implements StoreTx {
   readonly newestSucceededMapItem: MapTx["newestSucceededMapItem"] = (key) => this.items.newestSucceededMapItem(key);
   readonly mapOutput: MapTx["mapOutput"] = (key, maxBytes) => this.items.mapOutput(key, maxBytes);
   readonly mapItemsToSettle: MapTx["mapItemsToSettle"] = (limit) => this.items.mapItemsToSettle(limit);
+  private readonly pruning: PruneTx = postgresPrune((config, values) => this.q(config, values));
+  readonly pruneRuns: PruneTx["pruneRuns"] = (cut, limit) => this.pruning.pruneRuns(cut, limit);
+  readonly countPrunable: PruneTx["countPrunable"] = (cut) => this.pruning.countPrunable(cut);
 
   constructor(
     private readonly session: Session,

@@ -18,6 +18,7 @@ import { EngineLock, engineLockPath } from "./engine-lock.js";
 import { RUNS_WAITING_ON_KEY, sqliteInbox } from "./inbox.js";
 import { type DbMapItem, LIST_MAP_ITEMS, mapItemFromDb, sqliteMapItems } from "./map-items.js";
 import { assertSkeinDatabase, migrate } from "./migrate.js";
+import { sqlitePrune } from "./prune.js";
 import {
   compensationFromDb,
   compensationToDb,
@@ -461,6 +462,7 @@ export class SqliteStore implements Store {
     const tx: StoreTx = {
       ...sqliteInbox(this.writer),
       ...sqliteMapItems(this.writer),
+      ...sqlitePrune(this.writer),
       runByIdempotencyKey: async (key) => {
         const row = s.runByKey.get(key) as DbRun | undefined;
         return row ? runFromDb(row) : null;
