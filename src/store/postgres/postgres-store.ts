@@ -29,11 +29,12 @@ import {
   DEFAULT_CONNECT_TIMEOUT_MS,
   DEFAULT_SCHEMA,
 } from "./connection.js";
+import { engineLockName } from "./engine-lock.js";
 import { RUNS_WAITING_ON_KEY } from "./inbox.js";
 import { type DbMapItem, LIST_MAP_ITEMS, mapItemFromDb } from "./map-items.js";
 import { migrate } from "./migrate.js";
 import { connectError } from "./pg-errors.js";
-import { HOLDS_ATTEMPTS, type LoadedRunRow, loadedRun, loadRunsSql, PostgresTx } from "./postgres-tx.js";
+import { engineDeadSql, HOLDS_ATTEMPTS, type LoadedRunRow, loadedRun, loadRunsSql, PostgresTx } from "./postgres-tx.js";
 import { ReadyListener } from "./ready-listener.js";
 import {
   COMPENSATION_COLUMNS,
@@ -63,7 +64,7 @@ export interface PostgresOptions {
    * transaction), so that engines on machines with skewed clocks agree. Tests pass a manual clock.
    */
   clock?: { now(): number };
-  logger?: Pick<Logger, "warn">;
+  logger?: Pick<Logger, "warn" | "error">;
   /**
    * Connections in the pool: one carries this store's transactions, the others concurrent reads.
    * The listener for ready visits has one more of its own. Default 5, at least 2.
@@ -103,12 +104,13 @@ const WORKFLOW_LOCK = 0x736b7766;
 
 const SQL = {
   // $4: the clock's time, or null for the database's. $5: how long a heartbeat stays fresh.
+  // $6: the schema. Dead engines (lock free or heartbeat stale) are taken as takeDeadEngines does.
   registerEngine: `
     WITH t AS (SELECT coalesce($4::bigint, ${DB_NOW}) AS now),
     me AS (INSERT INTO engines (engine_id, host, pid, started_at, heartbeat_at)
            SELECT $1, $2, $3, t.now, t.now FROM t),
     d AS (UPDATE engines e SET stopped_at = t.now FROM t
-           WHERE e.stopped_at IS NULL AND e.heartbeat_at < t.now - $5::bigint AND e.engine_id <> $1
+           WHERE e.stopped_at IS NULL AND e.engine_id <> $1 AND ${engineDeadSql("t.now - $5::bigint", "$6::text")}
           RETURNING e.engine_id)
     SELECT engine_id FROM d WHERE ${HOLDS_ATTEMPTS}`,
   // A heartbeat also revives an engine another one took for dead while it was merely slow: if
@@ -144,7 +146,7 @@ export class PostgresStore implements Store {
     private readonly pool: pg.Pool,
     private readonly settings: ConnectionSettings,
     private readonly clock: { now(): number } | undefined,
-    private readonly logger: Pick<Logger, "warn">,
+    private readonly logger: Pick<Logger, "warn" | "error">,
   ) {
     const { max: _max, types: _types, ...client } = settings.config;
     this.listener = new ReadyListener(client, settings.channel, settings.channelSql, logger);
@@ -167,7 +169,7 @@ export class PostgresStore implements Store {
       poolSize,
       connectTimeoutMs: options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
     });
-    const logger = options.logger ?? { warn: () => {} };
+    const logger = options.logger ?? { warn: () => {}, error: () => {} };
     // Pipeline mode: a transaction's BEGIN, its locks and its reads go out together, each with
     // its parameters bound, and come back in one round trip (Session.pipeline). Every other use
     // of a connection waits for each answer, so it behaves as without.
@@ -192,6 +194,11 @@ export class PostgresStore implements Store {
   }
 
   async registerEngine(engine: EngineRow, staleBefore: number): Promise<string[]> {
+    // The liveness lock first: once the row is committed another engine's sweep may look, and
+    // a registered engine without its lock would look dead to it.
+    await this.listener
+      .holdLock(engineLockName(this.settings.schema, engine.engine_id))
+      .catch((e: unknown) => Promise.reject(connectError(e, this.settings.target)));
     // Many engines share the database: nothing to refuse. With the database's clock, the
     // freshness window is the caller's (its now - staleBefore), judged by the database's now.
     const rows = await this.read<{ engine_id: string }>({
@@ -203,6 +210,7 @@ export class PostgresStore implements Store {
         engine.pid,
         this.clock ? engine.heartbeat_at : null,
         engine.heartbeat_at - staleBefore,
+        this.settings.schema,
       ],
     });
     return rows.map((r) => r.engine_id);
@@ -468,6 +476,7 @@ export class PostgresStore implements Store {
           session,
           time,
           this.settings.channel,
+          this.settings.schema,
           locked,
           [...tried].flatMap((id) => locked.get(id) ?? []),
         );

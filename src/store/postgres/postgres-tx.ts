@@ -15,6 +15,7 @@ import {
   type VisitKey,
   type WriteBatch,
 } from "../store.js";
+import { engineLockFreeSql } from "./engine-lock.js";
 import { postgresInbox } from "./inbox.js";
 import { postgresMapItems } from "./map-items.js";
 import { noticePayload } from "./ready-listener.js";
@@ -51,15 +52,23 @@ export const HOLDS_ATTEMPTS = `
              WHERE r.status = 'COMPENSATING' AND v.state = 'CANCELLED' AND v.holder = d.engine_id)`;
 
 /**
- * Engines other than $1 whose heartbeat is older than $2, marked stopped at $3 by this statement:
- * a second caller waits for the row lock, then finds stopped_at set and skips the row.
- * Returns those still holding attempts.
+ * Engine `e` counts as dead: its liveness lock (of schema `schema`, a parameter) is free, or
+ * its heartbeat is older than `staleBefore` (a parameter: it hangs with its connection open).
+ */
+export function engineDeadSql(staleBefore: string, schema: string): string {
+  return `(e.heartbeat_at < ${staleBefore} OR ${engineLockFreeSql(schema, "e.engine_id")})`;
+}
+
+/**
+ * Engines other than $1 that are dead (lock free, or heartbeat older than $2; $4 the schema),
+ * marked stopped at $3 by this statement: a second caller waits for the row lock, then finds
+ * stopped_at set and skips the row (one taker each). Returns those still holding attempts.
  */
 const TAKE_DEAD_ENGINES = `
   WITH d AS (
-    UPDATE engines SET stopped_at = $3
-     WHERE stopped_at IS NULL AND heartbeat_at < $2 AND engine_id <> $1
-    RETURNING engine_id)
+    UPDATE engines e SET stopped_at = $3
+     WHERE e.stopped_at IS NULL AND e.engine_id <> $1 AND ${engineDeadSql("$2", "$4")}
+    RETURNING e.engine_id)
   SELECT engine_id FROM d WHERE ${HOLDS_ATTEMPTS}`;
 
 const RUNS = selectList(RUN_COLUMNS);
@@ -310,6 +319,8 @@ export class PostgresTx implements StoreTx {
     private readonly time: () => number,
     /** The NOTIFY channel of the store's schema. */
     private readonly channel: string,
+    /** The store's schema (it names the engines' liveness locks). */
+    private readonly schema: string,
     /** The runs locked as the transaction began, read in the same round trip. */
     private readonly locked: ReadonlyMap<string, LoadedRun> = new Map(),
     /** Those of them locked by `tryLock` (the ones no other transaction held). */
@@ -369,6 +380,7 @@ export class PostgresTx implements StoreTx {
       self,
       staleBefore,
       this.time(),
+      this.schema,
     ]);
     return rows.map((r) => r.engine_id);
   }

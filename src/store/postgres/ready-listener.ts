@@ -4,11 +4,17 @@
  * backoff, LISTENs again, and tells the listeners `*` once: notifications sent meanwhile are
  * lost, so everything is worth a look. The first connection does the same, which also tells a
  * caller when listening has begun.
+ *
+ * An engine's store also holds the engine's liveness lock on this connection (engine-lock.ts),
+ * taken again on every reconnect: it lives as long as the connection, as the lock must. While a
+ * reconnect is pending the lock is free, and another engine may take this one for dead and
+ * re-run its attempts (their results here are then fenced); the heartbeat revives its row.
  */
 
 import pg from "pg";
 import type { Logger } from "pino";
 import type { ReadyNotice } from "../store.js";
+import { TAKE_ENGINE_LOCK } from "./engine-lock.js";
 
 const EVERYTHING: ReadyNotice = { agentType: "*", runIds: [] };
 
@@ -38,24 +44,69 @@ export class ReadyListener {
   private failures = 0;
   private started = false;
   private closed = false;
+  /** The liveness lock this connection holds (engine-lock.ts), once an engine asked for one. */
+  private lockName: string | null = null;
+  /** True once the current client listens (and holds the lock, if any). */
+  private connected = false;
+  /** Those waiting for the next connection attempt's outcome (holdLock). */
+  private waiting: { resolve: () => void; reject: (e: Error) => void }[] = [];
 
   constructor(
     private readonly config: pg.ClientConfig,
     private readonly channel: string,
     private readonly channelSql: string,
-    private readonly logger: Pick<Logger, "warn">,
+    private readonly logger: Pick<Logger, "warn" | "error">,
   ) {}
 
   add(listener: (notice: ReadyNotice) => void): void {
     this.listeners.add(listener);
-    if (!this.started) {
-      this.started = true;
-      void this.connect();
+    this.start();
+  }
+
+  /**
+   * Holds the advisory lock `name` on this connection from now on, and again after every
+   * reconnect. Resolves once it is held (or found held by another session: logged, since that
+   * is a bug or a hash collision, and the engine runs on, found dead by its heartbeat only).
+   * @throws the connection's error when it cannot be opened (reconnecting goes on meanwhile).
+   */
+  holdLock(name: string): Promise<void> {
+    this.lockName = name;
+    const client = this.client;
+    if (client && this.connected) return this.takeLock(client);
+    return new Promise((resolve, reject) => {
+      this.waiting.push({ resolve, reject });
+      this.start();
+    });
+  }
+
+  private start(): void {
+    if (this.started) return;
+    this.started = true;
+    void this.connect();
+  }
+
+  private async takeLock(client: pg.Client): Promise<void> {
+    if (this.lockName === null) return;
+    const { rows } = await client.query<{ locked: boolean }>(TAKE_ENGINE_LOCK, [this.lockName]);
+    if (rows[0]?.locked !== true) {
+      this.logger.error(
+        { lock: this.lockName },
+        "skein: another PostgreSQL session holds this engine's liveness lock: two engines share this engine id (give each its own engineId), or two ids share a hash; other engines will find this one dead only once its heartbeat expires",
+      );
+    }
+  }
+
+  private settleWaiting(err?: Error): void {
+    for (const w of this.waiting.splice(0)) {
+      if (err) w.reject(err);
+      else w.resolve();
     }
   }
 
   async close(): Promise<void> {
     this.closed = true;
+    this.connected = false;
+    this.settleWaiting(new Error("skein: the store was closed before its listener connected"));
     if (this.retryTimer) clearTimeout(this.retryTimer);
     this.retryTimer = null;
     const client = this.client;
@@ -81,19 +132,25 @@ export class ReadyListener {
     });
     try {
       await client.connect();
+      // The lock before LISTEN: once this connection counts as up, it holds the lock.
+      await this.takeLock(client);
       await client.query(`LISTEN ${this.channelSql}`);
     } catch (e) {
+      this.settleWaiting(e as Error);
       onLost(e as Error);
       return;
     }
     if (this.client !== client) return; // closed meanwhile
     this.failures = 0;
+    this.connected = true;
+    this.settleWaiting();
     this.emit(EVERYTHING);
   }
 
   private lost(client: pg.Client, err: Error | undefined): void {
     if (this.client !== client) return;
     this.client = null;
+    this.connected = false;
     client.end().catch(() => undefined);
     if (this.closed) return;
     const delay = Math.min(MAX_RETRY_MS, FIRST_RETRY_MS * 2 ** this.failures);
