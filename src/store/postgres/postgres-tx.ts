@@ -52,11 +52,16 @@ export const HOLDS_ATTEMPTS = `
              WHERE r.status = 'COMPENSATING' AND v.state = 'CANCELLED' AND v.holder = d.engine_id)`;
 
 /**
- * Engine `e` counts as dead: its liveness lock (of schema `schema`, a parameter) is free, or
- * its heartbeat is older than `staleBefore` (a parameter: it hangs with its connection open).
+ * Engine `e` counts as dead: its heartbeat is older than `staleBefore` (a parameter: it hangs
+ * with its connection open), or its liveness lock (of schema `schema`, a parameter) is free
+ * although it has beaten since the server started. A server restart frees every lock at once;
+ * engines reconnect their listeners within a second of its return, but until one has beaten
+ * since, its free lock says nothing about it.
  */
 export function engineDeadSql(staleBefore: string, schema: string): string {
-  return `(e.heartbeat_at < ${staleBefore} OR ${engineLockFreeSql(schema, "e.engine_id")})`;
+  return `(e.heartbeat_at < ${staleBefore}
+    OR (e.heartbeat_at > floor(extract(epoch FROM pg_postmaster_start_time()) * 1000)
+        AND ${engineLockFreeSql(schema, "e.engine_id")}))`;
 }
 
 /**

@@ -36,6 +36,7 @@ function readyNotice(payload: string): ReadyNotice {
 
 const FIRST_RETRY_MS = 100;
 const MAX_RETRY_MS = 30_000;
+const MAX_LOCKED_RETRY_MS = 1_000;
 
 export class ReadyListener {
   private readonly listeners = new Set<(notice: ReadyNotice) => void>();
@@ -153,7 +154,12 @@ export class ReadyListener {
     this.connected = false;
     client.end().catch(() => undefined);
     if (this.closed) return;
-    const delay = Math.min(MAX_RETRY_MS, FIRST_RETRY_MS * 2 ** this.failures);
+    // An engine's lock is free until the listener is back: others may take the engine for dead,
+    // so it tries every second at least, and has its lock back within a second of the server's return.
+    const delay = Math.min(
+      this.lockName === null ? MAX_RETRY_MS : MAX_LOCKED_RETRY_MS,
+      FIRST_RETRY_MS * 2 ** this.failures,
+    );
     this.failures += 1;
     this.logger.warn(
       { err, retry_ms: delay },
