@@ -10,6 +10,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { newCompensation as makeCompensation } from "../../src/core/compensation.js";
 import type { Compensation, NewEvent, Run, Visit } from "../../src/core/types.js";
 import { DatabaseError } from "../../src/errors.js";
+import { ENGINE_LOCK_NAMESPACE } from "../../src/store/postgres/engine-lock.js";
 import { type PostgresOptions, PostgresStore } from "../../src/store/postgres/postgres-store.js";
 import { EMPTY_BATCH, type ReadyNotice, type StoreTx } from "../../src/store/store.js";
 import { visit } from "../core/helpers.js";
@@ -686,6 +687,72 @@ describe("PostgresStore", () => {
         ["busy", String(NOW)],
         ["idle", String(NOW)],
         ["next", null],
+      ]);
+    });
+
+    it("holds each engine's liveness lock on its listener's connection, and takes it again after a reconnect", async () => {
+      const schema = freshSchema();
+      const store = await open(schema);
+      await store.registerEngine({ engine_id: "e1", host: "h", pid: 1, started_at: NOW, heartbeat_at: NOW }, 0);
+      const holder = async () => {
+        const { rows } = await admin.query<{ pid: number }>(
+          `SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND granted AND classid = $1::oid
+              AND objid = hashtext($2)::oid AND objsubid = 2`,
+          [ENGINE_LOCK_NAMESPACE, `${schema}.e1`],
+        );
+        return rows.map((r) => r.pid);
+      };
+      const [first] = await holder();
+      expect(first).toBeTypeOf("number");
+      // The listener's connection is cut: it reconnects, takes the lock again, then tells its listeners `*`.
+      const back = deferred();
+      store.onReady((n) => {
+        if (n.agentType === "*") back.resolve();
+      });
+      await admin.query("SELECT pg_terminate_backend($1)", [first]);
+      await back.promise;
+      const again = await holder();
+      expect(again).toHaveLength(1);
+      expect(again[0]).not.toBe(first);
+    });
+
+    it("takes an engine whose lock is free for dead at once, and never one whose lock is held", async () => {
+      const schema = freshSchema();
+      // The database's clock: heartbeats are fresh, and newer than the server's start.
+      const [a, live, gone] = await Promise.all([
+        open(schema, { clock: undefined }),
+        open(schema, { clock: undefined, url: urlWith({ application_name: `${schema}_live` }) }),
+        open(schema, { clock: undefined, url: urlWith({ application_name: `${schema}_gone` }) }),
+      ]);
+      const engine = (engine_id: string) => ({ engine_id, host: "h", pid: 1, started_at: 0, heartbeat_at: 0 });
+      // heartbeat_at 0 and staleBefore -30 000: fresh for 30 s by the database's clock.
+      for (const [store, id] of [
+        [a, "a"],
+        [live, "live"],
+        [gone, "gone"],
+      ] as const) {
+        expect(await store.registerEngine(engine(id), -30_000)).toEqual([]);
+      }
+      await readyRuns(a, ["r1", "r2"]);
+      await a.transaction((tx) =>
+        tx.updateVisits([
+          newVisit("r1", "a", { state: "RUNNING", holder: "live", lease_expires_at: NOW }),
+          newVisit("r2", "a", { state: "RUNNING", holder: "gone", lease_expires_at: NOW }),
+        ]),
+      );
+      const staleBefore = ((await a.transaction((tx) => tx.now())) ?? 0) - 30_000;
+      expect(await a.transaction((tx) => tx.takeDeadEngines("a", staleBefore))).toEqual([]);
+      // Closed without marking itself stopped (as a killed process): its lock is gone with its connection.
+      await gone.close();
+      expect(await a.transaction((tx) => tx.takeDeadEngines("a", staleBefore))).toEqual(["gone"]);
+      expect(await a.transaction((tx) => tx.takeDeadEngines("a", staleBefore))).toEqual([]);
+      const { rows } = await admin.query(
+        `SELECT engine_id, stopped_at IS NOT NULL AS stopped FROM ${pg.escapeIdentifier(schema)}.engines ORDER BY engine_id`,
+      );
+      expect(rows).toEqual([
+        { engine_id: "a", stopped: false },
+        { engine_id: "gone", stopped: true },
+        { engine_id: "live", stopped: false },
       ]);
     });
 

@@ -73,7 +73,7 @@ export class ReadyListener {
   holdLock(name: string): Promise<void> {
     this.lockName = name;
     const client = this.client;
-    if (client && this.connected) return this.takeLock(client);
+    if (client && this.connected) return this.takeLock(client).then(() => undefined);
     return new Promise((resolve, reject) => {
       this.waiting.push({ resolve, reject });
       this.start();
@@ -86,15 +86,18 @@ export class ReadyListener {
     void this.connect();
   }
 
-  private async takeLock(client: pg.Client): Promise<void> {
-    if (this.lockName === null) return;
-    const { rows } = await client.query<{ locked: boolean }>(TAKE_ENGINE_LOCK, [this.lockName]);
+  /** Takes the lock asked for, if any, on `client`; returns its name. */
+  private async takeLock(client: pg.Client): Promise<string | null> {
+    const name = this.lockName;
+    if (name === null) return null;
+    const { rows } = await client.query<{ locked: boolean }>(TAKE_ENGINE_LOCK, [name]);
     if (rows[0]?.locked !== true) {
       this.logger.error(
-        { lock: this.lockName },
+        { lock: name },
         "skein: another PostgreSQL session holds this engine's liveness lock: two engines share this engine id (give each its own engineId), or two ids share a hash; other engines will find this one dead only once its heartbeat expires",
       );
     }
+    return name;
   }
 
   private settleWaiting(err?: Error): void {
@@ -134,8 +137,10 @@ export class ReadyListener {
     try {
       await client.connect();
       // The lock before LISTEN: once this connection counts as up, it holds the lock.
-      await this.takeLock(client);
+      const locked = await this.takeLock(client);
       await client.query(`LISTEN ${this.channelSql}`);
+      // Asked for while this connection was being set up (after the lock above): take it now.
+      if (this.lockName !== locked) await this.takeLock(client);
     } catch (e) {
       this.settleWaiting(e as Error);
       onLost(e as Error);
