@@ -34,7 +34,7 @@ import { RUNS_WAITING_ON_KEY } from "./inbox.js";
 import { type DbMapItem, LIST_MAP_ITEMS, mapItemFromDb } from "./map-items.js";
 import { migrate } from "./migrate.js";
 import { connectError } from "./pg-errors.js";
-import { engineDeadSql, HOLDS_ATTEMPTS, type LoadedRunRow, loadedRun, loadRunsSql, PostgresTx } from "./postgres-tx.js";
+import { HOLDS_ATTEMPTS, type LoadedRunRow, loadedRun, loadRunsSql, PostgresTx } from "./postgres-tx.js";
 import { ReadyListener } from "./ready-listener.js";
 import {
   COMPENSATION_COLUMNS,
@@ -104,13 +104,13 @@ const WORKFLOW_LOCK = 0x736b7766;
 
 const SQL = {
   // $4: the clock's time, or null for the database's. $5: how long a heartbeat stays fresh.
-  // $6: the schema. Dead engines (lock free or heartbeat stale) are taken as takeDeadEngines does.
+  // Engines found dead by their free lock are left to the sweeps, which give a lock its grace.
   registerEngine: `
     WITH t AS (SELECT coalesce($4::bigint, ${DB_NOW}) AS now),
     me AS (INSERT INTO engines (engine_id, host, pid, started_at, heartbeat_at)
            SELECT $1, $2, $3, t.now, t.now FROM t),
     d AS (UPDATE engines e SET stopped_at = t.now FROM t
-           WHERE e.stopped_at IS NULL AND e.engine_id <> $1 AND ${engineDeadSql("t.now - $5::bigint", "$6::text")}
+           WHERE e.stopped_at IS NULL AND e.heartbeat_at < t.now - $5::bigint AND e.engine_id <> $1
           RETURNING e.engine_id)
     SELECT engine_id FROM d WHERE ${HOLDS_ATTEMPTS}`,
   // A heartbeat also revives an engine another one took for dead while it was merely slow: if
@@ -139,6 +139,8 @@ export class PostgresStore implements Store {
   readonly exclusive = false;
   private readonly serial = new Serial();
   private readonly listener: ReadyListener;
+  /** Other engines seen with their liveness lock free, since when (takeDeadEngines). */
+  private readonly lockFree = new Map<string, number>();
   private closing: Promise<void> | null = null;
   private closed = false;
 
@@ -210,7 +212,6 @@ export class PostgresStore implements Store {
         engine.pid,
         this.clock ? engine.heartbeat_at : null,
         engine.heartbeat_at - staleBefore,
-        this.settings.schema,
       ],
     });
     return rows.map((r) => r.engine_id);
@@ -477,6 +478,7 @@ export class PostgresStore implements Store {
           time,
           this.settings.channel,
           this.settings.schema,
+          this.lockFree,
           locked,
           [...tried].flatMap((id) => locked.get(id) ?? []),
         );

@@ -15,7 +15,7 @@ import {
   type VisitKey,
   type WriteBatch,
 } from "../store.js";
-import { engineLockFreeSql } from "./engine-lock.js";
+import { engineLockFreeSql, FREE_LOCK_GRACE_MS } from "./engine-lock.js";
 import { postgresInbox } from "./inbox.js";
 import { postgresMapItems } from "./map-items.js";
 import { noticePayload } from "./ready-listener.js";
@@ -52,29 +52,33 @@ export const HOLDS_ATTEMPTS = `
              WHERE r.status = 'COMPENSATING' AND v.state = 'CANCELLED' AND v.holder = d.engine_id)`;
 
 /**
- * Engine `e` counts as dead: its heartbeat is older than `staleBefore` (a parameter: it hangs
- * with its connection open), or its liveness lock (of schema `schema`, a parameter) is free
- * although it has beaten since the server started. A server restart frees every lock at once;
- * engines reconnect their listeners within a second of its return, but until one has beaten
- * since, its free lock says nothing about it.
+ * Engines other than $1 whose liveness lock (of schema $4) is free, of those that have beaten
+ * since the server started: a restart frees every lock at once, and until an engine has
+ * beaten since (its listener is back within a second), its free lock says nothing about it.
  */
-export function engineDeadSql(staleBefore: string, schema: string): string {
-  return `(e.heartbeat_at < ${staleBefore}
-    OR (e.heartbeat_at > floor(extract(epoch FROM pg_postmaster_start_time()) * 1000)
-        AND ${engineLockFreeSql(schema, "e.engine_id")}))`;
-}
+const LOCK_FREE_ENGINES = `
+  SELECT e.engine_id FROM engines e
+   WHERE e.stopped_at IS NULL AND e.engine_id <> $1
+     AND e.heartbeat_at > (SELECT floor(extract(epoch FROM pg_postmaster_start_time()) * 1000))
+     AND ${engineLockFreeSql("$4", "e.engine_id")}`;
 
 /**
- * Engines other than $1 that are dead (lock free, or heartbeat older than $2; $4 the schema),
- * marked stopped at $3 by this statement: a second caller waits for the row lock, then finds
- * stopped_at set and skips the row (one taker each). Returns those still holding attempts.
+ * Takes dead engines other than $1, marking them stopped at $3: those whose heartbeat is older
+ * than $2 (hung with their connection open), and those of $5 (seen with a free lock at least
+ * FREE_LOCK_GRACE_MS ago) whose lock is still free. A second caller waits for the row lock, then
+ * finds stopped_at set and skips the row (one taker each). Rows: the engines taken that still
+ * hold attempts (`taken`), and the other engines whose lock is free now (not `taken`).
  */
 const TAKE_DEAD_ENGINES = `
-  WITH d AS (
+  WITH free AS (${LOCK_FREE_ENGINES}),
+  d AS (
     UPDATE engines e SET stopped_at = $3
-     WHERE e.stopped_at IS NULL AND e.engine_id <> $1 AND ${engineDeadSql("$2", "$4")}
+     WHERE e.stopped_at IS NULL AND e.engine_id <> $1
+       AND (e.heartbeat_at < $2 OR (e.engine_id = ANY($5::text[]) AND e.engine_id IN (SELECT engine_id FROM free)))
     RETURNING e.engine_id)
-  SELECT engine_id FROM d WHERE ${HOLDS_ATTEMPTS}`;
+  SELECT engine_id, true AS taken FROM d WHERE ${HOLDS_ATTEMPTS}
+  UNION ALL
+  SELECT engine_id, false AS taken FROM free WHERE engine_id NOT IN (SELECT engine_id FROM d)`;
 
 const RUNS = selectList(RUN_COLUMNS);
 const VISITS = selectList(VISIT_COLUMNS);
@@ -326,6 +330,8 @@ export class PostgresTx implements StoreTx {
     private readonly channel: string,
     /** The store's schema (it names the engines' liveness locks). */
     private readonly schema: string,
+    /** Other engines seen with their lock free, since when (the store's, kept between transactions). */
+    private readonly lockFree: Map<string, number>,
     /** The runs locked as the transaction began, read in the same round trip. */
     private readonly locked: ReadonlyMap<string, LoadedRun> = new Map(),
     /** Those of them locked by `tryLock` (the ones no other transaction held). */
@@ -380,14 +386,24 @@ export class PostgresTx implements StoreTx {
     return batch.events.map((e, i) => ({ ...e, seq: Number(seqs[i]) }));
   }
 
+  /**
+   * Takes engines dead by their heartbeat, or by a lock seen free for FREE_LOCK_GRACE_MS: an
+   * engine whose listener's connection was cut (a failover, pg_terminate_backend) is alive and
+   * takes its lock back within that time, and its attempts must not run twice. The engines
+   * seen free are kept by the store between sweeps (`lockFree`, by the transaction's time);
+   * nextDue asks for a sweep when the first of them has been free long enough.
+   */
   async takeDeadEngines(self: string, staleBefore: number): Promise<string[]> {
-    const rows = await this.q<{ engine_id: string }>({ name: "skein_take_dead_engines", text: TAKE_DEAD_ENGINES }, [
-      self,
-      staleBefore,
-      this.time(),
-      this.schema,
-    ]);
-    return rows.map((r) => r.engine_id);
+    const now = this.time();
+    const confirmed = [...this.lockFree].filter(([, since]) => since <= now - FREE_LOCK_GRACE_MS).map(([id]) => id);
+    const rows = await this.q<{ engine_id: string; taken: boolean }>(
+      { name: "skein_take_dead_engines", text: TAKE_DEAD_ENGINES },
+      [self, staleBefore, now, this.schema, confirmed],
+    );
+    const free = new Set(rows.filter((r) => !r.taken).map((r) => r.engine_id));
+    for (const id of this.lockFree.keys()) if (!free.has(id)) this.lockFree.delete(id);
+    for (const id of free) if (!this.lockFree.has(id)) this.lockFree.set(id, now);
+    return rows.filter((r) => r.taken).map((r) => r.engine_id);
   }
 
   async runByIdempotencyKey(key: string): Promise<Run | null> {
@@ -508,6 +524,11 @@ export class PostgresTx implements StoreTx {
 
   async nextDue(now: number): Promise<number | null> {
     const [row] = await this.q<{ t: number | null }>(SQL.nextDue, [now]);
-    return row?.t ?? null;
+    const due = row?.t ?? null;
+    // An engine seen with a free lock is looked at again once its grace has passed.
+    const suspects = [...this.lockFree.values()].map((since) => since + FREE_LOCK_GRACE_MS);
+    if (suspects.length === 0) return due;
+    const suspect = Math.min(...suspects);
+    return due === null ? suspect : Math.min(due, suspect);
   }
 }

@@ -36,6 +36,7 @@ function readyNotice(payload: string): ReadyNotice {
 
 const FIRST_RETRY_MS = 100;
 const MAX_RETRY_MS = 30_000;
+const FIRST_LOCKED_RETRY_MS = 25;
 const MAX_LOCKED_RETRY_MS = 1_000;
 
 export class ReadyListener {
@@ -159,12 +160,13 @@ export class ReadyListener {
     this.connected = false;
     client.end().catch(() => undefined);
     if (this.closed) return;
-    // An engine's lock is free until the listener is back: others may take the engine for dead,
-    // so it tries every second at least, and has its lock back within a second of the server's return.
-    const delay = Math.min(
-      this.lockName === null ? MAX_RETRY_MS : MAX_LOCKED_RETRY_MS,
-      FIRST_RETRY_MS * 2 ** this.failures,
-    );
+    // An engine's lock is free until the listener is back, and others take the engine for dead
+    // once it has been free for FREE_LOCK_GRACE_MS: a connection cut while the server is up is
+    // back well within that, and after an outage the lock is back within a second.
+    const delay =
+      this.lockName === null
+        ? Math.min(MAX_RETRY_MS, FIRST_RETRY_MS * 2 ** this.failures)
+        : Math.min(MAX_LOCKED_RETRY_MS, FIRST_LOCKED_RETRY_MS * 2 ** this.failures);
     this.failures += 1;
     this.logger.warn(
       { err, retry_ms: delay },
