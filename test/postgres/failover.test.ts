@@ -1,7 +1,8 @@
 /**
  * Failover on PostgreSQL (DESIGN §7–8): an engine holds an advisory lock on its listener
  * connection, which the server releases when the process dies. A SIGKILLed engine's in-flight
- * attempts are re-run by another engine at its next sweep, although the dead engine's heartbeat
+ * attempts are re-run by another engine at the sweep that finds its lock still free after a
+ * short grace (FREE_LOCK_GRACE_MS), although the dead engine's heartbeat
  * is far from expired (engineTimeoutMs is left at its default, 30 s); a live engine, busy with
  * an attempt that never returns, is never taken for dead. Real processes on a fresh schema;
  * every wait is bounded and synchronised by what the processes print or commit.

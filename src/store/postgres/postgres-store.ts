@@ -151,7 +151,11 @@ export class PostgresStore implements Store {
     private readonly logger: Pick<Logger, "warn" | "error">,
   ) {
     const { max: _max, types: _types, ...client } = settings.config;
-    this.listener = new ReadyListener(client, settings.channel, settings.channelSql, logger);
+    // When this engine's own listener was cut, others' likely were too (a failover, a
+    // terminate-all): what it saw free before it was back proves nothing, so the grace starts over.
+    this.listener = new ReadyListener(client, settings.channel, settings.channelSql, logger, () =>
+      this.lockFree.clear(),
+    );
   }
 
   /**
@@ -478,7 +482,8 @@ export class PostgresStore implements Store {
           time,
           this.settings.channel,
           this.settings.schema,
-          this.lockFree,
+          // Without its own listener up, an engine judges no other by its lock.
+          this.listener.listening ? this.lockFree : null,
           locked,
           [...tried].flatMap((id) => locked.get(id) ?? []),
         );

@@ -330,8 +330,11 @@ export class PostgresTx implements StoreTx {
     private readonly channel: string,
     /** The store's schema (it names the engines' liveness locks). */
     private readonly schema: string,
-    /** Other engines seen with their lock free, since when (the store's, kept between transactions). */
-    private readonly lockFree: Map<string, number>,
+    /**
+     * Other engines seen with their lock free, since when (the store's, kept between
+     * transactions); null while the store's own listener is down: no engine is judged by its lock.
+     */
+    private readonly lockFree: Map<string, number> | null,
     /** The runs locked as the transaction began, read in the same round trip. */
     private readonly locked: ReadonlyMap<string, LoadedRun> = new Map(),
     /** Those of them locked by `tryLock` (the ones no other transaction held). */
@@ -395,14 +398,17 @@ export class PostgresTx implements StoreTx {
    */
   async takeDeadEngines(self: string, staleBefore: number): Promise<string[]> {
     const now = this.time();
-    const confirmed = [...this.lockFree].filter(([, since]) => since <= now - FREE_LOCK_GRACE_MS).map(([id]) => id);
+    const lockFree = this.lockFree;
+    const confirmed = [...(lockFree ?? [])].filter(([, since]) => since <= now - FREE_LOCK_GRACE_MS).map(([id]) => id);
     const rows = await this.q<{ engine_id: string; taken: boolean }>(
       { name: "skein_take_dead_engines", text: TAKE_DEAD_ENGINES },
       [self, staleBefore, now, this.schema, confirmed],
     );
-    const free = new Set(rows.filter((r) => !r.taken).map((r) => r.engine_id));
-    for (const id of this.lockFree.keys()) if (!free.has(id)) this.lockFree.delete(id);
-    for (const id of free) if (!this.lockFree.has(id)) this.lockFree.set(id, now);
+    if (lockFree) {
+      const free = new Set(rows.filter((r) => !r.taken).map((r) => r.engine_id));
+      for (const id of lockFree.keys()) if (!free.has(id)) lockFree.delete(id);
+      for (const id of free) if (!lockFree.has(id)) lockFree.set(id, now);
+    }
     return rows.filter((r) => r.taken).map((r) => r.engine_id);
   }
 
@@ -526,7 +532,7 @@ export class PostgresTx implements StoreTx {
     const [row] = await this.q<{ t: number | null }>(SQL.nextDue, [now]);
     const due = row?.t ?? null;
     // An engine seen with a free lock is looked at again once its grace has passed.
-    const suspects = [...this.lockFree.values()].map((since) => since + FREE_LOCK_GRACE_MS);
+    const suspects = [...(this.lockFree?.values() ?? [])].map((since) => since + FREE_LOCK_GRACE_MS);
     if (suspects.length === 0) return due;
     const suspect = Math.min(...suspects);
     return due === null ? suspect : Math.min(due, suspect);

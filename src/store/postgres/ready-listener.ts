@@ -7,8 +7,10 @@
  *
  * An engine's store also holds the engine's liveness lock on this connection (engine-lock.ts),
  * taken again on every reconnect: it lives as long as the connection, as the lock must. While a
- * reconnect is pending the lock is free, and another engine may take this one for dead and
- * re-run its attempts (their results here are then fenced); the heartbeat revives its row.
+ * reconnect is pending the lock is free; other engines give a free lock FREE_LOCK_GRACE_MS
+ * before they take this one for dead, so with a lock held it retries within 25 ms. Should it
+ * stay away longer, its attempts are re-run elsewhere (their results here are then fenced) and
+ * the heartbeat revives its row.
  */
 
 import pg from "pg";
@@ -50,6 +52,11 @@ export class ReadyListener {
   private lockName: string | null = null;
   /** True once the current client listens (and holds the lock, if any). */
   private connected = false;
+
+  /** True while the connection is up (listening, and holding the lock if one was asked for). */
+  get listening(): boolean {
+    return this.connected;
+  }
   /** Those waiting for the next connection attempt's outcome (holdLock). */
   private waiting: { resolve: () => void; reject: (e: Error) => void }[] = [];
 
@@ -58,6 +65,8 @@ export class ReadyListener {
     private readonly channel: string,
     private readonly channelSql: string,
     private readonly logger: Pick<Logger, "warn" | "error">,
+    /** Called each time the connection is (again) up, before the listeners hear `*`. */
+    private readonly onConnected: () => void = () => {},
   ) {}
 
   add(listener: (notice: ReadyNotice) => void): void {
@@ -151,6 +160,7 @@ export class ReadyListener {
     this.failures = 0;
     this.connected = true;
     this.settleWaiting();
+    this.onConnected();
     this.emit(EVERYTHING);
   }
 
