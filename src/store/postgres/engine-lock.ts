@@ -5,9 +5,8 @@
  * process dies however it dies (SIGKILL included), the kernel closes its socket and the server
  * ends the backend. So another engine's sweep finds a registered engine whose lock is free and,
  * if it is still free FREE_LOCK_GRACE_MS later, takes it as dead, instead of waiting for its
- * heartbeat to go stale, which
- * stays the fallback for an engine that hangs with its connection open (or a machine gone
- * without closing its sockets, found by TCP keepalives only much later).
+ * heartbeat to go stale, which stays the fallback for an engine that hangs with its connection
+ * open (or a machine gone without closing its sockets, found by TCP keepalives only later).
  *
  * The two-key form: the first key says "a Skein engine" (and keeps these apart from the
  * workflow registration locks), the second is `hashtext('<schema>.<engine_id>')`. Two ids
