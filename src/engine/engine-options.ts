@@ -27,11 +27,20 @@ export interface EngineOptions {
   maxConcurrency?: number;
   /** Most attempts in flight per agent_type (an LLM provider's rate limit), e.g. `{ llm: 4 }`. */
   agentConcurrency?: Record<string, number>;
-  /** How often the engine looks for due work a lost wake-up left behind, ms. @defaultValue 1000 */
+  /**
+   * How often the engine looks for due work a lost wake-up left behind, ms; on PostgreSQL also
+   * for dead engines (their liveness lock free), whose attempts it re-runs.
+   * @defaultValue 1000 on SQLite; 500 on PostgreSQL, so that a killed engine's attempts run
+   * again within a second
+   */
   sweepIntervalMs?: number;
   /** How often the engine records that it is alive, ms. @defaultValue 5000 */
   heartbeatIntervalMs?: number;
-  /** After how long without a heartbeat an engine counts as dead, ms. @defaultValue 30000 */
+  /**
+   * After how long without a heartbeat an engine counts as dead, ms. On PostgreSQL an engine
+   * that died (its process, or its connection) is found sooner, by its lock; this is for one
+   * that hangs with its connection open. @defaultValue 30000
+   */
   engineTimeoutMs?: number;
   /** Largest run input, agent output or resolved payload, in bytes of JSON. @defaultValue 1 MiB */
   maxPayloadBytes?: number;

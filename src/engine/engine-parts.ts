@@ -70,7 +70,9 @@ export function createParts(c: PartsContext): EngineParts {
     maxConcurrency: options.maxConcurrency ?? 100,
     maxOutputBytes: c.maxPayloadBytes,
     agentConcurrency: options.agentConcurrency ?? {},
-    sweepIntervalMs: options.sweepIntervalMs ?? 1000,
+    // Shared databases sweep twice as often: the sweep is where a dead engine is found, one
+    // cheap statement in it, and a killed engine's attempts should run again within a second.
+    sweepIntervalMs: options.sweepIntervalMs ?? (store.exclusive ? 1000 : 500),
     random: options.random ?? Math.random,
     runCacheSize: 2000,
     engineTimeoutMs: options.engineTimeoutMs ?? 30_000,

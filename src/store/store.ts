@@ -295,8 +295,11 @@ export interface StoreTx extends InboxTx, MapTx, PruneTx {
    */
   write(batch: WriteBatch): Promise<RunEvent[]>;
   /**
-   * Engines (other than `self`) whose heartbeat is older than `staleBefore`, marked stopped by
-   * this call: exactly one engine takes each dead engine and recovers its attempts.
+   * Engines (other than `self`) that are dead, marked stopped by this call: exactly one engine
+   * takes each dead engine and recovers its attempts. Dead: the heartbeat is older than
+   * `staleBefore`; on PostgreSQL also an engine whose liveness lock stayed free for a grace
+   * (seen free by an earlier call; `nextDue` then asks for the call that confirms it).
+   * Returns those still holding attempts.
    */
   takeDeadEngines(self: string, staleBefore: number): Promise<string[]>;
   runByIdempotencyKey(key: string): Promise<Run | null>;

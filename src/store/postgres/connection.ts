@@ -20,7 +20,8 @@ export const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
 export interface ConnectionSettings {
   /** The pool's (and the ready listener's) configuration. */
   config: pg.PoolConfig;
-  /** The schema, quoted for SQL. */
+  /** The schema, and quoted for SQL. */
+  schema: string;
   schemaSql: string;
   /** The notification channel's name, and quoted for LISTEN. */
   channel: string;
@@ -67,6 +68,7 @@ export function connectionSettings(
       keepAlive: true,
       fallback_application_name: "skein",
     },
+    schema,
     schemaSql,
     channel,
     channelSql: pg.escapeIdentifier(channel),

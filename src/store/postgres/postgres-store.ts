@@ -29,6 +29,7 @@ import {
   DEFAULT_CONNECT_TIMEOUT_MS,
   DEFAULT_SCHEMA,
 } from "./connection.js";
+import { engineLockName } from "./engine-lock.js";
 import { RUNS_WAITING_ON_KEY } from "./inbox.js";
 import { type DbMapItem, LIST_MAP_ITEMS, mapItemFromDb } from "./map-items.js";
 import { migrate } from "./migrate.js";
@@ -63,7 +64,7 @@ export interface PostgresOptions {
    * transaction), so that engines on machines with skewed clocks agree. Tests pass a manual clock.
    */
   clock?: { now(): number };
-  logger?: Pick<Logger, "warn">;
+  logger?: Pick<Logger, "warn" | "error">;
   /**
    * Connections in the pool: one carries this store's transactions, the others concurrent reads.
    * The listener for ready visits has one more of its own. Default 5, at least 2.
@@ -103,6 +104,7 @@ const WORKFLOW_LOCK = 0x736b7766;
 
 const SQL = {
   // $4: the clock's time, or null for the database's. $5: how long a heartbeat stays fresh.
+  // Engines found dead by their free lock are left to the sweeps, which give a lock its grace.
   registerEngine: `
     WITH t AS (SELECT coalesce($4::bigint, ${DB_NOW}) AS now),
     me AS (INSERT INTO engines (engine_id, host, pid, started_at, heartbeat_at)
@@ -137,6 +139,8 @@ export class PostgresStore implements Store {
   readonly exclusive = false;
   private readonly serial = new Serial();
   private readonly listener: ReadyListener;
+  /** Other engines seen with their liveness lock free, since when (takeDeadEngines). */
+  private readonly lockFree = new Map<string, number>();
   private closing: Promise<void> | null = null;
   private closed = false;
 
@@ -144,10 +148,14 @@ export class PostgresStore implements Store {
     private readonly pool: pg.Pool,
     private readonly settings: ConnectionSettings,
     private readonly clock: { now(): number } | undefined,
-    private readonly logger: Pick<Logger, "warn">,
+    private readonly logger: Pick<Logger, "warn" | "error">,
   ) {
     const { max: _max, types: _types, ...client } = settings.config;
-    this.listener = new ReadyListener(client, settings.channel, settings.channelSql, logger);
+    // When this engine's own listener was cut, others' likely were too (a failover, a
+    // terminate-all): what it saw free before it was back proves nothing, so the grace starts over.
+    this.listener = new ReadyListener(client, settings.channel, settings.channelSql, logger, () =>
+      this.lockFree.clear(),
+    );
   }
 
   /**
@@ -167,7 +175,7 @@ export class PostgresStore implements Store {
       poolSize,
       connectTimeoutMs: options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
     });
-    const logger = options.logger ?? { warn: () => {} };
+    const logger = options.logger ?? { warn: () => {}, error: () => {} };
     // Pipeline mode: a transaction's BEGIN, its locks and its reads go out together, each with
     // its parameters bound, and come back in one round trip (Session.pipeline). Every other use
     // of a connection waits for each answer, so it behaves as without.
@@ -192,6 +200,11 @@ export class PostgresStore implements Store {
   }
 
   async registerEngine(engine: EngineRow, staleBefore: number): Promise<string[]> {
+    // The liveness lock first: once the row is committed another engine's sweep may look, and
+    // a registered engine without its lock would look dead to it.
+    await this.listener
+      .holdLock(engineLockName(this.settings.schema, engine.engine_id))
+      .catch((e: unknown) => Promise.reject(connectError(e, this.settings.target)));
     // Many engines share the database: nothing to refuse. With the database's clock, the
     // freshness window is the caller's (its now - staleBefore), judged by the database's now.
     const rows = await this.read<{ engine_id: string }>({
@@ -468,6 +481,9 @@ export class PostgresStore implements Store {
           session,
           time,
           this.settings.channel,
+          this.settings.schema,
+          // Without its own listener up, an engine judges no other by its lock.
+          this.listener.listening ? this.lockFree : null,
           locked,
           [...tried].flatMap((id) => locked.get(id) ?? []),
         );

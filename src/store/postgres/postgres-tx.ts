@@ -16,6 +16,7 @@ import {
   type VisitKey,
   type WriteBatch,
 } from "../store.js";
+import { engineLockFreeSql, FREE_LOCK_GRACE_MS } from "./engine-lock.js";
 import { postgresInbox } from "./inbox.js";
 import { postgresMapItems } from "./map-items.js";
 import { postgresPrune } from "./prune.js";
@@ -53,16 +54,33 @@ export const HOLDS_ATTEMPTS = `
              WHERE r.status = 'COMPENSATING' AND v.state = 'CANCELLED' AND v.holder = d.engine_id)`;
 
 /**
- * Engines other than $1 whose heartbeat is older than $2, marked stopped at $3 by this statement:
- * a second caller waits for the row lock, then finds stopped_at set and skips the row.
- * Returns those still holding attempts.
+ * Engines other than $1 whose liveness lock (of schema $4) is free, of those that have beaten
+ * since the server started: a restart frees every lock at once, and until an engine has
+ * beaten since (its listener is back within a second), its free lock says nothing about it.
+ */
+const LOCK_FREE_ENGINES = `
+  SELECT e.engine_id FROM engines e
+   WHERE e.stopped_at IS NULL AND e.engine_id <> $1
+     AND e.heartbeat_at > (SELECT floor(extract(epoch FROM pg_postmaster_start_time()) * 1000))
+     AND ${engineLockFreeSql("$4", "e.engine_id")}`;
+
+/**
+ * Takes dead engines other than $1, marking them stopped at $3: those whose heartbeat is older
+ * than $2 (hung with their connection open), and those of $5 (seen with a free lock at least
+ * FREE_LOCK_GRACE_MS ago) whose lock is still free. A second caller waits for the row lock, then
+ * finds stopped_at set and skips the row (one taker each). Rows: the engines taken that still
+ * hold attempts (`taken`), and the other engines whose lock is free now (not `taken`).
  */
 const TAKE_DEAD_ENGINES = `
-  WITH d AS (
-    UPDATE engines SET stopped_at = $3
-     WHERE stopped_at IS NULL AND heartbeat_at < $2 AND engine_id <> $1
-    RETURNING engine_id)
-  SELECT engine_id FROM d WHERE ${HOLDS_ATTEMPTS}`;
+  WITH free AS (${LOCK_FREE_ENGINES}),
+  d AS (
+    UPDATE engines e SET stopped_at = $3
+     WHERE e.stopped_at IS NULL AND e.engine_id <> $1
+       AND (e.heartbeat_at < $2 OR (e.engine_id = ANY($5::text[]) AND e.engine_id IN (SELECT engine_id FROM free)))
+    RETURNING e.engine_id)
+  SELECT engine_id, true AS taken FROM d WHERE ${HOLDS_ATTEMPTS}
+  UNION ALL
+  SELECT engine_id, false AS taken FROM free WHERE engine_id NOT IN (SELECT engine_id FROM d)`;
 
 const RUNS = selectList(RUN_COLUMNS);
 const VISITS = selectList(VISIT_COLUMNS);
@@ -315,6 +333,13 @@ export class PostgresTx implements StoreTx {
     private readonly time: () => number,
     /** The NOTIFY channel of the store's schema. */
     private readonly channel: string,
+    /** The store's schema (it names the engines' liveness locks). */
+    private readonly schema: string,
+    /**
+     * Other engines seen with their lock free, since when (the store's, kept between
+     * transactions); null while the store's own listener is down: no engine is judged by its lock.
+     */
+    private readonly lockFree: Map<string, number> | null,
     /** The runs locked as the transaction began, read in the same round trip. */
     private readonly locked: ReadonlyMap<string, LoadedRun> = new Map(),
     /** Those of them locked by `tryLock` (the ones no other transaction held). */
@@ -369,13 +394,27 @@ export class PostgresTx implements StoreTx {
     return batch.events.map((e, i) => ({ ...e, seq: Number(seqs[i]) }));
   }
 
+  /**
+   * Takes engines dead by their heartbeat, or by a lock seen free for FREE_LOCK_GRACE_MS: an
+   * engine whose listener's connection was cut (a failover, pg_terminate_backend) is alive and
+   * takes its lock back within that time, and its attempts must not run twice. The engines
+   * seen free are kept by the store between sweeps (`lockFree`, by the transaction's time);
+   * nextDue asks for a sweep when the first of them has been free long enough.
+   */
   async takeDeadEngines(self: string, staleBefore: number): Promise<string[]> {
-    const rows = await this.q<{ engine_id: string }>({ name: "skein_take_dead_engines", text: TAKE_DEAD_ENGINES }, [
-      self,
-      staleBefore,
-      this.time(),
-    ]);
-    return rows.map((r) => r.engine_id);
+    const now = this.time();
+    const lockFree = this.lockFree;
+    const confirmed = [...(lockFree ?? [])].filter(([, since]) => since <= now - FREE_LOCK_GRACE_MS).map(([id]) => id);
+    const rows = await this.q<{ engine_id: string; taken: boolean }>(
+      { name: "skein_take_dead_engines", text: TAKE_DEAD_ENGINES },
+      [self, staleBefore, now, this.schema, confirmed],
+    );
+    if (lockFree) {
+      const free = new Set(rows.filter((r) => !r.taken).map((r) => r.engine_id));
+      for (const id of lockFree.keys()) if (!free.has(id)) lockFree.delete(id);
+      for (const id of free) if (!lockFree.has(id)) lockFree.set(id, now);
+    }
+    return rows.filter((r) => r.taken).map((r) => r.engine_id);
   }
 
   async runByIdempotencyKey(key: string): Promise<Run | null> {
@@ -496,6 +535,11 @@ export class PostgresTx implements StoreTx {
 
   async nextDue(now: number): Promise<number | null> {
     const [row] = await this.q<{ t: number | null }>(SQL.nextDue, [now]);
-    return row?.t ?? null;
+    const due = row?.t ?? null;
+    // An engine seen with a free lock is looked at again once its grace has passed.
+    const suspects = [...(this.lockFree?.values() ?? [])].map((since) => since + FREE_LOCK_GRACE_MS);
+    if (suspects.length === 0) return due;
+    const suspect = Math.min(...suspects);
+    return due === null ? suspect : Math.min(due, suspect);
   }
 }

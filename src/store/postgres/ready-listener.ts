@@ -4,11 +4,19 @@
  * backoff, LISTENs again, and tells the listeners `*` once: notifications sent meanwhile are
  * lost, so everything is worth a look. The first connection does the same, which also tells a
  * caller when listening has begun.
+ *
+ * An engine's store also holds the engine's liveness lock on this connection (engine-lock.ts),
+ * taken again on every reconnect: it lives as long as the connection, as the lock must. While a
+ * reconnect is pending the lock is free; other engines give a free lock FREE_LOCK_GRACE_MS
+ * before they take this one for dead, so with a lock held it retries within 25 ms. Should it
+ * stay away longer, its attempts are re-run elsewhere (their results here are then fenced) and
+ * the heartbeat revives its row.
  */
 
 import pg from "pg";
 import type { Logger } from "pino";
 import type { ReadyNotice } from "../store.js";
+import { TAKE_ENGINE_LOCK } from "./engine-lock.js";
 
 const EVERYTHING: ReadyNotice = { agentType: "*", runIds: [] };
 
@@ -30,6 +38,8 @@ function readyNotice(payload: string): ReadyNotice {
 
 const FIRST_RETRY_MS = 100;
 const MAX_RETRY_MS = 30_000;
+const FIRST_LOCKED_RETRY_MS = 25;
+const MAX_LOCKED_RETRY_MS = 1_000;
 
 export class ReadyListener {
   private readonly listeners = new Set<(notice: ReadyNotice) => void>();
@@ -38,24 +48,79 @@ export class ReadyListener {
   private failures = 0;
   private started = false;
   private closed = false;
+  /** The liveness lock this connection holds (engine-lock.ts), once an engine asked for one. */
+  private lockName: string | null = null;
+  /** True once the current client listens (and holds the lock, if any). */
+  private connected = false;
+
+  /** True while the connection is up (listening, and holding the lock if one was asked for). */
+  get listening(): boolean {
+    return this.connected;
+  }
+  /** Those waiting for the next connection attempt's outcome (holdLock). */
+  private waiting: { resolve: () => void; reject: (e: Error) => void }[] = [];
 
   constructor(
     private readonly config: pg.ClientConfig,
     private readonly channel: string,
     private readonly channelSql: string,
-    private readonly logger: Pick<Logger, "warn">,
+    private readonly logger: Pick<Logger, "warn" | "error">,
+    /** Called each time the connection is (again) up, before the listeners hear `*`. */
+    private readonly onConnected: () => void = () => {},
   ) {}
 
   add(listener: (notice: ReadyNotice) => void): void {
     this.listeners.add(listener);
-    if (!this.started) {
-      this.started = true;
-      void this.connect();
+    this.start();
+  }
+
+  /**
+   * Holds the advisory lock `name` on this connection from now on, and again after every
+   * reconnect. Resolves once it is held (or found held by another session: logged, since that
+   * is a bug or a hash collision, and the engine runs on, found dead by its heartbeat only).
+   * @throws the connection's error when it cannot be opened (reconnecting goes on meanwhile).
+   */
+  holdLock(name: string): Promise<void> {
+    this.lockName = name;
+    const client = this.client;
+    if (client && this.connected) return this.takeLock(client).then(() => undefined);
+    return new Promise((resolve, reject) => {
+      this.waiting.push({ resolve, reject });
+      this.start();
+    });
+  }
+
+  private start(): void {
+    if (this.started) return;
+    this.started = true;
+    void this.connect();
+  }
+
+  /** Takes the lock asked for, if any, on `client`; returns its name. */
+  private async takeLock(client: pg.Client): Promise<string | null> {
+    const name = this.lockName;
+    if (name === null) return null;
+    const { rows } = await client.query<{ locked: boolean }>(TAKE_ENGINE_LOCK, [name]);
+    if (rows[0]?.locked !== true) {
+      this.logger.error(
+        { lock: name },
+        "skein: another PostgreSQL session holds this engine's liveness lock: two engines share this engine id (give each its own engineId), or two ids share a hash; other engines will find this one dead only once its heartbeat expires",
+      );
+    }
+    return name;
+  }
+
+  private settleWaiting(err?: Error): void {
+    for (const w of this.waiting.splice(0)) {
+      if (err) w.reject(err);
+      else w.resolve();
     }
   }
 
   async close(): Promise<void> {
     this.closed = true;
+    this.connected = false;
+    this.settleWaiting(new Error("skein: the store was closed before its listener connected"));
     if (this.retryTimer) clearTimeout(this.retryTimer);
     this.retryTimer = null;
     const client = this.client;
@@ -81,22 +146,37 @@ export class ReadyListener {
     });
     try {
       await client.connect();
+      // The lock before LISTEN: once this connection counts as up, it holds the lock.
+      const locked = await this.takeLock(client);
       await client.query(`LISTEN ${this.channelSql}`);
+      // Asked for while this connection was being set up (after the lock above): take it now.
+      if (this.lockName !== locked) await this.takeLock(client);
     } catch (e) {
+      this.settleWaiting(e as Error);
       onLost(e as Error);
       return;
     }
     if (this.client !== client) return; // closed meanwhile
     this.failures = 0;
+    this.connected = true;
+    this.settleWaiting();
+    this.onConnected();
     this.emit(EVERYTHING);
   }
 
   private lost(client: pg.Client, err: Error | undefined): void {
     if (this.client !== client) return;
     this.client = null;
+    this.connected = false;
     client.end().catch(() => undefined);
     if (this.closed) return;
-    const delay = Math.min(MAX_RETRY_MS, FIRST_RETRY_MS * 2 ** this.failures);
+    // An engine's lock is free until the listener is back, and others take the engine for dead
+    // once it has been free for FREE_LOCK_GRACE_MS: a connection cut while the server is up is
+    // back well within that, and after an outage the lock is back within a second.
+    const delay =
+      this.lockName === null
+        ? Math.min(MAX_RETRY_MS, FIRST_RETRY_MS * 2 ** this.failures)
+        : Math.min(MAX_LOCKED_RETRY_MS, FIRST_LOCKED_RETRY_MS * 2 ** this.failures);
     this.failures += 1;
     this.logger.warn(
       { err, retry_ms: delay },
