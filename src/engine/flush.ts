@@ -17,6 +17,7 @@ import type { DispatcherOptions, RunRef } from "./dispatcher-options.js";
 import { settleChildren, startChildren } from "./flush-children.js";
 import { claimForWorkers, claimReady, notifyOthers, takeHints } from "./flush-claims.js";
 import { publishEvent, sendEvent } from "./flush-events.js";
+import { ClaimLimits, freedLimitedTypes } from "./flush-limits.js";
 import { startMaps, undoItems } from "./flush-maps.js";
 import { report, retry, review } from "./flush-results.js";
 import { recover, recoverLost, sweepExpired } from "./flush-sweep.js";
@@ -68,6 +69,8 @@ export class Flush {
   readonly mapsToAdvance = new Map<string, { rs: RunState; v: Visit }>();
   /** The earliest future due time among the rows this transaction wrote. */
   dueSoon: number | null = null;
+  /** What the concurrency limits leave room for, across engines (counted at the first limited claim). */
+  readonly limits = new ClaimLimits(this);
   readonly out: FlushOutcome = {
     events: [],
     claimed: [],
@@ -120,6 +123,8 @@ export class Flush {
     await claimForWorkers(this);
     if (sweep) await sweepExpired(this);
     await this.planCompensations();
+    // A limited type's attempt that ended may leave room for a visit waiting in the database.
+    for (const type of freedLimitedTypes(this)) this.backlog.add(type);
     if (this.claiming) await claimReady(this, sweep);
     await this.children();
     notifyOthers(this);

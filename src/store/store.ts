@@ -327,6 +327,15 @@ export interface StoreTx extends InboxTx, MapTx {
    * transaction holds). For external workers: an engine's own handlers get theirs by the sweep.
    */
   claimableCompensations(agentType: string, now: number, limit: number): Promise<string[]>;
+  /**
+   * Attempts RUNNING (visits and compensation rows) of each of these agent types, leaving out
+   * those of the runs `except` (the caller holds them in memory), counted after taking the
+   * limits lock: from here until the transaction ends, no other transaction that counts for a
+   * limit runs, so the count sees every such claim committed before and none is made on the same
+   * free slot (PostgreSQL: a transaction-level advisory lock on the schema; SQLite: one writer,
+   * nothing to take). Types with no running attempt are left out of the answer.
+   */
+  countRunningForLimits(agentTypes: string[], except: string[]): Promise<Map<string, number>>;
   /** Ready visits whose payload templates are not resolved yet. */
   unresolved(now: number, limit: number): Promise<VisitKey[]>;
   /** Running attempts whose lease or deadline passed. */

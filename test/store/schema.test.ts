@@ -41,6 +41,7 @@ describe("SQLite schema", () => {
       { version: 4, name: "children" },
       { version: 5, name: "inbox" },
       { version: 6, name: "map" },
+      { version: 7, name: "limits" },
     ]);
     db.close();
   });

@@ -139,6 +139,8 @@ CREATE INDEX compensations_due ON compensations (ready_at) WHERE ready_at IS NOT
 
 CREATE INDEX compensations_running ON compensations (lease_expires_at) WHERE state = 'RUNNING';
 
+CREATE INDEX compensations_running_by_type ON compensations (agent_type) WHERE state = 'RUNNING';
+
 CREATE INDEX events_by_run ON events (run_id, seq);
 
 CREATE INDEX inbox_by_key ON inbox (name, key, created_at) WHERE run_id IS NULL;
@@ -173,6 +175,8 @@ CREATE INDEX visits_in_review ON visits (lease_expires_at) WHERE state = 'IN_REV
 CREATE INDEX visits_ready ON visits (agent_type, ready_at) WHERE ready_at IS NOT NULL;
 
 CREATE INDEX visits_running ON visits (lease_expires_at) WHERE state = 'RUNNING';
+
+CREATE INDEX visits_running_by_type ON visits (agent_type) WHERE state = 'RUNNING';
 
 CREATE INDEX visits_unresolved ON visits (ready_at) WHERE ready_at IS NOT NULL AND payload IS NULL;
 

@@ -40,6 +40,9 @@ import {
 } from "./rows.js";
 import type { Session } from "./session.js";
 
+/** The advisory lock class of claims that concern a concurrency limit ("sklm"), keyed by schema. */
+const LIMITS_LOCK = 0x736b6c6d;
+
 /**
  * The dead engine `d` holds an attempt it must give back: a running visit or compensation, or
  * a cancelled visit of a compensating run (compensation waits for it). The SQLite store's three cases.
@@ -220,6 +223,20 @@ const SQL = {
               ORDER BY c.ready_at LIMIT $3
                 FOR UPDATE OF r SKIP LOCKED)
            SELECT run_id FROM c`,
+  },
+  // Claims that concern a limit, serialised per schema (the NOTIFY channel names it); the
+  // count is a statement of its own, so its snapshot is taken once the lock is held.
+  limitsLock: {
+    name: "skein_limits_lock",
+    text: "SELECT pg_advisory_xact_lock($1, hashtext($2))",
+  },
+  runningByType: {
+    name: "skein_running_by_type",
+    text: `SELECT agent_type, count(*)::int AS n FROM (
+             SELECT agent_type FROM visits WHERE state = 'RUNNING' AND agent_type = ANY($1::text[]) AND run_id <> ALL($2::text[])
+             UNION ALL
+             SELECT agent_type FROM compensations WHERE state = 'RUNNING' AND agent_type = ANY($1::text[]) AND run_id <> ALL($2::text[])
+           ) running GROUP BY agent_type`,
   },
   unresolved: {
     name: "skein_unresolved",
@@ -455,6 +472,15 @@ export class PostgresTx implements StoreTx {
   async claimableCompensations(agentType: string, now: number, limit: number): Promise<string[]> {
     const rows = await this.q<{ run_id: string }>(SQL.claimableCompensations, [agentType, now, limit]);
     return rows.map((r) => r.run_id);
+  }
+
+  async countRunningForLimits(agentTypes: string[], except: string[]): Promise<Map<string, number>> {
+    // Sent together (pipeline mode): the count runs once the lock is granted.
+    const [, rows] = await Promise.all([
+      this.q(SQL.limitsLock, [LIMITS_LOCK, this.channel]),
+      this.q<{ agent_type: string; n: number }>(SQL.runningByType, [agentTypes, except]),
+    ]);
+    return new Map(rows.map((r) => [r.agent_type, r.n]));
   }
 
   async unresolved(now: number, limit: number): Promise<VisitKey[]> {

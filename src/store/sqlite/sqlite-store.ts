@@ -539,6 +539,14 @@ export class SqliteStore implements Store {
       claimable: async (agentType, now, limit) => keys(s.claimable.all(agentType, now, limit)),
       claimableCompensations: async (agentType, now, limit) =>
         (s.claimableCompensations.all(agentType, now, limit) as { run_id: string }[]).map((r) => r.run_id),
+      // One writer: the count alone is exact, there is no lock to take.
+      countRunningForLimits: async (agentTypes, except) => {
+        const rows = s.runningByType.all({ types: JSON.stringify(agentTypes), except: JSON.stringify(except) }) as {
+          agent_type: string;
+          n: number;
+        }[];
+        return new Map(rows.map((r) => [r.agent_type, r.n]));
+      },
       unresolved: async (now, limit) => keys(s.unresolved.all(now, limit)),
       expiredAttempts: async (now, limit) => keys(s.expiredAttempts.all(now, limit)),
       attemptsHeldBy: async (holders, limit) =>
@@ -625,6 +633,17 @@ function prepare(db: Db) {
       `SELECT c.run_id FROM compensations c JOIN runs r ON r.run_id = c.run_id
          WHERE c.agent_type = ? AND c.ready_at IS NOT NULL AND c.ready_at <= ? AND r.status = 'COMPENSATING'
          ORDER BY c.ready_at LIMIT ?`,
+    ),
+    runningByType: db.prepare(
+      `SELECT agent_type, count(*) AS n FROM (
+         SELECT agent_type FROM visits INDEXED BY visits_running_by_type
+          WHERE state = 'RUNNING' AND agent_type IN (SELECT value FROM json_each(@types))
+            AND run_id NOT IN (SELECT value FROM json_each(@except))
+         UNION ALL
+         SELECT agent_type FROM compensations INDEXED BY compensations_running_by_type
+          WHERE state = 'RUNNING' AND agent_type IN (SELECT value FROM json_each(@types))
+            AND run_id NOT IN (SELECT value FROM json_each(@except))
+       ) GROUP BY agent_type`,
     ),
     unresolved: db.prepare(
       `SELECT run_id, node_id, visit FROM visits

@@ -1,0 +1,83 @@
+/**
+ * Concurrency limits across engines and workers (`agentConcurrency`): a limited agent type has
+ * at most its limit of attempts RUNNING in the whole database, whoever claimed them (this
+ * engine's handlers, external workers it serves, other engines). The limits are the engine's
+ * options: each engine enforces its own for the claims it makes, so every engine of a database
+ * should be given the same ones.
+ *
+ * The count is taken once per flush, at its first claim of a limited type, under the store's
+ * limits lock (`countRunningForLimits`), which no other engine's limited claim passes until this
+ * transaction commits; claims made after it are added as they are made.
+ */
+import type { Flush } from "./flush.js";
+
+export class ClaimLimits {
+  /** Attempts running per limited type: the database's, this flush's changes included; null until counted. */
+  private running: Map<string, number> | null = null;
+
+  constructor(private readonly f: Flush) {}
+
+  /** The limit of an agent type across the database, or undefined when it has none. */
+  limitOf(agentType: string): number | undefined {
+    return limitOf(this.f.o.agentConcurrency, agentType);
+  }
+
+  /** How many more attempts of the type may be claimed now (Infinity when it has no limit). */
+  async room(agentType: string): Promise<number> {
+    const limit = this.limitOf(agentType);
+    if (limit === undefined) return Number.POSITIVE_INFINITY;
+    const running = await this.count();
+    return limit - (running.get(agentType) ?? 0);
+  }
+
+  /** Records a claim of this flush (after `room` said there was room). */
+  took(agentType: string): void {
+    if (this.running && this.limitOf(agentType) !== undefined) {
+      this.running.set(agentType, (this.running.get(agentType) ?? 0) + 1);
+    }
+  }
+
+  /**
+   * The runs this flush holds in memory may differ from their rows (attempts it ended or
+   * claimed are not written yet): they are counted from memory, every other run from the
+   * database. A run loaded later was read as stored, so the database's count holds for it.
+   */
+  private async count(): Promise<Map<string, number>> {
+    if (this.running) return this.running;
+    const types = Object.keys(this.f.o.agentConcurrency);
+    const held = [...this.f.states.keys()];
+    const running = await this.f.tx.countRunningForLimits(types, held);
+    const limited = (type: string) => this.limitOf(type) !== undefined;
+    const add = (type: string) => running.set(type, (running.get(type) ?? 0) + 1);
+    for (const rs of this.f.states.values()) {
+      for (const v of rs.current.values()) if (v.state === "RUNNING" && limited(v.agent_type)) add(v.agent_type);
+      for (const c of rs.compensations) if (c.state === "RUNNING" && limited(c.agent_type)) add(c.agent_type);
+    }
+    this.running = running;
+    return running;
+  }
+}
+
+/**
+ * Limited agent types whose attempts this flush ended (a result, an expiry, a cancel): a slot
+ * may have freed, for this engine's next claim and for other engines and waiting workers, which
+ * are told (`notifyOthers`). A visit that never ran, or one claimed again, is no slot freed,
+ * but telling of one too many costs only a look.
+ */
+export function freedLimitedTypes(f: Flush): Set<string> {
+  const freed = new Set<string>();
+  const limits = f.o.agentConcurrency;
+  if (Object.keys(limits).length === 0) return freed;
+  const ended = (row: { attempt: number; state: string; agent_type: string }) =>
+    row.attempt > 0 && row.state !== "RUNNING" && limitOf(limits, row.agent_type) !== undefined;
+  for (const rs of f.states.values()) {
+    for (const v of rs.changes.updated) if (ended(v)) freed.add(v.agent_type);
+    for (const c of rs.changes.compensations) if (ended(c)) freed.add(c.agent_type);
+  }
+  return freed;
+}
+
+/** The limit an engine's `agentConcurrency` sets for an agent type (own keys only: `constructor` is an agent type too). */
+export function limitOf(limits: Readonly<Record<string, number>>, agentType: string): number | undefined {
+  return Object.hasOwn(limits, agentType) ? limits[agentType] : undefined;
+}

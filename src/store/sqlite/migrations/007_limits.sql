@@ -1,0 +1,5 @@
+-- Skein schema v7: concurrency limits across engines and workers (agentConcurrency). A claim of a
+-- limited agent type counts the attempts of that type RUNNING in the database: these indexes
+-- hold only running rows, so the count reads no more than the limit allows to run.
+CREATE INDEX visits_running_by_type ON visits (agent_type) WHERE state = 'RUNNING';
+CREATE INDEX compensations_running_by_type ON compensations (agent_type) WHERE state = 'RUNNING';
