@@ -24,7 +24,15 @@ export interface EngineOptions {
   busyTimeoutMs?: number;
   /** Most attempts in flight in this engine; more ready nodes wait in the database. @defaultValue 100 */
   maxConcurrency?: number;
-  /** Most attempts in flight per agent_type (an LLM provider's rate limit), e.g. `{ llm: 4 }`. */
+  /**
+   * Most attempts RUNNING per agent_type across the whole database (an LLM provider's limit),
+   * e.g. `{ llm: 4 }`: this engine's handlers, the external workers it serves (`/v1/tasks`) and
+   * other engines' attempts all count. Each engine enforces its own option for the claims it
+   * makes, so give every engine of a database the same limits (an engine without one claims
+   * without looking). A visit over the limit waits ready in the database and is claimed, in
+   * ready order, as attempts end. On PostgreSQL claims of limited types are serialised across
+   * engines (an advisory lock until the claiming transaction commits); unlimited types pay nothing.
+   */
   agentConcurrency?: Record<string, number>;
   /** How often the engine looks for due work a lost wake-up left behind, ms. @defaultValue 1000 */
   sweepIntervalMs?: number;
