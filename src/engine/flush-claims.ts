@@ -90,7 +90,7 @@ export async function claimForWorkers(f: Flush): Promise<void> {
   const take = async (c: ClaimInput, a: Attempt) => {
     a.claim(c.holder, f.now);
     a.row.lease_expires_at = Math.min(a.row.lease_expires_at ?? Number.POSITIVE_INFINITY, f.now + c.lease_ms);
-    f.limits.took(a.row.agent_type);
+    f.limits.took(a.rs, a.row);
     tasks.get(c)?.push(await taskOf(f, a));
   };
   // The first claim with room that asked for the type, while the type's limit leaves room.
@@ -98,9 +98,13 @@ export async function claimForWorkers(f: Flush): Promise<void> {
     const c = claims.find((c) => room(c) > 0 && c.agent_types.includes(agentType));
     return c && (await f.limits.room(agentType)) > 0 ? c : undefined;
   };
+  // A visit its node's `concurrency` holds back waits ready (its node's key is full).
+  const takeVisit = async (c: ClaimInput, rs: RunState, v: Visit) => {
+    if (await f.limits.nodeAllows(rs, v)) await take(c, visitAttempt(rs, v));
+  };
   for (const [rs, v] of inHand(f)) {
     const c = isClaimable(v, f.now) ? await taker(v.agent_type) : undefined;
-    if (c) await take(c, visitAttempt(rs, v));
+    if (c) await takeVisit(c, rs, v);
   }
   for (const rs of f.states.values()) {
     const row = claimableCompensation(rs, f.now);
@@ -120,7 +124,7 @@ export async function claimForWorkers(f: Flush): Promise<void> {
       const rs = await f.load(key.run_id);
       const v = rs?.current.get(key.node_id);
       const c = rs && v && v.visit === key.visit && isClaimable(v, f.now) ? await taker(v.agent_type) : undefined;
-      if (rs && v && c) await take(c, visitAttempt(rs, v));
+      if (rs && v && c) await takeVisit(c, rs, v);
     }
     // Then what failed runs have to undo with this agent type, one row per run at a time.
     const more = await wanted(type);
@@ -161,7 +165,7 @@ export async function claimReady(f: Flush, sweep: boolean): Promise<void> {
   };
   const take = async (a: Attempt) => {
     a.claim(f.o.engineId, f.now);
-    f.limits.took(a.row.agent_type);
+    f.limits.took(a.rs, a.row);
     f.out.claimed.push(await taskOf(f, a));
     free -= 1;
     taken.set(a.row.agent_type, (taken.get(a.row.agent_type) ?? 0) + 1);
@@ -170,7 +174,8 @@ export async function claimReady(f: Flush, sweep: boolean): Promise<void> {
     const { kind } = nodeOf(rs, v.node_id);
     // A kind the engine starts itself (a review, a wait) holds no attempt and takes no room.
     if (kind.begin) kind.begin(rs, v, f.now, await kind.prepare?.(rs, v, f.tx, f.now));
-    else await take(visitAttempt(rs, v));
+    else if (await f.limits.nodeAllows(rs, v)) await take(visitAttempt(rs, v));
+    else f.backlog.add(v.agent_type); // its node's key is full: claimed when one of its attempts ends
   };
   const types = [...f.o.agentTypes().filter((t) => !ENGINE_STARTED.includes(t)), ...ENGINE_STARTED];
   for (const type of types) {

@@ -9,11 +9,15 @@
  * limits lock (`countRunningForLimits`), which no other engine's limited claim passes until this
  * transaction commits; claims made after it are added as they are made.
  */
+import { nodeOf, type RunState } from "../core/scheduler.js";
+import type { Visit } from "../core/types.js";
 import type { Flush } from "./flush.js";
 
 export class ClaimLimits {
   /** Attempts running per limited type: the database's, this flush's changes included; null until counted. */
   private running: Map<string, number> | null = null;
+  /** Running visits per (workflow, node, concurrency key) counted so far, the same way. */
+  private readonly byKey = new Map<string, number>();
 
   constructor(private readonly f: Flush) {}
 
@@ -30,10 +34,37 @@ export class ClaimLimits {
     return limit - (running.get(agentType) ?? 0);
   }
 
-  /** Records a claim of this flush (after `room` said there was room). */
-  took(agentType: string): void {
-    if (this.running && this.limitOf(agentType) !== undefined) {
-      this.running.set(agentType, (this.running.get(agentType) ?? 0) + 1);
+  /**
+   * Whether the visit's node `concurrency` leaves room for one more attempt of its key (true
+   * for a node without one). A visit is counted with the runs of its workflow id, all versions.
+   */
+  async nodeAllows(rs: RunState, v: Visit): Promise<boolean> {
+    const limit = nodeOf(rs, v.node_id).concurrency?.limit;
+    if (limit === undefined || v.concurrency_key === null) return true;
+    const group = JSON.stringify([rs.run.workflow_id, v.node_id, v.concurrency_key]);
+    let running = this.byKey.get(group);
+    if (running === undefined) {
+      const held = [...this.f.states.keys()];
+      running = await this.f.tx.countRunningByKey(rs.run.workflow_id, v.node_id, v.concurrency_key, held);
+      for (const other of this.f.states.values()) {
+        if (other.run.workflow_id !== rs.run.workflow_id) continue;
+        const w = other.current.get(v.node_id);
+        if (w?.state === "RUNNING" && w.concurrency_key === v.concurrency_key) running += 1;
+      }
+      this.byKey.set(group, running);
+    }
+    return running < limit;
+  }
+
+  /** Records a claim of this flush (after `room` and `nodeAllows` said there was room). */
+  took(rs: RunState, row: { agent_type: string; node_id: string; concurrency_key?: string | null }): void {
+    if (this.running && this.limitOf(row.agent_type) !== undefined) {
+      this.running.set(row.agent_type, (this.running.get(row.agent_type) ?? 0) + 1);
+    }
+    if (row.concurrency_key) {
+      const group = JSON.stringify([rs.run.workflow_id, row.node_id, row.concurrency_key]);
+      const running = this.byKey.get(group);
+      if (running !== undefined) this.byKey.set(group, running + 1);
     }
   }
 
@@ -67,11 +98,13 @@ export class ClaimLimits {
 export function freedLimitedTypes(f: Flush): Set<string> {
   const freed = new Set<string>();
   const limits = f.o.agentConcurrency;
-  if (Object.keys(limits).length === 0) return freed;
   const ended = (row: { attempt: number; state: string; agent_type: string }) =>
     row.attempt > 0 && row.state !== "RUNNING" && limitOf(limits, row.agent_type) !== undefined;
   for (const rs of f.states.values()) {
-    for (const v of rs.changes.updated) if (ended(v)) freed.add(v.agent_type);
+    for (const v of rs.changes.updated) {
+      const keyed = v.concurrency_key !== null && v.attempt > 0 && v.state !== "RUNNING";
+      if (keyed || ended(v)) freed.add(v.agent_type);
+    }
     for (const c of rs.changes.compensations) if (ended(c)) freed.add(c.agent_type);
   }
   return freed;

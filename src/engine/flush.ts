@@ -247,6 +247,7 @@ export class Flush {
           return;
         if (input.kind === "payload") {
           v.payload = input.payload;
+          v.concurrency_key = input.concurrency_key;
           rs.changes.updated.add(v);
           rs.changes.readied.push(v); // claimable now
         } else {

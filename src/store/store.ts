@@ -336,6 +336,11 @@ export interface StoreTx extends InboxTx, MapTx {
    * nothing to take). Types with no running attempt are left out of the answer.
    */
   countRunningForLimits(agentTypes: string[], except: string[]): Promise<Map<string, number>>;
+  /**
+   * RUNNING visits of a workflow's node with this `concurrency_key` (a node's `concurrency`),
+   * leaving out those of the runs `except`, after taking the limits lock as `countRunningForLimits` does.
+   */
+  countRunningByKey(workflowId: string, nodeId: string, key: string, except: string[]): Promise<number>;
   /** Ready visits whose payload templates are not resolved yet. */
   unresolved(now: number, limit: number): Promise<VisitKey[]>;
   /** Running attempts whose lease or deadline passed. */

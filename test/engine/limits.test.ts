@@ -89,6 +89,40 @@ describe("agentConcurrency", () => {
   });
 });
 
+const PER_TENANT = {
+  id: "per_tenant",
+  nodes: [{ node_id: "ask", agent_type: "llm", concurrency: { key: "{{ input.tenant }}", limit: 1 } }],
+};
+
+describe("a node's concurrency key", () => {
+  it("runs one attempt per tenant at a time, and the next of a tenant once its attempt ends", async () => {
+    const { engine } = await testEngine();
+    await engine.registerWorkflow(PER_TENANT);
+    const a1 = await engine.startRun(PER_TENANT.id, { input: { tenant: "a" } });
+    const a2 = await engine.startRun(PER_TENANT.id, { input: { tenant: "a" } });
+    const b1 = await engine.startRun(PER_TENANT.id, { input: { tenant: "b" } });
+    const claim = (worker_id: string, wait_seconds = 0) =>
+      engine.claimTasks({ agent_types: ["llm"], worker_id, max_tasks: 5, wait_seconds });
+    // Keys resolve with the payloads, after the visits become ready: a waiting claim is woken by
+    // the flush that stores them (the clock stands still, so it never times out).
+    const first: ExternalTask[] = [];
+    while (first.length < 2) first.push(...(await claim("w", 30)));
+    // One of tenant a (which one is the order their keys resolved in: the clock stands still) and b's.
+    expect(first.map((t) => t.input).sort((x, y) => JSON.stringify(x).localeCompare(JSON.stringify(y)))).toEqual([
+      { tenant: "a" },
+      { tenant: "b" },
+    ]);
+    expect(first.map((t) => t.run_id)).toContain(b1.run_id);
+    expect(await claim("other")).toEqual([]);
+    const ofA = first.find((t) => t.run_id !== b1.run_id) as ExternalTask;
+    const waitingA = ofA.run_id === a1.run_id ? a2 : a1;
+    expect((await engine.getRun(waitingA.run_id)).nodes[0]).toMatchObject({ state: "PENDING", concurrency_key: "a" });
+    await engine.completeTask(ofA.execution_id, { worker_id: "w", attempt: ofA.attempt, output: "ok" });
+    const next = await claim("other");
+    expect(next.map((t) => t.run_id)).toEqual([waitingA.run_id]);
+  });
+});
+
 const ENGINE_CHILD = fileURLToPath(new URL("../fixtures/limits-engine.ts", import.meta.url));
 const children: Child[] = [];
 afterEach(async () => {

@@ -121,7 +121,7 @@ CREATE TABLE visits (
   holder          TEXT,                        -- engine id (or worker id) holding the attempt
   created_at      INTEGER NOT NULL,
   started_at      INTEGER,
-  ended_at        INTEGER, items TEXT,
+  ended_at        INTEGER, items TEXT, concurrency_key TEXT,
   PRIMARY KEY (run_id, node_id, visit)
 );
 
@@ -175,6 +175,9 @@ CREATE INDEX visits_in_review ON visits (lease_expires_at) WHERE state = 'IN_REV
 CREATE INDEX visits_ready ON visits (agent_type, ready_at) WHERE ready_at IS NOT NULL;
 
 CREATE INDEX visits_running ON visits (lease_expires_at) WHERE state = 'RUNNING';
+
+CREATE INDEX visits_running_by_key ON visits (node_id, concurrency_key)
+  WHERE state = 'RUNNING' AND concurrency_key IS NOT NULL;
 
 CREATE INDEX visits_running_by_type ON visits (agent_type) WHERE state = 'RUNNING';
 

@@ -238,6 +238,12 @@ const SQL = {
              SELECT agent_type FROM compensations WHERE state = 'RUNNING' AND agent_type = ANY($1::text[]) AND run_id <> ALL($2::text[])
            ) running GROUP BY agent_type`,
   },
+  runningByKey: {
+    name: "skein_running_by_key",
+    text: `SELECT count(*)::int AS n FROM visits v JOIN runs r ON r.run_id = v.run_id
+            WHERE v.state = 'RUNNING' AND v.node_id = $1 AND v.concurrency_key = $2 AND r.workflow_id = $3
+              AND v.run_id <> ALL($4::text[])`,
+  },
   unresolved: {
     name: "skein_unresolved",
     text: `SELECT run_id, node_id, visit FROM visits
@@ -481,6 +487,14 @@ export class PostgresTx implements StoreTx {
       this.q<{ agent_type: string; n: number }>(SQL.runningByType, [agentTypes, except]),
     ]);
     return new Map(rows.map((r) => [r.agent_type, r.n]));
+  }
+
+  async countRunningByKey(workflowId: string, nodeId: string, key: string, except: string[]): Promise<number> {
+    const [, rows] = await Promise.all([
+      this.q(SQL.limitsLock, [LIMITS_LOCK, this.channel]),
+      this.q<{ n: number }>(SQL.runningByKey, [nodeId, key, workflowId, except]),
+    ]);
+    return rows[0]?.n ?? 0;
   }
 
   async unresolved(now: number, limit: number): Promise<VisitKey[]> {

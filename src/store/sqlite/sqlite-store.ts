@@ -547,6 +547,10 @@ export class SqliteStore implements Store {
         }[];
         return new Map(rows.map((r) => [r.agent_type, r.n]));
       },
+      countRunningByKey: async (workflowId, nodeId, key, except) => {
+        const row = s.runningByKey.get({ workflowId, nodeId, key, except: JSON.stringify(except) }) as { n: number };
+        return row.n;
+      },
       unresolved: async (now, limit) => keys(s.unresolved.all(now, limit)),
       expiredAttempts: async (now, limit) => keys(s.expiredAttempts.all(now, limit)),
       attemptsHeldBy: async (holders, limit) =>
@@ -644,6 +648,12 @@ function prepare(db: Db) {
           WHERE state = 'RUNNING' AND agent_type IN (SELECT value FROM json_each(@types))
             AND run_id NOT IN (SELECT value FROM json_each(@except))
        ) GROUP BY agent_type`,
+    ),
+    runningByKey: db.prepare(
+      `SELECT count(*) AS n FROM visits v INDEXED BY visits_running_by_key JOIN runs r ON r.run_id = v.run_id
+        WHERE v.state = 'RUNNING' AND v.concurrency_key IS NOT NULL AND v.node_id = @nodeId
+          AND v.concurrency_key = @key AND r.workflow_id = @workflowId
+          AND v.run_id NOT IN (SELECT value FROM json_each(@except))`,
     ),
     unresolved: db.prepare(
       `SELECT run_id, node_id, visit FROM visits
@@ -764,6 +774,7 @@ const visitRowShape: Record<keyof DbVisit, true> = {
   started_at: true,
   ended_at: true,
   items: true,
+  concurrency_key: true,
 };
 
 /** What a visit's UPDATE writes: every column but its identity and creation time. */

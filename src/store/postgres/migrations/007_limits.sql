@@ -4,3 +4,8 @@
 -- more than the limit allows to run.
 CREATE INDEX visits_running_by_type ON visits (agent_type) WHERE state = 'RUNNING';
 CREATE INDEX compensations_running_by_type ON compensations (agent_type) WHERE state = 'RUNNING';
+-- A node's `concurrency` (DESIGN §2): the value of its key, resolved once per visit with the
+-- payload, and the running visits of each (node, value), which its claims count.
+ALTER TABLE visits ADD COLUMN concurrency_key text COLLATE "C";
+CREATE INDEX visits_running_by_key ON visits (node_id, concurrency_key)
+  WHERE state = 'RUNNING' AND concurrency_key IS NOT NULL;
