@@ -145,7 +145,9 @@ export const NodeSchema = z
         key: z
           .string()
           .min(1)
-          .describe('A template resolved once per visit, e.g. "{{ input.tenant_id }}": visits with the same value share the limit.'),
+          .describe(
+            'A template resolved once per visit, e.g. "{{ input.tenant_id }}": visits with the same value share the limit.',
+          ),
         limit: z.number().int().min(1).describe("Most attempts of this node running at once for one value of key."),
       })
       .describe(
