@@ -8,6 +8,14 @@ import type { MapProgress } from "./map-items.js";
 import type { NotifyOptions } from "./notifier.js";
 import type { TaskLimits } from "./task-limits.js";
 
+/** A rate limit of one agent type: `per_second` or `per_minute` (one of them), and how many tokens may gather. */
+export interface RateLimit {
+  per_second?: number;
+  per_minute?: number;
+  /** The most claims at once after a quiet time. @defaultValue 1 */
+  burst?: number;
+}
+
 export interface EngineOptions {
   /**
    * `sqlite:<path>`, `sqlite::memory:`, or `postgres://user@host:5432/db?schema=skein` (many
@@ -34,6 +42,13 @@ export interface EngineOptions {
    * engines (an advisory lock until the claiming transaction commits); unlimited types pay nothing.
    */
   agentConcurrency?: Record<string, number>;
+  /**
+   * Most claims per second or per minute per agent_type across the whole database, e.g.
+   * `{ llm: { per_minute: 600, burst: 20 } }`: a token bucket in the database per type, shared by
+   * every engine (give them all the same limits) and the workers they serve. A visit over the
+   * rate waits ready; the engine wakes when the next token is due. `burst` @defaultValue 1
+   */
+  rateLimits?: Record<string, RateLimit>;
   /** How often the engine looks for due work a lost wake-up left behind, ms. @defaultValue 1000 */
   sweepIntervalMs?: number;
   /** How often the engine records that it is alive, ms. @defaultValue 5000 */

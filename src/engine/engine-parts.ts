@@ -12,6 +12,7 @@ import type { Clock } from "./clock.js";
 import { Dispatcher } from "./dispatcher.js";
 import type { EngineOptions } from "./engine-options.js";
 import { ExternalWorkers } from "./external.js";
+import { rateLimitsOf } from "./flush-limits.js";
 import { Notifier } from "./notifier.js";
 import { WorkflowRegistry } from "./registry.js";
 import type { Subscribers } from "./subscribers.js";
@@ -70,6 +71,7 @@ export function createParts(c: PartsContext): EngineParts {
     maxConcurrency: options.maxConcurrency ?? 100,
     maxOutputBytes: c.maxPayloadBytes,
     agentConcurrency: options.agentConcurrency ?? {},
+    rateLimits: rateLimitsOf(options.rateLimits ?? {}),
     sweepIntervalMs: options.sweepIntervalMs ?? 1000,
     random: options.random ?? Math.random,
     runCacheSize: 2000,

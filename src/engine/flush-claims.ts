@@ -159,9 +159,8 @@ export async function claimReady(f: Flush, sweep: boolean): Promise<void> {
   const room = async (type: string) => {
     if (kindOf(type).start === "engine") return SWEEP_BATCH; // started by the engine, not attempts: no concurrency limit
     const limit = limitOf(f.o.agentConcurrency, type);
-    if (limit === undefined) return free;
-    const here = limit - (inFlight.byType.get(type) ?? 0) - (taken.get(type) ?? 0);
-    return Math.min(free, here, await f.limits.room(type));
+    const here = limit === undefined ? free : limit - (inFlight.byType.get(type) ?? 0) - (taken.get(type) ?? 0);
+    return Math.min(free, here, await f.limits.room(type)); // no database read for a type without limits
   };
   const take = async (a: Attempt) => {
     a.claim(f.o.engineId, f.now);

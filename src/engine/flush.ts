@@ -128,10 +128,15 @@ export class Flush {
     if (this.claiming) await claimReady(this, sweep);
     await this.children();
     notifyOthers(this);
+    // Waiting workers may claim what a rate limit lets through now (a sweep: the timer of its next token).
+    if (sweep) this.out.waiting.push(...this.limits.withTokens().filter((t) => !this.out.waiting.includes(t)));
+    await this.limits.save();
     await this.persist();
     // A sweep asks the database for the next due time; other flushes only add due times, those
-    // of the rows they wrote (an earlier one is armed already).
-    this.out.nextDue = sweep ? await this.tx.nextDue(this.now) : this.dueSoon;
+    // of the rows they wrote (an earlier one is armed already); a rate limit's next token too.
+    const due = sweep ? await this.tx.nextDue(this.now) : this.dueSoon;
+    const token = this.limits.nextToken;
+    this.out.nextDue = due === null ? token : token === null ? due : Math.min(due, token);
     return this.out;
   }
 

@@ -149,6 +149,12 @@ export interface Store {
   close(): Promise<void>;
 }
 
+/** A rate limit's token bucket: tokens left at `updated_at` (epoch ms), refilled with time from there. */
+export interface RateBucket {
+  tokens: number;
+  updated_at: number;
+}
+
 /** What one transaction writes; every list may be empty. */
 export interface WriteBatch {
   /** New runs, in their state at the end of the transaction. */
@@ -341,6 +347,13 @@ export interface StoreTx extends InboxTx, MapTx {
    * leaving out those of the runs `except`, after taking the limits lock as `countRunningForLimits` does.
    */
   countRunningByKey(workflowId: string, nodeId: string, key: string, except: string[]): Promise<number>;
+  /**
+   * The token buckets of these agent types (`rateLimits`) as last written, after taking the
+   * limits lock as `countRunningForLimits` does; a type never written is left out.
+   */
+  rateBuckets(agentTypes: string[]): Promise<Map<string, RateBucket>>;
+  /** Writes these buckets (inserted or replaced), under the limits lock this transaction holds. */
+  writeRateBuckets(buckets: Map<string, RateBucket>): Promise<void>;
   /** Ready visits whose payload templates are not resolved yet. */
   unresolved(now: number, limit: number): Promise<VisitKey[]>;
   /** Running attempts whose lease or deadline passed. */

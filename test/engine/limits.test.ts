@@ -24,7 +24,8 @@ const THREE_LLM = {
 class BlockingAgents {
   private readonly waiting: (() => void)[] = [];
   private readonly waiters: { n: number; resolve: () => void }[] = [];
-  private count = 0;
+  /** Attempts started so far. */
+  count = 0;
   private running = 0;
   peak = 0;
 
@@ -120,6 +121,55 @@ describe("a node's concurrency key", () => {
     await engine.completeTask(ofA.execution_id, { worker_id: "w", attempt: ofA.attempt, output: "ok" });
     const next = await claim("other");
     expect(next.map((t) => t.run_id)).toEqual([waitingA.run_id]);
+  });
+});
+
+describe("rateLimits", () => {
+  it("lets through the burst, then as many claims as each advanced second refills", async () => {
+    const { engine, clock } = await testEngine({ rateLimits: { llm: { per_second: 2, burst: 2 } } });
+    await engine.registerWorkflow(ONE_LLM);
+    for (let i = 0; i < 6; i++) await engine.startRun(ONE_LLM.id);
+    const claim = () => engine.claimTasks({ agent_types: ["llm"], worker_id: "w", max_tasks: 10 });
+    expect(await claim()).toHaveLength(2);
+    expect(await claim()).toHaveLength(0);
+    await clock.advance(1000);
+    expect(await claim()).toHaveLength(2);
+    await clock.advance(500);
+    expect(await claim()).toHaveLength(1);
+    expect(await claim()).toHaveLength(0);
+    // Tokens gather up to the burst, no more.
+    await clock.advance(10_000);
+    expect(await claim()).toHaveLength(1); // the last run's visit: one left of six
+  });
+
+  it("wakes the engine when the next token is due, without a sweep", async () => {
+    const agents = new BlockingAgents();
+    const { engine, clock } = await testEngine({
+      rateLimits: { llm: { per_second: 2 } },
+      sweepIntervalMs: 3_600_000,
+      agents: { llm: agents.handler },
+    });
+    await engine.registerWorkflow(ONE_LLM);
+    const runs = await Promise.all([0, 1, 2].map(() => engine.startRun(ONE_LLM.id)));
+    await agents.started(1);
+    agents.releaseAll();
+    await clock.advance(499);
+    expect(agents.count).toBe(1); // the next token is due at 500 ms
+    await clock.advance(1);
+    await agents.started(2);
+    agents.releaseAll();
+    await clock.advance(500);
+    await agents.started(3);
+    agents.releaseAll();
+    const ended = await Promise.all(runs.map((r) => engine.waitForRun(r.run_id)));
+    expect(ended.map((r) => r.status)).toEqual(["SUCCEEDED", "SUCCEEDED", "SUCCEEDED"]);
+  });
+
+  it("refuses a rate that is not one positive per_second or per_minute", async () => {
+    await expect(testEngine({ rateLimits: { llm: { per_second: 1, per_minute: 60 } } })).rejects.toThrow(
+      /rateLimits is invalid:\n.*rateLimits.llm: give one of per_second or per_minute/,
+    );
+    await expect(testEngine({ rateLimits: { llm: { per_minute: 0 } } })).rejects.toThrow(/above 0/);
   });
 });
 

@@ -72,6 +72,12 @@ CREATE TABLE map_items (
   PRIMARY KEY (run_id, node_id, visit, idx)
 );
 
+CREATE TABLE rate_buckets (
+  agent_type  TEXT    PRIMARY KEY,
+  tokens      REAL    NOT NULL,
+  updated_at  INTEGER NOT NULL
+);
+
 CREATE TABLE runs (
   run_id            TEXT    PRIMARY KEY,
   workflow_id       TEXT    NOT NULL,

@@ -11,6 +11,7 @@ import {
   type InboxTx,
   type LoadedRun,
   type MapTx,
+  type RateBucket,
   type StoreTx,
   type VisitKey,
   type WriteBatch,
@@ -243,6 +244,16 @@ const SQL = {
     text: `SELECT count(*)::int AS n FROM visits v JOIN runs r ON r.run_id = v.run_id
             WHERE v.state = 'RUNNING' AND v.node_id = $1 AND v.concurrency_key = $2 AND r.workflow_id = $3
               AND v.run_id <> ALL($4::text[])`,
+  },
+  rateBuckets: {
+    name: "skein_rate_buckets",
+    text: "SELECT agent_type, tokens, updated_at FROM rate_buckets WHERE agent_type = ANY($1::text[])",
+  },
+  writeRateBuckets: {
+    name: "skein_write_rate_buckets",
+    text: `INSERT INTO rate_buckets (agent_type, tokens, updated_at)
+             SELECT * FROM unnest($1::text[], $2::float8[], $3::int8[])
+           ON CONFLICT (agent_type) DO UPDATE SET tokens = excluded.tokens, updated_at = excluded.updated_at`,
   },
   unresolved: {
     name: "skein_unresolved",
@@ -495,6 +506,23 @@ export class PostgresTx implements StoreTx {
       this.q<{ n: number }>(SQL.runningByKey, [nodeId, key, workflowId, except]),
     ]);
     return rows[0]?.n ?? 0;
+  }
+
+  async rateBuckets(agentTypes: string[]): Promise<Map<string, RateBucket>> {
+    const [, rows] = await Promise.all([
+      this.q(SQL.limitsLock, [LIMITS_LOCK, this.channel]),
+      this.q<{ agent_type: string; tokens: number; updated_at: string | number }>(SQL.rateBuckets, [agentTypes]),
+    ]);
+    return new Map(rows.map((r) => [r.agent_type, { tokens: r.tokens, updated_at: Number(r.updated_at) }]));
+  }
+
+  async writeRateBuckets(buckets: Map<string, RateBucket>): Promise<void> {
+    const rows = [...buckets];
+    await this.q(SQL.writeRateBuckets, [
+      rows.map(([type]) => type),
+      rows.map(([, b]) => b.tokens),
+      rows.map(([, b]) => b.updated_at),
+    ]);
   }
 
   async unresolved(now: number, limit: number): Promise<VisitKey[]> {

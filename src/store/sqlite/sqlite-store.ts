@@ -11,7 +11,7 @@ import type { Logger } from "pino";
 import type { Compensation, MapItem, NewEvent, Run, RunEvent, Visit } from "../../core/types.js";
 import { DatabaseError, ValidationError } from "../../errors.js";
 import { Serial } from "../serial.js";
-import type { ChildRun, EngineRow, RunFilter, Store, StoredWorkflow, StoreTx, VisitKey } from "../store.js";
+import type { ChildRun, EngineRow, RateBucket, RunFilter, Store, StoredWorkflow, StoreTx, VisitKey } from "../store.js";
 import { Checkpointer } from "./checkpointer.js";
 import { assertDirectory, configure, openConnection, WAL_CHECKPOINT_BYTES, walBytes } from "./connection.js";
 import { EngineLock, engineLockPath } from "./engine-lock.js";
@@ -551,6 +551,13 @@ export class SqliteStore implements Store {
         const row = s.runningByKey.get({ workflowId, nodeId, key, except: JSON.stringify(except) }) as { n: number };
         return row.n;
       },
+      rateBuckets: async (agentTypes) => {
+        const rows = s.rateBuckets.all(JSON.stringify(agentTypes)) as ({ agent_type: string } & RateBucket)[];
+        return new Map(rows.map((r) => [r.agent_type, { tokens: r.tokens, updated_at: r.updated_at }]));
+      },
+      writeRateBuckets: async (buckets) => {
+        for (const [type, b] of buckets) s.writeRateBucket.run(type, b.tokens, b.updated_at);
+      },
       unresolved: async (now, limit) => keys(s.unresolved.all(now, limit)),
       expiredAttempts: async (now, limit) => keys(s.expiredAttempts.all(now, limit)),
       attemptsHeldBy: async (holders, limit) =>
@@ -654,6 +661,13 @@ function prepare(db: Db) {
         WHERE v.state = 'RUNNING' AND v.concurrency_key IS NOT NULL AND v.node_id = @nodeId
           AND v.concurrency_key = @key AND r.workflow_id = @workflowId
           AND v.run_id NOT IN (SELECT value FROM json_each(@except))`,
+    ),
+    rateBuckets: db.prepare(
+      "SELECT agent_type, tokens, updated_at FROM rate_buckets WHERE agent_type IN (SELECT value FROM json_each(?))",
+    ),
+    writeRateBucket: db.prepare(
+      `INSERT INTO rate_buckets (agent_type, tokens, updated_at) VALUES (?, ?, ?)
+         ON CONFLICT (agent_type) DO UPDATE SET tokens = excluded.tokens, updated_at = excluded.updated_at`,
     ),
     unresolved: db.prepare(
       `SELECT run_id, node_id, visit FROM visits

@@ -9,3 +9,11 @@ CREATE INDEX compensations_running_by_type ON compensations (agent_type) WHERE s
 ALTER TABLE visits ADD COLUMN concurrency_key text COLLATE "C";
 CREATE INDEX visits_running_by_key ON visits (node_id, concurrency_key)
   WHERE state = 'RUNNING' AND concurrency_key IS NOT NULL;
+-- Rate limits (`rateLimits`): one token bucket per limited agent type, shared by every engine,
+-- updated in the claiming transaction under the limits lock. Tokens refill with time from
+-- updated_at (the transaction's time: the database's).
+CREATE TABLE rate_buckets (
+  agent_type  text COLLATE "C" PRIMARY KEY,
+  tokens      double precision NOT NULL,
+  updated_at  bigint NOT NULL
+);

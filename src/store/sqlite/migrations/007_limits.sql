@@ -8,3 +8,11 @@ CREATE INDEX compensations_running_by_type ON compensations (agent_type) WHERE s
 ALTER TABLE visits ADD COLUMN concurrency_key TEXT;
 CREATE INDEX visits_running_by_key ON visits (node_id, concurrency_key)
   WHERE state = 'RUNNING' AND concurrency_key IS NOT NULL;
+-- Rate limits (`rateLimits`): one token bucket per limited agent type, shared by every engine,
+-- updated in the claiming transaction under the limits lock. Tokens refill with time from
+-- updated_at (the transaction's time).
+CREATE TABLE rate_buckets (
+  agent_type  TEXT    PRIMARY KEY,
+  tokens      REAL    NOT NULL,
+  updated_at  INTEGER NOT NULL
+);
