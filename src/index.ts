@@ -27,6 +27,7 @@ export {
   type NodeVisit,
   type PendingReview,
   type PublishEventAnswer,
+  type RateLimit,
   type ReviewOptions,
   type RunWithNodes,
   type SendEventAnswer,

@@ -15,6 +15,7 @@ import type {
   EngineOptions,
   EventListener,
   PendingReview,
+  RateLimit,
   ReviewOptions,
   RunWithNodes,
   StartRunOptions,
