@@ -328,7 +328,11 @@ function resetLoop(rs: RunState, source: Visit, target: string, now: number): vo
       old.ready_at = null;
       old.trigger = null;
       old.loop_activated = false;
-      if (nodeOf(rs, id).payload !== null) old.payload = null;
+      const node = nodeOf(rs, id);
+      if (node.payload !== null || node.concurrency !== null) {
+        old.payload = null;
+        old.concurrency_key = null; // resolved again with the payload
+      }
       touch(rs, old);
     }
     if (id === target) {

@@ -10,7 +10,7 @@ import pg from "pg";
 import { afterEach, describe, expect, it } from "vitest";
 import type { Engine } from "../../src/index.js";
 import { Child, within } from "../fixtures/child.js";
-import { onPostgres, testEngine } from "../helpers.js";
+import { nextEvent, onPostgres, testEngine } from "../helpers.js";
 
 type ExternalTask = Awaited<ReturnType<Engine["claimTasks"]>>[number];
 
@@ -124,6 +124,41 @@ describe("a node's concurrency key", () => {
   });
 });
 
+describe("a node's concurrency key in the engine's own claims", () => {
+  it("never runs two attempts of one tenant at once", async () => {
+    const running = new Map<string, number>();
+    const peaks = new Map<string, number>();
+    const agents = new BlockingAgents();
+    const { engine } = await testEngine({
+      agents: {
+        llm: async (task) => {
+          const tenant = String((task.input as { tenant: string }).tenant);
+          running.set(tenant, (running.get(tenant) ?? 0) + 1);
+          peaks.set(tenant, Math.max(peaks.get(tenant) ?? 0, running.get(tenant) ?? 0));
+          await agents.handler();
+          running.set(tenant, (running.get(tenant) ?? 0) - 1);
+          return "ok";
+        },
+      },
+    });
+    await engine.registerWorkflow(PER_TENANT);
+    const runs = await Promise.all(
+      ["a", "a", "b"].map((tenant) => engine.startRun(PER_TENANT.id, { input: { tenant } })),
+    );
+    await agents.started(2);
+    expect([...running].sort()).toEqual([
+      ["a", 1],
+      ["b", 1],
+    ]);
+    agents.releaseAll();
+    await agents.started(3);
+    agents.releaseAll();
+    const ended = await Promise.all(runs.map((r) => engine.waitForRun(r.run_id)));
+    expect(ended.map((r) => r.status)).toEqual(["SUCCEEDED", "SUCCEEDED", "SUCCEEDED"]);
+    expect(Object.fromEntries(peaks)).toEqual({ a: 1, b: 1 });
+  });
+});
+
 describe("rateLimits", () => {
   it("lets through the burst, then as many claims as each advanced second refills", async () => {
     const { engine, clock } = await testEngine({ rateLimits: { llm: { per_second: 2, burst: 2 } } });
@@ -151,13 +186,20 @@ describe("rateLimits", () => {
     });
     await engine.registerWorkflow(ONE_LLM);
     const runs = await Promise.all([0, 1, 2].map(() => engine.startRun(ONE_LLM.id)));
+    // Each result is recorded before the clock moves: a flush the clock overtook would arm its
+    // timer in the past, which a manual clock never fires.
+    const release = async () => {
+      const recorded = nextEvent(engine, (e) => e.type === "run.succeeded");
+      agents.releaseAll();
+      await recorded;
+    };
     await agents.started(1);
-    agents.releaseAll();
+    await release();
     await clock.advance(499);
     expect(agents.count).toBe(1); // the next token is due at 500 ms
     await clock.advance(1);
     await agents.started(2);
-    agents.releaseAll();
+    await release();
     await clock.advance(500);
     await agents.started(3);
     agents.releaseAll();
