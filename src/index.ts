@@ -28,6 +28,7 @@ export {
   type PendingReview,
   type PruneOptions,
   type PublishEventAnswer,
+  type RateLimit,
   type ReviewOptions,
   type RunWithNodes,
   type SendEventAnswer,

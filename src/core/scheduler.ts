@@ -328,7 +328,11 @@ function resetLoop(rs: RunState, source: Visit, target: string, now: number): vo
       old.ready_at = null;
       old.trigger = null;
       old.loop_activated = false;
-      if (nodeOf(rs, id).payload !== null) old.payload = null;
+      const node = nodeOf(rs, id);
+      if (node.payload !== null || node.concurrency !== null) {
+        old.payload = null;
+        old.concurrency_key = null; // resolved again with the payload
+      }
       touch(rs, old);
     }
     if (id === target) {
@@ -383,7 +387,10 @@ export function settle(rs: RunState, nodeIds: Iterable<string>, now: number): vo
 
 function makeReady(rs: RunState, node: CompiledNode, v: Visit, now: number): void {
   v.ready_at = now;
-  if (node.payload === null && v.payload === null) v.payload = (node.def.payload ?? {}) as Json;
+  // A node with a concurrency key is resolved like a templated payload: its key is part of it.
+  if (node.payload === null && node.concurrency === null && v.payload === null) {
+    v.payload = (node.def.payload ?? {}) as Json;
+  }
   touch(rs, v);
   rs.changes.readied.push(v);
   event(rs, "node.ready", v, now, v.trigger ? { trigger: { ...v.trigger } } : {});
@@ -546,6 +553,7 @@ export function newVisit(rs: RunState, nodeId: string, visitNo: number, priorSta
     fired: null,
     prior_starts: priorStarts,
     items: null,
+    concurrency_key: null,
   };
   rs.current.set(nodeId, v);
   rs.changes.inserted.add(v);

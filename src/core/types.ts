@@ -50,6 +50,8 @@ export interface Visit {
   prior_starts: number;
   /** A `map` visit's item counts (DESIGN §11.1); null for other kinds and before it begins. */
   items: MapCounts | null;
+  /** The value of its node's `concurrency.key`, resolved with the payload; null without one. */
+  concurrency_key: string | null;
   ready_at: number | null;
   deadline_at: number | null;
   lease_expires_at: number | null;

@@ -39,6 +39,8 @@ export interface CompiledNode {
   readonly payload: CompiledPayload | null;
   /** null when there is no compensation or its payload holds no template. */
   readonly compensationPayload: CompiledPayload | null;
+  /** The node's `concurrency`, its key compiled (a template resolved once per visit, with the payload), or null. */
+  readonly concurrency: { key: CompiledPayload | string; limit: number } | null;
   /** Nodes whose outputs it reads (an aggregator's `payload.sources`, else depends_on); empty for other kinds. */
   readonly sources: string[];
   /** True when some forward edge names it: it runs only once activated. */
@@ -111,7 +113,10 @@ export function compileGraph(def: WorkflowDefinition, limits: GraphLimits = {}):
     const compensation = node.compensation
       ? compilePayload(node.compensation.payload, `nodes[${index}].compensation.payload`)
       : { template: null, problems: [] };
-    problems.push(...payload.problems, ...compensation.problems);
+    const concurrencyKey = node.concurrency
+      ? compilePayload(node.concurrency.key, `nodes[${index}].concurrency.key`)
+      : { template: null, problems: [] };
+    problems.push(...payload.problems, ...compensation.problems, ...concurrencyKey.problems);
     const failureTargets = node.next_on_failure === undefined ? [] : [node.next_on_failure].flat();
     nodes.set(node.node_id, {
       id: node.node_id,
@@ -127,6 +132,9 @@ export function compileGraph(def: WorkflowDefinition, limits: GraphLimits = {}):
       failureTargets: [...new Set(failureTargets)],
       payload: payload.template,
       compensationPayload: compensation.template,
+      concurrency: node.concurrency
+        ? { key: concurrencyKey.template ?? node.concurrency.key, limit: node.concurrency.limit }
+        : null,
       sources: kind.sources?.(node) ?? [],
       gated: (topo.forwardIn[index]?.length ?? 0) > 0,
       incomingForward: names(topo.forwardIn[index]),

@@ -140,6 +140,20 @@ export const NodeSchema = z
       .min(1)
       .describe("Name of a registered code hook (output, ctx) => node ids choosing the next nodes.")
       .optional(),
+    concurrency: z
+      .strictObject({
+        key: z
+          .string()
+          .min(1)
+          .describe(
+            'A template resolved once per visit, e.g. "{{ input.tenant_id }}": visits with the same value share the limit.',
+          ),
+        limit: z.number().int().min(1).describe("Most attempts of this node running at once for one value of key."),
+      })
+      .describe(
+        "At most limit attempts of this node run at once across all engines and workers for each value of key; the others wait ready.",
+      )
+      .optional(),
   })
   .describe("One step of the workflow.");
 

@@ -247,9 +247,22 @@ export class AttemptRunner {
         const node = graph.nodes.get(key.node_id);
         const written = (node?.def.payload ?? {}) as Record<string, Json>;
         const template = node?.payload;
-        if (!template) return { kind: "payload", key, payload: written };
+        const concurrency = node?.concurrency ?? null;
+        const keyTemplate = concurrency && typeof concurrency.key !== "string" ? concurrency.key : null;
+        const fixedKey = typeof concurrency?.key === "string" ? concurrency.key : null;
+        if (!template && !keyTemplate) return { kind: "payload", key, payload: written, concurrency_key: fixedKey };
         // A map item's run has one node and no loop: no visit of it has ended before its payload resolves.
         const ctx = await this.context(run, graph, undefined, run.parent?.item === undefined);
+        let concurrencyKey = fixedKey;
+        if (keyTemplate) {
+          const value = await keyTemplate.resolve(ctx);
+          if (value === undefined || value === null) {
+            const message = `concurrency.key of node ${key.node_id} gave no value; make its template give a string for every run`;
+            return { kind: "payload_error", key, error: { message, reason: "template_error" } };
+          }
+          concurrencyKey = typeof value === "string" ? value : JSON.stringify(value);
+        }
+        if (!template) return { kind: "payload", key, payload: written, concurrency_key: concurrencyKey };
         const resolved = await template.resolve(ctx);
         // Fields the kind resolves later (a map's `each`) are kept as written.
         for (const field of node.kind.deferred ?? []) {
@@ -261,7 +274,7 @@ export class AttemptRunner {
         // The node's kind may refuse what the templates gave (a review's assignees, a sleep's time).
         const refused = graph.nodes.get(key.node_id)?.kind.checkResolved?.(payload.value) ?? null;
         if (refused) return { kind: "payload_error", key, error: { message: refused, reason: "template_error" } };
-        return { kind: "payload", key, payload: payload.value };
+        return { kind: "payload", key, payload: payload.value, concurrency_key: concurrencyKey };
       } catch (e) {
         return { kind: "payload_error", key, error: { message: errorOf(e).message, reason: "template_error" } };
       }

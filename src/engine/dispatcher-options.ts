@@ -35,6 +35,8 @@ export interface DispatcherOptions {
   agentTypes: () => string[];
   maxConcurrency: number;
   agentConcurrency: Readonly<Record<string, number>>;
+  /** Token buckets per agent type, checked (`rateLimitsOf`): tokens per ms, and the most that gather. */
+  rateLimits: ReadonlyMap<string, { perMs: number; burst: number }>;
   sweepIntervalMs: number;
   random: () => number;
   /** How many in-progress runs to keep in memory between transactions (exclusive stores only). */

@@ -9,6 +9,14 @@ import type { NotifyOptions } from "./notifier.js";
 import type { Duration, RetentionOptions } from "./retention.js";
 import type { TaskLimits } from "./task-limits.js";
 
+/** A rate limit of one agent type: `per_second` or `per_minute` (one of them), and how many tokens may gather. */
+export interface RateLimit {
+  per_second?: number;
+  per_minute?: number;
+  /** The most claims at once after a quiet time. @defaultValue 1 */
+  burst?: number;
+}
+
 export interface EngineOptions {
   /**
    * `sqlite:<path>`, `sqlite::memory:`, or `postgres://user@host:5432/db?schema=skein` (many
@@ -25,8 +33,23 @@ export interface EngineOptions {
   busyTimeoutMs?: number;
   /** Most attempts in flight in this engine; more ready nodes wait in the database. @defaultValue 100 */
   maxConcurrency?: number;
-  /** Most attempts in flight per agent_type (an LLM provider's rate limit), e.g. `{ llm: 4 }`. */
+  /**
+   * Most attempts RUNNING per agent_type across the whole database (an LLM provider's limit),
+   * e.g. `{ llm: 4 }`: this engine's handlers, the external workers it serves (`/v1/tasks`) and
+   * other engines' attempts all count. Each engine enforces its own option for the claims it
+   * makes, so give every engine of a database the same limits (an engine without one claims
+   * without looking). A visit over the limit waits ready in the database and is claimed, in
+   * ready order, as attempts end. On PostgreSQL claims of limited types are serialised across
+   * engines (an advisory lock until the claiming transaction commits); unlimited types pay nothing.
+   */
   agentConcurrency?: Record<string, number>;
+  /**
+   * Most claims per second or per minute per agent_type across the whole database, e.g.
+   * `{ llm: { per_minute: 600, burst: 20 } }`: a token bucket in the database per type, shared by
+   * every engine (give them all the same limits) and the workers they serve. A visit over the
+   * rate waits ready; the engine wakes when the next token is due. `burst` @defaultValue 1
+   */
+  rateLimits?: Record<string, RateLimit>;
   /**
    * How often the engine looks for due work a lost wake-up left behind, ms; on PostgreSQL also
    * for dead engines (their liveness lock free), whose attempts it re-runs.

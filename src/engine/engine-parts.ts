@@ -12,6 +12,7 @@ import type { Clock } from "./clock.js";
 import { Dispatcher } from "./dispatcher.js";
 import type { EngineOptions } from "./engine-options.js";
 import { ExternalWorkers } from "./external.js";
+import { rateLimitsOf } from "./flush-limits.js";
 import { Notifier } from "./notifier.js";
 import { WorkflowRegistry } from "./registry.js";
 import type { Subscribers } from "./subscribers.js";
@@ -70,6 +71,7 @@ export function createParts(c: PartsContext): EngineParts {
     maxConcurrency: options.maxConcurrency ?? 100,
     maxOutputBytes: c.maxPayloadBytes,
     agentConcurrency: options.agentConcurrency ?? {},
+    rateLimits: rateLimitsOf(options.rateLimits ?? {}),
     // Shared databases sweep twice as often: the sweep is where a dead engine is found, one
     // cheap statement in it, and a killed engine's attempts should run again within a second.
     sweepIntervalMs: options.sweepIntervalMs ?? (store.exclusive ? 1000 : 500),

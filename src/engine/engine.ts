@@ -49,6 +49,7 @@ export type {
   NodeVisit,
   PendingReview,
   PruneOptions,
+  RateLimit,
   ReviewOptions,
   RunWithNodes,
   StartRunOptions,

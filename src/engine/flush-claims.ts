@@ -10,6 +10,7 @@ import { ENGINE_STARTED, kindOf } from "../core/kinds/index.js";
 import { nodeOf, type RunState } from "../core/scheduler.js";
 import type { Compensation, Json, Visit } from "../core/types.js";
 import type { Flush } from "./flush.js";
+import { freedLimitedTypes, limitOf } from "./flush-limits.js";
 import type { ClaimedTask, ClaimInput } from "./inputs.js";
 import { SWEEP_BATCH } from "./inputs.js";
 
@@ -66,6 +67,8 @@ export function notifyOthers(f: Flush): void {
     const c = claimableCompensation(rs, f.now);
     if (c) add(c.agent_type, null);
   }
+  // A limited type's attempt ended: a visit over the limit may now be claimed, by any engine or worker.
+  for (const type of freedLimitedTypes(f)) add(type, null);
   f.out.waiting = [...ready.keys()].filter((t) => t !== "*");
   if (!f.o.store.exclusive) {
     f.notify = [...ready].map(([agentType, runs]) => ({ agentType, runIds: runs ? [...runs] : [] }));
@@ -87,38 +90,51 @@ export async function claimForWorkers(f: Flush): Promise<void> {
   const take = async (c: ClaimInput, a: Attempt) => {
     a.claim(c.holder, f.now);
     a.row.lease_expires_at = Math.min(a.row.lease_expires_at ?? Number.POSITIVE_INFINITY, f.now + c.lease_ms);
+    f.limits.took(a.rs, a.row);
     tasks.get(c)?.push(await taskOf(f, a));
   };
-  const taker = (agentType: string) => claims.find((c) => room(c) > 0 && c.agent_types.includes(agentType));
+  // The first claim with room that asked for the type, while the type's limit leaves room.
+  const taker = async (agentType: string) => {
+    const c = claims.find((c) => room(c) > 0 && c.agent_types.includes(agentType));
+    return c && (await f.limits.room(agentType)) > 0 ? c : undefined;
+  };
+  // A visit its node's `concurrency` holds back waits ready (its node's key is full).
+  const takeVisit = async (c: ClaimInput, rs: RunState, v: Visit) => {
+    if (await f.limits.nodeAllows(rs, v)) await take(c, visitAttempt(rs, v));
+  };
   for (const [rs, v] of inHand(f)) {
-    const c = isClaimable(v, f.now) ? taker(v.agent_type) : undefined;
-    if (c) await take(c, visitAttempt(rs, v));
+    const c = isClaimable(v, f.now) ? await taker(v.agent_type) : undefined;
+    if (c) await takeVisit(c, rs, v);
   }
   for (const rs of f.states.values()) {
     const row = claimableCompensation(rs, f.now);
-    const c = row ? taker(row.agent_type) : undefined;
+    const c = row ? await taker(row.agent_type) : undefined;
     if (row && c) await take(c, compensationAttempt(rs, row));
   }
-  const wanted = (type: string) =>
-    claims.reduce((n, c) => n + (c.agent_types.includes(type) ? Math.max(0, room(c)) : 0), 0);
+  const wanted = async (type: string) => {
+    const asked = claims.reduce((n, c) => n + (c.agent_types.includes(type) ? Math.max(0, room(c)) : 0), 0);
+    return asked === 0 ? 0 : Math.min(asked, Math.max(0, await f.limits.room(type)));
+  };
   for (const type of new Set(claims.flatMap((c) => c.agent_types))) {
-    if (wanted(type) === 0) continue;
-    const keys = await f.tx.claimable(type, f.now, wanted(type));
+    const n = await wanted(type);
+    if (n === 0) continue;
+    const keys = await f.tx.claimable(type, f.now, n);
     await f.preload([...new Set(keys.map((k) => k.run_id))]);
     for (const key of keys) {
       const rs = await f.load(key.run_id);
       const v = rs?.current.get(key.node_id);
-      const c = rs && v && v.visit === key.visit && isClaimable(v, f.now) ? taker(v.agent_type) : undefined;
-      if (rs && v && c) await take(c, visitAttempt(rs, v));
+      const c = rs && v && v.visit === key.visit && isClaimable(v, f.now) ? await taker(v.agent_type) : undefined;
+      if (rs && v && c) await takeVisit(c, rs, v);
     }
     // Then what failed runs have to undo with this agent type, one row per run at a time.
-    if (wanted(type) === 0) continue;
-    const runIds = await f.tx.claimableCompensations(type, f.now, wanted(type));
+    const more = await wanted(type);
+    if (more === 0) continue;
+    const runIds = await f.tx.claimableCompensations(type, f.now, more);
     await f.preload(runIds);
     for (const runId of runIds) {
       const rs = await f.load(runId);
       const row = rs ? claimableCompensation(rs, f.now) : null;
-      const c = row?.agent_type === type ? taker(type) : undefined;
+      const c = row?.agent_type === type ? await taker(type) : undefined;
       if (rs && row && c) await take(c, compensationAttempt(rs, row));
     }
   }
@@ -138,14 +154,17 @@ export async function claimReady(f: Flush, sweep: boolean): Promise<void> {
   const inFlight = f.o.hooks.inFlight();
   let free = f.o.maxConcurrency - inFlight.total;
   const taken = new Map<string, number>();
-  const room = (type: string) => {
+  // The limit holds across the database (`f.limits`) and in this process too: an attempt this
+  // engine cancelled may still be running here while its row says CANCELLED.
+  const room = async (type: string) => {
     if (kindOf(type).start === "engine") return SWEEP_BATCH; // started by the engine, not attempts: no concurrency limit
-    const limit = f.o.agentConcurrency[type];
-    if (limit === undefined) return free;
-    return Math.min(free, limit - (inFlight.byType.get(type) ?? 0) - (taken.get(type) ?? 0));
+    const limit = limitOf(f.o.agentConcurrency, type);
+    const here = limit === undefined ? free : limit - (inFlight.byType.get(type) ?? 0) - (taken.get(type) ?? 0);
+    return Math.min(free, here, await f.limits.room(type)); // no database read for a type without limits
   };
   const take = async (a: Attempt) => {
     a.claim(f.o.engineId, f.now);
+    f.limits.took(a.rs, a.row);
     f.out.claimed.push(await taskOf(f, a));
     free -= 1;
     taken.set(a.row.agent_type, (taken.get(a.row.agent_type) ?? 0) + 1);
@@ -154,12 +173,13 @@ export async function claimReady(f: Flush, sweep: boolean): Promise<void> {
     const { kind } = nodeOf(rs, v.node_id);
     // A kind the engine starts itself (a review, a wait) holds no attempt and takes no room.
     if (kind.begin) kind.begin(rs, v, f.now, await kind.prepare?.(rs, v, f.tx, f.now));
-    else await take(visitAttempt(rs, v));
+    else if (await f.limits.nodeAllows(rs, v)) await take(visitAttempt(rs, v));
+    else f.backlog.add(v.agent_type); // its node's key is full: claimed when one of its attempts ends
   };
   const types = [...f.o.agentTypes().filter((t) => !ENGINE_STARTED.includes(t)), ...ENGINE_STARTED];
   for (const type of types) {
     if (!sweep && !backlog.has(type)) continue;
-    const n = room(type);
+    const n = await room(type);
     if (n <= 0) {
       backlog.add(type);
       continue;
@@ -176,7 +196,7 @@ export async function claimReady(f: Flush, sweep: boolean): Promise<void> {
   }
   for (const [rs, v] of inHand(f)) {
     if (!isClaimable(v, f.now) || !types.includes(v.agent_type)) continue;
-    if (room(v.agent_type) > 0) await ready(rs, v);
+    if ((await room(v.agent_type)) > 0) await ready(rs, v);
     else backlog.add(v.agent_type);
   }
   for (const rs of f.states.values()) {
@@ -184,7 +204,8 @@ export async function claimReady(f: Flush, sweep: boolean): Promise<void> {
     // A row the engine itself runs (`map`: undoing a map's items, flush-maps.ts) is no agent's.
     const c = claimableCompensation(rs, f.now);
     const byAgent = c !== null && kindOf(c.agent_type).start === "agent";
-    if (c && byAgent && types.includes(c.agent_type) && room(c.agent_type) > 0) await take(compensationAttempt(rs, c));
+    if (c && byAgent && types.includes(c.agent_type) && (await room(c.agent_type)) > 0)
+      await take(compensationAttempt(rs, c));
   }
 }
 

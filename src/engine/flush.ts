@@ -17,6 +17,7 @@ import type { DispatcherOptions, RunRef } from "./dispatcher-options.js";
 import { settleChildren, startChildren } from "./flush-children.js";
 import { claimForWorkers, claimReady, notifyOthers, takeHints } from "./flush-claims.js";
 import { publishEvent, sendEvent } from "./flush-events.js";
+import { ClaimLimits, freedLimitedTypes } from "./flush-limits.js";
 import { startMaps, undoItems } from "./flush-maps.js";
 import { report, retry, review } from "./flush-results.js";
 import { recover, recoverLost, sweepExpired } from "./flush-sweep.js";
@@ -68,6 +69,8 @@ export class Flush {
   readonly mapsToAdvance = new Map<string, { rs: RunState; v: Visit }>();
   /** The earliest future due time among the rows this transaction wrote. */
   dueSoon: number | null = null;
+  /** What the concurrency limits leave room for, across engines (counted at the first limited claim). */
+  readonly limits = new ClaimLimits(this);
   readonly out: FlushOutcome = {
     events: [],
     claimed: [],
@@ -120,13 +123,20 @@ export class Flush {
     await claimForWorkers(this);
     if (sweep) await sweepExpired(this);
     await this.planCompensations();
+    // A limited type's attempt that ended may leave room for a visit waiting in the database.
+    for (const type of freedLimitedTypes(this)) this.backlog.add(type);
     if (this.claiming) await claimReady(this, sweep);
     await this.children();
     notifyOthers(this);
+    // Waiting workers may claim what a rate limit lets through now (a sweep: the timer of its next token).
+    if (sweep) this.out.waiting.push(...this.limits.withTokens().filter((t) => !this.out.waiting.includes(t)));
+    await this.limits.save();
     await this.persist();
     // A sweep asks the database for the next due time; other flushes only add due times, those
-    // of the rows they wrote (an earlier one is armed already).
-    this.out.nextDue = sweep ? await this.tx.nextDue(this.now) : this.dueSoon;
+    // of the rows they wrote (an earlier one is armed already); a rate limit's next token too.
+    const due = sweep ? await this.tx.nextDue(this.now) : this.dueSoon;
+    const token = this.limits.nextToken;
+    this.out.nextDue = due === null ? token : token === null ? due : Math.min(due, token);
     return this.out;
   }
 
@@ -242,6 +252,7 @@ export class Flush {
           return;
         if (input.kind === "payload") {
           v.payload = input.payload;
+          v.concurrency_key = input.concurrency_key;
           rs.changes.updated.add(v);
           rs.changes.readied.push(v); // claimable now
         } else {

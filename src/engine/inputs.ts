@@ -22,7 +22,8 @@ export type Input =
   | { kind: "failure"; execution_id: string; attempt: number; error: VisitError; retryable: boolean }
   /** A failure of the visit itself, not retried: invalid_next, when_error. */
   | { kind: "fail_visit"; execution_id: string; attempt: number; reason: string; error: VisitError }
-  | { kind: "payload"; key: VisitKey; payload: Json }
+  /** A visit's resolved payload, and the value of its node's `concurrency.key` (null without one). */
+  | { kind: "payload"; key: VisitKey; payload: Json; concurrency_key: string | null }
   | { kind: "payload_error"; key: VisitKey; error: VisitError }
   | { kind: "heartbeat"; execution_id: string; attempt: number; done: Callback<boolean> }
   | {

@@ -149,6 +149,12 @@ export interface Store {
   close(): Promise<void>;
 }
 
+/** A rate limit's token bucket: tokens left at `updated_at` (epoch ms), refilled with time from there. */
+export interface RateBucket {
+  tokens: number;
+  updated_at: number;
+}
+
 /** What one transaction writes; every list may be empty. */
 export interface WriteBatch {
   /** New runs, in their state at the end of the transaction. */
@@ -354,6 +360,27 @@ export interface StoreTx extends InboxTx, MapTx, PruneTx {
    * transaction holds). For external workers: an engine's own handlers get theirs by the sweep.
    */
   claimableCompensations(agentType: string, now: number, limit: number): Promise<string[]>;
+  /**
+   * Attempts RUNNING (visits and compensation rows) of each of these agent types, leaving out
+   * those of the runs `except` (the caller holds them in memory), counted after taking the
+   * limits lock: from here until the transaction ends, no other transaction that counts for a
+   * limit runs, so the count sees every such claim committed before and none is made on the same
+   * free slot (PostgreSQL: a transaction-level advisory lock on the schema; SQLite: one writer,
+   * nothing to take). Types with no running attempt are left out of the answer.
+   */
+  countRunningForLimits(agentTypes: string[], except: string[]): Promise<Map<string, number>>;
+  /**
+   * RUNNING visits of a workflow's node with this `concurrency_key` (a node's `concurrency`),
+   * leaving out those of the runs `except`, after taking the limits lock as `countRunningForLimits` does.
+   */
+  countRunningByKey(workflowId: string, nodeId: string, key: string, except: string[]): Promise<number>;
+  /**
+   * The token buckets of these agent types (`rateLimits`) as last written, after taking the
+   * limits lock as `countRunningForLimits` does; a type never written is left out.
+   */
+  rateBuckets(agentTypes: string[]): Promise<Map<string, RateBucket>>;
+  /** Writes these buckets (inserted or replaced), under the limits lock this transaction holds. */
+  writeRateBuckets(buckets: Map<string, RateBucket>): Promise<void>;
   /** Ready visits whose payload templates are not resolved yet. */
   unresolved(now: number, limit: number): Promise<VisitKey[]>;
   /** Running attempts whose lease or deadline passed. */

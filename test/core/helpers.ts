@@ -55,6 +55,7 @@ export function visit(node_id: string, state: VisitState = "PENDING", extra: Par
     started_at: null,
     ended_at: null,
     items: null,
+    concurrency_key: null,
     ...extra,
   };
 }

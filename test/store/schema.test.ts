@@ -42,6 +42,7 @@ describe("SQLite schema", () => {
       { version: 5, name: "inbox" },
       { version: 6, name: "map" },
       { version: 7, name: "prune" },
+      { version: 8, name: "limits" },
     ]);
     db.close();
   });

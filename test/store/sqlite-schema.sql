@@ -72,6 +72,12 @@ CREATE TABLE map_items (
   PRIMARY KEY (run_id, node_id, visit, idx)
 );
 
+CREATE TABLE rate_buckets (
+  agent_type  TEXT    PRIMARY KEY,
+  tokens      REAL    NOT NULL,
+  updated_at  INTEGER NOT NULL
+);
+
 CREATE TABLE runs (
   run_id            TEXT    PRIMARY KEY,
   workflow_id       TEXT    NOT NULL,
@@ -121,7 +127,7 @@ CREATE TABLE visits (
   holder          TEXT,                        -- engine id (or worker id) holding the attempt
   created_at      INTEGER NOT NULL,
   started_at      INTEGER,
-  ended_at        INTEGER, items TEXT,
+  ended_at        INTEGER, items TEXT, concurrency_key TEXT,
   PRIMARY KEY (run_id, node_id, visit)
 );
 
@@ -138,6 +144,8 @@ CREATE TABLE workflows (
 CREATE INDEX compensations_due ON compensations (ready_at) WHERE ready_at IS NOT NULL;
 
 CREATE INDEX compensations_running ON compensations (lease_expires_at) WHERE state = 'RUNNING';
+
+CREATE INDEX compensations_running_by_type ON compensations (agent_type) WHERE state = 'RUNNING';
 
 CREATE INDEX events_by_run ON events (run_id, seq);
 
@@ -175,6 +183,11 @@ CREATE INDEX visits_in_review ON visits (lease_expires_at) WHERE state = 'IN_REV
 CREATE INDEX visits_ready ON visits (agent_type, ready_at) WHERE ready_at IS NOT NULL;
 
 CREATE INDEX visits_running ON visits (lease_expires_at) WHERE state = 'RUNNING';
+
+CREATE INDEX visits_running_by_key ON visits (node_id, concurrency_key)
+  WHERE state = 'RUNNING' AND concurrency_key IS NOT NULL;
+
+CREATE INDEX visits_running_by_type ON visits (agent_type) WHERE state = 'RUNNING';
 
 CREATE INDEX visits_unresolved ON visits (ready_at) WHERE ready_at IS NOT NULL AND payload IS NULL;
 

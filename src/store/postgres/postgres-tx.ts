@@ -12,6 +12,7 @@ import {
   type LoadedRun,
   type MapTx,
   type PruneTx,
+  type RateBucket,
   type StoreTx,
   type VisitKey,
   type WriteBatch,
@@ -42,6 +43,9 @@ import {
   visitFromDb,
 } from "./rows.js";
 import type { Session } from "./session.js";
+
+/** The advisory lock class of claims that concern a concurrency limit ("sklm"), keyed by schema. */
+const LIMITS_LOCK = 0x736b6c6d;
 
 /**
  * The dead engine `d` holds an attempt it must give back: a running visit or compensation, or
@@ -240,6 +244,36 @@ const SQL = {
               ORDER BY c.ready_at LIMIT $3
                 FOR UPDATE OF r SKIP LOCKED)
            SELECT run_id FROM c`,
+  },
+  // Claims that concern a limit, serialised per schema (the NOTIFY channel names it); the
+  // count is a statement of its own, so its snapshot is taken once the lock is held.
+  limitsLock: {
+    name: "skein_limits_lock",
+    text: "SELECT pg_advisory_xact_lock($1, hashtext($2))",
+  },
+  runningByType: {
+    name: "skein_running_by_type",
+    text: `SELECT agent_type, count(*)::int AS n FROM (
+             SELECT agent_type FROM visits WHERE state = 'RUNNING' AND agent_type = ANY($1::text[]) AND run_id <> ALL($2::text[])
+             UNION ALL
+             SELECT agent_type FROM compensations WHERE state = 'RUNNING' AND agent_type = ANY($1::text[]) AND run_id <> ALL($2::text[])
+           ) running GROUP BY agent_type`,
+  },
+  runningByKey: {
+    name: "skein_running_by_key",
+    text: `SELECT count(*)::int AS n FROM visits v JOIN runs r ON r.run_id = v.run_id
+            WHERE v.state = 'RUNNING' AND v.node_id = $1 AND v.concurrency_key = $2 AND r.workflow_id = $3
+              AND v.run_id <> ALL($4::text[])`,
+  },
+  rateBuckets: {
+    name: "skein_rate_buckets",
+    text: "SELECT agent_type, tokens, updated_at FROM rate_buckets WHERE agent_type = ANY($1::text[])",
+  },
+  writeRateBuckets: {
+    name: "skein_write_rate_buckets",
+    text: `INSERT INTO rate_buckets (agent_type, tokens, updated_at)
+             SELECT * FROM unnest($1::text[], $2::float8[], $3::int8[])
+           ON CONFLICT (agent_type) DO UPDATE SET tokens = excluded.tokens, updated_at = excluded.updated_at`,
   },
   unresolved: {
     name: "skein_unresolved",
@@ -499,6 +533,40 @@ export class PostgresTx implements StoreTx {
   async claimableCompensations(agentType: string, now: number, limit: number): Promise<string[]> {
     const rows = await this.q<{ run_id: string }>(SQL.claimableCompensations, [agentType, now, limit]);
     return rows.map((r) => r.run_id);
+  }
+
+  async countRunningForLimits(agentTypes: string[], except: string[]): Promise<Map<string, number>> {
+    // Sent together (pipeline mode): the count runs once the lock is granted.
+    const [, rows] = await Promise.all([
+      this.q(SQL.limitsLock, [LIMITS_LOCK, this.channel]),
+      this.q<{ agent_type: string; n: number }>(SQL.runningByType, [agentTypes, except]),
+    ]);
+    return new Map(rows.map((r) => [r.agent_type, r.n]));
+  }
+
+  async countRunningByKey(workflowId: string, nodeId: string, key: string, except: string[]): Promise<number> {
+    const [, rows] = await Promise.all([
+      this.q(SQL.limitsLock, [LIMITS_LOCK, this.channel]),
+      this.q<{ n: number }>(SQL.runningByKey, [nodeId, key, workflowId, except]),
+    ]);
+    return rows[0]?.n ?? 0;
+  }
+
+  async rateBuckets(agentTypes: string[]): Promise<Map<string, RateBucket>> {
+    const [, rows] = await Promise.all([
+      this.q(SQL.limitsLock, [LIMITS_LOCK, this.channel]),
+      this.q<{ agent_type: string; tokens: number; updated_at: string | number }>(SQL.rateBuckets, [agentTypes]),
+    ]);
+    return new Map(rows.map((r) => [r.agent_type, { tokens: r.tokens, updated_at: Number(r.updated_at) }]));
+  }
+
+  async writeRateBuckets(buckets: Map<string, RateBucket>): Promise<void> {
+    const rows = [...buckets];
+    await this.q(SQL.writeRateBuckets, [
+      rows.map(([type]) => type),
+      rows.map(([, b]) => b.tokens),
+      rows.map(([, b]) => b.updated_at),
+    ]);
   }
 
   async unresolved(now: number, limit: number): Promise<VisitKey[]> {

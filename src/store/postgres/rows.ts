@@ -91,6 +91,7 @@ export const VISIT_COLUMNS: Columns<Visit> = {
   started_at: "bigint",
   ended_at: "bigint",
   items: "json",
+  concurrency_key: "text",
 };
 
 export const COMPENSATION_COLUMNS: Columns<Compensation> = {

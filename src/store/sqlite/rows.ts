@@ -51,6 +51,7 @@ export interface DbVisit {
   started_at: number | null;
   ended_at: number | null;
   items: string | null;
+  concurrency_key: string | null;
 }
 
 export interface DbCompensation {
@@ -127,6 +128,7 @@ export function visitFromDb(r: DbVisit): Visit {
     handled: r.handled === 1,
     fired: parse<string[]>(r.fired),
     items: parse<MapCounts>(r.items),
+    concurrency_key: r.concurrency_key,
   };
 }
 
@@ -142,6 +144,7 @@ export function visitToDb(v: Visit): DbVisit {
     handled: v.handled ? 1 : 0,
     fired: text(v.fired),
     items: text(v.items),
+    concurrency_key: v.concurrency_key,
   };
 }
 

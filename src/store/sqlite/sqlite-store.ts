@@ -11,7 +11,7 @@ import type { Logger } from "pino";
 import type { Compensation, MapItem, NewEvent, Run, RunEvent, Visit } from "../../core/types.js";
 import { DatabaseError, ValidationError } from "../../errors.js";
 import { Serial } from "../serial.js";
-import type { ChildRun, EngineRow, RunFilter, Store, StoredWorkflow, StoreTx, VisitKey } from "../store.js";
+import type { ChildRun, EngineRow, RateBucket, RunFilter, Store, StoredWorkflow, StoreTx, VisitKey } from "../store.js";
 import { Checkpointer } from "./checkpointer.js";
 import { assertDirectory, configure, openConnection, WAL_CHECKPOINT_BYTES, walBytes } from "./connection.js";
 import { EngineLock, engineLockPath } from "./engine-lock.js";
@@ -541,6 +541,25 @@ export class SqliteStore implements Store {
       claimable: async (agentType, now, limit) => keys(s.claimable.all(agentType, now, limit)),
       claimableCompensations: async (agentType, now, limit) =>
         (s.claimableCompensations.all(agentType, now, limit) as { run_id: string }[]).map((r) => r.run_id),
+      // One writer: the count alone is exact, there is no lock to take.
+      countRunningForLimits: async (agentTypes, except) => {
+        const rows = s.runningByType.all({ types: JSON.stringify(agentTypes), except: JSON.stringify(except) }) as {
+          agent_type: string;
+          n: number;
+        }[];
+        return new Map(rows.map((r) => [r.agent_type, r.n]));
+      },
+      countRunningByKey: async (workflowId, nodeId, key, except) => {
+        const row = s.runningByKey.get({ workflowId, nodeId, key, except: JSON.stringify(except) }) as { n: number };
+        return row.n;
+      },
+      rateBuckets: async (agentTypes) => {
+        const rows = s.rateBuckets.all(JSON.stringify(agentTypes)) as ({ agent_type: string } & RateBucket)[];
+        return new Map(rows.map((r) => [r.agent_type, { tokens: r.tokens, updated_at: r.updated_at }]));
+      },
+      writeRateBuckets: async (buckets) => {
+        for (const [type, b] of buckets) s.writeRateBucket.run(type, b.tokens, b.updated_at);
+      },
       unresolved: async (now, limit) => keys(s.unresolved.all(now, limit)),
       expiredAttempts: async (now, limit) => keys(s.expiredAttempts.all(now, limit)),
       attemptsHeldBy: async (holders, limit) =>
@@ -627,6 +646,30 @@ function prepare(db: Db) {
       `SELECT c.run_id FROM compensations c JOIN runs r ON r.run_id = c.run_id
          WHERE c.agent_type = ? AND c.ready_at IS NOT NULL AND c.ready_at <= ? AND r.status = 'COMPENSATING'
          ORDER BY c.ready_at LIMIT ?`,
+    ),
+    runningByType: db.prepare(
+      `SELECT agent_type, count(*) AS n FROM (
+         SELECT agent_type FROM visits INDEXED BY visits_running_by_type
+          WHERE state = 'RUNNING' AND agent_type IN (SELECT value FROM json_each(@types))
+            AND run_id NOT IN (SELECT value FROM json_each(@except))
+         UNION ALL
+         SELECT agent_type FROM compensations INDEXED BY compensations_running_by_type
+          WHERE state = 'RUNNING' AND agent_type IN (SELECT value FROM json_each(@types))
+            AND run_id NOT IN (SELECT value FROM json_each(@except))
+       ) GROUP BY agent_type`,
+    ),
+    runningByKey: db.prepare(
+      `SELECT count(*) AS n FROM visits v INDEXED BY visits_running_by_key JOIN runs r ON r.run_id = v.run_id
+        WHERE v.state = 'RUNNING' AND v.concurrency_key IS NOT NULL AND v.node_id = @nodeId
+          AND v.concurrency_key = @key AND r.workflow_id = @workflowId
+          AND v.run_id NOT IN (SELECT value FROM json_each(@except))`,
+    ),
+    rateBuckets: db.prepare(
+      "SELECT agent_type, tokens, updated_at FROM rate_buckets WHERE agent_type IN (SELECT value FROM json_each(?))",
+    ),
+    writeRateBucket: db.prepare(
+      `INSERT INTO rate_buckets (agent_type, tokens, updated_at) VALUES (?, ?, ?)
+         ON CONFLICT (agent_type) DO UPDATE SET tokens = excluded.tokens, updated_at = excluded.updated_at`,
     ),
     unresolved: db.prepare(
       `SELECT run_id, node_id, visit FROM visits
@@ -747,6 +790,7 @@ const visitRowShape: Record<keyof DbVisit, true> = {
   started_at: true,
   ended_at: true,
   items: true,
+  concurrency_key: true,
 };
 
 /** What a visit's UPDATE writes: every column but its identity and creation time. */
