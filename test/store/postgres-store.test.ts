@@ -159,7 +159,7 @@ describe("PostgresStore", () => {
       );
       const opening = open(schema);
       await expect(opening).rejects.toThrow(DatabaseError);
-      await expect(opening).rejects.toThrow(/schema version 99, newer than this Skein knows \(7\); upgrade Skein/);
+      await expect(opening).rejects.toThrow(/schema version 99, newer than this Skein knows \(8\); upgrade Skein/);
     });
 
     it("refuses a schema that holds someone else's tables", async () => {
