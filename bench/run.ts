@@ -31,6 +31,7 @@ import { benchPgEngines } from "./pg-engines.js";
 import { benchPgRecovery } from "./pg-recovery.js";
 import { checkpoint, dropLeftoverSchemas, serverSettings, tempSchema } from "./postgres.js";
 import { benchRecovery } from "./recovery.js";
+import { benchSteps } from "./steps.js";
 import { benchPgTransition, benchTransition } from "./transition.js";
 import { benchUiLoad } from "./ui.js";
 import { benchXproc } from "./xproc.js";
@@ -63,6 +64,10 @@ const TARGETS: Record<string, { text: string; ok(v: number, all: Record<string, 
     ok: (v, all) => v >= 0.8 * (all.dag8_runs_per_s ?? Number.POSITIVE_INFINITY),
   },
   dag8_serial_p50_ms: { text: "< 3", ok: (v) => v < 3 },
+  step_p50_ms_100: {
+    text: "< 1.0 and <= 1.2 × step_p50_ms_10",
+    ok: (v, all) => v < 1 && v <= 1.2 * (all.step_p50_ms_10 ?? 0),
+  },
   recovery_ms: { text: "< 500", ok: (v) => v < 500 },
   parked10k_rss_mb: { text: "< 200", ok: (v) => v < 200 },
   waiting10k_rss_mb: { text: "< 200", ok: (v) => v < 200 },
@@ -71,6 +76,10 @@ const TARGETS: Record<string, { text: string; ok(v: number, all: Record<string, 
   map10k_rss_mb: { text: "< 250", ok: (v) => v < 250 },
   "postgres.dag8_runs_per_s": { text: ">= 400", ok: (v) => v >= 400 },
   "postgres.dag8_serial_p50_ms": { text: "< 10", ok: (v) => v < 10 },
+  "postgres.step_p50_ms_100": {
+    text: "< 1.0 and <= 1.2 × postgres.step_p50_ms_10",
+    ok: (v, all) => v < 1 && v <= 1.2 * (all["postgres.step_p50_ms_10"] ?? 0),
+  },
   "postgres.dag8_runs_per_s_2engines": {
     text: ">= postgres.dag8_runs_per_s",
     ok: (v, all) => v >= (all["postgres.dag8_runs_per_s"] ?? Number.POSITIVE_INFINITY),
@@ -140,6 +149,7 @@ const MEASUREMENTS: [string, () => Promise<Measured>, Section?, number?][] = [
   ],
   ["dag8", () => benchDag8()],
   ["dag8_serial", () => benchDag8Serial()],
+  ["steps", () => benchSteps()],
   ["dag8_1m", () => benchDag8OneMillion(), "sqlite", DAG8_1M_TIMEOUT_MS],
   ["recovery", () => benchRecovery()],
   ["parked10k", () => benchParked()],
@@ -163,6 +173,7 @@ const MEASUREMENTS: [string, () => Promise<Measured>, Section?, number?][] = [
   ],
   ["pg_dag8", () => benchDag8(PG_DAG8), "postgres"],
   ["pg_dag8_serial", () => benchDag8Serial({ db: tempSchema }), "postgres"],
+  ["pg_steps", () => benchSteps({ db: tempSchema }), "postgres"],
   ["pg_dag8_engines", () => benchPgEngines(), "postgres"],
   ["pg_xproc", () => benchXproc(), "postgres"],
   ["pg_map10k", () => benchPgMap(), "postgres"],
