@@ -63,6 +63,18 @@ function gate() {
   return { agent, waiting, waitFor, max: () => maxInFlight };
 }
 
+/** A planner and a map of its items, both allowed to run again in a loop. */
+const loopedMap = [
+  { node_id: "plan", agent_type: "planner", max_visits: 3 },
+  {
+    node_id: "answer",
+    agent_type: "map",
+    depends_on: ["plan"],
+    max_visits: 3,
+    payload: { items: "{{ nodes.plan.output.items }}", each: { agent_type: "square", payload: { v: "{{ item }}" } } },
+  },
+];
+
 async function runMap(engine: Engine, list: unknown[]) {
   const run = await engine.startRun("fanout", { input: { items: list } });
   return run.run_id;
@@ -321,17 +333,7 @@ describe("map", () => {
     await engine.registerWorkflow({
       id: "loop",
       nodes: [
-        { node_id: "plan", agent_type: "planner", max_visits: 3 },
-        {
-          node_id: "answer",
-          agent_type: "map",
-          depends_on: ["plan"],
-          max_visits: 3,
-          payload: {
-            items: "{{ nodes.plan.output.items }}",
-            each: { agent_type: "square", payload: { v: "{{ item }}" } },
-          },
-        },
+        ...loopedMap,
         {
           node_id: "check",
           agent_type: "check",
@@ -470,17 +472,7 @@ describe("map", () => {
     await engine.registerWorkflow({
       id: "reset",
       nodes: [
-        { node_id: "plan", agent_type: "planner", max_visits: 3 },
-        {
-          node_id: "answer",
-          agent_type: "map",
-          depends_on: ["plan"],
-          max_visits: 3,
-          payload: {
-            items: "{{ nodes.plan.output.items }}",
-            each: { agent_type: "square", payload: { v: "{{ item }}" } },
-          },
-        },
+        ...loopedMap,
         {
           node_id: "watcher",
           agent_type: "watcher",
