@@ -5,8 +5,8 @@
  * figure is from the kill to the survivor's handler being called for the first of the victim's
  * attempts again (attempt 2), both on the clock the processes share (lib.ts wallNow). The
  * survivor sees the victim's advisory lock free at its next sweep and takes it as dead at the
- * sweep 250 ms later (the grace a live engine's cut connection gets), so the figure lies between
- * 250 ms and one sweep interval more, plus the recovering transaction. The kill
+ * sweep FREE_LOCK_GRACE_MS (2 s) later (the grace a live engine's cut connection gets), so the
+ * figure lies between the grace and one sweep interval more, plus the recovering transaction. The kill
  * comes just after the survivor opened, whose first sweep is one interval after it started: the
  * figure is near the worst case, not the average. Its median over TRIALS kills on fresh schemas. Meta: every trial's figure, the time to the last
  * re-run, and the kill to the `node.interrupted` event's database time. Every re-run must carry
