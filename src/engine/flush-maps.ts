@@ -10,7 +10,7 @@
  */
 import { attemptOf, compensationAttempt, visitAttempt } from "../core/attempt.js";
 import { claimableCompensation, undoRun } from "../core/compensation.js";
-import { MAP_HOLDER, mapPayload, toleratedFailures } from "../core/kinds/map.js";
+import { MAP_HOLDER, mapPayload, pendingItems, toleratedFailures } from "../core/kinds/map.js";
 import { MAX_CHILD_DEPTH } from "../core/kinds/workflow.js";
 import { executionId, failVisit, nodeOf, type RunState, startRunState } from "../core/scheduler.js";
 import type { Compensation, Json, MapCounts, MapItemState, Visit } from "../core/types.js";
@@ -63,8 +63,7 @@ async function advance(f: Flush, rs: RunState, v: Visit): Promise<void> {
     await cancelItems(f, rs, v);
     return;
   }
-  const pending = c.total - c.running - c.succeeded - c.failed - c.cancelled;
-  if (pending > 0) {
+  if (pendingItems(c) > 0) {
     if (c.running < p.max_concurrency) await startItems(f, rs, v, p.max_concurrency - c.running);
     return;
   }

@@ -3,7 +3,7 @@
  * with `pending` worked out (the store keeps only the counts that change as items start and end).
  * Items are read a page at a time because a map may have 10,000 of them: getRun lists none.
  */
-import { map as mapKind } from "../core/kinds/map.js";
+import { map as mapKind, pendingItems } from "../core/kinds/map.js";
 import type { MapCounts, MapItem, Visit } from "../core/types.js";
 import { NotFoundError, ValidationError } from "../errors.js";
 import type { Store } from "../store/store.js";
@@ -38,8 +38,7 @@ export interface MapItemPage {
 /** The counts with `pending`, or null for a visit that is not a map's (or has not begun). */
 export function mapProgress(counts: MapCounts | null): MapProgress | null {
   if (counts === null) return null;
-  const pending = counts.total - counts.running - counts.succeeded - counts.failed - counts.cancelled;
-  return { ...counts, pending: Math.max(0, pending) };
+  return { ...counts, pending: pendingItems(counts) };
 }
 
 /**

@@ -51,7 +51,6 @@ export interface RunFilter {
   before?: string;
 }
 
-/** The identity of a visit row. */
 /** A child run as its parent lists it. */
 export interface ChildRun {
   node_id: string;
@@ -62,6 +61,7 @@ export interface ChildRun {
   status: RunStatus;
 }
 
+/** The identity of a visit row. */
 export interface VisitKey {
   run_id: string;
   node_id: string;

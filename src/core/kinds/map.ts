@@ -11,7 +11,7 @@
  * (`map_items`), started and settled by engine/flush-maps.ts.
  */
 import type { Problem } from "../../errors.js";
-import type { Json } from "../types.js";
+import type { Json, MapCounts } from "../types.js";
 import type { NodeKind } from "./kind.js";
 
 /** The holder of a map visit while its items run. */
@@ -97,6 +97,11 @@ export function mapPayload(payload: Json): MapPayload {
     tolerated_failures: (p.tolerated_failures as number | undefined) ?? null,
     tolerated_failure_percent: (p.tolerated_failure_percent as number | undefined) ?? null,
   };
+}
+
+/** Items not started yet: the counts keep only those that change as items start and end. */
+export function pendingItems(c: MapCounts): number {
+  return Math.max(0, c.total - c.running - c.succeeded - c.failed - c.cancelled);
 }
 
 /** How many items may fail (or be cancelled) before the map fails: `tolerated_failures`, else the percentage of the list. */
