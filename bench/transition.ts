@@ -16,7 +16,7 @@ import type { Visit } from "../src/core/types.js";
 import { createEngine } from "../src/index.js";
 import { PostgresStore } from "../src/store/postgres/postgres-store.js";
 import { SqliteStore } from "../src/store/sqlite/sqlite-store.js";
-import type { Store } from "../src/store/store.js";
+import type { LoadedRun, Store } from "../src/store/store.js";
 import { type BenchDb, percentile, progress, tempDb } from "./lib.js";
 import { tempSchema } from "./postgres.js";
 import { PARKED } from "./workloads.js";
@@ -59,7 +59,9 @@ async function measure(
     const runIds = await parkRuns(db.url, ROWS);
     const store = await openStore();
     try {
-      const loaded = await store.transaction(async (tx) => Promise.all(runIds.map((id) => tx.loadRun(id))));
+      const loaded = (await store.transaction(async (tx) =>
+        Promise.all(runIds.map((id) => tx.loadRun(id))),
+      )) as (LoadedRun | null)[];
       const visits = loaded.map((r) => r?.visits[0]).filter((v): v is Visit => v !== undefined);
       const traces = new Map(loaded.map((r) => [r?.run.run_id, r?.run.trace_id ?? ""]));
       const times: number[] = [];

@@ -39,7 +39,7 @@ export interface DispatcherOptions {
   rateLimits: ReadonlyMap<string, { perMs: number; burst: number }>;
   sweepIntervalMs: number;
   random: () => number;
-  /** How many in-progress runs to keep in memory between transactions (exclusive stores only). */
+  /** How many in-progress runs to keep in memory between transactions (run-cache.ts). */
   runCacheSize: number;
   /** After how long without a heartbeat another engine counts as dead (shared stores), ms. */
   engineTimeoutMs: number;

@@ -71,7 +71,7 @@ export class Dispatcher {
   private readonly uncertain = new Set<Input>();
 
   constructor(private readonly o: DispatcherOptions) {
-    this.cache = new RunCache(o.store.exclusive ? o.runCacheSize : 0);
+    this.cache = new RunCache(o.runCacheSize);
   }
 
   start(deadEngines: string[]): void {
@@ -220,6 +220,10 @@ export class Dispatcher {
     if (sweep) this.sweepDue = false;
     const hints = extras ? this.hints : new Map<string, Set<string>>();
     if (extras) this.hints = new Map();
+    const lock = inputRuns(inputs);
+    const tryLock = [...hints.keys()];
+    // Runs kept in memory are read again only if something wrote them since (their revision moved).
+    const known = this.cache.revisions([...lock, ...tryLock]);
     let flush: Flush | null = null;
     let outcome: FlushOutcome;
     const began = this.o.clock.now();
@@ -231,9 +235,10 @@ export class Dispatcher {
           flush = new Flush(this.o, this.cache, this.backlog, now, this.claiming, lost, hints);
           return flush.run(tx, inputs, dead, sweep);
         },
-        { lock: inputRuns(inputs), tryLock: [...hints.keys()] },
+        { lock, tryLock, known },
       );
-      this.cache.keep((flush as Flush | null)?.states.values() ?? []);
+      const done = flush as Flush | null;
+      if (done) this.cache.keep(done.states.values(), done.revisions);
     } catch (error) {
       this.cache.forget((flush as Flush | null)?.states.keys() ?? []);
       // A failed transaction changed nothing. Recovery and the sweep rolled back with the rest:

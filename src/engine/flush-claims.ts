@@ -23,8 +23,8 @@ import { SWEEP_BATCH } from "./inputs.js";
  */
 export async function takeHints(f: Flush): Promise<void> {
   if (f.hints.size === 0) return;
-  for (const loaded of await f.tx.tryLocked()) {
-    if (!f.states.has(loaded.run.run_id)) await f.keepState(loaded);
+  for (const read of await f.tx.tryLocked()) {
+    if (!f.states.has("run" in read ? read.run.run_id : read.run_id)) await f.take(read);
   }
   for (const [runId, types] of f.hints) {
     const rs = f.states.get(runId);

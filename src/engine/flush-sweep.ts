@@ -42,7 +42,7 @@ export async function recover(f: Flush, deadEngines: string[]): Promise<void> {
     if (busy > 0) f.out.unrecovered = deadEngines;
     if (recovered === 0) return;
     // Written now, so that the next query no longer finds them.
-    await f.persist();
+    await f.persist(false);
   }
 }
 

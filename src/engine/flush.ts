@@ -12,7 +12,7 @@ import { cancelRefusal } from "../core/preconditions.js";
 import { emptyChanges, endRun, event, failVisit, type RunState, runState, startRunState } from "../core/scheduler.js";
 import type { Compensation, InboxEvent, NewEvent, Run, RunEvent, Visit } from "../core/types.js";
 import { ConflictError, NotFoundError } from "../errors.js";
-import type { LoadedRun, MapItemUpdate, ReadyNotice, StoreTx, VisitKey } from "../store/store.js";
+import type { MapItemUpdate, ReadyNotice, RunRead, StoreTx, VisitKey } from "../store/store.js";
 import type { DispatcherOptions, RunRef } from "./dispatcher-options.js";
 import { settleChildren, startChildren } from "./flush-children.js";
 import { claimForWorkers, claimReady, notifyOthers, takeHints } from "./flush-claims.js";
@@ -47,6 +47,8 @@ export interface FlushOutcome {
 export class Flush {
   /** The runs this transaction read or changed. */
   readonly states = new Map<string, RunState>();
+  /** Their revisions as the database has them (read, or raised by this transaction's write), for the run cache. */
+  readonly revisions = new Map<string, number>();
   tx!: StoreTx;
   /** Runs started in this transaction: inserted together by `persist`. */
   newRuns: Run[] = [];
@@ -107,8 +109,6 @@ export class Flush {
   async run(tx: StoreTx, inputs: Input[], deadEngines: string[], sweep: boolean): Promise<FlushOutcome> {
     this.tx = tx;
     this.out.now = this.now;
-    // Another process (a client's review, cancel or redrive) changed runs this engine may keep in memory.
-    if (await tx.writtenElsewhere()) this.cache.clear();
     // The runs the inputs change were locked as the transaction began (the dispatcher passes
     // `inputRuns` as its `lock`; later loads never wait); read them together.
     await this.preload(inputRuns(inputs));
@@ -131,7 +131,8 @@ export class Flush {
     // Waiting workers may claim what a rate limit lets through now (a sweep: the timer of its next token).
     if (sweep) this.out.waiting.push(...this.limits.withTokens().filter((t) => !this.out.waiting.includes(t)));
     await this.limits.save();
-    await this.persist();
+    // A sweep reads the next due time after its write; any other flush ends with its write.
+    await this.persist(!sweep);
     // A sweep asks the database for the next due time; other flushes only add due times, those
     // of the rows they wrote (an earlier one is armed already); a rate limit's next token too.
     const due = sweep ? await this.tx.nextDue(this.now) : this.dueSoon;
@@ -180,16 +181,35 @@ export class Flush {
     return started;
   }
 
-  /** Runs this transaction locked that are not in memory yet, in one read. */
+  /** Runs this transaction locked that it has not read yet, in one read (kept ones only if they changed). */
   async preload(runIds: string[]): Promise<void> {
-    const missing = runIds.filter((id) => !this.states.has(id) && !this.cache.get(id));
+    const missing = runIds.filter((id) => !this.states.has(id));
     if (missing.length === 0) return;
-    for (const loaded of await this.tx.loadRuns(missing)) await this.keepState(loaded);
+    for (const read of await this.tx.loadRuns(missing, this.cache.revisions(missing))) await this.take(read);
   }
 
-  async keepState({ run, visits, compensations }: LoadedRun): Promise<void> {
+  /**
+   * The state of a run a load answered: built from the rows read, or the one kept in memory when
+   * the database still has its revision.
+   */
+  async take(read: RunRead): Promise<RunState | undefined> {
+    if ("unchanged" in read) {
+      const kept = this.cache.get(read.run_id);
+      // Unchanged is only answered for a revision the cache gave; without it, read the run.
+      if (!kept) {
+        const loaded = await this.tx.loadRun(read.run_id, { skipLocked: true });
+        return loaded ? this.take(loaded) : undefined;
+      }
+      this.states.set(read.run_id, kept.state);
+      this.revisions.set(read.run_id, kept.revision);
+      return kept.state;
+    }
+    const { run, revision, visits, compensations } = read;
     const { graph } = await this.o.registry.get(run.workflow_id, run.workflow_version);
-    this.states.set(run.run_id, runState(run, graph, visits, compensations));
+    const rs = runState(run, graph, visits, compensations);
+    this.states.set(run.run_id, rs);
+    this.revisions.set(run.run_id, revision);
+    return rs;
   }
 
   private async apply(input: Input): Promise<unknown> {
@@ -320,6 +340,7 @@ export class Flush {
     const rs = startRunState(run, graph, this.now);
     this.newRuns.push(rs.run);
     this.states.set(run.run_id, rs);
+    this.revisions.set(run.run_id, 0);
     const started = { ...rs.run };
     this.out.callbacks.push(() => done.resolve(started));
   }
@@ -358,22 +379,18 @@ export class Flush {
   }
 
   async load(runId: string): Promise<RunState | undefined> {
-    const known = this.states.get(runId) ?? this.cache.get(runId);
-    if (known) {
-      this.states.set(runId, known);
-      return known;
-    }
+    const known = this.states.get(runId);
+    if (known) return known;
     // Never waits for a run another engine holds (its inputs' runs are locked already).
-    const loaded = await this.tx.loadRun(runId, { skipLocked: true });
-    if (!loaded) return undefined;
-    const { graph } = await this.o.registry.get(loaded.run.workflow_id, loaded.run.workflow_version);
-    const rs = runState(loaded.run, graph, loaded.visits, loaded.compensations);
-    this.states.set(runId, rs);
-    return rs;
+    const read = await this.tx.loadRun(runId, { skipLocked: true, known: this.cache.get(runId)?.revision });
+    return read ? this.take(read) : undefined;
   }
 
-  /** Writes what every loaded run changed, and collects what to do after commit. */
-  async persist(): Promise<void> {
+  /**
+   * Writes what every loaded run changed, and collects what to do after commit. `last`: the
+   * transaction runs nothing after this write (it may carry the COMMIT).
+   */
+  async persist(last: boolean): Promise<void> {
     await this.planCompensations();
     // One write for the whole transaction: on a networked database each statement is a round trip.
     const runs: Run[] = [];
@@ -426,9 +443,10 @@ export class Flush {
       events,
       notify: this.notify,
     };
-    const written = await this.tx.write(batch);
+    const written = await this.tx.write(batch, { last: last && inbox.length === 0 });
+    for (const [runId, revision] of written.revisions) this.revisions.set(runId, revision);
     // After the runs they belong to are written. Rare: only events sent or delivered.
     if (inbox.length > 0) await this.tx.writeInbox(inbox);
-    this.out.events.push(...written);
+    this.out.events.push(...written.events);
   }
 }

@@ -107,7 +107,7 @@ export interface Store {
 
   getRun(runId: string): Promise<Run | null>;
   /** The run with its current visits and its compensation rows (PostgreSQL: one statement). */
-  readRun(runId: string): Promise<LoadedRun | null>;
+  readRun(runId: string): Promise<Omit<LoadedRun, "revision"> | null>;
   listRuns(filter: RunFilter): Promise<Run[]>;
   /**
    * The child runs of a run's `workflow` nodes (DESIGN §11.1), by node, visit and attempt; not
@@ -144,10 +144,22 @@ export interface Store {
    * which also reads them in the same round trip for `loadRuns`; SQLite has one writer).
    * `tryLock`: runs locked then too, but only if no other transaction holds them (never waits);
    * `tx.tryLocked()` reads those it locked.
+   * `known`: the revisions of runs the caller holds in memory; a locked run still at that
+   * revision is not read again (`RunRead`).
    */
-  transaction<T>(fn: (tx: StoreTx) => Promise<T>, options?: { lock?: string[]; tryLock?: string[] }): Promise<T>;
+  transaction<T>(fn: (tx: StoreTx) => Promise<T>, options?: TransactionOptions): Promise<T>;
   close(): Promise<void>;
 }
+
+/** What a transaction locks and reads as it begins (`Store.transaction`). */
+export interface TransactionOptions {
+  lock?: string[];
+  tryLock?: string[];
+  known?: KnownRevisions;
+}
+
+/** Revisions of runs held in memory, by run id: a load of one still at its revision reads nothing more. */
+export type KnownRevisions = ReadonlyMap<string, number>;
 
 /** A rate limit's token bucket: tokens left at `updated_at` (epoch ms), refilled with time from there. */
 export interface RateBucket {
@@ -188,11 +200,25 @@ export const EMPTY_BATCH: Readonly<WriteBatch> = Object.freeze({
   notify: [],
 });
 
-/** A run as a transaction reads it: the run, its current visits, its compensation rows. */
+/**
+ * A run as a transaction reads it: the run, its current visits, its compensation rows, and its
+ * revision, which every write of any of them raises (so that a copy held in memory can be
+ * checked in one comparison).
+ */
 export interface LoadedRun {
   run: Run;
+  revision: number;
   visits: Visit[];
   compensations: Compensation[];
+}
+
+/** A load's answer for a run: read, or still at the revision the caller knows (nothing was read). */
+export type RunRead = LoadedRun | { run_id: string; unchanged: true };
+
+/** What a write batch did: the events with their seqs, in the batch's order; each changed run's new revision. */
+export interface Written {
+  events: RunEvent[];
+  revisions: Map<string, number>;
 }
 
 /** Events sent to runs and published by key (DESIGN §11.2–11.3), inside a write transaction. */
@@ -296,10 +322,12 @@ export interface StoreTx extends InboxTx, MapTx, PruneTx {
    */
   now(): Promise<number | null>;
   /**
-   * Everything a flush writes, at once (PostgreSQL: one statement, one round trip). Returns the
-   * events with their sequence numbers, in the batch's order.
+   * Everything a flush writes, at once (PostgreSQL: one statement, one round trip). Raises the
+   * revision of every run whose row, visits or compensation rows it changes (not of runs it
+   * inserts: they start at 0). `last`: nothing follows in this transaction, so PostgreSQL sends
+   * the COMMIT with it (a round trip less); the transaction can run no other statement.
    */
-  write(batch: WriteBatch): Promise<RunEvent[]>;
+  write(batch: WriteBatch, options?: { last?: boolean }): Promise<Written>;
   /**
    * Engines (other than `self`) that are dead, marked stopped by this call: exactly one engine
    * takes each dead engine and recovers its attempts. Dead: the heartbeat is older than
@@ -313,26 +341,22 @@ export interface StoreTx extends InboxTx, MapTx, PruneTx {
   insertRuns(runs: Run[]): Promise<void>;
   updateRuns(runs: Run[]): Promise<void>;
   /**
-   * True when another process wrote to the database since this store's last transaction (a
-   * client's review, cancel or redrive): run state kept in memory may be stale.
-   */
-  writtenElsewhere(): Promise<boolean>;
-  /**
    * The run, its current visits and its compensation rows, or null when it does not exist, or
-   * (with `skipLocked`) when another transaction holds it. Locks the run's row until the end
-   * of the transaction (PostgreSQL).
+   * (with `skipLocked`) when another transaction holds it; `unchanged` when it is still at the
+   * revision `known`. Locks the run's row until the end of the transaction (PostgreSQL).
    */
-  loadRun(runId: string, options?: { skipLocked?: boolean }): Promise<LoadedRun | null>;
+  loadRun(runId: string, options?: { skipLocked?: boolean; known?: number }): Promise<RunRead | null>;
   /**
    * Runs this transaction locked as it began (its `lock`), with their current visits and
-   * compensation rows, read in one statement; missing runs are left out.
+   * compensation rows, read in one statement; missing runs are left out, those still at their
+   * `known` revision answered `unchanged` (PostgreSQL: the transaction's `known`, read as it began).
    */
-  loadRuns(runIds: string[]): Promise<LoadedRun[]>;
+  loadRuns(runIds: string[], known?: KnownRevisions): Promise<RunRead[]>;
   /**
    * The runs of the transaction's `tryLock` that it locked (no other transaction held them),
    * read as it began. SQLite: none (nothing tells it of runs to try).
    */
-  tryLocked(): Promise<LoadedRun[]>;
+  tryLocked(): Promise<RunRead[]>;
   /**
    * Every visit of the run with the commit order of its success (the seq of its
    * `node.succeeded` event), for planning compensation.

@@ -6,7 +6,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import type { Json, MapCounts, MapItem, Run, RunParent, Visit } from "../../src/core/types.js";
 import { openStore } from "../../src/engine/open-store.js";
 import { ManualClock } from "../../src/index.js";
-import type { MapItemUpdate, Store, VisitKey } from "../../src/store/store.js";
+import type { LoadedRun, MapItemUpdate, Store, VisitKey } from "../../src/store/store.js";
 import { makeRun, visit } from "../core/helpers.js";
 import { tempDb } from "../helpers.js";
 
@@ -418,7 +418,7 @@ for (const kind of ["sqlite", "postgres"] as const) {
       const store = await open({
         visits: [mapVisit("r1", 1, { items: counts }), visit("a", "PENDING", { run_id: "r1" })],
       });
-      const loaded = await store.transaction((tx) => tx.loadRun("r1"));
+      const loaded = (await store.transaction((tx) => tx.loadRun("r1"))) as LoadedRun | null;
       const byNode = (visits: Visit[] | undefined) => new Map((visits ?? []).map((v) => [v.node_id, v]));
       expect(byNode(loaded?.visits).get("m")?.items).toEqual(counts);
       expect(byNode(loaded?.visits).get("a")?.items).toBeNull();
@@ -437,7 +437,7 @@ for (const kind of ["sqlite", "postgres"] as const) {
         }),
       );
       const again = await store.transaction(async (tx) => ({
-        loaded: await tx.loadRuns(["r1"]),
+        loaded: (await tx.loadRuns(["r1"])) as LoadedRun[],
         one: await tx.getVisit(key("r1")),
         history: await tx.runHistory("r1"),
       }));

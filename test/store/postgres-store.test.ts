@@ -12,7 +12,7 @@ import type { Compensation, NewEvent, Run, Visit } from "../../src/core/types.js
 import { DatabaseError } from "../../src/errors.js";
 import { ENGINE_LOCK_NAMESPACE, FREE_LOCK_GRACE_MS } from "../../src/store/postgres/engine-lock.js";
 import { type PostgresOptions, PostgresStore } from "../../src/store/postgres/postgres-store.js";
-import { EMPTY_BATCH, type ReadyNotice, type StoreTx } from "../../src/store/store.js";
+import { EMPTY_BATCH, type LoadedRun, type ReadyNotice, type StoreTx } from "../../src/store/store.js";
 import { visit } from "../core/helpers.js";
 import { PG_URL } from "../helpers.js";
 
@@ -142,13 +142,13 @@ describe("PostgresStore", () => {
       const schema = freshSchema();
       await (await open(schema)).close();
       await open(schema);
-      expect(await versions(schema)).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
+      expect(await versions(schema)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9]);
     });
 
     it("lets two stores migrate the same new schema at once", async () => {
       const schema = freshSchema();
       await Promise.all([open(schema), open(schema)]);
-      expect(await versions(schema)).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
+      expect(await versions(schema)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9]);
     });
 
     it("refuses a schema newer than it knows", async () => {
@@ -159,7 +159,7 @@ describe("PostgresStore", () => {
       );
       const opening = open(schema);
       await expect(opening).rejects.toThrow(DatabaseError);
-      await expect(opening).rejects.toThrow(/schema version 99, newer than this Skein knows \(8\); upgrade Skein/);
+      await expect(opening).rejects.toThrow(/schema version 99, newer than this Skein knows \(9\); upgrade Skein/);
     });
 
     it("refuses a schema that holds someone else's tables", async () => {
@@ -179,7 +179,7 @@ describe("PostgresStore", () => {
       stores.push(store);
       await store.putWorkflow("wf", "hash-1", WORKFLOW, NOW);
       expect((await store.getWorkflow("wf"))?.version).toBe(1);
-      expect(await versions(schema)).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
+      expect(await versions(schema)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9]);
     });
   });
 
@@ -251,7 +251,7 @@ describe("PostgresStore", () => {
         return tx.insertEvents([event("r1", "node.succeeded", "a", { output })]);
       });
 
-      const loaded = await store.transaction((tx) => tx.loadRun("r1"));
+      const loaded = (await store.transaction((tx) => tx.loadRun("r1"))) as LoadedRun | null;
       expect(loaded?.run).toEqual(r2);
       expect(loaded?.visits.sort((x, y) => x.node_id.localeCompare(y.node_id))).toEqual([a2, b2]);
       expect(loaded?.compensations).toEqual([
@@ -289,9 +289,9 @@ describe("PostgresStore", () => {
       const r2: Run = { ...newRun("r2"), status: "RUNNING" };
       const events = await store.transaction(
         async (tx) => {
-          const [locked] = await tx.loadRuns(["r1"]);
+          const [locked] = (await tx.loadRuns(["r1"])) as LoadedRun[];
           expect(locked?.visits.map((v) => [v.node_id, v.visit])).toEqual([["a", 1]]);
-          return tx.write({
+          const written = await tx.write({
             insertRuns: [r2],
             // A run the batch inserts goes in as it is; its update is the same row.
             updateRuns: [r1, r2],
@@ -301,6 +301,10 @@ describe("PostgresStore", () => {
             events: [event("r1", "node.ready", "a"), event("r2", "run.started", null)],
             notify: [{ agentType: "writer", runIds: ["r2"] }],
           });
+          // r1's row and visits changed: its revision moved (to 2: its visit went in by a write of
+          // its own, after the run's); r2 went in with this batch, at revision 0.
+          expect(written.revisions).toEqual(new Map([["r1", 2]]));
+          return written.events;
         },
         { lock: ["r1", "missing"] },
       );
@@ -442,7 +446,7 @@ describe("PostgresStore", () => {
         await admin.query(`ALTER TABLE ${pg.escapeIdentifier(schema)}.${table} ADD COLUMN later_feature int`);
       }
       expect(await store.getRun("r1")).toEqual(before);
-      expect((await store.transaction((tx) => tx.loadRun("r1")))?.run).toEqual(before);
+      expect(((await store.transaction((tx) => tx.loadRun("r1"))) as LoadedRun | null)?.run).toEqual(before);
       expect(Object.keys((await store.listVisits("r1"))[0] ?? {})).not.toContain("later_feature");
     });
 
@@ -511,7 +515,7 @@ describe("PostgresStore", () => {
       await waitingForLock(`${schema}_b`);
       release.resolve();
       await holding;
-      const loaded = await loading;
+      const loaded = (await loading) as LoadedRun | null;
       expect(loaded?.run.needs_attention).toBe(true);
       expect(loaded?.visits.map((v) => v.node_id).sort()).toEqual(["a", "b"]);
       expect(await b.transaction((tx) => tx.loadRun("r1", { skipLocked: true }))).not.toBeNull();
@@ -567,7 +571,7 @@ describe("PostgresStore", () => {
       await holding.promise;
       const tried = await b.transaction(
         async (tx) => {
-          const runs = await tx.tryLocked();
+          const runs = (await tx.tryLocked()) as LoadedRun[];
           // The run tried and not locked is not handed out as locked either.
           return { tried: runs.map((r) => r.run.run_id), inputs: (await tx.loadRuns(["input"])).length };
         },

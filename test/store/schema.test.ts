@@ -43,6 +43,7 @@ describe("SQLite schema", () => {
       { version: 6, name: "map" },
       { version: 7, name: "prune" },
       { version: 8, name: "limits" },
+      { version: 9, name: "revision" },
     ]);
     db.close();
   });

@@ -18,9 +18,11 @@ import type {
   LoadedRun,
   ReadyNotice,
   RunFilter,
+  RunRead,
   Store,
   StoredWorkflow,
   StoreTx,
+  TransactionOptions,
   VisitKey,
 } from "../store.js";
 import {
@@ -34,7 +36,7 @@ import { RUNS_WAITING_ON_KEY } from "./inbox.js";
 import { type DbMapItem, LIST_MAP_ITEMS, mapItemFromDb } from "./map-items.js";
 import { migrate } from "./migrate.js";
 import { connectError } from "./pg-errors.js";
-import { HOLDS_ATTEMPTS, type LoadedRunRow, loadedRun, loadRunsSql, PostgresTx } from "./postgres-tx.js";
+import { HOLDS_ATTEMPTS, type LoadedRunRow, loadRunsSql, loadRunsValues, PostgresTx, runRead } from "./postgres-tx.js";
 import { ReadyListener } from "./ready-listener.js";
 import {
   COMPENSATION_COLUMNS,
@@ -96,7 +98,7 @@ const BEGIN_STATEMENTS = {
     name: "skein_try_lock_runs",
     text: "SELECT run_id FROM runs WHERE run_id = ANY($1::text[]) FOR UPDATE SKIP LOCKED",
   },
-  load: { name: "skein_load_locked", text: loadRunsSql("$1::text[]") },
+  load: { name: "skein_load_locked", text: loadRunsSql("$1::text[]", "$2::bigint[]") },
 } as const satisfies Record<string, { name: string; text: string }>;
 
 /** First key of workflow registration locks ("skwf"); the second is a hash of schema and id. */
@@ -326,10 +328,11 @@ export class PostgresStore implements Store {
   async readRun(runId: string): Promise<LoadedRun | null> {
     const [row] = await this.read<LoadedRunRow>({
       name: "skein_read_run",
-      text: loadRunsSql("ARRAY[$1::text]"),
+      text: loadRunsSql("ARRAY[$1::text]", "ARRAY[NULL::bigint]"),
       values: [runId],
     });
-    return row ? loadedRun(row) : null;
+    const read = row ? runRead(row) : null;
+    return read && "run" in read ? read : null;
   }
 
   async listChildren(runId: string): Promise<ChildRun[]> {
@@ -444,7 +447,7 @@ export class PostgresStore implements Store {
     this.listener.add(listener);
   }
 
-  transaction<T>(fn: (tx: StoreTx) => Promise<T>, options: { lock?: string[]; tryLock?: string[] } = {}): Promise<T> {
+  transaction<T>(fn: (tx: StoreTx) => Promise<T>, options: TransactionOptions = {}): Promise<T> {
     const clock = this.clock;
     // One round trip (pipelined): BEGIN, the database's time, the runs' locks (in run_id order:
     // two transactions never deadlock; then those to try, skipping any another transaction
@@ -459,7 +462,8 @@ export class PostgresStore implements Store {
     if (tryLock.length > 0) statements.push({ ...BEGIN_STATEMENTS.tryLock, values: [tryLock] });
     // A run tried and not locked is read too (it cannot be told apart in SQL), then left out.
     const reading = lock.length + tryLock.length > 0;
-    if (reading) statements.push({ ...BEGIN_STATEMENTS.load, values: [[...lock, ...tryLock]] });
+    if (reading)
+      statements.push({ ...BEGIN_STATEMENTS.load, values: loadRunsValues([...lock, ...tryLock], options.known) });
     return this.serial.run(() =>
       this.inTransaction(async (session, begun) => {
         let time: () => number;
@@ -469,9 +473,9 @@ export class PostgresStore implements Store {
           if (typeof now !== "number") throw new Error("skein: PostgreSQL did not return its time at BEGIN");
           time = () => now;
         }
-        const read = new Map<string, LoadedRun>();
+        const read = new Map<string, RunRead>();
         for (const row of (reading ? (begun[begun.length - 1]?.rows ?? []) : []) as LoadedRunRow[]) {
-          read.set(row.run_id, loadedRun(row));
+          read.set(row.run_id, runRead(row));
         }
         const tried = new Set(
           tryLock.length > 0 ? (begun[begun.length - 2]?.rows ?? []).map((r) => r.run_id as string) : [],
@@ -525,7 +529,8 @@ export class PostgresStore implements Store {
       const begun = await session.pipeline(begin);
       const result = await fn(session, begun);
       open = false;
-      await session.query("COMMIT", "commit");
+      // Committed already when the transaction's last write carried its COMMIT (StoreTx.write).
+      if (!session.committed) await session.query("COMMIT", "commit");
       return result;
     } catch (e) {
       // After a failed COMMIT the transaction is over; a broken connection took it with it.

@@ -1,21 +1,23 @@
 /**
  * The operations of one PostgreSQL transaction (StoreTx). Round trips are what costs here: the
  * runs a transaction locks are read with its BEGIN (postgres-store.ts), a write batch is one
- * statement whatever its size, every other method is one statement (loadRun two: its lock must
- * come before the snapshot that reads the visits), and statements are prepared once per
- * connection (`name`).
+ * statement whatever its size, every other method is one statement (loadRun two, unless the run
+ * is still at the revision its caller knows: its lock must come before the snapshot that reads
+ * the visits), and statements are prepared once per connection (`name`).
  */
 import type { Compensation, NewEvent, Run, RunEvent, Visit } from "../../core/types.js";
 import {
   EMPTY_BATCH,
   type InboxTx,
-  type LoadedRun,
+  type KnownRevisions,
   type MapTx,
   type PruneTx,
   type RateBucket,
+  type RunRead,
   type StoreTx,
   type VisitKey,
   type WriteBatch,
+  type Written,
 } from "../store.js";
 import { engineLockFreeSql, FREE_LOCK_GRACE_MS } from "./engine-lock.js";
 import { postgresInbox } from "./inbox.js";
@@ -97,21 +99,37 @@ function assignments<T>(columns: Columns<T>, source: string): string {
     .join(", ");
 }
 
-/** Runs with their current visits and compensation rows, as JSON, in one statement. */
-export function loadRunsSql(runIds: string): string {
-  return `SELECT ${selectList(RUN_COLUMNS, "r")},
-      (SELECT coalesce(json_agg(${jsonObject(VISIT_COLUMNS, "v")}), '[]') FROM visits v
-        WHERE v.run_id = r.run_id AND v.is_current) AS visits,
-      (SELECT coalesce(json_agg(${jsonObject(COMPENSATION_COLUMNS, "c")} ORDER BY c.seq), '[]')
-         FROM compensations c WHERE c.run_id = r.run_id) AS compensations
-      FROM runs r WHERE r.run_id = ANY(${runIds})`;
+/**
+ * Runs ($1, ids) with their revision, current visits and compensation rows, as JSON, in one
+ * statement; $2 (aligned with $1, null for none) the revision the caller holds of each: a run
+ * still at it comes back with null visits and compensations (they were not read).
+ */
+export function loadRunsSql(runIds: string, known: string): string {
+  const same = "r.revision = k.known";
+  return `SELECT ${selectList(RUN_COLUMNS, "r")}, r.revision,
+      CASE WHEN ${same} THEN NULL ELSE (SELECT coalesce(json_agg(${jsonObject(VISIT_COLUMNS, "v")}), '[]') FROM visits v
+        WHERE v.run_id = r.run_id AND v.is_current) END AS visits,
+      CASE WHEN ${same} THEN NULL ELSE (SELECT coalesce(json_agg(${jsonObject(COMPENSATION_COLUMNS, "c")} ORDER BY c.seq), '[]')
+         FROM compensations c WHERE c.run_id = r.run_id) END AS compensations
+      FROM unnest(${runIds}, ${known}) AS k(run_id, known) JOIN runs r ON r.run_id = k.run_id`;
 }
 
-export type LoadedRunRow = DbRun & { visits: DbVisit[]; compensations: DbCompensation[] };
+/** `loadRunsSql`'s parameters: the ids, and the revision known of each (null: none). */
+export function loadRunsValues(runIds: string[], known: KnownRevisions = new Map()): [string[], (number | null)[]] {
+  return [runIds, runIds.map((id) => known.get(id) ?? null)];
+}
 
-export function loadedRun({ visits, compensations, ...run }: LoadedRunRow): LoadedRun {
+export type LoadedRunRow = DbRun & {
+  revision: number;
+  visits: DbVisit[] | null;
+  compensations: DbCompensation[] | null;
+};
+
+export function runRead({ visits, compensations, revision, ...run }: LoadedRunRow): RunRead {
+  if (visits === null || compensations === null) return { run_id: run.run_id, unchanged: true };
   return {
     run: runFromDb(run),
+    revision,
     visits: visits.map(visitFromDb),
     compensations: compensations.map(compensationFromDb),
   };
@@ -120,19 +138,21 @@ export function loadedRun({ visits, compensations, ...run }: LoadedRunRow): Load
 /**
  * A whole write batch in one statement, one round trip: each kind of row in a data-modifying
  * CTE of its own, the NOTIFY in the last one (`notified` is read so that it runs). The CTEs
- * touch different rows (a run the batch inserts is not also in its updates), which is what one
- * statement requires: they all see the snapshot from before it.
+ * touch different rows (a run the batch inserts is not also in its updates, a run it touches
+ * only for its revision is in neither), which is what one statement requires: they all see the
+ * snapshot from before it.
  */
 /** The parts of a write batch, in the statement's (and its parameters') order. */
 const WRITE_PARTS = [
   "insertRuns",
   "updateRuns",
+  "touchRuns",
   "updateVisits",
   "insertVisits",
   "compensations",
   "events",
   "notify",
-] as const satisfies readonly (keyof WriteBatch)[];
+] as const satisfies readonly (keyof WriteBatch | "touchRuns")[];
 
 /**
  * The write statement for the parts a batch has (bit i: WRITE_PARTS[i]); the server plans and
@@ -150,9 +170,17 @@ function writeSql(mask: number): string {
   if (has("insertRuns")) {
     parts.push(`new_runs AS (INSERT INTO runs (${names(RUN_COLUMNS).join(", ")}) SELECT * FROM ${from(RUN_COLUMNS)})`);
   }
+  const revised: string[] = [];
   if (has("updateRuns")) {
-    parts.push(`changed_runs AS (UPDATE runs r SET ${assignments(RUN_UPDATE_COLUMNS, "u")} FROM ${from(RUN_UPDATE_COLUMNS)}
-       WHERE r.run_id = u.run_id)`);
+    parts.push(`changed_runs AS (UPDATE runs r SET ${assignments(RUN_UPDATE_COLUMNS, "u")}, revision = r.revision + 1
+       FROM ${from(RUN_UPDATE_COLUMNS)} WHERE r.run_id = u.run_id RETURNING r.run_id, r.revision)`);
+    revised.push("SELECT * FROM changed_runs");
+  }
+  if (has("touchRuns")) {
+    // Runs whose visits or compensation rows change, not their own row: only their revision.
+    parts.push(`touched_runs AS (UPDATE runs r SET revision = r.revision + 1 WHERE r.run_id = ANY($${next++}::text[])
+       RETURNING r.run_id, r.revision)`);
+    revised.push("SELECT * FROM touched_runs");
   }
   if (has("updateVisits")) {
     parts.push(`changed_visits AS (UPDATE visits v SET ${assignments(VISIT_COLUMNS, "u")} FROM ${from(VISIT_COLUMNS)}
@@ -169,6 +197,11 @@ function writeSql(mask: number): string {
        ON CONFLICT (run_id, seq) DO UPDATE SET ${assignments(COMPENSATION_COLUMNS, "excluded")})`);
   }
   const results: string[] = [];
+  if (revised.length > 0) {
+    results.push(
+      `(SELECT json_agg(json_build_array(run_id, revision)) FROM (${revised.join(" UNION ALL ")}) AS t) AS revisions`,
+    );
+  }
   if (has("events")) {
     // Rows go in in the batch's order, so their seqs grow in that order.
     parts.push(`new_events AS (INSERT INTO events (${names(EVENT_COLUMNS).join(", ")})
@@ -196,11 +229,11 @@ function writeStatement(mask: number): { name: string; text: string } {
 
 const SQL = {
   runByKey: { name: "skein_run_by_key", text: `SELECT ${RUNS} FROM runs WHERE idempotency_key = $1` },
-  loadRuns: { name: "skein_load_runs", text: loadRunsSql("$1::text[]") },
-  lockRun: { name: "skein_lock_run", text: `SELECT ${RUNS} FROM runs WHERE run_id = $1 FOR UPDATE` },
+  loadRuns: { name: "skein_load_runs", text: loadRunsSql("$1::text[]", "$2::bigint[]") },
+  lockRun: { name: "skein_lock_run", text: `SELECT ${RUNS}, revision FROM runs WHERE run_id = $1 FOR UPDATE` },
   lockRunSkip: {
     name: "skein_lock_run_skip",
-    text: `SELECT ${RUNS} FROM runs WHERE run_id = $1 FOR UPDATE SKIP LOCKED`,
+    text: `SELECT ${RUNS}, revision FROM runs WHERE run_id = $1 FOR UPDATE SKIP LOCKED`,
   },
   // A second statement, so its snapshot is taken after the lock: it sees what the transaction
   // that held the run last committed.
@@ -375,9 +408,9 @@ export class PostgresTx implements StoreTx {
      */
     private readonly lockFree: Map<string, number> | null,
     /** The runs locked as the transaction began, read in the same round trip. */
-    private readonly locked: ReadonlyMap<string, LoadedRun> = new Map(),
+    private readonly locked: ReadonlyMap<string, RunRead> = new Map(),
     /** Those of them locked by `tryLock` (the ones no other transaction held). */
-    private readonly tried: readonly LoadedRun[] = [],
+    private readonly tried: readonly RunRead[] = [],
   ) {}
 
   /** Called when the transaction ends: a tx kept past its transaction must not run statements on a reused connection. */
@@ -395,14 +428,19 @@ export class PostgresTx implements StoreTx {
     return this.time();
   }
 
-  async write(batch: WriteBatch): Promise<RunEvent[]> {
+  async write(batch: WriteBatch, options: { last?: boolean } = {}): Promise<Written> {
     const inserted = new Set(batch.insertRuns.map((r) => r.run_id));
+    const updateRuns = distinct(batch.updateRuns, (r) => r.run_id).filter((r) => !inserted.has(r.run_id));
+    const updated = new Set(updateRuns.map((r) => r.run_id));
+    const touched = new Set(
+      [...batch.updateVisits, ...batch.insertVisits, ...batch.compensations]
+        .map((row) => row.run_id)
+        .filter((id) => !inserted.has(id) && !updated.has(id)),
+    );
     const rows = {
       insertRuns: columnArrays(RUN_COLUMNS, batch.insertRuns),
-      updateRuns: columnArrays(
-        RUN_UPDATE_COLUMNS,
-        distinct(batch.updateRuns, (r) => r.run_id).filter((r) => !inserted.has(r.run_id)),
-      ),
+      updateRuns: columnArrays(RUN_UPDATE_COLUMNS, updateRuns),
+      touchRuns: [[...touched]],
       updateVisits: columnArrays(VISIT_COLUMNS, distinct(batch.updateVisits, visitKey)),
       insertVisits: columnArrays(VISIT_COLUMNS, batch.insertVisits),
       compensations: columnArrays(
@@ -421,11 +459,23 @@ export class PostgresTx implements StoreTx {
       mask |= 1 << i;
       values.push(...arrays);
     });
-    if (mask === 0) return [];
-    const [row] = await this.q<{ seqs: (number | string)[] | null }>(writeStatement(mask), values);
+    if (mask === 0) return { events: [], revisions: new Map() };
+    type Row = { seqs: (number | string)[] | null; revisions: [string, number][] | null };
+    let row: Row | undefined;
+    if (options.last) {
+      // Nothing follows: the COMMIT goes with the write, one round trip less for every step.
+      if (this.ended) throw new Error("skein: a store transaction was used after it ended");
+      this.ended = true;
+      row = (await this.session.commitWith({ ...writeStatement(mask), values })).rows[0] as Row | undefined;
+    } else {
+      [row] = await this.q<Row>(writeStatement(mask), values);
+    }
     // RETURNING's order is not promised; the seqs, drawn in insertion order, are.
     const seqs = row?.seqs ?? [];
-    return batch.events.map((e, i) => ({ ...e, seq: Number(seqs[i]) }));
+    return {
+      events: batch.events.map((e, i) => ({ ...e, seq: Number(seqs[i]) })),
+      revisions: new Map((row?.revisions ?? []).map(([id, revision]) => [id, Number(revision)])),
+    };
   }
 
   /**
@@ -464,32 +514,32 @@ export class PostgresTx implements StoreTx {
     await this.write({ ...EMPTY_BATCH, updateRuns: runs });
   }
 
-  async loadRuns(runIds: string[]): Promise<LoadedRun[]> {
+  async loadRuns(runIds: string[], known?: KnownRevisions): Promise<RunRead[]> {
     // Runs locked as the transaction began were read in the same round trip.
     const missing = runIds.filter((id) => !this.locked.has(id));
-    const rows = missing.length > 0 ? await this.q<LoadedRunRow>(SQL.loadRuns, [missing]) : [];
-    const loaded = new Map(rows.map((row) => [row.run_id, loadedRun(row)]));
+    const rows = missing.length > 0 ? await this.q<LoadedRunRow>(SQL.loadRuns, loadRunsValues(missing, known)) : [];
+    const loaded = new Map(rows.map((row) => [row.run_id, runRead(row)]));
     return runIds.flatMap((id) => {
       const run = this.locked.get(id) ?? loaded.get(id);
       return run ? [run] : [];
     });
   }
 
-  async tryLocked(): Promise<LoadedRun[]> {
+  async tryLocked(): Promise<RunRead[]> {
     return [...this.tried];
   }
 
-  async writtenElsewhere(): Promise<boolean> {
-    // No run state is kept between transactions on PostgreSQL (exclusive = false).
-    return false;
-  }
-
-  async loadRun(runId: string, options: { skipLocked?: boolean } = {}): Promise<LoadedRun | null> {
-    const [row] = await this.q<DbRun>(options.skipLocked ? SQL.lockRunSkip : SQL.lockRun, [runId]);
+  async loadRun(runId: string, options: { skipLocked?: boolean; known?: number } = {}): Promise<RunRead | null> {
+    const [row] = await this.q<DbRun & { revision: number }>(options.skipLocked ? SQL.lockRunSkip : SQL.lockRun, [
+      runId,
+    ]);
     if (!row) return null;
+    const { revision, ...run } = row;
+    if (revision === options.known) return { run_id: runId, unchanged: true };
     const [rest] = await this.q<{ visits: DbVisit[]; compensations: DbCompensation[] }>(SQL.runRows, [runId]);
     return {
-      run: runFromDb(row),
+      run: runFromDb(run),
+      revision,
       visits: (rest?.visits ?? []).map(visitFromDb),
       compensations: (rest?.compensations ?? []).map(compensationFromDb),
     };
@@ -523,7 +573,7 @@ export class PostgresTx implements StoreTx {
   }
 
   async insertEvents(events: NewEvent[]): Promise<RunEvent[]> {
-    return this.write({ ...EMPTY_BATCH, events });
+    return (await this.write({ ...EMPTY_BATCH, events })).events;
   }
 
   async claimable(agentType: string, now: number, limit: number): Promise<VisitKey[]> {

@@ -35,6 +35,9 @@ export class Session {
     return new Session(client, target);
   }
 
+  /** The transaction on this connection was committed by `commitWith`. */
+  committed = false;
+
   get isBroken(): boolean {
     return failed.has(this.client);
   }
@@ -65,6 +68,19 @@ export class Session {
       results.push(outcome.value);
     }
     return results;
+  }
+
+  /**
+   * The transaction's last statement and its COMMIT in one round trip. A lost connection leaves
+   * the outcome unknown (phase "commit"); a failed statement aborts the transaction, and the
+   * COMMIT that follows it only ends it: its failure is the one thrown.
+   */
+  async commitWith(config: pg.QueryConfig): Promise<pg.QueryResult> {
+    const [result, commit] = await this.pipeline([config, { text: "COMMIT" }], "commit");
+    // What a COMMIT answers in a transaction that failed: nothing was written.
+    if (commit?.command !== "COMMIT") throw new Error(`skein: PostgreSQL answered COMMIT with ${commit?.command}`);
+    this.committed = true;
+    return result as pg.QueryResult;
   }
 
   /** Gives the connection back to the pool, or closes it when it failed or is in an unknown state. */

@@ -21,6 +21,8 @@ export interface DbRun {
   deadline_at: number;
   ended_at: number | null;
   parent: string | null;
+  /** Not part of a Run: how many times the run's rows were written (LoadedRun). */
+  revision?: number;
 }
 
 export interface DbVisit {
@@ -91,7 +93,7 @@ export interface DbEvent {
 const parse = <T>(text: string | null): T | null => (text === null ? null : (JSON.parse(text) as T));
 const text = (value: unknown): string | null => (value === null || value === undefined ? null : JSON.stringify(value));
 
-export function runFromDb(r: DbRun): Run {
+export function runFromDb({ revision: _, ...r }: DbRun): Run {
   return {
     ...r,
     status: r.status as RunStatus,

@@ -11,7 +11,17 @@ import type { Logger } from "pino";
 import type { Compensation, MapItem, NewEvent, Run, RunEvent, Visit } from "../../core/types.js";
 import { DatabaseError, ValidationError } from "../../errors.js";
 import { Serial } from "../serial.js";
-import type { ChildRun, EngineRow, RateBucket, RunFilter, Store, StoredWorkflow, StoreTx, VisitKey } from "../store.js";
+import type {
+  ChildRun,
+  EngineRow,
+  RateBucket,
+  RunFilter,
+  RunRead,
+  Store,
+  StoredWorkflow,
+  StoreTx,
+  VisitKey,
+} from "../store.js";
 import { Checkpointer } from "./checkpointer.js";
 import { assertDirectory, configure, openConnection, WAL_CHECKPOINT_BYTES, walBytes } from "./connection.js";
 import { EngineLock, engineLockPath } from "./engine-lock.js";
@@ -65,7 +75,6 @@ export class SqliteStore implements Store {
   private readonly readStatements = new Map<string, Database.Statement>();
   /** The write connection's `data_version` at its last transaction: it moves when another connection commits. */
   private dataVersion: number | null = null;
-  private writtenElsewhere = false;
   /** Held from registerEngine to close: this store is the file's engine. */
   private engineLock: EngineLock | null = null;
   /** The engine this store serves, while it serves; its row is checked when another connection wrote. */
@@ -378,8 +387,8 @@ export class SqliteStore implements Store {
       try {
         const version = this.sql.dataVersion.get() as number;
         if (this.dataVersion !== null && version !== this.dataVersion) {
-          // Sticky until a flush asks: a heartbeat's transaction must not swallow another writer's commit.
-          this.writtenElsewhere = true;
+          // Another connection committed: perhaps an engine that took the file over. (The runs it
+          // wrote have a new revision: kept copies of them are not used.)
           this.assertOwner();
           if (this.supersededBy) throw this.superseded();
         }
@@ -449,14 +458,26 @@ export class SqliteStore implements Store {
 
   private makeTx(): StoreTx {
     const s = this.sql;
-    const load = (runId: string) => {
+    const load = (runId: string, known?: number): RunRead | null => {
       const row = s.getRun.get(runId) as DbRun | undefined;
       if (!row) return null;
+      const revision = row.revision ?? 0;
+      if (revision === known) return { run_id: runId, unchanged: true };
       return {
         run: runFromDb(row),
+        revision,
         visits: (s.currentVisits.all(runId) as DbVisit[]).map(visitFromDb),
         compensations: (s.compensations.all(runId) as DbCompensation[]).map(compensationFromDb),
       };
+    };
+    // Every write of a run's row, visits or compensation rows raises its revision (LoadedRun);
+    // those `write` raised, for it to return.
+    const revised = new Map<string, number>();
+    const touch = (runIds: Iterable<string>) => {
+      for (const runId of new Set(runIds)) {
+        const revision = s.touchRun.get(runId) as number | undefined;
+        if (revision !== undefined) revised.set(runId, revision);
+      }
     };
     const keys = (rows: unknown[]) => rows as VisitKey[];
     const tx: StoreTx = {
@@ -472,25 +493,23 @@ export class SqliteStore implements Store {
       },
       updateRuns: async (runs) => {
         for (const run of runs) s.updateRun.run(runToDb(run));
-      },
-      writtenElsewhere: async () => {
-        const written = this.writtenElsewhere;
-        this.writtenElsewhere = false;
-        return written;
+        touch(runs.map((r) => r.run_id));
       },
       now: async () => null,
       // One engine per file: nobody to notify.
       write: async (batch) => {
+        revised.clear();
         await tx.insertRuns(batch.insertRuns);
         await tx.updateRuns(batch.updateRuns);
         await tx.updateVisits(batch.updateVisits);
         await tx.insertVisits(batch.insertVisits);
         await tx.writeCompensations(batch.compensations);
-        return tx.insertEvents(batch.events);
+        const events = await tx.insertEvents(batch.events);
+        return { events, revisions: new Map(revised) };
       },
       takeDeadEngines: async () => [],
-      loadRun: async (runId) => load(runId),
-      loadRuns: async (runIds) => runIds.map(load).filter((r) => r !== null),
+      loadRun: async (runId, options) => load(runId, options?.known),
+      loadRuns: async (runIds, known) => runIds.map((id) => load(id, known?.get(id))).filter((r) => r !== null),
       tryLocked: async () => [],
       runHistory: async (runId) => {
         const rows = this.writer
@@ -503,7 +522,9 @@ export class SqliteStore implements Store {
         return rows.map(({ success_seq, ...row }) => ({ visit: visitFromDb(row), successSeq: success_seq }));
       },
       writeCompensations: async (rows) => {
-        for (const c of rows) s.upsertCompensation.run(compensationToDb(c));
+        const written = [...rows];
+        for (const c of written) s.upsertCompensation.run(compensationToDb(c));
+        touch(written.map((c) => c.run_id));
       },
       compensatingRuns: async (limit) => (s.compensatingRuns.all(limit) as { run_id: string }[]).map((r) => r.run_id),
       getVisit: async (key) => {
@@ -511,10 +532,14 @@ export class SqliteStore implements Store {
         return row ? visitFromDb(row) : null;
       },
       insertVisits: async (visits) => {
-        for (const v of visits) s.insertVisit.run(visitToDb(v));
+        const written = [...visits];
+        for (const v of written) s.insertVisit.run(visitToDb(v));
+        touch(written.map((v) => v.run_id));
       },
       updateVisits: async (visits) => {
-        for (const v of visits) {
+        const written = [...visits];
+        touch(written.map((v) => v.run_id));
+        for (const v of written) {
           // Positional parameters: binding 20 named ones costs more than the rest of the call.
           const row = visitToDb(v);
           const params: unknown[] = MUTABLE_VISIT_COLUMNS.map((c) => row[c]);
@@ -599,6 +624,7 @@ function prepare(db: Db) {
     rollback: db.prepare("ROLLBACK"),
     runByKey: db.prepare("SELECT * FROM runs WHERE idempotency_key = ?"),
     getRun: db.prepare("SELECT * FROM runs WHERE run_id = ?"),
+    touchRun: db.prepare("UPDATE runs SET revision = revision + 1 WHERE run_id = ? RETURNING revision").pluck(),
     insertRun: db.prepare(
       `INSERT INTO runs (${runColumns.join(", ")}) VALUES (${runColumns.map((c) => `@${c}`).join(", ")})`,
     ),
