@@ -116,16 +116,15 @@ export async function claimForWorkers(f: Flush): Promise<void> {
     return asked === 0 ? 0 : Math.min(asked, Math.max(0, await f.limits.room(type)));
   };
   for (const type of new Set(claims.flatMap((c) => c.agent_types))) {
-    const n = await wanted(type);
-    if (n === 0) continue;
-    const keys = await f.tx.claimable(type, f.now, n);
-    await f.preload([...new Set(keys.map((k) => k.run_id))]);
-    for (const key of keys) {
-      const rs = await f.load(key.run_id);
-      const v = rs?.current.get(key.node_id);
-      const c = rs && v && v.visit === key.visit && isClaimable(v, f.now) ? await taker(v.agent_type) : undefined;
-      if (rs && v && c) await takeVisit(c, rs, v);
-    }
+    await eachClaimable(
+      f,
+      type,
+      () => wanted(type),
+      async (rs, v) => {
+        const c = await taker(v.agent_type);
+        if (c) await takeVisit(c, rs, v);
+      },
+    );
     // Then what failed runs have to undo with this agent type, one row per run at a time.
     const more = await wanted(type);
     if (more === 0) continue;
@@ -179,19 +178,7 @@ export async function claimReady(f: Flush, sweep: boolean): Promise<void> {
   const types = [...f.o.agentTypes().filter((t) => !ENGINE_STARTED.includes(t)), ...ENGINE_STARTED];
   for (const type of types) {
     if (!sweep && !backlog.has(type)) continue;
-    const n = await room(type);
-    if (n <= 0) {
-      backlog.add(type);
-      continue;
-    }
-    const keys = await f.tx.claimable(type, f.now, n);
-    await f.preload([...new Set(keys.map((k) => k.run_id))]); // locked by the claim: one read for all
-    for (const key of keys) {
-      const rs = await f.load(key.run_id);
-      const v = rs?.current.get(key.node_id);
-      if (rs && v && v.visit === key.visit && isClaimable(v, f.now)) await ready(rs, v);
-    }
-    if (keys.length < n) backlog.delete(type);
+    if (await eachClaimable(f, type, () => room(type), ready)) backlog.delete(type);
     else backlog.add(type);
   }
   for (const [rs, v] of inHand(f)) {
@@ -207,6 +194,40 @@ export async function claimReady(f: Flush, sweep: boolean): Promise<void> {
     if (c && byAgent && types.includes(c.agent_type) && (await room(c.agent_type)) > 0)
       await take(compensationAttempt(rs, c));
   }
+}
+
+/** Claim queries per agent type in one flush: each after the first skips the keys the one before found full. */
+const CLAIM_ROUNDS = 4;
+
+/**
+ * Calls `visit` for the database's claimable visits of `type`, oldest first, as many as `room`
+ * says (asked again before each query). A visit its node's `concurrency` holds back waits; a
+ * query after one that met such visits leaves their keys out, so one tenant's backlog does not
+ * hold up another's visits behind it. True when no more visits of the type are waiting
+ * (a query returned fewer than asked), false when room ran out first.
+ */
+async function eachClaimable(
+  f: Flush,
+  type: string,
+  room: () => Promise<number>,
+  visit: (rs: RunState, v: Visit) => Promise<void>,
+): Promise<boolean> {
+  for (let round = 0; round < CLAIM_ROUNDS; round++) {
+    const n = await room();
+    if (n <= 0) return false;
+    const skip = f.limits.fullKeys();
+    const keys = await f.tx.claimable(type, f.now, n, skip);
+    await f.preload([...new Set(keys.map((k) => k.run_id))]); // locked by the claim: one read for all
+    for (const key of keys) {
+      const rs = await f.load(key.run_id);
+      const v = rs?.current.get(key.node_id);
+      if (rs && v && v.visit === key.visit && isClaimable(v, f.now)) await visit(rs, v);
+    }
+    if (keys.length < n) return true;
+    // No key newly full: the visits were taken, or the type's own limits stopped them.
+    if (f.limits.fullKeys().length === skip.length) return false;
+  }
+  return false;
 }
 
 /** The task a claimed attempt is handed. */

@@ -12,7 +12,7 @@
 import { nodeOf, type RunState } from "../core/scheduler.js";
 import type { Visit } from "../core/types.js";
 import { ValidationError } from "../errors.js";
-import type { RateBucket } from "../store/store.js";
+import type { ConcurrencyGroup, RateBucket } from "../store/store.js";
 import type { RateLimit } from "./engine-options.js";
 import type { Flush } from "./flush.js";
 
@@ -21,6 +21,8 @@ export class ClaimLimits {
   private running: Map<string, number> | null = null;
   /** Running visits per (workflow, node, concurrency key) counted so far, the same way. */
   private readonly byKey = new Map<string, number>();
+  /** The groups among them found full: their waiting visits are left out of later claim queries. */
+  private readonly full = new Map<string, ConcurrencyGroup>();
   /** Rate-limited types' token buckets, refilled to this flush's time; null until read. */
   private buckets: Map<string, RateBucket> | null = null;
   /** Buckets this flush took tokens from: written back before the flush's other writes. */
@@ -104,7 +106,14 @@ export class ClaimLimits {
       }
       this.byKey.set(group, running);
     }
-    return running < limit;
+    if (running < limit) return true;
+    this.full.set(group, { workflow_id: rs.run.workflow_id, node_id: v.node_id, key: v.concurrency_key });
+    return false;
+  }
+
+  /** Node concurrency keys this flush found full (their ready visits wait for a slot). */
+  fullKeys(): ConcurrencyGroup[] {
+    return [...this.full.values()];
   }
 
   /** Records a claim of this flush (after `room` and `nodeAllows` said there was room). */

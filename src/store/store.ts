@@ -161,6 +161,13 @@ export interface TransactionOptions {
 /** Revisions of runs held in memory, by run id: a load of one still at its revision reads nothing more. */
 export type KnownRevisions = ReadonlyMap<string, number>;
 
+/** The visits a node's `concurrency` limits together: a node of a workflow (any version), one key value. */
+export interface ConcurrencyGroup {
+  workflow_id: string;
+  node_id: string;
+  key: string;
+}
+
 /** A rate limit's token bucket: tokens left at `updated_at` (epoch ms), refilled with time from there. */
 export interface RateBucket {
   tokens: number;
@@ -375,9 +382,10 @@ export interface StoreTx extends InboxTx, MapTx, PruneTx {
   /**
    * Ready visits of an agent type whose payload is resolved, due by `now`, oldest first, at most
    * `limit`; their runs are locked for this transaction (PostgreSQL: runs other transactions
-   * hold are skipped).
+   * hold are skipped). `skip`: node concurrency keys found full, whose visits wait: left out,
+   * so that the visits behind them (another tenant's) are not held up.
    */
-  claimable(agentType: string, now: number, limit: number): Promise<VisitKey[]>;
+  claimable(agentType: string, now: number, limit: number, skip?: readonly ConcurrencyGroup[]): Promise<VisitKey[]>;
   /**
    * Compensating runs whose next compensation row is of this agent type and due by `now`,
    * oldest first, at most `limit`; locked like `claimable`'s (PostgreSQL skips runs another

@@ -122,6 +122,28 @@ describe("a node's concurrency key", () => {
     const next = await claim("other");
     expect(next.map((t) => t.run_id)).toEqual([waitingA.run_id]);
   });
+
+  it("does not hold up one tenant's visit behind another tenant's waiting backlog", async () => {
+    const { engine, clock } = await testEngine();
+    await engine.registerWorkflow(PER_TENANT);
+    // Five of tenant a, older, then b's; each ready a millisecond after the one before.
+    const runs = [];
+    for (const tenant of ["a", "a", "a", "a", "a", "b"]) {
+      runs.push(await engine.startRun(PER_TENANT.id, { input: { tenant } }));
+      await clock.advance(1);
+    }
+    // Every key resolved (they resolve after the visits are ready) before anything is claimed.
+    const resolved = async () =>
+      (await Promise.all(runs.map((r) => engine.getRun(r.run_id)))).every((r) => r.nodes[0]?.concurrency_key);
+    for (let i = 0; !(await resolved()); i++) {
+      if (i > 10_000) throw new Error("the concurrency keys never resolved");
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+    // Two tasks asked: the oldest visits are a's, and one of a is all its key allows. The query
+    // for the second task skips a's waiting visits and finds b's behind them.
+    const tasks = await engine.claimTasks({ agent_types: ["llm"], worker_id: "w", max_tasks: 2 });
+    expect(tasks.map((t) => t.run_id)).toEqual([runs[0]?.run_id, runs[5]?.run_id]);
+  });
 });
 
 describe("a node's concurrency key in the engine's own claims", () => {

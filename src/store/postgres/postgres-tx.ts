@@ -7,6 +7,7 @@
  */
 import type { Compensation, NewEvent, Run, RunEvent, Visit } from "../../core/types.js";
 import {
+  type ConcurrencyGroup,
   EMPTY_BATCH,
   type InboxTx,
   type KnownRevisions,
@@ -265,6 +266,10 @@ const SQL = {
     text: `WITH c AS MATERIALIZED (
              SELECT v.run_id, v.node_id, v.visit FROM visits v JOIN runs r ON r.run_id = v.run_id
               WHERE v.agent_type = $1 AND v.ready_at IS NOT NULL AND v.ready_at <= $2 AND v.payload IS NOT NULL
+                AND NOT (v.concurrency_key IS NOT NULL AND EXISTS (
+                  SELECT 1 FROM unnest($4::text[], $5::text[], $6::text[]) AS full_key(workflow_id, node_id, key)
+                   WHERE full_key.workflow_id = r.workflow_id AND full_key.node_id = v.node_id
+                     AND full_key.key = v.concurrency_key))
               ORDER BY v.ready_at LIMIT $3
                 FOR UPDATE OF r SKIP LOCKED)
            SELECT run_id, node_id, visit FROM c`,
@@ -576,8 +581,14 @@ export class PostgresTx implements StoreTx {
     return (await this.write({ ...EMPTY_BATCH, events })).events;
   }
 
-  async claimable(agentType: string, now: number, limit: number): Promise<VisitKey[]> {
-    return this.q<VisitKey>(SQL.claimable, [agentType, now, limit]);
+  async claimable(
+    agentType: string,
+    now: number,
+    limit: number,
+    skip: readonly ConcurrencyGroup[] = [],
+  ): Promise<VisitKey[]> {
+    const skipped = [skip.map((g) => g.workflow_id), skip.map((g) => g.node_id), skip.map((g) => g.key)];
+    return this.q<VisitKey>(SQL.claimable, [agentType, now, limit, ...skipped]);
   }
 
   async claimableCompensations(agentType: string, now: number, limit: number): Promise<string[]> {

@@ -563,7 +563,12 @@ export class SqliteStore implements Store {
         }
         return out;
       },
-      claimable: async (agentType, now, limit) => keys(s.claimable.all(agentType, now, limit)),
+      claimable: async (agentType, now, limit, skip = []) =>
+        keys(
+          skip.length === 0
+            ? s.claimable.all(agentType, now, limit)
+            : s.claimableSkipping.all({ agentType, now, limit, skip: JSON.stringify(skip) }),
+        ),
       claimableCompensations: async (agentType, now, limit) =>
         (s.claimableCompensations.all(agentType, now, limit) as { run_id: string }[]).map((r) => r.run_id),
       // One writer: the count alone is exact, there is no lock to take.
@@ -667,6 +672,16 @@ function prepare(db: Db) {
       `SELECT run_id, node_id, visit FROM visits INDEXED BY visits_ready
          WHERE agent_type = ? AND ready_at IS NOT NULL AND ready_at <= ? AND payload IS NOT NULL
          ORDER BY ready_at LIMIT ?`,
+    ),
+    // The same, leaving out the visits of node concurrency keys found full (@skip: a JSON list of groups).
+    claimableSkipping: db.prepare(
+      `SELECT run_id, node_id, visit FROM visits v INDEXED BY visits_ready
+         WHERE agent_type = @agentType AND ready_at IS NOT NULL AND ready_at <= @now AND payload IS NOT NULL
+           AND NOT (v.concurrency_key IS NOT NULL AND EXISTS (
+             SELECT 1 FROM json_each(@skip) AS g
+              WHERE g.value ->> 'node_id' = v.node_id AND g.value ->> 'key' = v.concurrency_key
+                AND g.value ->> 'workflow_id' = (SELECT workflow_id FROM runs WHERE run_id = v.run_id)))
+         ORDER BY ready_at LIMIT @limit`,
     ),
     claimableCompensations: db.prepare(
       `SELECT c.run_id FROM compensations c JOIN runs r ON r.run_id = c.run_id
