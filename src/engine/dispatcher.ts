@@ -253,6 +253,13 @@ export class Dispatcher {
     if (inputs.length > 0) this.writable();
     for (const input of inputs) this.uncertain.delete(input);
     if (this.uncertain.size === 0) this.lost = null;
+    // An attempt this commit claimed is started now: if a lost transaction had claimed it too
+    // (it had not committed, so the attempt number is the same), it is no longer "never started"
+    // and recovering it would run a living attempt twice.
+    else if (this.lost && outcome.claimed.length > 0) {
+      const started = new Set(outcome.claimed.map((c) => `${c.execution_id}#${c.attempt}`));
+      this.lost = this.lost.filter((a) => !started.has(`${a.execution_id}#${a.attempt}`));
+    }
     this.deadEngines.push(...outcome.unrecovered);
     this.afterCommit(outcome);
     // Due times are the transaction's clock; the timer runs on this process's: count the time

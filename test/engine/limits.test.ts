@@ -127,7 +127,7 @@ describe("a node's concurrency key", () => {
     const { engine, clock } = await testEngine();
     await engine.registerWorkflow(PER_TENANT);
     // Five of tenant a, older, then b's; each ready a millisecond after the one before.
-    const runs = [];
+    const runs: Awaited<ReturnType<Engine["startRun"]>>[] = [];
     for (const tenant of ["a", "a", "a", "a", "a", "b"]) {
       runs.push(await engine.startRun(PER_TENANT.id, { input: { tenant } }));
       await clock.advance(1);
