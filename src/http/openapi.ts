@@ -164,7 +164,11 @@ function operation(route: RouteOptions, components: Components): JsonSchema {
   // Origin refused; what guarded routes and routes with a body may.
   const common = [400, 403, ...(guarded ? [401] : []), ...(hasBody ? [413, 415] : [])];
   for (const status of common) responses[status] = errorResponse(status, components);
-  responses.default = { ...errorResponse(500, components), description: "internal error (the server log has it)" };
+  responses.default = {
+    ...errorResponse(500, components),
+    description:
+      "any other error: 500 internal (the server log has it); 408, 414 or 431 for a request refused before any route saw it",
+  };
   return {
     operationId: schema.operationId,
     tags: schema.tags,

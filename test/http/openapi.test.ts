@@ -1,5 +1,9 @@
 import { Ajv2020 } from "ajv/dist/2020.js";
+import type { RouteOptions } from "fastify";
 import { describe, expect, it } from "vitest";
+import { z } from "zod";
+import { PUBLIC } from "../../src/http/auth.js";
+import { assertDocumented, openApiDocument } from "../../src/http/openapi.js";
 import { testApi } from "./helpers.js";
 
 type Operation = {
@@ -227,5 +231,46 @@ describe("GET /v1/openapi.json", () => {
       }
     }
     expect(compiled).toBeGreaterThan(50);
+  });
+});
+
+describe("openApiDocument and assertDocumented", () => {
+  const route = (schema: RouteOptions["schema"], url = "/v1/things/:id"): RouteOptions =>
+    ({ method: "POST", url, config: { access: PUBLIC }, schema, handler: () => undefined }) as RouteOptions;
+
+  it("refuses an API route without a camelCase operationId or known tags, or an operationId used twice", () => {
+    expect(() => assertDocumented([route({ summary: "x", tags: ["runs"] })])).toThrow(
+      "POST /v1/things/:id: needs a camelCase schema.operationId",
+    );
+    expect(() => assertDocumented([route({ operationId: "GetThing", tags: ["runs"] })])).toThrow("camelCase");
+    expect(() => assertDocumented([route({ operationId: "getThing", tags: ["things"] })])).toThrow(
+      "schema.tags must list some of health, tokens, workflows, runs, reviews, events, tasks",
+    );
+    const twice = [
+      route({ operationId: "getThing", tags: ["runs"] }),
+      route({ operationId: "getThing", tags: ["runs"] }),
+    ];
+    expect(() => assertDocumented(twice)).toThrow("operationId getThing is already used");
+    // The admin page's files are not API routes.
+    expect(() => assertDocumented([route({}, "/assets/*")])).not.toThrow();
+  });
+
+  it("refuses one component id for two different shapes (an input with a default, the same schema as output)", () => {
+    const Thing = z.object({ n: z.number().default(1) }).meta({ id: "TestThing" });
+    const both = route({ operationId: "putThing", tags: ["runs"], body: Thing, response: { 200: Thing } });
+    expect(() => openApiDocument([both], undefined)).toThrow('the schema with id "TestThing" converts differently');
+    const once = route({ operationId: "getThing", tags: ["runs"], response: { 200: Thing } });
+    expect(openApiDocument([once], undefined)).toMatchObject({
+      paths: {
+        "/v1/things/{id}": {
+          post: {
+            responses: {
+              200: { content: { "application/json": { schema: { $ref: "#/components/schemas/TestThing" } } } },
+            },
+          },
+        },
+      },
+      components: { schemas: { TestThing: { properties: { n: { type: "number" } }, required: ["n"] } } },
+    });
   });
 });
