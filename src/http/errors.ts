@@ -17,21 +17,24 @@ import {
   ValidationError,
 } from "../errors.js";
 
-export type ErrorCode =
-  | "validation"
-  | "bad_request"
-  | "unauthorized"
-  | "forbidden"
-  | "not_found"
-  | "conflict"
-  | "payload_too_large"
-  | "uri_too_long"
-  | "unsupported_media_type"
-  | "request_timeout"
-  | "headers_too_large"
-  | "too_many_requests"
-  | "unavailable"
-  | "internal";
+/** Every `error.code` the API answers: stable, for programs to branch on. */
+export const ERROR_CODES = [
+  "validation",
+  "bad_request",
+  "unauthorized",
+  "forbidden",
+  "not_found",
+  "conflict",
+  "payload_too_large",
+  "uri_too_long",
+  "unsupported_media_type",
+  "request_timeout",
+  "headers_too_large",
+  "too_many_requests",
+  "unavailable",
+  "internal",
+] as const;
+export type ErrorCode = (typeof ERROR_CODES)[number];
 
 /**
  * The longest path segment the router takes (fastify's default, 100, refused the execution ids

@@ -1,10 +1,13 @@
 /**
  * The shapes the HTTP API returns, as zod schemas: the OpenAPI document is generated from them
  * (and tests parse real responses with them, so the document stays true). Data is snake_case,
- * as the library returns it; times are epoch milliseconds.
+ * as the library returns it; times are epoch milliseconds. A schema with an `id` (zod's
+ * `.meta({ id })`) is one named component of the document, referenced wherever it is used, so
+ * generated clients get one named model for it.
  */
 import { z } from "zod";
 import { VISIT_STATES } from "../core/states.js";
+import { ERROR_CODES } from "./errors.js";
 
 /** Any JSON value. */
 const json = () => z.unknown().describe("any JSON value");
@@ -13,53 +16,70 @@ const nullableTime = () => time().nullable();
 
 export const RUN_STATUSES = ["RUNNING", "COMPENSATING", "SUCCEEDED", "FAILED", "CANCELLED"] as const;
 
-export const ErrorSchema = z.object({
-  error: z.object({
-    code: z.string().describe("stable: validation, bad_request, unauthorized, forbidden, not_found, conflict, ..."),
+export const ErrorSchema = z
+  .object({
+    error: z.object({
+      code: z.enum(ERROR_CODES).describe("stable: what kind of error, for programs (the message is for people)"),
+      message: z.string(),
+      details: z
+        .record(z.string(), z.unknown())
+        .describe("validation errors: `problems`, each with its path; limits: `retry_after_seconds`"),
+    }),
+  })
+  .meta({ id: "Error", description: "The one error shape of the API" });
+
+/**
+ * The error statuses a route answers because of what its handler does (an unknown id, a state
+ * that refuses the call, a limit, storage or an engine that is stopping). openapi.ts adds the
+ * ones every route of its kind may answer: 400, 401, 403, 413 and 415.
+ */
+export function errorResponses(...statuses: (404 | 409 | 429 | 503)[]): Record<number, typeof ErrorSchema> {
+  return Object.fromEntries(statuses.map((status) => [status, ErrorSchema]));
+}
+
+export const VisitErrorSchema = z
+  .object({
     message: z.string(),
-    details: z.record(z.string(), z.unknown()).describe("validation errors: `problems`, each with its path"),
-  }),
-});
+    reason: z.string(),
+    name: z.string().optional(),
+    details: json().optional(),
+  })
+  .meta({ id: "VisitError", description: "Why a visit, an attempt or a run failed" });
 
-export const VisitErrorSchema = z.object({
-  message: z.string(),
-  reason: z.string(),
-  name: z.string().optional(),
-  details: json().optional(),
-});
-
-export const RunSchema = z.object({
-  run_id: z.string(),
-  workflow_id: z.string(),
-  workflow_version: z.number().int(),
-  status: z.enum(RUN_STATUSES),
-  input: json(),
-  output: json().nullable(),
-  error: VisitErrorSchema.nullable(),
-  end_cause: z.enum(["failed", "cancelled", "ttl", "end"]).nullable(),
-  trace_id: z.string(),
-  traceparent: z.string(),
-  idempotency_key: z.string().nullable(),
-  input_hash: z.string(),
-  needs_attention: z.boolean(),
-  created_at: time(),
-  updated_at: time(),
-  deadline_at: time(),
-  ended_at: nullableTime(),
-  parent: z
-    .object({
-      run_id: z.string(),
-      node_id: z.string(),
-      visit: z.number().int(),
-      attempt: z.number().int(),
-      depth: z.number().int().describe("1: the child of a top-level run"),
-      item: z.number().int().optional().describe("a map node's item: its index (absent for a workflow node's child)"),
-    })
-    .nullable()
-    .describe(
-      "the parent attempt this child run is (a workflow node's, or a map node's item); null for a top-level run",
-    ),
-});
+export const RunSchema = z
+  .object({
+    run_id: z.string(),
+    workflow_id: z.string(),
+    workflow_version: z.number().int(),
+    status: z.enum(RUN_STATUSES),
+    input: json(),
+    output: json().nullable(),
+    error: VisitErrorSchema.nullable(),
+    end_cause: z.enum(["failed", "cancelled", "ttl", "end"]).nullable(),
+    trace_id: z.string(),
+    traceparent: z.string(),
+    idempotency_key: z.string().nullable(),
+    input_hash: z.string(),
+    needs_attention: z.boolean(),
+    created_at: time(),
+    updated_at: time(),
+    deadline_at: time(),
+    ended_at: nullableTime(),
+    parent: z
+      .object({
+        run_id: z.string(),
+        node_id: z.string(),
+        visit: z.number().int(),
+        attempt: z.number().int(),
+        depth: z.number().int().describe("1: the child of a top-level run"),
+        item: z.number().int().optional().describe("a map node's item: its index (absent for a workflow node's child)"),
+      })
+      .nullable()
+      .describe(
+        "the parent attempt this child run is (a workflow node's, or a map node's item); null for a top-level run",
+      ),
+  })
+  .meta({ id: "Run", description: "A run of a workflow version" });
 
 /** What visits and compensation rows share: their attempts and due times. */
 const attemptFields = {
@@ -76,67 +96,77 @@ const attemptFields = {
 };
 
 /** A map visit's items by state (DESIGN §11.1). */
-export const MapCountsSchema = z.object({
-  total: z.number().int(),
-  pending: z.number().int().describe("not started yet: total - running - succeeded - failed - cancelled"),
-  running: z.number().int(),
-  succeeded: z.number().int(),
-  failed: z.number().int(),
-  cancelled: z.number().int(),
-  next: z.number().int().describe("the index where the search for the next item to start begins"),
-});
+export const MapCountsSchema = z
+  .object({
+    total: z.number().int(),
+    pending: z.number().int().describe("not started yet: total - running - succeeded - failed - cancelled"),
+    running: z.number().int(),
+    succeeded: z.number().int(),
+    failed: z.number().int(),
+    cancelled: z.number().int(),
+    next: z.number().int().describe("the index where the search for the next item to start begins"),
+  })
+  .meta({ id: "MapCounts", description: "A map visit's items by state" });
 
 export const MAP_ITEM_STATES = ["PENDING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED"] as const;
 
 /** One item of a map visit: a row, run as a child run of the visit's attempt. */
-export const MapItemSchema = z.object({
-  run_id: z.string().describe("the map's run"),
-  node_id: z.string(),
-  visit: z.number().int(),
-  index: z.number().int().describe("its position in the list: its slot in the map's output"),
-  item: json(),
-  state: z.enum(MAP_ITEM_STATES),
-  child_run_id: z.string().nullable().describe("the run that runs the item (GET /v1/runs/{id}); null while PENDING"),
-  output: json().nullable().describe("the item run's output once SUCCEEDED"),
-  error: VisitErrorSchema.nullable().describe("the item run's error once FAILED or CANCELLED"),
-  started_at: nullableTime(),
-  ended_at: nullableTime(),
-});
+export const MapItemSchema = z
+  .object({
+    run_id: z.string().describe("the map's run"),
+    node_id: z.string(),
+    visit: z.number().int(),
+    index: z.number().int().describe("its position in the list: its slot in the map's output"),
+    item: json(),
+    state: z.enum(MAP_ITEM_STATES),
+    child_run_id: z.string().nullable().describe("the run that runs the item (GET /v1/runs/{id}); null while PENDING"),
+    output: json().nullable().describe("the item run's output once SUCCEEDED"),
+    error: VisitErrorSchema.nullable().describe("the item run's error once FAILED or CANCELLED"),
+    started_at: nullableTime(),
+    ended_at: nullableTime(),
+  })
+  .meta({ id: "MapItem", description: "One item of a map visit, run as a child run" });
 
-export const VisitSchema = z.object({
-  run_id: z.string(),
-  node_id: z.string(),
-  visit: z.number().int(),
-  execution_id: z.string(),
-  agent_type: z.string(),
-  state: z.enum(VISIT_STATES),
-  is_current: z.boolean(),
-  loop_activated: z.boolean(),
-  trigger: z.object({ node_id: z.string(), visit: z.number().int() }).nullable(),
-  payload: json().nullable(),
-  output: json().nullable(),
-  error: VisitErrorSchema.nullable(),
-  reason: z.string().nullable(),
-  handled: z.boolean(),
-  fired: z.array(z.string()).nullable(),
-  prior_starts: z.number().int(),
-  items: MapCountsSchema.nullable().describe("a map node's item counts; null for other kinds, and before a map begins"),
-  ...attemptFields,
-});
+export const VisitSchema = z
+  .object({
+    run_id: z.string(),
+    node_id: z.string(),
+    visit: z.number().int(),
+    execution_id: z.string(),
+    agent_type: z.string(),
+    state: z.enum(VISIT_STATES),
+    is_current: z.boolean(),
+    loop_activated: z.boolean(),
+    trigger: z.object({ node_id: z.string(), visit: z.number().int() }).nullable(),
+    payload: json().nullable(),
+    output: json().nullable(),
+    error: VisitErrorSchema.nullable(),
+    reason: z.string().nullable(),
+    handled: z.boolean(),
+    fired: z.array(z.string()).nullable(),
+    prior_starts: z.number().int(),
+    items: MapCountsSchema.nullable().describe(
+      "a map node's item counts; null for other kinds, and before a map begins",
+    ),
+    ...attemptFields,
+  })
+  .meta({ id: "Visit", description: "One visit of a node: its attempts, payload, output or error" });
 
-const CompensationSchema = z.object({
-  run_id: z.string(),
-  seq: z.number().int(),
-  node_id: z.string(),
-  visit: z.number().int(),
-  execution_id: z.string(),
-  agent_type: z.string(),
-  state: z.enum(VISIT_STATES),
-  output: json().nullable(),
-  error: VisitErrorSchema.nullable(),
-  reason: z.string().nullable(),
-  ...attemptFields,
-});
+const CompensationSchema = z
+  .object({
+    run_id: z.string(),
+    seq: z.number().int(),
+    node_id: z.string(),
+    visit: z.number().int(),
+    execution_id: z.string(),
+    agent_type: z.string(),
+    state: z.enum(VISIT_STATES),
+    output: json().nullable(),
+    error: VisitErrorSchema.nullable(),
+    reason: z.string().nullable(),
+    ...attemptFields,
+  })
+  .meta({ id: "Compensation", description: "One step of a failed run's saga: the undoing of a visit" });
 
 export const RunWithNodesSchema = RunSchema.extend({
   nodes: z.array(VisitSchema).describe("the current visit of each node, in document order"),
@@ -156,35 +186,70 @@ export const RunWithNodesSchema = RunSchema.extend({
     .describe(
       "the child runs of its workflow nodes, by node, visit and attempt (not its map items: GET /v1/runs/{id}/nodes/{node_id}/items)",
     ),
+}).meta({
+  id: "RunWithNodes",
+  description: "A run with the current visit of each node, its compensations and child runs",
 });
 
-export const EventSchema = z.object({
-  seq: z.number().int().describe("orders every event of the database"),
-  run_id: z.string(),
-  type: z.string().describe("run.started, node.succeeded, review.requested, ... (DESIGN §9)"),
-  node_id: z.string().nullable(),
-  visit: z.number().int().nullable(),
-  trace_id: z.string(),
-  at: time(),
-  data: z.record(z.string(), z.unknown()),
-});
+export const EventSchema = z
+  .object({
+    seq: z.number().int().describe("orders every event of the database"),
+    run_id: z.string(),
+    type: z.string().describe("run.started, node.succeeded, review.requested, ... (DESIGN §9)"),
+    node_id: z.string().nullable(),
+    visit: z.number().int().nullable(),
+    trace_id: z.string(),
+    at: time(),
+    data: z.record(z.string(), z.unknown()),
+  })
+  .meta({ id: "RunEvent", description: "One event of a run's history (DESIGN §9)" });
 
-export const PendingReviewSchema = z.object({
-  run_id: z.string(),
-  workflow_id: z.string(),
-  node_id: z.string(),
-  visit: z.number().int(),
-  execution_id: z.string(),
-  title: json().nullable(),
-  instructions: json().nullable(),
-  assignees: json().nullable(),
-  data: json().nullable().describe("the review node's payload: what to review"),
-  requested_at: nullableTime(),
-  deadline_at: nullableTime(),
-  trace_id: z.string(),
-});
+export const PendingReviewSchema = z
+  .object({
+    run_id: z.string(),
+    workflow_id: z.string(),
+    node_id: z.string(),
+    visit: z.number().int(),
+    execution_id: z.string(),
+    title: json().nullable(),
+    instructions: json().nullable(),
+    assignees: json().nullable(),
+    data: json().nullable().describe("the review node's payload: what to review"),
+    requested_at: nullableTime(),
+    deadline_at: nullableTime(),
+    trace_id: z.string(),
+  })
+  .meta({ id: "Review", description: "A node waiting for a person's decision" });
 
-export const ProblemSchema = z.object({ path: z.string(), message: z.string() });
+/** A claimed task, as an external worker gets it (DESIGN §5). */
+export const TaskSchema = z
+  .object({
+    run_id: z.string(),
+    node_id: z.string(),
+    agent_type: z.string(),
+    visit: z.number().int(),
+    attempt: z.number().int().describe("send it back with every heartbeat and report"),
+    execution_id: z.string().describe("stable across attempts: the idempotency key of side effects"),
+    payload: json(),
+    input: json(),
+    deps: z.record(z.string(), z.object({ status: z.string(), output: json(), error: json() })),
+    trigger: json().describe("the edge that activated this visit, if any: { node_id, visit, status, output, error }"),
+    compensates: z
+      .object({ execution_id: z.string(), output: json(), error: json() })
+      .optional()
+      .describe("on a compensation's task only: the visit it undoes (DESIGN §6); its execution_id ends in :compensate"),
+    trace_id: z.string(),
+    traceparent: z.string(),
+    workflow_id: z.string(),
+    workflow_version: z.number().int(),
+    deadline_at: z.number().describe("epoch ms: the attempt's hard cap (the node's timeout)"),
+    lease_expires_at: z.number().describe("epoch ms: heartbeat before then, or the attempt fails (lease_expired)"),
+  })
+  .meta({ id: "Task", description: "A claimed attempt of a visit (or of a compensation), for an external worker" });
+
+export const ProblemSchema = z
+  .object({ path: z.string(), message: z.string() })
+  .meta({ id: "Problem", description: "One problem of a definition or a request, with its path" });
 
 /** Path parameters shared by the run routes. */
 export const RunParams = z.object({ run_id: z.string().min(1).max(200) }).strict();

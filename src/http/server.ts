@@ -24,6 +24,7 @@ import { type Access, type Principal, type TokenEntry, Tokens } from "./auth.js"
 import { clientErrorHandler, errorBody, HttpError, handleError, MAX_PARAM_LENGTH } from "./errors.js";
 import { hostChecker } from "./host-check.js";
 import { DEFAULT_LIMITS, type ServerLimits, streamSlots } from "./limits.js";
+import { assertDocumented } from "./openapi.js";
 import { registerEventRoutes } from "./routes/events.js";
 import { registerHealthRoutes } from "./routes/health.js";
 import { registerMeRoutes } from "./routes/me.js";
@@ -44,6 +45,10 @@ declare module "fastify" {
   interface FastifySchema {
     /** One line for the OpenAPI document. */
     summary?: string;
+    /** The operation's stable name in the OpenAPI document (generated clients' method names): every API route has one. */
+    operationId?: string;
+    /** The OpenAPI document's groups the route belongs to (openapi.ts lists them). */
+    tags?: readonly string[];
   }
   interface FastifyRequest {
     /** The caller's token (null when the route is public or the API is open). */
@@ -228,6 +233,7 @@ export async function createServer(options: ServerOptions): Promise<FastifyInsta
   if (options.ui !== false) registerUiRoutes(app, options.ui ?? BUILT_UI_DIR);
   const unguarded = routes.filter((r) => r.config?.access === undefined).map((r) => `${r.method} ${r.url}`);
   if (unguarded.length > 0) throw new Error(`routes without an access rule: ${unguarded.join(", ")}`);
+  assertDocumented(routes);
   await app.ready();
   return app;
 }

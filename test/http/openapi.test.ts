@@ -1,8 +1,14 @@
 import { Ajv2020 } from "ajv/dist/2020.js";
+import type { RouteOptions } from "fastify";
 import { describe, expect, it } from "vitest";
+import { z } from "zod";
+import { PUBLIC } from "../../src/http/auth.js";
+import { assertDocumented, openApiDocument } from "../../src/http/openapi.js";
 import { testApi } from "./helpers.js";
 
 type Operation = {
+  operationId: string;
+  tags: string[];
   summary?: string;
   security: unknown[];
   parameters?: { name: string; in: string; required: boolean; schema: object }[];
@@ -13,7 +19,8 @@ type Document = {
   openapi: string;
   servers?: { url: string }[];
   paths: Record<string, Record<string, Operation>>;
-  components: { schemas: Record<string, object> };
+  tags: { name: string }[];
+  components: { schemas: Record<string, object>; securitySchemes: Record<string, object> };
 };
 
 async function document(publicUrl?: string): Promise<Document> {
@@ -67,7 +74,80 @@ describe("GET /v1/openapi.json", () => {
     }
     expect(doc.paths["/v1/health"]?.get?.security).toEqual([]);
     expect(doc.paths["/v1/runs"]?.post?.security).toEqual([{ bearer: [] }]);
+    expect(doc.components.securitySchemes).toEqual({
+      bearer: expect.objectContaining({ type: "http", scheme: "bearer" }),
+    });
     expect(doc.paths["/v1/runs"]?.post?.responses).toHaveProperty("403");
+  });
+
+  it("names every operation and groups it by tag, for generated clients' method names", async () => {
+    const doc = await document();
+    const operations = Object.values(doc.paths).flatMap((ops) => Object.values(ops));
+    const ids = operations.map((op) => op.operationId);
+    expect(ids.every((id) => /^[a-z][A-Za-z]+$/.test(id))).toBe(true);
+    expect(new Set(ids).size).toBe(ids.length);
+    expect(ids).toEqual(
+      expect.arrayContaining([
+        "listRuns",
+        "getRun",
+        "startRun",
+        "cancelRun",
+        "claimTasks",
+        "completeTask",
+        "getHealth",
+      ]),
+    );
+    expect(doc.paths["/v1/tasks/{execution_id}/heartbeat"]?.post?.operationId).toBe("heartbeatTask");
+    const tags = doc.tags.map((t) => t.name);
+    expect(tags).toEqual(["health", "tokens", "workflows", "runs", "reviews", "events", "tasks"]);
+    for (const op of operations) expect(tags).toEqual(expect.arrayContaining(op.tags));
+    expect(doc.paths["/v1/reviews"]?.get?.tags).toEqual(["reviews"]);
+    // Without a public URL, the document is relative to where it was fetched from.
+    expect(doc.servers).toEqual([{ url: "/" }]);
+  });
+
+  it("lists every status a route answers, each error with the Error schema", async () => {
+    const doc = await document();
+    const statuses = (path: string, method: string) => Object.keys(doc.paths[path]?.[method]?.responses ?? {});
+    expect(statuses("/v1/runs", "post")).toEqual([
+      "201",
+      "400",
+      "401",
+      "403",
+      "404",
+      "409",
+      "413",
+      "415",
+      "503",
+      "default",
+    ]);
+    expect(statuses("/v1/tasks/claim", "post")).toEqual([
+      "200",
+      "400",
+      "401",
+      "403",
+      "413",
+      "415",
+      "429",
+      "503",
+      "default",
+    ]);
+    expect(statuses("/v1/tasks/{execution_id}/heartbeat", "post")).toContain("409");
+    expect(statuses("/v1/stream", "get")).toEqual(["200", "400", "401", "403", "404", "429", "503", "default"]);
+    expect(statuses("/v1/health", "get")).toEqual(["200", "400", "403", "default"]);
+    expect(statuses("/v1/ready", "get")).toEqual(["200", "400", "403", "503", "default"]);
+    for (const ops of Object.values(doc.paths)) {
+      for (const op of Object.values(ops)) {
+        for (const [status, response] of Object.entries(op.responses)) {
+          if (status.startsWith("2")) continue;
+          expect(response.content?.["application/json"]?.schema, `${op.operationId} ${status}`).toEqual({
+            $ref: "#/components/schemas/Error",
+          });
+        }
+      }
+    }
+    const unavailable = doc.paths["/v1/runs"]?.post?.responses["503"] as { headers?: object };
+    expect(unavailable.headers).toHaveProperty("Retry-After");
   });
 
   it("describes parameters, bodies and responses with JSON Schemas that compile", async () => {
@@ -78,9 +158,32 @@ describe("GET /v1/openapi.json", () => {
       required: ["workflow_id"],
       properties: { workflow_id: { type: "string" }, idempotency_key: { type: "string" } },
     });
-    expect(start?.responses["201"]?.content?.["application/json"]?.schema).toMatchObject({
+    // Shared shapes are components, referenced where they are used.
+    expect(start?.responses["201"]?.content?.["application/json"]?.schema).toEqual({
+      $ref: "#/components/schemas/Run",
+    });
+    expect(doc.components.schemas.Run).toMatchObject({
       properties: { run_id: { type: "string" }, status: { enum: expect.arrayContaining(["RUNNING"]) } },
     });
+    expect(Object.keys(doc.components.schemas)).toEqual(
+      expect.arrayContaining([
+        "Run",
+        "RunWithNodes",
+        "Visit",
+        "RunEvent",
+        "Review",
+        "Task",
+        "Error",
+        "WorkflowDefinition",
+      ]),
+    );
+    expect(doc.paths["/v1/runs/{run_id}"]?.get?.responses["200"]?.content?.["application/json"]?.schema).toEqual({
+      $ref: "#/components/schemas/RunWithNodes",
+    });
+    expect(JSON.stringify(doc.components.schemas.RunWithNodes)).toContain('"#/components/schemas/Visit"');
+    expect(JSON.stringify(doc.paths["/v1/tasks/claim"]?.post?.responses["200"])).toContain(
+      '"#/components/schemas/Task"',
+    );
     expect(doc.paths["/v1/runs"]?.get?.parameters?.map((p) => [p.name, p.in, p.required])).toEqual([
       ["status", "query", false],
       ["workflow_id", "query", false],
@@ -88,12 +191,12 @@ describe("GET /v1/openapi.json", () => {
       ["cursor", "query", false],
     ]);
     // A run names its parent attempt; a run with its nodes lists its child runs (DESIGN §11.1).
-    const runSchema = JSON.stringify(doc.paths["/v1/runs/{run_id}"]?.get?.responses["200"]?.content);
+    const runSchema = JSON.stringify([doc.components.schemas.Run, doc.components.schemas.RunWithNodes]);
     expect(runSchema).toContain('"parent"');
     expect(runSchema).toContain('"children"');
     expect(doc.paths["/v1/runs/{run_id}/graph"]?.get?.responses["200"]?.content).toHaveProperty("text/plain");
     // A map visit has its item counts; its items are a route of their own, a page at a time.
-    expect(runSchema).toContain('"pending"');
+    expect(JSON.stringify(doc.components.schemas.MapCounts)).toContain('"pending"');
     const items = doc.paths["/v1/runs/{run_id}/nodes/{node_id}/items"]?.get;
     expect(items?.parameters?.map((p) => [p.name, p.in, p.required])).toEqual([
       ["run_id", "path", true],
@@ -102,7 +205,8 @@ describe("GET /v1/openapi.json", () => {
       ["after", "query", false],
       ["limit", "query", false],
     ]);
-    expect(JSON.stringify(items?.responses["200"]?.content)).toContain('"child_run_id"');
+    expect(JSON.stringify(items?.responses["200"]?.content)).toContain('"#/components/schemas/MapItem"');
+    expect(JSON.stringify(doc.components.schemas.MapItem)).toContain('"child_run_id"');
     expect(doc.paths["/v1/workflows/{id}"]?.put?.requestBody?.content["application/json"]?.schema).toEqual({
       $ref: "#/components/schemas/WorkflowDefinition",
     });
@@ -127,5 +231,46 @@ describe("GET /v1/openapi.json", () => {
       }
     }
     expect(compiled).toBeGreaterThan(50);
+  });
+});
+
+describe("openApiDocument and assertDocumented", () => {
+  const route = (schema: RouteOptions["schema"], url = "/v1/things/:id"): RouteOptions =>
+    ({ method: "POST", url, config: { access: PUBLIC }, schema, handler: () => undefined }) as RouteOptions;
+
+  it("refuses an API route without a camelCase operationId or known tags, or an operationId used twice", () => {
+    expect(() => assertDocumented([route({ summary: "x", tags: ["runs"] })])).toThrow(
+      "POST /v1/things/:id: needs a camelCase schema.operationId",
+    );
+    expect(() => assertDocumented([route({ operationId: "GetThing", tags: ["runs"] })])).toThrow("camelCase");
+    expect(() => assertDocumented([route({ operationId: "getThing", tags: ["things"] })])).toThrow(
+      "schema.tags must list some of health, tokens, workflows, runs, reviews, events, tasks",
+    );
+    const twice = [
+      route({ operationId: "getThing", tags: ["runs"] }),
+      route({ operationId: "getThing", tags: ["runs"] }),
+    ];
+    expect(() => assertDocumented(twice)).toThrow("operationId getThing is already used");
+    // The admin page's files are not API routes.
+    expect(() => assertDocumented([route({}, "/assets/*")])).not.toThrow();
+  });
+
+  it("refuses one component id for two different shapes (an input with a default, the same schema as output)", () => {
+    const Thing = z.object({ n: z.number().default(1) }).meta({ id: "TestThing" });
+    const both = route({ operationId: "putThing", tags: ["runs"], body: Thing, response: { 200: Thing } });
+    expect(() => openApiDocument([both], undefined)).toThrow('the schema with id "TestThing" converts differently');
+    const once = route({ operationId: "getThing", tags: ["runs"], response: { 200: Thing } });
+    expect(openApiDocument([once], undefined)).toMatchObject({
+      paths: {
+        "/v1/things/{id}": {
+          post: {
+            responses: {
+              200: { content: { "application/json": { schema: { $ref: "#/components/schemas/TestThing" } } } },
+            },
+          },
+        },
+      },
+      components: { schemas: { TestThing: { properties: { n: { type: "number" } }, required: ["n"] } } },
+    });
   });
 });

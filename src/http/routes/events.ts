@@ -8,6 +8,7 @@ import type { FastifyInstance } from "fastify";
 import { z } from "zod";
 import type { Json } from "../../core/types.js";
 import { ADMINS } from "../auth.js";
+import { errorResponses } from "../schemas.js";
 import { checkRunScope } from "../scope.js";
 import type { RouteContext } from "../server.js";
 
@@ -39,11 +40,13 @@ export function registerEventRoutes(app: FastifyInstance, { engine }: RouteConte
     {
       config: { access: ADMINS, scoped: true },
       schema: {
+        operationId: "sendEvent",
+        tags: ["events"],
         summary:
           "Send an event to a run: its oldest waiting wait_event takes it, else its inbox keeps it (409 when the run ended)",
         params: RunParams,
         body: SendBody,
-        response: { 200: SendAnswer },
+        response: { ...errorResponses(404, 409, 503), 200: SendAnswer },
       },
     },
     async (request) => {
@@ -61,9 +64,11 @@ export function registerEventRoutes(app: FastifyInstance, { engine }: RouteConte
     {
       config: { access: ADMINS },
       schema: {
+        operationId: "publishEvent",
+        tags: ["events"],
         summary: "Publish an event by key: every run waiting on that name and key receives it",
         body: PublishBody,
-        response: { 200: PublishAnswer },
+        response: { ...errorResponses(503), 200: PublishAnswer },
       },
     },
     async (request) => {

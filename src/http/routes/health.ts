@@ -12,7 +12,10 @@ const Status = z.object({ status: z.literal("ok") });
 export function registerHealthRoutes(app: FastifyInstance, ctx: RouteContext): void {
   app.get(
     "/v1/health",
-    { config: { access: PUBLIC }, schema: { summary: "The process answers", response: { 200: Status } } },
+    {
+      config: { access: PUBLIC },
+      schema: { operationId: "getHealth", tags: ["health"], summary: "The process answers", response: { 200: Status } },
+    },
     async () => ({ status: "ok" as const }),
   );
 
@@ -21,6 +24,8 @@ export function registerHealthRoutes(app: FastifyInstance, ctx: RouteContext): v
     {
       config: { access: PUBLIC },
       schema: {
+        operationId: "getReady",
+        tags: ["health"],
         summary: "The database answers, takes writes, and the server is not stopping",
         response: { 200: Status, 503: ErrorSchema },
       },
@@ -51,7 +56,15 @@ export function registerHealthRoutes(app: FastifyInstance, ctx: RouteContext): v
   let document: unknown = null;
   app.get(
     "/v1/openapi.json",
-    { config: { access: PUBLIC }, schema: { summary: "This document (OpenAPI 3.1)" } },
+    {
+      config: { access: PUBLIC },
+      schema: {
+        operationId: "getOpenApiDocument",
+        tags: ["health"],
+        summary: "This document (OpenAPI 3.1)",
+        response: { 200: z.record(z.string(), z.unknown()).describe("an OpenAPI 3.1 document") },
+      },
+    },
     async () => {
       document ??= openApiDocument(ctx.routes, ctx.publicUrl);
       return document;

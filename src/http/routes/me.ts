@@ -16,7 +16,12 @@ export function registerMeRoutes(app: FastifyInstance, _ctx: RouteContext): void
     "/v1/me",
     {
       config: { access: ROLES, scoped: true },
-      schema: { summary: "The caller's token: role, name and scope", response: { 200: Me } },
+      schema: {
+        operationId: "getMe",
+        tags: ["tokens"],
+        summary: "The caller's token: role, name and scope",
+        response: { 200: Me },
+      },
     },
     async (request): Promise<z.output<typeof Me>> => {
       const p = request.principal;

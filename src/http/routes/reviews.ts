@@ -7,7 +7,7 @@ import type { FastifyInstance } from "fastify";
 import { z } from "zod";
 import { ForbiddenError } from "../../errors.js";
 import { READERS, REVIEWERS } from "../auth.js";
-import { PendingReviewSchema, VisitSchema } from "../schemas.js";
+import { errorResponses, PendingReviewSchema, VisitSchema } from "../schemas.js";
 import { checkRunScope, inScope } from "../scope.js";
 import type { RouteContext } from "../server.js";
 
@@ -43,9 +43,11 @@ export function registerReviewRoutes(app: FastifyInstance, { engine }: RouteCont
     {
       config: { access: READERS, scoped: true },
       schema: {
+        operationId: "listReviews",
+        tags: ["reviews"],
         summary: "Nodes waiting for a person's decision, oldest first",
         querystring: ListQuery,
-        response: { 200: z.object({ reviews: z.array(PendingReviewSchema) }) },
+        response: { ...errorResponses(503), 200: z.object({ reviews: z.array(PendingReviewSchema) }) },
       },
     },
     async (request) => ({
@@ -60,10 +62,12 @@ export function registerReviewRoutes(app: FastifyInstance, { engine }: RouteCont
     {
       config: { access: REVIEWERS, scoped: true },
       schema: {
+        operationId: "decideReview",
+        tags: ["reviews"],
         summary: "Approve or reject a node waiting for review (409 when already decided, 403 when not an assignee)",
         params: NodeParams,
         body: DecisionBody,
-        response: { 200: VisitSchema },
+        response: { ...errorResponses(404, 409, 503), 200: VisitSchema },
       },
     },
     async (request) => {

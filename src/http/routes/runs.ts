@@ -8,7 +8,15 @@ import type { Engine } from "../../engine/engine.js";
 import { MAP_ITEMS_MAX_LIMIT } from "../../engine/map-items.js";
 import { ConflictError, ForbiddenError, ValidationError } from "../../errors.js";
 import { ADMINS, type Principal, READERS } from "../auth.js";
-import { EventSchema, MapItemSchema, RUN_STATUSES, RunParams, RunSchema, RunWithNodesSchema } from "../schemas.js";
+import {
+  EventSchema,
+  errorResponses,
+  MapItemSchema,
+  RUN_STATUSES,
+  RunParams,
+  RunSchema,
+  RunWithNodesSchema,
+} from "../schemas.js";
 import { assertRunInScope, checkRunScope, idsInScope, inScope } from "../scope.js";
 import type { RouteContext } from "../server.js";
 
@@ -81,9 +89,11 @@ export function registerRunRoutes(app: FastifyInstance, { engine }: RouteContext
     {
       config: { access: ADMINS, scoped: true },
       schema: {
+        operationId: "startRun",
+        tags: ["runs"],
         summary: "Start a run of the latest version of a workflow (a traceparent header joins the caller's trace)",
         body: StartBody,
-        response: { 201: RunSchema },
+        response: { ...errorResponses(404, 409, 503), 201: RunSchema },
       },
     },
     async (request, reply) => {
@@ -117,9 +127,12 @@ export function registerRunRoutes(app: FastifyInstance, { engine }: RouteContext
     {
       config: { access: READERS, scoped: true },
       schema: {
+        operationId: "listRuns",
+        tags: ["runs"],
         summary: "Runs, newest first, a page at a time",
         querystring: ListQuery,
         response: {
+          ...errorResponses(503),
           200: z.object({
             runs: z.array(RunSchema),
             next_cursor: z.string().nullable().describe("pass as cursor for the next page; null on the last"),
@@ -148,9 +161,11 @@ export function registerRunRoutes(app: FastifyInstance, { engine }: RouteContext
     {
       config: { access: READERS, scoped: true },
       schema: {
+        operationId: "getRun",
+        tags: ["runs"],
         summary: "A run with its current visits as nodes",
         params: RunParams,
-        response: { 200: RunWithNodesSchema },
+        response: { ...errorResponses(404, 503), 200: RunWithNodesSchema },
       },
     },
     async (request) => {
@@ -166,10 +181,13 @@ export function registerRunRoutes(app: FastifyInstance, { engine }: RouteContext
     {
       config: { access: READERS, scoped: true },
       schema: {
+        operationId: "listMapItems",
+        tags: ["runs"],
         summary: "A map node's items by index, a page at a time, each with its state and the run that runs it",
         params: NodeParams,
         querystring: MapItemsQuery,
         response: {
+          ...errorResponses(404, 503),
           200: z.object({
             items: z.array(MapItemSchema),
             next_after: z.number().int().nullable().describe("pass as after for the next page; null on the last"),
@@ -190,10 +208,12 @@ export function registerRunRoutes(app: FastifyInstance, { engine }: RouteContext
     {
       config: { access: ADMINS, scoped: true },
       schema: {
+        operationId: "cancelRun",
+        tags: ["runs"],
         summary: "Cancel a run (409 when it already ended)",
         params: RunParams,
         body: CancelBody,
-        response: { 200: RunSchema },
+        response: { ...errorResponses(404, 409, 503), 200: RunSchema },
       },
     },
     async (request) => {
@@ -211,10 +231,12 @@ export function registerRunRoutes(app: FastifyInstance, { engine }: RouteContext
     {
       config: { access: ADMINS, scoped: true },
       schema: {
+        operationId: "retryRun",
+        tags: ["runs"],
         summary: "Redrive a FAILED or CANCELLED run (409 otherwise)",
         params: RunParams,
         body: RetryBody,
-        response: { 200: RunSchema },
+        response: { ...errorResponses(404, 409, 503), 200: RunSchema },
       },
     },
     async (request) => {
@@ -232,10 +254,13 @@ export function registerRunRoutes(app: FastifyInstance, { engine }: RouteContext
     {
       config: { access: READERS, scoped: true },
       schema: {
+        operationId: "listRunEvents",
+        tags: ["events"],
         summary: "A run's history, oldest first, after after_seq",
         params: RunParams,
         querystring: EventsQuery,
         response: {
+          ...errorResponses(404, 503),
           200: z.object({
             events: z.array(EventSchema),
             next_after_seq: z
@@ -267,9 +292,11 @@ export function registerRunRoutes(app: FastifyInstance, { engine }: RouteContext
     {
       config: { access: READERS, scoped: true },
       schema: {
+        operationId: "getRunGraph",
+        tags: ["runs"],
         summary: "The run's workflow as a Mermaid flowchart, with node states and the path taken",
         params: RunParams,
-        response: { 200: { content: { "text/plain": { schema: z.string() } } } },
+        response: { ...errorResponses(404, 503), 200: { content: { "text/plain": { schema: z.string() } } } },
       },
     },
     async (request, reply) => {

@@ -13,6 +13,7 @@ import type { RunEvent } from "../../core/types.js";
 import type { Engine } from "../../engine/engine.js";
 import { ValidationError } from "../../errors.js";
 import { READERS } from "../auth.js";
+import { errorResponses } from "../schemas.js";
 import { assertRunInScope, type WorkflowScope } from "../scope.js";
 import type { RouteContext } from "../server.js";
 
@@ -42,9 +43,14 @@ export function registerStreamRoutes(app: FastifyInstance, ctx: RouteContext): v
     {
       config: { access: READERS, scoped: true },
       schema: {
+        operationId: "streamEvents",
+        tags: ["events"],
         summary: "Server-Sent Events: each event as `id: <seq>` and `data: <event JSON>`",
         querystring: StreamQuery,
-        response: { 200: { content: { "text/event-stream": { schema: z.string() } } } },
+        response: {
+          ...errorResponses(404, 429, 503),
+          200: { content: { "text/event-stream": { schema: z.string() } } },
+        },
       },
     },
     async (request, reply) => {

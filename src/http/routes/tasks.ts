@@ -19,32 +19,10 @@ import {
   type WorkerIdentity,
 } from "../../engine/external-requests.js";
 import { AGENTS, type Principal } from "../auth.js";
+import { errorResponses, TaskSchema } from "../schemas.js";
 import type { RouteContext } from "../server.js";
 
 const json = () => z.unknown();
-
-const TaskSchema = z.object({
-  run_id: z.string(),
-  node_id: z.string(),
-  agent_type: z.string(),
-  visit: z.number().int(),
-  attempt: z.number().int().describe("send it back with every heartbeat and report"),
-  execution_id: z.string().describe("stable across attempts: the idempotency key of side effects"),
-  payload: json(),
-  input: json(),
-  deps: z.record(z.string(), z.object({ status: z.string(), output: json(), error: json() })),
-  trigger: json().describe("the edge that activated this visit, if any: { node_id, visit, status, output, error }"),
-  compensates: z
-    .object({ execution_id: z.string(), output: json(), error: json() })
-    .optional()
-    .describe("on a compensation's task only: the visit it undoes (DESIGN §6); its execution_id ends in :compensate"),
-  trace_id: z.string(),
-  traceparent: z.string(),
-  workflow_id: z.string(),
-  workflow_version: z.number().int(),
-  deadline_at: z.number().describe("epoch ms: the attempt's hard cap (the node's timeout)"),
-  lease_expires_at: z.number().describe("epoch ms: heartbeat before then, or the attempt fails (lease_expired)"),
-});
 
 const workerId = z
   .string()
@@ -130,9 +108,11 @@ export function registerTaskRoutes(app: FastifyInstance, { engine }: RouteContex
     {
       config: { access: AGENTS },
       schema: {
+        operationId: "claimTasks",
+        tags: ["tasks"],
         summary: "Claim ready tasks of some agent types, with a lease (long poll with wait_seconds)",
         body: ClaimBody,
-        response: { 200: z.object({ tasks: z.array(TaskSchema) }) },
+        response: { ...errorResponses(429, 503), 200: z.object({ tasks: z.array(TaskSchema) }) },
       },
     },
     async (request, reply) => {
@@ -152,10 +132,12 @@ export function registerTaskRoutes(app: FastifyInstance, { engine }: RouteContex
     {
       config: { access: AGENTS },
       schema: {
+        operationId: "heartbeatTask",
+        tags: ["tasks"],
         summary: `Renew the lease of a claimed task (${conflict})`,
         params: TaskParams,
         body: HeartbeatBody,
-        response: { 200: Answer },
+        response: { ...errorResponses(404, 409, 429, 503), 200: Answer },
       },
     },
     async (request) => {
@@ -173,10 +155,12 @@ export function registerTaskRoutes(app: FastifyInstance, { engine }: RouteContex
     {
       config: { access: AGENTS },
       schema: {
+        operationId: "completeTask",
+        tags: ["tasks"],
         summary: `Report a claimed task's success (${conflict})`,
         params: TaskParams,
         body: CompleteBody,
-        response: { 200: Answer },
+        response: { ...errorResponses(404, 409, 503), 200: Answer },
       },
     },
     async (request) => {
@@ -195,10 +179,12 @@ export function registerTaskRoutes(app: FastifyInstance, { engine }: RouteContex
     {
       config: { access: AGENTS },
       schema: {
+        operationId: "failTask",
+        tags: ["tasks"],
         summary: `Report a claimed task's failure, retried unless retryable is false (${conflict})`,
         params: TaskParams,
         body: FailBody,
-        response: { 200: Answer },
+        response: { ...errorResponses(404, 409, 503), 200: Answer },
       },
     },
     async (request) => {

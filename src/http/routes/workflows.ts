@@ -3,7 +3,7 @@ import type { FastifyInstance } from "fastify";
 import { z } from "zod";
 import { ForbiddenError, NotFoundError, ValidationError } from "../../errors.js";
 import { ADMINS, READERS } from "../auth.js";
-import { ProblemSchema } from "../schemas.js";
+import { errorResponses, ProblemSchema } from "../schemas.js";
 import { inScope } from "../scope.js";
 import type { RouteContext } from "../server.js";
 
@@ -37,8 +37,10 @@ export function registerWorkflowRoutes(app: FastifyInstance, { engine }: RouteCo
     {
       config: { access: READERS, scoped: true },
       schema: {
+        operationId: "listWorkflows",
+        tags: ["workflows"],
         summary: "Registered workflows with their latest versions",
-        response: { 200: z.object({ workflows: z.array(Summary) }) },
+        response: { ...errorResponses(503), 200: z.object({ workflows: z.array(Summary) }) },
       },
     },
     async (request) => ({
@@ -53,9 +55,11 @@ export function registerWorkflowRoutes(app: FastifyInstance, { engine }: RouteCo
     {
       config: { access: READERS, scoped: true },
       schema: {
+        operationId: "validateWorkflow",
+        tags: ["workflows"],
         summary: "Check a definition as PUT would, storing nothing: every problem with its path, and the warnings",
         body: Definition,
-        response: { 200: Checked },
+        response: { ...errorResponses(503), 200: Checked },
       },
     },
     async (request) => engine.checkWorkflow(request.body),
@@ -66,10 +70,12 @@ export function registerWorkflowRoutes(app: FastifyInstance, { engine }: RouteCo
     {
       config: { access: READERS, scoped: true },
       schema: {
+        operationId: "getWorkflow",
+        tags: ["workflows"],
         summary: "A workflow's definition: the latest version, or ?version=N",
         params: Id,
         querystring: VersionQuery,
-        response: { 200: Workflow },
+        response: { ...errorResponses(404, 503), 200: Workflow },
       },
     },
     async (request) => {
@@ -88,10 +94,12 @@ export function registerWorkflowRoutes(app: FastifyInstance, { engine }: RouteCo
     {
       config: { access: ADMINS, scoped: true },
       schema: {
+        operationId: "registerWorkflow",
+        tags: ["workflows"],
         summary: "Register a definition: 201 with a new version, 200 when the content is unchanged",
         params: Id,
         body: Definition,
-        response: { 200: Registered, 201: Registered },
+        response: { ...errorResponses(503), 200: Registered, 201: Registered },
       },
     },
     async (request, reply) => {
