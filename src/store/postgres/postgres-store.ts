@@ -21,6 +21,7 @@ import type {
   RunRead,
   Store,
   StoredWorkflow,
+  StoreGauges,
   StoreTx,
   TransactionOptions,
   VisitKey,
@@ -32,6 +33,7 @@ import {
   DEFAULT_SCHEMA,
 } from "./connection.js";
 import { engineLockName } from "./engine-lock.js";
+import { PENDING_AND_HEARTBEAT, READY_BY_AGENT_TYPE } from "./gauges.js";
 import { RUNS_WAITING_ON_KEY } from "./inbox.js";
 import { type DbMapItem, LIST_MAP_ITEMS, mapItemFromDb } from "./map-items.js";
 import { migrate } from "./migrate.js";
@@ -428,6 +430,14 @@ export class PostgresStore implements Store {
       trace_id: run_trace_id,
       workflow_id: run_workflow_id,
     }));
+  }
+
+  async readGauges(engineId: string, now: number): Promise<StoreGauges> {
+    const [ready, [rest]] = await Promise.all([
+      this.read<StoreGauges["ready"][number]>({ ...READY_BY_AGENT_TYPE, values: [now] }),
+      this.read<Omit<StoreGauges, "ready">>({ ...PENDING_AND_HEARTBEAT, values: [engineId] }),
+    ]);
+    return { ready, ...(rest as Omit<StoreGauges, "ready">) };
   }
 
   async listCompensations(runId: string): Promise<Compensation[]> {

@@ -1,0 +1,19 @@
+/**
+ * The metrics gauges' statements on PostgreSQL (Store.readGauges): the SQLite ones with bound
+ * parameters in PostgreSQL's form. Ready visits are the claim query's (ready by now, payload
+ * resolved), grouped, by the partial index visits_ready.
+ */
+export const READY_BY_AGENT_TYPE = {
+  name: "skein_gauges_ready",
+  text: `SELECT agent_type, count(*) AS visits, min(ready_at) AS oldest_ready_at FROM visits
+          WHERE ready_at IS NOT NULL AND ready_at <= $1 AND payload IS NOT NULL GROUP BY agent_type ORDER BY agent_type`,
+};
+
+/** Reviews and waits by their partial indexes (visits_in_review, visits_waiting); the engine by its key. */
+export const PENDING_AND_HEARTBEAT = {
+  name: "skein_gauges_pending",
+  text: `SELECT
+    (SELECT count(*) FROM visits WHERE state = 'IN_REVIEW') AS pending_reviews,
+    (SELECT count(*) FROM visits WHERE state = 'WAITING') AS pending_waits,
+    (SELECT heartbeat_at FROM engines WHERE engine_id = $1) AS heartbeat_at`,
+};
