@@ -61,16 +61,20 @@ export interface ChildRun {
   status: RunStatus;
 }
 
-/** The database's side of the metrics (DESIGN §9): queue depths and what waits, across every engine. */
+/**
+ * The database's side of the metrics (DESIGN §9): queue depths and what waits, across every
+ * engine. Ages are in ms at the database's time (PostgreSQL's clock unless the store was given
+ * one; SQLite: the `now` passed), the time its due times are written in.
+ */
 export interface StoreGauges {
-  /** Per agent type with any: visits ready by `now` (payload resolved) that nobody claimed, and the oldest one's ready_at. */
-  ready: { agent_type: string; visits: number; oldest_ready_at: number }[];
+  /** Per agent type with any: visits ready (payload resolved) that nobody claimed, and the oldest one's age. */
+  ready: { agent_type: string; visits: number; oldest_age_ms: number }[];
   /** Visits IN_REVIEW (waiting for a person). */
   pending_reviews: number;
   /** Visits WAITING (a sleep, an event). */
   pending_waits: number;
-  /** The engine's last heartbeat as its row holds it; null when it has no row. */
-  heartbeat_at: number | null;
+  /** Since the engine's last heartbeat as its row holds it; null when it has no row. */
+  heartbeat_age_ms: number | null;
 }
 
 /** The identity of a visit row. */

@@ -24,8 +24,8 @@ for (const kind of ["sqlite", "postgres"] as const) {
       await Promise.all(stores.splice(0).map((s) => s.close()));
     });
 
-    async function open(visits: Visit[]): Promise<Store> {
-      const store = await openStore(tempDb(kind), { clock: new ManualClock(NOW) });
+    async function open(visits: Visit[], options = { clock: true }): Promise<Store> {
+      const store = await openStore(tempDb(kind), options.clock ? { clock: new ManualClock(NOW) } : {});
       stores.push(store);
       await store.putWorkflow("core-test", "hash-1", JSON.stringify({ id: "core-test", nodes: [] }), NOW);
       await store.transaction(async (tx) => {
@@ -53,12 +53,12 @@ for (const kind of ["sqlite", "postgres"] as const) {
       const gauges = await store.readGauges("nobody", NOW);
       expect(gauges).toEqual({
         ready: [
-          { agent_type: "editor", visits: 1, oldest_ready_at: NOW - 2000 },
-          { agent_type: "writer", visits: 2, oldest_ready_at: NOW - 5000 },
+          { agent_type: "editor", visits: 1, oldest_age_ms: 2000 },
+          { agent_type: "writer", visits: 2, oldest_age_ms: 5000 },
         ],
         pending_reviews: 1,
         pending_waits: 2,
-        heartbeat_at: null,
+        heartbeat_age_ms: null,
       });
     });
 
@@ -70,7 +70,22 @@ for (const kind of ["sqlite", "postgres"] as const) {
       );
       await store.heartbeat("e1", NOW + 1500);
       const gauges = await store.readGauges("e1", NOW + 2000);
-      expect(gauges).toEqual({ ready: [], pending_reviews: 0, pending_waits: 0, heartbeat_at: NOW + 1500 });
+      expect(gauges).toEqual({ ready: [], pending_reviews: 0, pending_waits: 0, heartbeat_age_ms: 500 });
     });
+
+    // SQLite has no clock of its own: the engine's `now` is its time.
+    if (kind === "postgres") {
+      it("reads at the database's time when the store has no clock", async () => {
+        // Rows written at NOW, before the database's time: ready, and at least as old as their ready_at says.
+        const store = await open([at("a", "PENDING", { agent_type: "writer", ready_at: NOW - 5000, payload: {} })], {
+          clock: false,
+        });
+        const gauges = await store.readGauges("nobody", Number.MAX_SAFE_INTEGER);
+        expect(gauges.ready).toHaveLength(1);
+        expect(gauges.ready[0]?.visits).toBe(1);
+        expect(gauges.ready[0]?.oldest_age_ms).toBeGreaterThanOrEqual(5000);
+        expect(gauges.ready[0]?.oldest_age_ms).toBeLessThan(Number.MAX_SAFE_INTEGER - NOW);
+      });
+    }
   });
 }

@@ -33,7 +33,7 @@ import {
   DEFAULT_SCHEMA,
 } from "./connection.js";
 import { engineLockName } from "./engine-lock.js";
-import { PENDING_AND_HEARTBEAT, READY_BY_AGENT_TYPE } from "./gauges.js";
+import { gaugeStatements } from "./gauges.js";
 import { RUNS_WAITING_ON_KEY } from "./inbox.js";
 import { type DbMapItem, LIST_MAP_ITEMS, mapItemFromDb } from "./map-items.js";
 import { migrate } from "./migrate.js";
@@ -136,6 +136,7 @@ const WORKFLOWS = selectList(WORKFLOW_COLUMNS);
 
 /** How many times a read that lost its connection is tried. */
 const READ_ATTEMPTS = 3;
+const GAUGES = gaugeStatements(DB_NOW);
 /** The same for marking an engine stopped, which closing waits for. */
 const STOP_ATTEMPTS = 5;
 
@@ -433,9 +434,10 @@ export class PostgresStore implements Store {
   }
 
   async readGauges(engineId: string, now: number): Promise<StoreGauges> {
+    const at = this.clock ? now : null;
     const [ready, [rest]] = await Promise.all([
-      this.read<StoreGauges["ready"][number]>({ ...READY_BY_AGENT_TYPE, values: [now] }),
-      this.read<Omit<StoreGauges, "ready">>({ ...PENDING_AND_HEARTBEAT, values: [engineId] }),
+      this.read<StoreGauges["ready"][number]>({ ...GAUGES.ready, values: [at] }),
+      this.read<Omit<StoreGauges, "ready">>({ ...GAUGES.pending, values: [at, engineId] }),
     ]);
     return { ready, ...(rest as Omit<StoreGauges, "ready">) };
   }

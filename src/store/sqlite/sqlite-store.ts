@@ -369,8 +369,8 @@ export class SqliteStore implements Store {
   }
 
   async readGauges(engineId: string, now: number): Promise<StoreGauges> {
-    const ready = this.read(READY_BY_AGENT_TYPE).all(now) as StoreGauges["ready"];
-    const rest = this.read(PENDING_AND_HEARTBEAT).get(engineId) as Omit<StoreGauges, "ready">;
+    const ready = this.read(READY_BY_AGENT_TYPE).all({ now }) as StoreGauges["ready"];
+    const rest = this.read(PENDING_AND_HEARTBEAT).get({ now, engineId }) as Omit<StoreGauges, "ready">;
     return { ready, ...rest };
   }
 
