@@ -121,6 +121,38 @@ for (const kind of ["sqlite", "postgres"] as const) {
       }
     });
 
+    it("counts each attempt of a retried node by its own outcome, timed from its own claim", async () => {
+      let calls = 0;
+      const metrics = prometheusMetrics();
+      const t = await testApi({
+        engine: {
+          database: tempDb(kind),
+          meterProvider: metrics.meterProvider,
+          agents: {
+            flaky: () => {
+              calls += 1;
+              if (calls === 1) throw new Error("the first try fails");
+              return { ok: true };
+            },
+          },
+        },
+        server: { metrics: metrics.reader },
+      });
+      await t.engine.registerWorkflow({
+        id: "flaky",
+        nodes: [{ node_id: "a", agent_type: "flaky", retry_count: 1, retry_interval: 0 }],
+      });
+      const run = await t.engine.startRun("flaky");
+      expect((await t.engine.waitForRun(run.run_id)).status).toBe("SUCCEEDED");
+
+      const res = await t.app.inject({ url: "/metrics", headers: bearer(TOKENS.admin) });
+      const s = parsePrometheus(res.body);
+      expect(value(s, "skein_attempts_total", { agent_type: "flaky", outcome: "retrying" })).toBe(1);
+      expect(value(s, "skein_attempts_total", { agent_type: "flaky", outcome: "succeeded" })).toBe(1);
+      expect(value(s, "skein_attempt_duration_seconds_count", { agent_type: "flaky", outcome: "retrying" })).toBe(1);
+      expect(value(s, "skein_runs_ended_total", { workflow: "flaky", status: "succeeded" })).toBe(1);
+    });
+
     it("shows a visit nobody claims as queue depth 1, with its age, and a review waiting", async () => {
       const { engine, clock, scrape } = await api();
       for (const w of [UNHANDLED, WORKFLOWS.review]) await engine.registerWorkflow(w);
