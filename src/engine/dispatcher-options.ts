@@ -1,5 +1,6 @@
 /** What the Dispatcher is given: the store and registry, limits and timings, and the hooks it calls after a commit. */
 import type { Logger } from "pino";
+import type { RunState } from "../core/scheduler.js";
 import type { Run, RunEvent } from "../core/types.js";
 import type { Store, VisitKey } from "../store/store.js";
 import type { Clock } from "./clock.js";
@@ -18,6 +19,11 @@ export interface DispatcherHooks {
   abort(executionId: string, reason: string): void;
   /** Committed events, in order. */
   published(events: RunEvent[]): void;
+  /**
+   * A transaction committed (metrics.ts): its events, the states of the runs it wrote (a run's
+   * workflow, its nodes' agent types) and how long it took in seconds.
+   */
+  committed?(events: readonly RunEvent[], runs: ReadonlyMap<string, RunState>, seconds: number): void;
   /** Agent types with ready visits a flush left unclaimed (external workers may be waiting). */
   readyWaiting(agentTypes: string[]): void;
   /** In-process attempts now held, per agent type (for the limits). */

@@ -227,6 +227,8 @@ export class Dispatcher {
     let flush: Flush | null = null;
     let outcome: FlushOutcome;
     const began = this.o.clock.now();
+    // Real time, not the clock: a transaction's duration is a measurement (metrics), not a due time.
+    const timer = performance.now();
     try {
       outcome = await this.o.store.transaction(
         async (tx) => {
@@ -261,6 +263,9 @@ export class Dispatcher {
       this.lost = this.lost.filter((a) => !started.has(`${a.execution_id}#${a.attempt}`));
     }
     this.deadEngines.push(...outcome.unrecovered);
+    // Counted before anyone hears of the commit: a listener that then reads the metrics sees it.
+    const written = (flush as Flush | null)?.states ?? new Map();
+    this.o.hooks.committed?.(outcome.events, written, (performance.now() - timer) / 1000);
     this.afterCommit(outcome);
     // Due times are the transaction's clock; the timer runs on this process's: count the time
     // this transaction took, or a slow flush arms its wake-up late by that much.

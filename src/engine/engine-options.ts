@@ -1,4 +1,5 @@
 /** The options and answers of the public Engine (engine.ts): what a caller passes and gets back. */
+import type { MeterProvider } from "@opentelemetry/api";
 import type { Logger } from "pino";
 import type { AgentHandler, DecideHook } from "../agents/task.js";
 import type { Compensation, Json, Run, RunEvent, Visit } from "../core/types.js";
@@ -75,6 +76,13 @@ export interface EngineOptions {
   logger?: Logger;
   /** @defaultValue `<host>-<pid>-<random>` */
   engineId?: string;
+  /**
+   * Where the engine's metrics go (DESIGN §9: runs, attempts, durations, queue depths; metrics.ts
+   * lists them): an OpenTelemetry MeterProvider, e.g. the SDK's with an OTLP exporter. Read once,
+   * when the engine is created. `skein serve` passes its own, exported at `GET /metrics`.
+   * @defaultValue the global one (`metrics.getMeterProvider()`: a no-op unless the host set one before)
+   */
+  meterProvider?: MeterProvider;
   /**
    * Notifiers called on `review.requested`, `run.failed` and `run.needs_attention`: each webhook
    * gets a JSON POST with a `traceparent` header, and `hook` the same notification. Delivery is

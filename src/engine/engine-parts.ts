@@ -13,6 +13,7 @@ import { Dispatcher } from "./dispatcher.js";
 import type { EngineOptions } from "./engine-options.js";
 import { ExternalWorkers } from "./external.js";
 import { rateLimitsOf } from "./flush-limits.js";
+import type { EngineMetrics } from "./metrics.js";
 import { Notifier } from "./notifier.js";
 import { WorkflowRegistry } from "./registry.js";
 import type { Subscribers } from "./subscribers.js";
@@ -32,6 +33,8 @@ export interface PartsContext {
   clock: Clock;
   logger: Logger;
   subscribers: Subscribers;
+  /** The engine's metrics, fed by committed transactions (null for a client). */
+  metrics: EngineMetrics | null;
   maxPayloadBytes: number;
   /** Whether the engine was closed (waiting external claims then return empty). */
   closed: () => boolean;
@@ -86,6 +89,7 @@ export function createParts(c: PartsContext): EngineParts {
         notifier?.notify(events);
         c.subscribers.publish(events);
       },
+      committed: (events, runs, seconds) => c.metrics?.committed(events, runs, seconds),
       inFlight: () => attempts.inFlight(),
       readyWaiting: (types) => external?.readyWaiting(types),
     },

@@ -2,7 +2,9 @@
  * The public engine: `createEngine` opens the database, recovers what a dead engine left, and
  * serves runs. The methods here validate and delegate: state changes go through the Dispatcher.
  */
+
 import { hostname } from "node:os";
+import { metrics } from "@opentelemetry/api";
 import { type Logger, pino } from "pino";
 import type { Json, Run, RunEvent, Visit } from "../core/types.js";
 import { EngineClosedError, NotFoundError, type UnavailableError, ValidationError } from "../errors.js";
@@ -33,6 +35,7 @@ import type {
 import { randomHex } from "./ids.js";
 import type { PublishEventAnswer, SendEventAnswer } from "./inputs.js";
 import { type ListMapItemsOptions, listMapItems, type MapItemPage } from "./map-items.js";
+import { EngineMetrics } from "./metrics.js";
 import type { Notifier } from "./notifier.js";
 import { openStore } from "./open-store.js";
 import { ITEM_SEPARATOR, type RegisteredWorkflow, type WorkflowCheck, type WorkflowRegistry } from "./registry.js";
@@ -111,6 +114,8 @@ export class Engine {
   private readonly external: ExternalWorkers;
   /** Listeners of every event, and of one run's events (keyed by run_id, so many waiters stay cheap). */
   private readonly subscribers: Subscribers;
+  /** Null for a client: its gauges would repeat the engines'. */
+  private readonly metrics: EngineMetrics | null;
   private readonly maxPayloadBytes: number;
   private heartbeatTimer: ReturnType<Clock["setTimeout"]> | null = null;
   /** @internal the retention option's pruning, when it has one (tests wait for its batches) */
@@ -140,6 +145,17 @@ export class Engine {
             logger: this.logger,
           })
         : null;
+    const agentTypes = Object.keys(options.agents ?? {});
+    this.metrics = serve
+      ? new EngineMetrics({
+          meterProvider: options.meterProvider ?? metrics.getMeterProvider(),
+          store,
+          engineId: this.engineId,
+          clock: this.clock,
+          logger: this.logger,
+          agentTypes: () => agentTypes,
+        })
+      : null;
     const parts = createParts({
       store,
       options,
@@ -147,6 +163,7 @@ export class Engine {
       clock: this.clock,
       logger: this.logger,
       subscribers: this.subscribers,
+      metrics: this.metrics,
       maxPayloadBytes: this.maxPayloadBytes,
       closed: () => this.closed,
     });
@@ -487,6 +504,7 @@ export class Engine {
       // Left to look alive until its heartbeat goes stale: the next engine then recovers its attempts.
       this.logger.warn({ err }, "skein: could not record that the engine stopped");
     }
+    this.metrics?.stop();
     const released = await untilDeadline(this.store.close(), Date.now() + CLOSE_GRACE_MS);
     if (!released) this.logger.warn("skein: the database connection did not close in time; left to the process's exit");
     this.subscribers.clear();

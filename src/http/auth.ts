@@ -5,7 +5,8 @@
  * tokens the API is open (and `skein serve` binds to loopback only).
  *
  * Roles: `admin` may do everything; `reviewer` may read and decide reviews as the identity its
- * token names; `agent` may only use the external-agent routes (/v1/tasks/*) for its agent types.
+ * token names; `agent` may only use the external-agent routes (/v1/tasks/*) for its agent types;
+ * `metrics` may only scrape `GET /metrics` (a Prometheus server's token reads nothing else).
  * An admin or reviewer token may be scoped to workflows (scope.ts).
  */
 import { createHash, timingSafeEqual } from "node:crypto";
@@ -16,7 +17,7 @@ import { type Problem, ValidationError } from "../errors.js";
 import { HttpError } from "./errors.js";
 import { WORKFLOW_PATTERN, WorkflowScope } from "./scope.js";
 
-export const ROLES = ["admin", "agent", "reviewer"] as const;
+export const ROLES = ["admin", "agent", "reviewer", "metrics"] as const;
 export type Role = (typeof ROLES)[number];
 
 /** Who may call a route: `public` (no token), or the roles allowed. */
@@ -30,6 +31,8 @@ export const REVIEWERS: Access = ["admin", "reviewer"];
 export const ADMINS: Access = ["admin"];
 /** The external-agent protocol. */
 export const AGENTS: Access = ["admin", "agent"];
+/** Scraping the metrics (`GET /metrics`): counts across every workflow, so never a scoped token. */
+export const SCRAPERS: Access = ["admin", "metrics"];
 
 const MIN_TOKEN_LENGTH = 16;
 
@@ -58,6 +61,14 @@ const TokenEntrySchema = z
         code: "custom",
         path: ["workflows"],
         message: "only admin and reviewer tokens may be scoped to workflows; an agent token is limited by agent_types",
+      });
+    }
+    if (entry.role === "metrics" && (entry.workflows !== undefined || entry.agent_types !== undefined)) {
+      // Metrics count every workflow and agent type at once: a scope there would not hold.
+      ctx.addIssue({
+        code: "custom",
+        path: [entry.workflows !== undefined ? "workflows" : "agent_types"],
+        message: "a metrics token reads every workflow's metrics: leave workflows and agent_types out",
       });
     }
     if (entry.role === "agent" && entry.agent_types === undefined) {
@@ -104,7 +115,7 @@ export function checkTokens(value: unknown, source = "tokens"): TokenEntry[] {
   const problems = [...(parsed.success ? [] : issuesToProblems(parsed.error.issues)), ...duplicates(value)];
   if (!parsed.success || problems.length > 0) {
     throw new ValidationError(
-      `${source} is not a valid token list (a JSON list of { "token", "role": "admin" | "agent" | "reviewer", "name", "agent_types", "workflows" })`,
+      `${source} is not a valid token list (a JSON list of { "token", "role": "admin" | "agent" | "reviewer" | "metrics", "name", "agent_types", "workflows" })`,
       problems,
     );
   }

@@ -9,9 +9,11 @@
  * const engine = await createEngine({ database: "sqlite:./skein.db", agents });
  * const app = await createServer({ engine, tokens: [{ token, role: "admin", name: "ops" }] });
  * await app.listen({ host: "127.0.0.1", port: 8080 });
+ * (With `meterProvider` and `metrics` from `prometheusMetrics()`, `GET /metrics` too.)
  */
 import { randomUUID } from "node:crypto";
 import type { ServerResponse } from "node:http";
+import type { MetricReader } from "@opentelemetry/sdk-metrics";
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController, type RouteOptions } from "fastify";
 import { type Logger, pino } from "pino";
 import type { z } from "zod";
@@ -28,6 +30,7 @@ import { assertDocumented } from "./openapi.js";
 import { registerEventRoutes } from "./routes/events.js";
 import { registerHealthRoutes } from "./routes/health.js";
 import { registerMeRoutes } from "./routes/me.js";
+import { registerMetricsRoutes } from "./routes/metrics.js";
 import { registerReviewRoutes } from "./routes/reviews.js";
 import { registerRunRoutes } from "./routes/runs.js";
 import { registerStreamRoutes } from "./routes/stream.js";
@@ -76,6 +79,11 @@ export interface ServerOptions {
   limits?: ServerLimits;
   /** @internal the SSE heartbeat interval, ms. @defaultValue 15000 */
   heartbeatMs?: number;
+  /**
+   * The reader of the engine's MeterProvider, served as Prometheus text at `GET /metrics` (admin
+   * and metrics tokens); `prometheusMetrics()` makes the pair. @defaultValue none: no /metrics
+   */
+  metrics?: MetricReader;
 }
 
 /** What route modules get besides the app. */
@@ -90,6 +98,8 @@ export interface RouteContext {
   /** Every route registered, for the OpenAPI document. */
   routes: readonly RouteOptions[];
   publicUrl: string | undefined;
+  /** The reader `GET /metrics` serves (none: the route is not there). */
+  metrics: MetricReader | undefined;
   /** False once the server is closing: /v1/ready answers 503. */
   accepting(): boolean;
 }
@@ -108,6 +118,7 @@ const ROUTE_MODULES: ((app: FastifyInstance, ctx: RouteContext) => void)[] = [
   registerEventRoutes,
   registerStreamRoutes,
   registerTaskRoutes,
+  registerMetricsRoutes,
 ];
 
 /** Builds the API (routes registered, not listening): use `app.inject` or `app.listen`. */
@@ -150,6 +161,7 @@ export async function createServer(options: ServerOptions): Promise<FastifyInsta
     streamSlots: streamSlots(limits.streamsPerToken, limits.streams),
     routes,
     publicUrl: options.publicUrl,
+    metrics: options.metrics,
     accepting: () => accepting,
   };
 
@@ -266,3 +278,5 @@ function depthOver(value: unknown, max: number): boolean {
   }
   return false;
 }
+
+export { prometheusMetrics } from "./metrics.js";

@@ -61,6 +61,22 @@ export interface ChildRun {
   status: RunStatus;
 }
 
+/**
+ * The database's side of the metrics (DESIGN §9): queue depths and what waits, across every
+ * engine. Ages are in ms at the database's time (PostgreSQL's clock unless the store was given
+ * one; SQLite: the `now` passed), the time its due times are written in.
+ */
+export interface StoreGauges {
+  /** Per agent type with any: visits ready (payload resolved) that nobody claimed, and the oldest one's age. */
+  ready: { agent_type: string; visits: number; oldest_age_ms: number }[];
+  /** Visits IN_REVIEW (waiting for a person). */
+  pending_reviews: number;
+  /** Visits WAITING (a sleep, an event). */
+  pending_waits: number;
+  /** Since the engine's last heartbeat as its row holds it; null when it has no row. */
+  heartbeat_age_ms: number | null;
+}
+
 /** The identity of a visit row. */
 export interface VisitKey {
   run_id: string;
@@ -125,6 +141,12 @@ export interface Store {
   runsWaitingOnKey(name: string, key: string, limit: number): Promise<string[]>;
   /** Visits waiting for a person (IN_REVIEW), oldest first. */
   listReviews(): Promise<(Visit & { trace_id: string; workflow_id: string })[]>;
+  /**
+   * What the metrics gauges show (DESIGN §9), read outside a transaction: two statements, each
+   * answered by an index (ready visits, reviews, waits, the engine's row). Idempotent; throws
+   * DatabaseError when the database does not answer.
+   */
+  readGauges(engineId: string, now: number): Promise<StoreGauges>;
   /** The run's compensation rows, by seq. */
   listCompensations(runId: string): Promise<Compensation[]>;
 

@@ -154,7 +154,7 @@ export interface PendingReview {
 
 /** GET /v1/me: the signed-in token (role null: the API has no tokens). */
 export interface Me {
-  role: "admin" | "agent" | "reviewer" | null;
+  role: "admin" | "agent" | "reviewer" | "metrics" | null;
   name: string | null;
   workflows: string[] | null;
 }

@@ -58,6 +58,13 @@ describe("skein serve", () => {
       (run) => run.status !== "RUNNING",
     );
     expect(done.status).toBe("SUCCEEDED");
+    // skein serve wires the engine's metrics to GET /metrics (test/http/metrics.test.ts parses them).
+    const scraped = await fetch(`${url}/metrics`, { headers: admin });
+    expect(scraped.status).toBe(200);
+    expect(scraped.headers.get("content-type")).toBe("text/plain; version=0.0.4; charset=utf-8");
+    const text = await scraped.text();
+    expect(text).toContain('skein_runs_ended_total{workflow="echo",status="succeeded"} 1');
+    expect(text).toContain('skein_attempts_total{agent_type="echo",outcome="succeeded"} 1');
 
     server.proc.kill("SIGTERM");
     const result = await server.result();

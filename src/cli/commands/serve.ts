@@ -30,7 +30,7 @@ export function registerServe(program: Command): void {
     .option("--agents <module>", "agents module (.js, .mjs or .ts): its default export maps agent_type to handler")
     .option(
       "--tokens <file>",
-      'bearer tokens, a JSON list of { "token", "role": "admin"|"agent"|"reviewer", "name", "agent_types", "workflows" }; else SKEIN_TOKENS (the same JSON); none: the API is open, on loopback only (and answers only loopback Host names)',
+      'bearer tokens, a JSON list of { "token", "role": "admin"|"agent"|"reviewer"|"metrics", "name", "agent_types", "workflows" }; else SKEIN_TOKENS (the same JSON); none: the API is open, on loopback only (and answers only loopback Host names)',
     )
     .option("--body-limit <bytes>", "largest request body; larger ones get 413", positiveInt, 1024 * 1024)
     .option("--public-url <url>", "the API's address as clients reach it (review notification links, OpenAPI servers)")
@@ -53,16 +53,26 @@ export function registerServe(program: Command): void {
       const { pino } = await import("pino");
       const logger = pino({ level: process.env.SKEIN_LOG_LEVEL ?? "info" }, pino.destination({ dest: 1, sync: true }));
       const { createEngine } = await library();
-      const { createServer } = await import("../../http/server.js");
+      const { createServer, prometheusMetrics } = await import("../../http/server.js");
+      // The engine's instruments go to this provider, whose reader GET /metrics serves.
+      const metrics = prometheusMetrics();
       const engine = await createEngine({
         database: dbOf(command),
         agents,
         logger,
+        meterProvider: metrics.meterProvider,
         ...(publicUrl ? { publicUrl } : {}),
       });
       const stop = stopSignal();
       try {
-        const app = await createServer({ engine, tokens, bodyLimit: options.bodyLimit, logger, publicUrl });
+        const app = await createServer({
+          engine,
+          tokens,
+          bodyLimit: options.bodyLimit,
+          logger,
+          publicUrl,
+          metrics: metrics.reader,
+        });
         try {
           await app.listen({ host: options.host, port: options.port });
         } catch (e) {
@@ -80,12 +90,13 @@ export function registerServe(program: Command): void {
           "serving",
         );
         process.stderr.write(
-          `skein: serving the HTTP API on ${url}/v1 and the admin page on ${url}/ (${tokens.length > 0 ? `${tokens.length} token${tokens.length > 1 ? "s" : ""}` : "no tokens: open, loopback only"}); SIGINT or SIGTERM stops\n`,
+          `skein: serving the HTTP API on ${url}/v1, the admin page on ${url}/ and metrics on ${url}/metrics (${tokens.length > 0 ? `${tokens.length} token${tokens.length > 1 ? "s" : ""}` : "no tokens: open, loopback only"}); SIGINT or SIGTERM stops\n`,
         );
         const signal = await stop.received;
         logger.info({ signal }, "stopping: no new requests; closing event streams, then the engine");
         await app.close();
         await engine.close();
+        await metrics.meterProvider.shutdown();
         logger.info("stopped");
       } finally {
         stop.dispose();

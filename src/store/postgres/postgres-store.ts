@@ -21,6 +21,7 @@ import type {
   RunRead,
   Store,
   StoredWorkflow,
+  StoreGauges,
   StoreTx,
   TransactionOptions,
   VisitKey,
@@ -32,6 +33,7 @@ import {
   DEFAULT_SCHEMA,
 } from "./connection.js";
 import { engineLockName } from "./engine-lock.js";
+import { gaugeStatements } from "./gauges.js";
 import { RUNS_WAITING_ON_KEY } from "./inbox.js";
 import { type DbMapItem, LIST_MAP_ITEMS, mapItemFromDb } from "./map-items.js";
 import { migrate } from "./migrate.js";
@@ -134,6 +136,7 @@ const WORKFLOWS = selectList(WORKFLOW_COLUMNS);
 
 /** How many times a read that lost its connection is tried. */
 const READ_ATTEMPTS = 3;
+const GAUGES = gaugeStatements(DB_NOW);
 /** The same for marking an engine stopped, which closing waits for. */
 const STOP_ATTEMPTS = 5;
 
@@ -428,6 +431,15 @@ export class PostgresStore implements Store {
       trace_id: run_trace_id,
       workflow_id: run_workflow_id,
     }));
+  }
+
+  async readGauges(engineId: string, now: number): Promise<StoreGauges> {
+    const at = this.clock ? now : null;
+    const [ready, [rest]] = await Promise.all([
+      this.read<StoreGauges["ready"][number]>({ ...GAUGES.ready, values: [at] }),
+      this.read<Omit<StoreGauges, "ready">>({ ...GAUGES.pending, values: [at, engineId] }),
+    ]);
+    return { ready, ...(rest as Omit<StoreGauges, "ready">) };
   }
 
   async listCompensations(runId: string): Promise<Compensation[]> {

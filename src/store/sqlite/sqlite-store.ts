@@ -19,12 +19,14 @@ import type {
   RunRead,
   Store,
   StoredWorkflow,
+  StoreGauges,
   StoreTx,
   VisitKey,
 } from "../store.js";
 import { Checkpointer } from "./checkpointer.js";
 import { assertDirectory, configure, openConnection, WAL_CHECKPOINT_BYTES, walBytes } from "./connection.js";
 import { EngineLock, engineLockPath } from "./engine-lock.js";
+import { PENDING_AND_HEARTBEAT, READY_BY_AGENT_TYPE } from "./gauges.js";
 import { RUNS_WAITING_ON_KEY, sqliteInbox } from "./inbox.js";
 import { type DbMapItem, LIST_MAP_ITEMS, mapItemFromDb, sqliteMapItems } from "./map-items.js";
 import { assertSkeinDatabase, migrate } from "./migrate.js";
@@ -364,6 +366,12 @@ export class SqliteStore implements Store {
       trace_id: run_trace_id,
       workflow_id: run_workflow_id,
     }));
+  }
+
+  async readGauges(engineId: string, now: number): Promise<StoreGauges> {
+    const ready = this.read(READY_BY_AGENT_TYPE).all({ now }) as StoreGauges["ready"];
+    const rest = this.read(PENDING_AND_HEARTBEAT).get({ now, engineId }) as Omit<StoreGauges, "ready">;
+    return { ready, ...rest };
   }
 
   onReady(): void {

@@ -1,0 +1,25 @@
+/**
+ * The metrics gauges' statements on PostgreSQL (Store.readGauges): the SQLite ones, at `$1`
+ * when the store was given a clock, else at the database's time (`dbNow`, the clock its due
+ * times are written in). Ready visits are the claim query's (ready by now, payload resolved),
+ * grouped, by the partial index visits_ready.
+ */
+export function gaugeStatements(dbNow: string) {
+  const now = `(SELECT coalesce($1::bigint, ${dbNow}) AS now)`;
+  return {
+    ready: {
+      name: "skein_gauges_ready",
+      text: `SELECT agent_type, count(*) AS visits, t.now - min(ready_at) AS oldest_age_ms FROM visits, ${now} t
+              WHERE ready_at IS NOT NULL AND ready_at <= t.now AND payload IS NOT NULL
+              GROUP BY agent_type, t.now ORDER BY agent_type`,
+    },
+    // Reviews and waits by their partial indexes (visits_in_review, visits_waiting); the engine by its key.
+    pending: {
+      name: "skein_gauges_pending",
+      text: `SELECT
+        (SELECT count(*) FROM visits WHERE state = 'IN_REVIEW') AS pending_reviews,
+        (SELECT count(*) FROM visits WHERE state = 'WAITING') AS pending_waits,
+        (SELECT t.now - heartbeat_at FROM engines, ${now} t WHERE engine_id = $2) AS heartbeat_age_ms`,
+    },
+  };
+}

@@ -1,0 +1,91 @@
+/**
+ * Store.readGauges (the metrics gauges, DESIGN §9) on both stores: a real SQLite file and a
+ * fresh PostgreSQL schema, rows written through the store's own transactions.
+ */
+import { afterEach, describe, expect, it } from "vitest";
+import type { Visit } from "../../src/core/types.js";
+import { openStore } from "../../src/engine/open-store.js";
+import { ManualClock } from "../../src/index.js";
+import type { Store } from "../../src/store/store.js";
+import { makeRun, visit } from "../core/helpers.js";
+import { tempDb } from "../helpers.js";
+
+const NOW = Date.UTC(2026, 0, 1);
+
+function at(node_id: string, state: Visit["state"], extra: Partial<Visit>): Visit {
+  return visit(node_id, state, { run_id: "r1", created_at: NOW, ...extra });
+}
+
+for (const kind of ["sqlite", "postgres"] as const) {
+  describe(`readGauges (${kind})`, () => {
+    const stores: Store[] = [];
+
+    afterEach(async () => {
+      await Promise.all(stores.splice(0).map((s) => s.close()));
+    });
+
+    async function open(visits: Visit[], options = { clock: true }): Promise<Store> {
+      const store = await openStore(tempDb(kind), options.clock ? { clock: new ManualClock(NOW) } : {});
+      stores.push(store);
+      await store.putWorkflow("core-test", "hash-1", JSON.stringify({ id: "core-test", nodes: [] }), NOW);
+      await store.transaction(async (tx) => {
+        await tx.insertRuns([
+          makeRun({ run_id: "r1", created_at: NOW, updated_at: NOW, deadline_at: NOW + 3_600_000 }),
+        ]);
+        await tx.insertVisits(visits);
+      });
+      return store;
+    }
+
+    it("counts ready, resolved, unclaimed visits per agent type with the oldest, and what waits", async () => {
+      const store = await open([
+        at("a", "PENDING", { agent_type: "writer", ready_at: NOW - 5000, payload: {} }),
+        at("b", "RETRYING", { agent_type: "writer", ready_at: NOW - 1000, payload: { n: 1 } }),
+        at("c", "PENDING", { agent_type: "editor", ready_at: NOW - 2000, payload: {} }),
+        // Not ready yet (a retry due later), not resolved (no payload), claimed (no ready_at): not counted.
+        at("d", "RETRYING", { agent_type: "editor", ready_at: NOW + 60_000, payload: {} }),
+        at("e", "PENDING", { agent_type: "editor", ready_at: NOW - 9000, payload: null }),
+        at("f", "RUNNING", { agent_type: "editor", ready_at: null, payload: {}, attempt: 1, holder: "x" }),
+        at("g", "IN_REVIEW", { agent_type: "human_review", payload: {} }),
+        at("h", "WAITING", { agent_type: "sleep", payload: {} }),
+        at("i", "WAITING", { agent_type: "wait_event", payload: { event: "go" } }),
+      ]);
+      const gauges = await store.readGauges("nobody", NOW);
+      expect(gauges).toEqual({
+        ready: [
+          { agent_type: "editor", visits: 1, oldest_age_ms: 2000 },
+          { agent_type: "writer", visits: 2, oldest_age_ms: 5000 },
+        ],
+        pending_reviews: 1,
+        pending_waits: 2,
+        heartbeat_age_ms: null,
+      });
+    });
+
+    it("reads the engine's last heartbeat from its row", async () => {
+      const store = await open([]);
+      await store.registerEngine(
+        { engine_id: "e1", host: "h", pid: process.pid, started_at: NOW, heartbeat_at: NOW },
+        NOW - 30_000,
+      );
+      await store.heartbeat("e1", NOW + 1500);
+      const gauges = await store.readGauges("e1", NOW + 2000);
+      expect(gauges).toEqual({ ready: [], pending_reviews: 0, pending_waits: 0, heartbeat_age_ms: 500 });
+    });
+
+    // SQLite has no clock of its own: the engine's `now` is its time.
+    if (kind === "postgres") {
+      it("reads at the database's time when the store has no clock", async () => {
+        // Rows written at NOW, before the database's time: ready, and at least as old as their ready_at says.
+        const store = await open([at("a", "PENDING", { agent_type: "writer", ready_at: NOW - 5000, payload: {} })], {
+          clock: false,
+        });
+        const gauges = await store.readGauges("nobody", Number.MAX_SAFE_INTEGER);
+        expect(gauges.ready).toHaveLength(1);
+        expect(gauges.ready[0]?.visits).toBe(1);
+        expect(gauges.ready[0]?.oldest_age_ms).toBeGreaterThanOrEqual(5000);
+        expect(gauges.ready[0]?.oldest_age_ms).toBeLessThan(Number.MAX_SAFE_INTEGER - NOW);
+      });
+    }
+  });
+}
