@@ -18,6 +18,8 @@ export interface DispatcherHooks {
   abort(executionId: string, reason: string): void;
   /** Committed events, in order. */
   published(events: RunEvent[]): void;
+  /** Runs that ended in a committed flush. */
+  runsEnded(runs: Run[]): void;
   /** Agent types with ready visits a flush left unclaimed (external workers may be waiting). */
   readyWaiting(agentTypes: string[]): void;
   /** In-process attempts now held, per agent type (for the limits). */

@@ -24,8 +24,12 @@ import { recover, recoverLost, sweepExpired } from "./flush-sweep.js";
 import { type AttemptRef, type Callback, type ClaimedTask, type ClaimInput, type Input, inputRuns } from "./inputs.js";
 import type { RunCache } from "./run-cache.js";
 
+const RUN_ENDS: ReadonlySet<string> = new Set(["run.succeeded", "run.failed", "run.cancelled"]);
+
 export interface FlushOutcome {
   events: RunEvent[];
+  /** Runs this flush ended (run.succeeded, run.failed, run.cancelled): their end spans. */
+  runsEnded: Run[];
   claimed: ClaimedTask[];
   unresolved: (VisitKey & { run?: RunRef })[];
   aborted: [string, string][];
@@ -75,6 +79,7 @@ export class Flush {
   readonly limits = new ClaimLimits(this);
   readonly out: FlushOutcome = {
     events: [],
+    runsEnded: [],
     claimed: [],
     unresolved: [],
     aborted: [],
@@ -418,6 +423,7 @@ export class Flush {
       inserted.push(...c.inserted);
       compensations.push(...c.compensations);
       events.push(...c.events);
+      if (c.events.some((e) => RUN_ENDS.has(e.type))) this.out.runsEnded.push(rs.run);
       inbox.push(...c.inbox);
       for (const v of [...c.updated, ...c.inserted, ...c.compensations]) {
         due(v.ready_at);
