@@ -18,7 +18,7 @@ import type { RunRef } from "./dispatcher-options.js";
 import type { AttemptRef, ClaimedTask, Input } from "./inputs.js";
 import { jsonProblem } from "./json.js";
 import type { WorkflowRegistry } from "./registry.js";
-import { AttemptSpans } from "./tracing.js";
+import { RunSpans } from "./run-spans.js";
 
 export interface AttemptRunnerOptions {
   handlers: ReadonlyMap<string, AgentHandler>;
@@ -48,8 +48,8 @@ export class AttemptRunner {
   private readonly held = new Map<string, Held>();
   private readonly byType = new Map<string, number>();
   private readonly resolving = new Set<string>();
-  /** The attempt spans of this engine, in process and for external workers. */
-  readonly spans = new AttemptSpans();
+  /** The spans of this engine's runs: attempts in process and for external workers, held visits. */
+  readonly spans = new RunSpans();
   dispatcher!: Dispatcher;
 
   constructor(private readonly o: AttemptRunnerOptions) {}
@@ -105,7 +105,7 @@ export class AttemptRunner {
 
   private async run(task: ClaimedTask, handler: AgentHandler | undefined, signal: LazyAbort): Promise<Input> {
     const at = { execution_id: task.execution_id, attempt: task.attempt };
-    const { span, traceparent } = this.spans.start(task);
+    const { span, traceparent } = this.spans.startAttempt(task);
     try {
       if (!handler) throw new NonRetryableError(`no handler is registered for agent_type "${task.agent_type}"`);
       if (task.compensates) {

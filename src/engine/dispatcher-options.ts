@@ -16,10 +16,8 @@ export interface DispatcherHooks {
   resolvePayload(key: VisitKey, run?: RunRef): void;
   /** Aborts the in-process attempt of a visit that was cancelled or expired. */
   abort(executionId: string, reason: string): void;
-  /** Committed events, in order. */
-  published(events: RunEvent[]): void;
-  /** Runs that ended in a committed flush. */
-  runsEnded(runs: Run[]): void;
+  /** Committed events, in order, and the runs they belong to (some events, sent ones, have none here). */
+  published(events: RunEvent[], runs: ReadonlyMap<string, Run>): void;
   /** Agent types with ready visits a flush left unclaimed (external workers may be waiting). */
   readyWaiting(agentTypes: string[]): void;
   /** In-process attempts now held, per agent type (for the limits). */

@@ -16,7 +16,6 @@ import { rateLimitsOf } from "./flush-limits.js";
 import { Notifier } from "./notifier.js";
 import { WorkflowRegistry } from "./registry.js";
 import type { Subscribers } from "./subscribers.js";
-import { runEndSpan } from "./tracing.js";
 
 export interface EngineParts {
   registry: WorkflowRegistry;
@@ -83,13 +82,10 @@ export function createParts(c: PartsContext): EngineParts {
       dispatch: (task) => attempts.dispatch(task),
       resolvePayload: (key, run) => attempts.resolvePayload(key, run),
       abort: (id, reason) => attempts.abort(id, reason),
-      published: (events) => {
-        attempts.spans.ended(events);
+      published: (events, runs) => {
+        attempts.spans.published(events, runs);
         notifier?.notify(events);
         c.subscribers.publish(events);
-      },
-      runsEnded: (runs) => {
-        for (const run of runs) runEndSpan(run);
       },
       inFlight: () => attempts.inFlight(),
       readyWaiting: (types) => external?.readyWaiting(types),

@@ -166,7 +166,7 @@ export class ExternalWorkers {
 
   /** A claimed task as the worker gets it: its attempt span starts here, and its traceparent is that span's. */
   private handedOut(claimed: ClaimedTask, holder: string): ExternalTask {
-    const { traceparent } = this.o.attempts.spans.start(claimed, holder);
+    const { traceparent } = this.o.attempts.spans.startAttempt(claimed, holder);
     const { run_traceparent: _, ...task } = claimed;
     return { ...task, traceparent, lease_expires_at: task.lease_expires_at ?? task.deadline_at };
   }

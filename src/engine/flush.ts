@@ -24,12 +24,10 @@ import { recover, recoverLost, sweepExpired } from "./flush-sweep.js";
 import { type AttemptRef, type Callback, type ClaimedTask, type ClaimInput, type Input, inputRuns } from "./inputs.js";
 import type { RunCache } from "./run-cache.js";
 
-const RUN_ENDS: ReadonlySet<string> = new Set(["run.succeeded", "run.failed", "run.cancelled"]);
-
 export interface FlushOutcome {
   events: RunEvent[];
-  /** Runs this flush ended (run.succeeded, run.failed, run.cancelled): their end spans. */
-  runsEnded: Run[];
+  /** The runs whose events this flush wrote, by run_id (their traceparent: the spans of those events). */
+  runs: Map<string, Run>;
   claimed: ClaimedTask[];
   unresolved: (VisitKey & { run?: RunRef })[];
   aborted: [string, string][];
@@ -79,7 +77,7 @@ export class Flush {
   readonly limits = new ClaimLimits(this);
   readonly out: FlushOutcome = {
     events: [],
-    runsEnded: [],
+    runs: new Map(),
     claimed: [],
     unresolved: [],
     aborted: [],
@@ -423,7 +421,7 @@ export class Flush {
       inserted.push(...c.inserted);
       compensations.push(...c.compensations);
       events.push(...c.events);
-      if (c.events.some((e) => RUN_ENDS.has(e.type))) this.out.runsEnded.push(rs.run);
+      if (c.events.length > 0) this.out.runs.set(rs.run.run_id, rs.run);
       inbox.push(...c.inbox);
       for (const v of [...c.updated, ...c.inserted, ...c.compensations]) {
         due(v.ready_at);

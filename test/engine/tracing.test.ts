@@ -218,6 +218,50 @@ describe("traces (DESIGN §9)", () => {
     expect(worker && traceOf(worker)).toBe(run.trace_id);
   });
 
+  it("gives a review, an event wait and a child run a span each, from the hold to the decision, event or child's end", async () => {
+    const { engine } = await testEngine({ agents: { step: (t: Task) => ({ node: t.node_id }) } });
+    await engine.registerWorkflow({ id: "child", nodes: [{ node_id: "inner", agent_type: "step" }] });
+    await engine.registerWorkflow({
+      id: "held",
+      nodes: [
+        { node_id: "check", agent_type: "human_review", payload: { assignees: ["editor"] } },
+        { node_id: "paid", agent_type: "wait_event", depends_on: ["check"], payload: { event: "payment" } },
+        { node_id: "sub", agent_type: "workflow", depends_on: ["paid"], payload: { workflow_id: "child" } },
+      ],
+    });
+    const requested = nextEvent(engine, (e) => e.type === "review.requested");
+    const run = await engine.startRun("held", { input: {} });
+    await requested;
+    const waiting = nextEvent(engine, (e) => e.type === "node.waiting" && e.node_id === "paid");
+    await engine.review(run.run_id, "check", { decision: "approve", by: "editor" });
+    await waiting;
+    await engine.sendEvent(run.run_id, "payment", { amount: 12 });
+    expect((await engine.waitForRun(run.run_id)).status).toBe("SUCCEEDED");
+    await ended(byName("skein.run.end"));
+    const start = named("skein.run.start")[0] as ReadableSpan;
+    const [review] = named("skein.review");
+    const [wait] = named("skein.event_wait");
+    const [child] = named("skein.child_run");
+    for (const s of [review, wait, child]) {
+      expect(s && traceOf(s)).toBe(run.trace_id);
+      expect(s?.parentSpanContext?.spanId).toBe(idOf(start));
+      expect(s?.attributes["skein.outcome"]).toBe("succeeded");
+    }
+    expect(review?.attributes).toMatchObject({
+      "skein.node_id": "check",
+      "skein.execution_id": `${run.run_id}:check:1`,
+    });
+    expect(wait?.attributes).toMatchObject({ "skein.node_id": "paid", "skein.event": "payment" });
+    const childEnd = named("skein.run.end").find((s) => s.attributes["skein.run_id"] !== run.run_id);
+    const childRun = String(childEnd?.attributes["skein.run_id"]);
+    expect(child?.attributes).toMatchObject({ "skein.node_id": "sub", "skein.child_run_id": childRun });
+    // The child run is in the parent's trace: its attempt and its end too.
+    expect((await engine.getRun(childRun)).trace_id).toBe(run.trace_id);
+    const inner = named("skein.attempt").find((s) => s.attributes["skein.node_id"] === "inner");
+    expect(inner && traceOf(inner)).toBe(run.trace_id);
+    expect(childEnd && traceOf(childEnd)).toBe(run.trace_id);
+  });
+
   it("keeps a run's trace when a new engine re-runs the attempt another engine left unfinished", async () => {
     const first = await testEngine({ agents: { step: () => new Promise(() => undefined) } }); // hangs
     await first.engine.registerWorkflow(ONE);
