@@ -2,8 +2,11 @@
  * OpenTelemetry traces (DESIGN §9) with the SDK's in-memory exporter: a run's start and end
  * spans, one `skein.attempt` span per attempt with the run's trace and parent, the caller's
  * active context as the run's parent, handlers' and external workers' own spans nested under
- * their attempt, and a run that outlives its engine staying in one trace.
+ * their attempt, held visits' spans, and a run that outlives its engine (closed, or SIGKILLed:
+ * test/fixtures/trace-child.ts) staying in one trace.
  */
+
+import { join } from "node:path";
 import { context, ROOT_CONTEXT, type Span, type SpanContext, trace } from "@opentelemetry/api";
 import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
 import {
@@ -14,8 +17,9 @@ import {
   type SpanProcessor,
 } from "@opentelemetry/sdk-trace-base";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import type { Task } from "../../src/index.js";
-import { nextEvent, testEngine } from "../helpers.js";
+import { systemClock, type Task } from "../../src/index.js";
+import { Child, type Message, within } from "../fixtures/child.js";
+import { describeSqlite, nextEvent, tempDir, testEngine } from "../helpers.js";
 
 const FAN = {
   id: "fan",
@@ -283,5 +287,42 @@ describe("traces (DESIGN §9)", () => {
     }
     const end = named("skein.run.end")[0];
     expect(end?.parentSpanContext?.spanId).toBe(idOf(start));
+  });
+});
+
+describeSqlite("traces across a crash (SIGKILL)", () => {
+  const children: Child[] = [];
+  afterEach(async () => {
+    await Promise.all(children.splice(0).map((c) => c.kill()));
+  });
+
+  it("joins the killed engine's trace: the attempt re-run by the next engine has the run's trace and parent", async () => {
+    const db = join(tempDir(), "skein.db");
+    const child = new Child("test/fixtures/trace-child.ts", [db]);
+    children.push(child);
+    const run = (await child.waitFor("run", (m) => m.type === "run")) as Message & { run_id: string; trace_id: string };
+    const hung = (await child.waitFor("hung", (m) => m.type === "hung")) as Message & { traceparent: string };
+    const spanOf = (name: string) =>
+      child.waitFor(name, (m) => m.type === "span" && m.name === name) as Promise<
+        Message & { trace_id: string; span_id: string; parent_span_id: string | null }
+      >;
+    const start = await spanOf("skein.run.start");
+    const work = await spanOf("agent.work");
+    await child.kill(); // its attempt span never ends: the process is gone
+
+    const killedAttempt = hung.traceparent.split("-")[2];
+    expect(start.trace_id).toBe(run.trace_id);
+    expect(work).toMatchObject({ trace_id: run.trace_id, parent_span_id: killedAttempt });
+
+    const { engine } = await testEngine({ database: `sqlite:${db}`, clock: systemClock, agents: { step: () => ({}) } });
+    const done = await within(20_000, "the recovered run's end", engine.waitForRun(run.run_id));
+    expect(done.status).toBe("SUCCEEDED");
+    const attempt = await ended(byName("skein.attempt"));
+    expect(traceOf(attempt)).toBe(run.trace_id);
+    expect(attempt.parentSpanContext?.spanId).toBe(start.span_id); // the run's start span, in the dead process
+    expect(attempt.attributes).toMatchObject({ "skein.node_id": "a", "skein.outcome": "succeeded" });
+    expect(idOf(attempt)).not.toBe(killedAttempt);
+    const end = await ended(byName("skein.run.end"));
+    expect(end.parentSpanContext?.spanId).toBe(start.span_id);
   });
 });
