@@ -53,6 +53,11 @@ export function parentOf(traceparent: string): Context {
   return sc ? trace.setSpanContext(ROOT_CONTEXT, sc) : ROOT_CONTEXT;
 }
 
+/** Runs `fn` with a traceparent (a worker's task's) as the active parent: the spans it makes nest under it. */
+export function withRemoteParent<T>(traceparent: string, fn: () => T): T {
+  return context.with(parentOf(traceparent), fn);
+}
+
 /** A span's context as a traceparent; a new one in `traceId` when the span has none (no SDK, no parent). */
 export function traceparentOf(span: Span, traceId?: string): string {
   const sc = span.spanContext();

@@ -17,7 +17,9 @@ import {
   type SpanProcessor,
 } from "@opentelemetry/sdk-trace-base";
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { createServer } from "../../src/http/server.js";
 import { systemClock, type Task } from "../../src/index.js";
+import { HttpWorker } from "../../src/worker/http-worker.js";
 import { Child, type Message, within } from "../fixtures/child.js";
 import { describeSqlite, nextEvent, tempDir, testEngine } from "../helpers.js";
 
@@ -264,6 +266,41 @@ describe("traces (DESIGN §9)", () => {
     const inner = named("skein.attempt").find((s) => s.attributes["skein.node_id"] === "inner");
     expect(inner && traceOf(inner)).toBe(run.trace_id);
     expect(childEnd && traceOf(childEnd)).toBe(run.trace_id);
+  });
+
+  it("runs a `skein worker`'s handler under the attempt span it claimed over HTTP", async () => {
+    const { engine } = await testEngine({ clock: systemClock });
+    await engine.registerWorkflow(ONE);
+    const app = await createServer({ engine });
+    await app.listen({ host: "127.0.0.1", port: 0 });
+    try {
+      const { port } = app.server.address() as { port: number };
+      const worker = new HttpWorker({
+        server: `http://127.0.0.1:${port}`,
+        workerId: "w1",
+        agents: {
+          step: async () => {
+            await trace.getTracer("agent").startActiveSpan("agent.remote_call", async (span) => {
+              await new Promise((resolve) => setImmediate(resolve));
+              span.end();
+            });
+            return {};
+          },
+        },
+      });
+      const working = worker.run();
+      const run = await engine.startRun(ONE.id, { input: {} });
+      await engine.waitForRun(run.run_id);
+      worker.stop();
+      await working;
+      const attempt = await ended(byName("skein.attempt"));
+      const call = await ended(byName("agent.remote_call"));
+      expect(attempt.attributes).toMatchObject({ "skein.holder": "worker:w1", "skein.outcome": "succeeded" });
+      expect(call.parentSpanContext?.spanId).toBe(idOf(attempt));
+      expect(traceOf(call)).toBe(run.trace_id);
+    } finally {
+      await app.close();
+    }
   });
 
   it("keeps a run's trace when a new engine re-runs the attempt another engine left unfinished", async () => {
