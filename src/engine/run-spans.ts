@@ -75,16 +75,15 @@ export class RunSpans {
         if (run) runEndSpan(run);
         continue;
       }
-      const executionId =
-        typeof e.data.execution_id === "string" ? e.data.execution_id : `${e.run_id}:${e.node_id}:${e.visit}`;
       const held = heldSpanOf(e);
       if (held) {
         const run = runs.get(e.run_id);
-        if (run) this.startHeld(executionId, held, e, run);
+        if (run) this.startHeld(executionIdOf(e), held, e, run);
         continue;
       }
       const outcome = ENDS[e.type];
       if (outcome === undefined || this.open.size === 0) continue;
+      const executionId = executionIdOf(e);
       this.end(`${executionId}#${e.data.attempt}`, outcome, e);
       this.end(executionId, outcome, e);
     }
@@ -113,6 +112,7 @@ export class RunSpans {
   }
 
   private keep(key: string, span: Span): void {
+    if (!span.isRecording()) return; // no SDK, or not sampled: ending it would do nothing
     this.open.get(key)?.end(); // the same attempt claimed again (a lost commit given back): one span
     this.open.set(key, span);
     if (this.open.size > MAX_OPEN) {
@@ -136,6 +136,11 @@ export class RunSpans {
     if (error) span.setStatus({ code: SpanStatusCode.ERROR, message: messageOf(error) });
     span.end();
   }
+}
+
+/** The execution_id an event names: a compensation's in its data, else its visit's. */
+function executionIdOf(e: RunEvent): string {
+  return typeof e.data.execution_id === "string" ? e.data.execution_id : `${e.run_id}:${e.node_id}:${e.visit}`;
 }
 
 /** The span a held visit's first event opens: a review, an event wait, a child run; else null. */

@@ -16,6 +16,7 @@ import {
   type SpanContext,
   SpanStatusCode,
   type Tracer,
+  type TracerProvider,
   trace,
 } from "@opentelemetry/api";
 import type { Run } from "../core/types.js";
@@ -23,9 +24,13 @@ import { randomHex } from "./ids.js";
 
 const VERSION = (createRequire(import.meta.url)("../../package.json") as { version: string }).version;
 
-/** Asked each time: a host may register (or replace) its SDK after the engine is created. */
+let cached: { provider: TracerProvider; tracer: Tracer } | null = null;
+
+/** Skein's tracer of the provider registered now: a host may register (or replace) its SDK after the engine starts. */
 export function tracer(): Tracer {
-  return trace.getTracer("skein", VERSION);
+  const provider = trace.getTracerProvider();
+  if (cached?.provider !== provider) cached = { provider, tracer: provider.getTracer("skein", VERSION) };
+  return cached.tracer;
 }
 
 const TRACEPARENT = /^([0-9a-f]{2})-([0-9a-f]{32})-([0-9a-f]{16})-([0-9a-f]{2})$/;
