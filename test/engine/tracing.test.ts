@@ -175,6 +175,32 @@ describe("traces (DESIGN §9)", () => {
     }
   });
 
+  it("marks an attempt span timeout when its deadline passes, and cancelled when its run is cancelled", async () => {
+    const { engine, clock } = await testEngine({ agents: { step: () => new Promise(() => undefined) } }); // hangs
+    await engine.registerWorkflow({
+      id: "slow",
+      nodes: [{ node_id: "a", agent_type: "step", timeout: 1, retry_count: 0 }],
+    });
+    let started = nextEvent(engine, (e) => e.type === "node.started");
+    const timedOut = await engine.startRun("slow", { input: {} });
+    await started;
+    await clock.advance(1000);
+    expect((await engine.waitForRun(timedOut.run_id)).status).toBe("FAILED");
+    const first = await ended((s) => s.name === "skein.attempt" && s.attributes["skein.run_id"] === timedOut.run_id);
+    expect(first.attributes).toMatchObject({ "skein.outcome": "timeout", "skein.reason": "timeout" });
+    expect(first.status.code).toBe(2);
+    const failedEnd = await ended(byName("skein.run.end"));
+    expect(failedEnd.attributes["skein.status"]).toBe("FAILED");
+    expect(failedEnd.status.code).toBe(2);
+
+    started = nextEvent(engine, (e) => e.type === "node.started");
+    const cancelled = await engine.startRun("slow", { input: {} });
+    await started;
+    await engine.cancelRun(cancelled.run_id);
+    const second = await ended((s) => s.name === "skein.attempt" && s.attributes["skein.run_id"] === cancelled.run_id);
+    expect(second.attributes["skein.outcome"]).toBe("cancelled");
+  });
+
   it("runs an in-process handler inside its attempt span: the handler's own spans nest under it", async () => {
     const seen: string[] = [];
     const { engine } = await testEngine({
