@@ -5,6 +5,7 @@ import type { Store, VisitKey } from "../store/store.js";
 import type { Clock } from "./clock.js";
 import type { ClaimedTask } from "./inputs.js";
 import type { WorkflowRegistry } from "./registry.js";
+import type { RunSpans } from "./run-spans.js";
 
 /** What resolving a visit's payload needs of its run (none of it changes while the run lives). */
 export type RunRef = Pick<Run, "run_id" | "workflow_id" | "workflow_version" | "trace_id" | "input" | "parent">;
@@ -31,6 +32,8 @@ export interface DispatcherOptions {
   engineId: string;
   logger: Logger;
   hooks: DispatcherHooks;
+  /** The engine's run spans: a child run's span starts in the transaction that writes the child (its traceparent). */
+  spans: RunSpans;
   /** Agent types this engine runs in process. */
   agentTypes: () => string[];
   maxConcurrency: number;

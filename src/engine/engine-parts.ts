@@ -78,6 +78,7 @@ export function createParts(c: PartsContext): EngineParts {
     random: options.random ?? Math.random,
     runCacheSize: 2000,
     engineTimeoutMs: options.engineTimeoutMs ?? 30_000,
+    spans: attempts.spans,
     hooks: {
       dispatch: (task) => attempts.dispatch(task),
       resolvePayload: (key, run) => attempts.resolvePayload(key, run),

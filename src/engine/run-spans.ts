@@ -9,7 +9,7 @@
  */
 import { context, ROOT_CONTEXT, type Span, SpanStatusCode, trace } from "@opentelemetry/api";
 import { CHILD_HOLDER } from "../core/kinds/workflow.js";
-import type { Json, Run, RunEvent } from "../core/types.js";
+import type { Json, Run, RunEvent, Visit } from "../core/types.js";
 import type { ClaimedTask } from "./inputs.js";
 import { messageOf, parentOf, runEndSpan, traceparentOf, tracer } from "./tracing.js";
 
@@ -59,6 +59,25 @@ export class RunSpans {
     return { span, traceparent: traceparentOf(span, task.trace_id) };
   }
 
+  /**
+   * Starts the `skein.child_run` span of a `workflow` visit's attempt as its child run is written;
+   * answers the child's traceparent (that span's), so the child's own spans nest under it. A
+   * transaction applied again starts it again: the span of the first try ends then.
+   */
+  startChildRun(parent: Run, v: Visit, childRunId: string): string {
+    const attributes = {
+      "skein.run_id": parent.run_id,
+      "skein.node_id": v.node_id,
+      "skein.visit": v.visit,
+      "skein.attempt": v.attempt,
+      "skein.execution_id": v.execution_id,
+      "skein.child_run_id": childRunId,
+    };
+    const span = tracer().startSpan("skein.child_run", { attributes }, parentOf(parent.traceparent));
+    this.keep(v.execution_id, span);
+    return traceparentOf(span, parent.trace_id);
+  }
+
   /** Runs `fn` (a handler) with the span active: the handler's own spans nest under it. */
   within<T>(span: Span, fn: () => T): T {
     return context.with(trace.setSpan(ROOT_CONTEXT, span), fn);
@@ -78,7 +97,9 @@ export class RunSpans {
       const held = heldSpanOf(e);
       if (held) {
         const run = runs.get(e.run_id);
-        if (run) this.startHeld(executionIdOf(e), held, e, run);
+        const executionId = executionIdOf(e);
+        // A child run's span started with the child, unless the child was there already (a lost commit).
+        if (run && !this.open.has(executionId)) this.startHeld(executionId, held, e, run);
         continue;
       }
       const outcome = ENDS[e.type];

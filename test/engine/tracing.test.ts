@@ -287,11 +287,12 @@ describe("traces (DESIGN §9)", () => {
     const childEnd = named("skein.run.end").find((s) => s.attributes["skein.run_id"] !== run.run_id);
     const childRun = String(childEnd?.attributes["skein.run_id"]);
     expect(child?.attributes).toMatchObject({ "skein.node_id": "sub", "skein.child_run_id": childRun });
-    // The child run is in the parent's trace: its attempt and its end too.
+    // The child run is in the parent's trace, its attempt and its end under its child_run span.
     expect((await engine.getRun(childRun)).trace_id).toBe(run.trace_id);
     const inner = named("skein.attempt").find((s) => s.attributes["skein.node_id"] === "inner");
     expect(inner && traceOf(inner)).toBe(run.trace_id);
-    expect(childEnd && traceOf(childEnd)).toBe(run.trace_id);
+    expect(inner?.parentSpanContext?.spanId).toBe(child && idOf(child));
+    expect(childEnd?.parentSpanContext?.spanId).toBe(child && idOf(child));
   });
 
   it("runs a `skein worker`'s handler under the attempt span it claimed over HTTP", async () => {
