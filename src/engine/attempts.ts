@@ -15,10 +15,10 @@ import { NonRetryableError, NotFoundError } from "../errors.js";
 import type { Store, VisitKey } from "../store/store.js";
 import type { Dispatcher } from "./dispatcher.js";
 import type { RunRef } from "./dispatcher-options.js";
-import { randomHex } from "./ids.js";
 import type { AttemptRef, ClaimedTask, Input } from "./inputs.js";
 import { jsonProblem } from "./json.js";
 import type { WorkflowRegistry } from "./registry.js";
+import { RunSpans } from "./run-spans.js";
 
 export interface AttemptRunnerOptions {
   handlers: ReadonlyMap<string, AgentHandler>;
@@ -48,6 +48,8 @@ export class AttemptRunner {
   private readonly held = new Map<string, Held>();
   private readonly byType = new Map<string, number>();
   private readonly resolving = new Set<string>();
+  /** The spans of this engine's runs: attempts in process and for external workers, held visits. */
+  readonly spans = new RunSpans();
   dispatcher!: Dispatcher;
 
   constructor(private readonly o: AttemptRunnerOptions) {}
@@ -103,20 +105,24 @@ export class AttemptRunner {
 
   private async run(task: ClaimedTask, handler: AgentHandler | undefined, signal: LazyAbort): Promise<Input> {
     const at = { execution_id: task.execution_id, attempt: task.attempt };
+    const { span, traceparent } = this.spans.startAttempt(task);
     try {
       if (!handler) throw new NonRetryableError(`no handler is registered for agent_type "${task.agent_type}"`);
       if (task.compensates) {
         const payload = await this.compensationPayload(task);
-        return this.compensationOutcome(at, await handler(this.task({ ...task, payload }, signal)));
+        const value = await this.spans.within(span, () =>
+          handler(this.task({ ...task, payload }, traceparent, signal)),
+        );
+        return this.compensationOutcome(at, value);
       }
-      const value = await handler(this.task(task, signal));
+      const value = await this.spans.within(span, () => handler(this.task(task, traceparent, signal)));
       return await this.outcome(task, value);
     } catch (e) {
       return { kind: "failure", ...at, error: errorOf(e), retryable: !isNonRetryable(e) };
     }
   }
 
-  private task(t: ClaimedTask, abort: LazyAbort): Task {
+  private task(t: ClaimedTask, traceparent: string, abort: LazyAbort): Task {
     return {
       run_id: t.run_id,
       node_id: t.node_id,
@@ -130,7 +136,7 @@ export class AttemptRunner {
       trigger: t.trigger,
       ...(t.compensates ? { compensates: t.compensates } : {}),
       trace_id: t.trace_id,
-      traceparent: `00-${t.trace_id}-${randomHex(8)}-01`,
+      traceparent,
       get signal() {
         return abort.signal;
       },

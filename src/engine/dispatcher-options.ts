@@ -6,6 +6,7 @@ import type { Store, VisitKey } from "../store/store.js";
 import type { Clock } from "./clock.js";
 import type { ClaimedTask } from "./inputs.js";
 import type { WorkflowRegistry } from "./registry.js";
+import type { RunSpans } from "./run-spans.js";
 
 /** What resolving a visit's payload needs of its run (none of it changes while the run lives). */
 export type RunRef = Pick<Run, "run_id" | "workflow_id" | "workflow_version" | "trace_id" | "input" | "parent">;
@@ -17,8 +18,8 @@ export interface DispatcherHooks {
   resolvePayload(key: VisitKey, run?: RunRef): void;
   /** Aborts the in-process attempt of a visit that was cancelled or expired. */
   abort(executionId: string, reason: string): void;
-  /** Committed events, in order. */
-  published(events: RunEvent[]): void;
+  /** Committed events, in order, and the runs they belong to (some events, sent ones, have none here). */
+  published(events: RunEvent[], runs: ReadonlyMap<string, Run>): void;
   /**
    * A transaction committed (metrics.ts): its events, the states of the runs it wrote (a run's
    * workflow, its nodes' agent types) and how long it took in seconds.
@@ -37,6 +38,8 @@ export interface DispatcherOptions {
   engineId: string;
   logger: Logger;
   hooks: DispatcherHooks;
+  /** The engine's run spans: a child run's span starts in the transaction that writes the child (its traceparent). */
+  spans: RunSpans;
   /** Agent types this engine runs in process. */
   agentTypes: () => string[];
   maxConcurrency: number;

@@ -392,7 +392,7 @@ export class Dispatcher {
 
   private afterCommit(out: FlushOutcome): void {
     const h = this.o.hooks;
-    if (out.events.length > 0) h.published(out.events);
+    if (out.events.length > 0) h.published(out.events, out.runs);
     if (out.waiting.length > 0) h.readyWaiting(out.waiting);
     for (const [executionId, reason] of out.aborted) h.abort(executionId, reason);
     for (const done of out.callbacks) done();

@@ -81,11 +81,13 @@ export function createParts(c: PartsContext): EngineParts {
     random: options.random ?? Math.random,
     runCacheSize: 2000,
     engineTimeoutMs: options.engineTimeoutMs ?? 30_000,
+    spans: attempts.spans,
     hooks: {
       dispatch: (task) => attempts.dispatch(task),
       resolvePayload: (key, run) => attempts.resolvePayload(key, run),
       abort: (id, reason) => attempts.abort(id, reason),
-      published: (events) => {
+      published: (events, runs) => {
+        attempts.spans.published(events, runs);
         notifier?.notify(events);
         c.subscribers.publish(events);
       },

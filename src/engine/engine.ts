@@ -44,6 +44,7 @@ import { pendingReviews, reviewInput } from "./reviews.js";
 import { readRunWithNodes } from "./run-read.js";
 import { newRun } from "./run-start.js";
 import { Subscribers } from "./subscribers.js";
+import { inRunStartSpan } from "./tracing.js";
 import { waitForRun } from "./wait-for-run.js";
 
 export type {
@@ -232,10 +233,12 @@ export class Engine {
       );
     }
     const workflow = await this.registry.get(workflowId, options.version);
-    const run = newRun(workflow, options, this.clock.now(), this.maxPayloadBytes);
-    return new Promise<Run>((resolve, reject) =>
-      this.dispatcher.push({ kind: "start", run, done: { resolve, reject } }),
-    );
+    return inRunStartSpan(workflow.id, options.traceparent, (traceparent) => {
+      const run = newRun(workflow, options, this.clock.now(), this.maxPayloadBytes, traceparent);
+      return new Promise<Run>((resolve, reject) =>
+        this.dispatcher.push({ kind: "start", run, done: { resolve, reject } }),
+      );
+    });
   }
 
   /**
@@ -496,6 +499,7 @@ export class Engine {
     await this.dispatcher.drain(recordBy);
     this.attempts.abortAll("stopped with the engine");
     await this.dispatcher.stop(recordBy);
+    this.attempts.spans.endAll(); // attempts whose end this engine did not see
     if (retentionStopped) await untilDeadline(retentionStopped, recordBy);
     this.notifier?.stop();
     try {

@@ -7,7 +7,8 @@ import type { Problem } from "../errors.js";
 import type { ClaimedTask } from "./inputs.js";
 
 /** A claimed task as an external worker receives it: DESIGN §5's fields and the lease. */
-export type ExternalTask = ClaimedTask & { traceparent: string; lease_expires_at: number };
+/** A claimed task as a worker gets it: `traceparent` is its attempt span's (DESIGN §9). */
+export type ExternalTask = Omit<ClaimedTask, "run_traceparent"> & { traceparent: string; lease_expires_at: number };
 
 /** A worker's id: no free text, so that the holder and the audit trail cannot be spoofed. */
 export const WORKER_ID_PATTERN = /^[A-Za-z0-9_.:-]{1,128}$/;

@@ -36,7 +36,6 @@ import {
   MAX_WAIT_SECONDS,
   type WorkerIdentity,
 } from "./external-requests.js";
-import { randomHex } from "./ids.js";
 import type { ClaimedTask, Input, Report, ReportAnswer } from "./inputs.js";
 import type { WorkflowRegistry } from "./registry.js";
 import { TaskLimiter, type TaskLimits } from "./task-limits.js";
@@ -159,14 +158,17 @@ export class ExternalWorkers {
         waiting?.cancel();
         for (const t of tasks) this.remember(t, holder);
         const ready = (await Promise.all(tasks.map((t) => this.withPayload(t, holder)))).filter((t) => t !== null);
-        return ready.map((t) => ({
-          ...t,
-          traceparent: `00-${t.trace_id}-${randomHex(8)}-01`,
-          lease_expires_at: t.lease_expires_at ?? t.deadline_at,
-        }));
+        return ready.map((t) => this.handedOut(t, holder));
       }
       await waiting.done;
     }
+  }
+
+  /** A claimed task as the worker gets it: its attempt span starts here, and its traceparent is that span's. */
+  private handedOut(claimed: ClaimedTask, holder: string): ExternalTask {
+    const { traceparent } = this.o.attempts.spans.startAttempt(claimed, holder);
+    const { run_traceparent: _, ...task } = claimed;
+    return { ...task, traceparent, lease_expires_at: task.lease_expires_at ?? task.deadline_at };
   }
 
   /**

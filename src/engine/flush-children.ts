@@ -66,7 +66,7 @@ async function startChild(f: Flush, rs: RunState, v: Visit): Promise<boolean> {
   }
   const run = runRow(workflow, canonicalJson(input), {
     run_id,
-    trace_id: rs.run.trace_id, // its spans nest under the parent's attempt
+    traceparent: f.o.spans.startChildRun(rs.run, v, run_id), // its spans nest under its skein.child_run span
     idempotency_key: key,
     parent: { run_id: rs.run.run_id, node_id: v.node_id, visit: v.visit, attempt: v.attempt, depth },
     now: f.now,

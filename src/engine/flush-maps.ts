@@ -91,7 +91,7 @@ async function startItems(f: Flush, rs: RunState, v: Visit, room: number): Promi
     const run_id = uuidv7(f.now);
     const run = runRow(workflow, canonicalJson(row.item), {
       run_id,
-      trace_id: rs.run.trace_id,
+      traceparent: rs.run.traceparent,
       idempotency_key: `${v.execution_id}:${v.attempt}:${row.index}`,
       parent: { run_id: rs.run.run_id, node_id: v.node_id, visit: v.visit, attempt: v.attempt, depth, item: row.index },
       now: f.now,

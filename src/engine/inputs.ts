@@ -12,6 +12,8 @@ import type { VisitKey } from "../store/store.js";
 export type ClaimedTask = Omit<Task, "signal" | "heartbeat" | "route" | "traceparent"> & {
   workflow_id: string;
   workflow_version: number;
+  /** The run's stored traceparent: the parent of the attempt's span (DESIGN §9). */
+  run_traceparent: string;
   deadline_at: number;
   lease_expires_at: number | null;
 };

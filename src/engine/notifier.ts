@@ -73,8 +73,10 @@ export class Notifier {
         data: e.data,
         ...this.reviewUrl(e),
       };
-      for (const url of this.d.options.webhooks ?? []) this.attempt(n, url, 1);
-      if (this.d.options.hook) this.attempt(n, HOOK_TARGET, 1);
+      // One span id per notification: its requests' traceparent and its log lines carry it.
+      const spanId = randomHex(8);
+      for (const url of this.d.options.webhooks ?? []) this.attempt(n, spanId, url, 1);
+      if (this.d.options.hook) this.attempt(n, spanId, HOOK_TARGET, 1);
     }
   }
 
@@ -95,38 +97,40 @@ export class Notifier {
   }
 
   /** Tries one target once, after the caller returns; on failure arms a retry or records the failure. */
-  private attempt(n: Notification, target: string, attempt: number): void {
+  private attempt(n: Notification, spanId: string, target: string, attempt: number): void {
     Promise.resolve()
-      .then(() => this.send(n, target))
+      .then(() => this.send(n, spanId, target))
       .then(
         () => undefined,
-        (err: unknown) => this.failed(n, target, attempt, err),
+        (err: unknown) => this.failed(n, spanId, target, attempt, err),
       );
   }
 
-  private failed(n: Notification, target: string, attempt: number, err: unknown): void {
+  private failed(n: Notification, spanId: string, target: string, attempt: number, err: unknown): void {
     if (this.stopped) return;
     const retries = this.d.options.retries ?? 5;
     const cause = err instanceof Error && err.cause instanceof Error ? `: ${err.cause.message}` : "";
     const error = err instanceof Error ? err.message + cause : String(err);
     if (attempt <= retries) {
       const delay = Math.min(1000 * 2 ** (attempt - 1), MAX_BACKOFF_MS);
-      this.d.logger.debug({ run_id: n.run_id, trace_id: n.trace_id, target, attempt, error }, "skein: notify retry");
+      const ids = { run_id: n.run_id, trace_id: n.trace_id, span_id: spanId };
+      this.d.logger.debug({ ...ids, target, attempt, error }, "skein: notify retry");
       const timer = this.d.clock.setTimeout(() => {
         this.timers.delete(timer);
-        if (!this.stopped) this.attempt(n, target, attempt + 1);
+        if (!this.stopped) this.attempt(n, spanId, target, attempt + 1);
       }, delay);
       this.timers.add(timer);
       return;
     }
     const data = { target, type: n.type, error, attempts: attempt };
-    this.d.logger.warn({ run_id: n.run_id, trace_id: n.trace_id, ...data }, "skein: notification failed for good");
+    const ids = { run_id: n.run_id, trace_id: n.trace_id, span_id: spanId };
+    this.d.logger.warn({ ...ids, ...data }, "skein: notification failed for good");
     this.d.recordFailure(n.run_id, n.trace_id, data).catch((e: unknown) => {
       this.d.logger.error({ err: e, run_id: n.run_id }, "skein: could not record notify.failed");
     });
   }
 
-  private async send(n: Notification, target: string): Promise<void> {
+  private async send(n: Notification, spanId: string, target: string): Promise<void> {
     if (target === HOOK_TARGET) {
       await this.d.options.hook?.(n);
       return;
@@ -136,7 +140,7 @@ export class Notifier {
     try {
       const res = await fetch(target, {
         method: "POST",
-        headers: { "content-type": "application/json", traceparent: `00-${n.trace_id}-${randomHex(8)}-01` },
+        headers: { "content-type": "application/json", traceparent: `00-${n.trace_id}-${spanId}-01` },
         body: JSON.stringify(n),
         signal: AbortSignal.any([controller.signal, AbortSignal.timeout(this.d.options.timeoutMs ?? 5000)]),
       });

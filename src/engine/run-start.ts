@@ -5,12 +5,21 @@
 import type { Json, Run } from "../core/types.js";
 import { ValidationError } from "../errors.js";
 import type { StartRunOptions } from "./engine-options.js";
-import { randomHex, uuidv7 } from "./ids.js";
+import { uuidv7 } from "./ids.js";
 import { canonicalJson, jsonProblem, sha256 } from "./json.js";
 import type { LoadedWorkflow } from "./registry.js";
 
-/** @throws ValidationError for an input that is not JSON, too large, or not of the input_schema. */
-export function newRun(workflow: LoadedWorkflow, options: StartRunOptions, now: number, maxPayloadBytes: number): Run {
+/**
+ * `traceparent`: the run's trace context (its start span's: tracing.ts).
+ * @throws ValidationError for an input that is not JSON, too large, or not of the input_schema.
+ */
+export function newRun(
+  workflow: LoadedWorkflow,
+  options: StartRunOptions,
+  now: number,
+  maxPayloadBytes: number,
+  traceparent: string,
+): Run {
   const input = (options.input ?? {}) as Json;
   const problem = jsonProblem(input, "input");
   if (problem) throw new ValidationError("Run input is not JSON", [{ path: "input", message: problem }]);
@@ -23,10 +32,9 @@ export function newRun(workflow: LoadedWorkflow, options: StartRunOptions, now: 
   const problems = workflow.checkInput(input);
   if (problems.length > 0)
     throw new ValidationError(`Run input does not match the input_schema of ${workflow.id}`, problems);
-  const trace = traceOf(options.traceparent);
   return runRow(workflow, text, {
     run_id: uuidv7(now),
-    trace_id: trace,
+    traceparent,
     idempotency_key: options.idempotency_key ?? null,
     parent: null,
     now,
@@ -41,7 +49,7 @@ export function newRun(workflow: LoadedWorkflow, options: StartRunOptions, now: 
 export function runRow(
   workflow: LoadedWorkflow,
   text: string,
-  o: Pick<Run, "run_id" | "trace_id" | "idempotency_key" | "parent"> & { now: number },
+  o: Pick<Run, "run_id" | "traceparent" | "idempotency_key" | "parent"> & { now: number },
 ): Run {
   return {
     run_id: o.run_id,
@@ -52,8 +60,8 @@ export function runRow(
     output: null,
     error: null,
     end_cause: null,
-    trace_id: o.trace_id,
-    traceparent: `00-${o.trace_id}-${randomHex(8)}-01`,
+    trace_id: o.traceparent.slice(3, 35),
+    traceparent: o.traceparent,
     idempotency_key: o.idempotency_key,
     input_hash: sha256(`${workflow.id}\n${text}`),
     needs_attention: false,
@@ -63,11 +71,4 @@ export function runRow(
     ended_at: null,
     parent: o.parent,
   };
-}
-
-/** The trace id of a valid W3C traceparent, else a new one (invalid headers are ignored, as the spec says). */
-function traceOf(traceparent: string | undefined): string {
-  const m = traceparent ? /^[0-9a-f]{2}-([0-9a-f]{32})-[0-9a-f]{16}-[0-9a-f]{2}$/.exec(traceparent.trim()) : null;
-  if (m?.[1] && !/^0+$/.test(m[1])) return m[1];
-  return randomHex(16);
 }

@@ -17,6 +17,7 @@ import http from "node:http";
 import type { AgentHandler, Task } from "../agents/task.js";
 import { isRouted, route } from "../agents/task.js";
 import type { Json } from "../core/types.js";
+import { withRemoteParent } from "../engine/tracing.js";
 
 export interface HttpWorkerOptions {
   /** The server's base URL, e.g. `http://127.0.0.1:8080`. */
@@ -139,7 +140,9 @@ export class HttpWorker {
     let report: { path: string; body: object };
     try {
       if (!handler) throw new Error(`this worker has no handler for agent_type "${wire.agent_type}"`);
-      const value = await handler({ ...wire, signal: lost.signal, heartbeat, route } as Task);
+      const task = { ...wire, signal: lost.signal, heartbeat, route } as Task;
+      // The agent's own spans (fetch, an LLM SDK) nest under the attempt's span on the server.
+      const value = await withRemoteParent(wire.traceparent, () => handler(task));
       const routed = isRouted(value) ? value : null;
       const output = toJson(routed ? routed.output : value);
       report = {

@@ -155,7 +155,11 @@ describe("notifiers", () => {
     expect(event).toMatchObject({ run_id: run.run_id, trace_id: TRACE, node_id: null });
     expect(event.data).toEqual({ target: hook.url, type: "run.failed", error: "HTTP 500", attempts: 3 });
     expect((await engine.listEvents(run.run_id)).at(-1)?.type).toBe("notify.failed");
-    expect(lines.some((l) => l.includes("notification failed for good") && l.includes(run.run_id))).toBe(true);
+    const line = lines.find((l) => l.includes("notification failed for good") && l.includes(run.run_id));
+    // The log line names the span id its requests' traceparent carried (one per notification).
+    const spanIds = new Set(hook.received.map((r) => String(r.headers.traceparent).split("-")[2]));
+    expect(spanIds.size).toBe(1);
+    expect(JSON.parse(line ?? "{}")).toMatchObject({ trace_id: TRACE, span_id: [...spanIds][0] });
     const later = await engine.startRun("ok");
     expect((await engine.waitForRun(later.run_id)).status).toBe("SUCCEEDED");
   });
