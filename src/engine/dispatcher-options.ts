@@ -18,13 +18,12 @@ export interface DispatcherHooks {
   resolvePayload(key: VisitKey, run?: RunRef): void;
   /** Aborts the in-process attempt of a visit that was cancelled or expired. */
   abort(executionId: string, reason: string): void;
-  /** Committed events, in order, and the runs they belong to (some events, sent ones, have none here). */
-  published(events: RunEvent[], runs: ReadonlyMap<string, Run>): void;
   /**
-   * A transaction committed (metrics.ts): its events, the states of the runs it wrote (a run's
-   * workflow, its nodes' agent types) and how long it took in seconds.
+   * A transaction committed: its events in order (perhaps none), the states of the runs it read
+   * or wrote (a run's workflow, traceparent, nodes' agent types; sent events' runs may be
+   * missing) and how long it took in seconds. Called first after every commit.
    */
-  committed?(events: readonly RunEvent[], runs: ReadonlyMap<string, RunState>, seconds: number): void;
+  published(events: RunEvent[], runs: ReadonlyMap<string, RunState>, seconds: number): void;
   /** Agent types with ready visits a flush left unclaimed (external workers may be waiting). */
   readyWaiting(agentTypes: string[]): void;
   /** In-process attempts now held, per agent type (for the limits). */

@@ -5,7 +5,9 @@
  * claims ready visits up to the concurrency limits, commits, and only then dispatches the
  * claimed attempts to their agents. Nothing runs an agent before its claim is committed.
  */
+
 import { ENGINE_STARTED } from "../core/kinds/index.js";
+import type { RunState } from "../core/scheduler.js";
 import { DatabaseError, EngineClosedError, UnavailableError } from "../errors.js";
 import type { TimerHandle } from "./clock.js";
 import { untilDeadline } from "./deadline.js";
@@ -263,10 +265,8 @@ export class Dispatcher {
       this.lost = this.lost.filter((a) => !started.has(`${a.execution_id}#${a.attempt}`));
     }
     this.deadEngines.push(...outcome.unrecovered);
-    // Counted before anyone hears of the commit: a listener that then reads the metrics sees it.
-    const written = (flush as Flush | null)?.states ?? new Map();
-    this.o.hooks.committed?.(outcome.events, written, (performance.now() - timer) / 1000);
-    this.afterCommit(outcome);
+    const states = (flush as Flush | null)?.states ?? new Map<string, RunState>();
+    this.afterCommit(outcome, states, (performance.now() - timer) / 1000);
     // Due times are the transaction's clock; the timer runs on this process's: count the time
     // this transaction took, or a slow flush arms its wake-up late by that much.
     this.armWake(outcome.now + (this.o.clock.now() - began), outcome.nextDue);
@@ -390,9 +390,9 @@ export class Dispatcher {
     return dead;
   }
 
-  private afterCommit(out: FlushOutcome): void {
+  private afterCommit(out: FlushOutcome, states: ReadonlyMap<string, RunState>, seconds: number): void {
     const h = this.o.hooks;
-    if (out.events.length > 0) h.published(out.events, out.runs);
+    h.published(out.events, states, seconds);
     if (out.waiting.length > 0) h.readyWaiting(out.waiting);
     for (const [executionId, reason] of out.aborted) h.abort(executionId, reason);
     for (const done of out.callbacks) done();

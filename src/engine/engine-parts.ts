@@ -86,12 +86,14 @@ export function createParts(c: PartsContext): EngineParts {
       dispatch: (task) => attempts.dispatch(task),
       resolvePayload: (key, run) => attempts.resolvePayload(key, run),
       abort: (id, reason) => attempts.abort(id, reason),
-      published: (events, runs) => {
+      published: (events, runs, seconds) => {
+        // Counted before anyone hears of the commit: a listener that then reads the metrics sees it.
+        c.metrics?.committed(events, runs, seconds);
+        if (events.length === 0) return;
         attempts.spans.published(events, runs);
         notifier?.notify(events);
         c.subscribers.publish(events);
       },
-      committed: (events, runs, seconds) => c.metrics?.committed(events, runs, seconds),
       inFlight: () => attempts.inFlight(),
       readyWaiting: (types) => external?.readyWaiting(types),
     },

@@ -26,8 +26,6 @@ import type { RunCache } from "./run-cache.js";
 
 export interface FlushOutcome {
   events: RunEvent[];
-  /** The runs whose events this flush wrote, by run_id (their traceparent: the spans of those events). */
-  runs: Map<string, Run>;
   claimed: ClaimedTask[];
   unresolved: (VisitKey & { run?: RunRef })[];
   aborted: [string, string][];
@@ -77,7 +75,6 @@ export class Flush {
   readonly limits = new ClaimLimits(this);
   readonly out: FlushOutcome = {
     events: [],
-    runs: new Map(),
     claimed: [],
     unresolved: [],
     aborted: [],
@@ -421,7 +418,6 @@ export class Flush {
       inserted.push(...c.inserted);
       compensations.push(...c.compensations);
       events.push(...c.events);
-      if (c.events.length > 0) this.out.runs.set(rs.run.run_id, rs.run);
       inbox.push(...c.inbox);
       for (const v of [...c.updated, ...c.inserted, ...c.compensations]) {
         due(v.ready_at);

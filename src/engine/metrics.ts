@@ -4,7 +4,7 @@
  * MeterProvider exports wherever it sends them (OTLP, ...). Instrument names are the Prometheus
  * names (less the `_total` a counter gets there), so both exports name a series alike.
  *
- * Counters and histograms are fed by committed transactions (the dispatcher's `committed`
+ * Counters and histograms are fed by committed transactions (the dispatcher's `published`
  * hook): runs and attempts are counted from their events, with the workflow and agent type
  * from the run states the transaction wrote. Gauges are read from the database when a reader
  * collects, one Store.readGauges at most per GAUGE_CACHE_MS however many scrapes come.
@@ -141,7 +141,7 @@ export class EngineMetrics {
     meter.addBatchObservableCallback(this.observe, this.gauges);
   }
 
-  /** The dispatcher's `committed` hook. Never throws: a metric must not fail the engine. */
+  /** What the dispatcher's `published` hook hands on, before anyone else hears of the commit. Never throws: a metric must not fail the engine. */
   committed(events: readonly RunEvent[], runs: ReadonlyMap<string, RunState>, seconds: number): void {
     try {
       this.transactionDuration.record(seconds);

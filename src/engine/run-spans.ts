@@ -9,6 +9,7 @@
  */
 import { context, ROOT_CONTEXT, type Span, SpanStatusCode, trace } from "@opentelemetry/api";
 import { CHILD_HOLDER } from "../core/kinds/workflow.js";
+import type { RunState } from "../core/scheduler.js";
 import type { Json, Run, RunEvent, Visit } from "../core/types.js";
 import type { ClaimedTask } from "./inputs.js";
 import { messageOf, parentOf, runEndSpan, traceparentOf, tracer } from "./tracing.js";
@@ -87,16 +88,16 @@ export class RunSpans {
    * Committed events, in order, with the runs they belong to: starts the spans of visits they
    * hold, ends the spans of attempts and visits they end, and records the runs they end.
    */
-  published(events: readonly RunEvent[], runs: ReadonlyMap<string, Run>): void {
+  published(events: readonly RunEvent[], runs: ReadonlyMap<string, RunState>): void {
     for (const e of events) {
       if (e.node_id === null) {
-        const run = RUN_ENDS.has(e.type) ? runs.get(e.run_id) : undefined;
+        const run = RUN_ENDS.has(e.type) ? runs.get(e.run_id)?.run : undefined;
         if (run) runEndSpan(run);
         continue;
       }
       const held = heldSpanOf(e);
       if (held) {
-        const run = runs.get(e.run_id);
+        const run = runs.get(e.run_id)?.run;
         const executionId = executionIdOf(e);
         // A child run's span started with the child, unless the child was there already (a lost commit).
         if (run && !this.open.has(executionId)) this.startHeld(executionId, held, e, run);
