@@ -1,6 +1,6 @@
 /**
  * Debian's chromium, headless, as the browser tests, the bench and the screenshots launch it
- * (playwright-core downloads no browser; `npm test` installs this one: ensure-chromium.sh).
+ * (playwright-core downloads no browser; `npm test` installs this one: scripts/test-prerequisites.sh).
  */
 import { existsSync } from "node:fs";
 import { type Browser, chromium } from "playwright-core";
