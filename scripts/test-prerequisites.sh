@@ -15,13 +15,18 @@ missing=""
 [ -z "$missing" ] && exit 0
 
 echo "npm test needs Debian packages that are missing:$missing" >&2
-case "$missing" in *chromium*) echo "  chromium: the admin page's browser tests drive it (about 100 MB)" >&2 ;; esac
+case "$missing" in *chromium*) echo "  chromium: the admin page's browser tests drive it (with its dependencies, a few hundred MB)" >&2 ;; esac
 case "$missing" in *faketime*) echo "  faketime: the clock-skew tests run engines with a skewed wall clock" >&2 ;; esac
 if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   echo "installing them now: apt-get install -y$missing" >&2
-  apt-get update -qq
+  log="${TMPDIR:-/tmp}/skein-apt-get.log"
   # shellcheck disable=SC2086 # one word per package
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing
+  if ! { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $missing; } >"$log" 2>&1; then
+    cat "$log" >&2
+    echo "apt-get install -y$missing failed (its output is above)" >&2
+    exit 1
+  fi
+  echo "installed:$missing (apt-get's output: $log)" >&2
   [ -x "$CHROMIUM" ] && [ -e "$LIBFAKETIME" ] && exit 0
   echo "apt-get ran but$missing is still missing" >&2
   exit 1
