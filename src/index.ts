@@ -1,6 +1,8 @@
 /** Skein's public surface. Anything not exported here is internal. */
 
-export type { AgentHandler, DecideHook, Routed, Task } from "./agents/task.js";
+export { type AgentSchemas, defineAgent, type TypedAgentHandler } from "./agents/define-agent.js";
+export type { StandardSchemaV1 } from "./agents/standard-schema.js";
+export type { AgentHandler, DecideHook, DepResult, Routed, Task } from "./agents/task.js";
 export { canTransition, deriveRunStatus, type RunStatus, VISIT_STATES, type VisitState } from "./core/states.js";
 export type {
   Json,
@@ -13,8 +15,20 @@ export type {
   Visit,
   VisitError,
 } from "./core/types.js";
+export { defineWorkflow } from "./definition/define-workflow.js";
 export type { WorkflowDefinition } from "./definition/schema.js";
 export { type ValidationResult, validateWorkflow } from "./definition/validate.js";
+export type {
+  AgentNodeInput,
+  BuiltinKind,
+  BuiltinNodeInput,
+  BuiltinPayloads,
+  MapEachInput,
+  NodeCommonInput,
+  NodeInput,
+  Template,
+  WorkflowInput,
+} from "./definition/workflow-input.js";
 export { type Clock, ManualClock, systemClock } from "./engine/clock.js";
 export {
   createClient,

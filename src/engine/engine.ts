@@ -7,6 +7,7 @@ import { hostname } from "node:os";
 import { metrics } from "@opentelemetry/api";
 import { type Logger, pino } from "pino";
 import type { Json, Run, RunEvent, Visit } from "../core/types.js";
+import type { WorkflowInput } from "../definition/workflow-input.js";
 import { EngineClosedError, NotFoundError, type UnavailableError, ValidationError } from "../errors.js";
 import type { RunFilter, Store } from "../store/store.js";
 import type { AttemptRunner } from "./attempts.js";
@@ -203,9 +204,11 @@ export class Engine {
 
   /**
    * Validates a definition and stores it as a new version (the same content keeps its version).
+   * Takes a `defineWorkflow` result, or a document read from JSON (`JSON.parse` gives `any`);
+   * either way every rule is checked here.
    * @throws ValidationError listing every problem; nothing is stored.
    */
-  async registerWorkflow(definition: unknown): Promise<RegisteredWorkflow> {
+  async registerWorkflow(definition: WorkflowInput): Promise<RegisteredWorkflow> {
     this.assertOpen();
     return this.registry.register(definition, this.clock.now());
   }
@@ -243,10 +246,12 @@ export class Engine {
 
   /**
    * The run with its current visits as `nodes` (a map node's with its item counts, `items`;
-   * its items themselves are read a page at a time with listMapItems). @throws NotFoundError
+   * its items themselves are read a page at a time with listMapItems). `O`: the output's type,
+   * as the caller knows it (not checked). @throws NotFoundError
+   * @example const run = await engine.getRun<{ summary: string }>(runId); run.output?.summary;
    */
-  getRun(runId: string): Promise<RunWithNodes> {
-    return readRunWithNodes(this.store, this.registry, runId);
+  getRun<O = Json>(runId: string): Promise<RunWithNodes<O>> {
+    return readRunWithNodes(this.store, this.registry, runId) as Promise<RunWithNodes<O>>;
   }
 
   /**
@@ -462,9 +467,11 @@ export class Engine {
   /**
    * Resolves with the run once it has ended (SUCCEEDED, FAILED or CANCELLED). On a shared
    * database another engine may end it: the run is then also polled at the sweep interval.
+   * `O`: the output's type, as the caller knows it (not checked).
+   * @example const done = await engine.waitForRun<{ summary: string }>(run.run_id);
    */
-  async waitForRun(runId: string): Promise<RunWithNodes> {
-    return waitForRun(
+  async waitForRun<O = Json>(runId: string): Promise<RunWithNodes<O>> {
+    return (await waitForRun(
       {
         store: this.store,
         clock: this.clock,
@@ -474,7 +481,7 @@ export class Engine {
         read: (id) => this.getRun(id),
       },
       runId,
-    );
+    )) as RunWithNodes<O>;
   }
 
   /**
