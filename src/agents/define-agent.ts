@@ -24,9 +24,6 @@ export interface AgentSchemas<
   input?: IS;
 }
 
-type Out<S, Fallback> = S extends StandardSchemaV1 ? StandardSchemaV1.InferOutput<S> : Fallback;
-type In<S, Fallback> = S extends StandardSchemaV1 ? StandardSchemaV1.InferInput<S> : Fallback;
-
 /**
  * Types an in-process agent for createEngine's `agents`: `task.payload` is `P`, the return value
  * is checked against `O` (or `task.route(next, output)`). The types are not checked at run time
@@ -53,7 +50,11 @@ export function defineAgent<
   IS extends StandardSchemaV1 | undefined = undefined,
 >(
   schemas: AgentSchemas<PS, OS, IS>,
-  handler: TypedAgentHandler<Out<PS, Json>, In<OS, unknown>, Out<IS, Json>>,
+  handler: TypedAgentHandler<
+    PS extends StandardSchemaV1 ? StandardSchemaV1.InferOutput<PS> : Json,
+    OS extends StandardSchemaV1 ? StandardSchemaV1.InferInput<OS> : unknown,
+    IS extends StandardSchemaV1 ? StandardSchemaV1.InferOutput<IS> : Json
+  >,
 ): AgentHandler;
 export function defineAgent(
   first: TypedAgentHandler | AgentSchemas<StandardSchemaV1, StandardSchemaV1, StandardSchemaV1>,

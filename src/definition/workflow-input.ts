@@ -109,9 +109,24 @@ export type NodeInput = BuiltinNodeInput | AgentNodeInput;
 /** A workflow definition as written (defaults optional): what `defineWorkflow` and `registerWorkflow` take. */
 export type WorkflowInput = Omit<z.input<typeof WorkflowSchema>, "nodes"> & { nodes: NodeInput[] };
 
-/** The node type a written node is checked against: its kind's, by its agent_type. */
+/**
+ * The node type a written node is checked against: its kind's, by its agent_type. A payload
+ * field a built-in kind does not have is refused (`never`) even where every field is optional,
+ * which excess-property checks alone would miss here (the error names it: `not a field of sleep's payload`).
+ */
 export type CheckedNode<N> = N extends { agent_type: infer A }
   ? A extends BuiltinKind
-    ? BuiltinNodeInput<A>
+    ? BuiltinNodeInput<A> &
+        (N extends { payload: infer P }
+          ? {
+              payload: {
+                // keyof of each member of the payload union (keyof of a union gives only the shared keys)
+                [K in Exclude<
+                  keyof P,
+                  BuiltinPayloads[A] extends infer U ? (U extends unknown ? keyof U : never) : never
+                >]: `not a field of ${A}'s payload`;
+              };
+            }
+          : unknown)
     : AgentNodeInput
   : NodeInput;

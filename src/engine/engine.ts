@@ -96,7 +96,7 @@ async function open(options: EngineOptions, serve: boolean): Promise<Engine> {
   const logger = options.logger ?? pino({ level: process.env.SKEIN_LOG_LEVEL ?? "warn" }, pino.destination(2));
   const store = await openStore(options.database ?? "sqlite:./skein.db", { ...options, logger });
   try {
-    const engine = new Engine(store, { ...options, logger }, serve);
+    const engine = Engine.over(store, { ...options, logger }, serve);
     await engine.start();
     return engine;
   } catch (e) {
@@ -124,8 +124,13 @@ export class Engine {
   readonly retention: Retention | null;
   private closed = false;
 
-  /** @internal use createEngine or createClient */
-  constructor(
+  /** @internal createEngine's and createClient's: an engine over an open store, not started yet. */
+  static over(store: Store, options: EngineOptions, serve: boolean): Engine {
+    return new Engine(store, options, serve);
+  }
+
+  /** Use createEngine or createClient (the declarations ship it private, so `new Engine()` does not compile). */
+  private constructor(
     private readonly store: Store,
     private readonly options: EngineOptions,
     /** False for a client: no engine registration, no claims, no sweeps. */
