@@ -57,6 +57,7 @@ export {
   type PruneOptions,
   type PublishEventAnswer,
   type RateLimit,
+  type ReportAnswer,
   type ReviewOptions,
   type RunWithNodes,
   type SendEventAnswer,

@@ -34,7 +34,7 @@ import type {
   HeartbeatRequest,
 } from "./external-requests.js";
 import { randomHex } from "./ids.js";
-import type { PublishEventAnswer, SendEventAnswer } from "./inputs.js";
+import type { PublishEventAnswer, ReportAnswer, SendEventAnswer } from "./inputs.js";
 import { type ListMapItemsOptions, listMapItems, type MapItemPage } from "./map-items.js";
 import { EngineMetrics } from "./metrics.js";
 import type { Notifier } from "./notifier.js";
@@ -60,7 +60,7 @@ export type {
   StartRunOptions,
 } from "./engine-options.js";
 export type { SendEventOptions } from "./events.js";
-export type { PublishEventAnswer, SendEventAnswer } from "./inputs.js";
+export type { PublishEventAnswer, ReportAnswer, SendEventAnswer } from "./inputs.js";
 export type { ListMapItemsOptions, MapItemPage, MapProgress } from "./map-items.js";
 
 /**
@@ -300,7 +300,7 @@ export class Engine {
    * Renews a claimed task's lease. @throws ConflictError when the caller does not hold the
    * attempt; ForbiddenError for an agent type its token may not claim; LimitError over `taskLimits`
    */
-  heartbeatTask(executionId: string, request: HeartbeatRequest) {
+  heartbeatTask(executionId: string, request: HeartbeatRequest): Promise<ReportAnswer> {
     this.assertOpen();
     return this.external.heartbeat(executionId, request);
   }
@@ -311,13 +311,13 @@ export class Engine {
    * @throws ConflictError when the caller does not hold the attempt; ForbiddenError for an agent
    *   type its token may not claim; NotFoundError; ValidationError for bad output
    */
-  completeTask(executionId: string, request: CompleteRequest) {
+  completeTask(executionId: string, request: CompleteRequest): Promise<ReportAnswer> {
     this.assertOpen();
     return this.external.complete(executionId, request);
   }
 
   /** Reports a claimed task's failure; retried unless `retryable` is false. @throws ConflictError */
-  failTask(executionId: string, request: FailRequest) {
+  failTask(executionId: string, request: FailRequest): Promise<ReportAnswer> {
     this.assertOpen();
     return this.external.fail(executionId, request);
   }
@@ -455,10 +455,13 @@ export class Engine {
     return this.store.listWorkflows();
   }
 
-  /** The stored definition of a workflow version (latest by default). @throws NotFoundError */
-  async getWorkflow(id: string, version?: number): Promise<{ id: string; version: number; definition: unknown }> {
+  /**
+   * The stored definition of a workflow version (latest by default): the document as registered
+   * (it passed every check then), with its version. @throws NotFoundError
+   */
+  async getWorkflow(id: string, version?: number): Promise<{ id: string; version: number; definition: WorkflowInput }> {
     const w = await this.registry.get(id, version);
-    return { id, version: w.version, definition: w.document };
+    return { id, version: w.version, definition: w.document as WorkflowInput };
   }
 
   /**

@@ -103,7 +103,9 @@ export function unexportedTypes(files: Map<string, string>, entry: string, alsoE
           ? node.typeName
           : ts.isExpressionWithTypeArguments(node)
             ? node.expression
-            : null;
+            : ts.isImportTypeNode(node) // an inferred type the emitter wrote as import("./x.js").Name
+              ? (node.qualifier ?? null)
+              : null;
         if (name) {
           const target = checker.getSymbolAtLocation(ts.isQualifiedName(name) ? name.right : name);
           const resolved = target && resolveAlias(target);
