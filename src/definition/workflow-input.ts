@@ -111,8 +111,8 @@ export type WorkflowInput = Omit<z.input<typeof WorkflowSchema>, "nodes"> & { no
 
 /**
  * The node type a written node is checked against: its kind's, by its agent_type. A payload
- * field a built-in kind does not have is refused (`never`) even where every field is optional,
- * which excess-property checks alone would miss here (the error names it: `not a field of sleep's payload`).
+ * field a built-in kind does not have is refused even where every field is optional, which
+ * excess-property checks alone would miss here (the error names it: `not a field of sleep's payload`).
  */
 export type CheckedNode<N> = N extends { agent_type: infer A }
   ? A extends BuiltinKind

@@ -2,7 +2,13 @@
  * defineWorkflow literals that must compile under --strict (types.test.ts type-checks this file
  * and validates every export at run time, so the types accept nothing the engine refuses).
  */
+import type { z } from "zod";
+import type { WorkflowSchema } from "../../src/definition/schema.js";
 import { defineWorkflow, type WorkflowInput } from "../../src/index.js";
+
+/** WorkflowInput fits the zod schema's input type: the hand-written payload types only narrow it. */
+type FitsTheSchema<T extends z.input<typeof WorkflowSchema>> = T;
+export type WorkflowInputFitsTheSchema = FitsTheSchema<WorkflowInput>;
 
 /** The smallest workflow: defaults, payload, depends_on and join all optional. */
 export const minimal = defineWorkflow({ id: "minimal", nodes: [{ node_id: "only", agent_type: "worker" }] });
