@@ -36,6 +36,7 @@ export type {
   BuiltinNodeInput,
   BuiltinPayloads,
   CheckedNode,
+  CheckedWorkflow,
   MapEachInput,
   NodeCommonInput,
   NodeInput,

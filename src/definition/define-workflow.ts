@@ -1,5 +1,5 @@
 /** `defineWorkflow`: a workflow definition written in code, typed by the format. */
-import type { CheckedNode, NodeInput, WorkflowInput } from "./workflow-input.js";
+import type { CheckedWorkflow, NodeInput, WorkflowInput } from "./workflow-input.js";
 
 /**
  * Returns its argument unchanged: a typed literal, with completion and errors for every field and
@@ -14,8 +14,6 @@ import type { CheckedNode, NodeInput, WorkflowInput } from "./workflow-input.js"
  *   ],
  * });
  */
-export function defineWorkflow<const N extends readonly NodeInput[]>(
-  definition: Omit<WorkflowInput, "nodes"> & { nodes: N & { [K in keyof N]: CheckedNode<N[K]> } },
-): WorkflowInput {
+export function defineWorkflow<const N extends readonly NodeInput[]>(definition: CheckedWorkflow<N>): WorkflowInput {
   return definition as unknown as WorkflowInput;
 }

@@ -110,6 +110,15 @@ export type NodeInput = BuiltinNodeInput | AgentNodeInput;
 export type WorkflowInput = Omit<z.input<typeof WorkflowSchema>, "nodes"> & { nodes: NodeInput[] };
 
 /**
+ * A workflow whose nodes `N` are each checked against their kind (`CheckedNode`): the parameter
+ * type of `defineWorkflow`, for literals. (registerWorkflow takes a plain WorkflowInput: inferring
+ * `N` from a value that is not a literal, such as an element of a list of workflows, misleads.)
+ */
+export type CheckedWorkflow<N extends readonly NodeInput[]> = Omit<WorkflowInput, "nodes"> & {
+  nodes: N & { [K in keyof N]: CheckedNode<N[K]> };
+};
+
+/**
  * The node type a written node is checked against: its kind's, by its agent_type. A payload
  * field a built-in kind does not have is refused even where every field is optional, which
  * excess-property checks alone would miss here (the error names it: `not a field of sleep's payload`).

@@ -209,8 +209,9 @@ export class Engine {
 
   /**
    * Validates a definition and stores it as a new version (the same content keeps its version).
-   * Takes a `defineWorkflow` result, or a document read from JSON (`JSON.parse` gives `any`);
-   * either way every rule is checked here.
+   * Takes a `defineWorkflow` result (whose literal is checked node by node, built-in kinds'
+   * payloads included), any WorkflowInput, or a document read from JSON (`JSON.parse` gives
+   * `any`); either way every rule is checked here.
    * @throws ValidationError listing every problem; nothing is stored.
    */
   async registerWorkflow(definition: WorkflowInput): Promise<RegisteredWorkflow> {
