@@ -13,12 +13,14 @@ import { fileURLToPath } from "node:url";
 import contentAgents from "../examples/content-publish/agents.js";
 import orderAgents from "../examples/order-approval/agents.js";
 import { createServer } from "../src/http/server.js";
+import type { WorkflowInput } from "../src/index.js";
 import { createEngine } from "../src/index.js";
 import { launchChromium } from "./chromium.js";
 
 const ROOT = resolve(fileURLToPath(new URL("..", import.meta.url)));
 const DOCS = join(ROOT, "docs");
-const workflow = (name: string): unknown =>
+// Checked by registerWorkflow like any document.
+const workflow = (name: string): WorkflowInput =>
   JSON.parse(readFileSync(join(ROOT, "examples", name, "workflow.json"), "utf8"));
 
 const dir = mkdtempSync(join(tmpdir(), "skein-screenshots-"));

@@ -1,26 +1,55 @@
 /** Skein's public surface. Anything not exported here is internal. */
 
-export type { AgentHandler, DecideHook, Routed, Task } from "./agents/task.js";
-export { canTransition, deriveRunStatus, type RunStatus, VISIT_STATES, type VisitState } from "./core/states.js";
+export { type AgentSchemas, defineAgent, type TypedAgentHandler } from "./agents/define-agent.js";
+export type { StandardSchemaV1 } from "./agents/standard-schema.js";
+export type { AgentHandler, DecideHook, DepResult, Routed, Task } from "./agents/task.js";
+export {
+  canTransition,
+  deriveRunStatus,
+  type EndCause,
+  type RunStatus,
+  type RunStatusInput,
+  VISIT_STATES,
+  type VisitState,
+} from "./core/states.js";
 export type {
+  Compensation,
+  EventType,
   Json,
   MapCounts,
   MapItem,
   MapItemState,
+  NewEvent,
   Run,
   RunEvent,
   RunParent,
+  TriggerRef,
   Visit,
   VisitError,
 } from "./core/types.js";
+export { defineWorkflow } from "./definition/define-workflow.js";
 export type { WorkflowDefinition } from "./definition/schema.js";
-export { type ValidationResult, validateWorkflow } from "./definition/validate.js";
-export { type Clock, ManualClock, systemClock } from "./engine/clock.js";
+export { type ValidateOptions, type ValidationResult, validateWorkflow } from "./definition/validate.js";
+export type {
+  AgentNodeInput,
+  BuiltinKind,
+  BuiltinNodeInput,
+  BuiltinPayloads,
+  CheckedNode,
+  CheckedWorkflow,
+  MapEachInput,
+  NodeCommonInput,
+  NodeInput,
+  Template,
+  WorkflowInput,
+} from "./definition/workflow-input.js";
+export { type Clock, ManualClock, systemClock, type TimerHandle } from "./engine/clock.js";
 export {
   createClient,
   createEngine,
   Engine,
   type EngineOptions,
+  type EventListener,
   type ListMapItemsOptions,
   type MapItemPage,
   type MapProgress,
@@ -29,13 +58,21 @@ export {
   type PruneOptions,
   type PublishEventAnswer,
   type RateLimit,
+  type ReportAnswer,
   type ReviewOptions,
   type RunWithNodes,
   type SendEventAnswer,
   type SendEventOptions,
   type StartRunOptions,
 } from "./engine/engine.js";
-export type { WorkerIdentity } from "./engine/external-requests.js";
+export type {
+  ClaimRequest,
+  CompleteRequest,
+  ExternalTask,
+  FailRequest,
+  HeartbeatRequest,
+  WorkerIdentity,
+} from "./engine/external-requests.js";
 export type { Notification, NotifyOptions } from "./engine/notifier.js";
 export type { RegisteredWorkflow, WorkflowCheck } from "./engine/registry.js";
 export type { Duration, RetentionOptions } from "./engine/retention.js";
@@ -50,7 +87,8 @@ export {
   NotFoundError,
   type Problem,
   SkeinError,
+  type SkeinErrorCode,
   UnavailableError,
   ValidationError,
 } from "./errors.js";
-export type { ChildRun, PrunedStatus } from "./store/store.js";
+export type { ChildRun, PrunedStatus, RunFilter } from "./store/store.js";

@@ -10,7 +10,7 @@
  * parent run's input: what a researcher needs goes into the item, which is why each question
  * carries its topic.
  */
-import type { Task } from "../../src/index.js";
+import { defineAgent } from "../../src/index.js";
 
 const ANGLES = [
   (t: string) => `What is ${t}?`,
@@ -21,7 +21,7 @@ const ANGLES = [
 ];
 
 /** A short wait that ends early when the attempt is cancelled, so the four at a time show in `skein run`. */
-function work(task: Task, ms = 50): Promise<void> {
+function work(task: { signal: AbortSignal }, ms = 50): Promise<void> {
   return new Promise((resolve, reject) => {
     const timer = setTimeout(resolve, ms);
     task.signal.addEventListener("abort", () => {
@@ -31,17 +31,20 @@ function work(task: Task, ms = 50): Promise<void> {
   });
 }
 
+/** One researcher's answer, as the writer gets it. */
+type Finding = { number: number; question: string; answer: string; at_once: number };
+
 /** Researchers working now in this process: each answer says how many were (itself included) when it began. */
 let researching = 0;
 
 export default {
-  planner(task: Task) {
-    const { topic } = task.payload as { topic: string };
+  planner: defineAgent<{ topic: string }>((task) => {
+    const { topic } = task.payload;
     return { questions: ANGLES.map((angle) => ({ topic, question: angle(topic) })) };
-  },
+  }),
 
-  async researcher(task: Task) {
-    const { question, topic, number } = task.payload as { question: string; topic: string; number: number };
+  researcher: defineAgent<{ question: string; topic: string; number: number }, Finding>(async (task) => {
+    const { question, topic, number } = task.payload;
     researching += 1;
     const atOnce = researching;
     try {
@@ -56,13 +59,10 @@ export default {
       answer: `Notes on "${question}" (${topic}), found on attempt ${task.attempt}.`,
       at_once: atOnce,
     };
-  },
+  }),
 
-  writer(task: Task) {
-    const { topic, findings } = task.payload as {
-      topic: string;
-      findings: { number: number; question: string; answer: string; at_once: number }[];
-    };
+  writer: defineAgent<{ topic: string; findings: Finding[] }>((task) => {
+    const { topic, findings } = task.payload;
     const sections = findings.map((f) => `## ${f.number}. ${f.question}\n\n${f.answer}`);
     return {
       title: `Research report: ${topic}`,
@@ -70,5 +70,5 @@ export default {
       most_researchers_at_once: Math.max(...findings.map((f) => f.at_once)),
       report: sections.join("\n\n"),
     };
-  },
+  }),
 };

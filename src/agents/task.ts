@@ -9,7 +9,12 @@ export interface DepResult {
   error: Json | null;
 }
 
-export interface Task {
+/**
+ * What an in-process handler receives. `P` is the payload's type and `I` the run input's: both
+ * are the handler's claim about the workflow (use `defineAgent` with schemas to have them checked
+ * at run time); they default to `Json`.
+ */
+export interface Task<P = Json, I = Json> {
   run_id: string;
   node_id: string;
   agent_type: string;
@@ -18,9 +23,9 @@ export interface Task {
   /** Stable across the attempts of this visit: the idempotency key for the agent's side effects. */
   execution_id: string;
   /** Templates resolved once per visit: every attempt sees the same payload. */
-  payload: Json;
+  payload: P;
   /** The run's input. */
-  input: Json;
+  input: I;
   /** `{ <node_id>: { status, output, error } }` of the node's dependencies. */
   deps: Record<string, DepResult>;
   /** The edge that activated this visit, if any (a failure handler reads the error here). */

@@ -61,13 +61,15 @@ export interface Visit {
   ended_at: number | null;
 }
 
-export interface Run {
+/** A run; `O` is its output's type when the caller knows it (`getRun<O>`), else Json. */
+export interface Run<O = Json> {
   run_id: string;
   workflow_id: string;
   workflow_version: number;
   status: RunStatus;
   input: Json;
-  output: Json | null;
+  /** The output of the run's last node(s); null until it succeeds. */
+  output: O | null;
   error: VisitError | null;
   end_cause: EndCause | null;
   trace_id: string;

@@ -16,7 +16,6 @@ export {
   type SuccessCase,
   type WorkflowDefaults,
   type WorkflowDefinition,
-  type WorkflowInput,
   WorkflowSchema,
 } from "./schema.js";
 export {
@@ -25,3 +24,4 @@ export {
   type ValidationResult,
   validateWorkflow,
 } from "./validate.js";
+export type { NodeInput, WorkflowInput } from "./workflow-input.js";

@@ -193,8 +193,7 @@ export const WorkflowSchema = z
 export type WorkflowDefinition = z.output<typeof WorkflowSchema>;
 /** One parsed node of a workflow definition. */
 export type NodeDefinition = WorkflowDefinition["nodes"][number];
-/** A workflow definition as written (defaults optional). */
-export type WorkflowInput = z.input<typeof WorkflowSchema>;
+// The type of a definition as written is workflow-input.ts's WorkflowInput (z.input with the built-in kinds' payloads).
 /** The `defaults` block of a parsed definition. */
 export type WorkflowDefaults = WorkflowDefinition["defaults"];
 /** One `{when, to}` case of `next_on_success`. */

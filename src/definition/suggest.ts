@@ -1,4 +1,4 @@
-/** @internal "Did you mean" hints: the nearest known name by edit distance. */
+// "Did you mean" hints: the nearest known name by edit distance (internal).
 
 /**
  * The candidate nearest to `word`, when it is near enough to be a typo of it: at most 2 edits,

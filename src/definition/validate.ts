@@ -40,6 +40,7 @@ export type ValidationResult =
   | {
       ok: true;
       workflow: WorkflowDefinition;
+      /** @internal the compiled graph, for the engine */
       graph: WorkflowGraph;
       errors: [];
       warnings: Problem[];

@@ -136,8 +136,8 @@ export interface StartRunOptions {
   version?: number;
 }
 
-/** A run with its current visits. */
-export interface RunWithNodes extends Run {
+/** A run with its current visits; `O` is the output's type the caller supplies (`getRun<O>`). */
+export interface RunWithNodes<O = Json> extends Run<O> {
   nodes: NodeVisit[];
   /** Nodes waiting for a person's decision. */
   waiting_reviews: number;

@@ -7,6 +7,7 @@ import { hostname } from "node:os";
 import { metrics } from "@opentelemetry/api";
 import { type Logger, pino } from "pino";
 import type { Json, Run, RunEvent, Visit } from "../core/types.js";
+import type { WorkflowInput } from "../definition/workflow-input.js";
 import { EngineClosedError, NotFoundError, type UnavailableError, ValidationError } from "../errors.js";
 import type { RunFilter, Store } from "../store/store.js";
 import type { AttemptRunner } from "./attempts.js";
@@ -33,7 +34,7 @@ import type {
   HeartbeatRequest,
 } from "./external-requests.js";
 import { randomHex } from "./ids.js";
-import type { PublishEventAnswer, SendEventAnswer } from "./inputs.js";
+import type { PublishEventAnswer, ReportAnswer, SendEventAnswer } from "./inputs.js";
 import { type ListMapItemsOptions, listMapItems, type MapItemPage } from "./map-items.js";
 import { EngineMetrics } from "./metrics.js";
 import type { Notifier } from "./notifier.js";
@@ -59,7 +60,7 @@ export type {
   StartRunOptions,
 } from "./engine-options.js";
 export type { SendEventOptions } from "./events.js";
-export type { PublishEventAnswer, SendEventAnswer } from "./inputs.js";
+export type { PublishEventAnswer, ReportAnswer, SendEventAnswer } from "./inputs.js";
 export type { ListMapItemsOptions, MapItemPage, MapProgress } from "./map-items.js";
 
 /**
@@ -95,7 +96,7 @@ async function open(options: EngineOptions, serve: boolean): Promise<Engine> {
   const logger = options.logger ?? pino({ level: process.env.SKEIN_LOG_LEVEL ?? "warn" }, pino.destination(2));
   const store = await openStore(options.database ?? "sqlite:./skein.db", { ...options, logger });
   try {
-    const engine = new Engine(store, { ...options, logger }, serve);
+    const engine = Engine.over(store, { ...options, logger }, serve);
     await engine.start();
     return engine;
   } catch (e) {
@@ -123,8 +124,13 @@ export class Engine {
   readonly retention: Retention | null;
   private closed = false;
 
-  /** @internal use createEngine or createClient */
-  constructor(
+  /** @internal createEngine's and createClient's: an engine over an open store, not started yet. */
+  static over(store: Store, options: EngineOptions, serve: boolean): Engine {
+    return new Engine(store, options, serve);
+  }
+
+  /** Use createEngine or createClient (the declarations ship it private, so `new Engine()` does not compile). */
+  private constructor(
     private readonly store: Store,
     private readonly options: EngineOptions,
     /** False for a client: no engine registration, no claims, no sweeps. */
@@ -203,9 +209,12 @@ export class Engine {
 
   /**
    * Validates a definition and stores it as a new version (the same content keeps its version).
+   * Takes a `defineWorkflow` result (whose literal is checked node by node, built-in kinds'
+   * payloads included), any WorkflowInput, or a document read from JSON (`JSON.parse` gives
+   * `any`); either way every rule is checked here.
    * @throws ValidationError listing every problem; nothing is stored.
    */
-  async registerWorkflow(definition: unknown): Promise<RegisteredWorkflow> {
+  async registerWorkflow(definition: WorkflowInput): Promise<RegisteredWorkflow> {
     this.assertOpen();
     return this.registry.register(definition, this.clock.now());
   }
@@ -243,10 +252,12 @@ export class Engine {
 
   /**
    * The run with its current visits as `nodes` (a map node's with its item counts, `items`;
-   * its items themselves are read a page at a time with listMapItems). @throws NotFoundError
+   * its items themselves are read a page at a time with listMapItems). `O`: the output's type,
+   * as the caller knows it (not checked). @throws NotFoundError
+   * @example const run = await engine.getRun<{ summary: string }>(runId); run.output?.summary;
    */
-  getRun(runId: string): Promise<RunWithNodes> {
-    return readRunWithNodes(this.store, this.registry, runId);
+  getRun<O = Json>(runId: string): Promise<RunWithNodes<O>> {
+    return readRunWithNodes(this.store, this.registry, runId) as Promise<RunWithNodes<O>>;
   }
 
   /**
@@ -290,7 +301,7 @@ export class Engine {
    * Renews a claimed task's lease. @throws ConflictError when the caller does not hold the
    * attempt; ForbiddenError for an agent type its token may not claim; LimitError over `taskLimits`
    */
-  heartbeatTask(executionId: string, request: HeartbeatRequest) {
+  heartbeatTask(executionId: string, request: HeartbeatRequest): Promise<ReportAnswer> {
     this.assertOpen();
     return this.external.heartbeat(executionId, request);
   }
@@ -301,13 +312,13 @@ export class Engine {
    * @throws ConflictError when the caller does not hold the attempt; ForbiddenError for an agent
    *   type its token may not claim; NotFoundError; ValidationError for bad output
    */
-  completeTask(executionId: string, request: CompleteRequest) {
+  completeTask(executionId: string, request: CompleteRequest): Promise<ReportAnswer> {
     this.assertOpen();
     return this.external.complete(executionId, request);
   }
 
   /** Reports a claimed task's failure; retried unless `retryable` is false. @throws ConflictError */
-  failTask(executionId: string, request: FailRequest) {
+  failTask(executionId: string, request: FailRequest): Promise<ReportAnswer> {
     this.assertOpen();
     return this.external.fail(executionId, request);
   }
@@ -445,10 +456,13 @@ export class Engine {
     return this.store.listWorkflows();
   }
 
-  /** The stored definition of a workflow version (latest by default). @throws NotFoundError */
-  async getWorkflow(id: string, version?: number): Promise<{ id: string; version: number; definition: unknown }> {
+  /**
+   * The stored definition of a workflow version (latest by default): the document as registered
+   * (it passed every check then), with its version. @throws NotFoundError
+   */
+  async getWorkflow(id: string, version?: number): Promise<{ id: string; version: number; definition: WorkflowInput }> {
     const w = await this.registry.get(id, version);
-    return { id, version: w.version, definition: w.document };
+    return { id, version: w.version, definition: w.document as WorkflowInput };
   }
 
   /**
@@ -462,9 +476,11 @@ export class Engine {
   /**
    * Resolves with the run once it has ended (SUCCEEDED, FAILED or CANCELLED). On a shared
    * database another engine may end it: the run is then also polled at the sweep interval.
+   * `O`: the output's type, as the caller knows it (not checked).
+   * @example const done = await engine.waitForRun<{ summary: string }>(run.run_id);
    */
-  async waitForRun(runId: string): Promise<RunWithNodes> {
-    return waitForRun(
+  async waitForRun<O = Json>(runId: string): Promise<RunWithNodes<O>> {
+    return (await waitForRun(
       {
         store: this.store,
         clock: this.clock,
@@ -474,7 +490,7 @@ export class Engine {
         read: (id) => this.getRun(id),
       },
       runId,
-    );
+    )) as RunWithNodes<O>;
   }
 
   /**

@@ -3,12 +3,23 @@
  * sends them and the holder that names, the limits, and the checks a request passes before
  * ExternalWorkers acts on it. The HTTP layer validates its bodies against the same patterns.
  */
-import type { Problem } from "../errors.js";
-import type { ClaimedTask } from "./inputs.js";
 
-/** A claimed task as an external worker receives it: DESIGN §5's fields and the lease. */
-/** A claimed task as a worker gets it: `traceparent` is its attempt span's (DESIGN §9). */
-export type ExternalTask = Omit<ClaimedTask, "run_traceparent"> & { traceparent: string; lease_expires_at: number };
+import type { Task } from "../agents/task.js";
+import type { Problem } from "../errors.js";
+
+/**
+ * A claimed task as an external worker receives it: DESIGN §5's fields (an in-process Task's
+ * data), the run's workflow, the attempt's deadline and the lease; `traceparent` is its attempt
+ * span's (DESIGN §9).
+ */
+export interface ExternalTask extends Omit<Task, "signal" | "heartbeat" | "route"> {
+  workflow_id: string;
+  workflow_version: number;
+  /** When the attempt times out (epoch ms). */
+  deadline_at: number;
+  /** When the lease ends unless the worker heartbeats (epoch ms). */
+  lease_expires_at: number;
+}
 
 /** A worker's id: no free text, so that the holder and the audit trail cannot be spoofed. */
 export const WORKER_ID_PATTERN = /^[A-Za-z0-9_.:-]{1,128}$/;

@@ -86,7 +86,7 @@ export interface ServerOptions {
   metrics?: MetricReader;
 }
 
-/** What route modules get besides the app. */
+/** @internal What route modules get besides the app. */
 export interface RouteContext {
   engine: Engine;
   /** The SSE heartbeat interval, ms. */
@@ -279,4 +279,6 @@ function depthOver(value: unknown, max: number): boolean {
   return false;
 }
 
+export type { TokenEntry } from "./auth.js";
+export type { ServerLimits } from "./limits.js";
 export { prometheusMetrics } from "./metrics.js";

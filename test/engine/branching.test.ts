@@ -1,12 +1,12 @@
 import { describe, expect, it } from "vitest";
-import type { Task } from "../../src/index.js";
+import type { Task, WorkflowInput } from "../../src/index.js";
 import { testEngine } from "../helpers.js";
 
 const nodeStates = (nodes: { node_id: string; state: string }[]) =>
   Object.fromEntries(nodes.map((n) => [n.node_id, n.state]));
 
 describe("branching", () => {
-  const workflow = {
+  const workflow: WorkflowInput = {
     id: "branch",
     nodes: [
       {

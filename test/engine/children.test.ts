@@ -1,9 +1,10 @@
 import pg from "pg";
 import { describe, expect, it } from "vitest";
+import type { NodeInput, WorkflowInput } from "../../src/index.js";
 import { NonRetryableError, type Task } from "../../src/index.js";
 import { nextEvent, onPostgres, PG_URL, testEngine } from "../helpers.js";
 
-const child = {
+const child: WorkflowInput = {
   id: "child",
   nodes: [{ node_id: "work", agent_type: "doubler", payload: { n: "{{ input.n }}" } }],
 };
@@ -50,7 +51,7 @@ describe("workflow nodes (child runs)", () => {
       return { ok: calls };
     };
     const { engine } = await testEngine({ agents: { ...agents, doubler: flaky } });
-    await engine.registerWorkflow({ ...child, nodes: [{ ...child.nodes[0], retry_count: 0 }] });
+    await engine.registerWorkflow({ ...child, nodes: [{ ...(child.nodes[0] as NodeInput), retry_count: 0 }] });
     await engine.registerWorkflow(parent({}, { retry_count: 1, retry_interval: 0 }));
     const run = await engine.startRun("parent", { input: { n: 1 } });
     const done = await engine.waitForRun(run.run_id);
@@ -74,7 +75,7 @@ describe("workflow nodes (child runs)", () => {
         },
       },
     });
-    await engine.registerWorkflow({ ...child, nodes: [{ ...child.nodes[0], retry_count: 0 }] });
+    await engine.registerWorkflow({ ...child, nodes: [{ ...(child.nodes[0] as NodeInput), retry_count: 0 }] });
     await engine.registerWorkflow(parent({}, { retry_count: 0 }));
     const run = await engine.startRun("parent", { input: { n: 1 } });
     const done = await engine.waitForRun(run.run_id);
@@ -261,7 +262,7 @@ describe("redrive and nesting", () => {
         },
       },
     });
-    await engine.registerWorkflow({ ...child, nodes: [{ ...child.nodes[0], retry_count: 0 }] });
+    await engine.registerWorkflow({ ...child, nodes: [{ ...(child.nodes[0] as NodeInput), retry_count: 0 }] });
     await engine.registerWorkflow({
       id: "parent",
       nodes: [

@@ -1,6 +1,7 @@
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
+import type { NodeInput, WorkflowInput } from "../../src/index.js";
 import {
   ConflictError,
   createEngine,
@@ -11,7 +12,7 @@ import {
 } from "../../src/index.js";
 import { onPostgres, tempDb, tempDir, testEngine } from "../helpers.js";
 
-const echo = {
+const echo: WorkflowInput = {
   id: "echo",
   input_schema: { type: "object", properties: { topic: { type: "string" } }, required: ["topic"] },
   nodes: [
@@ -31,7 +32,7 @@ describe("runs", () => {
         },
       },
     });
-    await engine.registerWorkflow({ ...echo, nodes: [{ ...echo.nodes[0], retry_interval: 0 }] });
+    await engine.registerWorkflow({ ...echo, nodes: [{ ...(echo.nodes[0] as NodeInput), retry_interval: 0 }] });
     const traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
     const run = await engine.startRun("echo", { input: { topic: "cats" }, traceparent });
     const done = await engine.waitForRun(run.run_id);

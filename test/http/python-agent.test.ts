@@ -8,13 +8,14 @@ import { type ChildProcess, spawn, spawnSync } from "node:child_process";
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { afterEach, describe, expect, it, onTestFailed } from "vitest";
+import type { WorkflowInput } from "../../src/index.js";
 import { systemClock } from "../../src/index.js";
 import { testApi } from "./helpers.js";
 
 const AGENT = fileURLToPath(new URL("../../examples/python-agent/agent.py", import.meta.url));
 const WORKFLOW = JSON.parse(
   readFileSync(new URL("../../examples/python-agent/workflow.json", import.meta.url), "utf8"),
-) as { id: string };
+) as WorkflowInput;
 const TOKEN = "agent-python-0123456789abcdef";
 const hasPython = spawnSync("python3", ["--version"]).status === 0;
 

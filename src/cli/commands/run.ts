@@ -1,5 +1,6 @@
 /** `skein run <file|workflow_id>`: start a run and run it here, with live progress, until it ends. */
 import type { Command } from "commander";
+import type { WorkflowInput } from "../../definition/workflow-input.js";
 import { assertAgentsCover, loadAgents } from "../agents-module.js";
 import { openEngine } from "../database.js";
 import { EventTap, follow } from "../follow.js";
@@ -42,7 +43,7 @@ export function registerRun(program: Command): void {
         let workflowId = target;
         if (definition !== null) {
           await assertAgentsCover(definition, agents, options.agents, target);
-          const registered = await engine.registerWorkflow(definition);
+          const registered = await engine.registerWorkflow(definition as WorkflowInput); // a file: checked there
           for (const w of registered.warnings) warn(`${target}: ${problemLine(w)}`);
           workflowId = registered.id;
         } else {

@@ -1,5 +1,6 @@
 /** `skein workflows` (registered ids and latest versions) and `skein workflows put <file>`. */
 import type { Command } from "commander";
+import type { WorkflowInput } from "../../definition/workflow-input.js";
 import { loadAgents } from "../agents-module.js";
 import { library, withClient } from "../database.js";
 import { readJsonFile } from "../input.js";
@@ -45,9 +46,13 @@ export function registerWorkflows(program: Command): void {
         const problems = checked.errors.map((p) => `  ${problemLine(p)}`).join("\n");
         throw new CliError(`${file} is not a valid workflow; nothing was registered:\n${problems}`);
       }
-      const registered = await withClient(dbOf(command), (client) => client.registerWorkflow(definition), {
-        mustExist: false,
-      });
+      const registered = await withClient(
+        dbOf(command),
+        (client) => client.registerWorkflow(definition as WorkflowInput),
+        {
+          mustExist: false,
+        },
+      );
       const result = { ...registered, warnings: checked.warnings };
       if (command.optsWithGlobals().json === true) return printJson(result);
       println(`${result.id} v${result.version} ${result.created ? "created" : "unchanged"}`);

@@ -1,6 +1,7 @@
 /** Workflows: list, read a version, check a definition without storing it, register (PUT the definition). */
 import type { FastifyInstance } from "fastify";
 import { z } from "zod";
+import type { WorkflowInput } from "../../definition/workflow-input.js";
 import { ForbiddenError, NotFoundError, ValidationError } from "../../errors.js";
 import { ADMINS, READERS } from "../auth.js";
 import { errorResponses, ProblemSchema } from "../schemas.js";
@@ -117,7 +118,7 @@ export function registerWorkflowRoutes(app: FastifyInstance, { engine }: RouteCo
           },
         ]);
       }
-      const registered = await engine.registerWorkflow(request.body);
+      const registered = await engine.registerWorkflow(request.body as WorkflowInput); // checked there, as any JSON
       return reply.code(registered.created ? 201 : 200).send(registered);
     },
   );

@@ -1,0 +1,141 @@
+/**
+ * The workflow format as a TypeScript type, for definitions written in code (`defineWorkflow`).
+ *
+ * Everything but the built-in kinds' payloads is derived from the zod schema (`z.input`), so a
+ * field added to the schema appears here without an edit. The schema types every payload as a
+ * free record (its kinds check it, core/kinds/), so the built-in kinds' payloads are spelt out
+ * below, as their `validate` and `checkResolved` accept them; test/types/ type-checks them
+ * against the schema and the kinds (a literal that compiles here is accepted at run time).
+ * A string field of a payload may be a `"{{ expr }}"` template wherever the kind resolves it
+ * before checking; `Template` marks those.
+ */
+import type { z } from "zod";
+import type { NodeSchema, WorkflowSchema } from "./schema.js";
+
+/** A whole-value JSONata template, `"{{ expr }}"`, resolved when the visit becomes ready. */
+export type Template = `${string}{{${string}}}${string}`;
+
+/** Fields every node has, whatever its kind (from the schema). */
+export type NodeCommonInput = Omit<z.input<typeof NodeSchema>, "agent_type" | "payload">;
+
+/** What runs per item of a `map`: one agent, or a child workflow. */
+export type MapEachInput =
+  | {
+      /** The agent each item runs (not `map`); its payload's templates see `item` and `index`. */
+      agent_type: string;
+      payload?: Record<string, unknown>;
+      /** The agent that undoes one item when the run fails. */
+      compensation?: { agent_type: string; payload?: Record<string, unknown> };
+    }
+  | {
+      /** The workflow each item runs as a child run; its input's templates see `item` and `index`. */
+      workflow_id: string;
+      /** A registered version; default the latest when the item starts. */
+      version?: number | null;
+      input?: unknown;
+    };
+
+/** The payloads of the built-in kinds, by agent_type (DESIGN §11; core/kinds/). */
+export interface BuiltinPayloads {
+  /** Collects `{ <source>: output }` of its succeeded sources. */
+  aggregator: {
+    /** Node ids, each also in depends_on. @defaultValue every dependency */
+    sources?: string[];
+  };
+  /** Waits for a person's decision. */
+  human_review: {
+    /** Who may decide: a non-empty list of names (or one template giving one). Absent: any reviewer. */
+    assignees?: string[] | Template;
+    title?: unknown;
+    instructions?: unknown;
+    [field: string]: unknown;
+  };
+  /** Runs `each` once per element of `items`, and succeeds with the outputs in item order. */
+  map: {
+    /** The list to map over, or a template giving it. */
+    items: unknown[] | Template;
+    each: MapEachInput;
+    /** Items running at once (1..10000). @defaultValue 10 */
+    max_concurrency?: number | Template;
+    /** The most items accepted (1..100000). @defaultValue 10000 */
+    max_items?: number | Template;
+    /** Failed items the map tolerates (a count); or give tolerated_failure_percent. @defaultValue 0 */
+    tolerated_failures?: number | Template;
+    /** Failed items the map tolerates, as a percentage (0..100). */
+    tolerated_failure_percent?: number | Template;
+  };
+  /** Waits `seconds` from when it became ready, or `until` a time. */
+  sleep:
+    | { /** Seconds to wait, 0 or more. */ seconds: number | Template; until?: never }
+    | { /** An ISO 8601 time with a time zone, or epoch ms. */ until: string | number; seconds?: never };
+  /** Waits for an event sent to the run, or published by key. */
+  wait_event: {
+    /** The event's name. */
+    event: string;
+    /** Also take events published with this key (`publishEvent`). */
+    key?: string;
+    /** How long a published event by key is kept for a wait that starts later (needs key). */
+    buffer_seconds?: number | Template;
+  };
+  /** Runs a child workflow as its attempt. */
+  workflow: {
+    workflow_id: string;
+    /** A registered version; default the latest at start. */
+    version?: number | Template | null;
+    input?: unknown;
+  };
+}
+
+/** The agent_types the engine itself runs. */
+export type BuiltinKind = keyof BuiltinPayloads;
+
+/** A node of a built-in kind, with that kind's payload. */
+export type BuiltinNodeInput<K extends BuiltinKind = BuiltinKind> = K extends BuiltinKind
+  ? NodeCommonInput & { agent_type: K } & (K extends "aggregator" | "human_review"
+        ? { payload?: BuiltinPayloads[K] }
+        : { payload: BuiltinPayloads[K] })
+  : never;
+
+/** A node run by an agent of yours (any agent_type that is not a built-in kind). */
+export type AgentNodeInput = NodeCommonInput & {
+  agent_type: string;
+  /** Parameters for the agent; strings may hold templates. */
+  payload?: Record<string, unknown>;
+};
+
+/** One node as written: a built-in kind's or an agent's. */
+export type NodeInput = BuiltinNodeInput | AgentNodeInput;
+
+/** A workflow definition as written (defaults optional): what `defineWorkflow` and `registerWorkflow` take. */
+export type WorkflowInput = Omit<z.input<typeof WorkflowSchema>, "nodes"> & { nodes: NodeInput[] };
+
+/**
+ * A workflow whose nodes `N` are each checked against their kind (`CheckedNode`): the parameter
+ * type of `defineWorkflow`, for literals. (registerWorkflow takes a plain WorkflowInput: inferring
+ * `N` from a value that is not a literal, such as an element of a list of workflows, misleads.)
+ */
+export type CheckedWorkflow<N extends readonly NodeInput[]> = Omit<WorkflowInput, "nodes"> & {
+  nodes: N & { [K in keyof N]: CheckedNode<N[K]> };
+};
+
+/**
+ * The node type a written node is checked against: its kind's, by its agent_type. A payload
+ * field a built-in kind does not have is refused even where every field is optional, which
+ * excess-property checks alone would miss here (the error names it: `not a field of sleep's payload`).
+ */
+export type CheckedNode<N> = N extends { agent_type: infer A }
+  ? A extends BuiltinKind
+    ? BuiltinNodeInput<A> &
+        (N extends { payload: infer P }
+          ? {
+              payload: {
+                // keyof of each member of the payload union (keyof of a union gives only the shared keys)
+                [K in Exclude<
+                  keyof P,
+                  BuiltinPayloads[A] extends infer U ? (U extends unknown ? keyof U : never) : never
+                >]: `not a field of ${A}'s payload`;
+              };
+            }
+          : unknown)
+    : AgentNodeInput
+  : NodeInput;
