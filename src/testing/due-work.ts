@@ -8,7 +8,7 @@ import type { Compensation, Run, Visit } from "../core/types.js";
 import type { Engine } from "../engine/engine.js";
 
 /** Where a run waits only for time: each kind of due time runUntilIdle skips to. */
-export type TimeWait = "retry" | "sleep" | "attempt_deadline" | "run_timeout";
+export type TimeWait = "retry" | "sleep" | "attempt_deadline" | "run_timeout" | "rate_limit";
 
 export interface DueWork {
   at: number;
@@ -17,28 +17,36 @@ export interface DueWork {
   waits: TimeWait;
 }
 
-/** Whether an in-process attempt's handler is running and holds no work of its own (so it waits for its deadline). */
-export type IsHung = (executionId: string, attempt: number) => boolean;
+/** What the harness knows of the engine's state in process. */
+export interface Watch {
+  /** Whether an in-process attempt's handler is running and holds no work of its own (so it waits for its deadline). */
+  isHung(executionId: string, attempt: number): boolean;
+  /** Whether this engine runs the agent type's handlers in process. */
+  inProcess(agentType: string): boolean;
+  /** The engine's next timer (its wake-up when a rate limit's next token is due). */
+  nextTimer(): number | null;
+  now: number;
+}
 
 /** The earliest time-only due time over every unfinished run (child and map-item runs included), or null. */
-export async function nextTimeDue(engine: Engine, isHung: IsHung, now: number): Promise<DueWork | null> {
+export async function nextTimeDue(engine: Engine, watch: Watch): Promise<DueWork | null> {
   let best: DueWork | null = null;
   for (const runId of await unfinishedRuns(engine)) {
-    const due = await runDue(engine, runId, isHung, now);
+    const due = await runDue(engine, runId, watch);
     if (due && (best === null || due.at < best.at)) best = due;
   }
   return best;
 }
 
-async function runDue(engine: Engine, runId: string, isHung: IsHung, now: number): Promise<DueWork | null> {
+async function runDue(engine: Engine, runId: string, watch: Watch): Promise<DueWork | null> {
   const run = await engine.getRun(runId);
   if (run.ended_at !== null && run.status !== "COMPENSATING") return null;
   let best: DueWork | null = null;
   const consider = (at: number | null, node_id: string | null, waits: TimeWait) => {
     if (at !== null && (best === null || at < best.at)) best = { at, run_id: runId, node_id, waits };
   };
-  for (const v of run.nodes) timeWaitOf(v, isHung, now, consider);
-  for (const c of run.compensations) timeWaitOf(c, isHung, now, consider);
+  for (const v of run.nodes) timeWaitOf(v, watch, consider);
+  for (const c of run.compensations) timeWaitOf(c, watch, consider);
   // The run's timeout ends it whatever it waits on; it counts only when the run waits for time
   // anyway (a run parked at a review is not timed out by runUntilIdle).
   if (best !== null) consider(run.deadline_at, null, "run_timeout");
@@ -47,15 +55,18 @@ async function runDue(engine: Engine, runId: string, isHung: IsHung, now: number
 
 function timeWaitOf(
   v: Visit | Compensation,
-  isHung: IsHung,
-  now: number,
+  watch: Watch,
   consider: (at: number | null, node: string, waits: TimeWait) => void,
 ): void {
-  // A ready_at already passed is a visit that waits for a claim (a worker, a concurrency slot), not for time.
-  if ((v.state === "RETRYING" || v.state === "PENDING") && v.ready_at !== null && v.ready_at > now) {
-    consider(v.ready_at, v.node_id, "retry");
+  const waiting = v.state === "RETRYING" || v.state === "PENDING";
+  if (waiting && v.ready_at !== null && v.ready_at > watch.now) consider(v.ready_at, v.node_id, "retry");
+  else if (waiting && v.ready_at !== null && watch.inProcess(v.agent_type)) {
+    // Ready, with a handler here, and not claimed while the engine is idle: it waits for a rate
+    // limit's token (a concurrency slot is held by an attempt, whose deadline counts by itself).
+    // The engine's wake-up timer is armed for the token.
+    consider(watch.nextTimer(), v.node_id, "rate_limit");
   } else if (v.state === "WAITING" && v.agent_type === "sleep") consider(v.lease_expires_at, v.node_id, "sleep");
-  else if (v.state === "RUNNING" && isHung(v.execution_id, v.attempt)) {
+  else if (v.state === "RUNNING" && watch.isHung(v.execution_id, v.attempt)) {
     consider(v.lease_expires_at ?? v.deadline_at, v.node_id, "attempt_deadline");
   }
 }

@@ -24,8 +24,8 @@ export type FakeAgent = AgentHandler & {
   readonly calls: FakeCall[];
 };
 
-/** An output, or a function of the task that makes one. */
-export type FakeOutput = unknown | ((task: Task) => unknown);
+/** An output (JSON), or a function of the task that makes one. */
+export type FakeOutput = Json | ((task: Task) => unknown);
 
 function recorded(behaviour: (task: Task) => unknown): FakeAgent {
   const calls: FakeCall[] = [];

@@ -20,8 +20,8 @@ import { nextTimeDue } from "./due-work.js";
 const DAY_MS = 86_400_000;
 
 export interface TestEngineOptions extends Omit<EngineOptions, "database" | "clock"> {
-  /** Workflow definitions to register before the test starts (objects, as registerWorkflow takes). */
-  workflows?: readonly unknown[];
+  /** Workflow definitions to register before the test starts (what registerWorkflow takes). */
+  workflows?: readonly Parameters<Engine["registerWorkflow"]>[0][];
   /** Where the manual clock starts: epoch ms, a Date or ISO 8601 text. @defaultValue 2026-01-01T00:00:00Z */
   start?: number | Date | string;
   /**
@@ -70,7 +70,7 @@ export async function createTestEngine(options: TestEngineOptions = {}): Promise
     activity.close();
     throw e;
   }
-  const t = new TestEngine(engine, clock, activity, { maxSteps, busyTimeoutMs });
+  const t = new TestEngine(engine, clock, activity, { maxSteps, busyTimeoutMs }, Object.keys(agents));
   try {
     for (const workflow of workflows) await engine.registerWorkflow(workflow);
   } catch (e) {
@@ -82,6 +82,8 @@ export async function createTestEngine(options: TestEngineOptions = {}): Promise
 
 export class TestEngine {
   private closed = false;
+  /** Agent types with a handler in this process: the user's and the built-in aggregator. */
+  private readonly inProcess: ReadonlySet<string>;
 
   /** @internal use createTestEngine */
   constructor(
@@ -91,7 +93,10 @@ export class TestEngine {
     readonly clock: ManualClock,
     private readonly activity: AgentActivity,
     private readonly limits: { maxSteps: number; busyTimeoutMs: number },
-  ) {}
+    agentTypes: readonly string[],
+  ) {
+    this.inProcess = new Set([...agentTypes, "aggregator"]);
+  }
 
   /**
    * Runs the engine until every run has ended or waits on something outside it (a review, an
@@ -105,11 +110,12 @@ export class TestEngine {
     await this.steps("runUntilIdle", async (budget) => {
       for (;;) {
         await this.settle(budget);
-        const due = await nextTimeDue(
-          this.engine,
-          (id, attempt) => this.activity.isRunning(id, attempt),
-          this.clock.now(),
-        );
+        const due = await nextTimeDue(this.engine, {
+          isHung: (id, attempt) => this.activity.isRunning(id, attempt),
+          inProcess: (type) => this.inProcess.has(type),
+          nextTimer: () => this.clock.nextTimerAt(),
+          now: this.clock.now(),
+        });
         if (due === null) return;
         budget.jump(due.run_id, due.node_id);
         // A due time already passed without the engine acting is looked at a millisecond on.

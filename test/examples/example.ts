@@ -18,7 +18,7 @@ afterEach(async () => {
 });
 
 /** An example's workflow document, as `skein run` reads it. */
-export function workflowOf(name: string): { id: string; nodes: Record<string, unknown>[] } & Record<string, unknown> {
+export function workflowOf(name: string): NonNullable<TestEngineOptions["workflows"]>[number] {
   return JSON.parse(readFileSync(join(ROOT, "examples", name, "workflow.json"), "utf8"));
 }
 
