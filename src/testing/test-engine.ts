@@ -13,7 +13,7 @@ import type { EngineOptions, ReviewOptions, RunWithNodes } from "../engine/engin
 import type { SendEventOptions } from "../engine/events.js";
 import type { SendEventAnswer } from "../engine/inputs.js";
 import { type Duration, parseDuration } from "../engine/retention.js";
-import { ValidationError } from "../errors.js";
+import { EngineClosedError, ValidationError } from "../errors.js";
 import { AgentActivity, type AgentCall } from "./agent-activity.js";
 import { nextTimeDue } from "./due-work.js";
 
@@ -103,8 +103,8 @@ export class TestEngine {
    * event, an external worker), moving the clock to the next due time whenever only time stands
    * between a run and its progress: a retry's backoff, a sleep, the deadline of an attempt whose
    * handler waits with no I/O of its own, a run's timeout while it waits on one of those.
-   * @throws SkeinError after `maxSteps` (a workflow that never settles), or when an agent's own
-   *   I/O or timers stay open for `busyTimeoutMs`
+   * @throws Error after `maxSteps` (a workflow that never settles), or when an agent's own I/O
+   *   or timers stay open for `busyTimeoutMs`; EngineClosedError after close
    */
   async runUntilIdle(): Promise<void> {
     await this.steps("runUntilIdle", async (budget) => {
@@ -225,7 +225,7 @@ export class TestEngine {
     const open = Object.entries(this.activity.work())
       .map(([type, n]) => `${type} x${n}`)
       .join(", ");
-    return new ValidationError(
+    return new Error(
       `the test engine waited ${this.limits.busyTimeoutMs} ms for agents' own work to move on (${attempts} attempt(s) in flight; open: ${open}). ` +
         "It never moves the clock while a socket, file request, timer or child process an agent made is open, since those move on by themselves. " +
         "An agent that keeps one open for ever (a setInterval, a connection pool made inside a handler) keeps it waiting: close it when the handler ends, make the client outside the handler, or raise busyTimeoutMs",
@@ -254,7 +254,7 @@ class Budget {
   check(): void {
     if (this.used <= this.max) return;
     const [where, n] = [...this.busiest].sort((a, b) => b[1] - a[1])[0] ?? ["nothing", 0];
-    throw new ValidationError(
+    throw new Error(
       `${this.what} stopped after ${this.max} steps (engine events and clock jumps) without the engine becoming idle; ` +
         `the busiest was ${where} (${n} steps): a workflow that retries or loops without end? ` +
         "Give the node a retry_count or max_visits, or raise createTestEngine's maxSteps for a bigger test",

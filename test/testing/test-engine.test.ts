@@ -108,6 +108,23 @@ describe("createTestEngine", () => {
     expect(t.clock.now() - START).toBe(30 * 86_400_000);
   });
 
+  it("skips the waits of child runs", async () => {
+    const t = await harness({
+      workflows: [
+        { id: "child", nodes: [{ node_id: "nap", agent_type: "sleep", payload: { seconds: 3600 } }] },
+        {
+          id: "parent",
+          nodes: [{ node_id: "sub", agent_type: "workflow", timeout: 7200, payload: { workflow_id: "child" } }],
+        },
+      ],
+    });
+    const run = await t.engine.startRun("parent");
+    const done = await t.result(run.run_id);
+    expect(done.status).toBe("SUCCEEDED");
+    expect(done.children).toEqual([expect.objectContaining({ workflow_id: "child", status: "SUCCEEDED" })]);
+    expect(t.clock.now() - START).toBe(HOUR);
+  });
+
   it("times out a run whose only wait is time (its TTL before the agent's deadline)", async () => {
     const t = await harness({
       agents: { tool: fake.hangs() },
