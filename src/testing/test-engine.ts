@@ -211,7 +211,7 @@ export class TestEngine {
 
   private async steps(what: string, body: (budget: Budget) => Promise<void>): Promise<void> {
     if (this.closed)
-      throw new ValidationError(`${what}: this test engine is closed; create another with createTestEngine()`);
+      throw new EngineClosedError(`${what}: this test engine is closed; create another with createTestEngine()`);
     const budget = new Budget(what, this.limits.maxSteps);
     const off = this.engine.subscribe((e) => budget.event(e));
     try {

@@ -309,6 +309,8 @@ describe("createTestEngine", () => {
     const t = await harness({});
     await expect(t.advance("12 hours")).rejects.toThrow(/advance\(duration\) must be a duration.*"12h"/);
     await expect(createTestEngine({ start: "yesterday" })).rejects.toThrow(/start must be epoch ms/);
-    await expect(createTestEngine({ workflows: [{ id: "x", nodes: [] }] })).rejects.toThrow();
+    await expect(createTestEngine({ workflows: [{ id: "x", nodes: [] }] })).rejects.toThrow(/nodes/);
+    await t.close();
+    await expect(t.runUntilIdle()).rejects.toThrow(/runUntilIdle: this test engine is closed; create another/);
   });
 });
