@@ -92,3 +92,6 @@ export {
   ValidationError,
 } from "./errors.js";
 export type { ChildRun, PrunedStatus, RunFilter } from "./store/store.js";
+export type { AgentCall } from "./testing/agent-activity.js";
+export { type FakeAgent, type FakeCall, type FakeOutput, fake } from "./testing/fakes.js";
+export { createTestEngine, TestEngine, type TestEngineOptions } from "./testing/test-engine.js";

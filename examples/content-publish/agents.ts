@@ -1,5 +1,5 @@
 /**
- * Simulated agents of the case study. Each takes 50–300 ms. Platform b's collector answers
+ * Simulated agents of the case study. Each takes 10–50 ms. Platform b's collector answers
  * "502 Bad Gateway" on its first attempt, so a retry shows; the reviewer sends the first draft
  * back for rework (a loop), then routes to the three publishers.
  *
@@ -9,7 +9,7 @@
 import { defineAgent } from "../../src/index.js";
 
 /** A simulated call that ends early when the attempt is cancelled or times out. */
-function work(task: { signal: AbortSignal }, ms = 50 + Math.random() * 250): Promise<void> {
+function work(task: { signal: AbortSignal }, ms = 10 + Math.random() * 40): Promise<void> {
   return new Promise((resolve, reject) => {
     const timer = setTimeout(resolve, ms);
     task.signal.addEventListener("abort", () => {

@@ -58,6 +58,12 @@ export class AttemptRunner {
     return { total: this.held.size, byType: this.byType };
   }
 
+  /** @internal the attempts held in process, and whether payloads are being resolved (the test harness) */
+  activity(): { held: { execution_id: string; attempt: number }[]; resolving: boolean } {
+    const held = [...this.held].map(([execution_id, h]) => ({ execution_id, attempt: h.attempt }));
+    return { held, resolving: this.resolving.size > 0 };
+  }
+
   /** Handler promises of the attempts still held, for a graceful close. */
   pending(): Promise<void>[] {
     return [...this.held.values()].map((h) => h.finished);

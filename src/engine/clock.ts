@@ -59,6 +59,13 @@ export class ManualClock implements Clock {
     this.timers = this.timers.filter((t) => t.id !== id);
   }
 
+  /** @internal the due time of the earliest timer set and not fired, or null (the test harness skips to it) */
+  nextTimerAt(): number | null {
+    let at: number | null = null;
+    for (const t of this.timers) if (at === null || t.due < at) at = t.due;
+    return at;
+  }
+
   /** Moves time forward by `ms`, firing every timer that falls due on the way, in order. */
   async advance(ms: number): Promise<void> {
     const target = this.current + ms;

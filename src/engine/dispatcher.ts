@@ -115,6 +115,11 @@ export class Dispatcher {
     this.wake();
   }
 
+  /** @internal work queued, scheduled or being applied (the test harness waits for none before it moves the clock) */
+  working(): boolean {
+    return this.inbox.length > 0 || this.flushing !== null || this.scheduled || this.retryTimer !== null;
+  }
+
   /** Asks for a flush soon (same tick: on the next turn of the event loop). */
   wake(): void {
     // While storage is down only the retry timer tries again (see `retry`).

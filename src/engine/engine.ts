@@ -494,6 +494,16 @@ export class Engine {
   }
 
   /**
+   * @internal what this engine is doing now, for createTestEngine's idle rule: `working` while
+   * a flush is queued or running or payloads are resolving; `held` the attempts in flight in
+   * this process (a handler running, or its result being checked).
+   */
+  activity(): { working: boolean; held: { execution_id: string; attempt: number }[] } {
+    const attempts = this.attempts.activity();
+    return { working: this.dispatcher.working() || attempts.resolving, held: attempts.held };
+  }
+
+  /**
    * Stops gracefully: no new claims, waits up to `timeoutMs` (default 10 000) for attempts in
    * flight, records their results, and releases the database. It always ends, within
    * `timeoutMs` plus a few seconds to record and release, even while the database fails:

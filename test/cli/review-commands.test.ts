@@ -125,9 +125,9 @@ describe("skein reviews and skein review", () => {
       expect(text.code).toBe(0);
       const [header, row] = text.stdout.trimEnd().split("\n");
       expect(header).toMatch(/^run_id +node_id +title +assignees +time left$/);
-      // The review waits 4 h (the node's timeout): hours and minutes are left.
+      // The review waits 12 h (the node's timeout): hours and minutes are left.
       expect(row).toMatch(
-        new RegExp(`^${runId} {2}approval {2}Approve order A-1: 2 x SKU-9 {2}ops-lead, finance {2}\\d h \\d\\d min$`),
+        new RegExp(`^${runId} {2}approval {2}Approve order A-1: 2 x SKU-9 {2}ops-lead, finance {2}1[01] h \\d\\d min$`),
       );
 
       refused(
