@@ -34,6 +34,7 @@ export {
   type SendEventAnswer,
   type SendEventOptions,
   type StartRunOptions,
+  type SubscribeFilter,
 } from "./engine/engine.js";
 export type { WorkerIdentity } from "./engine/external-requests.js";
 export type { Notification, NotifyOptions } from "./engine/notifier.js";
