@@ -32,7 +32,12 @@ export function buildProgram(): Command {
     .description("Durable workflows for AI-agent task chains: JSON workflows, one SQLite file.")
     .version(packageVersion(), "-V, --version")
     .addOption(
-      new Option("--db <url>", "database: sqlite:<path> or sqlite::memory:").env("SKEIN_DB").default(DEFAULT_DB),
+      new Option(
+        "--db <url>",
+        "database: sqlite:<path>, sqlite::memory:, or postgres://user@host:5432/db (postgresql:// too; ?schema=<name> for a schema)",
+      )
+        .env("SKEIN_DB")
+        .default(DEFAULT_DB),
     )
     .exitOverride()
     .configureHelp({ showGlobalOptions: true })

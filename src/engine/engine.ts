@@ -465,6 +465,14 @@ export class Engine {
     return this.store.listRuns(filter);
   }
 
+  /**
+   * @internal runs whose id starts or ends with `part`, at most `limit` of each (the CLI's
+   * abbreviated run ids): a prefix is an index range, a suffix a scan of the ids.
+   */
+  findRunsByIdPart(part: string, limit: number): Promise<{ prefix: Run[]; suffix: Run[] }> {
+    return this.store.findRunsByIdPart(part, limit);
+  }
+
   /** Every visit of a run, superseded ones included (the loop and retry history). */
   listVisits(runId: string): Promise<Visit[]> {
     return this.store.listVisits(runId);
