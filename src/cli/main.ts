@@ -7,6 +7,7 @@
 import { readFileSync } from "node:fs";
 import { Command, CommanderError, Option } from "commander";
 import { registerCancel } from "./commands/cancel.js";
+import { registerCompletion } from "./commands/completion.js";
 import { registerEngine } from "./commands/engine.js";
 import { registerEvents } from "./commands/events.js";
 import { registerGraph } from "./commands/graph.js";
@@ -71,6 +72,7 @@ export function buildProgram(): Command {
     registerWorkflows,
     registerServe,
     registerWorker,
+    registerCompletion,
   ]) {
     register(program);
   }
