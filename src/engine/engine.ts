@@ -44,7 +44,7 @@ import { PRUNE_BATCH, parseDuration, pruneOnce, Retention, type RetentionAges, r
 import { pendingReviews, reviewInput } from "./reviews.js";
 import { readRunWithNodes } from "./run-read.js";
 import { newRun } from "./run-start.js";
-import { Subscribers } from "./subscribers.js";
+import { type ReadEvents, Subscribers } from "./subscribers.js";
 import { inRunStartSpan } from "./tracing.js";
 import { waitForRun } from "./wait-for-run.js";
 
@@ -127,6 +127,9 @@ export class Engine {
   /** @internal the retention option's pruning, when it has one (tests wait for its batches) */
   readonly retention: Retention | null;
   private closed = false;
+  /** How a replaying subscription reads the log; nothing once closed (the replay then ends quietly). */
+  private readonly readEvents: ReadEvents = (id, page) =>
+    this.closed ? Promise.resolve([]) : this.store.listEvents(id, page);
 
   /** @internal use createEngine or createClient */
   constructor(
@@ -263,14 +266,30 @@ export class Engine {
     return answer;
   }
 
-  /** startRun's onEvent: the run's events from its first, until its end event. */
+  /**
+   * startRun's onEvent: the run's events from its first, until it ends. An end in the history
+   * may have been redriven since (run.retried), so only a live end, or the history's last
+   * event being an end, stops it.
+   */
   private followRun(runId: string, onEvent: EventListener): () => void {
-    const stop = this.subscribe(
+    let live = false;
+    let ended = false;
+    const stop = this.subscribers.replay(
       (e) => {
-        if (RUN_END_EVENTS.has(e.type)) stop();
+        if (RUN_END_EVENTS.has(e.type)) ended = true;
+        else if (e.type === "run.retried") ended = false;
         onEvent(e);
+        if (live && ended) stop();
       },
-      { run_id: runId, from: 0 },
+      runId,
+      {
+        from: 0,
+        readEvents: this.readEvents,
+        onLive: () => {
+          live = true;
+          if (ended) stop();
+        },
+      },
     );
     return stop;
   }
@@ -517,12 +536,7 @@ export class Engine {
         { path: "from", message: "needs run_id: only one run's history can be replayed; pass { run_id, from }" },
       ]);
     }
-    return this.subscribers.replay(listener, run_id, {
-      from,
-      // Nothing more to read once closed: the replay then ends quietly.
-      readEvents: (id, page) => (this.closed ? Promise.resolve([]) : this.store.listEvents(id, page)),
-      onError: filter.onError,
-    });
+    return this.subscribers.replay(listener, run_id, { from, readEvents: this.readEvents, onError: filter.onError });
   }
 
   /**

@@ -19,6 +19,8 @@ export interface ReplayOptions {
   readEvents: ReadEvents;
   /** The replay could not read the history: the subscription has ended. Default: logged. */
   onError?: ((err: unknown) => void) | undefined;
+  /** The history (and what was buffered meanwhile) has been delivered: what follows is live. */
+  onLive?: (() => void) | undefined;
 }
 
 export class Subscribers {
@@ -75,6 +77,7 @@ export class Subscribers {
       const live = buffered ?? [];
       buffered = null;
       for (const e of live) deliver(e);
+      if (!stopped) options.onLive?.();
     };
     readHistory().catch((err: unknown) => {
       if (stopped) return; // the engine closed (or the caller left) while a page was read

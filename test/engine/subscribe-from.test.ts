@@ -126,4 +126,40 @@ describe("startRun's onEvent", () => {
     await got.ended;
     expect(seqs(got.events)).toEqual(seqs(await engine.listEvents(first.run_id)));
   });
+
+  it("an existing run that failed and was redriven is heard past its first end, to its live end", async () => {
+    let calls = 0;
+    const { engine } = await testEngine({
+      agents: {
+        once: () => {
+          calls += 1;
+          if (calls === 1) throw new Error("first call fails");
+          return { ok: true };
+        },
+      },
+    });
+    await engine.registerWorkflow({ id: "redo", nodes: [{ node_id: "a", agent_type: "once", retry_count: 0 }] });
+    const first = await engine.startRun("redo", { idempotency_key: "k" });
+    expect((await engine.waitForRun(first.run_id)).status).toBe("FAILED");
+    await engine.retryRun(first.run_id);
+    expect((await engine.waitForRun(first.run_id)).status).toBe("SUCCEEDED");
+    const got = collector();
+    const ends: string[] = [];
+    await engine.startRun("redo", {
+      idempotency_key: "k",
+      onEvent: (e) => {
+        got.listener(e);
+        if (e.type.startsWith("run.")) ends.push(e.type);
+      },
+    });
+    await got.ended;
+    // Wait for the whole history: the collector resolves at the first end already.
+    const stored = await engine.listEvents(first.run_id);
+    await new Promise<void>((resolve) => {
+      const check = () => (got.events.length >= stored.length ? resolve() : setImmediate(check));
+      check();
+    });
+    expect(seqs(got.events)).toEqual(seqs(stored));
+    expect(ends).toEqual(["run.started", "run.failed", "run.retried", "run.succeeded"]);
+  });
 });
