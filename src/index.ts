@@ -64,6 +64,7 @@ export {
   type SendEventAnswer,
   type SendEventOptions,
   type StartRunOptions,
+  type SubscribeFilter,
 } from "./engine/engine.js";
 export type {
   ClaimRequest,

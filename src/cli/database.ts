@@ -8,6 +8,7 @@ import { dirname } from "node:path";
 import type { Logger } from "pino";
 import type { AgentHandler, Engine, RunWithNodes } from "../index.js";
 import { CliError } from "./output.js";
+import { resolveRun } from "./run-ids.js";
 
 /** The library's public surface, loaded on demand. */
 export function library(): Promise<typeof import("../index.js")> {
@@ -33,14 +34,13 @@ export async function withClient<T>(
   }
 }
 
-/** The run with its nodes. @throws CliError (exit 2) naming the database when there is no such run */
-export async function getRunOrFail(client: Engine, runId: string, db: string): Promise<RunWithNodes> {
-  try {
-    return await client.getRun(runId);
-  } catch (e) {
-    if ((e as { code?: unknown }).code !== "not_found") throw e;
-    throw new CliError(`run ${runId} does not exist in ${db}; skein list shows the runs`);
-  }
+/**
+ * The run a whole or abbreviated run id names (run-ids.ts), with its nodes; callers go on with
+ * its `run_id`. @throws CliError (exit 2) naming the database when there is no such run, or
+ * listing the runs an ambiguous abbreviation names
+ */
+export function getRunOrFail(client: Engine, runId: string, db: string): Promise<RunWithNodes> {
+  return resolveRun(client, runId, db);
 }
 
 /** An engine serving `db` with the given agents (it recovers what a dead engine left). */

@@ -12,6 +12,7 @@ import type { Engine, RunEvent } from "../index.js";
 import { type LiveView, lineView, RunProgress, tableView } from "./live-view.js";
 import { EXIT, exitCodeForStatus, printJson, println } from "./output.js";
 import { keepAlive, stopSignal } from "./signals.js";
+import { StoredEvents } from "./stored-events.js";
 import { runReport } from "./summary.js";
 
 /**
@@ -48,12 +49,13 @@ export interface FollowOptions {
   json: boolean;
   /** The command line that resumes the run, printed when stopped by a signal. */
   resume: string;
+  /** The database the commands shown name (`--db`, when the user gave it). */
+  db?: string | undefined;
 }
 
 /** How often the stored events are read for what other processes wrote. */
 const POLL_MS = 1000;
 const PAGE = 1000;
-const END_EVENTS: ReadonlySet<string> = new Set(["run.succeeded", "run.failed", "run.cancelled"]);
 
 /** Follows the run to its end; returns the exit code (0 SUCCEEDED, 1 FAILED or CANCELLED, 130 stopped). */
 export async function follow(engine: Engine, tap: EventTap, runId: string, options: FollowOptions): Promise<number> {
@@ -65,10 +67,10 @@ export async function follow(engine: Engine, tap: EventTap, runId: string, optio
   try {
     const run = await engine.getRun(runId);
     if (!options.json) {
-      const progress = new RunProgress(run);
+      const progress = new RunProgress(run, options.db);
       view = process.stdout.isTTY
         ? tableView(process.stdout, progress)
-        : lineView((text) => process.stdout.write(text), run.created_at);
+        : lineView((text) => process.stdout.write(text), progress);
       if (process.stdout.isTTY && progress.hasMaps) stopCounts = readMapCounts(engine, progress);
     }
     const live = view;
@@ -144,79 +146,5 @@ async function lastSeq(engine: Engine, runId: string): Promise<number | undefine
     const page = await engine.listEvents(runId, { limit: PAGE, ...(afterSeq === undefined ? {} : { afterSeq }) });
     afterSeq = page.at(-1)?.seq ?? afterSeq;
     if (page.length < PAGE) return afterSeq;
-  }
-}
-
-/**
- * A run's stored events after `afterSeq`, handed to `listener` in order, each once: read when
- * asked and every POLL_MS. `ended` resolves once the events read say the run ended (a redrive
- * after an end starts it again). A failed read is left to the next one.
- */
-class StoredEvents {
-  readonly ended: Promise<void>;
-  private resolveEnded!: () => void;
-  private isEnded = false;
-  /** Reads run one after another; `again` coalesces the requests made during one. */
-  private reading: Promise<void> | null = null;
-  private again = false;
-  private timer: NodeJS.Timeout | null = null;
-  private stopped = false;
-
-  constructor(
-    private readonly engine: Engine,
-    private readonly runId: string,
-    private afterSeq: number | undefined,
-    private readonly listener: (e: RunEvent) => void,
-  ) {
-    this.ended = new Promise((resolve) => {
-      this.resolveEnded = resolve;
-    });
-    this.schedule();
-  }
-
-  /** Reads what was stored since the last read; resolves when that read (or a later one) is done. */
-  read(): Promise<void> {
-    if (this.reading) {
-      this.again = true;
-      return this.reading;
-    }
-    this.reading = (async () => {
-      do {
-        this.again = false;
-        await this.readPages().catch(() => {});
-      } while (this.again && !this.stopped);
-      this.reading = null;
-    })();
-    return this.reading;
-  }
-
-  stop(): void {
-    this.stopped = true;
-    if (this.timer) clearTimeout(this.timer);
-    this.timer = null;
-  }
-
-  private schedule(): void {
-    if (this.stopped) return;
-    this.timer = setTimeout(() => {
-      void this.read().then(() => this.schedule());
-    }, POLL_MS);
-  }
-
-  private async readPages(): Promise<void> {
-    for (;;) {
-      const page = await this.engine.listEvents(this.runId, {
-        limit: PAGE,
-        ...(this.afterSeq === undefined ? {} : { afterSeq: this.afterSeq }),
-      });
-      for (const e of page) {
-        this.afterSeq = e.seq;
-        this.listener(e);
-        if (END_EVENTS.has(e.type)) this.isEnded = true;
-        else if (e.type === "run.retried") this.isEnded = false;
-      }
-      if (this.isEnded) this.resolveEnded();
-      if (page.length < PAGE) return;
-    }
   }
 }

@@ -5,6 +5,7 @@
  */
 import type { MapCounts, RunEvent, RunWithNodes, Visit } from "../index.js";
 import { withMapNote } from "./map-note.js";
+import { reviewCommand } from "./options.js";
 import { formatMs, oneLine } from "./output.js";
 import { visitWaitNote, waitNote } from "./waiting.js";
 
@@ -27,6 +28,8 @@ export interface NodeRow {
   note: string;
   /** A map node's item counts (from the stored run: items end without an event of this run). */
   items: MapCounts | null;
+  /** IN_REVIEW: the first of the review's assignees (null: anyone may decide). */
+  assignee: string | null;
 }
 
 /** The run's nodes, seeded from the stored run and kept current by its events. */
@@ -35,10 +38,19 @@ export class RunProgress {
   status: string;
   endedAt: number | null;
 
-  constructor(readonly run: RunWithNodes) {
+  /** `db`: the database to name in the commands shown (when the user gave --db). */
+  constructor(
+    readonly run: RunWithNodes,
+    private readonly db?: string,
+  ) {
     this.status = run.status;
     this.endedAt = run.ended_at;
     for (const v of run.nodes) this.rows.set(v.node_id, rowOf(v));
+  }
+
+  /** The command that decides the review a row waits for, or null when the row waits for none. */
+  reviewCommand(row: NodeRow): string | null {
+    return row.state === "IN_REVIEW" ? reviewCommand(this.run.run_id, row.node_id, row.assignee, this.db) : null;
   }
 
   /** True when the run has map nodes, whose counts only a read of the run (`counts`) keeps current. */
@@ -120,6 +132,7 @@ export class RunProgress {
         row.startedAt ??= e.at;
         row.endedAt = null;
         row.note = `waiting for ${reviewers(e.data.assignees)}`;
+        row.assignee = firstAssignee(e.data.assignees);
         break;
       case "compensation.succeeded":
         row.note = "undone (compensation succeeded)";
@@ -152,11 +165,18 @@ function rowOf(v: Visit): NodeRow {
     endedAt: v.ended_at,
     note: visitWaitNote(v) ?? v.error?.message ?? v.reason ?? "",
     items: v.items,
+    assignee: firstAssignee((v.payload as { assignees?: unknown } | null)?.assignees),
   };
 }
 
 function freshRow(node_id: string, visit: number): NodeRow {
-  return { node_id, state: "PENDING", visit, attempt: 0, startedAt: null, endedAt: null, note: "", items: null };
+  const row = { node_id, state: "PENDING", visit, attempt: 0, startedAt: null, endedAt: null, note: "" };
+  return { ...row, items: null, assignee: null };
+}
+
+function firstAssignee(assignees: unknown): string | null {
+  const first: unknown = Array.isArray(assignees) ? assignees[0] : undefined;
+  return typeof first === "string" ? first : null;
 }
 
 /** `ops-lead or finance`; `anyone` when the review names no assignees. */
@@ -255,10 +275,16 @@ function describe(e: RunEvent): string {
   }
 }
 
-/** One line per event, for pipes and logs. */
-export function lineView(write: (text: string) => void, origin: number): LiveView {
+/** One line per event, for pipes and logs; a review requested is followed by the command that decides it. */
+export function lineView(write: (text: string) => void, progress: RunProgress): LiveView {
   return {
-    event: (e) => write(`${formatEventLine(e, origin)}\n`),
+    event: (e) => {
+      progress.apply(e);
+      write(`${formatEventLine(e, progress.run.created_at)}\n`);
+      const row = e.type === "review.requested" && e.node_id !== null ? progress.rows.get(e.node_id) : undefined;
+      const command = row && row.visit === e.visit ? progress.reviewCommand(row) : null;
+      if (command) write(`${" ".repeat(12)}to decide: ${command}\n`);
+    },
     stop: () => {},
   };
 }
@@ -305,6 +331,9 @@ export function renderTable(progress: RunProgress, now: number, width: number, c
   lines.push(line(headers, null, "note"));
   rows.forEach((r, i) => {
     lines.push(line(cells[i] ?? [], r.state, withMapNote(r.items, r.note)));
+    // Never cut: it is there to be copied whole.
+    const command = progress.reviewCommand(r);
+    if (command) lines.push(`  to decide: ${command}`);
   });
   return lines;
 }

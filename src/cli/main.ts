@@ -7,6 +7,7 @@
 import { readFileSync } from "node:fs";
 import { Command, CommanderError, Option } from "commander";
 import { registerCancel } from "./commands/cancel.js";
+import { registerCompletion } from "./commands/completion.js";
 import { registerEngine } from "./commands/engine.js";
 import { registerEvents } from "./commands/events.js";
 import { registerGraph } from "./commands/graph.js";
@@ -32,7 +33,12 @@ export function buildProgram(): Command {
     .description("Durable workflows for AI-agent task chains: JSON workflows, one SQLite file.")
     .version(packageVersion(), "-V, --version")
     .addOption(
-      new Option("--db <url>", "database: sqlite:<path> or sqlite::memory:").env("SKEIN_DB").default(DEFAULT_DB),
+      new Option(
+        "--db <url>",
+        "database: sqlite:<path>, sqlite::memory:, or postgres://user@host:5432/db (postgresql:// too; ?schema=<name> for a schema)",
+      )
+        .env("SKEIN_DB")
+        .default(DEFAULT_DB),
     )
     .exitOverride()
     .configureHelp({ showGlobalOptions: true })
@@ -66,6 +72,7 @@ export function buildProgram(): Command {
     registerWorkflows,
     registerServe,
     registerWorker,
+    registerCompletion,
   ]) {
     register(program);
   }

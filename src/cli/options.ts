@@ -3,6 +3,9 @@ import type { Command } from "commander";
 
 export const DEFAULT_DB = "sqlite:./skein.db";
 
+/** The help of every run id argument: abbreviations are accepted (run-ids.ts). */
+export const RUN_ID_HELP = "the run: its id, or a unique start or end of it (at least 4 characters)";
+
 /** The database URL: `--db`, else SKEIN_DB, else the default. */
 export function dbOf(command: Command): string {
   return String(command.optsWithGlobals().db ?? DEFAULT_DB);
@@ -13,16 +16,34 @@ export function examples(...lines: string[]): string {
   return `\nExample${lines.length > 1 ? "s" : ""}:\n${lines.map((l) => `  $ ${l}`).join("\n")}\n`;
 }
 
-/** The command that picks a run back up, with the flags this one was given. */
-export function resumeCommand(command: Command, runId: string, agents: string | undefined): string {
+/** The database when given as `--db` (commands printed for the user to type repeat it), else undefined. */
+export function explicitDb(command: Command): string | undefined {
   let root = command;
   while (root.parent) root = root.parent;
+  return root.getOptionValueSource("db") === "cli" ? dbOf(command) : undefined;
+}
+
+/** The command that picks a run back up, with the flags this one was given. */
+export function resumeCommand(command: Command, runId: string, agents: string | undefined): string {
   const parts = ["skein", "resume", runId];
-  if (root.getOptionValueSource("db") === "cli") parts.push("--db", dbOf(command));
+  const db = explicitDb(command);
+  if (db !== undefined) parts.push("--db", db);
   if (agents !== undefined) parts.push("--agents", agents);
   return parts.map(shellQuote).join(" ");
 }
 
-function shellQuote(word: string): string {
+/**
+ * The command that decides a review, for the live view: `skein review <run> <node>
+ * approve|reject --by <first assignee>` (no --by when anyone may decide), with `--db` when given.
+ */
+export function reviewCommand(runId: string, nodeId: string, assignee: string | null, db: string | undefined): string {
+  const parts = ["skein", "review", runId, nodeId].map(shellQuote);
+  parts.push("approve|reject");
+  if (assignee !== null) parts.push("--by", shellQuote(assignee));
+  if (db !== undefined) parts.push("--db", shellQuote(db));
+  return parts.join(" ");
+}
+
+export function shellQuote(word: string): string {
   return /^[A-Za-z0-9_\-./:@=+,]+$/.test(word) ? word : `'${word.replace(/'/g, `'\\''`)}'`;
 }

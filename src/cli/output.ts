@@ -2,6 +2,7 @@
  * How the CLI reports: exit codes, `skein: <message>` errors on stderr, JSON and aligned tables
  * on stdout. Loaded at start-up by every command, so it imports nothing heavy.
  */
+import { withIsoTimes } from "./json-times.js";
 
 /** Exit codes of every command (DESIGN §10). */
 export const EXIT = {
@@ -54,8 +55,14 @@ export function exitCodeForStatus(status: string): number {
   return status === "SUCCEEDED" ? EXIT.ok : EXIT.failed;
 }
 
+/** Pretty JSON, with an ISO 8601 time beside each epoch-ms one (json-times.ts). */
 export function printJson(value: unknown): void {
-  process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
+  process.stdout.write(`${JSON.stringify(withIsoTimes(value), null, 2)}\n`);
+}
+
+/** One JSON line (`skein events --json`), with the ISO times too. */
+export function jsonLine(value: unknown): string {
+  return JSON.stringify(withIsoTimes(value));
 }
 
 export function println(line = ""): void {

@@ -134,6 +134,25 @@ export interface StartRunOptions {
   traceparent?: string;
   /** A registered version; default the latest. */
   version?: number;
+  /**
+   * Hears every event of the run from its first (`run.started`), exactly once, until the run
+   * ends (its run.succeeded, run.failed or run.cancelled event is the last), or the engine
+   * closes. A run an idempotency key returns is replayed from its first event too.
+   */
+  onEvent?: EventListener;
+}
+
+/** Which events `Engine.subscribe` hands to its listener. */
+export interface SubscribeFilter {
+  /** Only this run's events. */
+  run_id?: string;
+  /**
+   * Needs `run_id`: first the run's stored events with seq >= from (0: its whole history), in
+   * seq order, then live ones; no gap, no duplicate.
+   */
+  from?: number;
+  /** Called when the replay cannot read the history (the subscription has then ended). Default: logged. */
+  onError?: (err: unknown) => void;
 }
 
 /** A run with its current visits; `O` is the output's type the caller supplies (`getRun<O>`). */

@@ -22,6 +22,7 @@ import type {
   ReviewOptions,
   RunWithNodes,
   StartRunOptions,
+  SubscribeFilter,
 } from "./engine-options.js";
 import { createParts } from "./engine-parts.js";
 import { newEvent, type SendEventOptions } from "./events.js";
@@ -44,9 +45,12 @@ import { PRUNE_BATCH, parseDuration, pruneOnce, Retention, type RetentionAges, r
 import { pendingReviews, reviewInput } from "./reviews.js";
 import { readRunWithNodes } from "./run-read.js";
 import { newRun } from "./run-start.js";
-import { Subscribers } from "./subscribers.js";
+import { type ReadEvents, Subscribers } from "./subscribers.js";
 import { inRunStartSpan } from "./tracing.js";
 import { waitForRun } from "./wait-for-run.js";
+
+/** The events that end a run (a redrive starts it again, with run.retried). */
+const RUN_END_EVENTS: ReadonlySet<string> = new Set(["run.succeeded", "run.failed", "run.cancelled"]);
 
 export type {
   EngineOptions,
@@ -58,6 +62,7 @@ export type {
   ReviewOptions,
   RunWithNodes,
   StartRunOptions,
+  SubscribeFilter,
 } from "./engine-options.js";
 export type { SendEventOptions } from "./events.js";
 export type { PublishEventAnswer, ReportAnswer, SendEventAnswer } from "./inputs.js";
@@ -123,6 +128,9 @@ export class Engine {
   /** @internal the retention option's pruning, when it has one (tests wait for its batches) */
   readonly retention: Retention | null;
   private closed = false;
+  /** How a replaying subscription reads the log; nothing once closed (the replay then ends quietly). */
+  private readonly readEvents: ReadEvents = (id, page) =>
+    this.closed ? Promise.resolve([]) : this.store.listEvents(id, page);
 
   /** @internal createEngine's and createClient's: an engine over an open store, not started yet. */
   static over(store: Store, options: EngineOptions, serve: boolean): Engine {
@@ -242,12 +250,57 @@ export class Engine {
       );
     }
     const workflow = await this.registry.get(workflowId, options.version);
-    return inRunStartSpan(workflow.id, options.traceparent, (traceparent) => {
-      const run = newRun(workflow, options, this.clock.now(), this.maxPayloadBytes, traceparent);
-      return new Promise<Run>((resolve, reject) =>
-        this.dispatcher.push({ kind: "start", run, done: { resolve, reject } }),
-      );
-    });
+    const { onEvent, ...start } = options;
+    // Set inside the span's callback (a holder, as TypeScript does not track closure assignments).
+    const listening: { stop?: () => void; runId?: string } = {};
+    let answer: Run;
+    try {
+      answer = await inRunStartSpan(workflow.id, start.traceparent, (traceparent) => {
+        const run = newRun(workflow, start, this.clock.now(), this.maxPayloadBytes, traceparent);
+        // Listening before the run exists: none of its events can be published unheard.
+        if (onEvent) Object.assign(listening, { stop: this.followRun(run.run_id, onEvent), runId: run.run_id });
+        return new Promise<Run>((resolve, reject) =>
+          this.dispatcher.push({ kind: "start", run, done: { resolve, reject } }),
+        );
+      });
+    } catch (e) {
+      listening.stop?.();
+      throw e;
+    }
+    if (onEvent && answer.run_id !== listening.runId) {
+      // An idempotency key returned an existing run: its own history, from its first event.
+      listening.stop?.();
+      this.followRun(answer.run_id, onEvent);
+    }
+    return answer;
+  }
+
+  /**
+   * startRun's onEvent: the run's events from its first, until it ends. An end in the history
+   * may have been redriven since (run.retried), so only a live end, or the history's last
+   * event being an end, stops it.
+   */
+  private followRun(runId: string, onEvent: EventListener): () => void {
+    let live = false;
+    let ended = false;
+    const stop = this.subscribers.replay(
+      (e) => {
+        if (RUN_END_EVENTS.has(e.type)) ended = true;
+        else if (e.type === "run.retried") ended = false;
+        onEvent(e);
+        if (live && ended) stop();
+      },
+      runId,
+      {
+        from: 0,
+        readEvents: this.readEvents,
+        onLive: () => {
+          live = true;
+          if (ended) stop();
+        },
+      },
+    );
+    return stop;
   }
 
   /**
@@ -442,6 +495,14 @@ export class Engine {
     return this.store.listRuns(filter);
   }
 
+  /**
+   * @internal runs whose id starts or ends with `part`, at most `limit` of each (the CLI's
+   * abbreviated run ids): a prefix is an index range, a suffix a scan of the ids.
+   */
+  findRunsByIdPart(part: string, limit: number): Promise<{ prefix: Run[]; suffix: Run[] }> {
+    return this.store.findRunsByIdPart(part, limit);
+  }
+
   /** Every visit of a run, superseded ones included (the loop and retry history). */
   listVisits(runId: string): Promise<Visit[]> {
     return this.store.listVisits(runId);
@@ -466,11 +527,30 @@ export class Engine {
   }
 
   /**
-   * Calls `listener` with every committed event (of one run, if given), in order.
-   * @returns a function that unsubscribes
+   * Calls `listener` with every event this engine (or client) commits, of one run if `run_id` is
+   * given, in order. With `from` (needs `run_id`): first every stored event of the run with
+   * `seq >= from`, in seq order, then the live ones, with no gap and no event twice (by seq);
+   * `from: 0` is the whole history. The replay reads the database, so it includes what other
+   * processes wrote; live events are only this process's (on SQLite another process's engine
+   * publishes its own: poll `listEvents` by seq to follow it). A listener that throws is logged.
+   * @example const stop = engine.subscribe((e) => console.log(e.seq, e.type), { run_id: run.run_id, from: 0 });
+   * @returns a function that unsubscribes (and stops a replay in progress)
+   * @throws ValidationError for `from` without `run_id`, or a `from` that is not an integer >= 0
    */
-  subscribe(listener: EventListener, filter: { run_id?: string } = {}): () => void {
-    return this.subscribers.add(listener, filter.run_id);
+  subscribe(listener: EventListener, filter: SubscribeFilter = {}): () => void {
+    const { run_id, from } = filter;
+    if (from === undefined) return this.subscribers.add(listener, run_id);
+    if (!Number.isSafeInteger(from) || from < 0) {
+      throw new ValidationError("Invalid subscription", [
+        { path: "from", message: `must be an integer >= 0 (a seq of the run's events), got ${String(from)}` },
+      ]);
+    }
+    if (typeof run_id !== "string" || run_id === "") {
+      throw new ValidationError("Invalid subscription", [
+        { path: "from", message: "needs run_id: only one run's history can be replayed; pass { run_id, from }" },
+      ]);
+    }
+    return this.subscribers.replay(listener, run_id, { from, readEvents: this.readEvents, onError: filter.onError });
   }
 
   /**

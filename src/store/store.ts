@@ -126,6 +126,12 @@ export interface Store {
   readRun(runId: string): Promise<Omit<LoadedRun, "revision"> | null>;
   listRuns(filter: RunFilter): Promise<Run[]>;
   /**
+   * Runs whose id starts with `part` (a range of the primary key) or ends with it (a scan of the
+   * primary key: ids are UUIDv7, their random part is the tail), each at most `limit`, by id;
+   * item runs of maps included. Outside a transaction; reads only.
+   */
+  findRunsByIdPart(part: string, limit: number): Promise<{ prefix: Run[]; suffix: Run[] }>;
+  /**
    * The child runs of a run's `workflow` nodes (DESIGN §11.1), by node, visit and attempt; not
    * its map items' runs (`parent.item` set), which listMapItems reads a page at a time.
    */

@@ -22,6 +22,7 @@ const COMMANDS = [
   "workflows",
   "serve",
   "worker",
+  "completion",
 ];
 
 describe("skein help and usage", () => {

@@ -4,7 +4,8 @@
  */
 import { describe, expect, it } from "vitest";
 import { EventTap } from "../../src/cli/follow.js";
-import { formatEventLine, RunProgress, renderTable } from "../../src/cli/live-view.js";
+import { formatEventLine, lineView, RunProgress, renderTable } from "../../src/cli/live-view.js";
+import type { RunEvent } from "../../src/index.js";
 import { testEngine } from "../helpers.js";
 
 const LOOP = {
@@ -64,5 +65,51 @@ describe("live view", () => {
       ["publish", "SUCCEEDED", "1"],
     ]);
     for (const l of table.slice(1)) expect(l.length).toBeLessThanOrEqual(60);
+  });
+
+  it("shows the skein review command to type under a node waiting for review, in the table and the lines", async () => {
+    const { engine } = await testEngine({ agents: { writer: () => ({ ok: true }) } });
+    await engine.registerWorkflow({
+      id: "reviewed",
+      nodes: [
+        { node_id: "draft", agent_type: "writer" },
+        {
+          node_id: "sign_off",
+          agent_type: "human_review",
+          depends_on: ["draft"],
+          payload: { assignees: ["ops lead", "finance"] },
+        },
+      ],
+    });
+    const requested = new Promise<void>((resolve) => {
+      const off = engine.subscribe((e) => {
+        if (e.type === "review.requested") {
+          off();
+          resolve();
+        }
+      });
+    });
+    const run = await engine.startRun("reviewed");
+    await requested;
+    const command = `skein review ${run.run_id} sign_off approve|reject --by 'ops lead'`;
+
+    // Seeded from the stored run (skein resume): the table shows it under the node.
+    const seeded = new RunProgress(await engine.getRun(run.run_id));
+    const table = renderTable(seeded, Date.now(), 60, false);
+    const row = table.findIndex((l) => l.startsWith("sign_off "));
+    expect(table[row]).toMatch(/IN_REVIEW/);
+    expect(table[row + 1]).toBe(`  to decide: ${command}`);
+
+    // Fed the events (skein run in a pipe): the line after review.requested, with --db when it was given.
+    const lines: string[] = [];
+    const start = await engine.getRun(run.run_id);
+    const view = lineView((text) => lines.push(text), new RunProgress({ ...start, nodes: [] }, "sqlite:./other.db"));
+    for (const e of await engine.listEvents(run.run_id)) view.event(e as RunEvent);
+    const at = lines.findIndex((l) => l.includes("review.requested"));
+    expect(lines[at + 1]).toBe(`            to decide: ${command} --db sqlite:./other.db\n`);
+    // Decided: no command any more.
+    await engine.review(run.run_id, "sign_off", { decision: "approve", by: "ops lead" });
+    const decided = new RunProgress(await engine.getRun(run.run_id));
+    expect(renderTable(decided, Date.now(), 60, false).join("\n")).not.toContain("to decide");
   });
 });

@@ -134,6 +134,42 @@ describe("GET /v1/stream", () => {
     expect(stream.events).toEqual((await storedEvents(engine, run.run_id)).slice(1));
   });
 
+  it("with after=<seq> replays the run's events after it (exclusive), after_seq too, then goes on live", async () => {
+    const { engine, base, app } = await served();
+    const run = await engine.startRun("review");
+    const before = await storedEvents(engine, run.run_id);
+    const second = before[1];
+    if (!second) throw new Error("fewer than two events");
+    const whole = await open(base, `/v1/stream?run_id=${run.run_id}&after=0`);
+    const tail = await open(base, `/v1/stream?run_id=${run.run_id}&after=${second.seq}`);
+    const alias = await open(base, `/v1/stream?run_id=${run.run_id}&after_seq=${second.seq}`);
+    await tail.until((s) => s.events.length >= before.length - 2);
+    const decided = await app.inject({
+      method: "POST",
+      url: `/v1/runs/${run.run_id}/nodes/check/review`,
+      headers: bearer(TOKENS.alice),
+      payload: { decision: "approve" },
+    });
+    expect(decided.statusCode).toBe(200);
+    for (const s of [whole, tail, alias]) await s.until((x) => x.events.some(ended));
+    const stored = await storedEvents(engine, run.run_id);
+    expect(whole.events).toEqual(stored);
+    expect(tail.events).toEqual(stored.slice(2));
+    expect(alias.events).toEqual(stored.slice(2));
+  });
+
+  it("a reconnect's Last-Event-ID past the URL's after resumes after the later one", async () => {
+    const { engine, base } = await served();
+    const run = await engine.startRun("simple");
+    await engine.waitForRun(run.run_id);
+    const stored = await storedEvents(engine, run.run_id);
+    const third = stored[2];
+    if (!third) throw new Error("fewer than three events");
+    const stream = await open(base, `/v1/stream?run_id=${run.run_id}&after=0`, { "last-event-id": String(third.seq) });
+    await stream.until((s) => s.events.some(ended));
+    expect(stream.events).toEqual(stored.slice(3));
+  });
+
   it("sends heartbeat comments while idle", async () => {
     const { base } = await served({ heartbeatMs: 10 });
     const stream = await open(base, "/v1/stream");
@@ -166,13 +202,19 @@ describe("GET /v1/stream", () => {
     await stream.until((s) => s.ended);
   });
 
-  it("answers 404 for an unknown run, 400 for after_seq without run_id, 401 without a token", async () => {
+  it("answers 404 for an unknown run, 400 for after (or after_seq) without run_id or both at once, 401 without a token", async () => {
     const { app } = await served();
     const headers = bearer(TOKENS.alice);
     expect((await app.inject({ url: "/v1/stream?run_id=nope", headers })).statusCode).toBe(404);
     const bad = await app.inject({ url: "/v1/stream?after_seq=3", headers });
     expect(bad.statusCode).toBe(400);
     expect(bad.json().error.details.problems[0].path).toBe("query.after_seq");
+    const noRun = await app.inject({ url: "/v1/stream?after=3", headers });
+    expect(noRun.statusCode).toBe(400);
+    expect(noRun.json().error.details.problems[0]).toMatchObject({ path: "query.after", message: /needs run_id/ });
+    const both = await app.inject({ url: "/v1/stream?run_id=x&after=3&after_seq=3", headers });
+    expect(both.statusCode).toBe(400);
+    expect(both.json().error.details.problems[0].message).toMatch(/not both/);
     expect((await app.inject({ url: "/v1/stream" })).statusCode).toBe(401);
   });
 });

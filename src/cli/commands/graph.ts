@@ -3,7 +3,7 @@ import type { Command } from "commander";
 import { databaseExists, getRunOrFail, library, withClient } from "../database.js";
 import { graphModel, type RunOverlay, renderMermaid } from "../graph.js";
 import { looksLikeFile, readJsonFile } from "../input.js";
-import { dbOf, examples } from "../options.js";
+import { dbOf, examples, RUN_ID_HELP } from "../options.js";
 import { CliError, println } from "../output.js";
 import { problemLine } from "./validate.js";
 
@@ -12,7 +12,7 @@ export function registerGraph(program: Command): void {
     .command("graph")
     .summary("print a workflow or a run as a Mermaid flowchart")
     .description("print a workflow (file) or a run (id) as a Mermaid flowchart; a run shows node states and its path")
-    .argument("<file|run_id>", "workflow JSON file, or the id of a run in the database")
+    .argument("<file|run_id>", `workflow JSON file, or a run in the database (${RUN_ID_HELP})`)
     .addHelpText(
       "after",
       examples(

@@ -1,7 +1,7 @@
 /** `skein retry <run_id>`: redrive a FAILED or CANCELLED run from where it stopped. */
 import type { Command } from "commander";
 import { getRunOrFail, withClient } from "../database.js";
-import { dbOf, examples } from "../options.js";
+import { dbOf, examples, RUN_ID_HELP } from "../options.js";
 import { printJson, println } from "../output.js";
 
 interface RetryOptions {
@@ -17,7 +17,7 @@ export function registerRetry(program: Command): void {
     .description(
       "redrive a FAILED or CANCELLED run: what failed or was cancelled runs again, with everything downstream and every step a compensation undid; other successes are kept. An engine (skein engine) runs it. Any other run is refused (exit 2), and so is a run that needs attention unless --force",
     )
-    .argument("<run_id>", "the run")
+    .argument("<run_id>", RUN_ID_HELP)
     .option("--from <node_id>", "also run this node again (and everything downstream of it)")
     .option(
       "--force",
@@ -31,10 +31,10 @@ export function registerRetry(program: Command): void {
         "skein retry 01939a6e-6c1e-7b52-9f3a-2d1c4b5a6e7f --from charge_card",
       ),
     )
-    .action(async (runId: string, options: RetryOptions, command: Command) => {
+    .action(async (given: string, options: RetryOptions, command: Command) => {
       const db = dbOf(command);
       const { run, again } = await withClient(db, async (client) => {
-        await getRunOrFail(client, runId, db);
+        const runId = (await getRunOrFail(client, given, db)).run_id;
         const retried = await client.retryRun(runId, {
           ...(options.from === undefined ? {} : { from: options.from }),
           force: options.force === true,
@@ -44,6 +44,6 @@ export function registerRetry(program: Command): void {
         return { run: retried, again: nodes.filter((n) => n.created_at === retried.updated_at).map((n) => n.node_id) };
       });
       if (options.json) return printJson(run);
-      println(`run ${runId} ${run.status}; runs again: ${again.join(", ") || "-"}`);
+      println(`run ${run.run_id} ${run.status}; runs again: ${again.join(", ") || "-"}`);
     });
 }

@@ -3,7 +3,7 @@ import { Argument, type Command } from "commander";
 import type { Visit } from "../../index.js";
 import { getRunOrFail, withClient } from "../database.js";
 import { parseJsonOption } from "../input.js";
-import { dbOf, examples } from "../options.js";
+import { dbOf, examples, RUN_ID_HELP } from "../options.js";
 import { CliError, printJson, println } from "../output.js";
 
 interface ReviewCliOptions {
@@ -21,7 +21,7 @@ export function registerReview(program: Command): void {
     .description(
       "decide a human_review node waiting for review: approve succeeds it (the run goes on), reject fails it (next_on_failure routes it, else the run fails and compensates); exactly one decision wins, a second is refused (exit 2)",
     )
-    .argument("<run_id>", "the run")
+    .argument("<run_id>", RUN_ID_HELP)
     .argument("<node_id>", "the human_review node (skein reviews lists those waiting)")
     .addArgument(new Argument("<decision>", "approve or reject").choices(["approve", "reject"]))
     .option("--by <name>", "who decides: one of the node's assignees when it lists some")
@@ -41,7 +41,7 @@ export function registerReview(program: Command): void {
     )
     .action(
       async (
-        runId: string,
+        given: string,
         nodeId: string,
         decision: "approve" | "reject",
         options: ReviewCliOptions,
@@ -52,8 +52,8 @@ export function registerReview(program: Command): void {
           throw new CliError("--output is for approve: a rejected node has no output to pass on");
         }
         const db = dbOf(command);
-        const { visit, status } = await withClient(db, async (client) => {
-          await getRunOrFail(client, runId, db);
+        const { runId, visit, status } = await withClient(db, async (client) => {
+          const runId = (await getRunOrFail(client, given, db)).run_id;
           const decided = await decide(() =>
             client.review(runId, nodeId, {
               decision,
@@ -63,7 +63,7 @@ export function registerReview(program: Command): void {
               ...(options.executionId === undefined ? {} : { execution_id: options.executionId }),
             }),
           );
-          return { visit: decided, status: (await client.getRun(runId)).status };
+          return { runId, visit: decided, status: (await client.getRun(runId)).status };
         });
         if (options.json) return printJson(visit);
         println(decidedLine(visit));

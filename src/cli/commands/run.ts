@@ -5,7 +5,7 @@ import { assertAgentsCover, loadAgents } from "../agents-module.js";
 import { openEngine } from "../database.js";
 import { EventTap, follow } from "../follow.js";
 import { looksLikeFile, parseInputOption, readJsonFile } from "../input.js";
-import { dbOf, examples, resumeCommand } from "../options.js";
+import { dbOf, examples, explicitDb, resumeCommand } from "../options.js";
 import { warn } from "../output.js";
 import { problemLine } from "./validate.js";
 
@@ -55,6 +55,7 @@ export function registerRun(program: Command): void {
         (options.json ? process.stderr : process.stdout).write(`run ${run.run_id} started\n`);
         process.exitCode = await follow(engine, tap, run.run_id, {
           json: options.json === true,
+          db: explicitDb(command),
           resume: resumeCommand(command, run.run_id, options.agents),
         });
       } finally {

@@ -3,7 +3,7 @@ import type { Command } from "commander";
 import type { Json } from "../../core/types.js";
 import { getRunOrFail, withClient } from "../database.js";
 import { parseJsonOption } from "../input.js";
-import { dbOf, examples } from "../options.js";
+import { dbOf, examples, RUN_ID_HELP } from "../options.js";
 import { printJson, println } from "../output.js";
 
 interface SendOptions {
@@ -19,7 +19,7 @@ export function registerSend(program: Command): void {
     .description(
       "send an event to a run: its oldest wait_event node waiting for that name receives it (its payload becomes the node's output); when none waits, the run's inbox keeps it for the next one. A finished run is refused (exit 2)",
     )
-    .argument("<run_id>", "the run")
+    .argument("<run_id>", RUN_ID_HELP)
     .argument("<name>", "the event's name (a wait_event node's payload.event)")
     .option("--payload <json|@file>", "the event's payload: JSON text, or @path to a JSON file (default null)")
     .option("--idempotency-key <key>", "the same key sent again is delivered once")
@@ -28,12 +28,12 @@ export function registerSend(program: Command): void {
       "after",
       examples(`skein send 01939a6e-6c1e-7b52-9f3a-2d1c4b5a6e7f payment.received --payload '{"amount":12}'`),
     )
-    .action(async (runId: string, name: string, options: SendOptions, command: Command) => {
+    .action(async (given: string, name: string, options: SendOptions, command: Command) => {
       const payload = (options.payload === undefined ? null : parseJsonOption(options.payload, "--payload")) as Json;
       const db = dbOf(command);
       const answer = await withClient(db, async (client) => {
-        await getRunOrFail(client, runId, db);
-        return client.sendEvent(runId, name, payload, {
+        const { run_id } = await getRunOrFail(client, given, db);
+        return client.sendEvent(run_id, name, payload, {
           ...(options.idempotencyKey === undefined ? {} : { idempotency_key: options.idempotencyKey }),
         });
       });

@@ -1,7 +1,7 @@
 /** `skein status <run_id>`: a run's status and its nodes. */
 import type { Command } from "commander";
 import { getRunOrFail, withClient } from "../database.js";
-import { dbOf, examples } from "../options.js";
+import { dbOf, examples, RUN_ID_HELP } from "../options.js";
 import { printJson, println } from "../output.js";
 import { runReport } from "../summary.js";
 
@@ -10,14 +10,14 @@ export function registerStatus(program: Command): void {
     .command("status")
     .summary("show a run and its nodes")
     .description("show a run: status, duration, error, and a table of its nodes (--json: the run with its nodes)")
-    .argument("<run_id>", "the run")
+    .argument("<run_id>", RUN_ID_HELP)
     .option("--json", "print the run with its nodes as JSON")
     .addHelpText("after", examples("skein status 01939a6e-6c1e-7b52-9f3a-2d1c4b5a6e7f --json"))
-    .action(async (runId: string, options: { json?: boolean }, command: Command) => {
+    .action(async (given: string, options: { json?: boolean }, command: Command) => {
       await withClient(dbOf(command), async (client) => {
-        const run = await getRunOrFail(client, runId, dbOf(command));
+        const run = await getRunOrFail(client, given, dbOf(command));
         if (options.json) printJson(run);
-        else println(runReport(run, await client.listVisits(runId)));
+        else println(runReport(run, await client.listVisits(run.run_id)));
       });
     });
 }

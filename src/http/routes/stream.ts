@@ -1,12 +1,12 @@
 /**
  * Server-Sent Events of the event log, for live views: every event this engine commits (or one
  * run's), one `data:` line of JSON each with the event's `seq` as its id. For one run, the events
- * after `after_seq` (or the `Last-Event-ID` a reconnecting EventSource sends) are replayed from
- * the database first, then live ones follow without a gap or a repeat. A comment every 15 s keeps
+ * after `after` (alias `after_seq`; or the `Last-Event-ID` a reconnecting EventSource sends) are
+ * replayed from the database first (Engine.subscribe with `from`), then live ones follow without
+ * a gap or a repeat. A comment every 15 s keeps
  * proxies from closing an idle stream. A token scoped to workflows gets only their runs' events.
  * Streams are capped per token and in total (limits.ts): over a cap, 429 or 503 with Retry-After.
  */
-import type { ServerResponse } from "node:http";
 import type { FastifyInstance } from "fastify";
 import { z } from "zod";
 import type { RunEvent } from "../../core/types.js";
@@ -20,18 +20,25 @@ import type { RouteContext } from "../server.js";
 const StreamQuery = z
   .object({
     run_id: z.string().min(1).max(200).optional().describe("only this run's events"),
+    after: z.coerce
+      .number()
+      .int()
+      .min(0)
+      .optional()
+      .describe(
+        "with run_id: first replay the run's stored events with a seq greater than this (exclusive, like Last-Event-ID; 0: the whole history), then live ones. With a Last-Event-ID header too (an EventSource reconnecting to this URL), the later of the two",
+      ),
     after_seq: z.coerce
       .number()
       .int()
       .min(0)
       .optional()
-      .describe("with run_id: first replay the run's events after this seq (else the Last-Event-ID header)"),
+      .describe("the older name of `after` (the same meaning; not both)"),
   })
   .strict();
 
 /** A client this far behind is dropped (it reconnects with Last-Event-ID and replays what it missed). */
 const MAX_BUFFERED_BYTES = 1024 * 1024;
-const PAGE = 1000;
 /** Runs whose workflow the scoped streams remember (the oldest are forgotten, and read again if needed). */
 const REMEMBERED_RUNS = 10_000;
 
@@ -54,14 +61,8 @@ export function registerStreamRoutes(app: FastifyInstance, ctx: RouteContext): v
       },
     },
     async (request, reply) => {
-      const { run_id, after_seq } = request.query;
-      if (after_seq !== undefined && run_id === undefined) {
-        throw new ValidationError("Invalid request query", [
-          { path: "query.after_seq", message: "needs run_id: only one run's events can be replayed" },
-        ]);
-      }
-      const lastEventId = Number(request.headers["last-event-id"]);
-      const after = after_seq ?? (Number.isSafeInteger(lastEventId) && lastEventId >= 0 ? lastEventId : undefined);
+      const { run_id } = request.query;
+      const after = replayStart(request.query, request.headers["last-event-id"]);
       // 404 before the stream starts.
       if (run_id !== undefined) assertRunInScope(request.principal, await engine.getRun(run_id));
       const res = reply.raw;
@@ -82,8 +83,6 @@ export function registerStreamRoutes(app: FastifyInstance, ctx: RouteContext): v
       res.write(": connected\n\n");
       ctx.streams.add(res);
 
-      // Live events wait here while the replay reads the database, then go out after it.
-      let pending: RunEvent[] | null = run_id !== undefined && after !== undefined ? [] : null;
       let lastSent = after ?? -1;
       const send = (e: RunEvent) => {
         if (e.seq <= lastSent || res.writableEnded) return;
@@ -97,9 +96,21 @@ export function registerStreamRoutes(app: FastifyInstance, ctx: RouteContext): v
       };
       const scope = request.principal?.workflows;
       const deliver = scope && run_id === undefined ? runWorkflows.filter(scope, send) : send;
+      // With a start, the engine replays the stored events (a page at a time) before live ones, each once.
       const unsubscribe = engine.subscribe(
-        (e) => (pending ? pending.push(e) : deliver(e)),
-        run_id === undefined ? {} : { run_id },
+        deliver,
+        run_id === undefined
+          ? {}
+          : after === undefined
+            ? { run_id }
+            : {
+                run_id,
+                from: after + 1,
+                onError: (err) => {
+                  request.log.error({ err, run_id }, "event stream replay failed");
+                  res.end();
+                },
+              },
       );
       // Never after the end (a write then is an 'error' event nobody listens to: the process would crash).
       const heartbeat = setInterval(() => {
@@ -111,35 +122,39 @@ export function registerStreamRoutes(app: FastifyInstance, ctx: RouteContext): v
         release();
         ctx.streams.delete(res);
       });
-
-      if (pending && run_id !== undefined) await replay(ctx, res, run_id, after, send, request.log);
-      for (const e of pending ?? []) send(e);
-      pending = null;
     },
   );
 }
 
-/** Sends the run's stored events after the last sent, a page at a time, until the log is read. */
-async function replay(
-  { engine }: RouteContext,
-  res: ServerResponse,
-  runId: string,
-  after: number | undefined,
-  send: (e: RunEvent) => void,
-  log: { error(obj: object, msg: string): void },
-): Promise<void> {
-  let afterSeq = after;
-  try {
-    for (;;) {
-      const page = await engine.listEvents(runId, { limit: PAGE, ...(afterSeq === undefined ? {} : { afterSeq }) });
-      for (const e of page) send(e);
-      if (page.length < PAGE || res.writableEnded) return;
-      afterSeq = page[page.length - 1]?.seq;
-    }
-  } catch (err) {
-    log.error({ err, run_id: runId }, "event stream replay failed");
-    res.end();
+/**
+ * The seq after which a run's stream replays: `after` (or its alias `after_seq`; both at once
+ * are refused, as which one was meant is unclear) and a reconnecting EventSource's Last-Event-ID,
+ * the later of them (what the client already has); undefined: live events only.
+ */
+function replayStart(
+  query: { run_id?: string | undefined; after?: number | undefined; after_seq?: number | undefined },
+  lastEventIdHeader: string | string[] | undefined,
+): number | undefined {
+  if (query.after !== undefined && query.after_seq !== undefined) {
+    throw new ValidationError("Invalid request query", [
+      { path: "query.after_seq", message: "is the older name of after: pass one of them, not both" },
+    ]);
   }
+  const given = query.after ?? query.after_seq;
+  if (given !== undefined && query.run_id === undefined) {
+    const name = query.after !== undefined ? "after" : "after_seq";
+    throw new ValidationError("Invalid request query", [
+      { path: `query.${name}`, message: "needs run_id: only one run's events can be replayed" },
+    ]);
+  }
+  const lastEventId = Number(lastEventIdHeader);
+  const resumed =
+    typeof lastEventIdHeader === "string" &&
+    lastEventIdHeader.trim() !== "" &&
+    Number.isSafeInteger(lastEventId) &&
+    lastEventId >= 0;
+  if (given === undefined) return resumed ? lastEventId : undefined;
+  return resumed ? Math.max(given, lastEventId) : given;
 }
 
 /** The workflow of each run seen on a scoped stream, remembered for all of them. */

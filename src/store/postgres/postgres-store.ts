@@ -56,6 +56,7 @@ import {
   visitFromDb,
   WORKFLOW_COLUMNS,
 } from "./rows.js";
+import { runIdStatements } from "./run-ids.js";
 import { Session, watchConnection } from "./session.js";
 
 export interface PostgresOptions {
@@ -131,6 +132,7 @@ const SQL = {
 } as const;
 
 const RUNS = selectList(RUN_COLUMNS);
+const RUN_ID_STATEMENTS = runIdStatements(RUNS);
 const VISITS = selectList(VISIT_COLUMNS);
 const WORKFLOWS = selectList(WORKFLOW_COLUMNS);
 
@@ -355,6 +357,14 @@ export class PostgresStore implements Store {
       values: [key.run_id, key.node_id, key.visit, options.after, options.limit],
     });
     return rows.map(mapItemFromDb);
+  }
+
+  async findRunsByIdPart(part: string, limit: number): Promise<{ prefix: Run[]; suffix: Run[] }> {
+    const [prefix, suffix] = await Promise.all([
+      this.read<DbRun>({ ...RUN_ID_STATEMENTS.prefix, values: [part, limit] }),
+      this.read<DbRun>({ ...RUN_ID_STATEMENTS.suffix, values: [part, limit] }),
+    ]);
+    return { prefix: prefix.map(runFromDb), suffix: suffix.map(runFromDb) };
   }
 
   async listRuns(filter: RunFilter): Promise<Run[]> {

@@ -44,6 +44,7 @@ import {
   visitFromDb,
   visitToDb,
 } from "./rows.js";
+import { RUNS_BY_ID_PREFIX, RUNS_BY_ID_SUFFIX } from "./run-ids.js";
 import { databaseError } from "./sqlite-errors.js";
 
 type Holder = Pick<EngineRow, "engine_id" | "pid" | "host">;
@@ -284,6 +285,11 @@ export class SqliteStore implements Store {
     if (!run) return null;
     const visits = await this.listVisits(runId, { currentOnly: true });
     return { run, visits, compensations: await this.listCompensations(runId) };
+  }
+
+  async findRunsByIdPart(part: string, limit: number): Promise<{ prefix: Run[]; suffix: Run[] }> {
+    const find = (sql: string) => (this.read(sql).all({ part, limit }) as DbRun[]).map(runFromDb);
+    return { prefix: find(RUNS_BY_ID_PREFIX), suffix: find(RUNS_BY_ID_SUFFIX) };
   }
 
   async listRuns(filter: RunFilter): Promise<Run[]> {
