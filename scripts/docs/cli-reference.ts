@@ -15,8 +15,9 @@ const PARALLEL = 4;
 
 /** The help text of `skein <path...> --help`, without a width that depends on the terminal. */
 async function helpOf(path: string[]): Promise<string> {
-  const env = { ...process.env, NO_COLOR: "1", FORCE_COLOR: "0", SKEIN_DB: "", COLUMNS: "100" };
-  delete env.SKEIN_DB;
+  // SKEIN_DB would show as the --db default's source; the width is commander's default (80).
+  const { SKEIN_DB: _db, ...rest } = process.env;
+  const env = { ...rest, NO_COLOR: "1", FORCE_COLOR: "0" };
   const { stdout } = await run(TSX, ["src/cli/main.ts", ...path, "--help"], { cwd: ROOT, env });
   return stdout.trimEnd();
 }
