@@ -18,7 +18,8 @@
  *   declared as untyped modules (OPTIONAL_PACKAGES below).
  * - A fragment that is not a whole program (a shape, a signature) is better written as ```text.
  */
-import { readdirSync } from "node:fs";
+import { mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import ts from "typescript";
@@ -50,10 +51,11 @@ function docsFiles(): string[] {
   return ["README.md", ...docs];
 }
 
-function blocksToCheck(): Checked[] {
+/** The blocks to check of `files` (paths relative to `root`), each with its preamble. */
+function blocksToCheck(files = docsFiles(), root = ROOT): Checked[] {
   const out: Checked[] = [];
-  for (const file of docsFiles()) {
-    for (const block of readMarkdown(join(ROOT, file)).blocks) {
+  for (const file of files) {
+    for (const block of readMarkdown(join(root, file)).blocks) {
       if (block.lang !== "ts" && block.lang !== "typescript") continue;
       if (block.comment?.startsWith("<!-- ts-skip")) continue;
       const preamble = block.comment?.startsWith("<!-- ts-preamble")
@@ -148,5 +150,37 @@ describe("TypeScript blocks in README.md and docs/", () => {
     };
     const problems = typeCheck([checked]);
     expect(problems.get(checked)?.[0]).toMatch(/^line 11:7: Type 'string' is not assignable to type 'number'/);
+  });
+
+  it("puts a block's hidden preamble before it, leaves out skipped blocks, and reports lines of the page", () => {
+    const dir = mkdtempSync(join(tmpdir(), "skein-blocks-"));
+    try {
+      const page = [
+        "# Page",
+        "",
+        "<!-- ts-preamble",
+        "declare function lookup(id: string): Promise<number>;",
+        "-->",
+        "```ts",
+        'const n: number = await lookup("a");',
+        'const s: string = await lookup("b");',
+        "```",
+        "",
+        "<!-- ts-skip: not a whole program -->",
+        "```ts",
+        "this is not TypeScript",
+        "```",
+        "",
+      ].join("\n");
+      writeFileSync(join(dir, "page.md"), page);
+      const blocks = blocksToCheck(["page.md"], dir);
+      expect(blocks.map((b) => b.block.line)).toEqual([6]);
+      const problems = typeCheck(blocks);
+      expect(problems.get(blocks[0] as Checked)).toEqual([
+        "line 8:7: Type 'number' is not assignable to type 'string'.",
+      ]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });
