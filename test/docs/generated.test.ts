@@ -1,11 +1,11 @@
-/** docs/workflow-format.md and docs/cli.md are what `npm run gen:docs` makes from the schema and the CLI. */
+/** docs/workflow-format.md, docs/cli.md and docs/http-api.md are what `npm run gen:docs` makes from the schema, the CLI and the OpenAPI document. */
 import { readFileSync } from "node:fs";
 import { relative } from "node:path";
 import { describe, expect, it } from "vitest";
 import { generatedPages } from "../../scripts/docs/pages.js";
 
 describe("generated docs pages", () => {
-  it("are up to date with the schema and the CLI", { timeout: 120_000 }, async () => {
+  it("are up to date with the schema, the CLI and the API", { timeout: 120_000 }, async () => {
     const stale: string[] = [];
     for (const page of await generatedPages()) {
       let committed = "";
