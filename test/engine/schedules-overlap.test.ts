@@ -33,7 +33,10 @@ function slowAgent() {
     hung.delete(task.execution_id);
     return { ok: true };
   };
-  return { hung, handler, release: () => waiting.splice(0).forEach((resolve) => resolve()) };
+  const release = () => {
+    for (const resolve of waiting.splice(0)) resolve();
+  };
+  return { hung, handler, release };
 }
 
 /** A metrics reader collected on demand: the skein_schedule_slots counter by outcome. */
