@@ -135,6 +135,16 @@ export class Dispatcher {
     });
   }
 
+  /**
+   * Asks for a flush that sweeps soon (a schedule was put or resumed: its next slot may come
+   * before the wake-up timer armed); the sweep then arms the timer for what it finds due.
+   */
+  sweepSoon(): void {
+    if (!this.serving) return;
+    this.sweepDue = true;
+    this.wake();
+  }
+
   /** Stops claiming new work; queued results are still applied. */
   stopClaiming(): void {
     this.claiming = false;
@@ -398,6 +408,7 @@ export class Dispatcher {
   private afterCommit(out: FlushOutcome, states: ReadonlyMap<string, RunState>, seconds: number): void {
     const h = this.o.hooks;
     h.published(out.events, states, seconds);
+    if (out.slots.length > 0) h.slots?.(out.slots);
     if (out.waiting.length > 0) h.readyWaiting(out.waiting);
     for (const [executionId, reason] of out.aborted) h.abort(executionId, reason);
     for (const done of out.callbacks) done();

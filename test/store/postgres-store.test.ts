@@ -8,7 +8,7 @@ import { randomBytes } from "node:crypto";
 import pg from "pg";
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { newCompensation as makeCompensation } from "../../src/core/compensation.js";
-import type { Compensation, NewEvent, Run, Visit } from "../../src/core/types.js";
+import type { Compensation, NewEvent, Run, Schedule, Visit } from "../../src/core/types.js";
 import { DatabaseError } from "../../src/errors.js";
 import { ENGINE_LOCK_NAMESPACE, FREE_LOCK_GRACE_MS } from "../../src/store/postgres/engine-lock.js";
 import { type PostgresOptions, PostgresStore } from "../../src/store/postgres/postgres-store.js";
@@ -93,6 +93,7 @@ function newRun(run_id: string, overrides: Partial<Run> = {}): Run {
     deadline_at: NOW + 3_600_000,
     ended_at: null,
     parent: null,
+    schedule_id: null,
     ...overrides,
   };
 }
@@ -142,13 +143,13 @@ describe("PostgresStore", () => {
       const schema = freshSchema();
       await (await open(schema)).close();
       await open(schema);
-      expect(await versions(schema)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9]);
+      expect(await versions(schema)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
     });
 
     it("lets two stores migrate the same new schema at once", async () => {
       const schema = freshSchema();
       await Promise.all([open(schema), open(schema)]);
-      expect(await versions(schema)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9]);
+      expect(await versions(schema)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
     });
 
     it("refuses a schema newer than it knows", async () => {
@@ -159,7 +160,7 @@ describe("PostgresStore", () => {
       );
       const opening = open(schema);
       await expect(opening).rejects.toThrow(DatabaseError);
-      await expect(opening).rejects.toThrow(/schema version 99, newer than this Skein knows \(9\); upgrade Skein/);
+      await expect(opening).rejects.toThrow(/schema version 99, newer than this Skein knows \(10\); upgrade Skein/);
     });
 
     it("refuses a schema that holds someone else's tables", async () => {
@@ -179,7 +180,7 @@ describe("PostgresStore", () => {
       stores.push(store);
       await store.putWorkflow("wf", "hash-1", WORKFLOW, NOW);
       expect((await store.getWorkflow("wf"))?.version).toBe(1);
-      expect(await versions(schema)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9]);
+      expect(await versions(schema)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
     });
   });
 
@@ -364,6 +365,66 @@ describe("PostgresStore", () => {
       }
       release.resolve();
       await holding;
+    });
+
+    it("locks due schedules SKIP LOCKED: another engine's sweep skips one being fired, a put waits for it", async () => {
+      const schema = freshSchema();
+      const a = await open(schema);
+      const b = await open(schema, { url: urlWith({ application_name: `${schema}_b` }) });
+      const schedule = (schedule_id: string, next_fire_at: number | null): Schedule => ({
+        schedule_id,
+        workflow_id: "wf",
+        version: null,
+        cron: "* * * * *",
+        timezone: "UTC",
+        input: { n: 1 },
+        overlap: "skip",
+        catchup: "latest",
+        catchup_limit: 100,
+        paused: next_fire_at === null,
+        next_fire_at,
+        last_slot_at: null,
+        last_run_id: null,
+        created_at: NOW,
+        updated_at: NOW,
+      });
+      await a.transaction(async (tx) => {
+        expect(await tx.writeSchedule(schedule("s1", NOW - 1))).toBe(true);
+        expect(await tx.writeSchedule(schedule("s1", NOW - 1))).toBe(false);
+        await tx.writeSchedule(schedule("s2", NOW));
+        await tx.writeSchedule(schedule("later", NOW + 60_000));
+        await tx.writeSchedule(schedule("paused", null));
+      });
+      const held = deferred();
+      const release = deferred();
+      const firing = a.transaction(async (tx) => {
+        const due = await tx.dueSchedules(NOW, 1);
+        held.resolve();
+        await release.promise;
+        for (const s of due) {
+          await tx.advanceSchedule(s.schedule_id, {
+            next_fire_at: NOW + 60_000,
+            last_slot_at: NOW - 1,
+            last_run_id: "r1",
+            updated_at: NOW,
+          });
+        }
+        return due.map((s) => s.schedule_id);
+      });
+      await held.promise;
+      // s1 is being fired: skipped, not waited for.
+      expect((await b.transaction((tx) => tx.dueSchedules(NOW, 10))).map((s) => s.schedule_id)).toEqual(["s2"]);
+      const put = b.transaction((tx) => tx.lockSchedule("s1"));
+      await waitingForLock(`${schema}_b`);
+      release.resolve();
+      expect(await firing).toEqual(["s1"]);
+      expect(await put).toMatchObject({ next_fire_at: NOW + 60_000, last_run_id: "r1", input: { n: 1 } });
+      expect((await a.listSchedules({})).map((s) => s.schedule_id)).toEqual(["later", "paused", "s1", "s2"]);
+      expect((await a.listSchedules({ workflow_ids: [] })).length).toBe(0);
+      expect(await a.transaction((tx) => tx.nextDue(NOW + 1))).toBe(NOW);
+      expect(await a.transaction((tx) => tx.deleteSchedule("s2"))).toBe(true);
+      expect(await a.transaction((tx) => tx.deleteSchedule("s2"))).toBe(false);
+      expect(await a.getSchedule("s2")).toBeNull();
     });
 
     it("numbers a batch of events in the batch's order", async () => {
