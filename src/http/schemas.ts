@@ -59,7 +59,10 @@ export const RunSchema = z
     trace_id: z.string(),
     traceparent: z.string(),
     idempotency_key: z.string().nullable(),
-    schedule_id: z.string().nullable().describe("the schedule that started the run (GET /v1/schedules/{id}); null otherwise"),
+    schedule_id: z
+      .string()
+      .nullable()
+      .describe("the schedule that started the run (GET /v1/schedules/{id}); null otherwise"),
     input_hash: z.string(),
     needs_attention: z.boolean(),
     created_at: time(),
@@ -278,7 +281,9 @@ export const ScheduleInputSchema = z
     overlap: z
       .enum(OVERLAPS)
       .optional()
-      .describe("a slot while a run of this schedule has not ended: skip it (default), allow a second, cancel_previous"),
+      .describe(
+        "a slot while a run of this schedule has not ended: skip it (default), allow a second, cancel_previous",
+      ),
     catchup: z
       .enum(CATCHUPS)
       .optional()
@@ -322,8 +327,6 @@ export const ScheduleWithTimesSchema = ScheduleSchema.extend({
 /** Path parameters of the schedule routes. */
 export const ScheduleParams = z
   .object({
-    schedule_id: z
-      .string()
-      .regex(/^[A-Za-z0-9_.:-]{1,128}$/, "must be 1-128 of A-Z, a-z, 0-9, '_', '.', ':', '-'"),
+    schedule_id: z.string().regex(/^[A-Za-z0-9_.:-]{1,128}$/, "must be 1-128 of A-Z, a-z, 0-9, '_', '.', ':', '-'"),
   })
   .strict();

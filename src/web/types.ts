@@ -183,3 +183,27 @@ export interface Registered {
   created: boolean;
   warnings: Problem[];
 }
+
+/** A schedule, as GET /v1/schedules lists it. */
+export interface Schedule {
+  schedule_id: string;
+  workflow_id: string;
+  version: number | null;
+  cron: string;
+  timezone: string;
+  input: unknown;
+  overlap: "skip" | "allow" | "cancel_previous";
+  catchup: "none" | "latest" | "all";
+  catchup_limit: number;
+  paused: boolean;
+  next_fire_at: number | null;
+  last_slot_at: number | null;
+  last_run_id: string | null;
+  created_at: number;
+  updated_at: number;
+}
+
+/** GET /v1/schedules/{id}: with the next 5 fire times. */
+export interface ScheduleWithTimes extends Schedule {
+  next_fire_times: number[];
+}
