@@ -106,7 +106,7 @@ function ScheduleDetail(props: { id: string; onChanged: () => void }) {
     }
   };
   return (
-    <div class="schedule-detail" aria-label={`schedule ${s.schedule_id}`}>
+    <section class="schedule-detail" aria-label={`schedule ${s.schedule_id}`}>
       <h3>
         {s.schedule_id}{" "}
         {s.paused ? (
@@ -188,7 +188,7 @@ function ScheduleDetail(props: { id: string; onChanged: () => void }) {
           )}
         </div>
       </div>
-    </div>
+    </section>
   );
 }
 
