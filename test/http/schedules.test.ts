@@ -154,15 +154,17 @@ describe("/v1/schedules", () => {
     await admin.put("/v1/schedules/orders", { ...HOURLY, workflow_id: "order-eu" });
     for (const token of [ORDERS_ADMIN, ORDERS_REVIEWER]) {
       const scoped = as(token);
-      expect((await scoped.get("/v1/schedules")).json().schedules.map((s: { schedule_id: string }) => s.schedule_id)).toEqual(
-        ["orders"],
-      );
+      expect(
+        (await scoped.get("/v1/schedules")).json().schedules.map((s: { schedule_id: string }) => s.schedule_id),
+      ).toEqual(["orders"]);
       expect((await scoped.get("/v1/schedules?workflow_id=simple")).json().schedules).toEqual([]);
       expect((await scoped.get("/v1/schedules/orders")).statusCode).toBe(200);
       const hidden = await scoped.get("/v1/schedules/payroll");
       expect(hidden.statusCode).toBe(404);
       // Worded as for an id that does not exist.
-      expect(hidden.json().error.message).toBe((await scoped.get("/v1/schedules/nope")).json().error.message.replace("nope", "payroll"));
+      expect(hidden.json().error.message).toBe(
+        (await scoped.get("/v1/schedules/nope")).json().error.message.replace("nope", "payroll"),
+      );
     }
     const scopedAdmin = as(ORDERS_ADMIN);
     expect((await scopedAdmin.post("/v1/schedules/payroll/pause")).statusCode).toBe(404);

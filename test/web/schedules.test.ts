@@ -75,7 +75,10 @@ describe("the Schedules page", { timeout: 90_000 }, () => {
 
     // Resume: from the next slot after now.
     await every.getByRole("button", { name: "Resume" }).click();
-    await every.getByRole("status").getByText(/^Resumed every-second: the next slot fires at /).waitFor();
+    await every
+      .getByRole("status")
+      .getByText(/^Resumed every-second: the next slot fires at /)
+      .waitFor();
     await every.getByRole("button", { name: "Pause" }).waitFor();
     const resumed = await s.api<ScheduleAnswer>("GET", "/v1/schedules/every-second");
     expect(resumed.paused).toBe(false);
