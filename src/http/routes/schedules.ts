@@ -6,6 +6,7 @@
 import type { FastifyInstance } from "fastify";
 import { z } from "zod";
 import type { Engine } from "../../engine/engine.js";
+import { unknownSchedule } from "../../engine/schedules.js";
 import { ForbiddenError, NotFoundError, ValidationError } from "../../errors.js";
 import type { ScheduleInput } from "../../index.js";
 import { ADMINS, type Principal, READERS } from "../auth.js";
@@ -95,7 +96,8 @@ export function registerScheduleRoutes(app: FastifyInstance, { engine }: RouteCo
           );
         }
       }
-      const input: ScheduleInput = { schedule_id, ...withoutUndefined(request.body) };
+      // The body is JSON (json-text.ts), so its input is a Json value.
+      const input = { schedule_id, ...withoutUndefined(request.body) } as ScheduleInput;
       const { schedule, created } = await engine.putSchedule(input).catch((e: unknown) => {
         throw asBodyProblems(e);
       });
@@ -150,15 +152,10 @@ export function registerScheduleRoutes(app: FastifyInstance, { engine }: RouteCo
   );
 }
 
-function notFound(scheduleId: string): NotFoundError {
-  return new NotFoundError(
-    `schedule "${scheduleId}" does not exist; GET /v1/schedules lists them (skein schedules put <file> creates one)`,
-  );
-}
-
 /** @throws NotFoundError, worded as for an unknown schedule, when the schedule is out of the token's scope */
 function assertScheduleInScope(principal: Principal | null, schedule: { schedule_id: string; workflow_id: string }) {
-  if (!inScope(principal, schedule.workflow_id)) throw notFound(schedule.schedule_id);
+  // The library's own words for an unknown id, so a scoped token cannot tell the two apart.
+  if (!inScope(principal, schedule.workflow_id)) throw unknownSchedule(schedule.schedule_id);
 }
 
 /** Reads the schedule only for a scoped token. @throws NotFoundError when such a token may not see it */
