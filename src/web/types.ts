@@ -46,6 +46,8 @@ export interface Run {
   ended_at: number | null;
   /** The parent attempt this child run is (a workflow node's); null for a top-level run. */
   parent?: { run_id: string; node_id: string; visit: number; attempt: number; depth: number; item?: number } | null;
+  /** The schedule that started the run (absent from an older server). */
+  schedule_id?: string | null;
 }
 
 /** A child run of a workflow node, as its parent lists it. */

@@ -85,6 +85,9 @@ describe("skein schedules", () => {
       ["weekdays", false],
     ]);
 
+    // No engine ran, so no slot fired: the schedule has no runs yet.
+    expect((await run("list", "--schedule", "nightly")).stdout).toBe("no runs\n");
+
     const deleted = await run("schedules", "delete", "nightly");
     expect(deleted.code).toBe(0);
     expect(deleted.stdout).toBe("nightly deleted\n");

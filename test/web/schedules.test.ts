@@ -63,6 +63,10 @@ describe("the Schedules page", { timeout: 90_000 }, () => {
     const runId = await lastRun.getAttribute("data-run-id");
     const run = await s.api<{ schedule_id: string }>("GET", `/v1/runs/${runId}`);
     expect(run.schedule_id).toBe("every-second");
+    // The run page names the schedule that started it, and links back.
+    await lastRun.getByRole("link").click();
+    await page.locator("dl.facts dd a", { hasText: "every-second" }).click();
+    await page.getByRole("region", { name: "schedule every-second" }).waitFor();
 
     // Pause: the server's answer is shown, and the list says so.
     await every.getByRole("button", { name: "Pause" }).click();
