@@ -18,6 +18,7 @@ import { registerRetry } from "./commands/retry.js";
 import { registerReview } from "./commands/review.js";
 import { registerReviews } from "./commands/reviews.js";
 import { registerRun } from "./commands/run.js";
+import { registerSchedules } from "./commands/schedules.js";
 import { registerSend } from "./commands/send.js";
 import { registerServe } from "./commands/serve.js";
 import { registerStart } from "./commands/start.js";
@@ -70,6 +71,7 @@ export function buildProgram(): Command {
     registerPrune,
     registerSend,
     registerWorkflows,
+    registerSchedules,
     registerServe,
     registerWorker,
     registerCompletion,

@@ -20,6 +20,7 @@ const TAGS = [
   { name: "tokens", description: "The caller's token" },
   { name: "workflows", description: "Workflow definitions by id and version" },
   { name: "runs", description: "Runs: start, read, list, cancel, retry" },
+  { name: "schedules", description: "Workflows started on a cron expression, each slot once" },
   { name: "reviews", description: "Nodes waiting for a person's decision" },
   { name: "events", description: "Events sent to runs, and the event log (history and live stream)" },
   { name: "tasks", description: "The external-agent protocol: claim, heartbeat, complete, fail" },

@@ -59,6 +59,10 @@ export const RunSchema = z
     trace_id: z.string(),
     traceparent: z.string(),
     idempotency_key: z.string().nullable(),
+    schedule_id: z
+      .string()
+      .nullable()
+      .describe("the schedule that started the run (GET /v1/schedules/{id}); null otherwise"),
     input_hash: z.string(),
     needs_attention: z.boolean(),
     created_at: time(),
@@ -253,3 +257,76 @@ export const ProblemSchema = z
 
 /** Path parameters shared by the run routes. */
 export const RunParams = z.object({ run_id: z.string().min(1).max(200) }).strict();
+
+export const OVERLAPS = ["skip", "allow", "cancel_previous"] as const;
+export const CATCHUPS = ["none", "latest", "all"] as const;
+
+/** What a schedule may say (DESIGN §11.5): the body of PUT /v1/schedules/{schedule_id}. */
+export const ScheduleInputSchema = z
+  .object({
+    workflow_id: z.string().min(1).max(200).describe("a registered workflow"),
+    version: z
+      .number()
+      .int()
+      .min(1)
+      .optional()
+      .describe("a pinned version of the workflow; default: its latest at each firing"),
+    cron: z
+      .string()
+      .min(1)
+      .max(200)
+      .describe('5 fields (minute hour day month weekday), or 6 with seconds first: "0 9 * * 1-5"'),
+    timezone: z.string().min(1).max(100).optional().describe('an IANA time zone, "Europe/Paris"; default "UTC"'),
+    input: json().optional().describe("the runs' input (default {}), checked against the workflow's input_schema"),
+    overlap: z
+      .enum(OVERLAPS)
+      .optional()
+      .describe(
+        "a slot while a run of this schedule has not ended: skip it (default), allow a second, cancel_previous",
+      ),
+    catchup: z
+      .enum(CATCHUPS)
+      .optional()
+      .describe("slots missed while no engine ran: none, latest (default: one run for the most recent), all"),
+    catchup_limit: z
+      .number()
+      .int()
+      .min(1)
+      .max(1000)
+      .optional()
+      .describe("catchup all: at most this many missed slots, the most recent (default 100)"),
+    paused: z.boolean().optional().describe("default false"),
+  })
+  .strict()
+  .meta({ id: "ScheduleInput", description: "A schedule as written: PUT /v1/schedules/{schedule_id}" });
+
+export const ScheduleSchema = z
+  .object({
+    schedule_id: z.string(),
+    workflow_id: z.string(),
+    version: z.number().int().nullable().describe("the pinned version; null: the latest at each firing"),
+    cron: z.string(),
+    timezone: z.string(),
+    input: json(),
+    overlap: z.enum(OVERLAPS),
+    catchup: z.enum(CATCHUPS),
+    catchup_limit: z.number().int(),
+    paused: z.boolean(),
+    next_fire_at: nullableTime().describe("the next slot; null while paused"),
+    last_slot_at: nullableTime().describe("the latest slot handled (fired, or skipped by overlap)"),
+    last_run_id: z.string().nullable().describe("the latest run a slot started"),
+    created_at: time(),
+    updated_at: time(),
+  })
+  .meta({ id: "Schedule", description: "A schedule: a workflow started on a cron expression in a time zone" });
+
+export const ScheduleWithTimesSchema = ScheduleSchema.extend({
+  next_fire_times: z.array(time()).describe("the next 5 slots (empty while paused), epoch ms"),
+}).meta({ id: "ScheduleWithTimes", description: "A schedule with its next fire times" });
+
+/** Path parameters of the schedule routes. */
+export const ScheduleParams = z
+  .object({
+    schedule_id: z.string().regex(/^[A-Za-z0-9_.:-]{1,128}$/, "must be 1-128 of A-Z, a-z, 0-9, '_', '.', ':', '-'"),
+  })
+  .strict();

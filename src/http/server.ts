@@ -33,6 +33,7 @@ import { registerMeRoutes } from "./routes/me.js";
 import { registerMetricsRoutes } from "./routes/metrics.js";
 import { registerReviewRoutes } from "./routes/reviews.js";
 import { registerRunRoutes } from "./routes/runs.js";
+import { registerScheduleRoutes } from "./routes/schedules.js";
 import { registerStreamRoutes } from "./routes/stream.js";
 import { registerTaskRoutes } from "./routes/tasks.js";
 import { registerWorkflowRoutes } from "./routes/workflows.js";
@@ -114,6 +115,7 @@ const ROUTE_MODULES: ((app: FastifyInstance, ctx: RouteContext) => void)[] = [
   registerMeRoutes,
   registerWorkflowRoutes,
   registerRunRoutes,
+  registerScheduleRoutes,
   registerReviewRoutes,
   registerEventRoutes,
   registerStreamRoutes,

@@ -1,5 +1,5 @@
 /**
- * The admin page: runs, the approvals inbox and workflows, over the public HTTP API. The page
+ * The admin page: runs, the approvals inbox, workflows and schedules, over the public HTTP API. The page
  * signs in only when the API asks for a token (401); with no tokens configured it just works.
  */
 import { render } from "preact";
@@ -12,6 +12,7 @@ import type { PendingReview } from "./types.js";
 import { InboxPage } from "./views/inbox.js";
 import { RunPage } from "./views/run.js";
 import { RunsPage } from "./views/runs.js";
+import { SchedulesPage } from "./views/schedules.js";
 import { WorkflowsPage } from "./views/workflows.js";
 
 function App() {
@@ -60,6 +61,8 @@ function Page(props: { route: Route }) {
       return <WorkflowsPage workflowId={r.workflowId} version={r.version} />;
     case "new-workflow":
       return <WorkflowsPage creating />;
+    case "schedules":
+      return <SchedulesPage scheduleId={r.scheduleId} />;
   }
 }
 
@@ -80,6 +83,9 @@ function Nav(props: { route: Route; onSignOut: () => void }) {
         </a>
         <a href={href({ page: "workflows" })} aria-current={current(["workflows", "new-workflow"])}>
           Workflows
+        </a>
+        <a href={href({ page: "schedules" })} aria-current={current(["schedules"])}>
+          Schedules
         </a>
       </nav>
       {storedToken() !== null && (

@@ -10,7 +10,8 @@ export type Route =
   | { page: "run"; runId: string; node?: string }
   | { page: "inbox" }
   | { page: "workflows"; workflowId?: string; version?: number }
-  | { page: "new-workflow" };
+  | { page: "new-workflow" }
+  | { page: "schedules"; scheduleId?: string };
 
 export function parseRoute(hash: string): Route {
   const [path = "", search = ""] = hash.replace(/^#/, "").split("?");
@@ -33,6 +34,8 @@ export function parseRoute(hash: string): Route {
     }
     case "new-workflow":
       return { page: "new-workflow" };
+    case "schedules":
+      return { page: "schedules", ...optional("scheduleId", parts[1]) };
     default:
       return { page: "runs" };
   }
@@ -58,6 +61,8 @@ export function href(route: Route): string {
         : withQuery(`workflows/${encodeURIComponent(route.workflowId)}`, { version: route.version });
     case "new-workflow":
       return "#/new-workflow";
+    case "schedules":
+      return route.scheduleId === undefined ? "#/schedules" : `#/schedules/${encodeURIComponent(route.scheduleId)}`;
   }
 }
 

@@ -46,6 +46,8 @@ export interface Run {
   ended_at: number | null;
   /** The parent attempt this child run is (a workflow node's); null for a top-level run. */
   parent?: { run_id: string; node_id: string; visit: number; attempt: number; depth: number; item?: number } | null;
+  /** The schedule that started the run (absent from an older server). */
+  schedule_id?: string | null;
 }
 
 /** A child run of a workflow node, as its parent lists it. */
@@ -182,4 +184,28 @@ export interface Registered {
   version: number;
   created: boolean;
   warnings: Problem[];
+}
+
+/** A schedule, as GET /v1/schedules lists it. */
+export interface Schedule {
+  schedule_id: string;
+  workflow_id: string;
+  version: number | null;
+  cron: string;
+  timezone: string;
+  input: unknown;
+  overlap: "skip" | "allow" | "cancel_previous";
+  catchup: "none" | "latest" | "all";
+  catchup_limit: number;
+  paused: boolean;
+  next_fire_at: number | null;
+  last_slot_at: number | null;
+  last_run_id: string | null;
+  created_at: number;
+  updated_at: number;
+}
+
+/** GET /v1/schedules/{id}: with the next 5 fire times. */
+export interface ScheduleWithTimes extends Schedule {
+  next_fire_times: number[];
 }

@@ -43,9 +43,10 @@ describe("skein completion", () => {
       ["skein", "workflows", "put", "--a"],
       ["skein", "completion", ""],
       ["skein", "status", "--json", "ab"],
+      ["skein", "schedules", "p"],
     ]);
     expect(registered).toBe("complete -o default -F _skein skein");
-    expect(answers.slice(0, 10)).toEqual([
+    expect(answers.slice(0, 11)).toEqual([
       "events",
       "start status",
       "--follow",
@@ -56,6 +57,7 @@ describe("skein completion", () => {
       "--agents",
       "bash zsh fish",
       "", // a run id: nothing declared (bash falls back to file names)
+      "put pause",
     ]);
   });
 

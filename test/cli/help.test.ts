@@ -20,6 +20,7 @@ const COMMANDS = [
   "retry",
   "send",
   "workflows",
+  "schedules",
   "serve",
   "worker",
   "completion",
@@ -36,7 +37,11 @@ describe("skein help and usage", () => {
 
   it("gives every command a description and an example, and shows the global --db", async () => {
     const dir = workspace().dir;
-    const helps = await Promise.all([...COMMANDS, "workflows put"].map((c) => skein([...c.split(" "), "--help"], dir)));
+    const helps = await Promise.all(
+      [...COMMANDS, "workflows put", ...["show", "put", "pause", "resume", "delete"].map((c) => `schedules ${c}`)].map(
+        (c) => skein([...c.split(" "), "--help"], dir),
+      ),
+    );
     helps.forEach((r, i) => {
       expect(r.code, COMMANDS[i]).toBe(0);
       expect(r.stdout).toMatch(/Examples?:\n {2}\$ skein /);

@@ -56,6 +56,12 @@ describe("GET /v1/openapi.json", () => {
         "GET /v1/runs/{run_id}/events",
         "GET /v1/runs/{run_id}/graph",
         "GET /v1/runs/{run_id}/nodes/{node_id}/items",
+        "GET /v1/schedules",
+        "GET /v1/schedules/{schedule_id}",
+        "PUT /v1/schedules/{schedule_id}",
+        "DELETE /v1/schedules/{schedule_id}",
+        "POST /v1/schedules/{schedule_id}/pause",
+        "POST /v1/schedules/{schedule_id}/resume",
         "GET /v1/reviews",
         "POST /v1/runs/{run_id}/nodes/{node_id}/review",
         "POST /v1/runs/{run_id}/events",
@@ -95,11 +101,14 @@ describe("GET /v1/openapi.json", () => {
         "claimTasks",
         "completeTask",
         "getHealth",
+        "putSchedule",
+        "pauseSchedule",
+        "resumeSchedule",
       ]),
     );
     expect(doc.paths["/v1/tasks/{execution_id}/heartbeat"]?.post?.operationId).toBe("heartbeatTask");
     const tags = doc.tags.map((t) => t.name);
-    expect(tags).toEqual(["health", "tokens", "workflows", "runs", "reviews", "events", "tasks"]);
+    expect(tags).toEqual(["health", "tokens", "workflows", "runs", "schedules", "reviews", "events", "tasks"]);
     for (const op of operations) expect(tags).toEqual(expect.arrayContaining(op.tags));
     expect(doc.paths["/v1/reviews"]?.get?.tags).toEqual(["reviews"]);
     // Without a public URL, the document is relative to where it was fetched from.
@@ -187,9 +196,15 @@ describe("GET /v1/openapi.json", () => {
     expect(doc.paths["/v1/runs"]?.get?.parameters?.map((p) => [p.name, p.in, p.required])).toEqual([
       ["status", "query", false],
       ["workflow_id", "query", false],
+      ["schedule_id", "query", false],
       ["limit", "query", false],
       ["cursor", "query", false],
     ]);
+    // A schedule's body and answers are named models; runs name the schedule that started them.
+    expect(doc.paths["/v1/schedules/{schedule_id}"]?.put?.requestBody?.content["application/json"]?.schema).toEqual({
+      $ref: "#/components/schemas/ScheduleInput",
+    });
+    expect(JSON.stringify(doc.components.schemas.Run)).toContain('"schedule_id"');
     // A run names its parent attempt; a run with its nodes lists its child runs (DESIGN §11.1).
     const runSchema = JSON.stringify([doc.components.schemas.Run, doc.components.schemas.RunWithNodes]);
     expect(runSchema).toContain('"parent"');
@@ -244,7 +259,7 @@ describe("openApiDocument and assertDocumented", () => {
     );
     expect(() => assertDocumented([route({ operationId: "GetThing", tags: ["runs"] })])).toThrow("camelCase");
     expect(() => assertDocumented([route({ operationId: "getThing", tags: ["things"] })])).toThrow(
-      "schema.tags must list some of health, tokens, workflows, runs, reviews, events, tasks",
+      "schema.tags must list some of health, tokens, workflows, runs, schedules, reviews, events, tasks",
     );
     const twice = [
       route({ operationId: "getThing", tags: ["runs"] }),

@@ -9,6 +9,7 @@ const STATUSES = ["RUNNING", "COMPENSATING", "SUCCEEDED", "FAILED", "CANCELLED"]
 interface ListOptions {
   status?: (typeof STATUSES)[number];
   workflow?: string;
+  schedule?: string;
   limit: number;
   json?: boolean;
 }
@@ -20,6 +21,7 @@ export function registerList(program: Command): void {
     .description("list runs, newest first")
     .addOption(new Option("--status <status>", "only runs with this status").choices(STATUSES))
     .option("--workflow <workflow_id>", "only runs of this workflow")
+    .option("--schedule <schedule_id>", "only runs this schedule started")
     .option("--limit <n>", "at most this many runs (1 to 1000)", positiveInt, 20)
     .option("--json", "print the runs as a JSON array")
     .addHelpText("after", examples("skein list --status FAILED --workflow content-publish --limit 5"))
@@ -29,6 +31,7 @@ export function registerList(program: Command): void {
           limit: options.limit,
           ...(options.status ? { status: options.status } : {}),
           ...(options.workflow ? { workflow_id: options.workflow } : {}),
+          ...(options.schedule ? { schedule_id: options.schedule } : {}),
         }),
       );
       if (options.json) return printJson(runs);

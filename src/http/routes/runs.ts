@@ -37,6 +37,7 @@ const ListQuery = z
   .object({
     status: z.enum(RUN_STATUSES).optional(),
     workflow_id: z.string().min(1).max(200).optional(),
+    schedule_id: z.string().min(1).max(200).optional().describe("only the runs this schedule started"),
     limit: z.coerce.number().int().min(1).max(1000).default(50),
     cursor: z.string().max(1000).optional().describe("next_cursor of the previous page"),
   })
@@ -141,12 +142,13 @@ export function registerRunRoutes(app: FastifyInstance, { engine }: RouteContext
       },
     },
     async (request) => {
-      const { status, workflow_id, limit, cursor } = request.query;
+      const { status, workflow_id, schedule_id, limit, cursor } = request.query;
       const scope = await visibleWorkflowIds(engine, request.principal);
       const runs = await engine.listRuns({
         limit: limit + 1,
         ...(status === undefined ? {} : { status }),
         ...(workflow_id === undefined ? {} : { workflow_id }),
+        ...(schedule_id === undefined ? {} : { schedule_id }),
         ...(scope === null ? {} : { workflow_ids: scope }),
         ...(cursor === undefined ? {} : { before: decodeCursor(cursor) }),
       });

@@ -94,6 +94,14 @@ export function RunPage(props: { runId: string; node?: string | undefined }) {
             </dd>
           </>
         )}
+        {data.schedule_id && (
+          <>
+            <dt>Schedule</dt>
+            <dd>
+              <a href={href({ page: "schedules", scheduleId: data.schedule_id })}>{data.schedule_id}</a>
+            </dd>
+          </>
+        )}
         <dt>Started</dt>
         <dd>{time(data.created_at)}</dd>
         <dt>Duration</dt>
