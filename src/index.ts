@@ -13,6 +13,7 @@ export {
   type VisitState,
 } from "./core/states.js";
 export type {
+  Catchup,
   Compensation,
   EventType,
   Json,
@@ -20,9 +21,12 @@ export type {
   MapItem,
   MapItemState,
   NewEvent,
+  Overlap,
   Run,
   RunEvent,
   RunParent,
+  Schedule,
+  ScheduleInput,
   TriggerRef,
   Visit,
   VisitError,
@@ -61,6 +65,7 @@ export {
   type ReportAnswer,
   type ReviewOptions,
   type RunWithNodes,
+  type ScheduleWithTimes,
   type SendEventAnswer,
   type SendEventOptions,
   type StartRunOptions,
@@ -92,7 +97,7 @@ export {
   UnavailableError,
   ValidationError,
 } from "./errors.js";
-export type { ChildRun, PrunedStatus, RunFilter } from "./store/store.js";
+export type { ChildRun, PrunedStatus, RunFilter, ScheduleFilter } from "./store/store.js";
 export type { AgentCall } from "./testing/agent-activity.js";
 export { type FakeAgent, type FakeCall, type FakeOutput, fake } from "./testing/fakes.js";
 export { createTestEngine, TestEngine, type TestEngineOptions } from "./testing/test-engine.js";

@@ -84,6 +84,8 @@ export interface Run<O = Json> {
   ended_at: number | null;
   /** The parent attempt this run is (a `workflow` node's child run, DESIGN §11.1); null for a top-level run. */
   parent: RunParent | null;
+  /** The schedule whose slot started this run (DESIGN §11.5); null for a run started otherwise. */
+  schedule_id: string | null;
 }
 
 /** The attempt of a parent run's `workflow` node that a child run is; `depth` 1 is a top-level run's child. */
@@ -228,4 +230,50 @@ export interface InboxEvent {
   created_at: number;
   delivered_to: { node_id: string; visit: number } | null;
   delivered_at: number | null;
+}
+
+/** What a schedule does when a slot comes while a run it started has not ended (DESIGN §11.5). */
+export type Overlap = "skip" | "allow" | "cancel_previous";
+/** Which slots a schedule fires after they passed unfired (the engines were down, DESIGN §11.5). */
+export type Catchup = "none" | "latest" | "all";
+
+/**
+ * A schedule as `putSchedule` takes it: runs of a workflow started on a cron expression
+ * (DESIGN §11.5). Defaults are filled in by putSchedule.
+ */
+export interface ScheduleInput {
+  /** `[A-Za-z0-9_.:-]{1,128}`. */
+  schedule_id: string;
+  /** A registered workflow. */
+  workflow_id: string;
+  /** A pinned version; default: the latest at each firing. */
+  version?: number;
+  /** 5 fields (minute first), or 6 with seconds first; croner's syntax (`@hourly`, `L`, `#` too). */
+  cron: string;
+  /** An IANA time zone name the cron is read in. @defaultValue "UTC" */
+  timezone?: string;
+  /** The runs' input, checked against the workflow's input_schema. @defaultValue {} */
+  input?: Json;
+  /** @defaultValue "skip" */
+  overlap?: Overlap;
+  /** @defaultValue "latest" */
+  catchup?: Catchup;
+  /** For catchup "all": at most this many missed slots, the most recent; 1..1000. @defaultValue 100 */
+  catchup_limit?: number;
+  /** @defaultValue false */
+  paused?: boolean;
+}
+
+/** A stored schedule: its input with the defaults filled in, and where its firing stands. */
+export interface Schedule extends Required<Omit<ScheduleInput, "version">> {
+  /** The pinned version, or null: the latest at each firing. */
+  version: number | null;
+  /** Epoch ms of the next slot; null while paused (or when the cron has no slot left). */
+  next_fire_at: number | null;
+  /** The latest slot handled (fired, or skipped by `overlap`); null before the first. */
+  last_slot_at: number | null;
+  /** The latest run a slot started. */
+  last_run_id: string | null;
+  created_at: number;
+  updated_at: number;
 }

@@ -135,6 +135,16 @@ export class Dispatcher {
     });
   }
 
+  /**
+   * Asks for a flush that sweeps soon (a schedule was put or resumed: its next slot may come
+   * before the wake-up timer armed); the sweep then arms the timer for what it finds due.
+   */
+  sweepSoon(): void {
+    if (!this.serving) return;
+    this.sweepDue = true;
+    this.wake();
+  }
+
   /** Stops claiming new work; queued results are still applied. */
   stopClaiming(): void {
     this.claiming = false;

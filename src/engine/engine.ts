@@ -6,10 +6,10 @@
 import { hostname } from "node:os";
 import { metrics } from "@opentelemetry/api";
 import { type Logger, pino } from "pino";
-import type { Json, Run, RunEvent, Visit } from "../core/types.js";
+import type { Json, Run, RunEvent, Schedule, ScheduleInput, Visit } from "../core/types.js";
 import type { WorkflowInput } from "../definition/workflow-input.js";
 import { EngineClosedError, NotFoundError, type UnavailableError, ValidationError } from "../errors.js";
-import type { RunFilter, Store } from "../store/store.js";
+import type { RunFilter, ScheduleFilter, Store } from "../store/store.js";
 import type { AttemptRunner } from "./attempts.js";
 import { type Clock, systemClock } from "./clock.js";
 import { untilDeadline } from "./deadline.js";
@@ -45,6 +45,7 @@ import { PRUNE_BATCH, parseDuration, pruneOnce, Retention, type RetentionAges, r
 import { pendingReviews, reviewInput } from "./reviews.js";
 import { readRunWithNodes } from "./run-read.js";
 import { newRun } from "./run-start.js";
+import * as schedules from "./schedules.js";
 import { type ReadEvents, Subscribers } from "./subscribers.js";
 import { inRunStartSpan } from "./tracing.js";
 import { waitForRun } from "./wait-for-run.js";
@@ -67,6 +68,7 @@ export type {
 export type { SendEventOptions } from "./events.js";
 export type { PublishEventAnswer, ReportAnswer, SendEventAnswer } from "./inputs.js";
 export type { ListMapItemsOptions, MapItemPage, MapProgress } from "./map-items.js";
+export type { ScheduleWithTimes } from "./schedules.js";
 
 /**
  * Opens the database and starts an engine.
@@ -125,6 +127,8 @@ export class Engine {
   private readonly metrics: EngineMetrics | null;
   private readonly maxPayloadBytes: number;
   private heartbeatTimer: ReturnType<Clock["setTimeout"]> | null = null;
+  /** What the schedule methods use (schedules.ts). */
+  private readonly schedules: schedules.ScheduleDeps;
   /** @internal the retention option's pruning, when it has one (tests wait for its batches) */
   readonly retention: Retention | null;
   private closed = false;
@@ -187,6 +191,13 @@ export class Engine {
     this.dispatcher = parts.dispatcher;
     this.external = parts.external;
     this.notifier = parts.notifier;
+    this.schedules = {
+      store,
+      registry: this.registry,
+      clock: this.clock,
+      maxPayloadBytes: this.maxPayloadBytes,
+      moved: () => this.dispatcher.sweepSoon(),
+    };
   }
 
   /**
@@ -488,6 +499,53 @@ export class Engine {
       if (pruned === 0) return total;
       total += pruned;
     }
+  }
+
+  /**
+   * Creates or replaces a schedule (DESIGN §11.5): runs of `workflow_id` started on a cron
+   * expression in a time zone, each slot once across every engine (idempotency key
+   * `schedule:<schedule_id>:<slot as ISO 8601 UTC>`). Defaults: timezone "UTC", input {},
+   * overlap "skip", catchup "latest", catchup_limit 100, paused false, the latest version at
+   * each firing. Replacing keeps the schedule's history; next_fire_at moves to the next slot of
+   * the new cron (it stays when cron and timezone are unchanged and the schedule was unpaused).
+   * @example await engine.putSchedule({ schedule_id: "nightly", workflow_id: "digest", cron: "0 3 * * *", timezone: "Europe/Berlin" });
+   * @throws ValidationError listing every problem: the cron (`cron`, croner's reason), the time
+   *   zone (`timezone`), an unknown workflow or version, an input not of its input_schema
+   */
+  putSchedule(input: ScheduleInput): Promise<{ schedule: Schedule; created: boolean }> {
+    this.assertOpen();
+    return schedules.putSchedule(this.schedules, input);
+  }
+
+  /** Schedules by schedule_id; of one workflow with `workflow_id`. */
+  listSchedules(options: ScheduleFilter = {}): Promise<Schedule[]> {
+    return schedules.listSchedules(this.schedules, options);
+  }
+
+  /** A schedule with its next 5 fire times (epoch ms; none while paused). @throws NotFoundError */
+  getSchedule(scheduleId: string): Promise<schedules.ScheduleWithTimes> {
+    return schedules.getSchedule(this.schedules, scheduleId);
+  }
+
+  /** Stops a schedule firing (next_fire_at null); a paused one is left as it is. @throws NotFoundError */
+  pauseSchedule(scheduleId: string): Promise<Schedule> {
+    this.assertOpen();
+    return schedules.pauseSchedule(this.schedules, scheduleId);
+  }
+
+  /**
+   * Fires a paused schedule again from its next slot after now: what passed while it was paused
+   * is not caught up. An unpaused one is left as it is. @throws NotFoundError
+   */
+  resumeSchedule(scheduleId: string): Promise<Schedule> {
+    this.assertOpen();
+    return schedules.resumeSchedule(this.schedules, scheduleId);
+  }
+
+  /** Deletes a schedule; the runs it started keep their schedule_id. @throws NotFoundError */
+  deleteSchedule(scheduleId: string): Promise<void> {
+    this.assertOpen();
+    return schedules.deleteSchedule(this.schedules, scheduleId);
   }
 
   /** Newest first. `before` pages: pass the last run_id of the previous page. */

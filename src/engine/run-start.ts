@@ -49,7 +49,7 @@ export function newRun(
 export function runRow(
   workflow: LoadedWorkflow,
   text: string,
-  o: Pick<Run, "run_id" | "traceparent" | "idempotency_key" | "parent"> & { now: number },
+  o: Pick<Run, "run_id" | "traceparent" | "idempotency_key" | "parent"> & { now: number; schedule_id?: string | null },
 ): Run {
   return {
     run_id: o.run_id,
@@ -70,5 +70,6 @@ export function runRow(
     deadline_at: o.now + workflow.definition.timeout * 1000,
     ended_at: null,
     parent: o.parent,
+    schedule_id: o.schedule_id ?? null,
   };
 }

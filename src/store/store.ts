@@ -19,6 +19,7 @@ import type {
   NewEvent,
   Run,
   RunEvent,
+  Schedule,
   Visit,
   VisitError,
 } from "../core/types.js";
@@ -49,6 +50,15 @@ export interface RunFilter {
   limit?: number;
   /** Return runs created before this run (the `run_id` of the last run of the previous page). */
   before?: string;
+  /** Only runs this schedule started (DESIGN §11.5). */
+  schedule_id?: string;
+}
+
+/** Which schedules `listSchedules` gives. */
+export interface ScheduleFilter {
+  workflow_id?: string;
+  /** Only schedules of these workflows (none when empty): a token's workflow scope. */
+  workflow_ids?: readonly string[];
 }
 
 /** A child run as its parent lists it. */
@@ -155,6 +165,10 @@ export interface Store {
   readGauges(engineId: string, now: number): Promise<StoreGauges>;
   /** The run's compensation rows, by seq. */
   listCompensations(runId: string): Promise<Compensation[]>;
+  /** A schedule as committed, or null. Outside a transaction; reads only. */
+  getSchedule(scheduleId: string): Promise<Schedule | null>;
+  /** Schedules by schedule_id, as committed. Outside a transaction; reads only. */
+  listSchedules(filter: ScheduleFilter): Promise<Schedule[]>;
 
   /** Housekeeping the engine calls from its periodic sweep (SQLite: a WAL checkpoint). */
   checkpoint(): Promise<void>;
@@ -325,6 +339,35 @@ export interface MapTx {
   mapItemsToSettle(limit: number): Promise<string[]>;
 }
 
+/** Schedules (DESIGN §11.5), inside a write transaction. */
+export interface ScheduleTx {
+  /**
+   * The schedule, its row locked until the transaction ends (PostgreSQL: waits for another
+   * transaction that holds it, such as a sweep firing it), or null when there is none.
+   */
+  lockSchedule(scheduleId: string): Promise<Schedule | null>;
+  /**
+   * Inserts the schedule or replaces every column of its row (created_at included: the caller
+   * keeps it). Idempotent. Returns true when it inserted a new row.
+   */
+  writeSchedule(schedule: Schedule): Promise<boolean>;
+  /** Deletes the schedule; its runs keep their schedule_id. Returns false when there was none. */
+  deleteSchedule(scheduleId: string): Promise<boolean>;
+  /**
+   * Unpaused schedules whose next_fire_at is `now` or earlier, earliest first, at most `limit`;
+   * locked until the transaction ends (PostgreSQL: SKIP LOCKED, so a schedule another engine is
+   * firing is left to it). Read through the `schedules_due` index: the cost is the due ones.
+   */
+  dueSchedules(now: number, limit: number): Promise<Schedule[]>;
+  /** The runs this schedule started that have not ended (ended_at NULL), oldest first, at most `limit`. */
+  unfinishedScheduleRuns(scheduleId: string, limit: number): Promise<string[]>;
+  /** Records what a sweep did with a due schedule: its next slot, the latest slot handled and run started. */
+  advanceSchedule(
+    scheduleId: string,
+    to: Pick<Schedule, "next_fire_at" | "last_slot_at" | "last_run_id" | "updated_at">,
+  ): Promise<void>;
+}
+
 /** The finished statuses a run is pruned in (DESIGN §8), each with its own cut. */
 export type PrunedStatus = "SUCCEEDED" | "FAILED" | "CANCELLED";
 
@@ -350,7 +393,7 @@ export interface PruneTx {
 }
 
 /** Operations valid inside a write transaction. */
-export interface StoreTx extends InboxTx, MapTx, PruneTx {
+export interface StoreTx extends InboxTx, MapTx, PruneTx, ScheduleTx {
   /**
    * The transaction's time in epoch ms when the database is the clock (PostgreSQL's `now()`,
    * DESIGN §7), or null: use the engine's clock (SQLite, and tests with a manual clock).
@@ -459,6 +502,9 @@ export interface StoreTx extends InboxTx, MapTx, PruneTx {
   orphanedChildren(limit: number): Promise<string[]>;
   /** Unfinished runs whose TTL passed. */
   expiredRuns(now: number, limit: number): Promise<string[]>;
-  /** The earliest future time something falls due (retry, lease, TTL, a compensation), or null. */
+  /**
+   * The earliest future time something falls due (retry, lease, TTL, a compensation, an unpaused
+   * schedule's next slot), or null.
+   */
   nextDue(now: number): Promise<number | null>;
 }

@@ -81,6 +81,7 @@ export function makeRun(extra: Partial<Run> = {}): Run {
     deadline_at: 86_400_000,
     ended_at: null,
     parent: null,
+    schedule_id: null,
     ...extra,
   };
 }

@@ -44,6 +44,7 @@ describe("SQLite schema", () => {
       { version: 7, name: "prune" },
       { version: 8, name: "limits" },
       { version: 9, name: "revision" },
+      { version: 10, name: "schedules" },
     ]);
     db.close();
   });

@@ -95,8 +95,26 @@ CREATE TABLE runs (
   created_at        INTEGER NOT NULL,
   updated_at        INTEGER NOT NULL,
   deadline_at       INTEGER NOT NULL,  -- the run's TTL
-  ended_at          INTEGER, parent TEXT, revision INTEGER NOT NULL DEFAULT 0,
+  ended_at          INTEGER, parent TEXT, revision INTEGER NOT NULL DEFAULT 0, schedule_id TEXT,
   FOREIGN KEY (workflow_id, workflow_version) REFERENCES workflows (id, version)
+);
+
+CREATE TABLE schedules (
+  schedule_id    TEXT    PRIMARY KEY,
+  workflow_id    TEXT    NOT NULL,
+  version        INTEGER,            -- pinned; NULL: the latest at each firing
+  cron           TEXT    NOT NULL,
+  timezone       TEXT    NOT NULL,
+  input          TEXT    NOT NULL,   -- JSON
+  overlap        TEXT    NOT NULL,   -- skip | allow | cancel_previous
+  catchup        TEXT    NOT NULL,   -- none | latest | all
+  catchup_limit  INTEGER NOT NULL,
+  paused         INTEGER NOT NULL,
+  next_fire_at   INTEGER,            -- NULL while paused
+  last_slot_at   INTEGER,
+  last_run_id    TEXT,
+  created_at     INTEGER NOT NULL,
+  updated_at     INTEGER NOT NULL
 );
 
 CREATE TABLE skein_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL);
@@ -163,6 +181,8 @@ CREATE INDEX map_items_running ON map_items (run_id, node_id, visit, idx) WHERE 
 
 CREATE INDEX map_items_running_children ON map_items (child_run_id) WHERE state = 'RUNNING';
 
+CREATE INDEX runs_active_by_schedule ON runs (schedule_id) WHERE schedule_id IS NOT NULL AND ended_at IS NULL;
+
 CREATE INDEX runs_active_children ON runs (created_at) WHERE parent IS NOT NULL AND ended_at IS NULL;
 
 CREATE INDEX runs_by_deadline ON runs (deadline_at) WHERE ended_at IS NULL;
@@ -170,11 +190,17 @@ CREATE INDEX runs_by_deadline ON runs (deadline_at) WHERE ended_at IS NULL;
 CREATE INDEX runs_by_parent ON runs (json_extract(parent, '$.run_id'))
   WHERE parent IS NOT NULL AND json_extract(parent, '$.item') IS NULL;
 
+CREATE INDEX runs_by_schedule ON runs (schedule_id, created_at) WHERE schedule_id IS NOT NULL;
+
 CREATE INDEX runs_by_status ON runs (status, created_at);
 
 CREATE INDEX runs_by_workflow ON runs (workflow_id, created_at);
 
 CREATE INDEX runs_finished ON runs (status, ended_at) WHERE parent IS NULL AND ended_at IS NOT NULL;
+
+CREATE INDEX schedules_by_workflow ON schedules (workflow_id);
+
+CREATE INDEX schedules_due ON schedules (next_fire_at) WHERE paused = 0 AND next_fire_at IS NOT NULL;
 
 CREATE INDEX visits_held_by_child ON visits (holder) WHERE holder LIKE 'run:%';
 

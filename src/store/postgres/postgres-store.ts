@@ -9,7 +9,7 @@
 
 import pg from "pg";
 import type { Logger } from "pino";
-import type { Compensation, MapItem, Run, RunEvent, Visit } from "../../core/types.js";
+import type { Compensation, MapItem, Run, RunEvent, Schedule, Visit } from "../../core/types.js";
 import { DatabaseError, ValidationError } from "../../errors.js";
 import { Serial } from "../serial.js";
 import type {
@@ -19,6 +19,7 @@ import type {
   ReadyNotice,
   RunFilter,
   RunRead,
+  ScheduleFilter,
   Store,
   StoredWorkflow,
   StoreGauges,
@@ -57,6 +58,7 @@ import {
   WORKFLOW_COLUMNS,
 } from "./rows.js";
 import { runIdStatements } from "./run-ids.js";
+import { listSchedulesSql, SCHEDULE_BY_ID, scheduleFromDb } from "./schedules.js";
 import { Session, watchConnection } from "./session.js";
 
 export interface PostgresOptions {
@@ -378,6 +380,7 @@ export class PostgresStore implements Store {
     if (filter.workflow_id) where.push(`workflow_id = ${param(filter.workflow_id)}`);
     else where.push("strpos(workflow_id, '/') = 0"); // not a map's item runs, unless asked for by id
     if (filter.workflow_ids) where.push(`workflow_id = ANY(${param(filter.workflow_ids)}::text[])`);
+    if (filter.schedule_id !== undefined) where.push(`schedule_id = ${param(filter.schedule_id)}`);
     if (filter.before) {
       where.push(`(created_at, run_id) < (SELECT created_at, run_id FROM runs WHERE run_id = ${param(filter.before)})`);
     }
@@ -459,6 +462,16 @@ export class PostgresStore implements Store {
       values: [runId],
     });
     return rows.map(compensationFromDb);
+  }
+
+  async getSchedule(scheduleId: string): Promise<Schedule | null> {
+    const [row] = await this.read<Parameters<typeof scheduleFromDb>[0]>({ ...SCHEDULE_BY_ID, values: [scheduleId] });
+    return row ? scheduleFromDb(row) : null;
+  }
+
+  async listSchedules(filter: ScheduleFilter): Promise<Schedule[]> {
+    const rows = await this.read<Parameters<typeof scheduleFromDb>[0]>(listSchedulesSql(filter));
+    return rows.map(scheduleFromDb);
   }
 
   async checkpoint(): Promise<void> {

@@ -15,6 +15,7 @@ import {
   type PruneTx,
   type RateBucket,
   type RunRead,
+  type ScheduleTx,
   type StoreTx,
   type VisitKey,
   type WriteBatch,
@@ -45,6 +46,7 @@ import {
   VISIT_COLUMNS,
   visitFromDb,
 } from "./rows.js";
+import { postgresSchedules } from "./schedules.js";
 import type { Session } from "./session.js";
 
 /** The advisory lock class of claims that concern a concurrency limit ("sklm"), keyed by schema. */
@@ -364,7 +366,8 @@ const SQL = {
              UNION ALL SELECT min(lease_expires_at) FROM visits WHERE state = 'WAITING'
              UNION ALL SELECT min(deadline_at) FROM runs WHERE ended_at IS NULL
              UNION ALL SELECT min(ready_at) FROM compensations WHERE ready_at IS NOT NULL AND ready_at > $1
-             UNION ALL SELECT min(lease_expires_at) FROM compensations WHERE state = 'RUNNING') AS due`,
+             UNION ALL SELECT min(lease_expires_at) FROM compensations WHERE state = 'RUNNING'
+             UNION ALL SELECT min(next_fire_at) FROM schedules WHERE NOT paused AND next_fire_at IS NOT NULL) AS due`,
   },
 } as const;
 
@@ -398,6 +401,14 @@ export class PostgresTx implements StoreTx {
   private readonly pruning: PruneTx = postgresPrune((config, values) => this.q(config, values));
   readonly pruneRuns: PruneTx["pruneRuns"] = (cut, limit) => this.pruning.pruneRuns(cut, limit);
   readonly countPrunable: PruneTx["countPrunable"] = (cut) => this.pruning.countPrunable(cut);
+  private readonly schedules: ScheduleTx = postgresSchedules((config, values) => this.q(config, values));
+  readonly lockSchedule: ScheduleTx["lockSchedule"] = (id) => this.schedules.lockSchedule(id);
+  readonly writeSchedule: ScheduleTx["writeSchedule"] = (schedule) => this.schedules.writeSchedule(schedule);
+  readonly deleteSchedule: ScheduleTx["deleteSchedule"] = (id) => this.schedules.deleteSchedule(id);
+  readonly dueSchedules: ScheduleTx["dueSchedules"] = (now, limit) => this.schedules.dueSchedules(now, limit);
+  readonly unfinishedScheduleRuns: ScheduleTx["unfinishedScheduleRuns"] = (id, limit) =>
+    this.schedules.unfinishedScheduleRuns(id, limit);
+  readonly advanceSchedule: ScheduleTx["advanceSchedule"] = (id, to) => this.schedules.advanceSchedule(id, to);
 
   constructor(
     private readonly session: Session,

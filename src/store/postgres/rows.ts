@@ -61,6 +61,7 @@ export const RUN_COLUMNS: Columns<Run> = {
   deadline_at: "bigint",
   ended_at: "bigint",
   parent: "json",
+  schedule_id: "text",
 };
 
 export const VISIT_COLUMNS: Columns<Visit> = {

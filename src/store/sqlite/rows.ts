@@ -21,6 +21,7 @@ export interface DbRun {
   deadline_at: number;
   ended_at: number | null;
   parent: string | null;
+  schedule_id: string | null;
   /** Not part of a Run: how many times the run's rows were written (LoadedRun). */
   revision?: number;
 }

@@ -8,7 +8,7 @@
 
 import type Database from "better-sqlite3";
 import type { Logger } from "pino";
-import type { Compensation, MapItem, NewEvent, Run, RunEvent, Visit } from "../../core/types.js";
+import type { Compensation, MapItem, NewEvent, Run, RunEvent, Schedule, Visit } from "../../core/types.js";
 import { DatabaseError, ValidationError } from "../../errors.js";
 import { Serial } from "../serial.js";
 import type {
@@ -17,6 +17,7 @@ import type {
   RateBucket,
   RunFilter,
   RunRead,
+  ScheduleFilter,
   Store,
   StoredWorkflow,
   StoreGauges,
@@ -45,6 +46,7 @@ import {
   visitToDb,
 } from "./rows.js";
 import { RUNS_BY_ID_PREFIX, RUNS_BY_ID_SUFFIX } from "./run-ids.js";
+import { type DbSchedule, listSchedulesSql, SCHEDULE_BY_ID, scheduleFromDb, sqliteSchedules } from "./schedules.js";
 import { databaseError } from "./sqlite-errors.js";
 
 type Holder = Pick<EngineRow, "engine_id" | "pid" | "host">;
@@ -309,6 +311,10 @@ export class SqliteStore implements Store {
       );
       params.push(...filter.workflow_ids);
     }
+    if (filter.schedule_id !== undefined) {
+      where.push("schedule_id = ?");
+      params.push(filter.schedule_id);
+    }
     if (filter.before) {
       where.push("(created_at, run_id) < (SELECT created_at, run_id FROM runs WHERE run_id = ?)");
       params.push(filter.before);
@@ -387,6 +393,16 @@ export class SqliteStore implements Store {
   async listCompensations(runId: string): Promise<Compensation[]> {
     const rows = this.read("SELECT * FROM compensations WHERE run_id = ? ORDER BY seq").all(runId) as DbCompensation[];
     return rows.map(compensationFromDb);
+  }
+
+  async getSchedule(scheduleId: string): Promise<Schedule | null> {
+    const row = this.read(SCHEDULE_BY_ID).get(scheduleId) as DbSchedule | undefined;
+    return row ? scheduleFromDb(row) : null;
+  }
+
+  async listSchedules(filter: ScheduleFilter): Promise<Schedule[]> {
+    const { sql, params } = listSchedulesSql(filter);
+    return (this.read(sql).all(...params) as DbSchedule[]).map(scheduleFromDb);
   }
 
   // `lock` and `tryLock` are PostgreSQL's: a SQLite file has one writer.
@@ -498,6 +514,7 @@ export class SqliteStore implements Store {
       ...sqliteInbox(this.writer),
       ...sqliteMapItems(this.writer),
       ...sqlitePrune(this.writer),
+      ...sqliteSchedules(this.writer),
       runByIdempotencyKey: async (key) => {
         const row = s.runByKey.get(key) as DbRun | undefined;
         return row ? runFromDb(row) : null;
@@ -767,7 +784,9 @@ function prepare(db: Db) {
          UNION ALL SELECT min(lease_expires_at) FROM visits WHERE state = 'WAITING'
          UNION ALL SELECT min(deadline_at) FROM runs WHERE ended_at IS NULL
          UNION ALL SELECT min(ready_at) FROM compensations WHERE ready_at IS NOT NULL AND ready_at > @now
-         UNION ALL SELECT min(lease_expires_at) FROM compensations WHERE state = 'RUNNING')`,
+         UNION ALL SELECT min(lease_expires_at) FROM compensations WHERE state = 'RUNNING'
+         UNION ALL SELECT min(next_fire_at) FROM schedules INDEXED BY schedules_due
+           WHERE paused = 0 AND next_fire_at IS NOT NULL)`,
     ),
   };
 }
@@ -791,6 +810,7 @@ const runColumns = [
   "deadline_at",
   "ended_at",
   "parent",
+  "schedule_id",
 ];
 
 const compensationColumns: (keyof DbCompensation)[] = [
