@@ -19,15 +19,24 @@ export interface CronProblem {
 
 /**
  * The cron expression compiled in the time zone, or what is wrong with either: not 5 or 6
- * fields, a value out of range, an unknown zone, an expression that never matches a date.
- * `now`: an expression with no slot after it is refused.
+ * fields, a value out of range, an unknown zone, an expression that never matches a date
+ * after `now` (it would never fire).
  */
 export function compileCron(cron: string, timezone: string, now: number): Cron | CronProblem {
+  const compiled = parseCron(cron, timezone);
+  if ("path" in compiled) return compiled;
+  if (nextSlot(compiled, now) === null) {
+    return { path: "cron", message: `${JSON.stringify(cron)} matches no date after now: it would never fire` };
+  }
+  return compiled;
+}
+
+/** The cron expression compiled in the time zone, or what is wrong with the expression or the zone. */
+export function parseCron(cron: string, timezone: string): Cron | CronProblem {
   const zoneProblem = timezoneProblem(timezone);
   if (zoneProblem) return { path: "timezone", message: zoneProblem };
-  let compiled: Cron;
   try {
-    compiled = new Cron(cron, { timezone, mode: "5-or-6-parts" });
+    return new Cron(cron, { timezone, mode: "5-or-6-parts" });
   } catch (e) {
     const reason = (e instanceof Error ? e.message : String(e)).replace(/^CronPattern: /, "");
     return {
@@ -35,10 +44,6 @@ export function compileCron(cron: string, timezone: string, now: number): Cron |
       message: `${JSON.stringify(cron)} is not a cron expression: ${reason} (5 fields "minute hour day month weekday", or 6 with seconds first)`,
     };
   }
-  if (nextSlot(compiled, now) === null) {
-    return { path: "cron", message: `${JSON.stringify(cron)} matches no date after now: it would never fire` };
-  }
-  return compiled;
 }
 
 /** Why a time zone name is not one the runtime knows (IANA names such as "Europe/Berlin", or "UTC"), or null. */

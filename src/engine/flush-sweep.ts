@@ -11,6 +11,7 @@ import { endRun, type RunState, releaseCancelled } from "../core/scheduler.js";
 import { HELD_STATES } from "../core/states.js";
 import type { Flush } from "./flush.js";
 import { sweepChildren } from "./flush-children.js";
+import { fireSchedules } from "./flush-schedules.js";
 import { SWEEP_BATCH } from "./inputs.js";
 
 /** Attempts held by in-process agents of dead engines go back to RETRYING (DESIGN §7). */
@@ -63,7 +64,7 @@ export async function recoverLost(f: Flush): Promise<void> {
   }
 }
 
-/** What fell due: expired attempts, holds and runs, compensations to advance, payloads to resolve. */
+/** What fell due: expired attempts, holds and runs, compensations to advance, schedules' slots, payloads to resolve. */
 export async function sweepExpired(f: Flush): Promise<void> {
   for (const key of await f.tx.expiredAttempts(f.now, SWEEP_BATCH)) {
     const rs = await f.load(key.run_id);
@@ -89,6 +90,8 @@ export async function sweepExpired(f: Flush): Promise<void> {
     advanceCompensation(rs, f.now);
   }
   await sweepChildren(f, SWEEP_BATCH);
+  // An engine that is closing (not claiming) leaves due slots to the next sweep, its own or another's.
+  if (f.claiming) await fireSchedules(f);
   f.out.unresolved.push(...(await f.tx.unresolved(f.now, SWEEP_BATCH)));
 }
 
