@@ -45,7 +45,7 @@ describe("slotFigures", () => {
       WINDOW,
       2000,
     );
-    expect({ early: f.early, late: f.late }).toEqual({ early: 1, late: 1 });
+    expect({ early: f.early, late: f.late, latestMs: f.latestMs }).toEqual({ early: 1, late: 1, latestMs: 8000 });
   });
 
   it("reports a run without its schedule_id and a key between the cron's slots", () => {

@@ -44,6 +44,8 @@ export interface SlotFigures {
   early: number;
   /** Slots whose run started more than `lateMs` after the slot (fired by catchup after an outage). */
   late: number;
+  /** How long after its slot the latest of the window's runs started, ms. */
+  latestMs: number;
   /** The window's runs, one per slot that fired (the first). */
   windowRuns: ScheduledRunRow[];
   problems: string[];
@@ -88,6 +90,7 @@ export function slotFigures(
   let doubled = 0;
   let early = 0;
   let late = 0;
+  let latestMs = 0;
   const windowRuns: ScheduledRunRow[] = [];
   for (const slot of window) {
     const list = bySlot.get(slot) ?? [];
@@ -109,7 +112,8 @@ export function slotFigures(
     }
     const run = list[0] as ScheduledRunRow;
     if (run.created_at > slot + lateMs) late += 1;
+    latestMs = Math.max(latestMs, run.created_at - slot);
     windowRuns.push(run);
   }
-  return { slots: window.length, lost, doubled, early, late, windowRuns, problems };
+  return { slots: window.length, lost, doubled, early, late, latestMs, windowRuns, problems };
 }
