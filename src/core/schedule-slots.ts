@@ -31,12 +31,35 @@ export function compileCron(cron: string, timezone: string, now: number): Cron |
   return compiled;
 }
 
+/** Compiled expressions by zone and text (a sweep fires the same schedules again and again); at most CACHED. */
+const compiled = new Map<string, Cron>();
+const CACHED = 10_000;
+
+/** Zones that are UTC: croner computes them by offset, without the Intl conversions a named zone costs. */
+const UTC_ZONES: ReadonlySet<string> = new Set([
+  "UTC",
+  "Etc/UTC",
+  "Etc/UCT",
+  "UCT",
+  "GMT",
+  "Etc/GMT",
+  "Etc/Universal",
+  "Universal",
+  "Etc/Zulu",
+  "Zulu",
+]);
+
 /** The cron expression compiled in the time zone, or what is wrong with the expression or the zone. */
 export function parseCron(cron: string, timezone: string): Cron | CronProblem {
+  const key = `${timezone}\n${cron}`;
+  const hit = compiled.get(key);
+  if (hit) return hit;
   const zoneProblem = timezoneProblem(timezone);
   if (zoneProblem) return { path: "timezone", message: zoneProblem };
+  let parsed: Cron;
   try {
-    return new Cron(cron, { timezone, mode: "5-or-6-parts" });
+    const zone = UTC_ZONES.has(timezone) ? { utcOffset: 0 } : { timezone };
+    parsed = new Cron(cron, { ...zone, mode: "5-or-6-parts" });
   } catch (e) {
     const reason = (e instanceof Error ? e.message : String(e)).replace(/^CronPattern: /, "");
     return {
@@ -44,6 +67,9 @@ export function parseCron(cron: string, timezone: string): Cron | CronProblem {
       message: `${JSON.stringify(cron)} is not a cron expression: ${reason} (5 fields "minute hour day month weekday", or 6 with seconds first)`,
     };
   }
+  if (compiled.size >= CACHED) compiled.clear();
+  compiled.set(key, parsed);
+  return parsed;
 }
 
 /** Why a time zone name is not one the runtime knows (IANA names such as "Europe/Berlin", or "UTC"), or null. */
@@ -68,27 +94,33 @@ export function nextSlots(cron: Cron, after: number, n: number): number[] {
 }
 
 /**
- * The slots a sweep at `now` handles for a due schedule, oldest first: of those from its
- * next_fire_at to `now` (both included), `latest` the most recent, `all` the most recent
- * `catchup_limit`, `none` the most recent if it is at most ON_TIME_MS late (else none).
+ * The slots a sweep at `now` handles for a due schedule, oldest first, and the schedule's next
+ * slot after `now`: of the slots from its next_fire_at to `now` (both included), `latest` the
+ * most recent, `all` the most recent `catchup_limit`, `none` the most recent if it is at most
+ * ON_TIME_MS late (else none).
  */
 export function dueSlots(
   cron: Cron,
   s: Pick<Schedule, "next_fire_at" | "catchup" | "catchup_limit">,
   now: number,
-): number[] {
-  if (s.next_fire_at === null || s.next_fire_at > now) return [];
+): { slots: number[]; next: number | null } {
   const from = s.next_fire_at;
+  if (from === null || from > now) return { slots: [], next: from };
+  const after = nextSlot(cron, from);
+  // On time (the common case): next_fire_at is the only slot due, and the one after it is next.
+  if (after === null || after > now) return { slots: onTime(s, [from], now), next: after };
   // previousRuns is exclusive of its reference: now + 1 ms includes a slot at now.
-  const before = new Date(now + 1);
   const count = s.catchup === "all" ? s.catchup_limit : 1;
   const slots = cron
-    .previousRuns(count, before)
+    .previousRuns(count, new Date(now + 1))
     .map((d) => d.getTime())
     .filter((t) => t >= from)
     .reverse();
-  if (s.catchup === "none") return slots.filter((t) => now - t <= ON_TIME_MS);
-  return slots;
+  return { slots: onTime(s, slots, now), next: nextSlot(cron, now) };
+}
+
+function onTime(s: Pick<Schedule, "catchup">, slots: number[], now: number): number[] {
+  return s.catchup === "none" ? slots.filter((t) => now - t <= ON_TIME_MS) : slots;
 }
 
 /** A slot as its runs' idempotency keys name it: ISO 8601 in UTC. */

@@ -7,7 +7,7 @@
  * after it doubles nothing (they are not). Time is the transaction's (the database's on
  * PostgreSQL), so engines with skewed clocks agree on which slots are due.
  */
-import { dueSlots, nextSlot, parseCron, slotKey } from "../core/schedule-slots.js";
+import { dueSlots, parseCron, slotKey } from "../core/schedule-slots.js";
 import { endRun, startRunState } from "../core/scheduler.js";
 import type { Json, Schedule } from "../core/types.js";
 import { NotFoundError } from "../errors.js";
@@ -45,7 +45,8 @@ async function fireSchedule(f: Flush, s: Schedule): Promise<void> {
   }
   let last_slot_at = s.last_slot_at;
   let last_run_id = s.last_run_id;
-  for (const slot of dueSlots(cron, s, f.now)) {
+  const { slots, next } = dueSlots(cron, s, f.now);
+  for (const slot of slots) {
     const handled = await fireSlot(f, s, slot);
     if (handled === "busy") {
       // A run to cancel is held by another engine's transaction right now: this slot is tried again.
@@ -55,7 +56,7 @@ async function fireSchedule(f: Flush, s: Schedule): Promise<void> {
     last_slot_at = slot;
     if (handled.run_id !== null) last_run_id = handled.run_id;
   }
-  await advance(f, s, { next_fire_at: nextSlot(cron, f.now), last_slot_at, last_run_id });
+  await advance(f, s, { next_fire_at: next, last_slot_at, last_run_id });
 }
 
 function advance(
