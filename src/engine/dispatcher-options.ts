@@ -4,6 +4,7 @@ import type { RunState } from "../core/scheduler.js";
 import type { Run, RunEvent } from "../core/types.js";
 import type { Store, VisitKey } from "../store/store.js";
 import type { Clock } from "./clock.js";
+import type { SlotOutcome } from "./flush-schedules.js";
 import type { ClaimedTask } from "./inputs.js";
 import type { WorkflowRegistry } from "./registry.js";
 import type { RunSpans } from "./run-spans.js";
@@ -24,6 +25,8 @@ export interface DispatcherHooks {
    * missing) and how long it took in seconds. Called first after every commit.
    */
   published(events: RunEvent[], runs: ReadonlyMap<string, RunState>, seconds: number): void;
+  /** Schedule slots a committed sweep handled (started, skipped, not started). */
+  slots?(slots: readonly SlotOutcome[]): void;
   /** Agent types with ready visits a flush left unclaimed (external workers may be waiting). */
   readyWaiting(agentTypes: string[]): void;
   /** In-process attempts now held, per agent type (for the limits). */

@@ -408,6 +408,7 @@ export class Dispatcher {
   private afterCommit(out: FlushOutcome, states: ReadonlyMap<string, RunState>, seconds: number): void {
     const h = this.o.hooks;
     h.published(out.events, states, seconds);
+    if (out.slots.length > 0) h.slots?.(out.slots);
     if (out.waiting.length > 0) h.readyWaiting(out.waiting);
     for (const [executionId, reason] of out.aborted) h.abort(executionId, reason);
     for (const done of out.callbacks) done();

@@ -94,6 +94,7 @@ export function createParts(c: PartsContext): EngineParts {
         notifier?.notify(events);
         c.subscribers.publish(events);
       },
+      slots: (slots) => c.metrics?.slots(slots),
       inFlight: () => attempts.inFlight(),
       readyWaiting: (types) => external?.readyWaiting(types),
     },

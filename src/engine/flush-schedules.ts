@@ -24,7 +24,16 @@ export const SCHEDULE_BATCH = 200;
 /** Runs of one schedule that overlap cancels at most per slot (there is rarely more than one). */
 const OVERLAP_LIMIT = 100;
 
-/** What became of one slot: a run started (or found), skipped, or not fired (logged). */
+/**
+ * What became of a slot: `started` a run (or found the one it started), `skipped` by overlap
+ * while a run of the schedule was unfinished, `not_started` (its workflow or input refused, logged).
+ */
+export interface SlotOutcome {
+  schedule_id: string;
+  outcome: "started" | "skipped" | "not_started";
+}
+
+/** What became of one slot: the run it started (null: none), or busy (a run to cancel is held elsewhere: try again). */
 type Handled = { run_id: string | null } | "busy";
 
 /** Fires the due slots of the due schedules (at most SCHEDULE_BATCH schedules). */
@@ -71,10 +80,17 @@ function advance(
 async function fireSlot(f: Flush, s: Schedule, slot: number): Promise<Handled> {
   const key = slotKey(s.schedule_id, slot);
   const existing = f.newRuns.find((r) => r.idempotency_key === key) ?? (await f.tx.runByIdempotencyKey(key));
-  if (existing) return { run_id: existing.run_id };
+  const handled = (outcome: SlotOutcome["outcome"]) => f.out.slots.push({ schedule_id: s.schedule_id, outcome });
+  if (existing) {
+    handled("started");
+    return { run_id: existing.run_id };
+  }
   if (s.overlap !== "allow") {
     const active = await unfinishedRuns(f, s.schedule_id);
-    if (active.length > 0 && s.overlap === "skip") return { run_id: null };
+    if (active.length > 0 && s.overlap === "skip") {
+      handled("skipped");
+      return { run_id: null };
+    }
     for (const runId of active) {
       const rs = await f.load(runId);
       if (!rs) return "busy";
@@ -86,7 +102,10 @@ async function fireSlot(f: Flush, s: Schedule, slot: number): Promise<Handled> {
     }
   }
   const workflow = await workflowOf(f, s, slot);
-  if (!workflow) return { run_id: null };
+  if (!workflow) {
+    handled("not_started");
+    return { run_id: null };
+  }
   const run_id = uuidv7(f.now);
   const run = runRow(workflow, canonicalJson(s.input), {
     run_id,
@@ -103,6 +122,7 @@ async function fireSlot(f: Flush, s: Schedule, slot: number): Promise<Handled> {
   f.newRuns.push(rs.run);
   f.states.set(run_id, rs);
   f.revisions.set(run_id, 0);
+  handled("started");
   return { run_id };
 }
 

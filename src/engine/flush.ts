@@ -20,6 +20,7 @@ import { publishEvent, sendEvent } from "./flush-events.js";
 import { ClaimLimits, freedLimitedTypes } from "./flush-limits.js";
 import { startMaps, undoItems } from "./flush-maps.js";
 import { report, retry, review } from "./flush-results.js";
+import type { SlotOutcome } from "./flush-schedules.js";
 import { recover, recoverLost, sweepExpired } from "./flush-sweep.js";
 import { type AttemptRef, type Callback, type ClaimedTask, type ClaimInput, type Input, inputRuns } from "./inputs.js";
 import type { RunCache } from "./run-cache.js";
@@ -38,6 +39,8 @@ export interface FlushOutcome {
   unrecovered: string[];
   /** Agent types of visits this flush made ready and left unclaimed (for external workers). */
   waiting: string[];
+  /** What became of each schedule slot this flush handled (flush-schedules.ts), for the metrics. */
+  slots: SlotOutcome[];
 }
 
 /**
@@ -83,6 +86,7 @@ export class Flush {
     now: 0,
     unrecovered: [],
     waiting: [],
+    slots: [],
   };
 
   constructor(

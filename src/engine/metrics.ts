@@ -24,6 +24,7 @@ import type { RunState } from "../core/scheduler.js";
 import type { EventType, RunEvent } from "../core/types.js";
 import type { Store, StoreGauges } from "../store/store.js";
 import type { Clock } from "./clock.js";
+import type { SlotOutcome } from "./flush-schedules.js";
 
 /** How long gauges read from the database are reused, ms: a scrape storm costs one read a second. */
 export const GAUGE_CACHE_MS = 1000;
@@ -65,6 +66,7 @@ export interface MetricsContext {
 export class EngineMetrics {
   private readonly runsStarted: Counter;
   private readonly runsEnded: Counter;
+  private readonly scheduleSlots: Counter;
   private readonly attempts: Counter;
   private readonly attemptDuration: Histogram;
   private readonly transactionDuration: Histogram;
@@ -86,6 +88,10 @@ export class EngineMetrics {
     this.runsStarted = meter.createCounter("skein_runs_started", { description: "Runs started, by workflow" });
     this.runsEnded = meter.createCounter("skein_runs_ended", {
       description: "Runs ended, by workflow and status (succeeded, failed, cancelled)",
+    });
+    this.scheduleSlots = meter.createCounter("skein_schedule_slots", {
+      description:
+        "Schedule slots this engine handled, by schedule and outcome (started: a run; skipped: overlap, a run still unfinished; not_started: its workflow or input refused)",
     });
     this.attempts = meter.createCounter("skein_attempts", {
       description:
@@ -148,6 +154,15 @@ export class EngineMetrics {
       for (const e of events) this.count(e, runs.get(e.run_id));
     } catch (err) {
       this.c.logger.error({ err }, "skein: metrics: a committed transaction could not be counted");
+    }
+  }
+
+  /** Schedule slots a committed sweep handled. Never throws. */
+  slots(slots: readonly SlotOutcome[]): void {
+    try {
+      for (const s of slots) this.scheduleSlots.add(1, { schedule: s.schedule_id, outcome: s.outcome });
+    } catch (err) {
+      this.c.logger.error({ err }, "skein: metrics: schedule slots could not be counted");
     }
   }
 

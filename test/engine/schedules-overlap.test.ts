@@ -3,6 +3,7 @@
  * the clock moved on, an engine reopened on the same database), and slots that cannot start.
  * SQLite and PostgreSQL.
  */
+import { AggregationTemporality, MeterProvider, MetricReader, type SumMetricData } from "@opentelemetry/sdk-metrics";
 import { pino } from "pino";
 import { describe, expect, it } from "vitest";
 import { type AgentHandler, type Engine, ManualClock, type Run } from "../../src/index.js";
@@ -32,7 +33,30 @@ function slowAgent() {
     hung.delete(task.execution_id);
     return { ok: true };
   };
-  return { hung, handler, release: () => waiting.splice(0).forEach((resolve) => resolve()) };
+  const release = () => {
+    for (const resolve of waiting.splice(0)) resolve();
+  };
+  return { hung, handler, release };
+}
+
+/** A metrics reader collected on demand: the skein_schedule_slots counter by outcome. */
+class Reader extends MetricReader {
+  constructor() {
+    super({ aggregationTemporalitySelector: () => AggregationTemporality.CUMULATIVE });
+  }
+  protected async onForceFlush(): Promise<void> {}
+  protected async onShutdown(): Promise<void> {}
+  async slots(): Promise<Record<string, number>> {
+    const counts: Record<string, number> = {};
+    for (const scope of (await this.collect()).resourceMetrics.scopeMetrics) {
+      for (const m of scope.metrics) {
+        if (m.descriptor.name !== "skein_schedule_slots") continue;
+        for (const p of (m as SumMetricData).dataPoints)
+          counts[`${p.attributes.schedule}/${p.attributes.outcome}`] = p.value;
+      }
+    }
+    return counts;
+  }
 }
 
 // A long attempt timeout: the hung agent is slow, not timed out.
@@ -47,7 +71,9 @@ async function open(options: Parameters<typeof testEngine>[0] = {}) {
 describe("schedules: overlap", () => {
   it("skip: a hung run over several slots gets no second run until it ends", async () => {
     const agent = slowAgent();
-    const { engine, clock } = await open({ agents: { thinker: agent.handler } });
+    const reader = new Reader();
+    const meterProvider = new MeterProvider({ readers: [reader] });
+    const { engine, clock } = await open({ agents: { thinker: agent.handler }, meterProvider });
     await engine.registerWorkflow(slowFlow);
     await engine.putSchedule({ schedule_id: "think", workflow_id: "slow", cron: "* * * * *" });
     await advanceTo(engine, clock, START + 5 * MINUTE, agent.hung);
@@ -65,6 +91,7 @@ describe("schedules: overlap", () => {
     expect((await runsOf(engine, "think"))[0]?.status).toBe("SUCCEEDED");
     await advanceTo(engine, clock, START + 6 * MINUTE, agent.hung);
     expect(minutes(await runsOf(engine, "think"))).toEqual([1, 6]);
+    expect(await reader.slots()).toEqual({ "think/started": 2, "think/skipped": 4 });
     agent.release();
   });
 
