@@ -16,7 +16,6 @@ import { expect, it } from "vitest";
 import { createClient } from "../../src/index.js";
 import type { Child } from "../fixtures/child.js";
 import { computeOracles, type Expectation, readHistory, readSink } from "./oracles.js";
-import { readScheduledRuns, slotFigures } from "./schedule-slots.js";
 import {
   caseRng,
   databaseNow,
@@ -28,6 +27,7 @@ import {
   pgDatabase,
   pollUntil,
 } from "./setup.js";
+import { readScheduledRuns, slotFigures } from "./slot-oracle.js";
 import { TICK } from "./workflows.js";
 
 const SLOTS = 100;

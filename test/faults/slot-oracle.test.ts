@@ -3,7 +3,7 @@
  * zeros mean something only if a lost, doubled or early slot would show).
  */
 import { describe, expect, it } from "vitest";
-import { type ScheduledRunRow, slotFigures } from "./schedule-slots.js";
+import { type ScheduledRunRow, slotFigures } from "./slot-oracle.js";
 
 const ID = "s";
 const T0 = Date.UTC(2026, 11, 1, 20, 0, 0);
