@@ -10,7 +10,8 @@ import { defineConfig } from "vitest/config";
  * - faults: the fault-injection suite (test/faults/, `npm run test:faults`): engine processes
  *   killed, stopped, skewed and starved of disk, with oracles over the database and a side-effect
  *   sink. Last and alone too, one file at a time (each case loads the machine by itself); each
- *   case has its own time budget, and the budgets add up to under 10 minutes.
+ *   case has its own time budget, and the budgets add up to under 12 minutes (case k, a schedule
+ *   over 100 one-second slots, takes about 2 of them).
  */
 export default defineConfig({
   test: {

@@ -104,3 +104,10 @@ export const mixedEnds: Expectation = (run, h) => {
   }
   return null;
 };
+
+/** One quick step: the runs a schedule starts (case k). */
+export const TICK = {
+  id: "fault-tick",
+  defaults,
+  nodes: [{ node_id: "tick", agent_type: "work" }],
+};
