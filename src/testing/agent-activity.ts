@@ -10,20 +10,11 @@
  */
 import { AsyncLocalStorage, createHook } from "node:async_hooks";
 import type { AgentHandler, Task } from "../agents/task.js";
-import type { Json } from "../core/types.js";
+import { callData, type FakeCall } from "./fakes.js";
 
 /** An attempt of an agent as the harness saw it start: the task's data, without its functions. */
-export interface AgentCall {
+export interface AgentCall extends FakeCall {
   agent_type: string;
-  run_id: string;
-  node_id: string;
-  visit: number;
-  attempt: number;
-  execution_id: string;
-  payload: Json;
-  input: Json;
-  /** The dependencies' results, as the task had them. */
-  deps: Task["deps"];
   /** Set when the call undoes a visit (a compensation). */
   compensates?: Task["compensates"];
   /** The clock's time when the handler was called, epoch ms. */
@@ -139,14 +130,7 @@ export class AgentActivity {
 function callOf(agentType: string, task: Task, at: number): AgentCall {
   return {
     agent_type: agentType,
-    run_id: task.run_id,
-    node_id: task.node_id,
-    visit: task.visit,
-    attempt: task.attempt,
-    execution_id: task.execution_id,
-    payload: task.payload,
-    input: task.input,
-    deps: task.deps,
+    ...callData(task),
     ...(task.compensates ? { compensates: task.compensates } : {}),
     at,
   };

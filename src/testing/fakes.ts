@@ -27,19 +27,16 @@ export type FakeAgent = AgentHandler & {
 /** An output (JSON), or a function of the task that makes one. */
 export type FakeOutput = Json | ((task: Task) => unknown);
 
+/** The task's data as a call record keeps it (fakes' `calls` and the harness's `t.calls()`). */
+export function callData(task: Task): FakeCall {
+  const { run_id, node_id, visit, attempt, execution_id, payload, input, deps } = task;
+  return { run_id, node_id, visit, attempt, execution_id, payload, input, deps };
+}
+
 function recorded(behaviour: (task: Task) => unknown): FakeAgent {
   const calls: FakeCall[] = [];
   const handler = (task: Task) => {
-    calls.push({
-      run_id: task.run_id,
-      node_id: task.node_id,
-      visit: task.visit,
-      attempt: task.attempt,
-      execution_id: task.execution_id,
-      payload: task.payload,
-      input: task.input,
-      deps: task.deps,
-    });
+    calls.push(callData(task));
     return behaviour(task);
   };
   return Object.assign(handler, { calls }) as FakeAgent;
