@@ -36,7 +36,7 @@ describe("progress on the run page", { timeout: 90_000 }, () => {
     expect(await progress({ content: text })).toEqual({ delivered: true });
     const box = details.getByRole("log", { name: "progress" });
     await box.filter({ hasText: "Chapter 1" }).waitFor();
-    expect(await box.innerText()).toBe(text);
+    expect(await box.textContent()).toBe(text);
     expect(await box.locator("b, img").count()).toBe(0); // text, never markup
 
     expect(await progress("page 3 of 10")).toEqual({ delivered: true });
