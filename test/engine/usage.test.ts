@@ -281,4 +281,26 @@ describe("child runs count toward their parent", () => {
     expect(stopped.usage.tokens_in).toBe(20);
     expect(stopped.nodes[0]?.items).toMatchObject({ total: 5, succeeded: 2, running: 0 });
   });
+
+  it("usage reported two levels down counts in every run above", async () => {
+    const { engine } = await testEngine({ agents: { spender: spender(40) } });
+    await engine.registerWorkflow({ id: "inner", nodes: [{ node_id: "work", agent_type: "spender" }] });
+    await engine.registerWorkflow({
+      id: "middle",
+      budget: { max_cost: 100 },
+      nodes: [{ node_id: "call", agent_type: "workflow", payload: { workflow_id: "inner" } }],
+    });
+    await engine.registerWorkflow({
+      id: "top",
+      nodes: [{ node_id: "call", agent_type: "workflow", payload: { workflow_id: "middle" } }],
+    });
+    const run = await engine.startRun("top");
+    const done = await engine.waitForRun(run.run_id);
+    expect(done.status).toBe("SUCCEEDED");
+    const middle = await engine.getRun(done.children[0]?.run_id ?? "");
+    const inner = await engine.getRun(middle.children[0]?.run_id ?? "");
+    expect(middle.budget).toEqual({ max_cost: 100 });
+    expect(inner.parent).toMatchObject({ ancestors: [middle.run_id, run.run_id], budgeted: [middle.run_id] });
+    for (const r of [done, middle, inner]) expect(r.usage.tokens_in).toBe(40);
+  });
 });
