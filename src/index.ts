@@ -13,6 +13,7 @@ export {
   type VisitState,
 } from "./core/states.js";
 export type {
+  Budget,
   Catchup,
   Compensation,
   EventType,
@@ -27,9 +28,11 @@ export type {
   Run,
   RunEvent,
   RunParent,
+  RunUsage,
   Schedule,
   ScheduleInput,
   TriggerRef,
+  Usage,
   Visit,
   VisitError,
 } from "./core/types.js";
