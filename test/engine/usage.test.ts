@@ -4,8 +4,8 @@
  * Runs on both stores (the postgres project runs this file on PostgreSQL).
  */
 import { describe, expect, it } from "vitest";
-import { type RunEvent, type Task, ValidationError, type WorkflowInput } from "../../src/index.js";
-import { nextEvent, testEngine } from "../helpers.js";
+import { type RunEvent, systemClock, type Task, ValidationError, type WorkflowInput } from "../../src/index.js";
+import { nextEvent, onPostgres, testEngine } from "../helpers.js";
 
 const isEvent = (type: RunEvent["type"]) => (e: RunEvent) => e.type === type;
 
@@ -303,4 +303,38 @@ describe("child runs count toward their parent", () => {
     expect(inner.parent).toMatchObject({ ancestors: [middle.run_id, run.run_id], budgeted: [middle.run_id] });
     for (const r of [done, middle, inner]) expect(r.usage.tokens_in).toBe(40);
   });
+});
+
+describe.skipIf(!onPostgres)("usage with several engines on PostgreSQL", () => {
+  it("items run by two engines at once add up exactly in the map's run and the run above it", async () => {
+    // The system clock: a parent busy in another engine's transaction is settled by the sweep.
+    const spender = (t: Task) => {
+      t.reportUsage({ tokens_in: 1, tokens_out: 2 });
+      t.reportUsage({ cost: 0.5 });
+      return { i: t.input };
+    };
+    const a = await testEngine({ clock: systemClock });
+    const b = await testEngine({ clock: systemClock, database: a.database, agents: { spender } });
+    const c = await testEngine({ clock: systemClock, database: a.database, agents: { spender } });
+    await a.engine.registerWorkflow({
+      id: "fan",
+      nodes: [
+        {
+          node_id: "each",
+          agent_type: "map",
+          payload: { items: "{{ input.items }}", each: { agent_type: "spender" }, max_concurrency: 8 },
+        },
+      ],
+    });
+    await a.engine.registerWorkflow({
+      id: "outer",
+      nodes: [{ node_id: "call", agent_type: "workflow", payload: { workflow_id: "fan", input: "{{ input }}" } }],
+    });
+    const items = Array.from({ length: 40 }, (_, i) => i);
+    const run = await a.engine.startRun("outer", { input: { items } });
+    const done = await b.engine.waitForRun(run.run_id);
+    expect(done.status).toBe("SUCCEEDED");
+    const fan = await c.engine.getRun(done.children[0]?.run_id ?? "");
+    for (const r of [done, fan]) expect(r.usage).toEqual({ tokens_in: 40, tokens_out: 80, cost: 20 });
+  }, 90_000);
 });
