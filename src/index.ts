@@ -92,6 +92,7 @@ export {
   NonRetryableError,
   NotFoundError,
   type Problem,
+  RetryableError,
   SkeinError,
   type SkeinErrorCode,
   UnavailableError,

@@ -11,7 +11,7 @@ import type { Decision } from "../core/scheduler.js";
 import type { Json, RunParent, VisitError } from "../core/types.js";
 import type { ExpressionContext } from "../definition/expressions.js";
 import type { CompiledNode, WorkflowGraph } from "../definition/graph.js";
-import { NonRetryableError, NotFoundError } from "../errors.js";
+import { NonRetryableError, NotFoundError, RetryableError } from "../errors.js";
 import type { Store, VisitKey } from "../store/store.js";
 import type { Dispatcher } from "./dispatcher.js";
 import type { RunRef } from "./dispatcher-options.js";
@@ -390,6 +390,7 @@ function errorOf(e: unknown): VisitError {
       reason: isNonRetryable(e) ? "non_retryable" : "error",
       name: e.name,
     };
+    if (e instanceof RetryableError && e.retryAfterMs !== undefined) error.retry_after_ms = e.retryAfterMs;
     return error;
   }
   return { message: typeof e === "string" ? e : `handler threw a non-Error value: ${safeString(e)}`, reason: "error" };

@@ -243,13 +243,22 @@ export class ExternalWorkers {
   async fail(executionId: string, request: FailRequest): Promise<ReportAnswer> {
     const key = this.checked(executionId, request, "Report is invalid");
     await this.verify(executionId, key, request, false);
-    const { message, ...details } = request.error;
+    const { message, retry_after_ms, ...details } = request.error;
+    if (retry_after_ms !== undefined && !(Number.isSafeInteger(retry_after_ms) && (retry_after_ms as number) >= 0)) {
+      throw new ValidationError("Report is invalid", [
+        {
+          path: "error.retry_after_ms",
+          message: `must be a non-negative integer of milliseconds (when to retry), got ${JSON.stringify(retry_after_ms)}`,
+        },
+      ]);
+    }
     return this.report(executionId, request, {
       kind: "failure",
       error: {
         message,
         reason: "error",
         ...(Object.keys(details).length > 0 ? { details: details as Json } : {}),
+        ...(retry_after_ms === undefined ? {} : { retry_after_ms: retry_after_ms as number }),
       },
       retryable: request.retryable ?? true,
     });
