@@ -383,11 +383,17 @@ function isNonRetryable(e: unknown): boolean {
   return e instanceof NonRetryableError || (e instanceof Error && e.name === "NonRetryableError");
 }
 
+/** A built-in agent's NonRetryableError may name its reason (`invalid_output` for an http body over the limit). */
+function nonRetryableReason(e: Error): string {
+  const reason = (e as { reason?: unknown }).reason;
+  return e instanceof NonRetryableError && typeof reason === "string" ? reason : "non_retryable";
+}
+
 function errorOf(e: unknown): VisitError {
   if (e instanceof Error) {
     const error: VisitError = {
       message: e.message || e.name,
-      reason: isNonRetryable(e) ? "non_retryable" : "error",
+      reason: isNonRetryable(e) ? nonRetryableReason(e) : "error",
       name: e.name,
     };
     if (e instanceof RetryableError && e.retryAfterMs !== undefined) error.retry_after_ms = e.retryAfterMs;

@@ -5,6 +5,7 @@
  */
 import type { Logger } from "pino";
 import type { AgentHandler } from "../agents/task.js";
+import { httpAgent } from "../calls/http.js";
 import { BUILTIN_HANDLERS } from "../core/kinds/index.js";
 import type { Store } from "../store/store.js";
 import { AttemptRunner } from "./attempts.js";
@@ -47,6 +48,8 @@ export function createParts(c: PartsContext): EngineParts {
   for (const kind of BUILTIN_HANDLERS) {
     if (!handlers.has(kind.name)) handlers.set(kind.name, kind.handler({ maxOutputBytes: c.maxPayloadBytes }));
   }
+  // Built-in agents that do I/O (DESIGN §12) live outside the pure core: src/calls/.
+  if (!handlers.has("http")) handlers.set("http", httpAgent({ maxResponseBytes: c.maxPayloadBytes, clock }));
   const decideHooks = options.decideHooks ?? {};
   const registry = new WorkflowRegistry(store, {
     knownAgentTypes: () => [...handlers.keys()],

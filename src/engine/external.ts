@@ -96,10 +96,11 @@ export class ExternalWorkers {
         { path: "agent_types", message: "must be a non-empty list of agent types" },
       ]);
     }
-    const engineStarted = types.map(kindOf).find((k) => k.start === "engine");
-    if (engineStarted) {
+    // Engine-started kinds, and built-in agents that run only in the engine (http).
+    const engineOnly = types.map(kindOf).find((k) => k.notClaimable !== undefined);
+    if (engineOnly) {
       throw new ValidationError("Claim is invalid", [
-        { path: "agent_types", message: `${engineStarted.name} nodes ${engineStarted.notClaimable}, not for a worker` },
+        { path: "agent_types", message: `${engineOnly.name} nodes ${engineOnly.notClaimable}, not for a worker` },
       ]);
     }
     const max = request.max_tasks ?? 1;
