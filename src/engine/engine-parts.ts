@@ -17,6 +17,7 @@ import { rateLimitsOf } from "./flush-limits.js";
 import type { EngineMetrics } from "./metrics.js";
 import { Notifier } from "./notifier.js";
 import { WorkflowRegistry } from "./registry.js";
+import type { Secrets } from "./secrets.js";
 import type { Subscribers } from "./subscribers.js";
 
 export interface EngineParts {
@@ -37,6 +38,8 @@ export interface PartsContext {
   /** The engine's metrics, fed by committed transactions (null for a client). */
   metrics: EngineMetrics | null;
   maxPayloadBytes: number;
+  /** The engine's secrets (the `secrets` option), which the attempt runner fills in and redacts. */
+  secrets: Secrets;
   /** Whether the engine was closed (waiting external claims then return empty). */
   closed: () => boolean;
 }
@@ -58,6 +61,7 @@ export function createParts(c: PartsContext): EngineParts {
   });
   const attempts = new AttemptRunner({
     handlers,
+    secrets: c.secrets,
     decideHooks,
     registry,
     store,
