@@ -126,6 +126,20 @@ export class Secrets {
   }
 }
 
+/**
+ * The secrets of a process's environment: `SKEIN_SECRET_<NAME>=value` gives NAME (DESIGN §12);
+ * `skein serve`, `engine`, `run`, `resume` and `worker` read them. Empty variables are left out.
+ */
+export function secretsFromEnv(env: NodeJS.ProcessEnv = process.env): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const [key, value] of Object.entries(env)) {
+    if (key.startsWith("SKEIN_SECRET_") && key.length > "SKEIN_SECRET_".length && value) {
+      out[key.slice("SKEIN_SECRET_".length)] = value;
+    }
+  }
+  return out;
+}
+
 /** What templates see as `secrets`: a marker per name, never a value. */
 export function markers(names: readonly string[]): Record<string, string> {
   const out: Record<string, string> = {};
