@@ -51,6 +51,8 @@ export const http: NodeKind = {
   notClaimable: "run in the engine (its built-in http agent, with the engine's secrets and limits)",
   retries: true,
   validate(node: NodeDefinition, checks) {
+    // A version stored before `http` was a built-in kind (an agent of that name) still loads.
+    if (checks.stored) return [];
     return payloadProblems(node.payload as Json, `${checks.at}.payload`, true);
   },
   checkResolved(payload) {
