@@ -19,7 +19,8 @@ export type SkeinErrorCode =
   | "engine_closed"
   | "limited"
   | "unavailable"
-  | "non_retryable";
+  | "non_retryable"
+  | "retryable";
 
 /** Base class: never thrown directly. */
 export abstract class SkeinError extends Error {
@@ -120,6 +121,24 @@ export class EngineClosedError extends SkeinError {
 export class NonRetryableError extends SkeinError {
   override readonly name = "NonRetryableError";
   readonly code = "non_retryable";
+}
+
+/**
+ * Thrown by an agent to fail its attempt for now, retried as the node's retry settings allow.
+ * `retryAfterMs` (a service's `Retry-After`) replaces the backoff delay of the retry, capped by
+ * the node's `retry_max_interval`. Any other error is retried too; this one says when.
+ * @example throw new RetryableError("rate limited", { retryAfterMs: 30_000 })
+ */
+export class RetryableError extends SkeinError {
+  override readonly name = "RetryableError";
+  readonly code = "retryable";
+  /** When to try again, in milliseconds (a non-negative integer), or undefined for the backoff delay. */
+  readonly retryAfterMs: number | undefined;
+  constructor(message: string, options: { retryAfterMs?: number; cause?: unknown } = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    const ms = options.retryAfterMs;
+    this.retryAfterMs = ms === undefined || !Number.isFinite(ms) || ms < 0 ? undefined : Math.round(ms);
+  }
 }
 
 export function formatProblem(p: Problem): string {

@@ -37,6 +37,7 @@ export type {
   VisitError,
 } from "./core/types.js";
 export { defineWorkflow } from "./definition/define-workflow.js";
+export type { SecretUse } from "./definition/expressions.js";
 export type { WorkflowDefinition } from "./definition/schema.js";
 export { type ValidateOptions, type ValidationResult, validateWorkflow } from "./definition/validate.js";
 export type {
@@ -98,6 +99,7 @@ export {
   NonRetryableError,
   NotFoundError,
   type Problem,
+  RetryableError,
   SkeinError,
   type SkeinErrorCode,
   UnavailableError,

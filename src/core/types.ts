@@ -14,6 +14,8 @@ export interface VisitError {
   reason: string;
   name?: string;
   details?: Json;
+  /** Wait this long before the retry instead of the backoff delay (at most retry_max_interval): a `Retry-After`. */
+  retry_after_ms?: number;
 }
 
 export interface TriggerRef {

@@ -5,14 +5,16 @@
  * any transaction; the dispatcher re-checks the fence when it applies the result.
  */
 import type { Logger } from "pino";
+import { declaredSecrets } from "../agents/define-agent.js";
 import { type AgentHandler, type DecideHook, isRouted, route, type Task } from "../agents/task.js";
 import { checkRoute } from "../core/branching.js";
 import { addUsage, isEmptyUsage, NO_USAGE, usageProblem } from "../core/budget.js";
+import { needsDeclaredSecrets } from "../core/kinds/index.js";
 import type { Decision } from "../core/scheduler.js";
 import type { Json, RunParent, Usage, VisitError } from "../core/types.js";
 import type { ExpressionContext } from "../definition/expressions.js";
 import type { CompiledNode, WorkflowGraph } from "../definition/graph.js";
-import { NonRetryableError, NotFoundError } from "../errors.js";
+import { NonRetryableError, NotFoundError, RetryableError } from "../errors.js";
 import type { Store, VisitKey } from "../store/store.js";
 import type { Dispatcher } from "./dispatcher.js";
 import type { RunRef } from "./dispatcher-options.js";
@@ -21,6 +23,7 @@ import { jsonProblem } from "./json.js";
 import type { ProgressSource, ProgressStreams } from "./progress.js";
 import type { WorkflowRegistry } from "./registry.js";
 import { RunSpans } from "./run-spans.js";
+import { markers, notConfigured, placeholders, type Secrets } from "./secrets.js";
 
 type UsageInput = Extract<Input, { kind: "usage" }>;
 
@@ -34,6 +37,8 @@ export interface AttemptRunnerOptions {
   maxOutputBytes: number;
   /** Where `task.progress` goes (throttled per attempt, live only). */
   progress: ProgressStreams;
+  /** The engine's secrets (DESIGN §12): filled into payloads at dispatch, redacted from what attempts give back. */
+  secrets: Secrets;
 }
 
 interface Held {
@@ -126,13 +131,52 @@ export class AttemptRunner {
         const value = await this.spans.within(span, () =>
           handler(this.task({ ...task, payload }, traceparent, signal)),
         );
-        return this.compensationOutcome(at, value);
+        return this.compensationOutcome(at, this.redacted(value));
       }
-      const value = await this.spans.within(span, () => handler(this.task(task, traceparent, signal)));
-      return await this.outcome(task, value);
+      // Loaded by the claim's flush: the handler starts in this tick (the test harness counts on it).
+      const loaded =
+        this.o.registry.cached(task.workflow_id, task.workflow_version) ??
+        (await this.o.registry.get(task.workflow_id, task.workflow_version));
+      const withSecrets = this.withSecrets(task, handler, loaded.graph);
+      if ("kind" in withSecrets) return withSecrets;
+      const value = await this.spans.within(span, () => handler(this.task(withSecrets.task, traceparent, signal)));
+      return await this.outcome(task, this.redacted(value));
     } catch (e) {
-      return { kind: "failure", ...at, error: errorOf(e), retryable: !isNonRetryable(e) };
+      return { kind: "failure", ...at, error: this.o.secrets.redact(errorOf(e)), retryable: !isNonRetryable(e) };
     }
+  }
+
+  /**
+   * The task with its secrets' values put in at the paths its node's templates read them
+   * (DESIGN §12), or the failure when it may not have them: a name this engine lacks fails the
+   * visit `template_error`, a name a `task` node's agent did not declare fails the attempt.
+   */
+  private withSecrets(task: ClaimedTask, handler: AgentHandler, graph: WorkflowGraph): { task: ClaimedTask } | Input {
+    const node = graph.nodes.get(task.node_id);
+    if (!node || node.secretUses.length === 0) return { task };
+    const at = { execution_id: task.execution_id, attempt: task.attempt };
+    const missing = node.secretNames.find((name) => !this.o.secrets.has(name));
+    if (missing !== undefined) {
+      const error = { message: notConfigured(missing), reason: "template_error" };
+      return { kind: "fail_visit", ...at, reason: "template_error", error };
+    }
+    if (needsDeclaredSecrets(node.kind)) {
+      const declared = declaredSecrets(handler);
+      const undeclared = node.secretNames.filter((name) => !declared.includes(name));
+      if (undeclared.length > 0) {
+        const list = undeclared.map((n) => JSON.stringify(n)).join(", ");
+        throw new NonRetryableError(
+          `node ${task.node_id} reads ${undeclared.map((n) => `secrets.${n}`).join(", ")} in its payload, but agent "${task.agent_type}" does not declare it: define it with defineAgent({ secrets: [${list}] }, handler)`,
+        );
+      }
+    }
+    return { task: { ...task, payload: this.o.secrets.fill(task.payload, node.secretUses) } };
+  }
+
+  /** A handler's value with every secret's value replaced by its placeholder (a route's output too). */
+  private redacted(value: unknown): unknown {
+    if (isRouted(value)) return route(value.next, this.o.secrets.redact(value.output));
+    return this.o.secrets.redact(value);
   }
 
   private task(t: ClaimedTask, traceparent: string, abort: LazyAbort): Task {
@@ -331,7 +375,16 @@ export class AttemptRunner {
           concurrencyKey = typeof value === "string" ? value : JSON.stringify(value);
         }
         if (!template) return { kind: "payload", key, payload: written, concurrency_key: concurrencyKey };
-        const resolved = await template.resolve(ctx);
+        // An agent of this engine would run it: a secret it lacks fails the visit now (a worker has its own).
+        const missing = this.o.handlers.has(node.agent_type)
+          ? template.secretNames.find((name) => !this.o.secrets.has(name))
+          : undefined;
+        if (missing !== undefined) {
+          return { kind: "payload_error", key, error: { message: notConfigured(missing), reason: "template_error" } };
+        }
+        // Templates see markers, never values; what is stored holds "[secret NAME]" (engine/secrets.ts).
+        const secrets = template.secretNames.length > 0 ? markers(template.secretNames) : undefined;
+        const resolved = placeholders(await template.resolve(secrets ? { ...ctx, secrets } : ctx));
         // Fields the kind resolves later (a map's `each`) are kept as written.
         for (const field of node.kind.deferred ?? []) {
           if (field in written) (resolved as Record<string, unknown>)[field] = written[field];
@@ -439,13 +492,20 @@ function isNonRetryable(e: unknown): boolean {
   return e instanceof NonRetryableError || (e instanceof Error && e.name === "NonRetryableError");
 }
 
+/** A built-in agent's NonRetryableError may name its reason (`invalid_output` for an http body over the limit). */
+function nonRetryableReason(e: Error): string {
+  const reason = (e as { reason?: unknown }).reason;
+  return e instanceof NonRetryableError && typeof reason === "string" ? reason : "non_retryable";
+}
+
 function errorOf(e: unknown): VisitError {
   if (e instanceof Error) {
     const error: VisitError = {
       message: e.message || e.name,
-      reason: isNonRetryable(e) ? "non_retryable" : "error",
+      reason: isNonRetryable(e) ? nonRetryableReason(e) : "error",
       name: e.name,
     };
+    if (e instanceof RetryableError && e.retryAfterMs !== undefined) error.retry_after_ms = e.retryAfterMs;
     return error;
   }
   return { message: typeof e === "string" ? e : `handler threw a non-Error value: ${safeString(e)}`, reason: "error" };

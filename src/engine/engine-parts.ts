@@ -5,6 +5,7 @@
  */
 import type { Logger } from "pino";
 import type { AgentHandler } from "../agents/task.js";
+import { httpAgent } from "../calls/http.js";
 import { BUILTIN_HANDLERS } from "../core/kinds/index.js";
 import type { Store } from "../store/store.js";
 import { AttemptRunner } from "./attempts.js";
@@ -17,6 +18,7 @@ import type { EngineMetrics } from "./metrics.js";
 import { Notifier } from "./notifier.js";
 import { ProgressStreams } from "./progress.js";
 import { WorkflowRegistry } from "./registry.js";
+import type { Secrets } from "./secrets.js";
 import type { Subscribers } from "./subscribers.js";
 
 export interface EngineParts {
@@ -38,6 +40,8 @@ export interface PartsContext {
   /** The engine's metrics, fed by committed transactions (null for a client). */
   metrics: EngineMetrics | null;
   maxPayloadBytes: number;
+  /** The engine's secrets (the `secrets` option), which the attempt runner fills in and redacts. */
+  secrets: Secrets;
   /** Whether the engine was closed (waiting external claims then return empty). */
   closed: () => boolean;
 }
@@ -49,6 +53,8 @@ export function createParts(c: PartsContext): EngineParts {
   for (const kind of BUILTIN_HANDLERS) {
     if (!handlers.has(kind.name)) handlers.set(kind.name, kind.handler({ maxOutputBytes: c.maxPayloadBytes }));
   }
+  // Built-in agents that do I/O (DESIGN §12) live outside the pure core: src/calls/.
+  if (!handlers.has("http")) handlers.set("http", httpAgent({ maxResponseBytes: c.maxPayloadBytes, clock }));
   const decideHooks = options.decideHooks ?? {};
   const registry = new WorkflowRegistry(store, {
     knownAgentTypes: () => [...handlers.keys()],
@@ -64,6 +70,7 @@ export function createParts(c: PartsContext): EngineParts {
   });
   const attempts = new AttemptRunner({
     handlers,
+    secrets: c.secrets,
     decideHooks,
     registry,
     store,

@@ -6,6 +6,7 @@
 
 import type { Task } from "../agents/task.js";
 import type { Usage } from "../core/types.js";
+import type { SecretUse } from "../definition/expressions.js";
 import type { Problem } from "../errors.js";
 
 /**
@@ -20,6 +21,11 @@ export interface ExternalTask extends Omit<Task, "signal" | "heartbeat" | "progr
   deadline_at: number;
   /** When the lease ends unless the worker heartbeats (epoch ms). */
   lease_expires_at: number;
+  /**
+   * Where the payload holds `"[secret NAME]"` placeholders the worker fills from its own
+   * secrets (DESIGN §12): each path under the payload with the names read there. Absent: none.
+   */
+  secrets?: SecretUse[];
 }
 
 /** A worker's id: no free text, so that the holder and the audit trail cannot be spoofed. */
@@ -76,10 +82,10 @@ export type CompleteRequest = WorkerIdentity & {
   next?: string | string[];
   usage?: Usage;
 };
-/** A failure, retried unless `retryable` is false; `usage` as for a success. */
+/** A failure, retried unless `retryable` is false; `error.retry_after_ms` sets the retry's delay (a Retry-After); `usage` as for a success. */
 export type FailRequest = WorkerIdentity & {
   attempt: number;
-  error: { message: string; [key: string]: unknown };
+  error: { message: string; retry_after_ms?: number; [key: string]: unknown };
   retryable?: boolean;
   usage?: Usage;
 };

@@ -100,10 +100,11 @@ export class ExternalWorkers {
         { path: "agent_types", message: "must be a non-empty list of agent types" },
       ]);
     }
-    const engineStarted = types.map(kindOf).find((k) => k.start === "engine");
-    if (engineStarted) {
+    // Engine-started kinds, and built-in agents that run only in the engine (http).
+    const engineOnly = types.map(kindOf).find((k) => k.notClaimable !== undefined);
+    if (engineOnly) {
       throw new ValidationError("Claim is invalid", [
-        { path: "agent_types", message: `${engineStarted.name} nodes ${engineStarted.notClaimable}, not for a worker` },
+        { path: "agent_types", message: `${engineOnly.name} nodes ${engineOnly.notClaimable}, not for a worker` },
       ]);
     }
     const max = request.max_tasks ?? 1;
@@ -162,17 +163,25 @@ export class ExternalWorkers {
         waiting?.cancel();
         for (const t of tasks) this.remember(t, holder);
         const ready = (await Promise.all(tasks.map((t) => this.withPayload(t, holder)))).filter((t) => t !== null);
-        return ready.map((t) => this.handedOut(t, holder));
+        return Promise.all(ready.map((t) => this.handedOut(t, holder)));
       }
       await waiting.done;
     }
   }
 
   /** A claimed task as the worker gets it: its attempt span starts here, and its traceparent is that span's. */
-  private handedOut(claimed: ClaimedTask, holder: string): ExternalTask {
+  private async handedOut(claimed: ClaimedTask, holder: string): Promise<ExternalTask> {
+    // The worker fills secrets in from its own: it is told where they go, never their values.
+    const { graph } = await this.o.registry.get(claimed.workflow_id, claimed.workflow_version);
+    const uses = claimed.compensates ? [] : (graph.nodes.get(claimed.node_id)?.secretUses ?? []);
     const { traceparent } = this.o.attempts.spans.startAttempt(claimed, holder);
     const { run_traceparent: _, usage_runs: __, ...task } = claimed;
-    return { ...task, traceparent, lease_expires_at: task.lease_expires_at ?? task.deadline_at };
+    return {
+      ...task,
+      traceparent,
+      lease_expires_at: task.lease_expires_at ?? task.deadline_at,
+      ...(uses.length > 0 ? { secrets: uses.map((u) => ({ at: [...u.at], names: [...u.names] })) } : {}),
+    };
   }
 
   /**
@@ -280,13 +289,22 @@ export class ExternalWorkers {
   async fail(executionId: string, request: FailRequest): Promise<ReportAnswer> {
     const key = this.checked(executionId, request, "Report is invalid");
     await this.verify(executionId, key, request, false);
-    const { message, ...details } = request.error;
+    const { message, retry_after_ms, ...details } = request.error;
+    if (retry_after_ms !== undefined && !(Number.isSafeInteger(retry_after_ms) && (retry_after_ms as number) >= 0)) {
+      throw new ValidationError("Report is invalid", [
+        {
+          path: "error.retry_after_ms",
+          message: `must be a non-negative integer of milliseconds (when to retry), got ${JSON.stringify(retry_after_ms)}`,
+        },
+      ]);
+    }
     return this.report(executionId, request, {
       kind: "failure",
       error: {
         message,
         reason: "error",
         ...(Object.keys(details).length > 0 ? { details: details as Json } : {}),
+        ...(retry_after_ms === undefined ? {} : { retry_after_ms: retry_after_ms as number }),
       },
       retryable: request.retryable ?? true,
     });

@@ -170,3 +170,14 @@ defineWorkflow({
   // @ts-expect-error source is not an aggregator field (sources is)
   nodes: [ok, { node_id: "g", agent_type: "aggregator", depends_on: ["ok"], payload: { source: ["ok"] } }],
 });
+
+// An http node without a url.
+// @ts-expect-error an http payload needs url
+defineWorkflow({ id: "a", nodes: [{ node_id: "h", agent_type: "http", payload: { method: "GET" } }] });
+
+// An http node with a method that does not exist.
+defineWorkflow({
+  id: "a",
+  // @ts-expect-error FETCH is not an HTTP method the http node sends
+  nodes: [{ node_id: "h", agent_type: "http", payload: { url: "https://x", method: "FETCH" } }],
+});

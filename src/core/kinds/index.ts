@@ -6,6 +6,7 @@
 import type { CompiledNode } from "../../definition/graph.js";
 import type { Json } from "../types.js";
 import { aggregator } from "./aggregator.js";
+import { http } from "./http.js";
 import { humanReview } from "./human-review.js";
 import type { NodeKind } from "./kind.js";
 import { MAP_HOLDER, map, undoesItems } from "./map.js";
@@ -17,7 +18,7 @@ import { workflow } from "./workflow.js";
 export type { KindChecks, NodeKind } from "./kind.js";
 
 const BUILTIN: ReadonlyMap<string, NodeKind> = new Map(
-  [aggregator, humanReview, map, sleep, waitEvent, workflow].map((k) => [k.name, k]),
+  [aggregator, http, humanReview, map, sleep, waitEvent, workflow].map((k) => [k.name, k]),
 );
 
 /** The built-in agent types (reserved names). */
@@ -37,6 +38,22 @@ export const ENGINE_STARTED: readonly string[] = [...BUILTIN.values()]
 export const BUILTIN_HANDLERS = [...BUILTIN.values()].filter(
   (k): k is NodeKind & Required<Pick<NodeKind, "handler">> => k.handler !== undefined,
 );
+
+/**
+ * Why a node of this kind may not read `secrets.NAME` in its payload, or null when it may
+ * (DESIGN §12): agents' kinds (http, llm, an agent's `task`) get their payload at dispatch;
+ * the engine's kinds and the aggregator store theirs or pass it on, so a secret would only be
+ * its placeholder there.
+ */
+export function secretsRefusal(kind: NodeKind): string | null {
+  if (kind.start === "agent" && kind !== aggregator) return null;
+  return `a ${kind.name} node's payload cannot hold secrets: they go only to agents (http, llm, or an agent that declares them)`;
+}
+
+/** Whether a node of this kind gets secrets only when its agent declares them (`defineAgent({ secrets })`). */
+export function needsDeclaredSecrets(kind: NodeKind): boolean {
+  return kind === task;
+}
 
 /**
  * Who undoes a visit of this node when its run fails (DESIGN §6): its `compensation`'s agent
