@@ -46,6 +46,38 @@ describe("usage", () => {
     expect((await engine.listRuns({ workflow_id: "sums" }))[0]?.usage).toEqual(done.usage);
   });
 
+  it("counts what a compensation reports, and a budget never stops a compensation", async () => {
+    const { engine } = await testEngine({
+      agents: {
+        ship: (t: Task) => {
+          t.reportUsage({ tokens_in: 10 });
+          return { shipped: true };
+        },
+        fail: (t: Task) => {
+          t.reportUsage({ tokens_in: 10 });
+          throw new Error("the customer cancelled");
+        },
+        undo: (t: Task) => {
+          t.reportUsage({ tokens_out: 5, cost: 0.1 });
+          return { undone: true };
+        },
+      },
+    });
+    await engine.registerWorkflow({
+      id: "undone",
+      budget: { max_tokens: 20 },
+      nodes: [
+        { node_id: "ship", agent_type: "ship", compensation: { agent_type: "undo" }, next_on_success: "bill" },
+        { node_id: "bill", agent_type: "fail", retry_count: 0 },
+      ],
+    });
+    const done = await engine.waitForRun((await engine.startRun("undone")).run_id);
+    expect(done.status).toBe("FAILED");
+    expect(done.compensations[0]).toMatchObject({ state: "SUCCEEDED" });
+    // 20 tokens reached the budget before the compensation started: it ran anyway, and counted.
+    expect(done.usage).toEqual({ tokens_in: 20, tokens_out: 5, cost: 0.1 });
+  });
+
   it("a report from an attempt that no longer holds its visit is dropped", async () => {
     let late!: (t: Task) => void;
     const { engine, clock } = await testEngine({
