@@ -3,6 +3,7 @@
  * budget in the run, a worker's usage in its complete and fail bodies.
  */
 import { describe, expect, it } from "vitest";
+import { HttpWorker } from "../../src/worker/http-worker.js";
 import { bearer, TOKENS, testApi } from "./helpers.js";
 
 const REMOTE = {
@@ -67,5 +68,35 @@ describe("usage and budgets over HTTP", () => {
       budget: { max_tokens: 100 },
     });
     expect(final.nodes.find((n) => n.node_id === "b")).toMatchObject({ state: "FAILED", reason: "budget_exceeded" });
+  });
+
+  it("skein worker's task.reportUsage goes with the report: summed over calls, a bad value ignored", async () => {
+    const { app, engine } = await testApi({ engine: { agents: {} } });
+    await engine.registerWorkflow({ id: "one", nodes: [{ node_id: "a", agent_type: "writer" }] });
+    const base = await app.listen({ host: "127.0.0.1", port: 0 });
+    const lines: string[] = [];
+    const worker = new HttpWorker({
+      server: base,
+      token: TOKENS.agent,
+      workerId: "w1",
+      waitSeconds: 0,
+      log: (line) => lines.push(line),
+      agents: {
+        writer: (task) => {
+          task.reportUsage({ tokens_in: 10, tokens_out: 2 });
+          task.reportUsage({ tokens_in: -1 });
+          task.reportUsage({ tokens_out: 3, cost: 0.5 });
+          return "done";
+        },
+      },
+    });
+    const run = await engine.startRun("one");
+    const working = worker.run();
+    const done = await engine.waitForRun(run.run_id);
+    worker.stop();
+    await working;
+    expect(done.status).toBe("SUCCEEDED");
+    expect(done.usage).toEqual({ tokens_in: 10, tokens_out: 5, cost: 0.5 });
+    expect(lines.some((l) => l.includes("usage") && l.includes("tokens_in"))).toBe(true);
   });
 });
