@@ -86,7 +86,9 @@ export function usageLine(run: Pick<Run, "usage" | "budget">): string | null {
   const reported = usage.tokens_in > 0 || usage.tokens_out > 0 || usage.cost > 0;
   if (!reported && !budget) return null;
   const tokens = usage.tokens_in + usage.tokens_out;
-  const parts = [`usage: ${tokens} tokens (in ${usage.tokens_in}, out ${usage.tokens_out}), cost ${usage.cost}`];
+  const parts = [
+    `usage: ${tokens} tokens (in ${usage.tokens_in}, out ${usage.tokens_out}), cost ${figure(usage.cost)}`,
+  ];
   if (budget) {
     const limits = [
       ...(budget.max_tokens === undefined ? [] : [`max_tokens ${budget.max_tokens}`]),
@@ -95,4 +97,9 @@ export function usageLine(run: Pick<Run, "usage" | "budget">): string | null {
     parts.push(`budget: ${limits.join(", ")}`);
   }
   return parts.join("; ");
+}
+
+/** A summed figure as people write it: float sums (0.1 + 0.2) rounded to 10 significant digits. */
+function figure(n: number): string {
+  return String(Number(n.toPrecision(10)));
 }

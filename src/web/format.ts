@@ -50,7 +50,7 @@ export function usageText(run: Pick<Run, "usage" | "budget">): string {
   const reported = u !== undefined && (u.tokens_in > 0 || u.tokens_out > 0 || u.cost > 0);
   if (!reported && !b) return "";
   const used = u
-    ? `${u.tokens_in + u.tokens_out} tokens (in ${u.tokens_in}, out ${u.tokens_out}), cost ${u.cost}`
+    ? `${u.tokens_in + u.tokens_out} tokens (in ${u.tokens_in}, out ${u.tokens_out}), cost ${figure(u.cost)}`
     : "nothing reported";
   if (!b) return used;
   const limits = [
@@ -58,4 +58,9 @@ export function usageText(run: Pick<Run, "usage" | "budget">): string {
     ...(b.max_cost === undefined ? [] : [`max_cost ${b.max_cost}`]),
   ];
   return `${used}; budget ${limits.join(", ")}`;
+}
+
+/** A summed figure as people write it: float sums (0.1 + 0.2) rounded to 10 significant digits. */
+function figure(n: number): string {
+  return String(Number(n.toPrecision(10)));
 }

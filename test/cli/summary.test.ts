@@ -17,7 +17,8 @@ describe("run report", () => {
     const { engine } = await testEngine({
       agents: {
         writer: (t) => {
-          t.reportUsage({ tokens_in: 120, tokens_out: 30, cost: 0.02 });
+          t.reportUsage({ tokens_in: 120, tokens_out: 30, cost: 0.1 });
+          t.reportUsage({ cost: 0.2 }); // 0.1 + 0.2 shown as people write it, not 0.30000000000000004
           return { ok: true };
         },
         quiet: () => ({ ok: true }),
@@ -27,7 +28,7 @@ describe("run report", () => {
     await engine.registerWorkflow({ id: "quiet", nodes: [{ node_id: "q", agent_type: "quiet" }] });
     const spent = await engine.waitForRun((await engine.startRun("spend", { budget: { max_cost: 1 } })).run_id);
     expect(runReport(spent, await engine.listVisits(spent.run_id))).toContain(
-      "\nusage: 150 tokens (in 120, out 30), cost 0.02; budget: max_cost 1\n",
+      "\nusage: 150 tokens (in 120, out 30), cost 0.3; budget: max_cost 1\n",
     );
     const quiet = await engine.waitForRun((await engine.startRun("quiet")).run_id);
     expect(runReport(quiet, await engine.listVisits(quiet.run_id))).not.toContain("usage:");
