@@ -19,7 +19,8 @@ export type SkeinErrorCode =
   | "engine_closed"
   | "limited"
   | "unavailable"
-  | "non_retryable";
+  | "non_retryable"
+  | "retryable";
 
 /** Base class: never thrown directly. */
 export abstract class SkeinError extends Error {
@@ -120,6 +121,22 @@ export class EngineClosedError extends SkeinError {
 export class NonRetryableError extends SkeinError {
   override readonly name = "NonRetryableError";
   readonly code = "non_retryable";
+}
+
+/**
+ * Thrown by an agent to fail its attempt for now: retried as the node says (like any other
+ * error), after `retryAfterMs` when given (an upstream's `Retry-After`), within the node's
+ * `retry_max_interval`, instead of the backoff delay.
+ * @example throw new RetryableError("the provider is rate limiting", { retryAfterMs: 2000 })
+ */
+export class RetryableError extends SkeinError {
+  override readonly name = "RetryableError";
+  readonly code = "retryable";
+  readonly retryAfterMs: number | undefined;
+  constructor(message: string, options: { retryAfterMs?: number; cause?: unknown } = {}) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.retryAfterMs = options.retryAfterMs;
+  }
 }
 
 export function formatProblem(p: Problem): string {

@@ -3,6 +3,7 @@
 export { type AgentSchemas, defineAgent, type TypedAgentHandler } from "./agents/define-agent.js";
 export type { StandardSchemaV1 } from "./agents/standard-schema.js";
 export type { AgentHandler, DecideHook, DepResult, Routed, Task } from "./agents/task.js";
+export type { LlmOptions, LlmProvider } from "./calls/llm/providers.js";
 export {
   canTransition,
   deriveRunStatus,
@@ -28,6 +29,7 @@ export type {
   Schedule,
   ScheduleInput,
   TriggerRef,
+  Usage,
   Visit,
   VisitError,
 } from "./core/types.js";
@@ -92,6 +94,7 @@ export {
   NonRetryableError,
   NotFoundError,
   type Problem,
+  RetryableError,
   SkeinError,
   type SkeinErrorCode,
   UnavailableError,

@@ -1,7 +1,7 @@
 /**
  * The agent contract of DESIGN §5: what an in-process handler receives and may return.
  */
-import type { Json, TriggerRef } from "../core/types.js";
+import type { Json, TriggerRef, Usage } from "../core/types.js";
 
 export interface DepResult {
   status: string;
@@ -42,6 +42,11 @@ export interface Task<P = Json, I = Json> {
   signal: AbortSignal;
   /** Renews the lease of a long attempt (never past its timeout). Resolves false when the attempt is no longer held. */
   heartbeat(): Promise<boolean>;
+  /** Partial output while the attempt works (DESIGN §11.6): delivered live as `node.progress`, at most every
+   *  `progressIntervalMs` (default 50) per attempt, the latest wins; never stored; dropped when the attempt no longer holds its visit. */
+  progress(data: unknown): void;
+  /** Adds usage to the run (DESIGN §12): sums over calls, attempts and child runs. Never throws for a valid object. */
+  reportUsage(usage: Usage): void;
   /**
    * Chooses the branch: `return task.route(["publish"], output)`. `next` must be among the node's
    * declared success targets, or `"$end"` to finish the run.

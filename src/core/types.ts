@@ -14,6 +14,15 @@ export interface VisitError {
   reason: string;
   name?: string;
   details?: Json;
+  /** The upstream's wish (a `Retry-After`): the next attempt after this delay, within `retry_max_interval`. */
+  retry_after_ms?: number;
+}
+
+/** Usage an attempt reports (DESIGN §12): non-negative finite numbers. */
+export interface Usage {
+  tokens_in?: number;
+  tokens_out?: number;
+  cost?: number;
 }
 
 export interface TriggerRef {

@@ -155,6 +155,9 @@ export class AttemptRunner {
             done: { resolve, reject },
           });
         }),
+      // Placeholders until task.progress (h/progress) and task.reportUsage (h/usage) are merged.
+      progress: () => {},
+      reportUsage: () => {},
       route,
     };
   }

@@ -5,6 +5,7 @@
  */
 import type { Logger } from "pino";
 import type { AgentHandler } from "../agents/task.js";
+import { llmHandler } from "../calls/llm/handler.js";
 import { BUILTIN_HANDLERS } from "../core/kinds/index.js";
 import type { Store } from "../store/store.js";
 import { AttemptRunner } from "./attempts.js";
@@ -46,6 +47,13 @@ export function createParts(c: PartsContext): EngineParts {
   // Built-in kinds that run as in-process agents (the aggregator), unless the caller brought one.
   for (const kind of BUILTIN_HANDLERS) {
     if (!handlers.has(kind.name)) handlers.set(kind.name, kind.handler({ maxOutputBytes: c.maxPayloadBytes }));
+  }
+  // The built-in kinds whose agent does I/O (the core stays pure): built here, with the options they need.
+  if (!handlers.has("llm")) {
+    handlers.set("llm", llmHandler({ llm: options.llm, maxOutputBytes: c.maxPayloadBytes, now: () => clock.now() }));
+  }
+  if (options.wrapHandler) {
+    for (const [type, handler] of handlers) handlers.set(type, options.wrapHandler(type, handler));
   }
   const decideHooks = options.decideHooks ?? {};
   const registry = new WorkflowRegistry(store, {

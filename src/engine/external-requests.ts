@@ -12,7 +12,7 @@ import type { Problem } from "../errors.js";
  * data), the run's workflow, the attempt's deadline and the lease; `traceparent` is its attempt
  * span's (DESIGN §9).
  */
-export interface ExternalTask extends Omit<Task, "signal" | "heartbeat" | "route"> {
+export interface ExternalTask extends Omit<Task, "signal" | "heartbeat" | "progress" | "reportUsage" | "route"> {
   workflow_id: string;
   workflow_version: number;
   /** When the attempt times out (epoch ms). */

@@ -9,7 +9,7 @@ import type { InboxEvent, Json, NewEvent, Run, Visit, VisitError } from "../core
 import type { VisitKey } from "../store/store.js";
 
 /** A task as claimed in the transaction: the agent's task without its signal and callbacks. */
-export type ClaimedTask = Omit<Task, "signal" | "heartbeat" | "route" | "traceparent"> & {
+export type ClaimedTask = Omit<Task, "signal" | "heartbeat" | "progress" | "reportUsage" | "route" | "traceparent"> & {
   workflow_id: string;
   workflow_version: number;
   /** The run's stored traceparent: the parent of the attempt's span (DESIGN §9). */

@@ -50,8 +50,13 @@ export async function createTestEngine(options: TestEngineOptions = {}): Promise
   const { workflows = [], start, maxSteps = 10_000, busyTimeoutMs = 10_000, agents = {}, ...rest } = options;
   const clock = new ManualClock(startTime(start));
   const activity = new AgentActivity(() => clock.now());
-  const wrapped: Record<string, AgentHandler> = {};
-  for (const [type, handler] of Object.entries(agents)) wrapped[type] = activity.wrap(type, handler);
+  // Every in-process handler: the given agents and the built-in kinds' (an llm node's call is I/O
+  // the harness must wait for, never skip); the pure aggregator is left as it is.
+  const inProcess = new Set<string>(["aggregator"]);
+  const wrapHandler = (type: string, handler: AgentHandler): AgentHandler => {
+    inProcess.add(type);
+    return type === "aggregator" && !(type in agents) ? handler : activity.wrap(type, handler);
+  };
   let engine: Engine;
   try {
     engine = await createEngine({
@@ -62,7 +67,8 @@ export async function createTestEngine(options: TestEngineOptions = {}): Promise
       engineTimeoutMs: 3 * DAY_MS,
       logger: pino({ level: "silent" }),
       ...rest,
-      agents: wrapped,
+      agents,
+      wrapHandler,
       database: "sqlite::memory:",
       clock,
     });
@@ -70,7 +76,7 @@ export async function createTestEngine(options: TestEngineOptions = {}): Promise
     activity.close();
     throw e;
   }
-  const t = new TestEngine(engine, clock, activity, { maxSteps, busyTimeoutMs }, Object.keys(agents));
+  const t = new TestEngine(engine, clock, activity, { maxSteps, busyTimeoutMs }, [...inProcess]);
   try {
     for (const workflow of workflows) await engine.registerWorkflow(workflow);
   } catch (e) {
@@ -82,7 +88,7 @@ export async function createTestEngine(options: TestEngineOptions = {}): Promise
 
 export class TestEngine {
   private closed = false;
-  /** Agent types with a handler in this process: the user's and the built-in aggregator. */
+  /** Agent types with a handler in this process: the user's and the built-in kinds' (aggregator, llm). */
   private readonly inProcess: ReadonlySet<string>;
 
   /** @internal use createTestEngine */
@@ -95,7 +101,7 @@ export class TestEngine {
     private readonly limits: { maxSteps: number; busyTimeoutMs: number },
     agentTypes: readonly string[],
   ) {
-    this.inProcess = new Set([...agentTypes, "aggregator"]);
+    this.inProcess = new Set(agentTypes);
   }
 
   /**

@@ -8,6 +8,7 @@ import type { Json } from "../types.js";
 import { aggregator } from "./aggregator.js";
 import { humanReview } from "./human-review.js";
 import type { NodeKind } from "./kind.js";
+import { llm } from "./llm.js";
 import { MAP_HOLDER, map, undoesItems } from "./map.js";
 import { sleep } from "./sleep.js";
 import { task } from "./task.js";
@@ -17,7 +18,7 @@ import { workflow } from "./workflow.js";
 export type { KindChecks, NodeKind } from "./kind.js";
 
 const BUILTIN: ReadonlyMap<string, NodeKind> = new Map(
-  [aggregator, humanReview, map, sleep, waitEvent, workflow].map((k) => [k.name, k]),
+  [aggregator, humanReview, llm, map, sleep, waitEvent, workflow].map((k) => [k.name, k]),
 );
 
 /** The built-in agent types (reserved names). */
