@@ -18,11 +18,13 @@ export type {
   Compensation,
   EventType,
   Json,
+  LiveEvent,
   MapCounts,
   MapItem,
   MapItemState,
   NewEvent,
   Overlap,
+  ProgressEvent,
   Run,
   RunEvent,
   RunParent,
@@ -79,6 +81,7 @@ export type {
   ExternalTask,
   FailRequest,
   HeartbeatRequest,
+  ProgressRequest,
   WorkerIdentity,
 } from "./engine/external-requests.js";
 export type { Notification, NotifyOptions } from "./engine/notifier.js";

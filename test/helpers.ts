@@ -76,7 +76,7 @@ export function nextEvent(
 ): Promise<import("../src/index.js").RunEvent> {
   return new Promise((resolve) => {
     const off = engine.subscribe((e) => {
-      if (predicate(e)) {
+      if (e.type !== "node.progress" && predicate(e)) {
         off();
         resolve(e);
       }

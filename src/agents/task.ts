@@ -42,11 +42,16 @@ export interface Task<P = Json, I = Json> {
   signal: AbortSignal;
   /** Renews the lease of a long attempt (never past its timeout). Resolves false when the attempt is no longer held. */
   heartbeat(): Promise<boolean>;
-  /** Partial output while the attempt works (DESIGN §11.6): delivered live as `node.progress`, at most every
-   *  `progressIntervalMs` (default 50) per attempt, the latest wins; never stored; dropped when the attempt no longer holds its visit. */
-  progress(data: unknown): void;
   /** Adds usage to the run (DESIGN §12): sums over calls, attempts and child runs. Never throws for a valid object. */
   reportUsage(usage: Usage): void;
+  /**
+   * Partial output while the attempt works (DESIGN §11.6): delivered live as `node.progress`, at
+   * most every `progressIntervalMs` (default 50) per attempt, the latest wins; never stored;
+   * dropped when the attempt no longer holds its visit.
+   * `data` must be JSON; non-JSON is dropped with a logged warning, never throws.
+   * @example task.progress({ content: textSoFar }); task.progress(`page ${i} of ${n}`);
+   */
+  progress(data: unknown): void;
   /**
    * Chooses the branch: `return task.route(["publish"], output)`. `next` must be among the node's
    * declared success targets, or `"$end"` to finish the run.

@@ -28,6 +28,7 @@ export class EventTap {
 
   constructor(engine: Engine) {
     this.unsubscribe = engine.subscribe((e) => {
+      if (e.type === "node.progress") return;
       if (this.runId === null) this.buffer.push(e);
       else if (e.run_id === this.runId) this.listener?.(e);
     });

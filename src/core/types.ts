@@ -224,6 +224,24 @@ export interface RunEvent extends NewEvent {
 }
 
 /**
+ * Partial output of a running attempt (`task.progress`, DESIGN §11.6): delivered live to
+ * subscribers, at most every `progressIntervalMs` per attempt (the latest wins), never stored,
+ * so it has no `seq`.
+ */
+export interface ProgressEvent {
+  run_id: string;
+  type: "node.progress";
+  node_id: string;
+  visit: number;
+  trace_id: string;
+  at: number;
+  data: { attempt: number; progress: Json };
+}
+
+/** What `Engine.subscribe` listeners receive: stored events, and live progress. */
+export type LiveEvent = RunEvent | ProgressEvent;
+
+/**
  * An event sent to a run (`run_id`) or published by key (`run_id` null, DESIGN §11.2–11.3), as
  * its inbox row stores it. `delivered_to` is the wait_event visit that took a run's event; an
  * event by key is never marked (every waiting run receives it).

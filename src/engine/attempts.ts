@@ -17,6 +17,7 @@ import type { Dispatcher } from "./dispatcher.js";
 import type { RunRef } from "./dispatcher-options.js";
 import type { AttemptRef, ClaimedTask, Input } from "./inputs.js";
 import { jsonProblem } from "./json.js";
+import type { ProgressSource, ProgressStreams } from "./progress.js";
 import type { WorkflowRegistry } from "./registry.js";
 import { RunSpans } from "./run-spans.js";
 
@@ -28,6 +29,8 @@ export interface AttemptRunnerOptions {
   logger: Logger;
   /** Largest accepted output or resolved payload, in bytes of JSON. */
   maxOutputBytes: number;
+  /** Where `task.progress` goes (throttled per attempt, live only). */
+  progress: ProgressStreams;
 }
 
 interface Held {
@@ -106,6 +109,7 @@ export class AttemptRunner {
     const held = this.held.get(executionId);
     if (!held || held.attempt !== attempt) return;
     this.held.delete(executionId);
+    this.o.progress.end(executionId, attempt);
     this.byType.set(held.agent_type, (this.byType.get(held.agent_type) ?? 1) - 1);
   }
 
@@ -129,6 +133,14 @@ export class AttemptRunner {
   }
 
   private task(t: ClaimedTask, traceparent: string, abort: LazyAbort): Task {
+    const source: ProgressSource = {
+      run_id: t.run_id,
+      node_id: t.node_id,
+      visit: t.visit,
+      attempt: t.attempt,
+      execution_id: t.execution_id,
+      trace_id: t.trace_id,
+    };
     return {
       run_id: t.run_id,
       node_id: t.node_id,
@@ -155,8 +167,11 @@ export class AttemptRunner {
             done: { resolve, reject },
           });
         }),
-      // Placeholders until task.progress (h/progress) and task.reportUsage (h/usage) are merged.
-      progress: () => {},
+      progress: (data: unknown) => {
+        // Only while the attempt holds its visit: after its end, abort or lease loss, dropped.
+        if (this.held.get(t.execution_id)?.attempt === t.attempt) this.o.progress.offer(source, data);
+      },
+      // A placeholder until task.reportUsage (h/usage) is merged.
       reportUsage: () => {},
       route,
     };

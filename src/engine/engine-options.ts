@@ -3,7 +3,7 @@ import type { MeterProvider } from "@opentelemetry/api";
 import type { Logger } from "pino";
 import type { AgentHandler, DecideHook } from "../agents/task.js";
 import type { LlmOptions } from "../calls/llm/providers.js";
-import type { Compensation, Json, Run, RunEvent, Visit } from "../core/types.js";
+import type { Compensation, Json, LiveEvent, Run, RunEvent, Visit } from "../core/types.js";
 import type { ChildRun, PrunedStatus } from "../store/store.js";
 import type { Clock } from "./clock.js";
 import type { MapProgress } from "./map-items.js";
@@ -125,6 +125,12 @@ export interface EngineOptions {
    * kinds' own) passes through it once, by agent_type, as the engine is made.
    */
   wrapHandler?: (agentType: string, handler: AgentHandler) => AgentHandler;
+  /**
+   * How often one attempt's progress (`task.progress`, a worker's `POST /v1/tasks/{id}/progress`)
+   * reaches subscribers, ms: the first call at once, then at most one per interval, the latest of
+   * the calls within it (DESIGN §11.6). 0: every call. @defaultValue 50
+   */
+  progressIntervalMs?: number;
 }
 
 /** What `pruneRuns` deletes: finished runs that ended longer ago than `olderThan`. */
@@ -150,9 +156,10 @@ export interface StartRunOptions {
   /**
    * Hears every event of the run from its first (`run.started`), exactly once, until the run
    * ends (its run.succeeded, run.failed or run.cancelled event is the last), or the engine
-   * closes. A run an idempotency key returns is replayed from its first event too.
+   * closes. A run an idempotency key returns is replayed from its first event too. Stored events
+   * only: progress (`node.progress`) reaches `Engine.subscribe` listeners.
    */
-  onEvent?: EventListener;
+  onEvent?: (event: RunEvent) => void;
 }
 
 /** Which events `Engine.subscribe` hands to its listener. */
@@ -218,4 +225,5 @@ export interface PendingReview {
   trace_id: string;
 }
 
-export type EventListener = (event: RunEvent) => void;
+/** An `Engine.subscribe` listener: stored events (with `seq`) and live progress (`node.progress`, no `seq`). */
+export type EventListener = (event: LiveEvent) => void;

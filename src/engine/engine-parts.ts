@@ -16,6 +16,7 @@ import { ExternalWorkers } from "./external.js";
 import { rateLimitsOf } from "./flush-limits.js";
 import type { EngineMetrics } from "./metrics.js";
 import { Notifier } from "./notifier.js";
+import { ProgressStreams } from "./progress.js";
 import { WorkflowRegistry } from "./registry.js";
 import type { Subscribers } from "./subscribers.js";
 
@@ -25,6 +26,7 @@ export interface EngineParts {
   dispatcher: Dispatcher;
   external: ExternalWorkers;
   notifier: Notifier | null;
+  progress: ProgressStreams;
 }
 
 export interface PartsContext {
@@ -61,6 +63,13 @@ export function createParts(c: PartsContext): EngineParts {
     decideHooks: () => Object.keys(decideHooks),
     maxOutputBytes: c.maxPayloadBytes,
   });
+  const progress = new ProgressStreams({
+    clock,
+    intervalMs: options.progressIntervalMs ?? 50,
+    subscribers: c.subscribers,
+    logger,
+    maxBytes: c.maxPayloadBytes,
+  });
   const attempts = new AttemptRunner({
     handlers,
     decideHooks,
@@ -68,6 +77,7 @@ export function createParts(c: PartsContext): EngineParts {
     store,
     logger,
     maxOutputBytes: c.maxPayloadBytes,
+    progress,
   });
   // The dispatcher's hooks reach parts made after it (external, notifier) only once it runs.
   let external: ExternalWorkers | null = null;
@@ -100,6 +110,7 @@ export function createParts(c: PartsContext): EngineParts {
         if (events.length === 0) return;
         attempts.spans.published(events, runs);
         notifier?.notify(events);
+        progress.ended(events); // a worker's attempt that ended streams no more, before its end is heard
         c.subscribers.publish(events);
       },
       slots: (slots) => c.metrics?.slots(slots),
@@ -114,6 +125,7 @@ export function createParts(c: PartsContext): EngineParts {
     registry,
     store,
     clock,
+    progress,
     limits: options.taskLimits ?? {},
     pollMs: options.sweepIntervalMs ?? 1000,
     closed: c.closed,
@@ -139,5 +151,5 @@ export function createParts(c: PartsContext): EngineParts {
         },
       })
     : null;
-  return { registry, attempts, dispatcher, external, notifier };
+  return { registry, attempts, dispatcher, external, notifier, progress };
 }

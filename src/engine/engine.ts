@@ -33,6 +33,7 @@ import type {
   ExternalTask,
   FailRequest,
   HeartbeatRequest,
+  ProgressRequest,
 } from "./external-requests.js";
 import { randomHex } from "./ids.js";
 import type { PublishEventAnswer, ReportAnswer, SendEventAnswer } from "./inputs.js";
@@ -40,6 +41,7 @@ import { type ListMapItemsOptions, listMapItems, type MapItemPage } from "./map-
 import { EngineMetrics } from "./metrics.js";
 import type { Notifier } from "./notifier.js";
 import { openStore } from "./open-store.js";
+import type { ProgressStreams } from "./progress.js";
 import { ITEM_SEPARATOR, type RegisteredWorkflow, type WorkflowCheck, type WorkflowRegistry } from "./registry.js";
 import { PRUNE_BATCH, parseDuration, pruneOnce, Retention, type RetentionAges, retentionAges } from "./retention.js";
 import { pendingReviews, reviewInput } from "./reviews.js";
@@ -121,6 +123,7 @@ export class Engine {
   private readonly dispatcher: Dispatcher;
   private readonly notifier: Notifier | null;
   private readonly external: ExternalWorkers;
+  private readonly progress: ProgressStreams;
   /** Listeners of every event, and of one run's events (keyed by run_id, so many waiters stay cheap). */
   private readonly subscribers: Subscribers;
   /** Null for a client: its gauges would repeat the engines'. */
@@ -191,6 +194,7 @@ export class Engine {
     this.dispatcher = parts.dispatcher;
     this.external = parts.external;
     this.notifier = parts.notifier;
+    this.progress = parts.progress;
     this.schedules = {
       store,
       registry: this.registry,
@@ -291,11 +295,12 @@ export class Engine {
    * may have been redriven since (run.retried), so only a live end, or the history's last
    * event being an end, stops it.
    */
-  private followRun(runId: string, onEvent: EventListener): () => void {
+  private followRun(runId: string, onEvent: (event: RunEvent) => void): () => void {
     let live = false;
     let ended = false;
     const stop = this.subscribers.replay(
       (e) => {
+        if (e.type === "node.progress") return; // onEvent hears the stored history only
         if (RUN_END_EVENTS.has(e.type)) ended = true;
         else if (e.type === "run.retried") ended = false;
         onEvent(e);
@@ -368,6 +373,18 @@ export class Engine {
   heartbeatTask(executionId: string, request: HeartbeatRequest): Promise<ReportAnswer> {
     this.assertOpen();
     return this.external.heartbeat(executionId, request);
+  }
+
+  /**
+   * Partial output of a claimed task (DESIGN §11.6): delivered live to subscribers as
+   * `node.progress` (throttled per attempt, never stored); `delivered: false` when the attempt
+   * no longer runs.
+   * @throws ConflictError when the caller does not hold the attempt; ForbiddenError for an agent
+   *   type its token may not claim; NotFoundError; ValidationError for progress that is not JSON
+   */
+  progressTask(executionId: string, request: ProgressRequest): Promise<{ delivered: boolean }> {
+    this.assertOpen();
+    return this.external.progress(executionId, request);
   }
 
   /**
@@ -662,6 +679,7 @@ export class Engine {
     const recordBy = Math.max(deadline, Date.now() + CLOSE_GRACE_MS);
     await this.dispatcher.drain(recordBy);
     this.attempts.abortAll("stopped with the engine");
+    this.progress.clear(); // workers' pending progress too: nothing is delivered after close
     await this.dispatcher.stop(recordBy);
     this.attempts.spans.endAll(); // attempts whose end this engine did not see
     if (retentionStopped) await untilDeadline(retentionStopped, recordBy);

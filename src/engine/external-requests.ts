@@ -63,6 +63,8 @@ export interface ClaimRequest extends WorkerIdentity {
 
 /** A heartbeat: renews the lease (as at the claim, never past the node's heartbeat_timeout). */
 export type HeartbeatRequest = WorkerIdentity & { attempt: number; lease_seconds?: number };
+/** Partial output of a held attempt (DESIGN §11.6): delivered live, throttled per attempt, never stored. */
+export type ProgressRequest = WorkerIdentity & { attempt: number; progress: unknown };
 /** A success: `next` is the agent's route. */
 export type CompleteRequest = WorkerIdentity & { attempt: number; output?: unknown; next?: string | string[] };
 /** A failure, retried unless `retryable` is false. */

@@ -34,9 +34,11 @@ import {
   holderOf,
   MAX_TASKS,
   MAX_WAIT_SECONDS,
+  type ProgressRequest,
   type WorkerIdentity,
 } from "./external-requests.js";
 import type { ClaimedTask, Input, Report, ReportAnswer } from "./inputs.js";
+import type { ProgressStreams } from "./progress.js";
 import type { WorkflowRegistry } from "./registry.js";
 import { TaskLimiter, type TaskLimits } from "./task-limits.js";
 
@@ -64,6 +66,7 @@ export class ExternalWorkers {
       registry: WorkflowRegistry;
       store: Store;
       clock: Clock;
+      progress: ProgressStreams;
       limits: TaskLimits;
       /** How often a waiting claim looks again by itself, ms. */
       pollMs: number;
@@ -186,6 +189,28 @@ export class ExternalWorkers {
     this.limiter.take(request.token?.name);
     // Only a running attempt's lease is renewed, and the flush checks its holder: nothing to verify first.
     return this.report(executionId, request, { kind: "heartbeat", lease_ms: leaseSeconds * 1000 });
+  }
+
+  /**
+   * Partial output of an attempt the worker holds (DESIGN §11.6), delivered live and throttled
+   * per attempt like an in-process agent's: checked like a heartbeat (holder, token), but read
+   * only, never a write. `delivered: false` when the attempt no longer runs (its value dropped).
+   * @throws ConflictError when another holds (or held) it; ForbiddenError for an agent type its
+   *   token may not claim; NotFoundError; LimitError over its token's rate
+   */
+  async progress(executionId: string, request: ProgressRequest): Promise<{ delivered: boolean }> {
+    const key = this.checked(executionId, request, "Progress is invalid");
+    this.limiter.take(request.token?.name);
+    if (!(await this.verify(executionId, key, request, true))) return { delivered: false };
+    const run = this.facts.get(executionId) ?? (await this.o.store.getRun(key.run_id));
+    if (!run) throw new NotFoundError(`no task ${executionId}; check the execution_id`);
+    const source = { ...key, attempt: request.attempt, execution_id: executionId, trace_id: run.trace_id };
+    if (!this.o.progress.offer(source, request.progress)) {
+      throw new ValidationError("Progress is invalid", [
+        { path: "progress", message: "must be JSON within the engine's payload size limit" },
+      ]);
+    }
+    return { delivered: true };
   }
 
   /**

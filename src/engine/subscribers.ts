@@ -2,9 +2,11 @@
  * Listeners of an engine's events (`Engine.subscribe`): all runs, or one run's; a run's from a
  * seq of its history. Only events this process commits are live (another process's engine or
  * client publishes its own): a replay reads the database, so it also shows what others wrote.
+ * Progress (`node.progress`) is live only: never stored, so never replayed, and not buffered
+ * while a replay reads the history.
  */
 import type { Logger } from "pino";
-import type { RunEvent } from "../core/types.js";
+import type { LiveEvent, ProgressEvent, RunEvent } from "../core/types.js";
 import type { EventListener } from "./engine-options.js";
 
 /** Stored events read per page while a subscription replays a run's history. */
@@ -61,7 +63,13 @@ export class Subscribers {
       lastDelivered = e.seq;
       this.call(listener, e);
     };
-    const remove = this.add((e) => (buffered ? buffered.push(e) : deliver(e)), runId);
+    const remove = this.add((e) => {
+      // Progress has no seq and is stale by the time the history is read: only live progress is shown.
+      if (e.type === "node.progress") {
+        if (!buffered && !stopped) this.call(listener, e);
+      } else if (buffered) buffered.push(e);
+      else deliver(e);
+    }, runId);
     const stop = () => {
       stopped = true;
       buffered = null;
@@ -96,12 +104,27 @@ export class Subscribers {
     }
   }
 
+  /**
+   * Hands one progress event to its listeners: the path of `task.progress`, apart from
+   * `publish` (stored events, in batches after each commit) so that neither slows the other.
+   */
+  publishProgress(e: ProgressEvent): void {
+    for (const listener of this.all) this.call(listener, e);
+    const forRun = this.byRun.get(e.run_id);
+    if (forRun) for (const listener of forRun) this.call(listener, e);
+  }
+
+  /** Whether anyone listens to this run's events (progress to nobody is not built). */
+  listens(runId: string): boolean {
+    return this.all.size > 0 || this.byRun.has(runId);
+  }
+
   clear(): void {
     this.all.clear();
     this.byRun.clear();
   }
 
-  private call(listener: EventListener, e: RunEvent): void {
+  private call(listener: EventListener, e: LiveEvent): void {
     try {
       listener(e);
     } catch (err) {

@@ -3,7 +3,7 @@
  * other engines share, by polling at the sweep interval (another engine may end it).
  */
 import type { RunStatus } from "../core/states.js";
-import type { RunEvent } from "../core/types.js";
+import type { LiveEvent } from "../core/types.js";
 import { NotFoundError } from "../errors.js";
 import type { Store } from "../store/store.js";
 import type { Clock } from "./clock.js";
@@ -16,7 +16,7 @@ export interface WaitContext<R> {
   pollMs: number;
   /** Polling stops once the engine is closed. */
   closed: () => boolean;
-  subscribe: (listener: (e: RunEvent) => void, runId: string) => () => void;
+  subscribe: (listener: (e: LiveEvent) => void, runId: string) => () => void;
   /** What to resolve with once the run ended (the run with its nodes). */
   read: (runId: string) => Promise<R>;
 }

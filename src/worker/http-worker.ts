@@ -4,7 +4,9 @@
  * runs, reports success (with the handler's route) or failure, and drops a task the server
  * answers 409 for (its lease was lost: another worker has it). Every heartbeat and report
  * carries the claim's worker_id: the server binds an attempt to it (DESIGN §13). A claim
- * refused for being over a limit (429, 503) is tried again after its `Retry-After`.
+ * refused for being over a limit (429, 503) is tried again after its `Retry-After`. A handler's
+ * `task.progress(data)` is posted to `/v1/tasks/{id}/progress`, one request at a time and at most
+ * every 50 ms (the latest value wins), without waiting and without failing the task.
  * `skein worker` runs it.
  *
  * @example
@@ -38,7 +40,10 @@ export interface HttpWorkerOptions {
 }
 
 /** A claimed task as the API returns it. */
-type WireTask = Omit<Task, "signal" | "heartbeat" | "route"> & { lease_expires_at: number };
+type WireTask = Omit<Task, "signal" | "heartbeat" | "progress" | "route"> & { lease_expires_at: number };
+
+/** How often one task's progress is posted at most, ms (the server throttles it the same way). */
+const PROGRESS_INTERVAL_MS = 50;
 
 /** An answer of the API that is not 2xx. */
 class ApiError extends Error {
@@ -137,10 +142,21 @@ export class HttpWorker {
       }
     };
     const timer = setInterval(() => void heartbeat(), (this.leaseSeconds * 1000) / 3);
+    const progress = new ProgressPoster(
+      (body) => this.call(`/v1/tasks/${encodeURIComponent(wire.execution_id)}/progress`, body),
+      { attempt: wire.attempt, worker_id: this.workerId },
+      (line) => this.log(`progress of ${at}: ${line}`),
+    );
     let report: { path: string; body: object };
     try {
       if (!handler) throw new Error(`this worker has no handler for agent_type "${wire.agent_type}"`);
-      const task = { ...wire, signal: lost.signal, heartbeat, route } as Task;
+      const task = {
+        ...wire,
+        signal: lost.signal,
+        heartbeat,
+        progress: (data: unknown) => progress.offer(data),
+        route,
+      } as Task;
       // The agent's own spans (fetch, an LLM SDK) nest under the attempt's span on the server.
       const value = await withRemoteParent(wire.traceparent, () => handler(task));
       const routed = isRouted(value) ? value : null;
@@ -162,6 +178,7 @@ export class HttpWorker {
       };
     } finally {
       clearInterval(timer);
+      progress.end(); // a value still waiting would reach the server after the report: dropped
     }
     if (lost.signal.aborted) {
       this.counts.lost += 1;
@@ -208,6 +225,81 @@ export class HttpWorker {
       throw new ApiError(res.status, parsed?.error?.message ?? `HTTP ${res.status}`, res.retryAfterSeconds);
     }
     return parsed;
+  }
+}
+
+/**
+ * One task's progress on its way to the server: at most one request in flight, at most one every
+ * PROGRESS_INTERVAL_MS, the latest value replacing any waiting one. Never throws: a value that is
+ * not JSON or a failed request is logged (once per task for bad values) and dropped.
+ */
+class ProgressPoster {
+  private waiting: { progress: unknown } | null = null;
+  private sending = false;
+  private timer: NodeJS.Timeout | null = null;
+  private nextAt = 0;
+  private ended = false;
+  private warned = false;
+
+  constructor(
+    private readonly post: (body: object) => Promise<unknown>,
+    private readonly who: { attempt: number; worker_id: string },
+    private readonly log: (line: string) => void,
+  ) {}
+
+  offer(data: unknown): void {
+    if (this.ended) return;
+    let text: string | undefined;
+    try {
+      text = JSON.stringify(data);
+    } catch {
+      text = undefined;
+    }
+    if (text === undefined) {
+      if (!this.warned) this.log("dropped a value that is not JSON (send plain objects, arrays, strings, numbers)");
+      this.warned = true;
+      return;
+    }
+    this.waiting = { progress: JSON.parse(text) };
+    this.next();
+  }
+
+  end(): void {
+    this.ended = true;
+    this.waiting = null;
+    if (this.timer) clearTimeout(this.timer);
+    this.timer = null;
+  }
+
+  private next(): void {
+    if (this.sending || this.timer || this.waiting === null || this.ended) return;
+    const wait = this.nextAt - Date.now();
+    if (wait > 0) {
+      this.timer = setTimeout(() => {
+        this.timer = null;
+        this.next();
+      }, wait);
+      return;
+    }
+    const body = { ...this.who, ...this.waiting };
+    this.waiting = null;
+    this.sending = true;
+    this.post(body)
+      .then(
+        (answer) => {
+          // The attempt no longer runs: nothing more of it is worth sending.
+          if ((answer as { delivered?: boolean } | null)?.delivered === false) this.end();
+        },
+        (e: unknown) => {
+          this.log(`not delivered: ${(e as Error).message}`);
+          if (e instanceof ApiError && (e.status === 403 || e.status === 404 || e.status === 409)) this.end();
+        },
+      )
+      .finally(() => {
+        this.sending = false;
+        this.nextAt = Date.now() + PROGRESS_INTERVAL_MS;
+        this.next();
+      });
   }
 }
 

@@ -6,7 +6,7 @@ import { describe, expect, it } from "vitest";
 import { EventTap } from "../../src/cli/follow.js";
 import { formatEventLine, RunProgress, renderTable } from "../../src/cli/live-view.js";
 import { runReport } from "../../src/cli/summary.js";
-import type { RunEvent } from "../../src/index.js";
+import type { LiveEvent } from "../../src/index.js";
 import { nextEvent, testEngine } from "../helpers.js";
 
 describe("WAITING nodes say what they wait for", () => {
@@ -22,7 +22,7 @@ describe("WAITING nodes say what they wait for", () => {
     const tap = new EventTap(engine);
     const both = new Promise<void>((resolve) => {
       let n = 0;
-      engine.subscribe((e: RunEvent) => {
+      engine.subscribe((e: LiveEvent) => {
         if (e.type === "node.waiting" && ++n === 2) resolve();
       });
     });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { type Engine, type RunEvent, ValidationError } from "../../src/index.js";
+import { type Engine, type LiveEvent, type RunEvent, ValidationError } from "../../src/index.js";
 import { nextEvent, testEngine } from "../helpers.js";
 
 /** A run of `width` parallel nodes then a join: about 3 events a node, more than a replay page (500) at 200. */
@@ -24,7 +24,8 @@ function collector() {
   const ended = new Promise<void>((r) => {
     resolveEnded = r;
   });
-  const listener = (e: RunEvent) => {
+  const listener = (e: LiveEvent) => {
+    if (e.type === "node.progress") return;
     events.push(e);
     if (e.type === "run.succeeded" || e.type === "run.failed" || e.type === "run.cancelled") resolveEnded();
   };
@@ -80,7 +81,7 @@ describe("subscribe with from: the stored history, then live, each event once", 
     const first = new Promise<void>((resolve) => {
       const stop = engine.subscribe(
         (e) => {
-          got.push(e);
+          if (e.type !== "node.progress") got.push(e);
           stop();
           resolve();
         },

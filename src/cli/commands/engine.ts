@@ -26,20 +26,12 @@ export function registerEngine(program: Command): void {
       const release = keepAlive();
       const stop = stopSignal();
       try {
-        engine.subscribe((e) =>
-          logger.info(
-            {
-              event: e.type,
-              run_id: e.run_id,
-              node_id: e.node_id,
-              visit: e.visit,
-              trace_id: e.trace_id,
-              seq: e.seq,
-              data: e.data,
-            },
-            e.type,
-          ),
-        );
+        engine.subscribe((e) => {
+          // Progress is live chatter, not the run's history: the log has the stored events only.
+          if (e.type === "node.progress") return;
+          const { type, run_id, node_id, visit, trace_id, seq, data } = e;
+          logger.info({ event: type, run_id, node_id, visit, trace_id, seq, data }, type);
+        });
         logger.info(
           { engine_id: engine.engineId, database, agent_types: Object.keys(agents) },
           "engine started: serving every run of the database until SIGINT or SIGTERM",

@@ -5,11 +5,14 @@
  * replayed from the database first (Engine.subscribe with `from`), then live ones follow without
  * a gap or a repeat. A comment every 15 s keeps
  * proxies from closing an idle stream. A token scoped to workflows gets only their runs' events.
+ * Progress of running attempts (`node.progress`, never stored) comes as `event: node.progress`
+ * with no `id:`, so a reconnect's Last-Event-ID still names the last stored event. Writes are
+ * coalesced per turn of the event loop: a chatty stream costs one socket write per turn.
  * Streams are capped per token and in total (limits.ts): over a cap, 429 or 503 with Retry-After.
  */
 import type { FastifyInstance } from "fastify";
 import { z } from "zod";
-import type { RunEvent } from "../../core/types.js";
+import type { LiveEvent } from "../../core/types.js";
 import type { Engine } from "../../engine/engine.js";
 import { ValidationError } from "../../errors.js";
 import { READERS } from "../auth.js";
@@ -52,7 +55,8 @@ export function registerStreamRoutes(app: FastifyInstance, ctx: RouteContext): v
       schema: {
         operationId: "streamEvents",
         tags: ["events"],
-        summary: "Server-Sent Events: each event as `id: <seq>` and `data: <event JSON>`",
+        summary:
+          "Server-Sent Events: each stored event as `id: <seq>` and `data: <event JSON>`; running attempts' progress as `event: node.progress` and `data:`, without an id",
         querystring: StreamQuery,
         response: {
           ...errorResponses(404, 429, 503),
@@ -84,14 +88,31 @@ export function registerStreamRoutes(app: FastifyInstance, ctx: RouteContext): v
       ctx.streams.add(res);
 
       let lastSent = after ?? -1;
-      const send = (e: RunEvent) => {
-        if (e.seq <= lastSent || res.writableEnded) return;
-        lastSent = e.seq;
-        res.write(`id: ${e.seq}\ndata: ${JSON.stringify(e)}\n\n`);
+      let unwritten = "";
+      let writeQueued = false;
+      const writeOut = () => {
+        writeQueued = false;
+        const text = unwritten;
+        unwritten = "";
+        if (res.writableEnded || res.destroyed) return;
+        res.write(text);
         if (res.writableLength > MAX_BUFFERED_BYTES) {
           request.log.warn({ run_id }, "event stream client too slow: closed");
           // Destroyed, not ended: an end waits for a client that reads nothing to take the buffer.
           res.destroy();
+        }
+      };
+      const send = (e: LiveEvent) => {
+        if (res.writableEnded) return;
+        if (e.type === "node.progress") unwritten += `event: node.progress\ndata: ${JSON.stringify(e)}\n\n`;
+        else {
+          if (e.seq <= lastSent) return;
+          lastSent = e.seq;
+          unwritten += `id: ${e.seq}\ndata: ${JSON.stringify(e)}\n\n`;
+        }
+        if (!writeQueued) {
+          writeQueued = true;
+          setImmediate(writeOut);
         }
       };
       const scope = request.principal?.workflows;
@@ -164,7 +185,7 @@ class RunWorkflows {
   constructor(private readonly engine: Engine) {}
 
   /** `send`, given only events of runs in `scope`, in their order (a lookup holds back later events). */
-  filter(scope: WorkflowScope, send: (e: RunEvent) => void): (e: RunEvent) => void {
+  filter(scope: WorkflowScope, send: (e: LiveEvent) => void): (e: LiveEvent) => void {
     let chain = Promise.resolve();
     return (e) => {
       const workflow = this.of(e);
@@ -175,7 +196,7 @@ class RunWorkflows {
     };
   }
 
-  private of(e: RunEvent): Promise<string | null> {
+  private of(e: LiveEvent): Promise<string | null> {
     let found = this.known.get(e.run_id);
     if (found === undefined) {
       const started = e.type === "run.started" ? e.data.workflow_id : undefined;

@@ -7,6 +7,8 @@
  * and `worker_id` that claimed it (DESIGN §13): heartbeats and reports from anyone else are 403
  * (an agent type the token may not claim) or 409, and change nothing. Ids are checked here,
  * before the engine sees them; claims and heartbeats are rate-limited per token (429).
+ * Progress (DESIGN §11.6) is checked like a heartbeat but changes nothing stored: it goes to the
+ * live subscribers, throttled per attempt, and is dropped (`delivered: false`) once the attempt ended.
  */
 import type { FastifyInstance } from "fastify";
 import { z } from "zod";
@@ -67,6 +69,18 @@ const HeartbeatBody = z
     lease_seconds: z.number().min(1).max(86_400).default(60),
   })
   .strict();
+
+const ProgressBody = z
+  .object({
+    attempt: z.number().int().min(1),
+    worker_id: workerId,
+    progress: json().describe("any JSON value: the attempt's partial output (text so far, `{ content }`, a count)"),
+  })
+  .strict();
+
+const ProgressAnswer = z.object({
+  delivered: z.boolean().describe("false: the attempt no longer runs, and the progress was dropped (stop sending it)"),
+});
 
 const target = z.union([
   z.literal("$end"),
@@ -147,6 +161,30 @@ export function registerTaskRoutes(app: FastifyInstance, { engine }: RouteContex
         attempt,
         lease_seconds,
       });
+    },
+  );
+
+  app.post<{ Params: z.output<typeof TaskParams>; Body: z.output<typeof ProgressBody> }>(
+    "/v1/tasks/:execution_id/progress",
+    {
+      config: { access: AGENTS },
+      schema: {
+        operationId: "progressTask",
+        tags: ["tasks"],
+        summary: `Stream a claimed task's partial output to live subscribers as node.progress: throttled per attempt, never stored (${conflict})`,
+        params: TaskParams,
+        body: ProgressBody,
+        response: { ...errorResponses(404, 409, 429, 503), 202: ProgressAnswer },
+      },
+    },
+    async (request, reply) => {
+      const { attempt, worker_id, progress } = request.body;
+      const answer = await engine.progressTask(request.params.execution_id, {
+        ...identity(request.principal, worker_id),
+        attempt,
+        progress,
+      });
+      return reply.code(202).send(answer);
     },
   );
 
