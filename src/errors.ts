@@ -124,18 +124,20 @@ export class NonRetryableError extends SkeinError {
 }
 
 /**
- * Thrown by an agent to fail its attempt for now: retried as the node says (like any other
- * error), after `retryAfterMs` when given (an upstream's `Retry-After`), within the node's
- * `retry_max_interval`, instead of the backoff delay.
- * @example throw new RetryableError("the provider is rate limiting", { retryAfterMs: 2000 })
+ * Thrown by an agent to fail its attempt for now, retried as the node's retry settings allow.
+ * `retryAfterMs` (a service's `Retry-After`) replaces the backoff delay of the retry, capped by
+ * the node's `retry_max_interval`. Any other error is retried too; this one says when.
+ * @example throw new RetryableError("rate limited", { retryAfterMs: 30_000 })
  */
 export class RetryableError extends SkeinError {
   override readonly name = "RetryableError";
   readonly code = "retryable";
+  /** When to try again, in milliseconds (a non-negative integer), or undefined for the backoff delay. */
   readonly retryAfterMs: number | undefined;
   constructor(message: string, options: { retryAfterMs?: number; cause?: unknown } = {}) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
-    this.retryAfterMs = options.retryAfterMs;
+    const ms = options.retryAfterMs;
+    this.retryAfterMs = ms === undefined || !Number.isFinite(ms) || ms < 0 ? undefined : Math.round(ms);
   }
 }
 

@@ -255,7 +255,12 @@ export function failAttempt(
     transition(rs, v, "RETRYING");
     v.error = error;
     clearAttempt(v);
-    v.ready_at = now + retryDelayMs(node, v.failures, random);
+    // A service that said when to come back (Retry-After) is believed, within retry_max_interval.
+    const delay =
+      error.retry_after_ms === undefined
+        ? retryDelayMs(node, v.failures, random)
+        : Math.min(error.retry_after_ms, node.retry_max_interval * 1000);
+    v.ready_at = now + delay;
     rs.changes.readied.push(v);
     event(rs, "node.retrying", v, now, { attempt: v.attempt, error: errorJson(error), retry_at: v.ready_at });
     return;

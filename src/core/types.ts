@@ -14,7 +14,7 @@ export interface VisitError {
   reason: string;
   name?: string;
   details?: Json;
-  /** The upstream's wish (a `Retry-After`): the next attempt after this delay, within `retry_max_interval`. */
+  /** Wait this long before the retry instead of the backoff delay (at most retry_max_interval): a `Retry-After`. */
   retry_after_ms?: number;
 }
 

@@ -42,6 +42,25 @@ export interface BuiltinPayloads {
     /** Node ids, each also in depends_on. @defaultValue every dependency */
     sources?: string[];
   };
+  /** One HTTP request per attempt (DESIGN §12); output `{ status, headers, body }`. */
+  http: {
+    /** @defaultValue "GET" */
+    method?: "GET" | "HEAD" | "POST" | "PUT" | "PATCH" | "DELETE" | "OPTIONS" | Template;
+    /** An absolute http:// or https:// URL. */
+    url: string;
+    /** Header values may hold templates, `{{ secrets.NAME }}` among them. `Idempotency-Key` defaults to the execution_id. */
+    headers?: Record<string, string> | Template;
+    /** Appended to the url's query; a list repeats the name. */
+    query?: Record<string, string | number | boolean | (string | number | boolean)[]> | Template;
+    /** A string is sent as it is (text/plain unless a content-type header says otherwise), other JSON as JSON. */
+    body?: unknown;
+    /** Abort the request after this many milliseconds (a retryable failure). @defaultValue the node's timeout */
+    timeout_ms?: number | Template;
+    /** Statuses (200) or ranges ("200-299", "2xx") that succeed. @defaultValue ["2xx"] */
+    ok_status?: (number | string)[] | Template;
+    /** Redirects followed, 0 to 10 (0: a 3xx is the response). @defaultValue 5 */
+    max_redirects?: number | Template;
+  };
   /** Waits for a person's decision. */
   human_review: {
     /** Who may decide: a non-empty list of names (or one template giving one). Absent: any reviewer. */

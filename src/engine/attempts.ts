@@ -11,7 +11,7 @@ import type { Decision } from "../core/scheduler.js";
 import type { Json, RunParent, VisitError } from "../core/types.js";
 import type { ExpressionContext } from "../definition/expressions.js";
 import type { CompiledNode, WorkflowGraph } from "../definition/graph.js";
-import { NonRetryableError, NotFoundError } from "../errors.js";
+import { NonRetryableError, NotFoundError, RetryableError } from "../errors.js";
 import type { Store, VisitKey } from "../store/store.js";
 import type { Dispatcher } from "./dispatcher.js";
 import type { RunRef } from "./dispatcher-options.js";
@@ -401,13 +401,20 @@ function isNonRetryable(e: unknown): boolean {
   return e instanceof NonRetryableError || (e instanceof Error && e.name === "NonRetryableError");
 }
 
+/** A built-in agent's NonRetryableError may name its reason (`invalid_output` for an http body over the limit). */
+function nonRetryableReason(e: Error): string {
+  const reason = (e as { reason?: unknown }).reason;
+  return e instanceof NonRetryableError && typeof reason === "string" ? reason : "non_retryable";
+}
+
 function errorOf(e: unknown): VisitError {
   if (e instanceof Error) {
     const error: VisitError = {
       message: e.message || e.name,
-      reason: isNonRetryable(e) ? "non_retryable" : "error",
+      reason: isNonRetryable(e) ? nonRetryableReason(e) : "error",
       name: e.name,
     };
+    if (e instanceof RetryableError && e.retryAfterMs !== undefined) error.retry_after_ms = e.retryAfterMs;
     return error;
   }
   return { message: typeof e === "string" ? e : `handler threw a non-Error value: ${safeString(e)}`, reason: "error" };

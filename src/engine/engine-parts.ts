@@ -6,6 +6,7 @@
 import type { Logger } from "pino";
 import type { AgentHandler } from "../agents/task.js";
 import { llmHandler } from "../calls/llm/handler.js";
+import { httpAgent } from "../calls/http.js";
 import { BUILTIN_HANDLERS } from "../core/kinds/index.js";
 import type { Store } from "../store/store.js";
 import { AttemptRunner } from "./attempts.js";
@@ -50,10 +51,12 @@ export function createParts(c: PartsContext): EngineParts {
   for (const kind of BUILTIN_HANDLERS) {
     if (!handlers.has(kind.name)) handlers.set(kind.name, kind.handler({ maxOutputBytes: c.maxPayloadBytes }));
   }
-  // The built-in kinds whose agent does I/O (the core stays pure): built here, with the options they need.
+  // Built-in agents that do I/O (DESIGN §12) live outside the pure core: src/calls/.
+  if (!handlers.has("http")) handlers.set("http", httpAgent({ maxResponseBytes: c.maxPayloadBytes, clock }));
   if (!handlers.has("llm")) {
     handlers.set("llm", llmHandler({ llm: options.llm, maxOutputBytes: c.maxPayloadBytes, now: () => clock.now() }));
   }
+  // The test harness waits for these handlers' I/O (createTestEngine), never skipping time past it.
   if (options.wrapHandler) {
     for (const [type, handler] of handlers) handlers.set(type, options.wrapHandler(type, handler));
   }

@@ -67,10 +67,10 @@ export type HeartbeatRequest = WorkerIdentity & { attempt: number; lease_seconds
 export type ProgressRequest = WorkerIdentity & { attempt: number; progress: unknown };
 /** A success: `next` is the agent's route. */
 export type CompleteRequest = WorkerIdentity & { attempt: number; output?: unknown; next?: string | string[] };
-/** A failure, retried unless `retryable` is false. */
+/** A failure, retried unless `retryable` is false; `error.retry_after_ms` sets the retry's delay (a Retry-After). */
 export type FailRequest = WorkerIdentity & {
   attempt: number;
-  error: { message: string; [key: string]: unknown };
+  error: { message: string; retry_after_ms?: number; [key: string]: unknown };
   retryable?: boolean;
 };
 

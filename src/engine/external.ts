@@ -99,10 +99,11 @@ export class ExternalWorkers {
         { path: "agent_types", message: "must be a non-empty list of agent types" },
       ]);
     }
-    const engineStarted = types.map(kindOf).find((k) => k.start === "engine");
-    if (engineStarted) {
+    // Engine-started kinds, and built-in agents that run only in the engine (http).
+    const engineOnly = types.map(kindOf).find((k) => k.notClaimable !== undefined);
+    if (engineOnly) {
       throw new ValidationError("Claim is invalid", [
-        { path: "agent_types", message: `${engineStarted.name} nodes ${engineStarted.notClaimable}, not for a worker` },
+        { path: "agent_types", message: `${engineOnly.name} nodes ${engineOnly.notClaimable}, not for a worker` },
       ]);
     }
     const max = request.max_tasks ?? 1;
@@ -268,13 +269,22 @@ export class ExternalWorkers {
   async fail(executionId: string, request: FailRequest): Promise<ReportAnswer> {
     const key = this.checked(executionId, request, "Report is invalid");
     await this.verify(executionId, key, request, false);
-    const { message, ...details } = request.error;
+    const { message, retry_after_ms, ...details } = request.error;
+    if (retry_after_ms !== undefined && !(Number.isSafeInteger(retry_after_ms) && (retry_after_ms as number) >= 0)) {
+      throw new ValidationError("Report is invalid", [
+        {
+          path: "error.retry_after_ms",
+          message: `must be a non-negative integer of milliseconds (when to retry), got ${JSON.stringify(retry_after_ms)}`,
+        },
+      ]);
+    }
     return this.report(executionId, request, {
       kind: "failure",
       error: {
         message,
         reason: "error",
         ...(Object.keys(details).length > 0 ? { details: details as Json } : {}),
+        ...(retry_after_ms === undefined ? {} : { retry_after_ms: retry_after_ms as number }),
       },
       retryable: request.retryable ?? true,
     });

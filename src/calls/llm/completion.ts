@@ -5,7 +5,8 @@
  */
 import { createParser, type EventSourceMessage } from "eventsource-parser";
 import type { Json } from "../../core/types.js";
-import { NonRetryableError, RetryableError } from "../../errors.js";
+import { RetryableError } from "../../errors.js";
+import { ResponseTooLargeError } from "../http.js";
 
 /** A tool call as the model made it (OpenAI's shape, so it may go back into `messages` as is). */
 export interface ToolCall {
@@ -207,7 +208,7 @@ class Accumulator {
   private grow(text: string): void {
     this.bytes += Buffer.byteLength(text);
     if (this.bytes > this.o.maxBytes) {
-      throw new NonRetryableError(
+      throw new ResponseTooLargeError(
         `the completion from ${this.o.who} passed ${this.o.maxBytes} bytes (maxPayloadBytes), the largest output a node may have; ask for less (max_tokens) or raise maxPayloadBytes`,
       );
     }

@@ -10,6 +10,7 @@ import type { AgentHandler, Task } from "../../agents/task.js";
 import type { LlmMessage, LlmPayload } from "../../core/kinds/llm.js";
 import type { Json, Usage } from "../../core/types.js";
 import { NonRetryableError, RetryableError } from "../../errors.js";
+import { retryAfterOf } from "../http.js";
 import { type Completion, causeOf, readJson, readStream } from "./completion.js";
 import { ContentParser } from "./parse-content.js";
 import { checkProviders, type LlmOptions, type LlmProvider, providerOf } from "./providers.js";
@@ -138,7 +139,7 @@ async function statusError(response: Response, who: string, now: number): Promis
   const text = (await response.text().catch(() => "")).slice(0, ERROR_BODY_CHARS);
   const message = `${who} answered ${response.status}: ${providerMessage(text)}`;
   if (response.status === 429 || response.status >= 500) {
-    const retryAfterMs = retryAfterOf(response.headers, now);
+    const retryAfterMs = retryAfterMsOf(response.headers, now);
     return new RetryableError(message, retryAfterMs === undefined ? {} : { retryAfterMs });
   }
   return new NonRetryableError(message);
@@ -158,15 +159,10 @@ function providerMessage(text: string): string {
 }
 
 /** `retry-after-ms` (OpenAI's), else `Retry-After` in seconds or as an HTTP date; undefined when absent or unreadable. */
-export function retryAfterOf(headers: Headers, now: number): number | undefined {
+function retryAfterMsOf(headers: Headers, now: number): number | undefined {
   const ms = Number(headers.get("retry-after-ms") ?? Number.NaN);
   if (Number.isFinite(ms) && ms >= 0) return Math.round(ms);
-  const value = headers.get("retry-after");
-  if (value === null || value.trim() === "") return undefined;
-  const seconds = Number(value);
-  if (Number.isFinite(seconds) && seconds >= 0) return Math.round(seconds * 1000);
-  const at = Date.parse(value);
-  return Number.isFinite(at) ? Math.max(0, at - now) : undefined;
+  return retryAfterOf(headers.get("retry-after"), now);
 }
 
 function emptyStream(): ReadableStream<Uint8Array> {

@@ -6,6 +6,7 @@
 import type { CompiledNode } from "../../definition/graph.js";
 import type { Json } from "../types.js";
 import { aggregator } from "./aggregator.js";
+import { http } from "./http.js";
 import { humanReview } from "./human-review.js";
 import type { NodeKind } from "./kind.js";
 import { llm } from "./llm.js";
@@ -18,7 +19,7 @@ import { workflow } from "./workflow.js";
 export type { KindChecks, NodeKind } from "./kind.js";
 
 const BUILTIN: ReadonlyMap<string, NodeKind> = new Map(
-  [aggregator, humanReview, llm, map, sleep, waitEvent, workflow].map((k) => [k.name, k]),
+  [aggregator, http, humanReview, llm, map, sleep, waitEvent, workflow].map((k) => [k.name, k]),
 );
 
 /** The built-in agent types (reserved names). */

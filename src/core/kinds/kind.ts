@@ -38,7 +38,10 @@ export interface NodeKind {
    * (`begin`), with no agent and no concurrency limit; workers may not claim it.
    */
   readonly start: "agent" | "engine";
-  /** For `start: "engine"`: what a worker that asks for one is told (`<name> nodes ...`). */
+  /**
+   * What a worker that asks for one is told (`<name> nodes ...`): set for every `start: "engine"`
+   * kind, and for built-in agents only the engine runs (`http`).
+   */
   readonly notClaimable?: string;
   /** False: the node's retry settings and `defaults` do not apply; its timeout defaults to the workflow's. */
   readonly retries: boolean;

@@ -52,6 +52,7 @@ const ROLES = ["system", "developer", "user", "assistant", "tool"];
 export const llm: NodeKind = {
   name: "llm",
   start: "agent",
+  notClaimable: "run in the engine (its built-in llm agent, with the engine's providers and secrets)",
   retries: true,
   validate(node, checks) {
     // Rules added since a document was stored do not refuse it (an agent_type "llm" of its own, before this kind).

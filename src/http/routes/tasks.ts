@@ -103,7 +103,17 @@ const FailBody = z
   .object({
     attempt: z.number().int().min(1),
     worker_id: workerId,
-    error: z.object({ message: z.string().min(1).max(10_000) }).catchall(z.unknown()),
+    error: z
+      .object({
+        message: z.string().min(1).max(10_000),
+        retry_after_ms: z
+          .number()
+          .int()
+          .min(0)
+          .optional()
+          .describe("wait this long before the retry instead of the backoff delay (at most retry_max_interval)"),
+      })
+      .catchall(z.unknown()),
     retryable: z.boolean().default(true).describe("false fails the visit at once, without retries"),
   })
   .strict();
