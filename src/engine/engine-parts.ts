@@ -5,8 +5,8 @@
  */
 import type { Logger } from "pino";
 import type { AgentHandler } from "../agents/task.js";
-import { llmHandler } from "../calls/llm/handler.js";
 import { httpAgent } from "../calls/http.js";
+import { llmHandler } from "../calls/llm/handler.js";
 import { BUILTIN_HANDLERS } from "../core/kinds/index.js";
 import type { Store } from "../store/store.js";
 import { AttemptRunner } from "./attempts.js";
