@@ -7,6 +7,7 @@ import { existsSync } from "node:fs";
 import { dirname } from "node:path";
 import type { Logger } from "pino";
 import type { AgentHandler, Engine, RunWithNodes } from "../index.js";
+import { llmFromEnv } from "./llm-env.js";
 import { CliError } from "./output.js";
 import { resolveRun } from "./run-ids.js";
 
@@ -46,7 +47,7 @@ export function getRunOrFail(client: Engine, runId: string, db: string): Promise
 /** An engine serving `db` with the given agents (it recovers what a dead engine left). */
 export async function openEngine(db: string, agents: Record<string, AgentHandler>, logger?: Logger): Promise<Engine> {
   const { createEngine } = await library();
-  return createEngine({ database: db, agents, ...(logger ? { logger } : {}) });
+  return createEngine({ database: db, agents, ...llmFromEnv(), ...(logger ? { logger } : {}) });
 }
 
 /** False for a SQLite file that does not exist (other URLs: true, the library explains them). */
