@@ -31,6 +31,7 @@ import { benchParked, benchWaiting } from "./parked.js";
 import { benchPgEngines } from "./pg-engines.js";
 import { benchPgRecovery } from "./pg-recovery.js";
 import { checkpoint, dropLeftoverSchemas, serverSettings, tempSchema } from "./postgres.js";
+import { benchProgress } from "./progress.js";
 import { benchRecovery } from "./recovery.js";
 import { benchSchedules } from "./schedules.js";
 import { benchSteps } from "./steps.js";
@@ -81,6 +82,8 @@ const TARGETS: Record<string, { text: string; ok(v: number, all: Record<string, 
   map10k_items_per_s: { text: ">= 5000", ok: (v) => v >= 5000 },
   map10k_rss_mb: { text: "< 250", ok: (v) => v < 250 },
   schedules10k_sweep_ms: { text: "< 20", ok: (v) => v < 20 },
+  progress_msgs_per_s: { text: ">= 20000", ok: (v) => v >= 20_000 },
+  dag8_with_progress_ratio: { text: ">= 0.8", ok: (v) => v >= 0.8 },
   "postgres.dag8_runs_per_s": { text: ">= 400", ok: (v) => v >= 400 },
   "postgres.dag8_serial_p50_ms": { text: "< 10", ok: (v) => v < 10 },
   "postgres.step_p50_ms_100": {
@@ -165,6 +168,7 @@ const MEASUREMENTS: [string, () => Promise<Measured>, Section?, number?][] = [
   ["child_run", () => benchChildRun()],
   ["map10k", () => benchMap()],
   ["schedules10k_sweep", () => benchSchedules()],
+  ["progress", () => benchProgress()],
   ["cli", () => benchCli(), "cli"],
   // PostgreSQL: parked10k, waiting10k, child_run, map10k's rss and cli are SQLite-only; recovery is
   // measured between two engine processes there (pg_recovery).

@@ -6,9 +6,10 @@
  * The view shows the run's stored events in order. This engine's events trigger a read at once;
  * what another process writes to the run (`skein review`, `cancel`, `retry`), which this engine
  * never publishes, is found by a read every second. A map node's items end without an event of
- * the run: the table reads the run every second for their counts.
+ * the run: the table reads the run every second for their counts. Progress (`node.progress`,
+ * never stored) goes to the view as this engine publishes it.
  */
-import type { Engine, RunEvent } from "../index.js";
+import type { Engine, ProgressEvent, RunEvent } from "../index.js";
 import { type LiveView, lineView, RunProgress, tableView } from "./live-view.js";
 import { EXIT, exitCodeForStatus, printJson, println } from "./output.js";
 import { keepAlive, stopSignal } from "./signals.js";
@@ -24,19 +25,25 @@ export class EventTap {
   private readonly buffer: RunEvent[] = [];
   private runId: string | null = null;
   private listener: ((e: RunEvent) => void) | null = null;
+  private onProgress: ((e: ProgressEvent) => void) | null = null;
   private readonly unsubscribe: () => void;
 
   constructor(engine: Engine) {
     this.unsubscribe = engine.subscribe((e) => {
-      if (e.type === "node.progress") return;
+      if (e.type === "node.progress") {
+        // Live only: what came before the run's id was known is stale, and not kept.
+        if (e.run_id === this.runId) this.onProgress?.(e);
+        return;
+      }
       if (this.runId === null) this.buffer.push(e);
       else if (e.run_id === this.runId) this.listener?.(e);
     });
   }
 
-  follow(runId: string, listener: (e: RunEvent) => void): void {
+  follow(runId: string, listener: (e: RunEvent) => void, onProgress?: (e: ProgressEvent) => void): void {
     this.runId = runId;
     this.listener = listener;
+    this.onProgress = onProgress ?? null;
     for (const e of this.buffer.splice(0)) if (e.run_id === runId) listener(e);
   }
 
@@ -79,10 +86,14 @@ export async function follow(engine: Engine, tap: EventTap, runId: string, optio
     // recovery did) are shown; the history before them is not replayed.
     let firstSeq: number | null = null;
     let ready = false;
-    tap.follow(runId, (e) => {
-      firstSeq ??= e.seq;
-      if (ready) void stored?.read();
-    });
+    tap.follow(
+      runId,
+      (e) => {
+        firstSeq ??= e.seq;
+        if (ready) void stored?.read();
+      },
+      (e) => live?.progress(e),
+    );
     const last = await lastSeq(engine, runId);
     const from = firstSeq === null ? last : Math.min(firstSeq - 1, last ?? firstSeq - 1);
     stored = new StoredEvents(engine, runId, from, (e) => live?.event(e));

@@ -1,9 +1,11 @@
 /**
  * Live progress of one run while this process's engine runs it: on a terminal, a table of nodes
  * redrawn in place (ANSI cursor movement); otherwise one line per event, which suits logs and
- * pipes. Both are fed the run's events as the engine publishes them.
+ * pipes. Both are fed the run's events as the engine publishes them. The table shows, under a
+ * running node, the last line of its latest progress (DESIGN §11.6); the lines leave progress
+ * out (one line per value would drown the events).
  */
-import type { MapCounts, RunEvent, RunWithNodes, Visit } from "../index.js";
+import type { Json, MapCounts, ProgressEvent, RunEvent, RunWithNodes, Visit } from "../index.js";
 import { withMapNote } from "./map-note.js";
 import { reviewCommand } from "./options.js";
 import { formatMs, oneLine } from "./output.js";
@@ -11,6 +13,8 @@ import { visitWaitNote, waitNote } from "./waiting.js";
 
 export interface LiveView {
   event(e: RunEvent): void;
+  /** A running attempt's progress (live only, never stored). */
+  progress(e: ProgressEvent): void;
   /** Draws the last state and releases the terminal. */
   stop(): void;
 }
@@ -35,6 +39,8 @@ export interface NodeRow {
 /** The run's nodes, seeded from the stored run and kept current by its events. */
 export class RunProgress {
   readonly rows = new Map<string, NodeRow>();
+  /** Each node's latest progress as one line, by node; shown while that visit's attempt runs. */
+  private readonly live = new Map<string, { visit: number; attempt: number; line: string }>();
   status: string;
   endedAt: number | null;
 
@@ -64,6 +70,23 @@ export class RunProgress {
       const row = this.rows.get(v.node_id);
       if (row && row.visit === v.visit) row.items = v.items;
     }
+  }
+
+  /**
+   * Keeps a progress value's last line for its node. It may arrive before the stored
+   * node.started that makes the row RUNNING (stored events are read, progress is pushed).
+   */
+  applyProgress(e: ProgressEvent): void {
+    const row = this.rows.get(e.node_id);
+    if (row && e.visit < row.visit) return;
+    this.live.set(e.node_id, { visit: e.visit, attempt: e.data.attempt, line: progressLine(e.data.progress) });
+  }
+
+  /** The line under a row: its running attempt's latest progress, or null. */
+  liveLine(row: NodeRow): string | null {
+    const live = this.live.get(row.node_id);
+    if (!live || row.state !== "RUNNING" || live.visit !== row.visit || live.attempt !== row.attempt) return null;
+    return live.line;
   }
 
   apply(e: RunEvent): void {
@@ -152,7 +175,31 @@ export class RunProgress {
       default:
         break;
     }
+    // Ended (or waiting to retry): its progress is cleared, unless it is of a later visit already.
+    const live = this.live.get(e.node_id);
+    if (live && row.state !== "RUNNING" && live.visit <= e.visit) this.live.delete(e.node_id);
   }
+}
+
+/**
+ * A progress value as one line: a string's last line, `{ content }`'s last line (the `llm`
+ * node's), else compact JSON. Text keeps its end when cut (where a stream grows), JSON its start.
+ */
+export function progressLine(value: Json): string {
+  const content =
+    value !== null && typeof value === "object" && !Array.isArray(value) && typeof value.content === "string"
+      ? value.content
+      : null;
+  const text = typeof value === "string" ? value : content;
+  if (text === null) return JSON.stringify(value);
+  const trimmed = text.trimEnd();
+  return trimmed.slice(trimmed.lastIndexOf("\n") + 1).trim();
+}
+
+/** A text cut to `max` characters from its end (the latest of a growing stream), or whole. */
+function tailOf(text: string, max: number): string {
+  const flat = text.replace(/\s+/g, " ");
+  return flat.length > max ? `…${flat.slice(flat.length - max + 1)}` : flat;
 }
 
 function rowOf(v: Visit): NodeRow {
@@ -278,6 +325,7 @@ function describe(e: RunEvent): string {
 /** One line per event, for pipes and logs; a review requested is followed by the command that decides it. */
 export function lineView(write: (text: string) => void, progress: RunProgress): LiveView {
   return {
+    progress: () => {}, // too chatty for a log: one line per value (docs/cli.md says so)
     event: (e) => {
       progress.apply(e);
       write(`${formatEventLine(e, progress.run.created_at)}\n`);
@@ -334,6 +382,12 @@ export function renderTable(progress: RunProgress, now: number, width: number, c
     // Never cut: it is there to be copied whole.
     const command = progress.reviewCommand(r);
     if (command) lines.push(`  to decide: ${command}`);
+    const live = progress.liveLine(r);
+    if (live) {
+      const room = Math.max(10, width - 4);
+      const text = live.startsWith("{") || live.startsWith("[") ? oneLine(live, room) : tailOf(live, room);
+      lines.push(`  ${color ? `\x1b[2m${text}\x1b[0m` : text}`);
+    }
   });
   return lines;
 }
@@ -363,6 +417,10 @@ export function tableView(out: NodeJS.WriteStream, progress: RunProgress): LiveV
   return {
     event(e) {
       progress.apply(e);
+      pending ??= setTimeout(draw, 30);
+    },
+    progress(e) {
+      progress.applyProgress(e);
       pending ??= setTimeout(draw, 30);
     },
     stop() {

@@ -4,8 +4,8 @@
  */
 import { describe, expect, it } from "vitest";
 import { EventTap } from "../../src/cli/follow.js";
-import { formatEventLine, lineView, RunProgress, renderTable } from "../../src/cli/live-view.js";
-import type { RunEvent } from "../../src/index.js";
+import { formatEventLine, lineView, progressLine, RunProgress, renderTable } from "../../src/cli/live-view.js";
+import type { ProgressEvent, RunEvent, Task } from "../../src/index.js";
 import { testEngine } from "../helpers.js";
 
 const LOOP = {
@@ -111,5 +111,76 @@ describe("live view", () => {
     await engine.review(run.run_id, "sign_off", { decision: "approve", by: "ops lead" });
     const decided = new RunProgress(await engine.getRun(run.run_id));
     expect(renderTable(decided, Date.now(), 60, false).join("\n")).not.toContain("to decide");
+  });
+
+  it("shows the last line of a running node's latest progress under its row, and clears it when the node ends", async () => {
+    let task: Task | null = null;
+    let finish: () => void = () => {};
+    let started: () => void = () => {};
+    const running = new Promise<void>((resolve) => {
+      started = resolve;
+    });
+    const { engine, clock } = await testEngine({
+      agents: {
+        writer: (t) =>
+          new Promise((resolve) => {
+            task = t;
+            finish = () => resolve("done");
+            started();
+          }),
+      },
+    });
+    await engine.registerWorkflow({ id: "one", nodes: [{ node_id: "write", agent_type: "writer" }] });
+    const tap = new EventTap(engine);
+    const run = await engine.startRun("one");
+    const progress = new RunProgress(await engine.getRun(run.run_id));
+    const lines: string[] = [];
+    const view = lineView((text) => lines.push(text), progress);
+    const seen: ProgressEvent[] = [];
+    let startedSeen: () => void = () => {};
+    const startedRead = new Promise<void>((resolve) => {
+      startedSeen = resolve;
+    });
+    tap.follow(
+      run.run_id,
+      (e) => {
+        view.event(e);
+        if (e.type === "node.started") startedSeen();
+      },
+      (e) => {
+        seen.push(e);
+        view.progress(e); // the lines print nothing for it
+        progress.applyProgress(e); // what the table view does
+      },
+    );
+    await running;
+    await startedRead;
+    const t = task as unknown as Task;
+    t.progress({ content: "Once upon a time\nthere was a graph" });
+    const table = renderTable(progress, clock.now(), 60, false);
+    const at = table.findIndex((l) => l.startsWith("write"));
+    expect(table[at + 1]).toBe("  there was a graph");
+    await clock.advance(50);
+    t.progress({ step: 3, of: 10, detail: "x".repeat(100) });
+    await clock.advance(50);
+    const cut = renderTable(progress, clock.now(), 60, false);
+    expect(cut[at + 1]).toMatch(/^ {2}\{"step":3,"of":10,"detail":"x+…$/);
+    expect(cut[at + 1]?.length).toBeLessThanOrEqual(60);
+    finish();
+    await engine.waitForRun(run.run_id);
+    tap.close();
+    const after = renderTable(progress, clock.now(), 60, false);
+    expect(after.slice(at + 1)).toEqual([]);
+    expect(seen).toHaveLength(2);
+    // The event lines leave progress out.
+    expect(lines.join("")).not.toContain("progress");
+  });
+
+  it("makes one line of a progress value", () => {
+    expect(progressLine("page 3 of 10")).toBe("page 3 of 10");
+    expect(progressLine("first\nsecond\n")).toBe("second");
+    expect(progressLine({ content: "a\nb c" })).toBe("b c");
+    expect(progressLine({ done: 3 })).toBe('{"done":3}');
+    expect(progressLine([1, 2])).toBe("[1,2]");
   });
 });

@@ -1,0 +1,186 @@
+/**
+ * Progress streaming (DESIGN §11.6) through `skein serve`'s HTTP server.
+ *
+ * - `progress_msgs_per_s`: an engine on a SQLite file with `progressIntervalMs: 0` behind
+ *   createServer on a real socket, ONE SSE client (`GET /v1/stream`) counting `node.progress`
+ *   messages, and 100 in-process attempts streaming at once (each calls `task.progress` in a
+ *   loop, yielding with setImmediate, MESSAGES_PER_ATTEMPT times). The figure is the messages the
+ *   client received divided by the time from the first run's start to the last message's
+ *   arrival. The client runs in the same process (it competes for the same CPU). Target >= 20,000.
+ * - `dag8_with_progress_ratio`: dag8's closed loop (dag8.ts) on the same engine and server, the
+ *   SSE client connected, without and then with 100 attempts streaming for the whole window
+ *   (PAIRS times, in turn); the mean with / the mean without. Target >= 0.8.
+ *
+ * `npx tsx bench/progress.ts` runs it alone and prints the metrics (nothing is written).
+ */
+import { get } from "node:http";
+import { fileURLToPath } from "node:url";
+import { createServer } from "../src/http/server.js";
+import { createEngine, type Engine, type Task } from "../src/index.js";
+import { closedLoop, RunEnds } from "./dag8.js";
+import { deferred, type Measured, progress, tempDb, within } from "./lib.js";
+import { DAG8, DAG8_AGENTS } from "./workloads.js";
+
+const ATTEMPTS = 100;
+const MESSAGES_PER_ATTEMPT = 1000;
+const DAG8_RUNS = 3000;
+const DAG8_WARMUP = 300;
+const DAG8_IN_FLIGHT = 200;
+const MAX_LOOP_MS = 60_000;
+/** dag8 windows without and with streaming, taken in turn. */
+const PAIRS = 2;
+
+const STREAM = { id: "stream", nodes: [{ node_id: "s", agent_type: "streamer" }] };
+
+/** How the streaming handlers behave: a fixed count, or until told to stop. */
+const streaming = { stopped: false, forever: false };
+
+/** One attempt's stream: progress in a loop, one value per turn of the event loop. */
+async function streamer(task: Task): Promise<null> {
+  const turn = () => new Promise<void>((resolve) => setImmediate(resolve));
+  for (let i = 0; streaming.forever ? !streaming.stopped : i < MESSAGES_PER_ATTEMPT; i++) {
+    task.progress({ content: `token ${i}` });
+    await turn();
+  }
+  return null;
+}
+
+/** One SSE connection counting `node.progress` messages (a marker split across chunks counted once). */
+class ProgressCounter {
+  count = 0;
+  lastAt = 0;
+  private tail = "";
+  private target = Number.POSITIVE_INFINITY;
+  private reached = deferred();
+  private readonly close: () => void;
+
+  private constructor(base: string, connected: () => void) {
+    const req = get(`${base}/v1/stream`, (res) => {
+      res.setEncoding("utf8");
+      res.on("data", (chunk: string) => {
+        if (this.tail === "" && chunk.startsWith(": connected")) connected();
+        const text = this.tail + chunk;
+        for (let i = text.indexOf(MARKER); i >= 0; i = text.indexOf(MARKER, i + MARKER.length)) this.count += 1;
+        this.tail = text.slice(-(MARKER.length - 1));
+        this.lastAt = performance.now();
+        if (this.count >= this.target) this.reached.resolve();
+      });
+    });
+    req.on("error", () => undefined);
+    this.close = () => req.destroy();
+  }
+
+  static open(base: string): Promise<ProgressCounter> {
+    return new Promise((resolve) => {
+      const counter: ProgressCounter = new ProgressCounter(base, () => resolve(counter));
+    });
+  }
+
+  /** Resolves once `n` messages in all have arrived. */
+  until(n: number): Promise<void> {
+    this.target = n;
+    this.reached = deferred();
+    if (this.count >= n) this.reached.resolve();
+    return this.reached.promise;
+  }
+
+  stop(): void {
+    this.close();
+  }
+}
+
+const MARKER = "event: node.progress\n";
+
+async function startStreams(engine: Engine): Promise<string[]> {
+  const ids: string[] = [];
+  for (let i = 0; i < ATTEMPTS; i++) ids.push((await engine.startRun(STREAM.id)).run_id);
+  return ids;
+}
+
+export async function benchProgress(): Promise<Measured> {
+  const db = tempDb("progress");
+  const engine = await createEngine({
+    database: db.url,
+    agents: { ...DAG8_AGENTS, streamer },
+    maxConcurrency: 1000,
+    progressIntervalMs: 0,
+  });
+  const app = await createServer({ engine });
+  let counter: ProgressCounter | null = null;
+  try {
+    await engine.registerWorkflow(DAG8);
+    await engine.registerWorkflow(STREAM);
+    const base = await app.listen({ host: "127.0.0.1", port: 0 });
+    counter = await ProgressCounter.open(base);
+    const ends = new RunEnds(engine);
+
+    // 1. Streaming alone.
+    const expected = ATTEMPTS * MESSAGES_PER_ATTEMPT;
+    const t0 = performance.now();
+    const runs = await startStreams(engine);
+    await within(counter.until(expected), 60_000, "progress: the client receiving every message");
+    const seconds = (counter.lastAt - t0) / 1000;
+    for (const id of runs) await ends.wait(id);
+    const rate = counter.count / seconds;
+    progress(`progress: ${counter.count} messages in ${seconds.toFixed(2)} s: ${Math.round(rate)}/s`);
+
+    // 2. dag8 without, then with 100 attempts streaming through the whole window; twice, in turn,
+    // so that a load that drifts (other processes on the machine) weighs on both sides alike.
+    await closedLoop(engine, ends, DAG8_WARMUP, DAG8_IN_FLIGHT, MAX_LOOP_MS);
+    const alone: number[] = [];
+    const streamed: number[] = [];
+    let during = 0;
+    let duringSeconds = 0;
+    for (let pair = 0; pair < PAIRS; pair++) {
+      const without = await closedLoop(engine, ends, DAG8_RUNS, DAG8_IN_FLIGHT, MAX_LOOP_MS);
+      alone.push(without.latencies.length / without.seconds);
+      streaming.forever = true;
+      streaming.stopped = false;
+      const before = counter.count;
+      const background = await startStreams(engine);
+      const busy = await closedLoop(engine, ends, DAG8_RUNS, DAG8_IN_FLIGHT, MAX_LOOP_MS);
+      streaming.stopped = true;
+      for (const id of background) await ends.wait(id);
+      streaming.forever = false;
+      streamed.push(busy.latencies.length / busy.seconds);
+      during += counter.count - before;
+      duringSeconds += busy.seconds;
+      progress(
+        `progress: dag8 alone ${Math.round(alone[pair] ?? 0)} runs/s, with streaming ${Math.round(streamed[pair] ?? 0)} runs/s (${Math.round((counter.count - before) / busy.seconds)} progress messages/s meanwhile)`,
+      );
+    }
+    const withoutRate = alone.reduce((a, b) => a + b, 0) / PAIRS;
+    const withRate = streamed.reduce((a, b) => a + b, 0) / PAIRS;
+    const failures: string[] = [];
+    if (counter.count < expected) failures.push(`the client received ${counter.count} of ${expected} messages`);
+    return {
+      metrics: {
+        progress_msgs_per_s: rate,
+        dag8_with_progress_ratio: withRate / withoutRate,
+      },
+      meta: {
+        progress: {
+          attempts: ATTEMPTS,
+          messages_per_attempt: MESSAGES_PER_ATTEMPT,
+          dag8_runs_per_s_alone: withoutRate,
+          dag8_runs_per_s_streaming: withRate,
+          progress_msgs_per_s_during_dag8: during / duringSeconds,
+          pairs: PAIRS,
+          dag8_runs_per_window: DAG8_RUNS,
+        },
+      },
+      failures,
+    };
+  } finally {
+    streaming.forever = false;
+    counter?.stop();
+    await app.close();
+    await engine.close();
+    db.cleanup();
+  }
+}
+
+if (process.argv[1] === fileURLToPath(import.meta.url)) {
+  const measured = await benchProgress();
+  process.stdout.write(`${JSON.stringify(measured, null, 2)}\n`);
+}
