@@ -22,6 +22,19 @@ export interface AgentSchemas<
   output?: OS;
   /** The run's input. */
   input?: IS;
+  /**
+   * The secrets this agent may receive (DESIGN §12): its nodes' payloads may read
+   * `{{ secrets.NAME }}` for these names; another name fails the attempt, not retried.
+   */
+  secrets?: readonly string[];
+}
+
+/** The secrets each agent made by defineAgent declared. */
+const DECLARED = new WeakMap<AgentHandler, readonly string[]>();
+
+/** @internal The secret names an agent declared with `defineAgent({ secrets })` (none for other handlers). */
+export function declaredSecrets(handler: AgentHandler): readonly string[] {
+  return DECLARED.get(handler) ?? [];
 }
 
 /**
@@ -67,7 +80,7 @@ export function defineAgent(
   }
   const schemas = first;
   const handler = second;
-  return async (task: Task) => {
+  const agent = async (task: Task) => {
     const payload = schemas.payload ? await checked(schemas.payload, task.payload, "payload") : task.payload;
     const input = schemas.input ? await checked(schemas.input, task.input, "input") : task.input;
     const value = await handler(withData(task, payload, input));
@@ -76,6 +89,8 @@ export function defineAgent(
     // The engine stores a handler's `undefined` as null: check what it would store.
     return checked(schemas.output, value === undefined ? null : value, "output");
   };
+  if (schemas.secrets !== undefined) DECLARED.set(agent, [...schemas.secrets]);
+  return agent;
 }
 
 /** The task with the checked payload and input; its other fields as they are (`signal` stays lazy). */

@@ -47,7 +47,14 @@ export function getRunOrFail(client: Engine, runId: string, db: string): Promise
 /** An engine serving `db` with the given agents (it recovers what a dead engine left). */
 export async function openEngine(db: string, agents: Record<string, AgentHandler>, logger?: Logger): Promise<Engine> {
   const { createEngine } = await library();
-  return createEngine({ database: db, agents, ...llmFromEnv(), ...(logger ? { logger } : {}) });
+  const { secretsFromEnv } = await import("../engine/secrets.js");
+  return createEngine({
+    database: db,
+    agents,
+    secrets: secretsFromEnv(),
+    ...llmFromEnv(),
+    ...(logger ? { logger } : {}),
+  });
 }
 
 /** False for a SQLite file that does not exist (other URLs: true, the library explains them). */

@@ -18,6 +18,9 @@
  *   Any other (a function call, a regular expression, a range, a lambda) runs in the sandbox
  *   (sandbox.ts): a worker thread stopped at the time limit, with a bounded heap and size checks,
  *   since one built-in call (`$pad`, `$join`, a backtracking regex) is beyond JSONata's own checks.
+ * - `secrets.NAME` (DESIGN §12) is read only in node payloads that allow it, and only by name:
+ *   the paths of the strings that read each name are kept (`secretUses`) so that the engine puts
+ *   values in there only (engine/secrets.ts); `secrets` read any other way is refused.
  * - `$eval` is refused at validation (it runs data as code), and so are the names `__proto__`,
  *   `constructor` and `prototype` as path steps (they read JavaScript internals, not data).
  */
@@ -30,6 +33,8 @@ import { RESERVED_NAMES } from "./schema.js";
 /** What an expression sees: `input`, `nodes.<id>`, `run`, and `output` (in `when`) / `self` (in compensation). */
 export interface ExpressionContext {
   input: unknown;
+  /** In payloads: a marker per secret name the payload reads (engine/secrets.ts), never a value. */
+  secrets?: Record<string, string>;
   nodes: Record<string, { output: unknown; status: string; error: unknown } | null>;
   run: { run_id: string; trace_id: string };
   output?: unknown;
@@ -45,6 +50,12 @@ export interface NodeRead {
   node_id: string;
 }
 
+/** Where a payload holds secrets: a path under the payload, and the names its templates read there. */
+export interface SecretUse {
+  at: (string | number)[];
+  names: string[];
+}
+
 /** A payload with its templates parsed. */
 export interface CompiledPayload {
   /** Returns a new JSON value: the payload with every template replaced by its value. */
@@ -53,7 +64,22 @@ export interface CompiledPayload {
   readonly readsNodes: string[];
   /** Each read with the path of the string holding it. */
   readonly reads: NodeRead[];
+  /** The strings whose templates read `secrets.NAME`, with the names (empty when none). */
+  readonly secretUses: SecretUse[];
+  /** Every secret name read, deduplicated. */
+  readonly secretNames: string[];
 }
+
+/** Where secrets may be read: absent, nowhere, with this reason (the default names where they may be). */
+export interface PayloadOptions {
+  /** Null: secrets may be read. A string: why not (the problem's message). */
+  secretsRefused?: string | null;
+}
+
+/** Why a template may not read secrets where it is, unless the caller allows them. */
+export const SECRETS_ONLY_IN_PAYLOADS =
+  "secrets may be read only in a node's payload (an http or llm node's, or an agent's that declares them with defineAgent({ secrets }))";
+const SECRET_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,127}$/;
 
 /** A parsed `when` condition. */
 export interface CompiledWhen {
@@ -112,6 +138,8 @@ interface Expression {
   source: string;
   path: string;
   compiled: jsonata.Expression;
+  /** The secret names it reads (`secrets.NAME`). */
+  secrets: string[];
   /** True when it must run in the sandbox (see the module doc). */
   sandboxed: boolean;
 }
@@ -124,25 +152,40 @@ interface Expression {
 export function compilePayload(
   payload: unknown,
   path: string,
+  options: PayloadOptions = {},
 ): { template: CompiledPayload | null; problems: Problem[] } {
-  const problems: Problem[] = [];
-  const reads: NodeRead[] = [];
-  const root = compileValue(payload, path, problems, reads);
-  if (problems.length > 0 || root.kind === "literal") return { template: null, problems };
+  const c: Compiling = {
+    problems: [],
+    reads: [],
+    secretUses: [],
+    secretsRefused: options.secretsRefused === undefined ? SECRETS_ONLY_IN_PAYLOADS : options.secretsRefused,
+  };
+  const root = compileValue(payload, path, [], c);
+  if (c.problems.length > 0 || root.kind === "literal") return { template: null, problems: c.problems };
   return {
     template: {
       resolve: (ctx) => resolveNode(root, ctx),
-      readsNodes: unique(reads.map((r) => r.node_id)),
-      reads,
+      readsNodes: unique(c.reads.map((r) => r.node_id)),
+      reads: c.reads,
+      secretUses: c.secretUses,
+      secretNames: unique(c.secretUses.flatMap((u) => u.names)),
     },
-    problems,
+    problems: c.problems,
   };
+}
+
+/** What compiling a payload collects. */
+interface Compiling {
+  problems: Problem[];
+  reads: NodeRead[];
+  secretUses: SecretUse[];
+  secretsRefused: string | null;
 }
 
 /** Parses a `when` condition of a `next_on_success` case. */
 export function compileWhen(expr: string, path: string): { when: CompiledWhen | null; problems: Problem[] } {
   const problems: Problem[] = [];
-  const compiled = parse(expr, path, problems);
+  const compiled = parse(expr, path, problems, SECRETS_ONLY_IN_PAYLOADS);
   if (!compiled) return { when: null, problems };
   return {
     when: {
@@ -159,29 +202,43 @@ export function isWholeTemplate(text: string): boolean {
   return matches.length === 1 && matches[0]?.[0] === text.trim();
 }
 
-function compileValue(value: unknown, path: string, problems: Problem[], reads: NodeRead[]): Node {
-  if (typeof value === "string") return compileString(value, path, problems, reads);
+/** `at` is the path under the payload (for secretUses), `path` the same in words with its prefix. */
+function compileValue(value: unknown, path: string, at: (string | number)[], c: Compiling): Node {
+  if (typeof value === "string") return compileString(value, path, at, c);
   if (Array.isArray(value)) {
-    const items = value.map((v, i) => compileValue(v, joinPath(path, i), problems, reads));
+    const items = value.map((v, i) => compileValue(v, joinPath(path, i), [...at, i], c));
     return items.every((n) => n.kind === "literal") ? { kind: "literal", value } : { kind: "array", items };
   }
   if (value !== null && typeof value === "object") {
     const entries = Object.entries(value).map(
-      ([k, v]) => [k, compileValue(v, joinPath(path, k), problems, reads)] as [string, Node],
+      ([k, v]) => [k, compileValue(v, joinPath(path, k), [...at, k], c)] as [string, Node],
     );
     return entries.every(([, n]) => n.kind === "literal") ? { kind: "literal", value } : { kind: "object", entries };
   }
   return { kind: "literal", value };
 }
 
-function compileString(text: string, path: string, problems: Problem[], reads: NodeRead[]): Node {
+function compileString(text: string, path: string, at: (string | number)[], c: Compiling): Node {
+  const { problems, reads } = c;
   const matches = [...text.matchAll(TEMPLATE)];
   if (matches.length === 0) return { kind: "literal", value: text };
+  const secretNames: string[] = [];
   const compileOne = (source: string): Expression | null => {
-    const expr = parse(source, path, problems);
+    const expr = parse(source, path, problems, c.secretsRefused);
     if (expr) for (const id of nodeReads(expr.compiled.ast())) reads.push({ path, node_id: id });
+    if (expr) secretNames.push(...expr.secrets);
     return expr;
   };
+  const node = compileTemplates(text, matches, compileOne);
+  if (secretNames.length > 0) c.secretUses.push({ at, names: unique(secretNames) });
+  return node;
+}
+
+function compileTemplates(
+  text: string,
+  matches: RegExpExecArray[],
+  compileOne: (source: string) => Expression | null,
+): Node {
   const trimmed = text.trim();
   const first = matches[0];
   if (matches.length === 1 && first && first[0] === trimmed) {
@@ -200,7 +257,7 @@ function compileString(text: string, path: string, problems: Problem[], reads: N
   return { kind: "text", parts };
 }
 
-function parse(source: string, path: string, problems: Problem[]): Expression | null {
+function parse(source: string, path: string, problems: Problem[], secretsRefused: string | null): Expression | null {
   const trimmed = source.trim();
   if (trimmed === "") {
     problems.push({ path, message: "empty expression" });
@@ -226,11 +283,30 @@ function parse(source: string, path: string, problems: Problem[]): Expression | 
       message: `"${trimmed}" uses $eval, which is not available: it would run data as code`,
     });
   }
-  if (scan.reserved.length > 0 || scan.evaluates) return null;
+  const secrets = secretReads(compiled.ast());
+  for (const name of secrets.invalid) {
+    problems.push({
+      path,
+      message: `"${trimmed}" reads secrets.${name}, which is not a secret's name: letters, digits and '_' (not first a digit)`,
+    });
+  }
+  if (secrets.dynamic) {
+    problems.push({
+      path,
+      message: `"${trimmed}" reads secrets without naming one: write secrets.NAME (the engine must know which secrets go where)`,
+    });
+  }
+  if (secretsRefused !== null) {
+    for (const name of secrets.names)
+      problems.push({ path, message: `"${trimmed}" reads secrets.${name}: ${secretsRefused}` });
+  }
+  const refusedSecrets =
+    secrets.invalid.length > 0 || secrets.dynamic || (secretsRefused !== null && secrets.names.length > 0);
+  if (scan.reserved.length > 0 || scan.evaluates || refusedSecrets) return null;
   // In this thread too, no step may make a value past the sandbox's size limits (a path mapped
   // over a path over a path grows with the cube of its data).
   if (!scan.sandboxed) compiled.assign(EXIT_HOOK, checkSize);
-  return { source: trimmed, path, compiled, sandboxed: scan.sandboxed };
+  return { source: trimmed, path, compiled, sandboxed: scan.sandboxed, secrets: secrets.names };
 }
 
 const EXIT_HOOK = Symbol.for("jsonata.__evaluate_exit") as unknown as string;
@@ -375,6 +451,37 @@ function nodeReads(ast: unknown): string[] {
   };
   walk(ast);
   return found;
+}
+
+/**
+ * The secrets an expression reads: `secrets.NAME` (also `$.secrets.NAME`, `$$.secrets.NAME`) by
+ * name; `dynamic` when it reads `secrets` otherwise (`secrets`, `secrets.*`, `$lookup(secrets, x)`).
+ */
+function secretReads(ast: unknown): { names: string[]; invalid: string[]; dynamic: boolean } {
+  const names: string[] = [];
+  const invalid: string[] = [];
+  let dynamic = false;
+  const seen = new Set<object>();
+  const walk = (n: unknown): void => {
+    if (n === null || typeof n !== "object" || seen.has(n)) return;
+    seen.add(n);
+    const steps = (n as { type?: unknown; steps?: unknown }).steps;
+    if ((n as { type?: unknown }).type === "path" && Array.isArray(steps)) {
+      const first = steps[0] as { type?: unknown; value?: unknown } | undefined;
+      const at = first?.type === "variable" && (first.value === "" || first.value === "$") ? 1 : 0;
+      const head = steps[at] as { type?: unknown; value?: unknown } | undefined;
+      if (head?.type === "name" && head.value === "secrets") {
+        const next = steps[at + 1] as { type?: unknown; value?: unknown; stages?: unknown } | undefined;
+        const plain = (s: typeof head) => s.type === "name" && !(s as { stages?: unknown }).stages;
+        if (next !== undefined && plain(head) && next.type === "name" && typeof next.value === "string") {
+          (SECRET_NAME.test(next.value) ? names : invalid).push(next.value);
+        } else dynamic = true;
+      }
+    }
+    for (const child of Object.values(n)) walk(child);
+  };
+  walk(ast);
+  return { names: unique(names), invalid: unique(invalid), dynamic };
 }
 
 function readNodeId(steps: unknown[]): string | null {

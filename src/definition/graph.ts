@@ -3,9 +3,9 @@
  * readiness stays incremental: who is gated, who depends on whom, what a terminal visit can
  * change, and what a loop-back resets.
  */
-import { kindOf, type NodeKind, undoAgent } from "../core/kinds/index.js";
+import { kindOf, type NodeKind, secretsRefusal, undoAgent } from "../core/kinds/index.js";
 import { ValidationError } from "../errors.js";
-import { type CompiledPayload, type CompiledWhen, compilePayload, compileWhen } from "./expressions.js";
+import { type CompiledPayload, type CompiledWhen, compilePayload, compileWhen, type SecretUse } from "./expressions.js";
 import { BUILTIN_DEFAULTS, type NodeDefinition, type WorkflowDefinition } from "./schema.js";
 import { buildTopology, reachable, successCases } from "./topology.js";
 
@@ -37,6 +37,10 @@ export interface CompiledNode {
   readonly failureTargets: string[];
   /** null when the payload holds no template. */
   readonly payload: CompiledPayload | null;
+  /** Where its payload's templates read `secrets.NAME` (DESIGN §12): filled in at dispatch only there. */
+  readonly secretUses: readonly SecretUse[];
+  /** The secret names its payload reads. */
+  readonly secretNames: readonly string[];
   /** null when there is no compensation or its payload holds no template. */
   readonly compensationPayload: CompiledPayload | null;
   /** The node's `concurrency`, its key compiled (a template resolved once per visit, with the payload), or null. */
@@ -109,7 +113,9 @@ export function compileGraph(def: WorkflowDefinition, limits: GraphLimits = {}):
         return { when: when?.when ?? null, to: c.to.map((r) => r.id) };
       }) ?? null;
     const kind = kindOf(node.agent_type);
-    const payload = compilePayload(withoutDeferred(node.payload, kind), `nodes[${index}].payload`);
+    const payload = compilePayload(withoutDeferred(node.payload, kind), `nodes[${index}].payload`, {
+      secretsRefused: secretsRefusal(kind),
+    });
     const compensation = node.compensation
       ? compilePayload(node.compensation.payload, `nodes[${index}].compensation.payload`)
       : { template: null, problems: [] };
@@ -131,6 +137,8 @@ export function compileGraph(def: WorkflowDefinition, limits: GraphLimits = {}):
       successTargets: [...new Set(compiledCases?.flatMap((c) => c.to) ?? [])],
       failureTargets: [...new Set(failureTargets)],
       payload: payload.template,
+      secretUses: payload.template?.secretUses ?? [],
+      secretNames: payload.template?.secretNames ?? [],
       compensationPayload: compensation.template,
       concurrency: node.concurrency
         ? { key: concurrencyKey.template ?? node.concurrency.key, limit: node.concurrency.limit }

@@ -3,7 +3,7 @@
  * expression checks, reporting every problem at once with its path.
  */
 
-import { BUILTIN_KINDS, kindOf } from "../core/kinds/index.js";
+import { BUILTIN_KINDS, kindOf, secretsRefusal } from "../core/kinds/index.js";
 import { type Problem, ValidationError } from "../errors.js";
 import { checkStructure } from "./check-structure.js";
 import { type CompiledPayload, compilePayload, compileWhen } from "./expressions.js";
@@ -214,7 +214,8 @@ function checkCases(c: Checks, node: NodeDefinition, i: number): void {
 }
 
 function checkTemplates(c: Checks, node: NodeDefinition, i: number): void {
-  checkPayload(c, i, compilePayload(node.payload, `nodes[${i}].payload`), false);
+  const secretsRefused = secretsRefusal(kindOf(node.agent_type));
+  checkPayload(c, i, compilePayload(node.payload, `nodes[${i}].payload`, { secretsRefused }), false);
   if (node.compensation) {
     const path = `nodes[${i}].compensation.payload`;
     checkPayload(c, i, compilePayload(node.compensation.payload, path), true);

@@ -5,8 +5,10 @@
  * any transaction; the dispatcher re-checks the fence when it applies the result.
  */
 import type { Logger } from "pino";
+import { declaredSecrets } from "../agents/define-agent.js";
 import { type AgentHandler, type DecideHook, isRouted, route, type Task } from "../agents/task.js";
 import { checkRoute } from "../core/branching.js";
+import { needsDeclaredSecrets } from "../core/kinds/index.js";
 import type { Decision } from "../core/scheduler.js";
 import type { Json, RunParent, VisitError } from "../core/types.js";
 import type { ExpressionContext } from "../definition/expressions.js";
@@ -20,6 +22,7 @@ import { jsonProblem } from "./json.js";
 import type { ProgressSource, ProgressStreams } from "./progress.js";
 import type { WorkflowRegistry } from "./registry.js";
 import { RunSpans } from "./run-spans.js";
+import { markers, notConfigured, placeholders, type Secrets } from "./secrets.js";
 
 export interface AttemptRunnerOptions {
   handlers: ReadonlyMap<string, AgentHandler>;
@@ -31,6 +34,8 @@ export interface AttemptRunnerOptions {
   maxOutputBytes: number;
   /** Where `task.progress` goes (throttled per attempt, live only). */
   progress: ProgressStreams;
+  /** The engine's secrets (DESIGN §12): filled into payloads at dispatch, redacted from what attempts give back. */
+  secrets: Secrets;
 }
 
 interface Held {
@@ -123,13 +128,49 @@ export class AttemptRunner {
         const value = await this.spans.within(span, () =>
           handler(this.task({ ...task, payload }, traceparent, signal)),
         );
-        return this.compensationOutcome(at, value);
+        return this.compensationOutcome(at, this.redacted(value));
       }
-      const value = await this.spans.within(span, () => handler(this.task(task, traceparent, signal)));
-      return await this.outcome(task, value);
+      const withSecrets = await this.withSecrets(task, handler);
+      if ("kind" in withSecrets) return withSecrets;
+      const value = await this.spans.within(span, () => handler(this.task(withSecrets.task, traceparent, signal)));
+      return await this.outcome(task, this.redacted(value));
     } catch (e) {
-      return { kind: "failure", ...at, error: errorOf(e), retryable: !isNonRetryable(e) };
+      return { kind: "failure", ...at, error: this.o.secrets.redact(errorOf(e)), retryable: !isNonRetryable(e) };
     }
+  }
+
+  /**
+   * The task with its secrets' values put in at the paths its node's templates read them
+   * (DESIGN §12), or the failure when it may not have them: a name this engine lacks fails the
+   * visit `template_error`, a name a `task` node's agent did not declare fails the attempt.
+   */
+  private async withSecrets(task: ClaimedTask, handler: AgentHandler): Promise<{ task: ClaimedTask } | Input> {
+    const { graph } = await this.o.registry.get(task.workflow_id, task.workflow_version);
+    const node = graph.nodes.get(task.node_id);
+    if (!node || node.secretUses.length === 0) return { task };
+    const at = { execution_id: task.execution_id, attempt: task.attempt };
+    const missing = node.secretNames.find((name) => !this.o.secrets.has(name));
+    if (missing !== undefined) {
+      const error = { message: notConfigured(missing), reason: "template_error" };
+      return { kind: "fail_visit", ...at, reason: "template_error", error };
+    }
+    if (needsDeclaredSecrets(node.kind)) {
+      const declared = declaredSecrets(handler);
+      const undeclared = node.secretNames.filter((name) => !declared.includes(name));
+      if (undeclared.length > 0) {
+        const list = undeclared.map((n) => JSON.stringify(n)).join(", ");
+        throw new NonRetryableError(
+          `node ${task.node_id} reads ${undeclared.map((n) => `secrets.${n}`).join(", ")} in its payload, but agent "${task.agent_type}" does not declare it: define it with defineAgent({ secrets: [${list}] }, handler)`,
+        );
+      }
+    }
+    return { task: { ...task, payload: this.o.secrets.fill(task.payload, node.secretUses) } };
+  }
+
+  /** A handler's value with every secret's value replaced by its placeholder (a route's output too). */
+  private redacted(value: unknown): unknown {
+    if (isRouted(value)) return route(value.next, this.o.secrets.redact(value.output));
+    return this.o.secrets.redact(value);
   }
 
   private task(t: ClaimedTask, traceparent: string, abort: LazyAbort): Task {
@@ -169,7 +210,10 @@ export class AttemptRunner {
         }),
       progress: (data: unknown) => {
         // Only while the attempt holds its visit: after its end, abort or lease loss, dropped.
-        if (this.held.get(t.execution_id)?.attempt === t.attempt) this.o.progress.offer(source, data);
+        // Redacted like the output: a secret's value never leaves the attempt runner.
+        if (this.held.get(t.execution_id)?.attempt === t.attempt) {
+          this.o.progress.offer(source, this.o.secrets.redact(data));
+        }
       },
       // A placeholder until task.reportUsage (h/usage) is merged.
       reportUsage: () => {},
@@ -293,7 +337,16 @@ export class AttemptRunner {
           concurrencyKey = typeof value === "string" ? value : JSON.stringify(value);
         }
         if (!template) return { kind: "payload", key, payload: written, concurrency_key: concurrencyKey };
-        const resolved = await template.resolve(ctx);
+        // An agent of this engine would run it: a secret it lacks fails the visit now (a worker has its own).
+        const missing = this.o.handlers.has(node.agent_type)
+          ? template.secretNames.find((name) => !this.o.secrets.has(name))
+          : undefined;
+        if (missing !== undefined) {
+          return { kind: "payload_error", key, error: { message: notConfigured(missing), reason: "template_error" } };
+        }
+        // Templates see markers, never values; what is stored holds "[secret NAME]" (engine/secrets.ts).
+        const secrets = template.secretNames.length > 0 ? markers(template.secretNames) : undefined;
+        const resolved = placeholders(await template.resolve(secrets ? { ...ctx, secrets } : ctx));
         // Fields the kind resolves later (a map's `each`) are kept as written.
         for (const field of node.kind.deferred ?? []) {
           if (field in written) (resolved as Record<string, unknown>)[field] = written[field];

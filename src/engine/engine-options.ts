@@ -69,6 +69,16 @@ export interface EngineOptions {
   engineTimeoutMs?: number;
   /** Largest run input, agent output or resolved payload, in bytes of JSON. @defaultValue 1 MiB */
   maxPayloadBytes?: number;
+  /**
+   * Secrets by name (DESIGN §12): `{{ secrets.NAME }}` in the payloads of http and llm nodes, and
+   * of nodes whose agent declares it (`defineAgent({ secrets: ["NAME"] }, handler)`). The value is
+   * put in at dispatch only; payloads, events, logs, the API and the page show `"[secret NAME]"`,
+   * and an attempt's output and error have every value replaced by it. `skein serve`, `engine`
+   * and `worker` read `SKEIN_SECRET_<NAME>` environment variables into it.
+   * @example createEngine({ secrets: { GITHUB_TOKEN: process.env.GITHUB_TOKEN ?? "" } })
+   * @defaultValue none
+   */
+  secrets?: Record<string, string>;
   /** Time source; tests pass a ManualClock. @defaultValue the system clock */
   clock?: Clock;
   /** Random numbers for retry jitter. @defaultValue Math.random */

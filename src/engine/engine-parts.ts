@@ -19,6 +19,7 @@ import type { EngineMetrics } from "./metrics.js";
 import { Notifier } from "./notifier.js";
 import { ProgressStreams } from "./progress.js";
 import { WorkflowRegistry } from "./registry.js";
+import type { Secrets } from "./secrets.js";
 import type { Subscribers } from "./subscribers.js";
 
 export interface EngineParts {
@@ -40,6 +41,8 @@ export interface PartsContext {
   /** The engine's metrics, fed by committed transactions (null for a client). */
   metrics: EngineMetrics | null;
   maxPayloadBytes: number;
+  /** The engine's secrets (the `secrets` option), which the attempt runner fills in and redacts. */
+  secrets: Secrets;
   /** Whether the engine was closed (waiting external claims then return empty). */
   closed: () => boolean;
 }
@@ -55,6 +58,10 @@ export function createParts(c: PartsContext): EngineParts {
   if (!handlers.has("http")) handlers.set("http", httpAgent({ maxResponseBytes: c.maxPayloadBytes, clock }));
   if (!handlers.has("llm")) {
     handlers.set("llm", llmHandler({ llm: options.llm, maxOutputBytes: c.maxPayloadBytes, now: () => clock.now() }));
+    // A provider's key never shows in an output, error or progress (a server that echoes it back).
+    for (const [name, provider] of Object.entries(options.llm?.providers ?? {})) {
+      if (typeof provider.api_key === "string") c.secrets.add(`llm.providers.${name}.api_key`, provider.api_key);
+    }
   }
   // The test harness waits for these handlers' I/O (createTestEngine), never skipping time past it.
   if (options.wrapHandler) {
@@ -75,6 +82,7 @@ export function createParts(c: PartsContext): EngineParts {
   });
   const attempts = new AttemptRunner({
     handlers,
+    secrets: c.secrets,
     decideHooks,
     registry,
     store,

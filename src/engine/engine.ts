@@ -48,6 +48,7 @@ import { pendingReviews, reviewInput } from "./reviews.js";
 import { readRunWithNodes } from "./run-read.js";
 import { newRun } from "./run-start.js";
 import * as schedules from "./schedules.js";
+import { Secrets } from "./secrets.js";
 import { type ReadEvents, Subscribers } from "./subscribers.js";
 import { inRunStartSpan } from "./tracing.js";
 import { waitForRun } from "./wait-for-run.js";
@@ -181,6 +182,7 @@ export class Engine {
     const parts = createParts({
       store,
       options,
+      secrets: new Secrets(options.secrets ?? {}),
       engineId: this.engineId,
       clock: this.clock,
       logger: this.logger,

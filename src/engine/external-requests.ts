@@ -5,6 +5,7 @@
  */
 
 import type { Task } from "../agents/task.js";
+import type { SecretUse } from "../definition/expressions.js";
 import type { Problem } from "../errors.js";
 
 /**
@@ -19,6 +20,11 @@ export interface ExternalTask extends Omit<Task, "signal" | "heartbeat" | "progr
   deadline_at: number;
   /** When the lease ends unless the worker heartbeats (epoch ms). */
   lease_expires_at: number;
+  /**
+   * Where the payload holds `"[secret NAME]"` placeholders the worker fills from its own
+   * secrets (DESIGN §12): each path under the payload with the names read there. Absent: none.
+   */
+  secrets?: SecretUse[];
 }
 
 /** A worker's id: no free text, so that the holder and the audit trail cannot be spoofed. */

@@ -162,17 +162,25 @@ export class ExternalWorkers {
         waiting?.cancel();
         for (const t of tasks) this.remember(t, holder);
         const ready = (await Promise.all(tasks.map((t) => this.withPayload(t, holder)))).filter((t) => t !== null);
-        return ready.map((t) => this.handedOut(t, holder));
+        return Promise.all(ready.map((t) => this.handedOut(t, holder)));
       }
       await waiting.done;
     }
   }
 
   /** A claimed task as the worker gets it: its attempt span starts here, and its traceparent is that span's. */
-  private handedOut(claimed: ClaimedTask, holder: string): ExternalTask {
+  private async handedOut(claimed: ClaimedTask, holder: string): Promise<ExternalTask> {
+    // The worker fills secrets in from its own: it is told where they go, never their values.
+    const { graph } = await this.o.registry.get(claimed.workflow_id, claimed.workflow_version);
+    const uses = claimed.compensates ? [] : (graph.nodes.get(claimed.node_id)?.secretUses ?? []);
     const { traceparent } = this.o.attempts.spans.startAttempt(claimed, holder);
     const { run_traceparent: _, ...task } = claimed;
-    return { ...task, traceparent, lease_expires_at: task.lease_expires_at ?? task.deadline_at };
+    return {
+      ...task,
+      traceparent,
+      lease_expires_at: task.lease_expires_at ?? task.deadline_at,
+      ...(uses.length > 0 ? { secrets: uses.map((u) => ({ at: [...u.at], names: [...u.names] })) } : {}),
+    };
   }
 
   /**

@@ -248,6 +248,12 @@ export const TaskSchema = z
     workflow_version: z.number().int(),
     deadline_at: z.number().describe("epoch ms: the attempt's hard cap (the node's timeout)"),
     lease_expires_at: z.number().describe("epoch ms: heartbeat before then, or the attempt fails (lease_expired)"),
+    secrets: z
+      .array(z.object({ at: z.array(z.union([z.string(), z.number().int()])), names: z.array(z.string()) }))
+      .optional()
+      .describe(
+        'where the payload holds "[secret NAME]" placeholders: each path under the payload with the secret names read there; the worker puts in its own values (SKEIN_SECRET_<NAME>) at those paths only',
+      ),
   })
   .meta({ id: "Task", description: "A claimed attempt of a visit (or of a compensation), for an external worker" });
 

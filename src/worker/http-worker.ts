@@ -16,10 +16,14 @@
  * await done;
  */
 import http from "node:http";
+import { declaredSecrets } from "../agents/define-agent.js";
 import type { AgentHandler, Task } from "../agents/task.js";
 import { isRouted, route } from "../agents/task.js";
 import type { Json } from "../core/types.js";
+import type { SecretUse } from "../definition/expressions.js";
+import { notConfigured, Secrets } from "../engine/secrets.js";
 import { withRemoteParent } from "../engine/tracing.js";
+import { RetryableError } from "../errors.js";
 
 export interface HttpWorkerOptions {
   /** The server's base URL, e.g. `http://127.0.0.1:8080`. */
@@ -37,10 +41,19 @@ export interface HttpWorkerOptions {
   waitSeconds?: number;
   /** Where progress lines go. @defaultValue nothing */
   log?: (line: string) => void;
+  /**
+   * This worker's secrets (DESIGN §12; `skein worker` reads `SKEIN_SECRET_<NAME>`): put into a
+   * task's payload where the server says, for agents that declare them; redacted from outputs
+   * and errors. @defaultValue none
+   */
+  secrets?: Record<string, string>;
 }
 
 /** A claimed task as the API returns it. */
-type WireTask = Omit<Task, "signal" | "heartbeat" | "progress" | "route"> & { lease_expires_at: number };
+type WireTask = Omit<Task, "signal" | "heartbeat" | "progress" | "route"> & {
+  lease_expires_at: number;
+  secrets?: SecretUse[];
+};
 
 /** How often one task's progress is posted at most, ms (the server throttles it the same way). */
 const PROGRESS_INTERVAL_MS = 50;
@@ -64,6 +77,7 @@ export class HttpWorker {
   private readonly leaseSeconds: number;
   private readonly workerId: string;
   private readonly log: (line: string) => void;
+  private readonly secrets: Secrets;
   /** Tasks completed, failed and dropped (lost to 409), for the caller's summary. */
   readonly counts = { completed: 0, failed: 0, lost: 0 };
 
@@ -72,6 +86,7 @@ export class HttpWorker {
     this.leaseSeconds = o.leaseSeconds ?? 30;
     this.workerId = o.workerId ?? defaultWorkerId();
     this.log = o.log ?? (() => {});
+    this.secrets = new Secrets(o.secrets ?? {});
   }
 
   /** Claims and runs tasks until `stop()`; then waits for the tasks in flight to report. */
@@ -150,8 +165,11 @@ export class HttpWorker {
     let report: { path: string; body: object };
     try {
       if (!handler) throw new Error(`this worker has no handler for agent_type "${wire.agent_type}"`);
+      const { secrets: uses, ...data } = wire;
+      const payload = uses && uses.length > 0 ? this.withSecrets(wire, handler, uses) : wire.payload;
       const task = {
-        ...wire,
+        ...data,
+        payload,
         signal: lost.signal,
         heartbeat,
         progress: (data: unknown) => progress.offer(data),
@@ -160,7 +178,7 @@ export class HttpWorker {
       // The agent's own spans (fetch, an LLM SDK) nest under the attempt's span on the server.
       const value = await withRemoteParent(wire.traceparent, () => handler(task));
       const routed = isRouted(value) ? value : null;
-      const output = toJson(routed ? routed.output : value);
+      const output = this.secrets.redact(toJson(routed ? routed.output : value));
       report = {
         path: "complete",
         body: { attempt: wire.attempt, worker_id: this.workerId, output, ...(routed ? { next: routed.next } : {}) },
@@ -172,7 +190,12 @@ export class HttpWorker {
         body: {
           attempt: wire.attempt,
           worker_id: this.workerId,
-          error: { message: error.message },
+          error: {
+            message: this.secrets.redact(error.message),
+            ...(error instanceof RetryableError && error.retryAfterMs !== undefined
+              ? { retry_after_ms: error.retryAfterMs }
+              : {}),
+          },
           retryable: error.name !== "NonRetryableError",
         },
       };
@@ -186,6 +209,24 @@ export class HttpWorker {
       return;
     }
     await this.report(wire, at, report);
+  }
+
+  /**
+   * The payload with this worker's secrets put in where the server said, or a NonRetryableError:
+   * a secret this worker lacks, or one its agent did not declare.
+   */
+  private withSecrets(wire: WireTask, handler: AgentHandler, uses: SecretUse[]): Json {
+    const names = [...new Set(uses.flatMap((u) => u.names))];
+    const missing = names.find((n) => !this.secrets.has(n));
+    if (missing !== undefined) throw nonRetryable(`${notConfigured(missing)} of this worker`);
+    const undeclared = names.filter((n) => !declaredSecrets(handler).includes(n));
+    if (undeclared.length > 0) {
+      const list = undeclared.map((n) => JSON.stringify(n)).join(", ");
+      throw nonRetryable(
+        `node ${wire.node_id} reads ${undeclared.map((n) => `secrets.${n}`).join(", ")} in its payload, but agent "${wire.agent_type}" does not declare it: define it with defineAgent({ secrets: [${list}] }, handler)`,
+      );
+    }
+    return this.secrets.fill(wire.payload, uses);
   }
 
   /** Sends a report; repeats it while the server is unreachable (an identical report is answered once). */

@@ -57,10 +57,12 @@ export function registerServe(program: Command): void {
       const { createServer, prometheusMetrics } = await import("../../http/server.js");
       // The engine's instruments go to this provider, whose reader GET /metrics serves.
       const metrics = prometheusMetrics();
+      const { secretsFromEnv } = await import("../../engine/secrets.js");
       const engine = await createEngine({
         database: dbOf(command),
         agents,
         logger,
+        secrets: secretsFromEnv(),
         meterProvider: metrics.meterProvider,
         ...llmFromEnv(),
         ...(publicUrl ? { publicUrl } : {}),

@@ -32,7 +32,7 @@ export function registerWorker(program: Command): void {
     .option("--lease-seconds <s>", "lease of a claimed task; heartbeats go every third of it", positiveInt, 30)
     .addHelpText(
       "after",
-      `${examples("skein worker --server http://127.0.0.1:8080 --agents ./agents.ts --token $AGENT_TOKEN --concurrency 8")}\nThe token may come from SKEIN_TOKEN instead of --token (it stays out of the process list).\n`,
+      `${examples("skein worker --server http://127.0.0.1:8080 --agents ./agents.ts --token $AGENT_TOKEN --concurrency 8")}\nThe token may come from SKEIN_TOKEN instead of --token (it stays out of the process list).\nSKEIN_SECRET_<NAME> variables are the secrets its agents may declare (defineAgent({ secrets: ["NAME"] }, handler)).\n`,
     )
     .action(async (options: WorkerOptions) => {
       let server: URL;
@@ -43,11 +43,13 @@ export function registerWorker(program: Command): void {
       }
       const agents = await loadAgents(options.agents);
       const { HttpWorker } = await import("../../worker/http-worker.js");
+      const { secretsFromEnv } = await import("../../engine/secrets.js");
       const token = options.token ?? process.env.SKEIN_TOKEN;
       const worker = new HttpWorker({
         server: server.toString(),
         agents,
         concurrency: options.concurrency,
+        secrets: secretsFromEnv(),
         leaseSeconds: options.leaseSeconds,
         ...(token ? { token } : {}),
         ...(options.workerId ? { workerId: options.workerId } : {}),

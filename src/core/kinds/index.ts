@@ -41,6 +41,22 @@ export const BUILTIN_HANDLERS = [...BUILTIN.values()].filter(
 );
 
 /**
+ * Why a node of this kind may not read `secrets.NAME` in its payload, or null when it may
+ * (DESIGN §12): agents' kinds (http, llm, an agent's `task`) get their payload at dispatch;
+ * the engine's kinds and the aggregator store theirs or pass it on, so a secret would only be
+ * its placeholder there.
+ */
+export function secretsRefusal(kind: NodeKind): string | null {
+  if (kind.start === "agent" && kind !== aggregator) return null;
+  return `a ${kind.name} node's payload cannot hold secrets: they go only to agents (http, llm, or an agent that declares them)`;
+}
+
+/** Whether a node of this kind gets secrets only when its agent declares them (`defineAgent({ secrets })`). */
+export function needsDeclaredSecrets(kind: NodeKind): boolean {
+  return kind === task;
+}
+
+/**
  * Who undoes a visit of this node when its run fails (DESIGN §6): its `compensation`'s agent
  * type, `map` for a map whose items declare one (the engine undoes the items, newest first),
  * or null when nothing does.
