@@ -14,6 +14,7 @@ export {
   type VisitState,
 } from "./core/states.js";
 export type {
+  Budget,
   Catchup,
   Compensation,
   EventType,
@@ -28,6 +29,7 @@ export type {
   Run,
   RunEvent,
   RunParent,
+  RunUsage,
   Schedule,
   ScheduleInput,
   TriggerRef,

@@ -53,6 +53,14 @@ export interface Task<P = Json, I = Json> {
    */
   progress(data: unknown): void;
   /**
+   * Adds usage to the run (DESIGN §12): `{ tokens_in, tokens_out, cost }`, each optional, non-negative
+   * and finite. The run sums it over calls, attempts and child runs, and its `budget` is checked
+   * against the sum before each attempt starts. Never throws: an invalid value is logged and
+   * ignored; a report from an attempt that no longer holds its visit is dropped.
+   * @example task.reportUsage({ tokens_in: 812, tokens_out: 96, cost: 0.0021 })
+   */
+  reportUsage(usage: Usage): void;
+  /**
    * Chooses the branch: `return task.route(["publish"], output)`. `next` must be among the node's
    * declared success targets, or `"$end"` to finish the run.
    */

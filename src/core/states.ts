@@ -25,7 +25,8 @@ const TRANSITIONS: Readonly<Record<VisitState, readonly VisitState[]>> = {
   // FAILED from PENDING: a visit that fails before any attempt (max_visits_exceeded, template_error).
   PENDING: ["RUNNING", "IN_REVIEW", "WAITING", "SKIPPED", "CANCELLED", "FAILED"],
   RUNNING: ["SUCCEEDED", "FAILED", "RETRYING", "CANCELLED"],
-  RETRYING: ["RUNNING", "CANCELLED"],
+  // FAILED from RETRYING: a budget that stops the next attempt (budget_exceeded, DESIGN §12).
+  RETRYING: ["RUNNING", "CANCELLED", "FAILED"],
   IN_REVIEW: ["SUCCEEDED", "FAILED", "CANCELLED"],
   // Waiting for a time or an event, no attempt held (sleep, wait_event: DESIGN §11).
   WAITING: ["SUCCEEDED", "FAILED", "CANCELLED"],

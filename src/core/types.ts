@@ -95,6 +95,30 @@ export interface Run<O = Json> {
   parent: RunParent | null;
   /** The schedule whose slot started this run (DESIGN §11.5); null for a run started otherwise. */
   schedule_id: string | null;
+  /** What its attempts reported (`task.reportUsage`, a worker's `usage`), its own and its descendants' (DESIGN §12). */
+  usage: RunUsage;
+  /** Its own budget (startRun's, else the workflow's); null: none. Its ancestors' budgets apply too. */
+  budget: Budget | null;
+}
+
+/** Usage an attempt reports (DESIGN §12): non-negative finite numbers; a run sums them. */
+export interface Usage {
+  tokens_in?: number;
+  tokens_out?: number;
+  cost?: number;
+}
+
+/** A run's usage: zeros when nothing was reported. */
+export interface RunUsage {
+  tokens_in: number;
+  tokens_out: number;
+  cost: number;
+}
+
+/** A run's budget (DESIGN §12): no attempt starts once its usage reaches either figure. `max_tokens` counts tokens_in + tokens_out. */
+export interface Budget {
+  max_tokens?: number;
+  max_cost?: number;
 }
 
 /** The attempt of a parent run's `workflow` node that a child run is; `depth` 1 is a top-level run's child. */
@@ -106,6 +130,13 @@ export interface RunParent {
   depth: number;
   /** The item of a `map` visit this run is (its index in the list); absent for a `workflow` node's child. */
   item?: number;
+  /**
+   * Every run above this one, its parent first: usage reported in this run is added to each
+   * (DESIGN §12). Absent in child runs started before schema v11: the parent only.
+   */
+  ancestors?: string[];
+  /** The ancestors that have a budget: checked (read) before each attempt of this run starts. Absent: none. */
+  budgeted?: string[];
 }
 
 /**

@@ -185,6 +185,19 @@ export const WorkflowSchema = z
     timeout: seconds("The run's total time to live. Default 86400.").default(BUILTIN_DEFAULTS.workflow_timeout),
     defaults: defaults.default({}),
     input_schema: z.record(z.string(), z.unknown()).describe("JSON Schema the run input must meet.").optional(),
+    budget: z
+      .strictObject({
+        max_tokens: z
+          .number()
+          .min(0)
+          .describe("Most tokens (tokens_in + tokens_out) the run and its child runs may report.")
+          .optional(),
+        max_cost: z.number().min(0).describe("Most cost the run and its child runs may report.").optional(),
+      })
+      .describe(
+        "Usage at which no further attempt of the run (or of its child runs) starts: the visit fails budget_exceeded. startRun's budget replaces it.",
+      )
+      .optional(),
     nodes: z.array(NodeSchema).min(1).describe("The steps, in document order."),
   })
   .describe("A Skein workflow definition.");

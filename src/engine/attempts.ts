@@ -8,9 +8,10 @@ import type { Logger } from "pino";
 import { declaredSecrets } from "../agents/define-agent.js";
 import { type AgentHandler, type DecideHook, isRouted, route, type Task } from "../agents/task.js";
 import { checkRoute } from "../core/branching.js";
+import { addUsage, isEmptyUsage, NO_USAGE, usageProblem } from "../core/budget.js";
 import { needsDeclaredSecrets } from "../core/kinds/index.js";
 import type { Decision } from "../core/scheduler.js";
-import type { Json, RunParent, VisitError } from "../core/types.js";
+import type { Json, RunParent, Usage, VisitError } from "../core/types.js";
 import type { ExpressionContext } from "../definition/expressions.js";
 import type { CompiledNode, WorkflowGraph } from "../definition/graph.js";
 import { NonRetryableError, NotFoundError, RetryableError } from "../errors.js";
@@ -23,6 +24,8 @@ import type { ProgressSource, ProgressStreams } from "./progress.js";
 import type { WorkflowRegistry } from "./registry.js";
 import { RunSpans } from "./run-spans.js";
 import { markers, notConfigured, placeholders, type Secrets } from "./secrets.js";
+
+type UsageInput = Extract<Input, { kind: "usage" }>;
 
 export interface AttemptRunnerOptions {
   handlers: ReadonlyMap<string, AgentHandler>;
@@ -182,6 +185,8 @@ export class AttemptRunner {
       execution_id: t.execution_id,
       trace_id: t.trace_id,
     };
+    // The attempt's usage input not yet taken by a flush: later reports fold into it.
+    let pending: UsageInput | null = null;
     return {
       run_id: t.run_id,
       node_id: t.node_id,
@@ -215,10 +220,43 @@ export class AttemptRunner {
           this.o.progress.offer(source, this.o.secrets.redact(data));
         }
       },
-      // A placeholder until task.reportUsage (h/usage) is merged.
-      reportUsage: () => {},
+      reportUsage: (usage: Usage) => {
+        pending = this.reportUsage(t, usage, pending);
+      },
       route,
     };
+  }
+
+  /**
+   * A usage report of an attempt (DESIGN §12): checked (a bad value is logged and ignored, never
+   * thrown into the handler), then added to the attempt's queued usage input while no flush has
+   * taken it, else queued as a new one. Returns the input later calls may add to.
+   */
+  private reportUsage(t: ClaimedTask, usage: unknown, pending: UsageInput | null): UsageInput | null {
+    const problem = usageProblem(usage);
+    if (problem) {
+      this.o.logger.warn(
+        { execution_id: t.execution_id, attempt: t.attempt },
+        `task.reportUsage ignored: ${problem}; report { tokens_in, tokens_out, cost } as non-negative numbers`,
+      );
+      return pending;
+    }
+    const figures = usage as Usage;
+    if (isEmptyUsage(figures)) return pending;
+    if (pending && !pending.taken) {
+      pending.usage = addUsage(pending.usage, figures);
+      return pending;
+    }
+    const input: UsageInput = {
+      kind: "usage",
+      execution_id: t.execution_id,
+      attempt: t.attempt,
+      usage: addUsage(NO_USAGE, figures),
+      usage_runs: t.usage_runs,
+      taken: false,
+    };
+    this.dispatcher.push(input);
+    return input;
   }
 
   /** A compensation's result: its output, checked like a visit's; it fires no edges. */

@@ -3,7 +3,7 @@ import type { MeterProvider } from "@opentelemetry/api";
 import type { Logger } from "pino";
 import type { AgentHandler, DecideHook } from "../agents/task.js";
 import type { LlmOptions } from "../calls/llm/providers.js";
-import type { Compensation, Json, LiveEvent, Run, RunEvent, Visit } from "../core/types.js";
+import type { Budget, Compensation, Json, LiveEvent, Run, RunEvent, Visit } from "../core/types.js";
 import type { ChildRun, PrunedStatus } from "../store/store.js";
 import type { Clock } from "./clock.js";
 import type { MapProgress } from "./map-items.js";
@@ -163,6 +163,14 @@ export interface StartRunOptions {
   traceparent?: string;
   /** A registered version; default the latest. */
   version?: number;
+  /**
+   * The run's budget (DESIGN §12), replacing the workflow's `budget`: once the usage its attempts
+   * and child runs reported reaches `max_tokens` (tokens_in + tokens_out) or `max_cost`, no
+   * further attempt starts and the visit fails `budget_exceeded`.
+   * @example engine.startRun("research", { input, budget: { max_tokens: 100_000 } })
+   * @defaultValue the workflow's `budget`, else none
+   */
+  budget?: Budget;
   /**
    * Hears every event of the run from its first (`run.started`), exactly once, until the run
    * ends (its run.succeeded, run.failed or run.cancelled event is the last), or the engine

@@ -5,6 +5,7 @@
  */
 
 import type { Task } from "../agents/task.js";
+import type { Usage } from "../core/types.js";
 import type { SecretUse } from "../definition/expressions.js";
 import type { Problem } from "../errors.js";
 
@@ -71,13 +72,22 @@ export interface ClaimRequest extends WorkerIdentity {
 export type HeartbeatRequest = WorkerIdentity & { attempt: number; lease_seconds?: number };
 /** Partial output of a held attempt (DESIGN §11.6): delivered live, throttled per attempt, never stored. */
 export type ProgressRequest = WorkerIdentity & { attempt: number; progress: unknown };
-/** A success: `next` is the agent's route. */
-export type CompleteRequest = WorkerIdentity & { attempt: number; output?: unknown; next?: string | string[] };
-/** A failure, retried unless `retryable` is false; `error.retry_after_ms` sets the retry's delay (a Retry-After). */
+/**
+ * A success: `next` is the agent's route. `usage`: what the attempt used (DESIGN §12), added to
+ * the run (and every run above it) when the report is accepted.
+ */
+export type CompleteRequest = WorkerIdentity & {
+  attempt: number;
+  output?: unknown;
+  next?: string | string[];
+  usage?: Usage;
+};
+/** A failure, retried unless `retryable` is false; `error.retry_after_ms` sets the retry's delay (a Retry-After); `usage` as for a success. */
 export type FailRequest = WorkerIdentity & {
   attempt: number;
   error: { message: string; retry_after_ms?: number; [key: string]: unknown };
   retryable?: boolean;
+  usage?: Usage;
 };
 
 export const MAX_WAIT_SECONDS = 30;

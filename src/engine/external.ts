@@ -12,10 +12,11 @@
  * report's `when` is evaluated only once its sender is known to hold the running attempt.
  */
 import { route } from "../agents/task.js";
-import { notHeldBy, parseExecutionId } from "../core/attempt.js";
+import { notHeldBy, parseExecutionId, runOfExecution } from "../core/attempt.js";
+import { isEmptyUsage, usageProblem, usageRuns } from "../core/budget.js";
 import { undoneExecutionId } from "../core/compensation.js";
 import { kindOf } from "../core/kinds/index.js";
-import type { Json } from "../core/types.js";
+import type { Json, Usage } from "../core/types.js";
 import { ConflictError, ForbiddenError, NotFoundError, ValidationError } from "../errors.js";
 import type { Store, VisitKey } from "../store/store.js";
 import { AttemptHolders } from "./attempt-holders.js";
@@ -48,7 +49,7 @@ interface Waiter {
 }
 
 /** What deciding a result's edges needs of its run; immutable, so kept from the claim to the report. */
-type RunFacts = Pick<ClaimedTask, "run_id" | "input" | "trace_id" | "workflow_id" | "workflow_version">;
+type RunFacts = Pick<ClaimedTask, "run_id" | "input" | "trace_id" | "workflow_id" | "workflow_version" | "usage_runs">;
 
 /** Claimed tasks whose run facts are kept (the oldest are forgotten first; a miss reads the run). */
 const FACTS_KEPT = 10_000;
@@ -174,7 +175,7 @@ export class ExternalWorkers {
     const { graph } = await this.o.registry.get(claimed.workflow_id, claimed.workflow_version);
     const uses = claimed.compensates ? [] : (graph.nodes.get(claimed.node_id)?.secretUses ?? []);
     const { traceparent } = this.o.attempts.spans.startAttempt(claimed, holder);
-    const { run_traceparent: _, ...task } = claimed;
+    const { run_traceparent: _, usage_runs: __, ...task } = claimed;
     return {
       ...task,
       traceparent,
@@ -253,8 +254,9 @@ export class ExternalWorkers {
         (node.def.decide !== undefined || (node.successCases ?? []).some((c) => c.when !== null));
       const running = await this.verify(executionId, key, request, runsCode);
       if (!running) {
-        // Ended: this can only be the same report again (duplicate) or a late one (409).
-        return this.report(executionId, request, { kind: "success", output: jsonOf(request.output), decision: null });
+        // Ended: this can only be the same report again (duplicate) or a late one (409); its usage is not applied.
+        const late = { kind: "success" as const, output: jsonOf(request.output), decision: null };
+        return this.push(executionId, request.attempt, holderOf(request), request.token?.agent_types ?? null, late, []);
       }
       const value = request.next === undefined ? (request.output ?? null) : route(request.next, request.output ?? null);
       input = await this.o.attempts.outcome(task, value);
@@ -299,8 +301,14 @@ export class ExternalWorkers {
   }
 
   /** The visit an execution id names. @throws ValidationError for a malformed id, worker_id or attempt */
-  private checked(executionId: string, request: WorkerIdentity & { attempt: number }, what: string): VisitKey {
+  private checked(
+    executionId: string,
+    request: WorkerIdentity & { attempt: number; usage?: unknown },
+    what: string,
+  ): VisitKey {
     const problems = checkReport(executionId, request);
+    const badUsage = request.usage === undefined ? null : usageProblem(request.usage);
+    if (badUsage) problems.push({ path: "usage", message: badUsage });
     const key = parseExecutionId(undoneExecutionId(executionId) ?? executionId);
     if (problems.length > 0 || !key) throw new ValidationError(what, problems);
     return key;
@@ -340,12 +348,25 @@ export class ExternalWorkers {
     return facts.running !== false;
   }
 
-  private report(
+  /** Queues a report, with the usage the worker sent (DESIGN §12): applied only if the report is. */
+  private async report(
     executionId: string,
-    who: WorkerIdentity & { attempt: number },
+    who: WorkerIdentity & { attempt: number; usage?: Usage },
     report: Report,
   ): Promise<ReportAnswer> {
-    return this.push(executionId, who.attempt, holderOf(who), who.token?.agent_types ?? null, report);
+    const usage = report.kind !== "heartbeat" && who.usage !== undefined && !isEmptyUsage(who.usage) ? who.usage : null;
+    const runs = usage ? await this.usageRunsOf(executionId) : [];
+    const sent = usage && report.kind !== "heartbeat" ? { ...report, usage: { ...usage } } : report;
+    return this.push(executionId, who.attempt, holderOf(who), who.token?.agent_types ?? null, sent, runs);
+  }
+
+  /** The runs a task's usage adds to: kept from its claim, else read (the chain never changes). */
+  private async usageRunsOf(executionId: string): Promise<string[]> {
+    const kept = this.facts.get(executionId);
+    if (kept) return kept.usage_runs;
+    const runId = runOfExecution(executionId);
+    const run = runId === null ? null : await this.o.store.getRun(runId);
+    return run ? usageRuns(run) : [];
   }
 
   private push(
@@ -354,6 +375,7 @@ export class ExternalWorkers {
     holder: string,
     agentTypes: readonly string[] | null,
     report: Report,
+    usageRuns: string[] = [],
   ): Promise<ReportAnswer> {
     return new Promise<ReportAnswer>((resolve, reject) =>
       this.o.dispatcher.push({
@@ -363,6 +385,7 @@ export class ExternalWorkers {
         report,
         holder,
         agent_types: agentTypes,
+        usage_runs: usageRuns,
         done: { resolve, reject },
       }),
     );
@@ -386,8 +409,8 @@ export class ExternalWorkers {
   }
 
   private remember(t: ClaimedTask, holder: string): void {
-    const { run_id, input, trace_id, workflow_id, workflow_version } = t;
-    this.facts.set(t.execution_id, { run_id, input, trace_id, workflow_id, workflow_version });
+    const { run_id, input, trace_id, workflow_id, workflow_version, usage_runs } = t;
+    this.facts.set(t.execution_id, { run_id, input, trace_id, workflow_id, workflow_version, usage_runs });
     if (this.facts.size > FACTS_KEPT) this.facts.delete(this.facts.keys().next().value as string);
     this.holders.remember(t.execution_id, t.attempt, t.agent_type, holder);
   }

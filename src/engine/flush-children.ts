@@ -8,12 +8,14 @@
  */
 
 import { attemptOf, holds, visitAttempt } from "../core/attempt.js";
+import { budgetOf, lineage } from "../core/budget.js";
 import { MAP_HOLDER } from "../core/kinds/map.js";
 import { CHILD_HOLDER, childOf, MAX_CHILD_DEPTH } from "../core/kinds/workflow.js";
 import { endRun, executionId, failVisit, nodeOf, type RunState, startRunState } from "../core/scheduler.js";
 import type { Json, Visit, VisitError } from "../core/types.js";
 import { NotFoundError } from "../errors.js";
 import type { Flush } from "./flush.js";
+import { budgetStops } from "./flush-budget.js";
 import { advanceMaps, cancelItems, settleItem } from "./flush-maps.js";
 import { uuidv7 } from "./ids.js";
 import { canonicalJson } from "./json.js";
@@ -37,6 +39,8 @@ async function startChild(f: Flush, rs: RunState, v: Visit): Promise<boolean> {
     failVisit(rs, v, "child_depth_exceeded", { message, reason: "child_depth_exceeded" }, f.now);
     return false;
   }
+  // A run (or a run above it) at its budget starts no child: the child's work would count toward it.
+  if (await budgetStops(f, rs, v)) return false;
   let workflow: Awaited<ReturnType<typeof f.o.registry.get>>;
   try {
     workflow = await f.o.registry.get(p.workflow_id, p.version ?? undefined);
@@ -68,7 +72,15 @@ async function startChild(f: Flush, rs: RunState, v: Visit): Promise<boolean> {
     run_id,
     traceparent: f.o.spans.startChildRun(rs.run, v, run_id), // its spans nest under its skein.child_run span
     idempotency_key: key,
-    parent: { run_id: rs.run.run_id, node_id: v.node_id, visit: v.visit, attempt: v.attempt, depth },
+    parent: {
+      run_id: rs.run.run_id,
+      node_id: v.node_id,
+      visit: v.visit,
+      attempt: v.attempt,
+      depth,
+      ...lineage(rs.run),
+    },
+    budget: budgetOf(workflow.definition.budget),
     now: f.now,
   });
   const child = startRunState(run, workflow.graph, f.now);

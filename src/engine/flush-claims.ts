@@ -5,11 +5,13 @@
  * Every claim goes through the one attempt lifecycle (core/attempt.ts).
  */
 import { type Attempt, compensationAttempt, isClaimable, visitAttempt } from "../core/attempt.js";
+import { usageRuns } from "../core/budget.js";
 import { claimableCompensation, undoneExecutionId } from "../core/compensation.js";
 import { ENGINE_STARTED, kindOf } from "../core/kinds/index.js";
 import { nodeOf, type RunState } from "../core/scheduler.js";
 import type { Compensation, Json, Visit } from "../core/types.js";
 import type { Flush } from "./flush.js";
+import { budgetStops } from "./flush-budget.js";
 import { freedLimitedTypes, limitOf } from "./flush-limits.js";
 import type { ClaimedTask, ClaimInput } from "./inputs.js";
 import { SWEEP_BATCH } from "./inputs.js";
@@ -98,8 +100,9 @@ export async function claimForWorkers(f: Flush): Promise<void> {
     const c = claims.find((c) => room(c) > 0 && c.agent_types.includes(agentType));
     return c && (await f.limits.room(agentType)) > 0 ? c : undefined;
   };
-  // A visit its node's `concurrency` holds back waits ready (its node's key is full).
+  // A visit its node's `concurrency` holds back waits ready (its node's key is full); one a budget stops fails.
   const takeVisit = async (c: ClaimInput, rs: RunState, v: Visit) => {
+    if (await budgetStops(f, rs, v)) return;
     if (await f.limits.nodeAllows(rs, v)) await take(c, visitAttempt(rs, v));
   };
   for (const [rs, v] of inHand(f)) {
@@ -172,6 +175,8 @@ export async function claimReady(f: Flush, sweep: boolean): Promise<void> {
     const { kind } = nodeOf(rs, v.node_id);
     // A kind the engine starts itself (a review, a wait) holds no attempt and takes no room.
     if (kind.begin) kind.begin(rs, v, f.now, await kind.prepare?.(rs, v, f.tx, f.now));
+    else if (await budgetStops(f, rs, v))
+      return; // failed budget_exceeded: no attempt starts
     else if (await f.limits.nodeAllows(rs, v)) await take(visitAttempt(rs, v));
     else f.backlog.add(v.agent_type); // its node's key is full: claimed when one of its attempts ends
   };
@@ -259,6 +264,7 @@ async function compensationTask(f: Flush, rs: RunState, c: Compensation): Promis
     workflow_version: rs.run.workflow_version,
     deadline_at: c.deadline_at ?? f.now,
     lease_expires_at: c.lease_expires_at,
+    usage_runs: usageRuns(rs.run),
     compensates: {
       execution_id: v?.execution_id ?? undoneExecutionId(c.execution_id) ?? c.execution_id,
       output: v?.output ?? null,
@@ -304,5 +310,6 @@ async function task(f: Flush, rs: RunState, v: Visit): Promise<ClaimedTask> {
     workflow_version: rs.run.workflow_version,
     deadline_at: v.deadline_at ?? f.now,
     lease_expires_at: v.lease_expires_at,
+    usage_runs: usageRuns(rs.run),
   };
 }

@@ -9,6 +9,7 @@
  * items are read a window at a time, and the counts are all a visit keeps.
  */
 import { attemptOf, compensationAttempt, visitAttempt } from "../core/attempt.js";
+import { BUDGET_EXCEEDED, lineage } from "../core/budget.js";
 import { claimableCompensation, undoRun } from "../core/compensation.js";
 import { MAP_HOLDER, mapPayload, pendingItems, toleratedFailures } from "../core/kinds/map.js";
 import { MAX_CHILD_DEPTH } from "../core/kinds/workflow.js";
@@ -16,6 +17,7 @@ import { executionId, failVisit, nodeOf, type RunState, startRunState } from "..
 import type { Compensation, Json, MapCounts, MapItemState, Visit } from "../core/types.js";
 import type { MapItemUpdate, VisitKey } from "../store/store.js";
 import type { Flush } from "./flush.js";
+import { budgetError, budgetStops } from "./flush-budget.js";
 import { uuidv7 } from "./ids.js";
 import { canonicalJson } from "./json.js";
 import { itemWorkflowId } from "./registry.js";
@@ -36,6 +38,7 @@ async function beginMap(f: Flush, rs: RunState, v: Visit): Promise<void> {
     failVisit(rs, v, "child_depth_exceeded", { message, reason: "child_depth_exceeded" }, f.now);
     return;
   }
+  if (await budgetStops(f, rs, v)) return; // its items would count toward a budget already reached
   const p = mapPayload(v.payload);
   visitAttempt(rs, v).claim(MAP_HOLDER, f.now);
   // No lease and no deadline: the items have the node's timeout each, and the run's TTL bounds the whole.
@@ -64,7 +67,11 @@ async function advance(f: Flush, rs: RunState, v: Visit): Promise<void> {
     return;
   }
   if (pendingItems(c) > 0) {
-    if (c.running < p.max_concurrency) await startItems(f, rs, v, p.max_concurrency - c.running);
+    // A budget reached (the run's or one above it) starts no more items; those running finish,
+    // then the visit fails budget_exceeded with the rest not started.
+    const over = await budgetError(f, rs);
+    if (over && c.running === 0) return a.failForGood(BUDGET_EXCEEDED, over, f.now, f.o.random);
+    if (!over && c.running < p.max_concurrency) await startItems(f, rs, v, p.max_concurrency - c.running);
     return;
   }
   if (c.running > 0) return;
@@ -87,13 +94,23 @@ async function startItems(f: Flush, rs: RunState, v: Visit, room: number): Promi
   const workflow = await f.o.registry.get(itemWorkflowId(rs.run.workflow_id, v.node_id), rs.run.workflow_version);
   const depth = (rs.run.parent?.depth ?? 0) + 1;
   const updates: MapItemUpdate[] = [];
+  const above = lineage(rs.run);
   for (const row of rows) {
     const run_id = uuidv7(f.now);
     const run = runRow(workflow, canonicalJson(row.item), {
       run_id,
       traceparent: rs.run.traceparent,
       idempotency_key: `${v.execution_id}:${v.attempt}:${row.index}`,
-      parent: { run_id: rs.run.run_id, node_id: v.node_id, visit: v.visit, attempt: v.attempt, depth, item: row.index },
+      parent: {
+        run_id: rs.run.run_id,
+        node_id: v.node_id,
+        visit: v.visit,
+        attempt: v.attempt,
+        depth,
+        item: row.index,
+        ...above,
+      },
+      budget: null,
       now: f.now,
     });
     const child = startRunState(run, workflow.graph, f.now);

@@ -9,6 +9,7 @@ import { redrive } from "../core/redrive.js";
 import { decideReview, event, failVisit, leaseExpiry } from "../core/scheduler.js";
 import { ConflictError, ForbiddenError, NotFoundError } from "../errors.js";
 import type { Flush } from "./flush.js";
+import { addRunUsage } from "./flush-budget.js";
 import type { Input, ReportAnswer } from "./inputs.js";
 
 /**
@@ -45,6 +46,8 @@ export async function report(f: Flush, input: Extract<Input, { kind: "report" }>
   };
   const expired = row.lease_expires_at !== null && row.lease_expires_at <= f.now;
   if (row.state === "RUNNING" && row.attempt === input.attempt && !expired) {
+    // The attempt's usage counts with its accepted report (DESIGN §12), before it ends.
+    if (report.kind !== "heartbeat" && report.usage) await addRunUsage(f, input.usage_runs, report.usage);
     if (report.kind === "heartbeat") {
       // As at the claim: the node's lease (deadline, heartbeat_timeout), shortened by the worker's.
       const node = rs.graph.nodes.get(row.node_id);

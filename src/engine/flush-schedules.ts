@@ -7,6 +7,7 @@
  * after it doubles nothing (they are not). Time is the transaction's (the database's on
  * PostgreSQL), so engines with skewed clocks agree on which slots are due.
  */
+import { budgetOf } from "../core/budget.js";
 import { dueSlots, parseCron, slotKey } from "../core/schedule-slots.js";
 import { endRun, startRunState } from "../core/scheduler.js";
 import type { Json, Schedule } from "../core/types.js";
@@ -112,6 +113,7 @@ async function fireSlot(f: Flush, s: Schedule, slot: number): Promise<Handled> {
     traceparent: startSpan(s, workflow, run_id),
     idempotency_key: key,
     parent: null,
+    budget: budgetOf(workflow.definition.budget),
     now: f.now,
     schedule_id: s.schedule_id,
   });

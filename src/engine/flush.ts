@@ -14,6 +14,7 @@ import type { Compensation, InboxEvent, NewEvent, Run, RunEvent, Visit } from ".
 import { ConflictError, NotFoundError } from "../errors.js";
 import type { MapItemUpdate, ReadyNotice, RunRead, StoreTx, VisitKey } from "../store/store.js";
 import type { DispatcherOptions, RunRef } from "./dispatcher-options.js";
+import { addRunUsage } from "./flush-budget.js";
 import { settleChildren, startChildren } from "./flush-children.js";
 import { claimForWorkers, claimReady, notifyOthers, takeHints } from "./flush-claims.js";
 import { publishEvent, sendEvent } from "./flush-events.js";
@@ -74,6 +75,8 @@ export class Flush {
   readonly mapsToAdvance = new Map<string, { rs: RunState; v: Visit }>();
   /** The earliest future due time among the rows this transaction wrote. */
   dueSoon: number | null = null;
+  /** Budgets and usage of runs above claimed ones, read once per flush (flush-budget.ts). */
+  readonly budgets = new Map<string, Pick<Run, "run_id" | "usage" | "budget">>();
   /** What the concurrency limits leave room for, across engines (counted at the first limited claim). */
   readonly limits = new ClaimLimits(this);
   readonly out: FlushOutcome = {
@@ -227,6 +230,15 @@ export class Flush {
         return (await this.held(input))?.fail(input.error, input.retryable, this.now, this.o.random);
       case "fail_visit":
         return (await this.held(input))?.failForGood(input.reason, input.error, this.now, this.o.random);
+      case "usage": {
+        // Later calls of the attempt make a new input from now on: this one's figures are final.
+        input.taken = true;
+        const rs = await this.loadExecution(input.execution_id);
+        const a = rs ? attemptOf(rs, input.execution_id) : undefined;
+        // Fenced like a result: an attempt that no longer holds its row adds nothing.
+        if (!a || !holds(a, input.attempt)) return;
+        return addRunUsage(this, input.usage_runs, input.usage);
+      }
       case "review":
         return review(this, input);
       case "send_event":

@@ -5,7 +5,7 @@
 import type { Task } from "../agents/task.js";
 import { runOfExecution } from "../core/attempt.js";
 import type { Decision, ReviewDecision } from "../core/scheduler.js";
-import type { InboxEvent, Json, NewEvent, Run, Visit, VisitError } from "../core/types.js";
+import type { InboxEvent, Json, NewEvent, Run, RunUsage, Usage, Visit, VisitError } from "../core/types.js";
 import type { VisitKey } from "../store/store.js";
 
 /** A task as claimed in the transaction: the agent's task without its signal and callbacks. */
@@ -16,6 +16,8 @@ export type ClaimedTask = Omit<Task, "signal" | "heartbeat" | "progress" | "repo
   run_traceparent: string;
   deadline_at: number;
   lease_expires_at: number | null;
+  /** The runs its usage reports add to: its run, then every run above it (DESIGN §12). */
+  usage_runs: string[];
 };
 
 export type Input =
@@ -27,6 +29,13 @@ export type Input =
   /** A visit's resolved payload, and the value of its node's `concurrency.key` (null without one). */
   | { kind: "payload"; key: VisitKey; payload: Json; concurrency_key: string | null }
   | { kind: "payload_error"; key: VisitKey; error: VisitError }
+  /**
+   * Usage an in-process attempt reported (DESIGN §12), fenced by attempt like a result (dropped
+   * when the attempt no longer holds its row). Added to each of `usage_runs` (the attempt's run
+   * and every run above it, all locked as the flush begins). Later calls add to it until a
+   * flush takes it (`taken`), so a burst of calls is one input.
+   */
+  | { kind: "usage"; execution_id: string; attempt: number; usage: RunUsage; usage_runs: string[]; taken: boolean }
   | { kind: "heartbeat"; execution_id: string; attempt: number; done: Callback<boolean> }
   | {
       kind: "review";
@@ -68,6 +77,8 @@ export type Input =
       holder: string;
       /** The agent types the sender's token may report; null: any. */
       agent_types: readonly string[] | null;
+      /** With a report's `usage`: the runs it adds to (the attempt's and every run above it); else empty. */
+      usage_runs: string[];
       done: Callback<ReportAnswer>;
     };
 
@@ -77,9 +88,9 @@ export type Input =
  * evaluated only for the holder of a running attempt): such a report is never applied.
  */
 export type Report =
-  | { kind: "success"; output: Json; decision: Decision | null }
-  | { kind: "failure"; error: VisitError; retryable: boolean }
-  | { kind: "fail_visit"; reason: string; error: VisitError }
+  | { kind: "success"; output: Json; decision: Decision | null; usage?: Usage }
+  | { kind: "failure"; error: VisitError; retryable: boolean; usage?: Usage }
+  | { kind: "fail_visit"; reason: string; error: VisitError; usage?: Usage }
   | { kind: "heartbeat"; lease_ms: number };
 
 export interface ReportAnswer {
@@ -118,6 +129,8 @@ export const SWEEP_BATCH = 500;
 export function inputRuns(inputs: Input[]): string[] {
   const ids = new Set<string>();
   for (const input of inputs) {
+    // Usage adds to the runs above the attempt's too: locked with the rest, in the same order.
+    if (input.kind === "usage" || input.kind === "report") for (const id of input.usage_runs) ids.add(id);
     if ("run_id" in input) ids.add(input.run_id);
     else if ("key" in input) ids.add(input.key.run_id);
     else if ("execution_id" in input) {

@@ -2,7 +2,8 @@
  * A new run as `startRun` queues it: the input checked (JSON, size, the workflow's
  * input_schema) and the run row built with its trace context. Nothing is written here.
  */
-import type { Json, Run } from "../core/types.js";
+import { budgetOf, budgetProblem, NO_USAGE } from "../core/budget.js";
+import type { Budget, Json, Run } from "../core/types.js";
 import { ValidationError } from "../errors.js";
 import type { StartRunOptions } from "./engine-options.js";
 import { uuidv7 } from "./ids.js";
@@ -32,11 +33,17 @@ export function newRun(
   const problems = workflow.checkInput(input);
   if (problems.length > 0)
     throw new ValidationError(`Run input does not match the input_schema of ${workflow.id}`, problems);
+  if (options.budget !== undefined) {
+    const bad = budgetProblem(options.budget);
+    if (bad) throw new ValidationError("Run budget is not valid", [{ path: "budget", message: bad }]);
+  }
   return runRow(workflow, text, {
     run_id: uuidv7(now),
     traceparent,
     idempotency_key: options.idempotency_key ?? null,
     parent: null,
+    // startRun's budget replaces the workflow's (DESIGN §12).
+    budget: budgetOf(options.budget ?? workflow.definition.budget),
     now,
   });
 }
@@ -49,7 +56,12 @@ export function newRun(
 export function runRow(
   workflow: LoadedWorkflow,
   text: string,
-  o: Pick<Run, "run_id" | "traceparent" | "idempotency_key" | "parent"> & { now: number; schedule_id?: string | null },
+  o: Pick<Run, "run_id" | "traceparent" | "idempotency_key" | "parent"> & {
+    now: number;
+    schedule_id?: string | null;
+    /** The run's own budget (a map's item runs have none: the map's run holds the item workflow's). */
+    budget: Budget | null;
+  },
 ): Run {
   return {
     run_id: o.run_id,
@@ -71,5 +83,7 @@ export function runRow(
     ended_at: null,
     parent: o.parent,
     schedule_id: o.schedule_id ?? null,
+    usage: { ...NO_USAGE },
+    budget: o.budget,
   };
 }

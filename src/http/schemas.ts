@@ -46,6 +46,28 @@ export const VisitErrorSchema = z
   })
   .meta({ id: "VisitError", description: "Why a visit, an attempt or a run failed" });
 
+const figure = (what: string) => z.number().min(0).describe(what);
+
+/** Usage an attempt reports (DESIGN §12): a worker's complete and fail bodies. */
+export const UsageSchema = z
+  .strictObject({
+    tokens_in: figure("input (prompt) tokens").optional(),
+    tokens_out: figure("output (completion) tokens").optional(),
+    cost: figure("cost, in the unit the budget uses").optional(),
+  })
+  .meta({ id: "Usage", description: "What an attempt used, added to its run and every run above it" });
+
+/** A run's budget (DESIGN §12): no attempt starts once its usage reaches either figure. */
+export const BudgetSchema = z
+  .strictObject({
+    max_tokens: figure("most tokens (tokens_in + tokens_out) the run and its child runs may report").optional(),
+    max_cost: figure("most cost the run and its child runs may report").optional(),
+  })
+  .meta({
+    id: "Budget",
+    description: "Usage at which no further attempt of the run (or its child runs) starts: budget_exceeded",
+  });
+
 export const RunSchema = z
   .object({
     run_id: z.string(),
@@ -77,11 +99,23 @@ export const RunSchema = z
         attempt: z.number().int(),
         depth: z.number().int().describe("1: the child of a top-level run"),
         item: z.number().int().optional().describe("a map node's item: its index (absent for a workflow node's child)"),
+        ancestors: z
+          .array(z.string())
+          .optional()
+          .describe("every run above this one, its parent first: its usage counts in each"),
+        budgeted: z
+          .array(z.string())
+          .optional()
+          .describe("the ancestors with a budget, checked before each attempt of this run"),
       })
       .nullable()
       .describe(
         "the parent attempt this child run is (a workflow node's, or a map node's item); null for a top-level run",
       ),
+    usage: z
+      .object({ tokens_in: z.number(), tokens_out: z.number(), cost: z.number() })
+      .describe("what the run's attempts reported, its own and its child runs' (zeros when nothing was)"),
+    budget: BudgetSchema.nullable().describe("the run's own budget (startRun's, else the workflow's); null: none"),
   })
   .meta({ id: "Run", description: "A run of a workflow version" });
 

@@ -415,6 +415,12 @@ export interface StoreTx extends InboxTx, MapTx, PruneTx, ScheduleTx {
    */
   takeDeadEngines(self: string, staleBefore: number): Promise<string[]>;
   runByIdempotencyKey(key: string): Promise<Run | null>;
+  /**
+   * The usage and budget of these runs (the budgeted runs above a run whose attempt is about to
+   * start, DESIGN §12), read without a lock: a report committed by another engine meanwhile
+   * is seen by the next check. Runs that no longer exist are left out.
+   */
+  runBudgets(runIds: string[]): Promise<Pick<Run, "run_id" | "usage" | "budget">[]>;
   /** Each of these writes one kind of row: `write` with that kind alone. */
   insertRuns(runs: Run[]): Promise<void>;
   updateRuns(runs: Run[]): Promise<void>;

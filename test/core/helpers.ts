@@ -82,6 +82,8 @@ export function makeRun(extra: Partial<Run> = {}): Run {
     ended_at: null,
     parent: null,
     schedule_id: null,
+    usage: { tokens_in: 0, tokens_out: 0, cost: 0 },
+    budget: null,
     ...extra,
   };
 }

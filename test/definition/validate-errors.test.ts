@@ -19,6 +19,13 @@ function expectOneError(json: unknown, path: string, fragment: string, options =
 }
 
 describe("schema errors", () => {
+  it("reports a bad budget precisely: the figure, the field, the type", () => {
+    expectOneError({ ...wf([{ node_id: "a" }]), budget: { max_tokens: -1 } }, "budget.max_tokens", "must be >= 0");
+    expectOneError({ ...wf([{ node_id: "a" }]), budget: { max_tokenz: 5 } }, "budget", 'did you mean "max_tokens"');
+    expectOneError({ ...wf([{ node_id: "a" }]), budget: { max_cost: "1" } }, "budget.max_cost", "expected a number");
+    expect(validateWorkflow({ ...wf([{ node_id: "a" }]), budget: { max_tokens: 1000, max_cost: 2.5 } }).ok).toBe(true);
+  });
+
   it("reports an unknown field with its name", () => {
     expectOneError(wf([{ node_id: "a", retries: 3 }]), "nodes[0]", 'unknown field "retries"');
   });

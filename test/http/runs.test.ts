@@ -57,6 +57,7 @@ describe("runs", () => {
       visit: 1,
       attempt: 1,
       depth: 1,
+      ancestors: [run.run_id],
     });
   });
 

@@ -45,6 +45,7 @@ describe("SQLite schema", () => {
       { version: 8, name: "limits" },
       { version: 9, name: "revision" },
       { version: 10, name: "schedules" },
+      { version: 11, name: "usage" },
     ]);
     db.close();
   });

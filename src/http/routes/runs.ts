@@ -9,6 +9,7 @@ import { MAP_ITEMS_MAX_LIMIT } from "../../engine/map-items.js";
 import { ConflictError, ForbiddenError, ValidationError } from "../../errors.js";
 import { ADMINS, type Principal, READERS } from "../auth.js";
 import {
+  BudgetSchema,
   EventSchema,
   errorResponses,
   MapItemSchema,
@@ -30,6 +31,7 @@ const StartBody = z
       .max(200)
       .optional()
       .describe("the same key returns the same run; the same key with another input is a 409"),
+    budget: BudgetSchema.optional().describe("the run's budget, replacing the workflow's budget"),
   })
   .strict();
 
@@ -98,7 +100,7 @@ export function registerRunRoutes(app: FastifyInstance, { engine }: RouteContext
       },
     },
     async (request, reply) => {
-      const { workflow_id, input, idempotency_key } = request.body;
+      const { workflow_id, input, idempotency_key, budget } = request.body;
       if (!inScope(request.principal, workflow_id)) {
         throw new ForbiddenError(
           `this token may not start runs of workflow "${workflow_id}": it is scoped to ${request.principal?.workflows?.patterns.join(", ")}`,
@@ -108,6 +110,7 @@ export function registerRunRoutes(app: FastifyInstance, { engine }: RouteContext
         .startRun(workflow_id, {
           input,
           ...(idempotency_key === undefined ? {} : { idempotency_key }),
+          ...(budget === undefined ? {} : { budget }),
           traceparent: traceparentOf(request.headers.traceparent, request.id),
         })
         .catch((e: unknown) => {

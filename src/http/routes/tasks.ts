@@ -21,7 +21,7 @@ import {
   type WorkerIdentity,
 } from "../../engine/external-requests.js";
 import { AGENTS, type Principal } from "../auth.js";
-import { errorResponses, TaskSchema } from "../schemas.js";
+import { errorResponses, TaskSchema, UsageSchema } from "../schemas.js";
 import type { RouteContext } from "../server.js";
 
 const json = () => z.unknown();
@@ -96,6 +96,9 @@ const CompleteBody = z
       .union([target, z.array(target).min(1).max(100)])
       .optional()
       .describe("the agent's route: node ids among the node's next_on_success, or \"$end\""),
+    usage: UsageSchema.optional().describe(
+      "what the attempt used (DESIGN §12), added to the run when the report is accepted",
+    ),
   })
   .strict();
 
@@ -115,6 +118,7 @@ const FailBody = z
       })
       .catchall(z.unknown()),
     retryable: z.boolean().default(true).describe("false fails the visit at once, without retries"),
+    usage: UsageSchema.optional().describe("what the attempt used, added to the run when the report is accepted"),
   })
   .strict();
 
@@ -212,12 +216,13 @@ export function registerTaskRoutes(app: FastifyInstance, { engine }: RouteContex
       },
     },
     async (request) => {
-      const { attempt, worker_id, output, next } = request.body;
+      const { attempt, worker_id, output, next, usage } = request.body;
       return engine.completeTask(request.params.execution_id, {
         ...identity(request.principal, worker_id),
         attempt,
         output,
         ...(next ? { next } : {}),
+        ...(usage ? { usage } : {}),
       });
     },
   );
@@ -236,12 +241,13 @@ export function registerTaskRoutes(app: FastifyInstance, { engine }: RouteContex
       },
     },
     async (request) => {
-      const { attempt, worker_id, error, retryable } = request.body;
+      const { attempt, worker_id, error, retryable, usage } = request.body;
       return engine.failTask(request.params.execution_id, {
         ...identity(request.principal, worker_id),
         attempt,
         error: error as { message: string },
         retryable,
+        ...(usage ? { usage } : {}),
       });
     },
   );

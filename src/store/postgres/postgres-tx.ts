@@ -232,6 +232,10 @@ function writeStatement(mask: number): { name: string; text: string } {
 
 const SQL = {
   runByKey: { name: "skein_run_by_key", text: `SELECT ${RUNS} FROM runs WHERE idempotency_key = $1` },
+  runBudgets: {
+    name: "skein_run_budgets",
+    text: "SELECT run_id, usage, budget FROM runs WHERE run_id = ANY($1::text[])",
+  },
   loadRuns: { name: "skein_load_runs", text: loadRunsSql("$1::text[]", "$2::bigint[]") },
   lockRun: { name: "skein_lock_run", text: `SELECT ${RUNS}, revision FROM runs WHERE run_id = $1 FOR UPDATE` },
   lockRunSkip: {
@@ -520,6 +524,10 @@ export class PostgresTx implements StoreTx {
   async runByIdempotencyKey(key: string): Promise<Run | null> {
     const [row] = await this.q<DbRun>(SQL.runByKey, [key]);
     return row ? runFromDb(row) : null;
+  }
+
+  async runBudgets(runIds: string[]): Promise<Pick<Run, "run_id" | "usage" | "budget">[]> {
+    return this.q<Pick<Run, "run_id" | "usage" | "budget">>(SQL.runBudgets, [runIds]);
   }
 
   async insertRuns(runs: Run[]): Promise<void> {

@@ -62,6 +62,8 @@ export const RUN_COLUMNS: Columns<Run> = {
   ended_at: "bigint",
   parent: "json",
   schedule_id: "text",
+  usage: "json!",
+  budget: "json",
 };
 
 export const VISIT_COLUMNS: Columns<Visit> = {
@@ -131,6 +133,7 @@ export const RUN_UPDATE_COLUMNS: Columns<
     | "updated_at"
     | "deadline_at"
     | "ended_at"
+    | "usage"
   >
 > = {
   run_id: "text",
@@ -142,6 +145,7 @@ export const RUN_UPDATE_COLUMNS: Columns<
   updated_at: "bigint",
   deadline_at: "bigint",
   ended_at: "bigint",
+  usage: "json!",
 };
 
 export const EVENT_COLUMNS: Columns<NewEvent> = {

@@ -1,6 +1,17 @@
 /** Conversion between SQLite rows (snake_case, JSON as text, booleans as 0/1) and domain types. */
 import type { EndCause, RunStatus, VisitState } from "../../core/states.js";
-import type { Compensation, Json, MapCounts, Run, RunEvent, RunParent, Visit, VisitError } from "../../core/types.js";
+import type {
+  Budget,
+  Compensation,
+  Json,
+  MapCounts,
+  Run,
+  RunEvent,
+  RunParent,
+  RunUsage,
+  Visit,
+  VisitError,
+} from "../../core/types.js";
 
 export interface DbRun {
   run_id: string;
@@ -22,6 +33,8 @@ export interface DbRun {
   ended_at: number | null;
   parent: string | null;
   schedule_id: string | null;
+  usage: string;
+  budget: string | null;
   /** Not part of a Run: how many times the run's rows were written (LoadedRun). */
   revision?: number;
 }
@@ -104,6 +117,8 @@ export function runFromDb({ revision: _, ...r }: DbRun): Run {
     end_cause: r.end_cause as EndCause | null,
     needs_attention: r.needs_attention === 1,
     parent: parse<RunParent>(r.parent),
+    usage: JSON.parse(r.usage) as RunUsage,
+    budget: parse<Budget>(r.budget),
   };
 }
 
@@ -115,6 +130,8 @@ export function runToDb(r: Run): DbRun {
     error: text(r.error),
     needs_attention: r.needs_attention ? 1 : 0,
     parent: text(r.parent),
+    usage: JSON.stringify(r.usage),
+    budget: text(r.budget),
   };
 }
 

@@ -8,7 +8,17 @@
 
 import type Database from "better-sqlite3";
 import type { Logger } from "pino";
-import type { Compensation, MapItem, NewEvent, Run, RunEvent, Schedule, Visit } from "../../core/types.js";
+import type {
+  Budget,
+  Compensation,
+  MapItem,
+  NewEvent,
+  Run,
+  RunEvent,
+  RunUsage,
+  Schedule,
+  Visit,
+} from "../../core/types.js";
 import { DatabaseError, ValidationError } from "../../errors.js";
 import { Serial } from "../serial.js";
 import type {
@@ -519,6 +529,14 @@ export class SqliteStore implements Store {
         const row = s.runByKey.get(key) as DbRun | undefined;
         return row ? runFromDb(row) : null;
       },
+      runBudgets: async (runIds) =>
+        (s.runBudgets.all(JSON.stringify(runIds)) as { run_id: string; usage: string; budget: string | null }[]).map(
+          (r) => ({
+            run_id: r.run_id,
+            usage: JSON.parse(r.usage) as RunUsage,
+            budget: r.budget === null ? null : (JSON.parse(r.budget) as Budget),
+          }),
+        ),
       insertRuns: async (runs) => {
         for (const run of runs) s.insertRun.run(runToDb(run));
       },
@@ -660,6 +678,7 @@ function prepare(db: Db) {
     rollback: db.prepare("ROLLBACK"),
     runByKey: db.prepare("SELECT * FROM runs WHERE idempotency_key = ?"),
     getRun: db.prepare("SELECT * FROM runs WHERE run_id = ?"),
+    runBudgets: db.prepare("SELECT run_id, usage, budget FROM runs WHERE run_id IN (SELECT value FROM json_each(?))"),
     touchRun: db.prepare("UPDATE runs SET revision = revision + 1 WHERE run_id = ? RETURNING revision").pluck(),
     insertRun: db.prepare(
       `INSERT INTO runs (${runColumns.join(", ")}) VALUES (${runColumns.map((c) => `@${c}`).join(", ")})`,
@@ -667,7 +686,7 @@ function prepare(db: Db) {
     updateRun: db.prepare(
       `UPDATE runs SET status = @status, output = @output, error = @error, end_cause = @end_cause,
          needs_attention = @needs_attention, updated_at = @updated_at, deadline_at = @deadline_at,
-         ended_at = @ended_at WHERE run_id = @run_id`,
+         ended_at = @ended_at, usage = @usage WHERE run_id = @run_id`,
     ),
     currentVisits: db.prepare("SELECT * FROM visits WHERE run_id = ? AND is_current = 1"),
     compensations: db.prepare("SELECT * FROM compensations WHERE run_id = ? ORDER BY seq"),
@@ -811,6 +830,8 @@ const runColumns = [
   "ended_at",
   "parent",
   "schedule_id",
+  "usage",
+  "budget",
 ];
 
 const compensationColumns: (keyof DbCompensation)[] = [
