@@ -19,7 +19,9 @@ afterEach(async () => {
 
 function engineWith(options: EngineOptions = {}) {
   return testEngine({
-    llm: { providers: { default: { base_url: server.baseUrl, api_key: "sk-test" } } },
+    llm: {
+      providers: { default: { base_url: server.baseUrl, api_key: "sk-test", cost_per_1k: { input: 1, output: 2 } } },
+    },
     progressIntervalMs: 0,
     ...options,
   });
@@ -64,6 +66,8 @@ describe("the llm node", () => {
       stream_options: { include_usage: true },
     });
     expect(chat()[0]?.headers.authorization).toBe("Bearer sk-test");
+    // The usage the node reported, priced by the provider's cost_per_1k.
+    expect(run.usage).toEqual({ tokens_in: 9, tokens_out: 5, cost: (9 * 1 + 5 * 2) / 1000 });
   });
 
   it("retries a stream dropped midway with the same execution_id (Idempotency-Key), and the retry's text wins", async () => {
@@ -237,6 +241,20 @@ describe("the llm node", () => {
     expect(run.status).toBe("FAILED");
     expect(run.nodes[0]?.error).toMatchObject({ reason: "template_error" });
     expect(run.nodes[0]?.error?.message).toMatch(/payload\.messages must be a non-empty list of \{ role, content \}/);
+  });
+
+  it("keeps the provider's api_key out of the output and the progress (a server that echoes it)", async () => {
+    server.reply({ text: ["your key is ", "sk-test"] });
+    const { engine } = await engineWith();
+    await engine.registerWorkflow(oneNode({ model: "m", prompt: "p" }));
+    const progress: unknown[] = [];
+    engine.subscribe((e: LiveEvent) => {
+      if (e.type === "node.progress") progress.push(e.data.progress);
+    });
+    const run = await engine.waitForRun((await engine.startRun("ask")).run_id);
+    expect(run.nodes[0]?.output).toMatchObject({ content: "your key is [secret llm.providers.default.api_key]" });
+    expect(progress.at(-1)).toEqual({ content: "your key is [secret llm.providers.default.api_key]" });
+    expect(JSON.stringify(progress)).not.toContain("sk-test");
   });
 
   it("createEngine refuses providers that are not valid", async () => {
