@@ -2,10 +2,11 @@
  * Live events from `GET /v1/stream` (Server-Sent Events). EventSource cannot send an
  * Authorization header, and a token must never go in a URL, so the stream is read with fetch()
  * and parsed here. A dropped stream reconnects with a growing delay; a run's stream resumes
- * after the last event it delivered (`after_seq`), so nothing is missed or repeated.
+ * after the last event it delivered (`after_seq`), so nothing is missed or repeated. Progress
+ * (`event: node.progress`, no id) goes to `onProgress` only: it is live, never replayed.
  */
 import { authHeaders, errorOf, query } from "./api.js";
-import type { RunEvent } from "./types.js";
+import type { ProgressEvent, RunEvent } from "./types.js";
 
 export interface StreamOptions {
   /** Only this run's events. */
@@ -13,6 +14,8 @@ export interface StreamOptions {
   /** With runId: first replay the run's whole history, then follow it live. */
   replay?: boolean;
   onEvent(event: RunEvent): void;
+  /** A running attempt's progress (left out when not given). */
+  onProgress?(event: ProgressEvent): void;
   /** Called on each (re)connection: events of the time without a stream are not replayed unless `replay`. */
   onOpen?(): void;
 }
@@ -42,7 +45,11 @@ export function openStream(options: StreamOptions): () => void {
       }
       failures = 0;
       options.onOpen?.();
-      await readEvents(res.body, (data) => {
+      await readEvents(res.body, (name, data) => {
+        if (name === "node.progress") {
+          options.onProgress?.(JSON.parse(data) as ProgressEvent);
+          return;
+        }
         const event = JSON.parse(data) as RunEvent;
         lastSeq = event.seq;
         options.onEvent(event);
@@ -61,12 +68,16 @@ export function openStream(options: StreamOptions): () => void {
   };
 }
 
-/** Calls `onData` with the data of each event of an SSE body (comments and ids skipped) until it ends. */
-async function readEvents(body: ReadableStream<Uint8Array>, onData: (data: string) => void): Promise<void> {
+/** Calls `onData` with the name (`event:`, null without one) and data of each event of an SSE body (comments and ids skipped) until it ends. */
+async function readEvents(
+  body: ReadableStream<Uint8Array>,
+  onData: (name: string | null, data: string) => void,
+): Promise<void> {
   const reader = body.getReader();
   const decoder = new TextDecoder();
   let buffer = "";
   let data: string[] = [];
+  let name: string | null = null;
   for (;;) {
     const { done, value } = await reader.read();
     if (done) return;
@@ -75,8 +86,11 @@ async function readEvents(body: ReadableStream<Uint8Array>, onData: (data: strin
     buffer = lines.pop() ?? "";
     for (const line of lines) {
       if (line === "") {
-        if (data.length > 0) onData(data.join("\n"));
+        if (data.length > 0) onData(name, data.join("\n"));
         data = [];
+        name = null;
+      } else if (line.startsWith("event:")) {
+        name = line.slice(line.startsWith("event: ") ? 7 : 6);
       } else if (line.startsWith("data:")) {
         data.push(line.slice(line.startsWith("data: ") ? 6 : 5));
       }

@@ -130,6 +130,16 @@ export interface RunWithNodes extends Run {
   children?: ChildRun[];
 }
 
+/** A running attempt's partial output (`event: node.progress` on the stream): live only, no seq. */
+export interface ProgressEvent {
+  run_id: string;
+  type: "node.progress";
+  node_id: string;
+  visit: number;
+  at: number;
+  data: { attempt: number; progress: unknown };
+}
+
 export interface RunEvent {
   seq: number;
   run_id: string;

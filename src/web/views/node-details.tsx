@@ -1,11 +1,20 @@
 /** A node's current visit (attempts, ids, timings, payload, output, last error) and its events. */
+
+import { useEffect, useRef } from "preact/hooks";
 import { Badge, JsonBlock } from "../components.js";
 import { elapsed, text, time } from "../format.js";
 import { href } from "../route.js";
-import type { ChildRun, RunEvent, Visit } from "../types.js";
+import type { ChildRun, ProgressEvent, RunEvent, Visit } from "../types.js";
 import { MapItems } from "./map-items.js";
 
-export function NodeDetails(props: { visit: Visit; events: RunEvent[]; children?: ChildRun[]; now: number }) {
+export function NodeDetails(props: {
+  visit: Visit;
+  events: RunEvent[];
+  children?: ChildRun[];
+  /** The latest progress of the visit's running attempt, if any. */
+  progress?: ProgressEvent | undefined;
+  now: number;
+}) {
   const { visit: v, events, now } = props;
   const children = props.children ?? [];
   return (
@@ -72,6 +81,7 @@ export function NodeDetails(props: { visit: Visit; events: RunEvent[]; children?
           </ul>
         </>
       )}
+      {props.progress && <LiveProgress event={props.progress} />}
       {v.items && <MapItems visit={v} counts={v.items} />}
       <h4>Payload</h4>
       <JsonBlock value={v.payload} />
@@ -121,5 +131,30 @@ export function EventTable(props: { events: RunEvent[] }) {
         ))}
       </tbody>
     </table>
+  );
+}
+
+/**
+ * A running attempt's latest progress (DESIGN §11.6): a string or `{ content }` (an llm node's
+ * text so far) whole, anything else as JSON; kept scrolled to its end as it grows. Text only.
+ */
+function LiveProgress(props: { event: ProgressEvent }) {
+  const value = props.event.data.progress;
+  const content =
+    value !== null && typeof value === "object" && typeof (value as { content?: unknown }).content === "string"
+      ? (value as { content: string }).content
+      : null;
+  const shown = typeof value === "string" ? value : (content ?? JSON.stringify(value, null, 2));
+  const box = useRef<HTMLPreElement>(null);
+  useEffect(() => {
+    if (box.current) box.current.scrollTop = box.current.scrollHeight;
+  }, [shown]);
+  return (
+    <>
+      <h4>Progress</h4>
+      <pre class="json live-progress" role="log" aria-label="progress" ref={box}>
+        {shown}
+      </pre>
+    </>
   );
 }

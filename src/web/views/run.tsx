@@ -13,7 +13,7 @@ import { workflowGraph } from "../graph/model.js";
 import { useLiveEvents, useLoad, useNow } from "../hooks.js";
 import { href, navigate } from "../route.js";
 import { openStream } from "../stream.js";
-import type { RunEvent, RunWithNodes, Workflow } from "../types.js";
+import type { ProgressEvent, RunEvent, RunWithNodes, Workflow } from "../types.js";
 import { EventTable, NodeDetails } from "./node-details.js";
 import { CancelDialog, RetryDialog } from "./run-actions.js";
 import { awaitedEvents, SendEventDialog } from "./send-event.js";
@@ -30,7 +30,7 @@ export function RunPage(props: { runId: string; node?: string | undefined }) {
         : Promise.resolve(undefined),
     version,
   );
-  const events = useRunEvents(runId, run.reload);
+  const { events, progress } = useRunEvents(runId, run.reload);
   useMapProgress(runId, data, run.reload);
   const now = useNow();
   const [dialog, setDialog] = useState<"cancel" | "retry" | "event" | null>(null);
@@ -46,6 +46,12 @@ export function RunPage(props: { runId: string; node?: string | undefined }) {
   }
   const graph = workflowGraph(workflow.data?.definition, data.nodes);
   const selected = data.nodes.find((n) => n.node_id === props.node);
+  // The latest progress of the selected node's running attempt (none once it ended).
+  const live = selected ? progress[selected.node_id] : undefined;
+  const liveProgress =
+    selected?.state === "RUNNING" && live && live.visit === selected.visit && live.data.attempt === selected.attempt
+      ? live
+      : undefined;
   const select = (node: string) => navigate({ page: "run", runId, node });
 
   return (
@@ -139,6 +145,7 @@ export function RunPage(props: { runId: string; node?: string | undefined }) {
               visit={selected}
               events={events.filter((e) => e.node_id === selected.node_id)}
               children={(data.children ?? []).filter((c) => c.node_id === selected.node_id)}
+              progress={liveProgress}
               now={now}
             />
           ) : (
@@ -253,15 +260,23 @@ function useMapProgress(runId: string, run: RunWithNodes | undefined, reload: ()
   });
 }
 
-/** The run's events: its history replayed, then live ones; each one also reloads the run. */
-function useRunEvents(runId: string, onChange: () => void): RunEvent[] {
+/**
+ * The run's events: its history replayed, then live ones; each one also reloads the run. And the
+ * latest progress of each node (live only, which reloads nothing).
+ */
+function useRunEvents(
+  runId: string,
+  onChange: () => void,
+): { events: RunEvent[]; progress: Record<string, ProgressEvent> } {
   const events = useRef<RunEvent[]>([]);
   const [, setCount] = useState(0);
+  const [progress, setProgress] = useState<Record<string, ProgressEvent>>({});
   const changed = useRef(onChange);
   changed.current = onChange;
   useEffect(() => {
     events.current = [];
     setCount(0);
+    setProgress({});
     return openStream({
       runId,
       replay: true,
@@ -270,8 +285,9 @@ function useRunEvents(runId: string, onChange: () => void): RunEvent[] {
         setCount(events.current.length);
         changed.current();
       },
+      onProgress: (event) => setProgress((latest) => ({ ...latest, [event.node_id]: event })),
       onOpen: () => changed.current(),
     });
   }, [runId]);
-  return events.current;
+  return { events: events.current, progress };
 }
