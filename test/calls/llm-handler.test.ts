@@ -268,6 +268,15 @@ describe("llm handler", () => {
     expect(r.usage).toEqual([{ tokens_in: 3, tokens_out: 1 }]);
   });
 
+  it("an error the provider sends with a 200, as JSON or inside the stream, is retryable", async () => {
+    server.reply({ status: 200, body: { error: { message: "overloaded" } } });
+    const error = await (handler()(taskOf({ model: "m", prompt: "p" }).task) as Promise<unknown>).catch(
+      (e: unknown) => e,
+    );
+    expect(error).toBeInstanceOf(RetryableError);
+    expect((error as Error).message).toBe('provider "default" answered with an error: overloaded');
+  });
+
   it("refuses providers that are not valid, every problem with its path", () => {
     expect(() =>
       llmHandler({

@@ -257,6 +257,16 @@ describe("the llm node", () => {
     expect(JSON.stringify(progress)).not.toContain("sk-test");
   });
 
+  it("fills {{ secrets.NAME }} into the request only; the stored payload shows its placeholder", async () => {
+    server.reply({ text: "ok" });
+    const { engine } = await engineWith({ secrets: { CUSTOMER_TOKEN: "tok-123456" } });
+    await engine.registerWorkflow(oneNode({ model: "m", prompt: "Check account tok {{ secrets.CUSTOMER_TOKEN }}" }));
+    const run = await engine.waitForRun((await engine.startRun("ask")).run_id);
+    expect(run.status).toBe("SUCCEEDED");
+    expect(chat()[0]?.body).toMatchObject({ messages: [{ role: "user", content: "Check account tok tok-123456" }] });
+    expect(run.nodes[0]?.payload).toMatchObject({ prompt: "Check account tok [secret CUSTOMER_TOKEN]" });
+  });
+
   it("createEngine refuses providers that are not valid", async () => {
     await expect(testEngine({ llm: { providers: { default: { base_url: "localhost:11434" } } } })).rejects.toThrow(
       /llm is invalid:\n {2}llm\.providers\.default\.base_url: must be an http\(s\) URL/,

@@ -111,6 +111,8 @@ export function readJson(text: string, o: ReadOptions): Completion {
   } catch {
     throw new RetryableError(`${o.who} answered with JSON that does not parse: ${text.slice(0, 200)}`);
   }
+  const error = (doc as Chunk).error;
+  if (error !== undefined) throw new RetryableError(`${o.who} answered with an error: ${errorText(error)}`);
   const choice = doc.choices?.[0];
   const acc = new Accumulator(o);
   acc.add({
@@ -213,6 +215,10 @@ class Accumulator {
       );
     }
   }
+}
+
+function errorText(error: NonNullable<Chunk["error"]>): string {
+  return typeof error === "string" ? error : (error.message ?? JSON.stringify(error));
 }
 
 function count(v: unknown): number {

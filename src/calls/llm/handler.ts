@@ -7,7 +7,7 @@
  * an output over the size limit) NonRetryableError.
  */
 import type { AgentHandler, Task } from "../../agents/task.js";
-import type { LlmMessage, LlmPayload } from "../../core/kinds/llm.js";
+import { DEFAULT_PROVIDER, type LlmMessage, type LlmPayload } from "../../core/kinds/llm.js";
 import type { Json, Usage } from "../../core/types.js";
 import { NonRetryableError, RetryableError } from "../../errors.js";
 import { retryAfterOf } from "../http.js";
@@ -34,7 +34,7 @@ export function llmHandler(c: LlmHandlerContext): AgentHandler {
   return async (task: Task) => {
     // The kind checked the resolved payload before the visit could start.
     const payload = task.payload as unknown as LlmPayload;
-    const providerName = payload.provider ?? "default";
+    const providerName = payload.provider ?? DEFAULT_PROVIDER;
     const provider = providerOf(providers, payload.provider);
     const who = `provider "${providerName}"`;
     const url = `${provider.base_url.replace(/\/+$/, "")}/chat/completions`;
