@@ -38,6 +38,7 @@ export type {
   VisitError,
 } from "./core/types.js";
 export { defineWorkflow } from "./definition/define-workflow.js";
+export type { SecretUse } from "./definition/expressions.js";
 export type { WorkflowDefinition } from "./definition/schema.js";
 export { type ValidateOptions, type ValidationResult, validateWorkflow } from "./definition/validate.js";
 export type {

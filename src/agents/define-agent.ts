@@ -37,6 +37,13 @@ export function declaredSecrets(handler: AgentHandler): readonly string[] {
   return DECLARED.get(handler) ?? [];
 }
 
+/** @internal `wrapper` (a handler that calls `handler`) declares what `handler` declared. */
+export function declaringAs(wrapper: AgentHandler, handler: AgentHandler): AgentHandler {
+  const declared = DECLARED.get(handler);
+  if (declared) DECLARED.set(wrapper, declared);
+  return wrapper;
+}
+
 /**
  * Types an in-process agent for createEngine's `agents`: `task.payload` is `P`, the return value
  * is checked against `O` (or `task.route(next, output)`). The types are not checked at run time

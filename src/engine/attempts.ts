@@ -133,7 +133,11 @@ export class AttemptRunner {
         );
         return this.compensationOutcome(at, this.redacted(value));
       }
-      const withSecrets = await this.withSecrets(task, handler);
+      // Loaded by the claim's flush: the handler starts in this tick (the test harness counts on it).
+      const loaded =
+        this.o.registry.cached(task.workflow_id, task.workflow_version) ??
+        (await this.o.registry.get(task.workflow_id, task.workflow_version));
+      const withSecrets = this.withSecrets(task, handler, loaded.graph);
       if ("kind" in withSecrets) return withSecrets;
       const value = await this.spans.within(span, () => handler(this.task(withSecrets.task, traceparent, signal)));
       return await this.outcome(task, this.redacted(value));
@@ -147,8 +151,7 @@ export class AttemptRunner {
    * (DESIGN §12), or the failure when it may not have them: a name this engine lacks fails the
    * visit `template_error`, a name a `task` node's agent did not declare fails the attempt.
    */
-  private async withSecrets(task: ClaimedTask, handler: AgentHandler): Promise<{ task: ClaimedTask } | Input> {
-    const { graph } = await this.o.registry.get(task.workflow_id, task.workflow_version);
+  private withSecrets(task: ClaimedTask, handler: AgentHandler, graph: WorkflowGraph): { task: ClaimedTask } | Input {
     const node = graph.nodes.get(task.node_id);
     if (!node || node.secretUses.length === 0) return { task };
     const at = { execution_id: task.execution_id, attempt: task.attempt };

@@ -115,6 +115,11 @@ export class WorkflowRegistry {
     };
   }
 
+  /** A version already loaded, without waiting (a claimed task's: its flush loaded it), else undefined. */
+  cached(id: string, version: number): LoadedWorkflow | undefined {
+    return this.cache.get(key(id, version));
+  }
+
   /** The given version, or the latest. @throws NotFoundError */
   async get(id: string, version?: number): Promise<LoadedWorkflow> {
     if (id.includes(ITEM_SEPARATOR)) return this.itemWorkflow(id, version);

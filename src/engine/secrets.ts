@@ -46,14 +46,19 @@ export class Secrets {
   constructor(values: Record<string, string> = {}) {
     const problems = Object.entries(values).flatMap(([name, value]) => {
       if (!SECRET_NAME.test(name)) {
-        return [{ path: `secrets.${name}`, message: "a secret's name is letters, digits and '_' (not first a digit)" }];
+        return [
+          {
+            path: `secrets.${name}`,
+            message: `a secret's name is letters, digits and '_' (not first a digit): rename SKEIN_SECRET_${name} or the secrets option's key`,
+          },
+        ];
       }
       if (typeof value !== "string" || value === "") {
-        return [{ path: `secrets.${name}`, message: "must be a non-empty string" }];
+        return [{ path: `secrets.${name}`, message: "must be a non-empty string (the secret's value)" }];
       }
       return [];
     });
-    if (problems.length > 0) throw new ValidationError("The secrets option is invalid", problems);
+    if (problems.length > 0) throw new ValidationError("The secrets are invalid", problems);
     for (const [name, value] of Object.entries(values)) this.add(name, value);
   }
 

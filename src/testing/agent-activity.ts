@@ -8,7 +8,9 @@
  * something the engine brings: its deadline (task.signal), a heartbeat's answer, or a promise
  * nothing will settle. That is when the harness may move the clock (see idle.ts).
  */
+
 import { AsyncLocalStorage, createHook } from "node:async_hooks";
+import { declaringAs } from "../agents/define-agent.js";
 import type { AgentHandler, Task } from "../agents/task.js";
 import { callData, type FakeCall } from "./fakes.js";
 
@@ -59,7 +61,7 @@ export class AgentActivity {
 
   /** The handler, run inside the agent's context and recorded. */
   wrap(agentType: string, handler: AgentHandler): AgentHandler {
-    return (task) => {
+    return declaringAs((task) => {
       const key = `${task.execution_id}#${task.attempt}`;
       this.calls.push(callOf(agentType, task, this.now()));
       this.running.set(key, agentType);
@@ -75,7 +77,7 @@ export class AgentActivity {
         done();
         throw e;
       }
-    };
+    }, handler);
   }
 
   /** Whether this attempt's handler is running now. */

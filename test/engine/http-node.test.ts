@@ -117,6 +117,49 @@ describe("the http node", () => {
     expect(s.requests).toHaveLength(2);
   });
 
+  it("honours a 503's Retry-After given as an HTTP date, judged by the engine's clock", async () => {
+    const { engine, clock } = await testEngine();
+    const s = await server((_req, res) => {
+      if (s.requests.length === 1) {
+        json(res, 503, { error: "maintenance" }, { "retry-after": new Date(clock.now() + 5_000).toUTCString() });
+      } else json(res, 200, { ok: true });
+    });
+    await engine.registerWorkflow({
+      id: "maintenance",
+      nodes: [{ node_id: "call", agent_type: "http", retry_count: 1, retry_interval: 600, payload: { url: s.url } }],
+    });
+    const event = nextEvent(engine, retrying);
+    const started = await engine.startRun("maintenance");
+    const retry = await event;
+    expect((retry.data.retry_at as number) - retry.at).toBe(5_000);
+    const done = engine.waitForRun(started.run_id);
+    await clock.advance(5_000);
+    expect((await done).status).toBe("SUCCEEDED");
+  });
+
+  it("drops Authorization on a redirect to another origin, keeps it on the same origin", async () => {
+    const other = await server((req, res) => json(res, 200, { auth: req.headers.authorization ?? null }));
+    const s = await server((req, res) => {
+      const to = req.url === "/away" ? `${other.url}/landing` : "/here";
+      if (req.url === "/here") json(res, 200, { auth: req.headers.authorization ?? null });
+      else {
+        res.writeHead(307, { location: to });
+        res.end();
+      }
+    });
+    const { engine } = await testEngine();
+    const node = (id: string, path: string) => ({
+      node_id: id,
+      agent_type: "http",
+      payload: { url: `${s.url}${path}`, headers: { Authorization: "Bearer abc" } },
+    });
+    await engine.registerWorkflow({ id: "auth", nodes: [node("away", "/away"), node("near", "/near")] });
+    const run = await engine.waitForRun((await engine.startRun("auth")).run_id);
+    expect(run.nodes.find((n) => n.node_id === "away")?.output).toMatchObject({ body: { auth: null } });
+    expect(run.nodes.find((n) => n.node_id === "near")?.output).toMatchObject({ body: { auth: "Bearer abc" } });
+    expect(other.requests).toHaveLength(1);
+  });
+
   it("fails a 404 at once, not retried, with the status and the start of the body", async () => {
     const s = await server((_req, res) => json(res, 404, { error: "no such item" }));
     const { engine } = await testEngine();

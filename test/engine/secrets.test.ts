@@ -5,7 +5,7 @@ import { join } from "node:path";
 import pino from "pino";
 import { afterEach, describe, expect, it } from "vitest";
 import { createServer } from "../../src/http/server.js";
-import { defineAgent, type Task, ValidationError } from "../../src/index.js";
+import { createTestEngine, defineAgent, type Task, ValidationError } from "../../src/index.js";
 import { onPostgres, testEngine } from "../helpers.js";
 import { json, startServer, type TestServer } from "../local-server.js";
 
@@ -135,6 +135,20 @@ describe("secrets", () => {
     expect(refused.nodes[0]?.error?.message).toBe(
       'node use reads secrets.API_KEY in its payload, but agent "undeclared" does not declare it: define it with defineAgent({ secrets: ["API_KEY"] }, handler)',
     );
+  });
+
+  it("reach a declared agent in createTestEngine too (its recording wrapper keeps the declaration)", async () => {
+    const t = await createTestEngine({
+      secrets: { K: "v-123" },
+      agents: {
+        declared: defineAgent({ secrets: ["K"] }, (task) => ({ ok: (task.payload as { k: string }).k === "v-123" })),
+      },
+      workflows: [{ id: "w", nodes: [{ node_id: "n", agent_type: "declared", payload: { k: "{{ secrets.K }}" } }] }],
+    });
+    cleanup.push(() => t.close());
+    const run = await t.engine.startRun("w");
+    await t.runUntilIdle();
+    expect((await t.engine.getRun(run.run_id)).nodes[0]).toMatchObject({ state: "SUCCEEDED", output: { ok: true } });
   });
 
   it("are refused at validation anywhere but agents' payloads, and only by name", async () => {

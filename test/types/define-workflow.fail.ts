@@ -181,3 +181,14 @@ defineWorkflow({
   // @ts-expect-error temprature is not a field of llm's payload
   nodes: [{ node_id: "n", agent_type: "llm", payload: { model: "m", prompt: "hi", temprature: 0 } }],
 });
+
+// An http node without a url.
+// @ts-expect-error an http payload needs url
+defineWorkflow({ id: "a", nodes: [{ node_id: "h", agent_type: "http", payload: { method: "GET" } }] });
+
+// An http node with a method that does not exist.
+defineWorkflow({
+  id: "a",
+  // @ts-expect-error FETCH is not an HTTP method the http node sends
+  nodes: [{ node_id: "h", agent_type: "http", payload: { url: "https://x", method: "FETCH" } }],
+});
