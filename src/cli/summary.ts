@@ -1,5 +1,5 @@
 /** The report of a run: status, duration, error, per-node times and retries, compensations, output. */
-import type { RunWithNodes, Visit } from "../index.js";
+import type { Run, RunWithNodes, Visit } from "../index.js";
 import { withMapNote } from "./map-note.js";
 import { formatMs, oneLine, table } from "./output.js";
 import { visitWaitNote } from "./waiting.js";
@@ -17,6 +17,8 @@ export function runReport(run: RunWithNodes, visits: readonly Visit[], now = Dat
     lines.push(`child of run ${p.run_id} (node ${p.node_id}, visit ${p.visit}, attempt ${p.attempt}${item})`);
   }
   if (run.error) lines.push(`error: ${run.error.message}`);
+  const usage = usageLine(run);
+  if (usage) lines.push(usage);
   if (run.needs_attention) {
     lines.push(
       `needs attention: a compensation failed for good; undo its effect by hand, then skein retry ${run.run_id} --force`,
@@ -73,4 +75,24 @@ export function runReport(run: RunWithNodes, visits: readonly Visit[], now = Dat
   }
   if (ended && run.output !== null) lines.push("", "output:", JSON.stringify(run.output, null, 2));
   return lines.join("\n");
+}
+
+/**
+ * The run's usage (its own and its child runs') and its budget in one line (DESIGN §12); null for
+ * a run that reported nothing and has no budget.
+ */
+export function usageLine(run: Pick<Run, "usage" | "budget">): string | null {
+  const { usage, budget } = run;
+  const reported = usage.tokens_in > 0 || usage.tokens_out > 0 || usage.cost > 0;
+  if (!reported && !budget) return null;
+  const tokens = usage.tokens_in + usage.tokens_out;
+  const parts = [`usage: ${tokens} tokens (in ${usage.tokens_in}, out ${usage.tokens_out}), cost ${usage.cost}`];
+  if (budget) {
+    const limits = [
+      ...(budget.max_tokens === undefined ? [] : [`max_tokens ${budget.max_tokens}`]),
+      ...(budget.max_cost === undefined ? [] : [`max_cost ${budget.max_cost}`]),
+    ];
+    parts.push(`budget: ${limits.join(", ")}`);
+  }
+  return parts.join("; ");
 }

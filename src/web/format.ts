@@ -1,4 +1,5 @@
 /** Times, durations and JSON as the page shows them. */
+import type { Run } from "./types.js";
 
 /** `850 ms`, `3.2 s`, `4 min 3 s`, `2 h 5 min`, `3 d 4 h`. */
 export function duration(ms: number): string {
@@ -37,4 +38,24 @@ export function text(value: unknown): string {
 /** The last characters of a run id: enough to tell runs apart in a list. */
 export function shortId(id: string): string {
   return id.length > 13 ? `…${id.slice(-12)}` : id;
+}
+
+/**
+ * A run's usage (its own and its child runs') and budget in one line (DESIGN §12); empty for a run
+ * that reported nothing and has no budget.
+ */
+export function usageText(run: Pick<Run, "usage" | "budget">): string {
+  const u = run.usage;
+  const b = run.budget ?? null;
+  const reported = u !== undefined && (u.tokens_in > 0 || u.tokens_out > 0 || u.cost > 0);
+  if (!reported && !b) return "";
+  const used = u
+    ? `${u.tokens_in + u.tokens_out} tokens (in ${u.tokens_in}, out ${u.tokens_out}), cost ${u.cost}`
+    : "nothing reported";
+  if (!b) return used;
+  const limits = [
+    ...(b.max_tokens === undefined ? [] : [`max_tokens ${b.max_tokens}`]),
+    ...(b.max_cost === undefined ? [] : [`max_cost ${b.max_cost}`]),
+  ];
+  return `${used}; budget ${limits.join(", ")}`;
 }

@@ -48,6 +48,10 @@ export interface Run {
   parent?: { run_id: string; node_id: string; visit: number; attempt: number; depth: number; item?: number } | null;
   /** The schedule that started the run (absent from an older server). */
   schedule_id?: string | null;
+  /** What its attempts reported, its own and its child runs' (absent from an older server). */
+  usage?: { tokens_in: number; tokens_out: number; cost: number };
+  /** Its own budget; null: none (absent from an older server). */
+  budget?: { max_tokens?: number; max_cost?: number } | null;
 }
 
 /** A child run of a workflow node, as its parent lists it. */

@@ -99,6 +99,30 @@ describe("skein start, status, list, events", () => {
     expect(timeline.stdout).toMatch(/^ +\d+ ms {2}run\.started +workflow with-input v1$/m);
   });
 
+  it("starts a run with --budget; status shows its usage line, --json its usage and budget", async () => {
+    const ws = workspace();
+    const db = ["--db", ws.db];
+    await skein(["workflows", "put", ws.file("w.json", WORKFLOWS.withInput), ...db], ws.dir);
+    const started = await skein(
+      ["start", "with-input", "--input", '{"topic":"t"}', "--budget", '{"max_tokens":1000}', ...db],
+      ws.dir,
+    );
+    expect(started.code, started.stderr).toBe(0);
+    const runId = started.stdout.trim();
+    const run = json<RunJson & { usage: unknown; budget: unknown }>(
+      await skein(["status", runId, "--json", ...db], ws.dir),
+    );
+    expect(run).toMatchObject({ usage: { tokens_in: 0, tokens_out: 0, cost: 0 }, budget: { max_tokens: 1000 } });
+    const text = await skein(["status", runId, ...db], ws.dir);
+    expect(text.stdout).toContain("\nusage: 0 tokens (in 0, out 0), cost 0; budget: max_tokens 1000\n");
+    const bad = await skein(
+      ["start", "with-input", "--input", '{"topic":"t"}', "--budget", '{"max_tokens":-1}', ...db],
+      ws.dir,
+    );
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain("budget.max_tokens must be a non-negative finite number, got -1");
+  });
+
   it("returns the same run for the same idempotency key", async () => {
     const ws = workspace();
     const db = ["--db", ws.db];

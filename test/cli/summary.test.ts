@@ -13,6 +13,26 @@ import { nextEvent, testEngine } from "../helpers.js";
 import { ORDER_APPROVAL } from "./helpers.js";
 
 describe("run report", () => {
+  it("has a usage line when the run reported usage or has a budget, none otherwise", async () => {
+    const { engine } = await testEngine({
+      agents: {
+        writer: (t) => {
+          t.reportUsage({ tokens_in: 120, tokens_out: 30, cost: 0.02 });
+          return { ok: true };
+        },
+        quiet: () => ({ ok: true }),
+      },
+    });
+    await engine.registerWorkflow({ id: "spend", nodes: [{ node_id: "w", agent_type: "writer" }] });
+    await engine.registerWorkflow({ id: "quiet", nodes: [{ node_id: "q", agent_type: "quiet" }] });
+    const spent = await engine.waitForRun((await engine.startRun("spend", { budget: { max_cost: 1 } })).run_id);
+    expect(runReport(spent, await engine.listVisits(spent.run_id))).toContain(
+      "\nusage: 150 tokens (in 120, out 30), cost 0.02; budget: max_cost 1\n",
+    );
+    const quiet = await engine.waitForRun((await engine.startRun("quiet")).run_id);
+    expect(runReport(quiet, await engine.listVisits(quiet.run_id))).not.toContain("usage:");
+  });
+
   it("lists a parent's child runs, and says whose child a child run is", async () => {
     const { engine } = await testEngine({ agents: { writer: () => ({ ok: true }) } });
     await engine.registerWorkflow({ id: "inner", nodes: [{ node_id: "w", agent_type: "writer" }] });

@@ -4,8 +4,8 @@
  * Runs on both stores (the postgres project runs this file on PostgreSQL).
  */
 import { describe, expect, it } from "vitest";
-import { type RunEvent, type Task, ValidationError, type WorkflowInput } from "../../src/index.js";
-import { nextEvent, testEngine } from "../helpers.js";
+import { type RunEvent, systemClock, type Task, ValidationError, type WorkflowInput } from "../../src/index.js";
+import { nextEvent, onPostgres, testEngine } from "../helpers.js";
 
 const isEvent = (type: RunEvent["type"]) => (e: RunEvent) => e.type === type;
 
@@ -44,6 +44,38 @@ describe("usage", () => {
     expect(attempts).toBe(2);
     expect(done.usage).toEqual({ tokens_in: 300, tokens_out: 40, cost: 0.5 });
     expect((await engine.listRuns({ workflow_id: "sums" }))[0]?.usage).toEqual(done.usage);
+  });
+
+  it("counts what a compensation reports, and a budget never stops a compensation", async () => {
+    const { engine } = await testEngine({
+      agents: {
+        ship: (t: Task) => {
+          t.reportUsage({ tokens_in: 10 });
+          return { shipped: true };
+        },
+        fail: (t: Task) => {
+          t.reportUsage({ tokens_in: 10 });
+          throw new Error("the customer cancelled");
+        },
+        undo: (t: Task) => {
+          t.reportUsage({ tokens_out: 5, cost: 0.1 });
+          return { undone: true };
+        },
+      },
+    });
+    await engine.registerWorkflow({
+      id: "undone",
+      budget: { max_tokens: 20 },
+      nodes: [
+        { node_id: "ship", agent_type: "ship", compensation: { agent_type: "undo" }, next_on_success: "bill" },
+        { node_id: "bill", agent_type: "fail", retry_count: 0 },
+      ],
+    });
+    const done = await engine.waitForRun((await engine.startRun("undone")).run_id);
+    expect(done.status).toBe("FAILED");
+    expect(done.compensations[0]).toMatchObject({ state: "SUCCEEDED" });
+    // 20 tokens reached the budget before the compensation started: it ran anyway, and counted.
+    expect(done.usage).toEqual({ tokens_in: 20, tokens_out: 5, cost: 0.1 });
   });
 
   it("a report from an attempt that no longer holds its visit is dropped", async () => {
@@ -303,4 +335,38 @@ describe("child runs count toward their parent", () => {
     expect(inner.parent).toMatchObject({ ancestors: [middle.run_id, run.run_id], budgeted: [middle.run_id] });
     for (const r of [done, middle, inner]) expect(r.usage.tokens_in).toBe(40);
   });
+});
+
+describe.skipIf(!onPostgres)("usage with several engines on PostgreSQL", () => {
+  it("items run by two engines at once add up exactly in the map's run and the run above it", async () => {
+    // The system clock: a parent busy in another engine's transaction is settled by the sweep.
+    const spender = (t: Task) => {
+      t.reportUsage({ tokens_in: 1, tokens_out: 2 });
+      t.reportUsage({ cost: 0.5 });
+      return { i: t.input };
+    };
+    const a = await testEngine({ clock: systemClock });
+    const b = await testEngine({ clock: systemClock, database: a.database, agents: { spender } });
+    const c = await testEngine({ clock: systemClock, database: a.database, agents: { spender } });
+    await a.engine.registerWorkflow({
+      id: "fan",
+      nodes: [
+        {
+          node_id: "each",
+          agent_type: "map",
+          payload: { items: "{{ input.items }}", each: { agent_type: "spender" }, max_concurrency: 8 },
+        },
+      ],
+    });
+    await a.engine.registerWorkflow({
+      id: "outer",
+      nodes: [{ node_id: "call", agent_type: "workflow", payload: { workflow_id: "fan", input: "{{ input }}" } }],
+    });
+    const items = Array.from({ length: 40 }, (_, i) => i);
+    const run = await a.engine.startRun("outer", { input: { items } });
+    const done = await b.engine.waitForRun(run.run_id);
+    expect(done.status).toBe("SUCCEEDED");
+    const fan = await c.engine.getRun(done.children[0]?.run_id ?? "");
+    for (const r of [done, fan]) expect(r.usage).toEqual({ tokens_in: 40, tokens_out: 80, cost: 20 });
+  }, 90_000);
 });

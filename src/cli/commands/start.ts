@@ -1,7 +1,8 @@
 /** `skein start <workflow_id>`: start a run for an engine elsewhere (`skein engine`) to run; prints its id. */
 import type { Command } from "commander";
+import type { Budget } from "../../core/types.js";
 import { withClient } from "../database.js";
-import { parseInputOption } from "../input.js";
+import { parseInputOption, parseJsonOption } from "../input.js";
 import { dbOf, examples } from "../options.js";
 import { println } from "../output.js";
 
@@ -13,15 +14,34 @@ export function registerStart(program: Command): void {
     .argument("<workflow_id>", "a registered workflow (skein workflows lists them)")
     .option("--input <json|@file>", "run input: JSON text, or @path to a JSON file (default {})")
     .option("--idempotency-key <key>", "the same key returns the same run instead of starting another")
-    .addHelpText("after", examples(`skein start content-publish --input '{"topic":"agents"}'`))
-    .action(async (workflowId: string, options: { input?: string; idempotencyKey?: string }, command: Command) => {
-      const input = parseInputOption(options.input);
-      const run = await withClient(dbOf(command), (client) =>
-        client.startRun(workflowId, {
-          input,
-          ...(options.idempotencyKey === undefined ? {} : { idempotency_key: options.idempotencyKey }),
-        }),
-      );
-      println(run.run_id);
-    });
+    .option(
+      "--budget <json|@file>",
+      'the run\'s budget, replacing the workflow\'s: {"max_tokens": n, "max_cost": n} (either or both)',
+    )
+    .addHelpText(
+      "after",
+      examples(
+        `skein start content-publish --input '{"topic":"agents"}'`,
+        `skein start research --budget '{"max_tokens":100000}'`,
+      ),
+    )
+    .action(
+      async (
+        workflowId: string,
+        options: { input?: string; idempotencyKey?: string; budget?: string },
+        command: Command,
+      ) => {
+        const input = parseInputOption(options.input);
+        const budget = options.budget === undefined ? undefined : parseJsonOption(options.budget, "--budget");
+        const run = await withClient(dbOf(command), (client) =>
+          client.startRun(workflowId, {
+            input,
+            ...(options.idempotencyKey === undefined ? {} : { idempotency_key: options.idempotencyKey }),
+            // Checked by startRun: a bad figure is a ValidationError naming budget.<field>.
+            ...(budget === undefined ? {} : { budget: budget as Budget }),
+          }),
+        );
+        println(run.run_id);
+      },
+    );
 }

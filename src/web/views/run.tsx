@@ -7,7 +7,7 @@
 import { useEffect, useRef, useState } from "preact/hooks";
 import { api } from "../api.js";
 import { Badge, ErrorNote, JsonBlock } from "../components.js";
-import { elapsed, time } from "../format.js";
+import { elapsed, time, usageText } from "../format.js";
 import { GraphView } from "../graph/graph-view.js";
 import { workflowGraph } from "../graph/model.js";
 import { useLiveEvents, useLoad, useNow } from "../hooks.js";
@@ -106,6 +106,12 @@ export function RunPage(props: { runId: string; node?: string | undefined }) {
             <dd>
               <a href={href({ page: "schedules", scheduleId: data.schedule_id })}>{data.schedule_id}</a>
             </dd>
+          </>
+        )}
+        {usageText(data) && (
+          <>
+            <dt>Usage</dt>
+            <dd class="usage">{usageText(data)}</dd>
           </>
         )}
         <dt>Started</dt>
