@@ -610,6 +610,8 @@ export class Engine {
    * `from: 0` is the whole history. The replay reads the database, so it includes what other
    * processes wrote; live events are only this process's (on SQLite another process's engine
    * publishes its own: poll `listEvents` by seq to follow it). A listener that throws is logged.
+   * Listeners also hear running attempts' progress (`node.progress`, DESIGN §11.6: no `seq`,
+   * never stored, so a replay delivers it only once live): `if (e.type === "node.progress") ...`.
    * @example const stop = engine.subscribe((e) => console.log(e.seq, e.type), { run_id: run.run_id, from: 0 });
    * @returns a function that unsubscribes (and stops a replay in progress)
    * @throws ValidationError for `from` without `run_id`, or a `from` that is not an integer >= 0

@@ -210,12 +210,22 @@ export class ExternalWorkers {
    */
   async progress(executionId: string, request: ProgressRequest): Promise<{ delivered: boolean }> {
     const key = this.checked(executionId, request, "Progress is invalid");
-    this.limiter.take(request.token?.name);
-    if (!(await this.verify(executionId, key, request, true))) return { delivered: false };
+    const holder = holderOf(request);
+    // The holder's stream, checked a moment ago, costs no read and no share of the token's rate
+    // (a worker streaming many tasks must not starve its own heartbeats); anything else is checked.
+    let checkedNow: string | undefined;
+    if (!this.o.progress.heldBy(executionId, request.attempt, holder)) {
+      this.limiter.take(request.token?.name);
+      if (!(await this.verify(executionId, key, request, true))) {
+        this.o.progress.end(executionId, request.attempt);
+        return { delivered: false };
+      }
+      checkedNow = holder;
+    }
     const run = this.facts.get(executionId) ?? (await this.o.store.getRun(key.run_id));
     if (!run) throw new NotFoundError(`no task ${executionId}; check the execution_id`);
     const source = { ...key, attempt: request.attempt, execution_id: executionId, trace_id: run.trace_id };
-    if (!this.o.progress.offer(source, request.progress)) {
+    if (!this.o.progress.offer(source, request.progress, checkedNow)) {
       throw new ValidationError("Progress is invalid", [
         { path: "progress", message: "must be JSON within the engine's payload size limit" },
       ]);

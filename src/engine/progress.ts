@@ -43,6 +43,8 @@ interface Stream {
   pending: ProgressEvent | null;
   /** A non-JSON value was logged for this attempt: later ones are dropped quietly. */
   warned: boolean;
+  /** A worker's attempt: the holder checked, and when (null: in process, held in memory). */
+  checked: { holder: string; at: number } | null;
 }
 
 /**
@@ -50,6 +52,12 @@ interface Stream {
  * engine never hears (another engine applied a worker's report) is forgotten, oldest first.
  */
 const KEPT = 10_000;
+/**
+ * How long a worker's holder check stands for its later progress, ms: within it a post of the
+ * same holder reads nothing. Bounds how long a stream whose end this engine did not hear (another
+ * engine applied the report, or the end committed while the check read the row) is taken for live.
+ */
+const CHECK_STANDS_MS = 1000;
 
 export class ProgressStreams {
   /** By execution_id: a visit runs one attempt at a time. */
@@ -70,15 +78,17 @@ export class ProgressStreams {
   /**
    * Offers a value of a held attempt: false when it was dropped (not JSON, or too large: one
    * warning per attempt is logged). The value is copied: later changes to it are not seen.
+   * `checkedHolder`: a worker's holder, just checked against the database (see `heldBy`).
    */
-  offer(source: ProgressSource, data: unknown): boolean {
+  offer(source: ProgressSource, data: unknown, checkedHolder?: string): boolean {
     let stream = this.streams.get(source.execution_id);
     if (stream === undefined || stream.attempt !== source.attempt) {
       if (stream) this.end(source.execution_id);
-      stream = { attempt: source.attempt, windowEnds: 0, timer: null, pending: null, warned: false };
+      stream = { attempt: source.attempt, windowEnds: 0, timer: null, pending: null, warned: false, checked: null };
       this.streams.set(source.execution_id, stream);
       if (this.streams.size > KEPT) this.end(this.streams.keys().next().value as string);
     }
+    if (checkedHolder !== undefined) stream.checked = { holder: checkedHolder, at: this.o.clock.now() };
     const progress = this.copy(source, stream, data);
     if (progress === null) return false;
     if (!this.o.subscribers.listens(source.run_id)) return true; // nobody to tell: nothing to build
@@ -106,6 +116,16 @@ export class ProgressStreams {
       stream.timer = this.o.clock.setTimeout(() => this.windowEnded(open), stream.windowEnds - event.at);
     }
     return true;
+  }
+
+  /**
+   * Whether `holder` was found to hold this running attempt less than CHECK_STANDS_MS ago and its
+   * end has not been heard since: its next progress needs no read.
+   */
+  heldBy(executionId: string, attempt: number, holder: string): boolean {
+    const stream = this.streams.get(executionId);
+    const checked = stream?.attempt === attempt ? stream.checked : null;
+    return checked !== null && checked.holder === holder && this.o.clock.now() - checked.at < CHECK_STANDS_MS;
   }
 
   /** The attempt no longer holds its visit (ended, aborted, lease lost): what is pending is dropped. */

@@ -69,6 +69,7 @@ describe("GET /v1/openapi.json", () => {
         "GET /v1/stream",
         "POST /v1/tasks/claim",
         "POST /v1/tasks/{execution_id}/heartbeat",
+        "POST /v1/tasks/{execution_id}/progress",
         "POST /v1/tasks/{execution_id}/complete",
         "POST /v1/tasks/{execution_id}/fail",
       ].sort(),
@@ -142,6 +143,9 @@ describe("GET /v1/openapi.json", () => {
       "default",
     ]);
     expect(statuses("/v1/tasks/{execution_id}/heartbeat", "post")).toContain("409");
+    expect(statuses("/v1/tasks/{execution_id}/progress", "post")).toEqual(
+      expect.arrayContaining(["202", "403", "409"]),
+    );
     expect(statuses("/v1/stream", "get")).toEqual(["200", "400", "401", "403", "404", "429", "503", "default"]);
     expect(statuses("/v1/health", "get")).toEqual(["200", "400", "403", "default"]);
     expect(statuses("/v1/ready", "get")).toEqual(["200", "400", "403", "503", "default"]);

@@ -78,7 +78,7 @@ const FLEET_B = "agent-fleet-b-0123456789";
 const WRITERS = "agent-writers-0123456789";
 
 /** In-process `streamer` handlers wait for the test; `ext_*` types are for workers. */
-async function api() {
+async function api(engine: { taskLimits?: { requestsPerSecond: number; burst: number } } = {}) {
   const tasks: Task[] = [];
   const finishers: (() => void)[] = [];
   const waiting = new Set<() => void>();
@@ -99,7 +99,7 @@ async function api() {
       w();
     });
   const t = await testApi({
-    engine: { agents: { streamer }, progressIntervalMs: 0 },
+    engine: { agents: { streamer }, progressIntervalMs: 0, ...engine },
     server: {
       tokens: [
         { token: TOKENS.admin, role: "admin", name: "ops" },
@@ -209,6 +209,23 @@ describe("POST /v1/tasks/{execution_id}/progress", () => {
       WRITERS,
     );
     expect(forbidden.statusCode).toBe(403);
+  });
+
+  it("checks the holder once a second: a streaming worker does not spend its token's rate of claims and heartbeats", async () => {
+    // A token may send 2 claims or heartbeats (the claim and the progress route's first check).
+    const t = await api({ taskLimits: { requestsPerSecond: 0.001, burst: 2 } });
+    await t.engine.startRun("external");
+    const claim = await t.post("/v1/tasks/claim", { agent_types: ["ext_writer"], worker_id: "w1" });
+    const [draft] = claim.json().tasks as { execution_id: string }[];
+    const url = `/v1/tasks/${draft?.execution_id}/progress`;
+    for (let i = 0; i < 5; i++) {
+      const res = await t.post(url, { attempt: 1, worker_id: "w1", progress: i });
+      expect(res.statusCode, res.body).toBe(202);
+    }
+    // Another worker's post is checked, and over the rate.
+    expect((await t.post(url, { attempt: 1, worker_id: "w2", progress: "x" })).statusCode).toBe(429);
+    await t.clock.advance(1000); // the check no longer stands: the next post is checked again
+    expect((await t.post(url, { attempt: 1, worker_id: "w1", progress: 5 })).statusCode).toBe(429);
   });
 
   it("answers 400 for a body without progress or with unknown fields", async () => {
