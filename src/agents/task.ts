@@ -42,8 +42,6 @@ export interface Task<P = Json, I = Json> {
   signal: AbortSignal;
   /** Renews the lease of a long attempt (never past its timeout). Resolves false when the attempt is no longer held. */
   heartbeat(): Promise<boolean>;
-  /** Adds usage to the run (DESIGN §12): sums over calls, attempts and child runs. Never throws for a valid object. */
-  reportUsage(usage: Usage): void;
   /**
    * Partial output while the attempt works (DESIGN §11.6): delivered live as `node.progress`, at
    * most every `progressIntervalMs` (default 50) per attempt, the latest wins; never stored;
