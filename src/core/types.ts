@@ -18,13 +18,6 @@ export interface VisitError {
   retry_after_ms?: number;
 }
 
-/** Usage an attempt reports (DESIGN §12): non-negative finite numbers. */
-export interface Usage {
-  tokens_in?: number;
-  tokens_out?: number;
-  cost?: number;
-}
-
 export interface TriggerRef {
   node_id: string;
   visit: number;
