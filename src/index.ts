@@ -3,6 +3,7 @@
 export { type AgentSchemas, defineAgent, type TypedAgentHandler } from "./agents/define-agent.js";
 export type { StandardSchemaV1 } from "./agents/standard-schema.js";
 export type { AgentHandler, DecideHook, DepResult, Routed, Task } from "./agents/task.js";
+export type { LlmOptions, LlmProvider } from "./calls/llm/providers.js";
 export {
   canTransition,
   deriveRunStatus,

@@ -7,6 +7,7 @@ import { existsSync } from "node:fs";
 import { dirname } from "node:path";
 import type { Logger } from "pino";
 import type { AgentHandler, Engine, RunWithNodes } from "../index.js";
+import { llmFromEnv } from "./llm-env.js";
 import { CliError } from "./output.js";
 import { resolveRun } from "./run-ids.js";
 
@@ -47,7 +48,13 @@ export function getRunOrFail(client: Engine, runId: string, db: string): Promise
 export async function openEngine(db: string, agents: Record<string, AgentHandler>, logger?: Logger): Promise<Engine> {
   const { createEngine } = await library();
   const { secretsFromEnv } = await import("../engine/secrets.js");
-  return createEngine({ database: db, agents, secrets: secretsFromEnv(), ...(logger ? { logger } : {}) });
+  return createEngine({
+    database: db,
+    agents,
+    secrets: secretsFromEnv(),
+    ...llmFromEnv(),
+    ...(logger ? { logger } : {}),
+  });
 }
 
 /** False for a SQLite file that does not exist (other URLs: true, the library explains them). */

@@ -45,7 +45,7 @@ const agentType = z
     error: "must be 1 to 128 letters, digits, '_', '.', ':' or '-'",
   })
   .describe(
-    "Which agent runs the node: [A-Za-z0-9_.:-]{1,128}. Built-ins: aggregator, http, human_review, map, sleep, wait_event, workflow.",
+    "Which agent runs the node: [A-Za-z0-9_.:-]{1,128}. Built-ins: aggregator, http, human_review, llm, map, sleep, wait_event, workflow.",
   );
 
 // References are plain strings: a malformed or missing id is reported as an unknown node by

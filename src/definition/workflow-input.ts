@@ -69,6 +69,36 @@ export interface BuiltinPayloads {
     instructions?: unknown;
     [field: string]: unknown;
   };
+  /**
+   * An OpenAI-compatible chat completion (docs/llm.md): streamed, its text as `node.progress`;
+   * output `{ content, parsed, tool_calls, usage, finish_reason, model }`.
+   */
+  llm: {
+    /** The provider's model name, e.g. `"gpt-4o-mini"`. */
+    model: string;
+    /** The conversation; or give `prompt`. */
+    messages?:
+      | { role: "system" | "developer" | "user" | "assistant" | "tool"; content?: unknown; [field: string]: unknown }[]
+      | Template;
+    /** One user message (instead of `messages`). */
+    prompt?: string;
+    /** 0..2. @defaultValue the provider's */
+    temperature?: number | Template;
+    max_tokens?: number | Template;
+    /** `json_schema` or `json_object`: the content is parsed into `output.parsed` (and checked against the schema). */
+    response_format?:
+      | { type: "text" }
+      | { type: "json_object" }
+      | { type: "json_schema"; json_schema: { name: string; schema: Record<string, unknown>; strict?: boolean } };
+    /** OpenAI tool definitions: `{ type: "function", function: { name, description?, parameters? } }`. */
+    tools?: {
+      type: "function";
+      function: { name: string; description?: string; parameters?: Record<string, unknown> };
+    }[];
+    tool_choice?: "auto" | "none" | "required" | { type: "function"; function: { name: string } };
+    /** A name among the engine's `llm.providers`. @defaultValue `"default"` */
+    provider?: string;
+  };
   /** Runs `each` once per element of `items`, and succeeds with the outputs in item order. */
   map: {
     /** The list to map over, or a template giving it. */

@@ -218,7 +218,10 @@ export class AttemptRunner {
         }),
       progress: (data: unknown) => {
         // Only while the attempt holds its visit: after its end, abort or lease loss, dropped.
-        if (this.held.get(t.execution_id)?.attempt === t.attempt) this.o.progress.offer(source, data);
+        // Redacted like the output: a secret's value never leaves the attempt runner.
+        if (this.held.get(t.execution_id)?.attempt === t.attempt) {
+          this.o.progress.offer(source, this.o.secrets.redact(data));
+        }
       },
       reportUsage: (usage: Usage) => {
         pending = this.reportUsage(t, usage, pending);

@@ -2,6 +2,7 @@
 import type { MeterProvider } from "@opentelemetry/api";
 import type { Logger } from "pino";
 import type { AgentHandler, DecideHook } from "../agents/task.js";
+import type { LlmOptions } from "../calls/llm/providers.js";
 import type { Budget, Compensation, Json, LiveEvent, Run, RunEvent, Visit } from "../core/types.js";
 import type { ChildRun, PrunedStatus } from "../store/store.js";
 import type { Clock } from "./clock.js";
@@ -122,6 +123,18 @@ export interface EngineOptions {
    * @defaultValue every run is kept for ever
    */
   retention?: RetentionOptions;
+  /**
+   * Where `llm` nodes send their chat completions (DESIGN §12, docs/llm.md): OpenAI-compatible
+   * providers by name; a node's `payload.provider` picks one, `default` when it names none.
+   * @example llm: { providers: { default: { base_url: "https://api.openai.com/v1", api_key: process.env.OPENAI_API_KEY } } }
+   * @defaultValue no providers: an llm node fails, naming this option
+   */
+  llm?: LlmOptions;
+  /**
+   * @internal the test harness's: every in-process handler (the given agents and the built-in
+   * kinds' own) passes through it once, by agent_type, as the engine is made.
+   */
+  wrapHandler?: (agentType: string, handler: AgentHandler) => AgentHandler;
   /**
    * How often one attempt's progress (`task.progress`, a worker's `POST /v1/tasks/{id}/progress`)
    * reaches subscribers, ms: the first call at once, then at most one per interval, the latest of

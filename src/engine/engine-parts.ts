@@ -6,6 +6,7 @@
 import type { Logger } from "pino";
 import type { AgentHandler } from "../agents/task.js";
 import { httpAgent } from "../calls/http.js";
+import { llmHandler } from "../calls/llm/handler.js";
 import { BUILTIN_HANDLERS } from "../core/kinds/index.js";
 import type { Store } from "../store/store.js";
 import { AttemptRunner } from "./attempts.js";
@@ -55,6 +56,17 @@ export function createParts(c: PartsContext): EngineParts {
   }
   // Built-in agents that do I/O (DESIGN §12) live outside the pure core: src/calls/.
   if (!handlers.has("http")) handlers.set("http", httpAgent({ maxResponseBytes: c.maxPayloadBytes, clock }));
+  if (!handlers.has("llm")) {
+    handlers.set("llm", llmHandler({ llm: options.llm, maxOutputBytes: c.maxPayloadBytes, now: () => clock.now() }));
+    // A provider's key never shows in an output, error or progress (a server that echoes it back).
+    for (const [name, provider] of Object.entries(options.llm?.providers ?? {})) {
+      if (typeof provider.api_key === "string") c.secrets.add(`llm.providers.${name}.api_key`, provider.api_key);
+    }
+  }
+  // The test harness waits for these handlers' I/O (createTestEngine), never skipping time past it.
+  if (options.wrapHandler) {
+    for (const [type, handler] of handlers) handlers.set(type, options.wrapHandler(type, handler));
+  }
   const decideHooks = options.decideHooks ?? {};
   const registry = new WorkflowRegistry(store, {
     knownAgentTypes: () => [...handlers.keys()],

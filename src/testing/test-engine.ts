@@ -50,8 +50,13 @@ export async function createTestEngine(options: TestEngineOptions = {}): Promise
   const { workflows = [], start, maxSteps = 10_000, busyTimeoutMs = 10_000, agents = {}, ...rest } = options;
   const clock = new ManualClock(startTime(start));
   const activity = new AgentActivity(() => clock.now());
-  const wrapped: Record<string, AgentHandler> = {};
-  for (const [type, handler] of Object.entries(agents)) wrapped[type] = activity.wrap(type, handler);
+  // Every in-process handler: the given agents and the built-in kinds' (an llm node's call is I/O
+  // the harness must wait for, never skip); the pure aggregator is left as it is.
+  const inProcess = new Set<string>(["aggregator"]);
+  const wrapHandler = (type: string, handler: AgentHandler): AgentHandler => {
+    inProcess.add(type);
+    return type === "aggregator" && !(type in agents) ? handler : activity.wrap(type, handler);
+  };
   let engine: Engine;
   try {
     engine = await createEngine({
@@ -64,7 +69,8 @@ export async function createTestEngine(options: TestEngineOptions = {}): Promise
       // The clock stands still while a handler runs: a throttle would deliver only its first value.
       progressIntervalMs: 0,
       ...rest,
-      agents: wrapped,
+      agents,
+      wrapHandler,
       database: "sqlite::memory:",
       clock,
     });
@@ -72,7 +78,7 @@ export async function createTestEngine(options: TestEngineOptions = {}): Promise
     activity.close();
     throw e;
   }
-  const t = new TestEngine(engine, clock, activity, { maxSteps, busyTimeoutMs }, Object.keys(agents));
+  const t = new TestEngine(engine, clock, activity, { maxSteps, busyTimeoutMs }, [...inProcess]);
   try {
     for (const workflow of workflows) await engine.registerWorkflow(workflow);
   } catch (e) {
@@ -84,7 +90,7 @@ export async function createTestEngine(options: TestEngineOptions = {}): Promise
 
 export class TestEngine {
   private closed = false;
-  /** Agent types with a handler in this process: the user's and the built-in aggregator. */
+  /** Agent types with a handler in this process: the user's and the built-in kinds' (aggregator, llm). */
   private readonly inProcess: ReadonlySet<string>;
 
   /** @internal use createTestEngine */
@@ -97,7 +103,7 @@ export class TestEngine {
     private readonly limits: { maxSteps: number; busyTimeoutMs: number },
     agentTypes: readonly string[],
   ) {
-    this.inProcess = new Set([...agentTypes, "aggregator"]);
+    this.inProcess = new Set(agentTypes);
   }
 
   /**
@@ -180,6 +186,7 @@ export class TestEngine {
    * I/O is waited for, event by event, never skipped.
    */
   private async settle(budget: Budget): Promise<void> {
+    let quiet = false;
     for (;;) {
       budget.check();
       const timer = this.clock.nextTimerAt();
@@ -193,7 +200,17 @@ export class TestEngine {
         await turn();
         continue;
       }
-      if (held.length === 0 || !this.activity.hasWork()) return;
+      if (held.length === 0) return;
+      if (!this.activity.hasWork()) {
+        // A handler that has just started may not have opened its socket yet (fetch with a body
+        // connects a few ticks later), and one whose server just cut the connection still has
+        // the error to throw: one turn of the event loop before it counts as hung.
+        if (quiet) return;
+        quiet = true;
+        await turn();
+        continue;
+      }
+      quiet = false;
       if (!(await this.activity.nextChange(this.limits.busyTimeoutMs))) throw this.busyError(held.length);
     }
   }

@@ -14,10 +14,10 @@ import { nextEvent, onPostgres, testEngine } from "../helpers.js";
 
 type ExternalTask = Awaited<ReturnType<Engine["claimTasks"]>>[number];
 
-const ONE_LLM = { id: "one_llm", nodes: [{ node_id: "ask", agent_type: "llm" }] };
+const ONE_LLM = { id: "one_llm", nodes: [{ node_id: "ask", agent_type: "chat" }] };
 const THREE_LLM = {
   id: "three_llm",
-  nodes: ["a", "b", "c"].map((node_id) => ({ node_id, agent_type: "llm" })),
+  nodes: ["a", "b", "c"].map((node_id) => ({ node_id, agent_type: "chat" })),
 };
 
 /** In-process agents that wait until the test releases them, counting how many run at once. */
@@ -55,12 +55,12 @@ class BlockingAgents {
 describe("agentConcurrency", () => {
   it("limits external workers' claims, and counts the engine's own attempts with theirs", async () => {
     const agents = new BlockingAgents();
-    const { engine } = await testEngine({ agentConcurrency: { llm: 2 }, agents: { llm: agents.handler } });
+    const { engine } = await testEngine({ agentConcurrency: { chat: 2 }, agents: { chat: agents.handler } });
     await engine.registerWorkflow(THREE_LLM);
     const run = await engine.startRun(THREE_LLM.id);
     await agents.started(2);
     // Two attempts run in the engine: the limit leaves the worker nothing, the third visit waits ready.
-    expect(await engine.claimTasks({ agent_types: ["llm"], worker_id: "w", max_tasks: 5 })).toEqual([]);
+    expect(await engine.claimTasks({ agent_types: ["chat"], worker_id: "w", max_tasks: 5 })).toEqual([]);
     const ready = (await engine.getRun(run.run_id)).nodes.filter((n) => n.state === "PENDING" && n.ready_at !== null);
     expect(ready).toHaveLength(1);
     agents.releaseAll();
@@ -72,15 +72,15 @@ describe("agentConcurrency", () => {
   });
 
   it("gives a worker no more than the limit, and the next visit once an attempt ends", async () => {
-    const { engine } = await testEngine({ agentConcurrency: { llm: 2 } });
+    const { engine } = await testEngine({ agentConcurrency: { chat: 2 } });
     await engine.registerWorkflow(THREE_LLM);
     const run = await engine.startRun(THREE_LLM.id);
-    const first = await engine.claimTasks({ agent_types: ["llm"], worker_id: "w", max_tasks: 5 });
+    const first = await engine.claimTasks({ agent_types: ["chat"], worker_id: "w", max_tasks: 5 });
     expect(first).toHaveLength(2);
-    expect(await engine.claimTasks({ agent_types: ["llm"], worker_id: "other", max_tasks: 5 })).toEqual([]);
+    expect(await engine.claimTasks({ agent_types: ["chat"], worker_id: "other", max_tasks: 5 })).toEqual([]);
     const done = first[0] as ExternalTask;
     await engine.completeTask(done.execution_id, { worker_id: "w", attempt: done.attempt, output: "ok" });
-    const next = await engine.claimTasks({ agent_types: ["llm"], worker_id: "other", max_tasks: 5 });
+    const next = await engine.claimTasks({ agent_types: ["chat"], worker_id: "other", max_tasks: 5 });
     expect(next.map((t) => t.node_id)).toHaveLength(1);
     expect([...first, ...next].map((t) => t.node_id).sort()).toEqual(["a", "b", "c"]);
     const [second, third] = [first[1], next[0]] as [ExternalTask, ExternalTask];
@@ -92,7 +92,7 @@ describe("agentConcurrency", () => {
 
 const PER_TENANT = {
   id: "per_tenant",
-  nodes: [{ node_id: "ask", agent_type: "llm", concurrency: { key: "{{ input.tenant }}", limit: 1 } }],
+  nodes: [{ node_id: "ask", agent_type: "chat", concurrency: { key: "{{ input.tenant }}", limit: 1 } }],
 };
 
 describe("a node's concurrency key", () => {
@@ -103,7 +103,7 @@ describe("a node's concurrency key", () => {
     const a2 = await engine.startRun(PER_TENANT.id, { input: { tenant: "a" } });
     const b1 = await engine.startRun(PER_TENANT.id, { input: { tenant: "b" } });
     const claim = (worker_id: string, wait_seconds = 0) =>
-      engine.claimTasks({ agent_types: ["llm"], worker_id, max_tasks: 5, wait_seconds });
+      engine.claimTasks({ agent_types: ["chat"], worker_id, max_tasks: 5, wait_seconds });
     // Keys resolve with the payloads, after the visits become ready: a waiting claim is woken by
     // the flush that stores them (the clock stands still, so it never times out).
     const first: ExternalTask[] = [];
@@ -141,7 +141,7 @@ describe("a node's concurrency key", () => {
     }
     // Two tasks asked: the oldest visits are a's, and one of a is all its key allows. The query
     // for the second task skips a's waiting visits and finds b's behind them.
-    const tasks = await engine.claimTasks({ agent_types: ["llm"], worker_id: "w", max_tasks: 2 });
+    const tasks = await engine.claimTasks({ agent_types: ["chat"], worker_id: "w", max_tasks: 2 });
     expect(tasks.map((t) => t.run_id)).toEqual([runs[0]?.run_id, runs[5]?.run_id]);
   });
 });
@@ -153,7 +153,7 @@ describe("a node's concurrency key in the engine's own claims", () => {
     const agents = new BlockingAgents();
     const { engine } = await testEngine({
       agents: {
-        llm: async (task) => {
+        chat: async (task) => {
           const tenant = String((task.input as { tenant: string }).tenant);
           running.set(tenant, (running.get(tenant) ?? 0) + 1);
           peaks.set(tenant, Math.max(peaks.get(tenant) ?? 0, running.get(tenant) ?? 0));
@@ -183,10 +183,10 @@ describe("a node's concurrency key in the engine's own claims", () => {
 
 describe("rateLimits", () => {
   it("lets through the burst, then as many claims as each advanced second refills", async () => {
-    const { engine, clock } = await testEngine({ rateLimits: { llm: { per_second: 2, burst: 2 } } });
+    const { engine, clock } = await testEngine({ rateLimits: { chat: { per_second: 2, burst: 2 } } });
     await engine.registerWorkflow(ONE_LLM);
     for (let i = 0; i < 6; i++) await engine.startRun(ONE_LLM.id);
-    const claim = () => engine.claimTasks({ agent_types: ["llm"], worker_id: "w", max_tasks: 10 });
+    const claim = () => engine.claimTasks({ agent_types: ["chat"], worker_id: "w", max_tasks: 10 });
     expect(await claim()).toHaveLength(2);
     expect(await claim()).toHaveLength(0);
     await clock.advance(1000);
@@ -202,9 +202,9 @@ describe("rateLimits", () => {
   it("wakes the engine when the next token is due, without a sweep", async () => {
     const agents = new BlockingAgents();
     const { engine, clock } = await testEngine({
-      rateLimits: { llm: { per_second: 2 } },
+      rateLimits: { chat: { per_second: 2 } },
       sweepIntervalMs: 3_600_000,
-      agents: { llm: agents.handler },
+      agents: { chat: agents.handler },
     });
     await engine.registerWorkflow(ONE_LLM);
     const runs = await Promise.all([0, 1, 2].map(() => engine.startRun(ONE_LLM.id)));
@@ -230,10 +230,10 @@ describe("rateLimits", () => {
   });
 
   it("refuses a rate that is not one positive per_second or per_minute", async () => {
-    await expect(testEngine({ rateLimits: { llm: { per_second: 1, per_minute: 60 } } })).rejects.toThrow(
-      /rateLimits is invalid:\n.*rateLimits.llm: give one of per_second or per_minute/,
+    await expect(testEngine({ rateLimits: { chat: { per_second: 1, per_minute: 60 } } })).rejects.toThrow(
+      /rateLimits is invalid:\n.*rateLimits.chat: give one of per_second or per_minute/,
     );
-    await expect(testEngine({ rateLimits: { llm: { per_minute: 0 } } })).rejects.toThrow(/above 0/);
+    await expect(testEngine({ rateLimits: { chat: { per_minute: 0 } } })).rejects.toThrow(/above 0/);
   });
 });
 
@@ -258,7 +258,7 @@ function nextChange(of: Child[], nudges: Set<() => void>): Promise<void> {
 
 describe.skipIf(!onPostgres)("agentConcurrency across engine processes", () => {
   it("never runs more than the limit across three engines and a worker, and finishes every run", async () => {
-    const { engine, database } = await testEngine({ agentConcurrency: { llm: 2 } });
+    const { engine, database } = await testEngine({ agentConcurrency: { chat: 2 } });
     const url = new URL(database);
     const schema = url.searchParams.get("schema") as string;
     url.searchParams.delete("schema");
@@ -270,7 +270,7 @@ describe.skipIf(!onPostgres)("agentConcurrency across engine processes", () => {
       await db.query(`INSERT INTO ${probe} VALUES (0, 0)`);
       const engines: Child[] = [];
 
-      // The test's engine has no llm handler: it serves an in-process external worker, which
+      // The test's engine has no chat handler: it serves an in-process external worker, which
       // counts itself in the probe like the children's agents and waits for the test too.
       const nudges = new Set<() => void>();
       const nudge = () => {
@@ -283,7 +283,7 @@ describe.skipIf(!onPostgres)("agentConcurrency across engine processes", () => {
       const worker = (async () => {
         while (!stop.signal.aborted) {
           const tasks = await engine.claimTasks({
-            agent_types: ["llm"],
+            agent_types: ["chat"],
             worker_id: "w",
             wait_seconds: 30,
             lease_seconds: 300,

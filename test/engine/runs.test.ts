@@ -142,9 +142,9 @@ describe("runs", () => {
     let peak = 0;
     const release: (() => void)[] = [];
     const { engine } = await testEngine({
-      agentConcurrency: { llm: 2 },
+      agentConcurrency: { chat: 2 },
       agents: {
-        llm: () =>
+        chat: () =>
           new Promise<string>((resolve) => {
             inFlight += 1;
             peak = Math.max(peak, inFlight);
@@ -157,7 +157,7 @@ describe("runs", () => {
     });
     await engine.registerWorkflow({
       id: "limit",
-      nodes: ["a", "b", "c", "d", "e"].map((id) => ({ node_id: id, agent_type: "llm" })),
+      nodes: ["a", "b", "c", "d", "e"].map((id) => ({ node_id: id, agent_type: "chat" })),
     });
     const run = await engine.startRun("limit");
     const done = engine.waitForRun(run.run_id);

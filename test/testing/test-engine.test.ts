@@ -203,15 +203,15 @@ describe("createTestEngine", () => {
 
   it("skips to a rate limit's next token", async () => {
     const t = await harness({
-      agents: { llm: fake.returns({ ok: true }) },
-      rateLimits: { llm: { per_minute: 1 } },
-      workflows: [{ id: "limited", nodes: [{ node_id: "ask", agent_type: "llm" }] }],
+      agents: { chat: fake.returns({ ok: true }) },
+      rateLimits: { chat: { per_minute: 1 } },
+      workflows: [{ id: "limited", nodes: [{ node_id: "ask", agent_type: "chat" }] }],
     });
     const first = await t.engine.startRun("limited");
     const second = await t.engine.startRun("limited");
     expect((await t.result(second.run_id)).status).toBe("SUCCEEDED");
     expect((await t.result(first.run_id)).status).toBe("SUCCEEDED");
-    expect(t.calls("llm").map((c) => c.at - START)).toEqual([0, 60_000]);
+    expect(t.calls("chat").map((c) => c.at - START)).toEqual([0, 60_000]);
   });
 
   it("stops a workflow that loops for ever after maxSteps, with the busiest node named", async () => {

@@ -171,6 +171,17 @@ defineWorkflow({
   nodes: [ok, { node_id: "g", agent_type: "aggregator", depends_on: ["ok"], payload: { source: ["ok"] } }],
 });
 
+// An llm node without its model.
+// @ts-expect-error model is required
+defineWorkflow({ id: "a", nodes: [{ node_id: "n", agent_type: "llm", payload: { prompt: "hi" } }] });
+
+// A misspelt field of an llm payload.
+defineWorkflow({
+  id: "a",
+  // @ts-expect-error temprature is not a field of llm's payload
+  nodes: [{ node_id: "n", agent_type: "llm", payload: { model: "m", prompt: "hi", temprature: 0 } }],
+});
+
 // An http node without a url.
 // @ts-expect-error an http payload needs url
 defineWorkflow({ id: "a", nodes: [{ node_id: "h", agent_type: "http", payload: { method: "GET" } }] });

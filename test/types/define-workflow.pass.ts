@@ -204,3 +204,39 @@ export const extended: WorkflowInput = {
 const nodes: WorkflowInput["nodes"] = [{ node_id: "a", agent_type: "worker" }];
 nodes.push({ node_id: "b", agent_type: "sleep", depends_on: ["a"], payload: { seconds: 1 } });
 export const built = defineWorkflow({ id: "built", nodes });
+
+/** The llm node: prompt or messages, a JSON schema for its answer, tools, a provider. */
+export const llmNodes = defineWorkflow({
+  id: "llm-nodes",
+  nodes: [
+    {
+      node_id: "classify",
+      agent_type: "llm",
+      payload: {
+        model: "gpt-4o-mini",
+        temperature: 0,
+        max_tokens: 200,
+        messages: [
+          { role: "system", content: "Classify the ticket." },
+          { role: "user", content: "{{ input.text }}" },
+        ],
+        response_format: {
+          type: "json_schema",
+          json_schema: { name: "triage", strict: true, schema: { type: "object", properties: {} } },
+        },
+      },
+      next_on_success: [{ when: "output.parsed.kind = 'bug'", to: "tools" }],
+    },
+    {
+      node_id: "tools",
+      agent_type: "llm",
+      payload: {
+        model: "{{ input.model }}",
+        prompt: "Refund order {{ input.order }}",
+        tools: [{ type: "function", function: { name: "refund", parameters: { type: "object" } } }],
+        tool_choice: "auto",
+        provider: "local",
+      },
+    },
+  ],
+});

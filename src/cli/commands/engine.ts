@@ -2,6 +2,7 @@
 import type { Command } from "commander";
 import { loadAgents } from "../agents-module.js";
 import { openEngine } from "../database.js";
+import { LLM_ENV_HELP } from "../llm-env.js";
 import { dbOf, examples } from "../options.js";
 import { keepAlive, stopSignal } from "../signals.js";
 
@@ -15,7 +16,7 @@ export function registerEngine(program: Command): void {
     .option("--agents <module>", "agents module (.js, .mjs or .ts): its default export maps agent_type to handler")
     .addHelpText(
       "after",
-      `${examples("skein engine --agents ./agents.ts --db sqlite:./skein.db")}\nLog level: SKEIN_LOG_LEVEL (default info).\n`,
+      `${examples("skein engine --agents ./agents.ts --db sqlite:./skein.db")}\nLog level: SKEIN_LOG_LEVEL (default info).\n${LLM_ENV_HELP}\n`,
     )
     .action(async (options: { agents?: string }, command: Command) => {
       const agents = options.agents === undefined ? {} : await loadAgents(options.agents);

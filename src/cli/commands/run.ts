@@ -5,6 +5,7 @@ import { assertAgentsCover, loadAgents } from "../agents-module.js";
 import { openEngine } from "../database.js";
 import { EventTap, follow } from "../follow.js";
 import { looksLikeFile, parseInputOption, readJsonFile } from "../input.js";
+import { LLM_ENV_HELP } from "../llm-env.js";
 import { dbOf, examples, explicitDb, resumeCommand } from "../options.js";
 import { warn } from "../output.js";
 import { problemLine } from "./validate.js";
@@ -31,7 +32,7 @@ export function registerRun(program: Command): void {
       examples(
         `skein run content-publish.json --agents ./agents.ts --input '{"topic":"agents"}'`,
         "skein run content-publish --agents ./agents.js --input @input.json --json",
-      ),
+      ) + `${LLM_ENV_HELP}\n`,
     )
     .action(async (target: string, options: RunOptions, command: Command) => {
       const input = parseInputOption(options.input);

@@ -5,6 +5,7 @@ import { type Command, InvalidArgumentError } from "commander";
 import type { TokenEntry } from "../../http/auth.js";
 import { loadAgents } from "../agents-module.js";
 import { library } from "../database.js";
+import { LLM_ENV_HELP, llmFromEnv } from "../llm-env.js";
 import { dbOf, examples } from "../options.js";
 import { CliError } from "../output.js";
 import { stopSignal } from "../signals.js";
@@ -39,7 +40,7 @@ export function registerServe(program: Command): void {
       `${examples(
         "skein serve --agents ./agents.ts",
         "skein serve --host 0.0.0.0 --port 8080 --tokens ./tokens.json --db sqlite:./skein.db",
-      )}\nLog level: SKEIN_LOG_LEVEL (default info).\n`,
+      )}\nLog level: SKEIN_LOG_LEVEL (default info).\n${LLM_ENV_HELP}\n`,
     )
     .action(async (options: ServeOptions, command: Command) => {
       const tokens = await readTokens(options.tokens);
@@ -63,6 +64,7 @@ export function registerServe(program: Command): void {
         logger,
         secrets: secretsFromEnv(),
         meterProvider: metrics.meterProvider,
+        ...llmFromEnv(),
         ...(publicUrl ? { publicUrl } : {}),
       });
       const stop = stopSignal();

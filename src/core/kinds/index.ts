@@ -9,6 +9,7 @@ import { aggregator } from "./aggregator.js";
 import { http } from "./http.js";
 import { humanReview } from "./human-review.js";
 import type { NodeKind } from "./kind.js";
+import { llm } from "./llm.js";
 import { MAP_HOLDER, map, undoesItems } from "./map.js";
 import { sleep } from "./sleep.js";
 import { task } from "./task.js";
@@ -18,7 +19,7 @@ import { workflow } from "./workflow.js";
 export type { KindChecks, NodeKind } from "./kind.js";
 
 const BUILTIN: ReadonlyMap<string, NodeKind> = new Map(
-  [aggregator, http, humanReview, map, sleep, waitEvent, workflow].map((k) => [k.name, k]),
+  [aggregator, http, humanReview, llm, map, sleep, waitEvent, workflow].map((k) => [k.name, k]),
 );
 
 /** The built-in agent types (reserved names). */

@@ -1,0 +1,170 @@
+/**
+ * The `llm` node's in-process agent (DESIGN §12): one streamed chat completion per attempt.
+ * POSTs `<base_url>/chat/completions`, sends the text so far as `task.progress({ content })`,
+ * reports the usage, and returns `{ content, parsed, tool_calls, usage, finish_reason, model }`.
+ * Failures the next attempt may not repeat (429, 5xx, a network error, a stream cut short, JSON
+ * that does not parse or match) are RetryableError; the rest (other 4xx, an unknown provider,
+ * an output over the size limit) NonRetryableError.
+ */
+import type { AgentHandler, Task } from "../../agents/task.js";
+import { DEFAULT_PROVIDER, type LlmMessage, type LlmPayload } from "../../core/kinds/llm.js";
+import type { Json, Usage } from "../../core/types.js";
+import { NonRetryableError, RetryableError } from "../../errors.js";
+import { retryAfterOf } from "../http.js";
+import { type Completion, causeOf, readJson, readStream } from "./completion.js";
+import { ContentParser } from "./parse-content.js";
+import { checkProviders, type LlmOptions, type LlmProvider, providerOf } from "./providers.js";
+
+export interface LlmHandlerContext {
+  /** The engine option `llm`. */
+  llm: LlmOptions | undefined;
+  /** The engine's maxPayloadBytes: the largest output. */
+  maxOutputBytes: number;
+  /** The engine's clock (a `Retry-After` date is relative to it). */
+  now: () => number;
+}
+
+/** The longest error body read from a provider, in characters (its message is in the first few). */
+const ERROR_BODY_CHARS = 4000;
+
+/** The handler, or a ValidationError for providers that are not valid (createEngine refuses them). */
+export function llmHandler(c: LlmHandlerContext): AgentHandler {
+  const providers = checkProviders(c.llm);
+  const parser = new ContentParser();
+  return async (task: Task) => {
+    // The kind checked the resolved payload before the visit could start.
+    const payload = task.payload as unknown as LlmPayload;
+    const providerName = payload.provider ?? DEFAULT_PROVIDER;
+    const provider = providerOf(providers, payload.provider);
+    const who = `provider "${providerName}"`;
+    const url = `${provider.base_url.replace(/\/+$/, "")}/chat/completions`;
+    let response: Response;
+    try {
+      response = await fetch(url, {
+        method: "POST",
+        headers: headersOf(provider, task),
+        body: JSON.stringify(requestBody(payload)),
+        signal: task.signal,
+      });
+    } catch (e) {
+      if (task.signal.aborted) throw task.signal.reason;
+      throw new RetryableError(`could not reach ${who} at ${url}: ${causeOf(e)}`, { cause: e });
+    }
+    if (!response.ok) throw await statusError(response, who, c.now());
+
+    const read = {
+      who,
+      maxBytes: c.maxOutputBytes,
+      onContent: (content: string) => task.progress({ content }),
+    };
+    let completion: Completion;
+    try {
+      const type = response.headers.get("content-type") ?? "";
+      completion =
+        type.includes("text/event-stream") || !response.body
+          ? await readStream(response.body ?? emptyStream(), read)
+          : readJson(await response.text(), read);
+    } catch (e) {
+      if (task.signal.aborted) throw task.signal.reason;
+      throw e;
+    }
+    // The tokens were spent whether or not the content is what was asked for.
+    if (completion.usage) task.reportUsage(usageOf(completion.usage, provider));
+
+    // A reply that only calls tools has no content to parse.
+    const onlyTools = completion.content === "" && completion.tool_calls.length > 0;
+    const parsed = onlyTools ? null : await parser.parse(payload.response_format, completion.content);
+    return {
+      content: completion.content,
+      parsed,
+      tool_calls: completion.tool_calls,
+      usage: completion.usage,
+      finish_reason: completion.finish_reason,
+      model: completion.model ?? payload.model,
+    } as unknown as Json;
+  };
+}
+
+function headersOf(provider: LlmProvider, task: Task): Record<string, string> {
+  return {
+    "content-type": "application/json",
+    accept: "text/event-stream, application/json",
+    // The visit's execution_id: the same on every attempt, so a provider that deduplicates may.
+    "idempotency-key": task.execution_id,
+    traceparent: task.traceparent,
+    ...(provider.api_key === undefined ? {} : { authorization: `Bearer ${provider.api_key}` }),
+    ...provider.headers,
+  };
+}
+
+/** The chat completions request: always streamed, with the usage in its last chunk. */
+function requestBody(p: LlmPayload): Record<string, unknown> {
+  const messages: LlmMessage[] = p.messages ?? [{ role: "user", content: p.prompt ?? "" }];
+  return {
+    model: p.model,
+    messages: messages.map(withoutParsedArguments),
+    stream: true,
+    stream_options: { include_usage: true },
+    ...(p.temperature === undefined ? {} : { temperature: p.temperature }),
+    ...(p.max_tokens === undefined ? {} : { max_tokens: p.max_tokens }),
+    ...(p.response_format === undefined ? {} : { response_format: p.response_format }),
+    ...(p.tools === undefined ? {} : { tools: p.tools }),
+    ...(p.tool_choice === undefined ? {} : { tool_choice: p.tool_choice }),
+  };
+}
+
+/**
+ * An earlier node's `tool_calls` may go back into `messages` as they are: the `parsed_arguments`
+ * this node adds to each is not OpenAI's, and strict providers refuse fields they do not know.
+ */
+function withoutParsedArguments(m: LlmMessage): LlmMessage {
+  if (m.role !== "assistant" || !Array.isArray(m.tool_calls)) return m;
+  const tool_calls = m.tool_calls.map((call) => {
+    if (call === null || typeof call !== "object" || Array.isArray(call)) return call;
+    const { parsed_arguments: _, ...rest } = call;
+    return rest;
+  });
+  return { ...m, tool_calls };
+}
+
+function usageOf(u: { prompt_tokens: number; completion_tokens: number }, provider: LlmProvider): Usage {
+  const usage: Usage = { tokens_in: u.prompt_tokens, tokens_out: u.completion_tokens };
+  const price = provider.cost_per_1k;
+  if (price) usage.cost = (u.prompt_tokens * price.input + u.completion_tokens * price.output) / 1000;
+  return usage;
+}
+
+/** 429 and 5xx are retried (after `Retry-After` when the provider sends one); other statuses are not. */
+async function statusError(response: Response, who: string, now: number): Promise<Error> {
+  const text = (await response.text().catch(() => "")).slice(0, ERROR_BODY_CHARS);
+  const message = `${who} answered ${response.status}: ${providerMessage(text)}`;
+  if (response.status === 429 || response.status >= 500) {
+    const retryAfterMs = retryAfterMsOf(response.headers, now);
+    return new RetryableError(message, retryAfterMs === undefined ? {} : { retryAfterMs });
+  }
+  return new NonRetryableError(message);
+}
+
+/** OpenAI's `{ error: { message } }` (and the `{ error: "..." }` of some servers), else the body's start. */
+function providerMessage(text: string): string {
+  try {
+    const body = JSON.parse(text) as { error?: { message?: unknown } | string; message?: unknown };
+    if (typeof body.error === "string") return body.error;
+    if (typeof body.error?.message === "string") return body.error.message;
+    if (typeof body.message === "string") return body.message;
+  } catch {
+    // not JSON
+  }
+  return text === "" ? "(no body)" : text.slice(0, 500);
+}
+
+/** `retry-after-ms` (OpenAI's), else `Retry-After` in seconds or as an HTTP date; undefined when absent or unreadable. */
+function retryAfterMsOf(headers: Headers, now: number): number | undefined {
+  const ms = Number(headers.get("retry-after-ms") ?? Number.NaN);
+  if (Number.isFinite(ms) && ms >= 0) return Math.round(ms);
+  return retryAfterOf(headers.get("retry-after"), now);
+}
+
+function emptyStream(): ReadableStream<Uint8Array> {
+  return new ReadableStream({ start: (controller) => controller.close() });
+}
