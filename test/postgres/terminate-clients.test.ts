@@ -48,8 +48,10 @@ describe("PostgreSQL connections terminated while clients and engines open and c
           );
           terminated += rows.filter((r) => r.ok).length;
           rounds += 1;
-          // The fault's pace (a failover every 50 ms), not a wait for anything.
-          await new Promise((resolve) => setTimeout(resolve, 50));
+          // The fault's pace (a failover every 100 ms), not a wait for anything. At 50 ms this machine
+          // could no longer commit a transaction between two cuts (connecting and committing took
+          // longer), so storage stayed down and the engine answered Unavailable, as it should.
+          await new Promise((resolve) => setTimeout(resolve, 100));
         }
       })();
       try {
