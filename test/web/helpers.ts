@@ -10,6 +10,7 @@
  */
 import type { Browser, BrowserContext, Locator, Page } from "playwright-core";
 import { afterAll, afterEach, beforeAll, expect } from "vitest";
+import axe from "axe-core";
 import { launchChromium } from "../../scripts/chromium.js";
 import { AGENTS, requireBuiltCli, Skein, workspace } from "../cli/helpers.js";
 import { TOKEN_LIST, TOKENS } from "../http/helpers.js";
@@ -164,3 +165,35 @@ export async function markDocument(page: Page): Promise<void> {
 export async function documentStillMarked(page: Page): Promise<boolean> {
   return page.evaluate(() => (window as unknown as { skeinMark?: number }).skeinMark === 1);
 }
+
+/** axe-core's rules, run in the page: what it found of impact "serious" or "critical". */
+export interface AxeViolation {
+  id: string;
+  impact: string;
+  help: string;
+  targets: string[];
+}
+
+/**
+ * Runs axe-core (the WCAG 2.1 A/AA rules) on the page as it is now and fails the test on any
+ * violation of impact "serious" or "critical", each named with its rule and elements. axe runs
+ * through the DevTools protocol (page.evaluate), which the page's CSP does not govern, so the
+ * page under test keeps its real CSP and Trusted Types.
+ */
+export async function expectAccessible(page: Page, what = "the page"): Promise<void> {
+  await page.evaluate(AXE_SOURCE);
+  const violations = await page.evaluate(async () => {
+    const axe = (window as unknown as { axe: { run(context: unknown, options: unknown): Promise<AxeResults> } }).axe;
+    const results = await axe.run(document, { runOnly: { type: "tag", values: ["wcag2a", "wcag2aa", "wcag21aa"] } });
+    return results.violations
+      .filter((v) => v.impact === "serious" || v.impact === "critical")
+      .map((v) => ({ id: v.id, impact: v.impact, help: v.help, targets: v.nodes.map((n) => n.target.join(" ")) }));
+  });
+  expect(violations, `axe-core's serious or critical violations on ${what}`).toEqual([]);
+}
+
+interface AxeResults {
+  violations: { id: string; impact: string; help: string; nodes: { target: string[] }[] }[];
+}
+
+const AXE_SOURCE: string = axe.source;
