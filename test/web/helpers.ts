@@ -8,9 +8,10 @@
  * `writer` have no handler there, so they wait for an external agent: the test plays it through
  * /v1/tasks, which lets it decide exactly when a node finishes.
  */
+
+import axe from "axe-core";
 import type { Browser, BrowserContext, Locator, Page } from "playwright-core";
 import { afterAll, afterEach, beforeAll, expect } from "vitest";
-import axe from "axe-core";
 import { launchChromium } from "../../scripts/chromium.js";
 import { AGENTS, requireBuiltCli, Skein, workspace } from "../cli/helpers.js";
 import { TOKEN_LIST, TOKENS } from "../http/helpers.js";
