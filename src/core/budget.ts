@@ -70,11 +70,31 @@ export function usageRuns(run: Pick<Run, "run_id" | "parent">): string[] {
 }
 
 /** What a child run of `parent` records of the runs above it (RunParent's `ancestors`, `budgeted`). */
-export function lineage(parent: Pick<Run, "run_id" | "parent" | "budget">): Pick<RunParent, "ancestors" | "budgeted"> {
+function lineage(parent: Pick<Run, "run_id" | "parent" | "budget">): Pick<RunParent, "ancestors" | "budgeted"> {
   const above = parent.parent;
   const ancestors = usageRuns(parent);
   const budgeted = [...(parent.budget ? [parent.run_id] : []), ...(above?.budgeted ?? [])];
   return budgeted.length > 0 ? { ancestors, budgeted } : { ancestors };
+}
+
+/**
+ * The `parent` of a run that `visit`'s attempt starts in `run`: a `workflow` node's child, or a
+ * `map` visit's item `item`. One level deeper, with the lineage its usage is added to.
+ */
+export function parentLink(
+  run: Pick<Run, "run_id" | "parent" | "budget">,
+  visit: Pick<Visit, "node_id" | "visit" | "attempt">,
+  item?: number,
+): RunParent {
+  return {
+    run_id: run.run_id,
+    node_id: visit.node_id,
+    visit: visit.visit,
+    attempt: visit.attempt,
+    depth: (run.parent?.depth ?? 0) + 1,
+    ...(item === undefined ? {} : { item }),
+    ...lineage(run),
+  };
 }
 
 /**

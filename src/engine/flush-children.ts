@@ -8,7 +8,7 @@
  */
 
 import { attemptOf, holds, visitAttempt } from "../core/attempt.js";
-import { budgetOf, lineage } from "../core/budget.js";
+import { budgetOf, parentLink } from "../core/budget.js";
 import { MAP_HOLDER } from "../core/kinds/map.js";
 import { CHILD_HOLDER, childOf, MAX_CHILD_DEPTH } from "../core/kinds/workflow.js";
 import { endRun, executionId, failVisit, nodeOf, type RunState, startRunState } from "../core/scheduler.js";
@@ -72,14 +72,7 @@ async function startChild(f: Flush, rs: RunState, v: Visit): Promise<boolean> {
     run_id,
     traceparent: f.o.spans.startChildRun(rs.run, v, run_id), // its spans nest under its skein.child_run span
     idempotency_key: key,
-    parent: {
-      run_id: rs.run.run_id,
-      node_id: v.node_id,
-      visit: v.visit,
-      attempt: v.attempt,
-      depth,
-      ...lineage(rs.run),
-    },
+    parent: parentLink(rs.run, v),
     budget: budgetOf(workflow.definition.budget),
     now: f.now,
   });

@@ -9,7 +9,7 @@
  * items are read a window at a time, and the counts are all a visit keeps.
  */
 import { attemptOf, compensationAttempt, visitAttempt } from "../core/attempt.js";
-import { BUDGET_EXCEEDED, lineage } from "../core/budget.js";
+import { BUDGET_EXCEEDED, parentLink } from "../core/budget.js";
 import { claimableCompensation, undoRun } from "../core/compensation.js";
 import { MAP_HOLDER, mapPayload, pendingItems, toleratedFailures } from "../core/kinds/map.js";
 import { MAX_CHILD_DEPTH } from "../core/kinds/workflow.js";
@@ -92,24 +92,14 @@ async function startItems(f: Flush, rs: RunState, v: Visit, room: number): Promi
   const rows = await f.tx.pendingMapItems(key, c.next, room);
   if (rows.length === 0) return;
   const workflow = await f.o.registry.get(itemWorkflowId(rs.run.workflow_id, v.node_id), rs.run.workflow_version);
-  const depth = (rs.run.parent?.depth ?? 0) + 1;
   const updates: MapItemUpdate[] = [];
-  const above = lineage(rs.run);
   for (const row of rows) {
     const run_id = uuidv7(f.now);
     const run = runRow(workflow, canonicalJson(row.item), {
       run_id,
       traceparent: rs.run.traceparent,
       idempotency_key: `${v.execution_id}:${v.attempt}:${row.index}`,
-      parent: {
-        run_id: rs.run.run_id,
-        node_id: v.node_id,
-        visit: v.visit,
-        attempt: v.attempt,
-        depth,
-        item: row.index,
-        ...above,
-      },
+      parent: parentLink(rs.run, v, row.index),
       budget: null,
       now: f.now,
     });
