@@ -3,74 +3,15 @@
  * an id (scoped tokens see only their workflows'), and a worker posts its own to
  * `POST /v1/tasks/{execution_id}/progress`, checked like a heartbeat but never written.
  */
-import { get, type IncomingMessage } from "node:http";
 import { afterEach, describe, expect, it } from "vitest";
 import type { Task } from "../../src/index.js";
 import { HttpWorker } from "../../src/worker/http-worker.js";
 import { bearer, TOKENS, testApi } from "./helpers.js";
+import { closeStreams, openStream } from "./sse.js";
 
-/** An open SSE connection's blocks, as sent (each block's lines). */
-class RawStream {
-  blocks: string[][] = [];
-  private buffer = "";
-  private readonly waiters = new Set<() => void>();
+afterEach(closeStreams);
 
-  constructor(readonly res: IncomingMessage) {
-    res.setEncoding("utf8");
-    res.on("data", (chunk: string) => {
-      this.buffer += chunk;
-      for (let i = this.buffer.indexOf("\n\n"); i >= 0; i = this.buffer.indexOf("\n\n")) {
-        this.blocks.push(this.buffer.slice(0, i).split("\n"));
-        this.buffer = this.buffer.slice(i + 2);
-      }
-      for (const w of [...this.waiters]) w();
-    });
-  }
-
-  /** The events sent (comments left out), with their `event:` and `id:` lines. */
-  events(): { event: string | null; id: string | null; data: { type: string; run_id: string; data: unknown } }[] {
-    return this.blocks
-      .filter((b) => b.some((l) => l.startsWith("data: ")))
-      .map((b) => ({
-        event: b.find((l) => l.startsWith("event: "))?.slice(7) ?? null,
-        id: b.find((l) => l.startsWith("id: "))?.slice(4) ?? null,
-        data: JSON.parse(b.find((l) => l.startsWith("data: "))?.slice(6) ?? "null"),
-      }));
-  }
-
-  until(check: () => boolean): Promise<void> {
-    return new Promise((resolve) => {
-      const waiter = () => {
-        if (!check()) return;
-        this.waiters.delete(waiter);
-        resolve();
-      };
-      this.waiters.add(waiter);
-      waiter();
-    });
-  }
-}
-
-const streams: RawStream[] = [];
-afterEach(() => {
-  for (const s of streams.splice(0)) s.res.destroy();
-});
-
-function open(base: string, path: string, token: string): Promise<RawStream> {
-  return new Promise((resolve, reject) => {
-    const req = get(`${base}${path}`, { headers: bearer(token) }, (res) => {
-      if (res.statusCode !== 200) {
-        reject(new Error(`status ${res.statusCode}`));
-        res.resume();
-        return;
-      }
-      const stream = new RawStream(res);
-      streams.push(stream);
-      stream.until(() => stream.blocks.some((b) => b[0] === ": connected")).then(() => resolve(stream), reject);
-    });
-    req.on("error", reject);
-  });
-}
+const open = (base: string, path: string, token: string) => openStream(base, path, bearer(token));
 
 const ORDERS = "reviewer-orders-0123456789";
 const FLEET_A = "agent-fleet-a-0123456789";
@@ -134,8 +75,8 @@ describe("progress on GET /v1/stream", () => {
     await t.started(1);
     t.tasks[0]?.progress({ content: "Hello" });
     t.finishers[0]?.();
-    await stream.until(() => stream.events().some((e) => e.data.type === "run.succeeded"));
-    const sent = stream.events();
+    await stream.until(() => stream.messages.some((e) => e.data.type === "run.succeeded"));
+    const sent = stream.messages;
     const progress = sent.filter((e) => e.data.type === "node.progress");
     expect(progress).toEqual([
       {
@@ -159,8 +100,8 @@ describe("progress on GET /v1/stream", () => {
     for (const task of t.tasks) task.progress(`from ${task.run_id}`);
     for (const f of t.finishers) f();
     await t.engine.waitForRun(outside.run_id);
-    await stream.until(() => stream.events().some((e) => e.data.type === "run.succeeded"));
-    const progress = stream.events().filter((e) => e.event === "node.progress");
+    await stream.until(() => stream.messages.some((e) => e.data.type === "run.succeeded"));
+    const progress = stream.messages.filter((e) => e.event === "node.progress");
     expect(progress.map((e) => e.data.run_id)).toEqual([inside.run_id]);
   });
 });

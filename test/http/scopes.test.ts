@@ -2,12 +2,11 @@
  * Token scopes by workflow (DESIGN §13): a token with `workflows` sees, starts, decides and
  * streams only runs of the workflows its patterns match; other runs are 404, as if they did not exist.
  */
-import { get, type IncomingMessage } from "node:http";
 import { afterEach, describe, expect, it } from "vitest";
 import { checkTokens, type TokenEntry } from "../../src/http/auth.js";
-import type { RunEvent } from "../../src/index.js";
 import { nextEvent } from "../helpers.js";
 import { bearer, TOKEN_LIST, TOKENS, testApi, WORKFLOWS } from "./helpers.js";
+import { closeStreams, openStream } from "./sse.js";
 
 const ORDERS_ADMIN = "orders-admin-0123456789abcdef";
 const ORDERS_REVIEWER = "orders-reviewer-0123456789abc";
@@ -170,61 +169,8 @@ describe("token scopes by workflow", () => {
 });
 
 describe("scoped event streams", () => {
-  const held: IncomingMessage[] = [];
-  afterEach(() => {
-    for (const r of held.splice(0)) r.destroy();
-  });
-
-  interface Stream {
-    status: number;
-    events: RunEvent[];
-    /** Resolves once `check` holds for the events so far. */
-    until(check: (events: RunEvent[]) => boolean): Promise<void>;
-  }
-
-  /** Opens a stream; resolves once the server started it (or refused it). */
-  function open(base: string, path: string, token: string): Promise<Stream> {
-    return new Promise((resolve, reject) => {
-      get(`${base}${path}`, { headers: bearer(token) }, (res) => {
-        const events: RunEvent[] = [];
-        const waiters = new Set<() => void>();
-        const stream: Stream = {
-          status: res.statusCode ?? 0,
-          events,
-          until: (check) =>
-            new Promise((done) => {
-              const waiter = () => {
-                if (!check(events)) return;
-                waiters.delete(waiter);
-                done();
-              };
-              waiters.add(waiter);
-              waiter();
-            }),
-        };
-        if (res.statusCode !== 200) {
-          res.resume();
-          resolve(stream);
-          return;
-        }
-        held.push(res);
-        res.setEncoding("utf8");
-        let buffer = "";
-        res.on("data", (chunk: string) => {
-          buffer += chunk;
-          for (let i = buffer.indexOf("\n\n"); i >= 0; i = buffer.indexOf("\n\n")) {
-            const block = buffer.slice(0, i);
-            buffer = buffer.slice(i + 2);
-            if (block.startsWith(": connected")) resolve(stream);
-            for (const line of block.split("\n")) {
-              if (line.startsWith("data: ")) events.push(JSON.parse(line.slice(6)) as RunEvent);
-            }
-          }
-          for (const w of [...waiters]) w();
-        });
-      }).on("error", reject);
-    });
-  }
+  afterEach(closeStreams);
+  const open = (base: string, path: string, token: string) => openStream(base, path, bearer(token));
 
   it("streams only events of the token's workflows, and refuses another workflow's run (404)", async () => {
     const { app, engine, runs } = await scopedApi();
@@ -240,7 +186,7 @@ describe("scoped event streams", () => {
     await engine.waitForRun((await engine.startRun("simple")).run_id);
     const last = await engine.startRun("order-us");
     await engine.waitForRun(last.run_id);
-    await stream.until((events) => events.some((e) => e.run_id === last.run_id && e.type === "run.succeeded"));
+    await stream.until((s) => s.events.some((e) => e.run_id === last.run_id && e.type === "run.succeeded"));
     expect(new Set(stream.events.map((e) => e.run_id))).toEqual(new Set([runs["order-eu"], last.run_id]));
   });
 });

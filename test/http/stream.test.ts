@@ -1,84 +1,12 @@
-import { get, type IncomingMessage } from "node:http";
 import { afterEach, describe, expect, it } from "vitest";
 import type { Engine, RunEvent } from "../../src/index.js";
 import { bearer, TOKENS, testApi, WORKFLOWS } from "./helpers.js";
+import { closeStreams, openStream } from "./sse.js";
 
-/** An open SSE connection: its events so far, comments, and waits on them (no sleeps). */
-class EventStream {
-  events: RunEvent[] = [];
-  ids: string[] = [];
-  comments: string[] = [];
-  ended = false;
-  private buffer = "";
-  private readonly waiters = new Set<() => void>();
+afterEach(closeStreams);
 
-  constructor(readonly res: IncomingMessage) {
-    res.setEncoding("utf8");
-    res.on("data", (chunk: string) => {
-      this.buffer += chunk;
-      for (let i = this.buffer.indexOf("\n\n"); i >= 0; i = this.buffer.indexOf("\n\n")) {
-        this.parse(this.buffer.slice(0, i));
-        this.buffer = this.buffer.slice(i + 2);
-      }
-      this.notify();
-    });
-    res.on("end", () => {
-      this.ended = true;
-      this.notify();
-    });
-  }
-
-  /** Resolves once `check` holds. */
-  until(check: (s: EventStream) => boolean): Promise<void> {
-    return new Promise((resolve) => {
-      const waiter = () => {
-        if (!check(this)) return;
-        this.waiters.delete(waiter);
-        resolve();
-      };
-      this.waiters.add(waiter);
-      waiter();
-    });
-  }
-
-  close(): void {
-    this.res.destroy();
-  }
-
-  private parse(block: string): void {
-    for (const line of block.split("\n")) {
-      if (line.startsWith(":")) this.comments.push(line.slice(1).trim());
-      else if (line.startsWith("id: ")) this.ids.push(line.slice(4));
-      else if (line.startsWith("data: ")) this.events.push(JSON.parse(line.slice(6)) as RunEvent);
-    }
-  }
-
-  private notify(): void {
-    for (const w of [...this.waiters]) w();
-  }
-}
-
-const streams: EventStream[] = [];
-afterEach(() => {
-  for (const s of streams.splice(0)) s.close();
-});
-
-/** Opens `path` and resolves once the server has started the stream (its `: connected` comment). */
-function open(base: string, path: string, headers: Record<string, string> = {}): Promise<EventStream> {
-  return new Promise((resolve, reject) => {
-    const req = get(`${base}${path}`, { headers: { ...bearer(TOKENS.alice), ...headers } }, (res) => {
-      if (res.statusCode !== 200) {
-        reject(new Error(`status ${res.statusCode}`));
-        res.resume();
-        return;
-      }
-      const stream = new EventStream(res);
-      streams.push(stream);
-      stream.until((s) => s.comments.includes("connected")).then(() => resolve(stream), reject);
-    });
-    req.on("error", reject);
-  });
-}
+const open = (base: string, path: string, headers: Record<string, string> = {}) =>
+  openStream(base, path, { ...bearer(TOKENS.alice), ...headers });
 
 async function served(server: { heartbeatMs?: number } = {}) {
   const t = await testApi({ server });
