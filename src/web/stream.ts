@@ -2,7 +2,7 @@
  * Live events from `GET /v1/stream` (Server-Sent Events). EventSource cannot send an
  * Authorization header, and a token must never go in a URL, so the stream is read with fetch()
  * and parsed here. A dropped stream reconnects with a growing delay; a run's stream resumes
- * after the last event it delivered (`after_seq`), so nothing is missed or repeated. Progress
+ * after the last event it delivered (`after`), so nothing is missed or repeated. Progress
  * (`event: node.progress`, no id) goes to `onProgress` only: it is live, never replayed.
  */
 import { authHeaders, errorOf, query } from "./api.js";
@@ -31,7 +31,7 @@ export function openStream(options: StreamOptions): () => void {
 
   const connect = async () => {
     try {
-      const path = `/v1/stream${query({ run_id: options.runId, after_seq: options.runId ? lastSeq : undefined })}`;
+      const path = `/v1/stream${query({ run_id: options.runId, after: options.runId ? lastSeq : undefined })}`;
       const res = await fetch(path, {
         headers: { accept: "text/event-stream", ...authHeaders() },
         signal: controller.signal,
