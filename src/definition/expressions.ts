@@ -438,18 +438,11 @@ export function toBoolean(value: unknown): boolean {
  */
 function nodeReads(ast: unknown): string[] {
   const found: string[] = [];
-  const seen = new Set<object>();
-  const walk = (n: unknown): void => {
-    if (n === null || typeof n !== "object" || seen.has(n)) return;
-    seen.add(n);
-    const steps = (n as { type?: unknown; steps?: unknown }).steps;
-    if ((n as { type?: unknown }).type === "path" && Array.isArray(steps)) {
-      const id = readNodeId(steps);
-      if (id !== null) found.push(id);
-    }
-    for (const child of Object.values(n)) walk(child);
-  };
-  walk(ast);
+  eachPath(ast, (steps) => {
+    const at = rootOffset(steps);
+    const next = steps[at + 1];
+    if (isName(steps[at], "nodes") && isName(next)) found.push(next.value);
+  });
   return found;
 }
 
@@ -461,42 +454,46 @@ function secretReads(ast: unknown): { names: string[]; invalid: string[]; dynami
   const names: string[] = [];
   const invalid: string[] = [];
   let dynamic = false;
+  eachPath(ast, (steps) => {
+    const at = rootOffset(steps);
+    const head = steps[at];
+    if (!isName(head, "secrets")) return;
+    const next = steps[at + 1];
+    const plain = (s: unknown) => !(s as { stages?: unknown }).stages;
+    if (plain(head) && isName(next)) (SECRET_NAME.test(next.value) ? names : invalid).push(next.value);
+    else dynamic = true;
+  });
+  return { names: unique(names), invalid: unique(invalid), dynamic };
+}
+
+/** Calls `visit` with the steps of every path expression in a JSONata AST (each node once). */
+function eachPath(ast: unknown, visit: (steps: unknown[]) => void): void {
   const seen = new Set<object>();
   const walk = (n: unknown): void => {
     if (n === null || typeof n !== "object" || seen.has(n)) return;
     seen.add(n);
     const steps = (n as { type?: unknown; steps?: unknown }).steps;
-    if ((n as { type?: unknown }).type === "path" && Array.isArray(steps)) {
-      const first = steps[0] as { type?: unknown; value?: unknown } | undefined;
-      const at = first?.type === "variable" && (first.value === "" || first.value === "$") ? 1 : 0;
-      const head = steps[at] as { type?: unknown; value?: unknown } | undefined;
-      if (head?.type === "name" && head.value === "secrets") {
-        const next = steps[at + 1] as { type?: unknown; value?: unknown; stages?: unknown } | undefined;
-        const plain = (s: typeof head) => s.type === "name" && !(s as { stages?: unknown }).stages;
-        if (next !== undefined && plain(head) && next.type === "name" && typeof next.value === "string") {
-          (SECRET_NAME.test(next.value) ? names : invalid).push(next.value);
-        } else dynamic = true;
-      }
-    }
+    if ((n as { type?: unknown }).type === "path" && Array.isArray(steps)) visit(steps);
     for (const child of Object.values(n)) walk(child);
   };
   walk(ast);
-  return { names: unique(names), invalid: unique(invalid), dynamic };
 }
 
-function readNodeId(steps: unknown[]): string | null {
-  const isName = (s: unknown, value?: string): s is { value: string } =>
+/** Where a path's names start: after a leading `$` or `$$` (the context and the root, both the ExpressionContext at the top level). */
+function rootOffset(steps: unknown[]): number {
+  const first = steps[0] as { type?: unknown; value?: unknown } | undefined;
+  return first?.type === "variable" && (first.value === "" || first.value === "$") ? 1 : 0;
+}
+
+/** A name step (`value` its name), optionally this one. */
+function isName(s: unknown, value?: string): s is { value: string } {
+  return (
     typeof s === "object" &&
     s !== null &&
     (s as { type?: unknown }).type === "name" &&
     typeof (s as { value?: unknown }).value === "string" &&
-    (value === undefined || (s as { value: string }).value === value);
-  const first = steps[0] as { type?: unknown; value?: unknown } | undefined;
-  // `$` and `$$` are the context and the root, both the ExpressionContext at the top level.
-  const rootVariable = first?.type === "variable" && (first.value === "" || first.value === "$");
-  const at = rootVariable ? 1 : 0;
-  const next = steps[at + 1];
-  return isName(steps[at], "nodes") && isName(next) ? next.value : null;
+    (value === undefined || (s as { value: string }).value === value)
+  );
 }
 
 function describeJsonataError(err: unknown): string {
