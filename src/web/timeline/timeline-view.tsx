@@ -144,7 +144,8 @@ function TimelineRow(props: {
             data-kind={bar.kind}
             data-outcome={bar.outcome}
             role="button"
-            tabIndex={0}
+            // Lower case: Preact sets an SVG element's props as attributes, and SVG's is `tabindex`.
+            tabindex={0}
             aria-label={label}
             onClick={select}
             onKeyDown={(e) => {
