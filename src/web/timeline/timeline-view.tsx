@@ -54,7 +54,7 @@ export function TimelineView(props: {
 }) {
   const timeline = buildTimeline(props);
   if (timeline.rows.length === 0) return <p class="muted">Nothing has run yet.</p>;
-  const width = LABEL_WIDTH + CHART_WIDTH + 10;
+  const width = LABEL_WIDTH + CHART_WIDTH + 20;
   const height = AXIS_HEIGHT + timeline.rows.length * ROW_HEIGHT + 4;
   const x = (at: number) => LABEL_WIDTH + ((at - timeline.start) / (timeline.end - timeline.start)) * CHART_WIDTH;
   return (
@@ -120,7 +120,7 @@ function TimelineRow(props: {
       data-visit={row.visit}
       data-state={row.state ?? "none"}
     >
-      <rect class="row-band" x={0} y={y} width={LABEL_WIDTH + CHART_WIDTH + 10} height={ROW_HEIGHT} />
+      <rect class="row-band" x={0} y={y} width={LABEL_WIDTH + CHART_WIDTH + 20} height={ROW_HEIGHT} />
       <text x={6} y={y + ROW_HEIGHT / 2 + 4} class="row-label">
         <title>{`${row.label}${row.agentType ? ` (${row.agentType})` : ""}`}</title>
         {clip(row.label, LABEL_CHARS)}
@@ -164,13 +164,14 @@ function TimelineRow(props: {
                 y={top}
                 width={round(barWidth)}
                 height={BAR_HEIGHT}
-                fill="url(#timeline-hatch)"
               />
             )}
           </g>
         );
       })}
-      {row.items && last && <MapProgressBar counts={row.items} x={x(last.start)} y={top + BAR_HEIGHT - 4} row={row} />}
+      {row.items && last && (
+        <MapProgressBar counts={row.items} x={x(last.end ?? now) + 6} y={y + ROW_HEIGHT / 2} row={row} />
+      )}
       {row.bars
         .filter((b) => b.childRunId !== undefined)
         .slice(-1)
@@ -190,14 +191,16 @@ function TimelineRow(props: {
   );
 }
 
-const MAP_BAR_WIDTH = 120;
+const MAP_BAR_WIDTH = 100;
+const MAP_BAR_HEIGHT = 6;
 
-/** A map's items below its bar: succeeded, failed, running, out of the total (the track). */
+/** A map's items after its bar: succeeded, failed, running, out of the total (the track), then `ended/total`. */
 function MapProgressBar(props: { counts: MapCounts; x: number; y: number; row: Row }) {
   const { total, succeeded, failed, running, cancelled } = props.counts;
   const ended = succeeded + failed + cancelled;
   const share = (n: number) => (total > 0 ? (MAP_BAR_WIDTH * n) / total : 0);
-  const left = round(Math.min(props.x, LABEL_WIDTH + CHART_WIDTH - MAP_BAR_WIDTH));
+  const left = round(Math.min(props.x, LABEL_WIDTH + CHART_WIDTH - MAP_BAR_WIDTH - 30));
+  const top = props.y - MAP_BAR_HEIGHT / 2;
   return (
     <g
       class="timeline-map"
@@ -211,16 +214,23 @@ function MapProgressBar(props: { counts: MapCounts; x: number; y: number; row: R
       data-failed={failed}
       data-running={running}
     >
-      <rect class="map-track" x={left} y={props.y} width={MAP_BAR_WIDTH} height={3} />
-      <rect class="map-succeeded" x={left} y={props.y} width={round(share(succeeded))} height={3} />
-      <rect class="map-failed" x={round(left + share(succeeded))} y={props.y} width={round(share(failed))} height={3} />
+      <rect class="map-track" x={left} y={top} width={MAP_BAR_WIDTH} height={MAP_BAR_HEIGHT} />
+      <rect class="map-succeeded" x={left} y={top} width={round(share(succeeded))} height={MAP_BAR_HEIGHT} />
+      <rect
+        class="map-failed"
+        x={round(left + share(succeeded))}
+        y={top}
+        width={round(share(failed))}
+        height={MAP_BAR_HEIGHT}
+      />
       <rect
         class="map-running"
         x={round(left + share(succeeded + failed))}
-        y={props.y}
+        y={top}
         width={round(share(running))}
-        height={3}
+        height={MAP_BAR_HEIGHT}
       />
+      <text x={left + MAP_BAR_WIDTH + 6} y={props.y + 4}>{`${ended}/${total}`}</text>
     </g>
   );
 }
