@@ -153,8 +153,25 @@ describe("buildTimeline", () => {
 
 describe("the time axis", () => {
   it("picks ms, s, min or h ticks as the span needs", () => {
-    expect(niceAxis(0, 3_000).ticks.map((t) => t.label)).toEqual(["0", "500 ms", "1 s", "1.5 s", "2 s", "2.5 s", "3 s"]);
-    expect(niceAxis(0, 95_000).ticks.map((t) => t.label)).toEqual(["0", "15 s", "30 s", "45 s", "1 min", "75 s", "1.5 min", "105 s"]);
+    expect(niceAxis(0, 3_000).ticks.map((t) => t.label)).toEqual([
+      "0",
+      "500 ms",
+      "1 s",
+      "1.5 s",
+      "2 s",
+      "2.5 s",
+      "3 s",
+    ]);
+    expect(niceAxis(0, 95_000).ticks.map((t) => t.label)).toEqual([
+      "0",
+      "15 s",
+      "30 s",
+      "45 s",
+      "1 min",
+      "75 s",
+      "1.5 min",
+      "105 s",
+    ]);
     expect(niceAxis(0, 3 * 3_600_000).ticks.at(-1)?.label).toBe("3 h");
     expect(niceAxis(5, 5).end).toBe(6);
   });

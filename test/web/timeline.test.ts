@@ -125,7 +125,9 @@ describe("the run timeline", { timeout: 90_000 }, () => {
     // The child run's bar links to it; its page links back to the parent.
     const child = await s.api<{ children: { run_id: string }[] }>("GET", `/v1/runs/${run.run_id}`);
     const childId = child.children[0]?.run_id;
-    await row("sub").getByRole("link", { name: `child run ${childId} of sub` }).click();
+    await row("sub")
+      .getByRole("link", { name: `child run ${childId} of sub` })
+      .click();
     await page.waitForFunction((id) => location.hash === `#/runs/${id}`, childId);
     await nodeInState(page, "only", "SUCCEEDED");
     await page.locator('g.timeline-row[data-node-id="only"] g.timeline-bar.outcome-succeeded').waitFor();

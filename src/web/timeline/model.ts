@@ -126,10 +126,7 @@ export function buildTimeline(input: {
   }
 
   const ordered = [...rows.values()].sort((a, b) => firstAt(a) - firstAt(b));
-  const last = Math.max(
-    input.runEnd ?? input.now,
-    ...ordered.flatMap((r) => r.bars.map((b) => b.end ?? input.now)),
-  );
+  const last = Math.max(input.runEnd ?? input.now, ...ordered.flatMap((r) => r.bars.map((b) => b.end ?? input.now)));
   const axis = niceAxis(input.runStart, last);
   return { rows: ordered, ...axis };
 }
@@ -154,8 +151,33 @@ const HOUR = 60 * MINUTE;
 const DAY = 24 * HOUR;
 /** Tick steps, smallest first: the first that gives at most MAX_TICKS ticks is used. */
 const STEPS = [
-  1, 2, 5, 10, 20, 50, 100, 200, 500, SECOND, 2 * SECOND, 5 * SECOND, 10 * SECOND, 15 * SECOND, 30 * SECOND, MINUTE,
-  2 * MINUTE, 5 * MINUTE, 10 * MINUTE, 15 * MINUTE, 30 * MINUTE, HOUR, 2 * HOUR, 3 * HOUR, 6 * HOUR, 12 * HOUR, DAY,
+  1,
+  2,
+  5,
+  10,
+  20,
+  50,
+  100,
+  200,
+  500,
+  SECOND,
+  2 * SECOND,
+  5 * SECOND,
+  10 * SECOND,
+  15 * SECOND,
+  30 * SECOND,
+  MINUTE,
+  2 * MINUTE,
+  5 * MINUTE,
+  10 * MINUTE,
+  15 * MINUTE,
+  30 * MINUTE,
+  HOUR,
+  2 * HOUR,
+  3 * HOUR,
+  6 * HOUR,
+  12 * HOUR,
+  DAY,
 ];
 const MAX_TICKS = 8;
 

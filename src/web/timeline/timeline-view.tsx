@@ -8,7 +8,7 @@
 import { duration } from "../format.js";
 import { href } from "../route.js";
 import type { MapCounts } from "../types.js";
-import { type Bar, type Row, type Timeline, buildTimeline } from "./model.js";
+import { type Bar, buildTimeline, type Row, type Timeline } from "./model.js";
 import "./timeline.css";
 import type { RunEvent, Visit } from "../types.js";
 
@@ -58,6 +58,7 @@ export function TimelineView(props: {
   const height = AXIS_HEIGHT + timeline.rows.length * ROW_HEIGHT + 4;
   const x = (at: number) => LABEL_WIDTH + ((at - timeline.start) / (timeline.end - timeline.start)) * CHART_WIDTH;
   return (
+    // biome-ignore lint/a11y/useSemanticElements: an <svg> cannot be a <fieldset>; the group holds the bars (buttons).
     <svg
       class="timeline"
       viewBox={`0 0 ${width} ${height}`}
@@ -89,6 +90,7 @@ export function TimelineView(props: {
 
 function Axis(props: { timeline: Timeline; x: (at: number) => number; height: number }) {
   return (
+    // biome-ignore lint/a11y/noAriaHiddenOnFocusable: nothing in the axis is focusable; its ticks would only be noise to a screen reader.
     <g class="timeline-axis" aria-hidden="true">
       {props.timeline.ticks.map((t) => (
         <g key={t.at} class="tick">
@@ -158,13 +160,7 @@ function TimelineRow(props: {
             <title>{label}</title>
             <rect x={round(start)} y={top} width={round(barWidth)} height={BAR_HEIGHT} rx="2" />
             {(bar.kind === "review" || bar.kind === "wait") && (
-              <rect
-                class="hatch"
-                x={round(start)}
-                y={top}
-                width={round(barWidth)}
-                height={BAR_HEIGHT}
-              />
+              <rect class="hatch" x={round(start)} y={top} width={round(barWidth)} height={BAR_HEIGHT} />
             )}
           </g>
         );
@@ -202,6 +198,7 @@ function MapProgressBar(props: { counts: MapCounts; x: number; y: number; row: R
   const left = round(Math.min(props.x, LABEL_WIDTH + CHART_WIDTH - MAP_BAR_WIDTH - 30));
   const top = props.y - MAP_BAR_HEIGHT / 2;
   return (
+    // biome-ignore lint/a11y/noInteractiveElementToNoninteractiveRole: this <g> is not interactive; progressbar is its only role.
     <g
       class="timeline-map"
       role="progressbar"
