@@ -135,6 +135,26 @@ describe("buildTimeline", () => {
     ]);
   });
 
+  it("ends an attempt the engine interrupted (a lost lease), and one that never reported when the next starts", () => {
+    const t = buildTimeline({
+      events: [
+        ev("node.started", "job", 1, 0, { attempt: 1, holder: "worker:a" }),
+        ev("node.interrupted", "job", 1, 50, { attempt: 1, interruptions: 1 }),
+        ev("node.started", "job", 1, 60, { attempt: 2, holder: "worker:b" }),
+        ev("node.started", "job", 1, 90, { attempt: 3, holder: "worker:c" }),
+      ],
+      visits: [visit("job", { state: "RUNNING", attempt: 3 })],
+      runStart: T0,
+      runEnd: null,
+      now: T0 + 100,
+    });
+    expect(t.rows[0]?.bars.map((b) => [b.attempt, b.outcome, b.end === null ? null : b.end - T0])).toEqual([
+      [1, "interrupted", 50],
+      [2, "interrupted", 90],
+      [3, "running", null],
+    ]);
+  });
+
   it("keeps the scale within a tick step while a run goes on, so a running bar grows", () => {
     const args = (now: number) => ({
       events: [ev("node.started", "slow", 1, 1000, { attempt: 1, holder: "e" })],
