@@ -51,6 +51,12 @@ export function MapItems(props: { visit: Visit; counts: MapCounts }) {
   return (
     <section class="map-items" aria-label="map items">
       <h4>Items</h4>
+      <progress
+        class="map-progress"
+        value={counts.succeeded + counts.failed + counts.cancelled}
+        max={Math.max(counts.total, 1)}
+        aria-label={`items ended: ${counts.succeeded} succeeded, ${counts.failed} failed, ${counts.running} running, of ${counts.total}`}
+      />
       <p class="map-counts">{countsLine(counts)}</p>
       <ErrorNote error={page.error} prefix="Could not load the items" />
       {items.length === 0 ? (

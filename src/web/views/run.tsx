@@ -13,6 +13,7 @@ import { workflowGraph } from "../graph/model.js";
 import { useLiveEvents, useLoad, useNow } from "../hooks.js";
 import { href, navigate } from "../route.js";
 import { openStream } from "../stream.js";
+import { RunTimeline } from "../timeline/timeline-view.js";
 import type { ProgressEvent, RunEvent, RunWithNodes, Workflow } from "../types.js";
 import { EventTable, NodeDetails } from "./node-details.js";
 import { CancelDialog, RetryDialog } from "./run-actions.js";
@@ -159,6 +160,16 @@ export function RunPage(props: { runId: string; node?: string | undefined }) {
           )}
         </div>
       </div>
+
+      <RunTimeline
+        events={events}
+        visits={data.nodes}
+        runStart={data.created_at}
+        runEnd={data.ended_at}
+        now={now}
+        selected={props.node}
+        onSelect={select}
+      />
 
       <h3>Nodes</h3>
       <table class="nodes" aria-label="nodes">
