@@ -41,7 +41,7 @@ function Entry(props: {
   openDepth: number;
   last: boolean;
 }) {
-  const { name, value, depth } = props;
+  const { name, value } = props;
   const comma = props.last ? "" : ",";
   const key = name === undefined ? null : <span class="json-key">{`${JSON.stringify(name)}: `}</span>;
   if (value === null || typeof value !== "object") {

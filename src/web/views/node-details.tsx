@@ -117,30 +117,32 @@ export function NodeDetails(props: {
 export function EventTable(props: { events: RunEvent[] }) {
   if (props.events.length === 0) return <p class="muted">No events yet.</p>;
   return (
-    <table class="events" aria-label="events">
-      <thead>
-        <tr>
-          <th>Time</th>
-          <th>Event</th>
-          <th>Node</th>
-          <th>Data</th>
-        </tr>
-      </thead>
-      <tbody>
-        {props.events.map((e) => (
-          <tr key={e.seq}>
-            <td>
-              <Time at={e.at} />
-            </td>
-            <td>{e.type}</td>
-            <td>{e.node_id === null ? "" : `${e.node_id}#${e.visit ?? ""}`}</td>
-            <td>
-              <JsonBlock value={e.data} empty="" openDepth={1} />
-            </td>
+    <div class="table-scroll">
+      <table class="events" aria-label="events">
+        <thead>
+          <tr>
+            <th>Time</th>
+            <th>Event</th>
+            <th>Node</th>
+            <th>Data</th>
           </tr>
-        ))}
-      </tbody>
-    </table>
+        </thead>
+        <tbody>
+          {props.events.map((e) => (
+            <tr key={e.seq}>
+              <td>
+                <Time at={e.at} />
+              </td>
+              <td>{e.type}</td>
+              <td>{e.node_id === null ? "" : `${e.node_id}#${e.visit ?? ""}`}</td>
+              <td>
+                <JsonBlock value={e.data} empty="" openDepth={1} />
+              </td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </div>
   );
 }
 
