@@ -3,7 +3,7 @@
  * localStorage and applied as `data-theme="light" | "dark"` on <html>, which style.css's palettes
  * key on. "system" follows the system's setting as it changes.
  */
-import { useEffect, useState } from "preact/hooks";
+import { useState } from "preact/hooks";
 
 export type ThemeChoice = "system" | "light" | "dark";
 
@@ -28,22 +28,31 @@ function apply(choice: ThemeChoice): void {
 apply(storedChoice());
 darkQuery.addEventListener("change", () => apply(storedChoice()));
 
+/** Applies and keeps a choice ("system" is kept as no choice). */
+function choose(choice: ThemeChoice): void {
+  apply(choice);
+  try {
+    if (choice === "system") localStorage.removeItem(KEY);
+    else localStorage.setItem(KEY, choice);
+  } catch {
+    // Storage refused (a private window's quota): the choice lasts until the page reloads.
+  }
+}
+
 /** The top bar's theme select. */
 export function ThemeSwitch() {
   const [choice, setChoice] = useState<ThemeChoice>(storedChoice);
-  useEffect(() => {
-    apply(choice);
-    try {
-      if (choice === "system") localStorage.removeItem(KEY);
-      else localStorage.setItem(KEY, choice);
-    } catch {
-      // Storage refused (a private window's quota): the choice lasts until the page reloads.
-    }
-  }, [choice]);
   return (
     <label class="theme-switch">
       Theme{" "}
-      <select value={choice} onChange={(e) => setChoice(e.currentTarget.value as ThemeChoice)}>
+      <select
+        value={choice}
+        onChange={(e) => {
+          const next = e.currentTarget.value as ThemeChoice;
+          choose(next);
+          setChoice(next);
+        }}
+      >
         <option value="system">System</option>
         <option value="light">Light</option>
         <option value="dark">Dark</option>

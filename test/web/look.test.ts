@@ -40,6 +40,9 @@ async function failedRun(): Promise<Served & { runId: string }> {
 }
 
 const theme = (page: Page) => page.evaluate(() => document.documentElement.dataset.theme);
+/** Waits until <html> has `data-theme="${value}"`. */
+const themeBecomes = (page: Page, value: string) =>
+  page.waitForFunction((v) => document.documentElement.dataset.theme === v, value);
 const background = (page: Page) => page.evaluate(() => getComputedStyle(document.documentElement).backgroundColor);
 
 describe("the admin page's look", { timeout: 120_000 }, () => {
@@ -73,6 +76,8 @@ describe("the admin page's look", { timeout: 120_000 }, () => {
 
     // Event data is a tree too, not a line of JSON.
     await details.locator("table.events .json-view").first().waitFor();
+    // A wide events table scrolls inside its own box: the page itself never scrolls sideways.
+    expect(await page.evaluate(() => document.documentElement.scrollWidth)).toBeLessThanOrEqual(1360);
 
     const started = details.locator("time").first();
     expect(await started.textContent()).toMatch(/^\d\d:\d\d:\d\d\.\d{3} (just now|\d+ (s|min) ago)$/);
@@ -97,7 +102,7 @@ describe("the admin page's look", { timeout: 120_000 }, () => {
     await expectAccessible(page, "the run page, light");
 
     await page.getByLabel("Theme").selectOption("dark");
-    expect(await theme(page)).toBe("dark");
+    await themeBecomes(page, "dark");
     expect(await background(page)).toBe("rgb(13, 17, 23)");
     await page.reload();
     await runStatus(page, "FAILED");
@@ -114,15 +119,15 @@ describe("the admin page's look", { timeout: 120_000 }, () => {
     await expectAccessible(page, "the runs page, dark");
 
     await page.getByLabel("Theme").selectOption("light");
-    expect(await theme(page)).toBe("light");
+    await themeBecomes(page, "light");
     expect(await background(page)).toBe("rgb(255, 255, 255)");
 
     // "System" follows prefers-color-scheme, also when it changes under the open page.
     await page.emulateMedia({ colorScheme: "dark" });
     await page.getByLabel("Theme").selectOption("system");
-    expect(await theme(page)).toBe("dark");
+    await themeBecomes(page, "dark");
     await page.emulateMedia({ colorScheme: "light" });
-    await page.waitForFunction(() => document.documentElement.dataset.theme === "light");
+    await themeBecomes(page, "light");
     await page.reload();
     await page.locator("table.runs tbody tr").first().waitFor();
     expect(await page.getByLabel("Theme").inputValue()).toBe("system");
