@@ -117,6 +117,12 @@ describe("the admin page's look", { timeout: 120_000 }, () => {
     await page.goto(`${s.url}/#/runs`);
     await page.locator("table.runs tbody tr").first().waitFor();
     await expectAccessible(page, "the runs page, dark");
+    await page.getByRole("link", { name: "Workflows" }).click();
+    await page.getByRole("navigation", { name: "workflows" }).getByRole("link", { name: "look" }).click();
+    await page.locator('.verdict[data-verdict="true"]').waitFor();
+    await expectAccessible(page, "a workflow's page, dark");
+    await page.goto(`${s.url}/#/runs`);
+    await page.locator("table.runs tbody tr").first().waitFor();
 
     await page.getByLabel("Theme").selectOption("light");
     await themeBecomes(page, "light");
