@@ -1,6 +1,7 @@
 /**
  * Screenshots of the admin page for the README: `npm run screenshots` (builds first) writes
- * docs/runs.png, docs/run-graph.png and docs/inbox.png. It serves the two examples
+ * docs/runs.png, docs/run-graph.png, docs/inbox.png, docs/run-dark.png (the run page in the dark
+ * theme) and docs/run-phone.png (the run page 390 px wide). It serves the two examples
  * (content-publish and order-approval, with their agents) from a temporary SQLite file, makes a
  * few runs of each (two orders left waiting for approval, one rejected and compensated), and
  * photographs the page in Debian's chromium. It also prints how long the page took to show the
@@ -85,13 +86,23 @@ try {
     await page.setViewportSize({ width: 1360, height: 1080 });
     await page.screenshot({ path: join(DOCS, "run-graph.png") });
 
+    // The theme toggle's choice, as a user would make it (theme.tsx keeps it in localStorage).
+    await page.getByLabel("Theme").selectOption("dark");
+    await page.waitForFunction(() => document.documentElement.dataset.theme === "dark");
+    await page.screenshot({ path: join(DOCS, "run-dark.png") });
+    await page.getByLabel("Theme").selectOption("light");
+
+    await page.setViewportSize({ width: 390, height: 1400 });
+    await page.getByRole("article", { name: "node review" }).waitFor();
+    await page.screenshot({ path: join(DOCS, "run-phone.png") });
+
     await page.setViewportSize({ width: 1360, height: 860 });
     await page.goto(`${url}/#/inbox`);
     await page.locator("article.review").nth(1).waitFor();
     await page.screenshot({ path: join(DOCS, "inbox.png") });
 
     console.log(
-      `wrote docs/runs.png, docs/run-graph.png, docs/inbox.png (runs list shown ${loadedMs} ms after a cold load)`,
+      `wrote docs/runs.png, docs/run-graph.png, docs/inbox.png, docs/run-dark.png, docs/run-phone.png (runs list shown ${loadedMs} ms after a cold load)`,
     );
   } finally {
     await browser.close();

@@ -1,8 +1,9 @@
 /** Small pieces the pages share. Everything shown is a text node: no HTML from data, ever. */
 import type { ComponentChildren } from "preact";
-import { useEffect, useRef } from "preact/hooks";
+import { useEffect, useRef, useState } from "preact/hooks";
 import { ApiError, messageOf } from "./api.js";
-import { json } from "./format.js";
+import { when } from "./format.js";
+import { JsonView } from "./json-view.js";
 import type { Problem } from "./types.js";
 
 /** A run status or visit state, coloured. */
@@ -10,10 +11,47 @@ export function Badge(props: { state: string }) {
   return <span class={`badge state-${props.state.toLowerCase()}`}>{props.state}</span>;
 }
 
-/** A JSON value, indented; `empty` when there is none. */
-export function JsonBlock(props: { value: unknown; empty?: string }) {
+/** A JSON value as a foldable tree with a copy button (json-view.tsx); `empty` when there is none. */
+export function JsonBlock(props: { value: unknown; empty?: string; openDepth?: number }) {
   if (props.value === null || props.value === undefined) return <span class="muted">{props.empty ?? "none"}</span>;
-  return <pre class="json">{json(props.value)}</pre>;
+  return <JsonView value={props.value} openDepth={props.openDepth} />;
+}
+
+/**
+ * An instant: local time to the millisecond and how long ago (or how soon) it is, kept current;
+ * the full date and the UTC instant in its tooltip and `datetime`. `-` for none.
+ */
+export function Time(props: { at: number | null }) {
+  const now = useClock();
+  if (props.at === null) return <span class="muted">-</span>;
+  const w = when(props.at, now);
+  return (
+    <time dateTime={w.iso} title={w.full}>
+      {w.clock} <span class="time-relative muted">{w.relative}</span>
+    </time>
+  );
+}
+
+/** One timer for every `Time` on the page: the current time, each second. */
+const clockListeners = new Set<(now: number) => void>();
+let clockTimer: ReturnType<typeof setInterval> | undefined;
+function useClock(): number {
+  const [now, setNow] = useState(() => Date.now());
+  useEffect(() => {
+    clockListeners.add(setNow);
+    clockTimer ??= setInterval(() => {
+      const t = Date.now();
+      for (const listener of clockListeners) listener(t);
+    }, 1000);
+    return () => {
+      clockListeners.delete(setNow);
+      if (clockListeners.size === 0) {
+        clearInterval(clockTimer);
+        clockTimer = undefined;
+      }
+    };
+  }, []);
+  return now;
 }
 
 /** Problems with their paths (`nodes[1].depends_on[0]: unknown node "x"`). */

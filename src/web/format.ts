@@ -18,11 +18,69 @@ export function elapsed(start: number | null, end: number | null, now: number): 
   return duration((end ?? now) - start);
 }
 
-/** A local date and time, to the second. */
-export function time(ms: number | null): string {
-  if (ms === null) return "-";
-  return new Date(ms).toLocaleString(undefined, { dateStyle: "short", timeStyle: "medium" });
+/** An instant as the page shows it (see `when`). */
+export interface When {
+  /** Local time to the millisecond, `12:03:04.217`, with the date first when it is not today. */
+  clock: string;
+  /** From `now`: `just now`, `3 s ago`, `in 2 min`, `5 d ago`. */
+  relative: string;
+  /** The full local date and time, and the UTC instant: for a tooltip. */
+  full: string;
+  /** The UTC instant (ISO 8601): for `<time datetime>`. */
+  iso: string;
 }
+
+/** One instant seen from `now`: the page's one way of writing times (components.tsx `Time` shows it). */
+export function when(ms: number, now: number): When {
+  const d = new Date(ms);
+  const pad = (n: number, width = 2) => String(n).padStart(width, "0");
+  const day = `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}`;
+  const hms = `${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}.${pad(d.getMilliseconds(), 3)}`;
+  const today = new Date(now).toDateString() === d.toDateString();
+  const iso = d.toISOString();
+  return {
+    clock: today ? hms : `${day} ${hms}`,
+    relative: relative(ms - now),
+    full: `${d.toLocaleString(undefined, { dateStyle: "full", timeStyle: "long" })} (${iso})`,
+    iso,
+  };
+}
+
+/** A time as plain text (for a sentence, not a table): `when`'s clock, `-` for none. */
+export function time(ms: number | null): string {
+  return ms === null ? "-" : when(ms, Date.now()).clock;
+}
+
+/** `3 s ago` for -3000, `in 2 min` for 120000; under a second is `just now`. */
+function relative(deltaMs: number): string {
+  const s = Math.abs(deltaMs) / 1000;
+  if (s < 1) return "just now";
+  const amount =
+    s < 60
+      ? `${Math.floor(s)} s`
+      : s < 3600
+        ? `${Math.floor(s / 60)} min`
+        : s < 86_400
+          ? `${Math.floor(s / 3600)} h`
+          : `${Math.floor(s / 86_400)} d`;
+  return deltaMs < 0 ? `${amount} ago` : `in ${amount}`;
+}
+
+/**
+ * Whether a node's reason is a failure (`danger`, red) or a normal way for a node to end (`muted`,
+ * grey): a branch not taken, a dependency that cannot be met, or the run ending around the node
+ * (`run_failed`, `run_cancelled`, `run_end`, `run_ttl` on a skipped or cancelled node: scheduler.ts).
+ * Everything else with an error or on a FAILED node (timeout, rejected, retries_exhausted…) is a failure.
+ */
+export function reasonTone(v: { state: string; reason: string | null; error?: unknown }): "muted" | "danger" {
+  if (v.reason === null) return v.error ? "danger" : "muted";
+  if (NORMAL_REASONS.has(v.reason) || v.state === "SKIPPED") return "muted";
+  if (v.state === "CANCELLED" && v.reason.startsWith("run_")) return "muted";
+  return v.state === "SUCCEEDED" && !v.error ? "muted" : "danger";
+}
+
+/** Reasons of src/core that say how a node ended without anything going wrong (readiness.ts, scheduler.ts). */
+const NORMAL_REASONS: ReadonlySet<string> = new Set(["branch_not_taken", "dependency_unmet", "upstream_skipped"]);
 
 /** Indented JSON (`undefined` shown as nothing). */
 export function json(value: unknown): string {

@@ -8,6 +8,7 @@ import { ApiError, api, onUnauthorized, storedToken, storeToken } from "./api.js
 import { ErrorNote } from "./components.js";
 import { useLiveEvents, useLoad } from "./hooks.js";
 import { href, type Route, useRoute } from "./route.js";
+import { ThemeSwitch } from "./theme.js";
 import type { PendingReview } from "./types.js";
 import { InboxPage } from "./views/inbox.js";
 import { RunPage } from "./views/run.js";
@@ -88,6 +89,7 @@ function Nav(props: { route: Route; onSignOut: () => void }) {
           Schedules
         </a>
       </nav>
+      <ThemeSwitch />
       {storedToken() !== null && (
         <button type="button" class="sign-out" onClick={props.onSignOut}>
           Sign out

@@ -7,8 +7,8 @@
  */
 import { useState } from "preact/hooks";
 import { ApiError, api, storedToken } from "../api.js";
-import { Badge, ErrorNote, JsonBlock } from "../components.js";
-import { duration, text, time } from "../format.js";
+import { Badge, ErrorNote, JsonBlock, Time } from "../components.js";
+import { duration, text } from "../format.js";
 import { useLiveEvents, useLoad, useNow } from "../hooks.js";
 import { href } from "../route.js";
 import type { Me, PendingReview, Visit } from "../types.js";
@@ -122,7 +122,9 @@ function ReviewCard(props: { review: PendingReview; me: Me | null; now: number; 
         <dt>Who may decide</dt>
         <dd class="assignees">{assignees === null ? "anyone" : assignees.join(", ") || "nobody"}</dd>
         <dt>Requested</dt>
-        <dd>{time(r.requested_at)}</dd>
+        <dd>
+          <Time at={r.requested_at} />
+        </dd>
         <dt>Time left</dt>
         <dd class="time-left">
           {left === null ? "no timeout" : left > 0 ? duration(left) : "timed out (counts as rejected)"}

@@ -1,8 +1,8 @@
 /** A node's current visit (attempts, ids, timings, payload, output, last error) and its events. */
 
 import { useEffect, useRef } from "preact/hooks";
-import { Badge, JsonBlock } from "../components.js";
-import { elapsed, text, time } from "../format.js";
+import { Badge, JsonBlock, Time } from "../components.js";
+import { elapsed, reasonTone } from "../format.js";
 import { href } from "../route.js";
 import type { ChildRun, ProgressEvent, RunEvent, Visit } from "../types.js";
 import { MapItems } from "./map-items.js";
@@ -39,23 +39,31 @@ export function NodeDetails(props: {
         <dt>Held by</dt>
         <dd>{v.holder ?? "-"}</dd>
         <dt>Created</dt>
-        <dd>{time(v.created_at)}</dd>
+        <dd>
+          <Time at={v.created_at} />
+        </dd>
         <dt>Started</dt>
-        <dd>{time(v.started_at)}</dd>
+        <dd>
+          <Time at={v.started_at} />
+        </dd>
         <dt>Ended</dt>
-        <dd>{time(v.ended_at)}</dd>
+        <dd>
+          <Time at={v.ended_at} />
+        </dd>
         <dt>Time</dt>
         <dd>{elapsed(v.started_at, v.ended_at, now)}</dd>
         {v.deadline_at !== null && v.ended_at === null && (
           <>
             <dt>Deadline</dt>
-            <dd>{time(v.deadline_at)}</dd>
+            <dd>
+              <Time at={v.deadline_at} />
+            </dd>
           </>
         )}
         {v.reason !== null && (
           <>
             <dt>Reason</dt>
-            <dd>
+            <dd class={`reason ${reasonTone(v)}`}>
               {v.reason}
               {v.handled ? " (handled by next_on_failure)" : ""}
             </dd>
@@ -105,32 +113,36 @@ export function NodeDetails(props: {
   );
 }
 
-/** Events oldest first: when, what, which visit, and their data as one line. */
+/** Events oldest first: when, what, which visit, and their data (a tree, nested objects folded). */
 export function EventTable(props: { events: RunEvent[] }) {
   if (props.events.length === 0) return <p class="muted">No events yet.</p>;
   return (
-    <table class="events" aria-label="events">
-      <thead>
-        <tr>
-          <th>Time</th>
-          <th>Event</th>
-          <th>Node</th>
-          <th>Data</th>
-        </tr>
-      </thead>
-      <tbody>
-        {props.events.map((e) => (
-          <tr key={e.seq}>
-            <td>{time(e.at)}</td>
-            <td>{e.type}</td>
-            <td>{e.node_id === null ? "" : `${e.node_id}#${e.visit ?? ""}`}</td>
-            <td>
-              <code class="event-data">{text(e.data)}</code>
-            </td>
+    <div class="table-scroll">
+      <table class="events" aria-label="events">
+        <thead>
+          <tr>
+            <th>Time</th>
+            <th>Event</th>
+            <th>Node</th>
+            <th>Data</th>
           </tr>
-        ))}
-      </tbody>
-    </table>
+        </thead>
+        <tbody>
+          {props.events.map((e) => (
+            <tr key={e.seq}>
+              <td>
+                <Time at={e.at} />
+              </td>
+              <td>{e.type}</td>
+              <td>{e.node_id === null ? "" : `${e.node_id}#${e.visit ?? ""}`}</td>
+              <td>
+                <JsonBlock value={e.data} empty="" openDepth={1} />
+              </td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </div>
   );
 }
 

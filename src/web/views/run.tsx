@@ -6,8 +6,8 @@
  */
 import { useEffect, useRef, useState } from "preact/hooks";
 import { api } from "../api.js";
-import { Badge, ErrorNote, JsonBlock } from "../components.js";
-import { elapsed, time, usageText } from "../format.js";
+import { Badge, ErrorNote, JsonBlock, Time } from "../components.js";
+import { elapsed, reasonTone, usageText } from "../format.js";
 import { GraphView } from "../graph/graph-view.js";
 import { workflowGraph } from "../graph/model.js";
 import { useLiveEvents, useLoad, useNow } from "../hooks.js";
@@ -116,12 +116,15 @@ export function RunPage(props: { runId: string; node?: string | undefined }) {
           </>
         )}
         <dt>Started</dt>
-        <dd>{time(data.created_at)}</dd>
+        <dd>
+          <Time at={data.created_at} />
+        </dd>
         <dt>Duration</dt>
         <dd>{elapsed(data.created_at, data.ended_at, now)}</dd>
         <dt>Ended</dt>
         <dd>
-          {data.ended_at === null ? "-" : `${time(data.ended_at)}${data.end_cause ? ` (${data.end_cause})` : ""}`}
+          <Time at={data.ended_at} />
+          {data.ended_at !== null && data.end_cause ? ` (${data.end_cause})` : ""}
         </dd>
         <dt>Waiting reviews</dt>
         <dd>{data.waiting_reviews}</dd>
@@ -181,7 +184,7 @@ export function RunPage(props: { runId: string; node?: string | undefined }) {
             <th>Attempts</th>
             <th>Started</th>
             <th>Time</th>
-            <th>Last error</th>
+            <th>Reason / error</th>
           </tr>
         </thead>
         <tbody>
@@ -195,9 +198,11 @@ export function RunPage(props: { runId: string; node?: string | undefined }) {
               </td>
               <td>{v.visit}</td>
               <td>{v.attempt}</td>
-              <td>{time(v.started_at)}</td>
+              <td>
+                <Time at={v.started_at} />
+              </td>
               <td>{elapsed(v.started_at, v.ended_at, now)}</td>
-              <td class="error-cell">{v.error ? v.error.message : (v.reason ?? "")}</td>
+              <td class={`reason ${reasonTone(v)}`}>{v.error ? v.error.message : (v.reason ?? "")}</td>
             </tr>
           ))}
         </tbody>

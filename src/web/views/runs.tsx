@@ -1,8 +1,8 @@
 /** The runs, newest first: filters by status and workflow, live as events arrive, more on demand. */
 import { useState } from "preact/hooks";
 import { api, query } from "../api.js";
-import { Badge, ErrorNote } from "../components.js";
-import { elapsed, shortId, time } from "../format.js";
+import { Badge, ErrorNote, Time } from "../components.js";
+import { elapsed, shortId } from "../format.js";
 import { useLiveEvents, useLoad, useNow } from "../hooks.js";
 import { href, navigate } from "../route.js";
 import { RUN_STATUSES, type Run, type WorkflowSummary } from "../types.js";
@@ -104,7 +104,9 @@ export function RunsPage(props: { status?: string | undefined; workflow?: string
                   <Badge state={run.status} />
                   {run.needs_attention && <span class="attention"> needs attention</span>}
                 </td>
-                <td>{time(run.created_at)}</td>
+                <td>
+                  <Time at={run.created_at} />
+                </td>
                 <td>{elapsed(run.created_at, run.ended_at, now)}</td>
               </tr>
             ))}

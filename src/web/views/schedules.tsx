@@ -5,7 +5,7 @@
  */
 import { useState } from "preact/hooks";
 import { api, query } from "../api.js";
-import { Badge, ErrorNote, JsonBlock } from "../components.js";
+import { Badge, ErrorNote, JsonBlock, Time } from "../components.js";
 import { shortId, time } from "../format.js";
 import { useLiveEvents, useLoad } from "../hooks.js";
 import { href } from "../route.js";
@@ -57,7 +57,7 @@ export function SchedulesPage(props: { scheduleId?: string | undefined }) {
                 <td>
                   <code>{s.cron}</code> <span class="muted">{s.timezone}</span>
                 </td>
-                <td class="next-fire">{s.next_fire_at === null ? "-" : <FireTime at={s.next_fire_at} />}</td>
+                <td class="next-fire">{s.next_fire_at === null ? "-" : <Time at={s.next_fire_at} />}</td>
                 <td>{s.paused ? <span class="badge state-paused">paused</span> : "active"}</td>
               </tr>
             ))}
@@ -144,7 +144,7 @@ function ScheduleDetail(props: { id: string; onChanged: () => void }) {
             <dt>Catch-up</dt>
             <dd>{s.catchup === "all" ? `all (at most ${s.catchup_limit})` : s.catchup}</dd>
             <dt>Last slot</dt>
-            <dd>{s.last_slot_at === null ? "-" : <FireTime at={s.last_slot_at} />}</dd>
+            <dd>{s.last_slot_at === null ? "-" : <Time at={s.last_slot_at} />}</dd>
             <dt>Input</dt>
             <dd>
               <JsonBlock value={s.input} />
@@ -157,7 +157,7 @@ function ScheduleDetail(props: { id: string; onChanged: () => void }) {
             <ol class="fire-times" aria-label="next fire times">
               {s.next_fire_times.map((t) => (
                 <li key={t}>
-                  <FireTime at={t} />
+                  <Time at={t} />
                 </li>
               ))}
             </ol>
@@ -180,7 +180,9 @@ function ScheduleDetail(props: { id: string; onChanged: () => void }) {
                     <td>
                       <Badge state={run.status} />
                     </td>
-                    <td>{time(run.created_at)}</td>
+                    <td>
+                      <Time at={run.created_at} />
+                    </td>
                   </tr>
                 ))}
               </tbody>
@@ -189,15 +191,5 @@ function ScheduleDetail(props: { id: string; onChanged: () => void }) {
         </div>
       </div>
     </section>
-  );
-}
-
-/** A local time, with the UTC instant as its tooltip (and for tests: `datetime`). */
-function FireTime(props: { at: number }) {
-  const iso = new Date(props.at).toISOString();
-  return (
-    <time dateTime={iso} title={iso}>
-      {time(props.at)}
-    </time>
   );
 }

@@ -1,8 +1,7 @@
 /** Registered workflows and their versions; one workflow's run form and definition editor; a new workflow. */
 import { useState } from "preact/hooks";
 import { api } from "../api.js";
-import { ErrorNote } from "../components.js";
-import { time } from "../format.js";
+import { ErrorNote, Time } from "../components.js";
 import { useLoad } from "../hooks.js";
 import { href, navigate } from "../route.js";
 import type { Registered, Workflow, WorkflowSummary } from "../types.js";
@@ -64,7 +63,7 @@ export function WorkflowsPage(props: {
               <li key={w.id} class={w.id === props.workflowId ? "selected" : ""}>
                 <a href={href({ page: "workflows", workflowId: w.id })}>{w.id}</a>{" "}
                 <span class="muted">
-                  v{w.version}, {time(w.created_at)}
+                  v{w.version}, <Time at={w.created_at} />
                 </span>
               </li>
             ))}
