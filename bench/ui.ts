@@ -79,11 +79,10 @@ export async function benchUiGraph(): Promise<Measured> {
           const context = await browser.newContext();
           const page = await context.newPage();
           await page.goto(`${url}/#/workflows/${workflow.id}`);
-          await page.waitForFunction(
-            (n) => document.querySelectorAll("svg.graph g.node").length === n,
-            GRAPH_NODES,
-            { timeout: 60_000, polling: "raf" },
-          );
+          await page.waitForFunction((n) => document.querySelectorAll("svg.graph g.node").length === n, GRAPH_NODES, {
+            timeout: 60_000,
+            polling: "raf",
+          });
           const shownMs = await page.evaluate(() => performance.now());
           await context.close();
           if (i > 0) samples.push(shownMs); // the first load warms the server, not the browser's cache

@@ -1,5 +1,5 @@
 /** The workflow definitions the bench runs, and the no-op agents that serve them. */
-import type { AgentHandler } from "../src/index.js";
+import type { AgentHandler, WorkflowInput } from "../src/index.js";
 
 /** An agent that returns at once. */
 export const noop: AgentHandler = () => ({ ok: true });
@@ -132,11 +132,11 @@ export const MAP_AGENTS: Record<string, AgentHandler> = { map_item: noop };
  * fifth block loops back to the check (elsewhere it ends there); on failure an alert. Every tenth
  * block's join also waits for the chain to its left. Deterministic: the same `n`, the same workflow.
  */
-export function graphWorkflow(id: string, n: number) {
+export function graphWorkflow(id: string, n: number): WorkflowInput & { id: string; nodes: { node_id: string }[] } {
   const chains = 4;
   const blocks = Math.floor(n / (chains * 10));
   const name = (c: number, b: number, part: string) => `c${c}_b${String(b).padStart(2, "0")}_${part}`;
-  const nodes: Record<string, unknown>[] = [];
+  const nodes: WorkflowInput["nodes"] = [];
   for (let c = 0; c < chains; c++) {
     for (let b = 0; b < blocks; b++) {
       const at = (part: string) => name(c, b, part);
@@ -150,7 +150,12 @@ export function graphWorkflow(id: string, n: number) {
         {
           node_id: at("join"),
           agent_type: "aggregator",
-          depends_on: [at("parse"), at("score"), at("tag"), ...(c > 0 && b % 10 === 5 ? [name(c - 1, b, "parse")] : [])],
+          depends_on: [
+            at("parse"),
+            at("score"),
+            at("tag"),
+            ...(c > 0 && b % 10 === 5 ? [name(c - 1, b, "parse")] : []),
+          ],
         },
         {
           node_id: at("check"),

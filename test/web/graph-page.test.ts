@@ -27,7 +27,13 @@ function readDrawing(page: Page): Promise<Drawn> {
       const rect = g.querySelector("rect") as SVGRectElement;
       const box = rect.getBBox();
       const m = g.transform.baseVal.consolidate()?.matrix;
-      return { id: g.dataset.nodeId ?? "", x: box.x + (m?.e ?? 0), y: box.y + (m?.f ?? 0), width: box.width, height: box.height };
+      return {
+        id: g.dataset.nodeId ?? "",
+        x: box.x + (m?.e ?? 0),
+        y: box.y + (m?.f ?? 0),
+        width: box.width,
+        height: box.height,
+      };
     });
     const edges = [...svg.querySelectorAll<SVGGElement>("g.edge")].map((g) => {
       const path = g.querySelector("path") as SVGPathElement;
@@ -45,7 +51,10 @@ function readDrawing(page: Page): Promise<Drawn> {
     const labels = [...svg.querySelectorAll<SVGTextElement>("text.edge-label")].map((t) => {
       const box = t.getBBox();
       // The shown text (its <title> holds the whole label).
-      const text = [...t.childNodes].filter((n) => n.nodeType === Node.TEXT_NODE).map((n) => n.textContent).join("");
+      const text = [...t.childNodes]
+        .filter((n) => n.nodeType === Node.TEXT_NODE)
+        .map((n) => n.textContent)
+        .join("");
       return { text, x: box.x, y: box.y, width: box.width, height: box.height };
     });
     return { nodes, edges, labels };
@@ -61,9 +70,7 @@ const overlap = (a: Box, b: Box) =>
 /** Edges that pass through a node box other than their own two ends (1 unit of slack for the stroke). */
 function edgesThroughNodes(drawn: Drawn): string[] {
   return drawn.edges.flatMap((e) => {
-    const hit = drawn.nodes.find(
-      (n) => n.id !== e.from && n.id !== e.to && e.points.some((p) => inside(p, n, 1)),
-    );
+    const hit = drawn.nodes.find((n) => n.id !== e.from && n.id !== e.to && e.points.some((p) => inside(p, n, 1)));
     return hit ? [`${e.from}->${e.to} through ${hit.id}`] : [];
   });
 }
@@ -108,7 +115,9 @@ describe("the graph's layout in the browser", { timeout: 180_000 }, () => {
     );
     expect(drawn.labels.length).toBeGreaterThan(30);
     expect(piled).toEqual([]);
-    const onNodes = drawn.labels.flatMap((l) => drawn.nodes.filter((n) => overlap(l, n)).map((n) => `${l.text} on ${n.id}`));
+    const onNodes = drawn.labels.flatMap((l) =>
+      drawn.nodes.filter((n) => overlap(l, n)).map((n) => `${l.text} on ${n.id}`),
+    );
     expect(onNodes).toEqual([]);
   });
 

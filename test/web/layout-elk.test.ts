@@ -70,7 +70,9 @@ describe("fromElk", () => {
             id: "e1",
             sources: ["na"],
             targets: ["nb"],
-            sections: [{ id: "s", startPoint: { x: 1, y: 2 }, bendPoints: [{ x: 1, y: 50 }], endPoint: { x: 3, y: 50 } }],
+            sections: [
+              { id: "s", startPoint: { x: 1, y: 2 }, bendPoints: [{ x: 1, y: 50 }], endPoint: { x: 3, y: 50 } },
+            ],
             labels: [{ text: "ok", x: 40, y: 60, width: 20, height: 16 }],
           },
           {
@@ -145,7 +147,9 @@ describe("structureKey", () => {
     const relabelled = {
       ...LOOP,
       nodes: LOOP.nodes.map((n) =>
-        n.node_id === "critique" ? { ...n, next_on_success: [{ when: "output.done", to: "publish" }, { to: "revise" }] } : n,
+        n.node_id === "critique"
+          ? { ...n, next_on_success: [{ when: "output.done", to: "publish" }, { to: "revise" }] }
+          : n,
       ),
     };
     expect(structureKey(workflowGraph(relabelled))).not.toBe(plain);

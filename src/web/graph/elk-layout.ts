@@ -8,7 +8,7 @@
  * main thread: a Web Worker would need a Trusted Types policy, which the page's CSP forbids.
  * `toElk` and `fromElk` are pure (unit-tested); `elkLayout` runs ELK between them.
  */
-import type { ElkExtendedEdge, ElkNode } from "elkjs/lib/elk-api.js";
+import type { ELK, ElkExtendedEdge, ElkNode } from "elkjs/lib/elk-api.js";
 import { type EdgeShape, type Layout, type LayoutEdge, NODE_HEIGHT, NODE_WIDTH } from "./layout.js";
 
 export interface LabelledEdge extends LayoutEdge {
@@ -85,11 +85,16 @@ export function fromElk(out: ElkNode, edgeCount: number): Layout {
   return { width: out.width ?? 0, height: out.height ?? 0, boxes, layers: [], shapes };
 }
 
-let engine: Promise<{ layout(graph: ElkNode): Promise<ElkNode> }> | undefined;
+let engine: Promise<ELK> | undefined;
 
 /** Lays the graph out with ELK (loaded on the first call). @throws what ELK throws */
 export async function elkLayout(ids: readonly string[], edges: readonly LabelledEdge[]): Promise<Layout> {
-  engine ??= import("elkjs/lib/elk.bundled.js").then(({ default: ELK }) => new ELK());
+  engine ??= import("elkjs/lib/elk.bundled.js").then((module) => {
+    // A CommonJS file whose module.exports is the class: Vite and Node both give it as `default`,
+    // which TypeScript's NodeNext resolution (the tests') types as the whole module.
+    const Elk = module.default as unknown as new () => ELK;
+    return new Elk();
+  });
   const out = await (await engine).layout(toElk(ids, edges));
   return fromElk(out, edges.length);
 }

@@ -45,13 +45,13 @@ export function useGraphLayout(graph: Graph): Layout | null {
   const large = graph.nodes.length > ELK_MAX_NODES;
   const [done, setDone] = useState<{ key: string; drawn: Layout } | null>(null);
   const ready = kept.get(key) ?? (large ? keep(key, handWritten(graph)) : undefined);
-  // biome-ignore lint/correctness/useExhaustiveDependencies: the key is the graph's structure; its states do not change the layout.
+  // Keyed by the graph's structure: its states (a live update) do not change the layout.
   useEffect(() => {
     if (kept.has(key)) return;
     let current = true;
     const ids = graph.nodes.map((n) => n.id);
     const edges = graph.edges.map((e) => ({ ...e, label: e.kind === "depends" ? undefined : e.label }));
-    elkLayout(ids, edges)
+    void elkLayout(ids, edges)
       // ELK refusing a graph (none seen) must not leave the page without one: the hand-written layout draws anything.
       .catch(() => handWritten(graph))
       .then((drawn) => {
