@@ -78,14 +78,20 @@ export async function benchUiGraph(): Promise<Measured> {
         for (let i = 0; i <= GRAPH_SAMPLES; i++) {
           const context = await browser.newContext();
           const page = await context.newPage();
-          await page.goto(`${url}/#/workflows/${workflow.id}`);
-          await page.waitForFunction((n) => document.querySelectorAll("svg.graph g.node").length === n, GRAPH_NODES, {
-            timeout: 60_000,
-            polling: "raf",
-          });
-          const shownMs = await page.evaluate(() => performance.now());
+          await page.goto(`${url}/#/workflows/${workflow.id}`, { waitUntil: "commit" });
+          // Checked in the page on every frame, so the time is that of the first frame with all
+          // the nodes, not that of a later round trip from this process.
+          const shownMs = await page.evaluate(
+            `new Promise((resolve) => {
+              const check = () =>
+                document.querySelectorAll("svg.graph g.node").length === ${GRAPH_NODES}
+                  ? resolve(performance.now())
+                  : requestAnimationFrame(check);
+              check();
+            })`,
+          );
           await context.close();
-          if (i > 0) samples.push(shownMs); // the first load warms the server, not the browser's cache
+          if (i > 0) samples.push(Number(shownMs)); // the first load warms the server, not the browser's cache
         }
         progress(`ui: the ${GRAPH_NODES}-node graph drawn ${GRAPH_SAMPLES} times from a cold load`);
         return {
