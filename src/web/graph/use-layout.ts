@@ -1,8 +1,9 @@
 /**
  * Which layout a graph gets, and when: ELK (elk-layout.ts) for graphs of up to ELK_MAX_NODES
  * nodes, asynchronously; beyond that the hand-written layered layout (layout.ts), which is
- * linear enough to draw thousands of nodes in well under a second where ELK takes many seconds
- * (the figures are in docs/admin-page.md). Layouts are kept by the graph's structure (node ids,
+ * near-linear: 1,000 nodes in under 0.1 s where ELK took 20 s and dagre 9 s, in Node on a loaded
+ * machine; at 40 to 120 nodes ELK took 1 to 6 s there, and routed no edge through a node while the
+ * hand-written layout routed 8 of 44 to 27 of 144. Layouts are kept by the graph's structure (node ids,
  * edges and their labels), not its states, so a run's live updates never lay the graph out again.
  */
 import { useEffect, useState } from "preact/hooks";
@@ -10,7 +11,7 @@ import { elkLayout } from "./elk-layout.js";
 import { type Layout, layout } from "./layout.js";
 import type { Graph } from "./model.js";
 
-/** Above this many nodes ELK takes longer than the page's 2 s budget for drawing a graph. */
+/** Above this many nodes ELK would take longer than the 2 s a graph may take to draw (an estimate: see above). */
 export const ELK_MAX_NODES = 150;
 /** Layouts kept (the run page, the editor's preview, a few versions of a workflow). */
 const KEPT = 16;
