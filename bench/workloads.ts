@@ -1,5 +1,5 @@
 /** The workflow definitions the bench runs, and the no-op agents that serve them. */
-import type { AgentHandler } from "../src/index.js";
+import type { AgentHandler, WorkflowInput } from "../src/index.js";
 
 /** An agent that returns at once. */
 export const noop: AgentHandler = () => ({ ok: true });
@@ -123,3 +123,56 @@ export function mapWorkflow(maxConcurrency: number) {
 }
 
 export const MAP_AGENTS: Record<string, AgentHandler> = { map_item: noop };
+
+/**
+ * A large realistic workflow for drawing (the admin page's graph, `ui_graph1000_ms`): 4 chains of
+ * blocks of 10 nodes, `n / 40` blocks each (n a multiple of 40). A block fans out from a split to
+ * three workers (one of them two steps long), joins them, and checks the join: on success a `when`
+ * case goes on to the next block's split and the default case to a rework node, which in every
+ * fifth block loops back to the check (elsewhere it ends there); on failure an alert. Every tenth
+ * block's join also waits for the chain to its left. Deterministic: the same `n`, the same workflow.
+ */
+export function graphWorkflow(id: string, n: number): WorkflowInput & { id: string; nodes: { node_id: string }[] } {
+  const chains = 4;
+  const blocks = Math.floor(n / (chains * 10));
+  const name = (c: number, b: number, part: string) => `c${c}_b${String(b).padStart(2, "0")}_${part}`;
+  const nodes: WorkflowInput["nodes"] = [];
+  for (let c = 0; c < chains; c++) {
+    for (let b = 0; b < blocks; b++) {
+      const at = (part: string) => name(c, b, part);
+      const looping = b % 5 === 2;
+      nodes.push(
+        { node_id: at("split"), agent_type: "splitter" },
+        { node_id: at("fetch"), agent_type: "collector", depends_on: [at("split")] },
+        { node_id: at("parse"), agent_type: "parser", depends_on: [at("fetch")] },
+        { node_id: at("score"), agent_type: "scorer", depends_on: [at("split")] },
+        { node_id: at("tag"), agent_type: "tagger", depends_on: [at("split")] },
+        {
+          node_id: at("join"),
+          agent_type: "aggregator",
+          depends_on: [
+            at("parse"),
+            at("score"),
+            at("tag"),
+            ...(c > 0 && b % 10 === 5 ? [name(c - 1, b, "parse")] : []),
+          ],
+        },
+        {
+          node_id: at("check"),
+          agent_type: "reviewer",
+          depends_on: [at("join")],
+          ...(looping ? { max_visits: 3 } : {}),
+          next_on_success: [
+            ...(b + 1 < blocks ? [{ when: "output.score >= 0.8", to: name(c, b + 1, "split") }] : []),
+            { to: at("rework") },
+          ],
+          next_on_failure: at("alert"),
+        },
+        { node_id: at("rework"), agent_type: "editor", ...(looping ? { next_on_success: at("check") } : {}) },
+        { node_id: at("alert"), agent_type: "pager" },
+        { node_id: at("note"), agent_type: "notifier", depends_on: [at("tag")] },
+      );
+    }
+  }
+  return { id, nodes };
+}

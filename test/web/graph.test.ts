@@ -1,5 +1,6 @@
 /** The admin page's graph: what a definition draws (tolerating one being typed) and where the layout puts it. */
 import { describe, expect, it } from "vitest";
+import { graphWorkflow } from "../../bench/workloads.js";
 import { layout, NODE_HEIGHT, NODE_WIDTH } from "../../src/web/graph/layout.js";
 import { workflowGraph } from "../../src/web/graph/model.js";
 import type { Visit } from "../../src/web/types.js";
@@ -136,5 +137,20 @@ describe("layout", () => {
     );
     expect(drawn.layers).toEqual([["a"], ["b"], ["c"]]);
     expect(drawn.shapes.map((s) => s !== null)).toEqual([true, true, true, true, false]);
+  });
+
+  it("lays out a 1,000-node workflow (the size it is kept for) with every forward edge going down and a path for each", () => {
+    const big = workflowGraph(graphWorkflow("big", 1000));
+    const drawn = layout(
+      big.nodes.map((n) => n.id),
+      big.edges,
+    );
+    expect(drawn.boxes.size).toBe(1000);
+    for (const e of big.edges.filter((x) => !x.loop)) {
+      expect(drawn.boxes.get(e.to)?.layer, `${e.from}->${e.to}`).toBeGreaterThan(drawn.boxes.get(e.from)?.layer ?? 0);
+    }
+    expect(drawn.shapes.every((s) => s !== null)).toBe(true);
+    const taken = new Set([...drawn.boxes.values()].map((b) => `${b.x},${b.y}`));
+    expect(taken.size).toBe(1000);
   });
 });

@@ -6,8 +6,10 @@
  */
 import { useId } from "preact/hooks";
 import type { MapCounts } from "../types.js";
-import { layout, NODE_HEIGHT, NODE_WIDTH } from "./layout.js";
+import { NODE_HEIGHT, NODE_WIDTH } from "./layout.js";
 import type { Graph } from "./model.js";
+import { useGraphLayout } from "./use-layout.js";
+import "./graph.css";
 
 const ID_CHARS = 22;
 const TYPE_CHARS = 26;
@@ -16,11 +18,15 @@ const LABEL_CHARS = 28;
 export function GraphView(props: { graph: Graph; selected?: string | undefined; onSelect?: (nodeId: string) => void }) {
   const { graph, selected, onSelect } = props;
   const arrow = `arrow-${useId()}`;
-  const drawn = layout(
-    graph.nodes.map((n) => n.id),
-    graph.edges,
-  );
+  const drawn = useGraphLayout(graph);
   if (graph.nodes.length === 0) return <p class="muted">No nodes to draw yet.</p>;
+  if (!drawn) {
+    return (
+      <p class="muted graph-pending" role="status">
+        Laying out…
+      </p>
+    );
+  }
   return (
     <svg
       class="graph"
@@ -58,7 +64,13 @@ export function GraphView(props: { graph: Graph; selected?: string | undefined; 
           >
             <path d={shape.d} marker-end={`url(#${arrow})`} />
             {edge.label !== undefined && edge.kind !== "depends" && (
-              <text x={shape.labelX} y={shape.labelY} text-anchor="middle" class="edge-label">
+              <text
+                x={shape.labelX}
+                y={shape.labelY}
+                text-anchor="middle"
+                dominant-baseline="central"
+                class="edge-label"
+              >
                 <title>{edge.label}</title>
                 {clip(edge.label, LABEL_CHARS)}
               </text>
