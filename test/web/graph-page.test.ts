@@ -158,5 +158,12 @@ describe("the graph's layout in the browser", { timeout: 180_000 }, () => {
       return { relaidOut: w.relaidOut, moved: now !== w.before };
     });
     expect(after).toEqual({ relaidOut: false, moved: false });
+
+    // A node is reached by the keyboard (SVG's attribute is `tabindex`) and Enter selects it.
+    const check = page.locator('svg.graph g.node[data-node-id="check"]');
+    expect(await check.getAttribute("tabindex")).toBe("0");
+    await check.focus();
+    await page.keyboard.press("Enter");
+    await page.waitForURL(/\/node\/check$|node=check/);
   });
 });

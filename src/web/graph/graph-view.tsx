@@ -33,7 +33,8 @@ export function GraphView(props: { graph: Graph; selected?: string | undefined; 
       viewBox={`0 0 ${drawn.width} ${drawn.height}`}
       width={drawn.width}
       height={drawn.height}
-      role="img"
+      // A group, not an img: an img's children are presentational, and its nodes are buttons.
+      role="group"
       aria-label="workflow graph"
     >
       <defs>
@@ -91,8 +92,9 @@ export function GraphView(props: { graph: Graph; selected?: string | undefined; 
             data-node-id={node.id}
             data-state={state ?? "none"}
             transform={`translate(${box.x} ${box.y})`}
-            role="button"
-            tabIndex={onSelect ? 0 : -1}
+            role={onSelect ? "button" : undefined}
+            // Lower case: Preact sets an SVG element's props as attributes, and SVG's is `tabindex` (`tabIndex` did nothing).
+            tabindex={onSelect ? 0 : undefined}
             aria-label={`${node.id}${state ? `: ${state}` : ""}`}
             onClick={select}
             onKeyDown={(e) => {
