@@ -28,6 +28,7 @@ export function GraphView(props: { graph: Graph; selected?: string | undefined; 
     );
   }
   return (
+    // biome-ignore lint/a11y/useSemanticElements: an <svg> cannot be a <fieldset>; the group holds the nodes (buttons).
     <svg
       class="graph"
       viewBox={`0 0 ${drawn.width} ${drawn.height}`}
@@ -92,9 +93,9 @@ export function GraphView(props: { graph: Graph; selected?: string | undefined; 
             data-node-id={node.id}
             data-state={state ?? "none"}
             transform={`translate(${box.x} ${box.y})`}
-            role={onSelect ? "button" : undefined}
+            role="button"
             // Lower case: Preact sets an SVG element's props as attributes, and SVG's is `tabindex` (`tabIndex` did nothing).
-            tabindex={onSelect ? 0 : undefined}
+            tabindex={onSelect ? 0 : -1}
             aria-label={`${node.id}${state ? `: ${state}` : ""}`}
             onClick={select}
             onKeyDown={(e) => {
