@@ -1,3 +1,4 @@
+import { fileURLToPath } from "node:url";
 import { defineConfig } from "vite";
 
 /**
@@ -9,6 +10,10 @@ export default defineConfig({
   publicDir: "public",
   // Preact's JSX runtime: small, and its text children are always text nodes, never HTML.
   oxc: { jsx: { runtime: "automatic", importSource: "preact" } },
+  resolve: {
+    // CodeMirror's styles in an adopted stylesheet, not a <style> element the CSP would refuse.
+    alias: [{ find: /^style-mod$/, replacement: fileURLToPath(new URL("./src/web/editor/style-mod.ts", import.meta.url)) }],
+  },
   build: {
     outDir: "../../dist/web",
     emptyOutDir: true,

@@ -198,3 +198,26 @@ interface AxeResults {
 }
 
 const AXE_SOURCE: string = axe.source;
+
+/**
+ * Replaces the text of the definition editor (CodeMirror) as a user's select-all and paste would.
+ * (Not playwright's fill: its native insertText has Chrome copy computed styles into style
+ * attributes, which the CSP refuses; CodeMirror's own paste handling edits through its state.)
+ */
+export async function pasteIntoEditor(page: Page, text: string, name = "Definition (JSON)"): Promise<void> {
+  const editor = page.getByRole("textbox", { name });
+  await editor.click();
+  await page.keyboard.press("ControlOrMeta+A");
+  await editor.evaluate((el, pasted) => {
+    const data = new DataTransfer();
+    data.setData("text/plain", pasted);
+    el.dispatchEvent(new ClipboardEvent("paste", { clipboardData: data, bubbles: true, cancelable: true }));
+  }, text);
+}
+
+/** The definition editor's whole text (CodeMirror draws every line of a short document). */
+export function editorText(page: Page): Promise<string> {
+  return page
+    .locator(".cm-content")
+    .evaluate((el) => Array.from(el.querySelectorAll(".cm-line"), (line) => line.textContent ?? "").join("\n"));
+}
