@@ -37,11 +37,15 @@ describe("the definition editor", { timeout: 90_000 }, () => {
     await option.waitFor();
     // The option's description, from the schema.
     await page.locator(".cm-completionInfo", { hasText: "fixed, or exponential" }).waitFor();
+    // The check of the half-typed text lands while the list is open (it must not get in the way),
+    // after a pause in typing, which the list needs too before it takes Enter.
+    await page.locator('.verdict[data-verdict="not-json"]').waitFor();
     await page.keyboard.press("Enter");
     await page.waitForFunction(() => document.querySelector(".cm-content")?.textContent?.includes('"retry_backoff": '));
     // Then the value: the enum's values are offered.
     await page.keyboard.type('"exp');
     await page.locator(".cm-tooltip-autocomplete li", { hasText: "exponential" }).waitFor();
+    await page.locator('.verdict[data-verdict="false"]').waitFor(); // "exp" is no retry_backoff
     await page.keyboard.press("Enter");
     await page.waitForFunction(() =>
       document.querySelector(".cm-content")?.textContent?.includes('"retry_backoff": "exponential" }'),
@@ -54,11 +58,15 @@ describe("the definition editor", { timeout: 90_000 }, () => {
 
     // agent_type offers the built-ins.
     await setText(page, '{\n  "id": "typed",\n  "nodes": [\n    { "node_id": "a", "agent_type": "" }\n  ]\n}');
+    await page.locator('.verdict[data-verdict="false"]').waitFor();
     await page.locator(".cm-line", { hasText: '"agent_type": ""' }).click();
     await page.keyboard.press("End");
     for (let i = 0; i < 3; i++) await page.keyboard.press("ArrowLeft"); // inside ""
     await page.keyboard.type("human");
     await page.locator(".cm-tooltip-autocomplete li", { hasText: "human_review" }).waitFor();
+    // The check of the text as typed comes after a pause in typing, which the list needs too
+    // before it takes Enter (CodeMirror's interactionDelay).
+    await page.locator('.verdict[data-verdict="true"]').waitFor();
     await page.keyboard.press("Enter");
     await page.waitForFunction(() => document.querySelector(".cm-content")?.textContent?.includes('"human_review" }'));
 

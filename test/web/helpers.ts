@@ -215,9 +215,14 @@ export async function pasteIntoEditor(page: Page, text: string, name = "Definiti
   }, text);
 }
 
-/** The definition editor's whole text (CodeMirror draws every line of a short document). */
-export function editorText(page: Page): Promise<string> {
-  return page
-    .locator(".cm-content")
-    .evaluate((el) => Array.from(el.querySelectorAll(".cm-line"), (line) => line.textContent ?? "").join("\n"));
+/** The definition editor's whole text, copied as a user's select-all and copy would. */
+export async function editorText(page: Page, name = "Definition (JSON)"): Promise<string> {
+  const editor = page.getByRole("textbox", { name });
+  await editor.click();
+  await page.keyboard.press("ControlOrMeta+A");
+  return editor.evaluate((el) => {
+    const data = new DataTransfer();
+    el.dispatchEvent(new ClipboardEvent("copy", { clipboardData: data, bubbles: true, cancelable: true }));
+    return data.getData("text/plain");
+  });
 }

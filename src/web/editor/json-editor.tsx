@@ -7,7 +7,13 @@
  * 'self'), and it writes the DOM through text nodes and element properties, never innerHTML.
  * Tab is left to move focus (no indentWithTab), so the editor is no keyboard trap.
  */
-import { autocompletion, closeBrackets, closeBracketsKeymap, completionKeymap } from "@codemirror/autocomplete";
+import {
+  autocompletion,
+  closeBrackets,
+  closeBracketsKeymap,
+  completionKeymap,
+  completionStatus,
+} from "@codemirror/autocomplete";
 import { defaultKeymap, history, historyKeymap } from "@codemirror/commands";
 import { json } from "@codemirror/lang-json";
 import { bracketMatching, indentOnInput, syntaxHighlighting } from "@codemirror/language";
@@ -53,6 +59,9 @@ export function JsonEditor(props: {
   const view = useRef<EditorView | null>(null);
   const onChange = useRef(props.onChange);
   onChange.current = props.onChange;
+  // Diagnostics that came while a completion list was open: applied when it closes, as a
+  // transaction under the list could make Enter miss the option it was meant to accept.
+  const pending = useRef<DiagnosticsFor | null>(null);
 
   // The editor is created once per mount: `initial` seeds it, the parent reads it via onChange.
   // biome-ignore lint/correctness/useExhaustiveDependencies: created once, on purpose.
@@ -84,6 +93,11 @@ export function JsonEditor(props: {
           EditorView.contentAttributes.of({ "aria-label": props.label, spellcheck: "false" }),
           EditorView.updateListener.of((update) => {
             if (update.docChanged) onChange.current(update.state.doc.toString());
+            if (pending.current && completionStatus(update.state) === null) {
+              const waiting = pending.current;
+              pending.current = null;
+              queueMicrotask(() => apply(update.view, waiting));
+            }
           }),
         ],
       }),
@@ -100,11 +114,16 @@ export function JsonEditor(props: {
   const diagnostics = props.diagnostics;
   useEffect(() => {
     const editor = view.current;
-    if (!editor || !diagnostics || editor.state.doc.toString() !== diagnostics.text) return;
-    editor.dispatch(setDiagnostics(editor.state, diagnostics.diagnostics));
+    if (!editor || !diagnostics) return;
+    if (completionStatus(editor.state) === null) apply(editor, diagnostics);
+    else pending.current = diagnostics;
   }, [diagnostics]);
 
   return <div class="json-editor" ref={host} />;
+}
+
+function apply(view: EditorView, given: DiagnosticsFor): void {
+  if (view.state.doc.toString() === given.text) view.dispatch(setDiagnostics(view.state, given.diagnostics));
 }
 
 function setRef<T>(ref: Ref<T> | undefined, value: T): void {
