@@ -12,7 +12,9 @@ export default defineConfig({
   oxc: { jsx: { runtime: "automatic", importSource: "preact" } },
   resolve: {
     // CodeMirror's styles in an adopted stylesheet, not a <style> element the CSP would refuse.
-    alias: [{ find: /^style-mod$/, replacement: fileURLToPath(new URL("./src/web/editor/style-mod.ts", import.meta.url)) }],
+    alias: [
+      { find: /^style-mod$/, replacement: fileURLToPath(new URL("./src/web/editor/style-mod.ts", import.meta.url)) },
+    ],
   },
   build: {
     outDir: "../../dist/web",
@@ -21,6 +23,8 @@ export default defineConfig({
     // No inline polyfill script and no data: URLs: the page runs under a CSP without 'unsafe-inline'.
     modulePreload: { polyfill: false },
     assetsInlineLimit: 0,
+    // One stylesheet, linked from index.html, even for styles of a lazily loaded chunk (the editor).
+    cssCodeSplit: false,
     reportCompressedSize: false,
   },
   server: { proxy: { "/v1": "http://127.0.0.1:8080" } },

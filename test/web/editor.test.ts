@@ -72,7 +72,9 @@ describe("the definition editor", { timeout: 90_000 }, () => {
 
     // Hover over a key: its description.
     await page.locator(".cm-line .tok-propertyName", { hasText: '"node_id"' }).hover();
-    await page.locator(".cm-tooltip-hover .cm-schema-doc", { hasText: "Unique id of the node in the workflow" }).waitFor();
+    await page
+      .locator(".cm-tooltip-hover .cm-schema-doc", { hasText: "Unique id of the node in the workflow" })
+      .waitFor();
     await expectAccessible(page);
   });
 
@@ -121,13 +123,19 @@ describe("the definition editor", { timeout: 90_000 }, () => {
     await preview.locator('g.edge[data-from="first"][data-to="second"]').waitFor({ state: "attached" });
     const pretty = JSON.stringify(JSON.parse(compact), null, 2);
     await page.getByRole("button", { name: "Format" }).click();
-    await page.waitForFunction((n) => document.querySelectorAll(".cm-content .cm-line").length === n, pretty.split("\n").length);
+    await page.waitForFunction(
+      (n) => document.querySelectorAll(".cm-content .cm-line").length === n,
+      pretty.split("\n").length,
+    );
     expect(await editorText(page)).toBe(pretty);
 
     await setText(page, compact);
     await page.waitForFunction(() => document.querySelectorAll(".cm-content .cm-line").length === 1);
     await page.keyboard.press("Shift+Alt+F");
-    await page.waitForFunction((n) => document.querySelectorAll(".cm-content .cm-line").length === n, pretty.split("\n").length);
+    await page.waitForFunction(
+      (n) => document.querySelectorAll(".cm-content .cm-line").length === n,
+      pretty.split("\n").length,
+    );
     expect(await editorText(page)).toBe(pretty);
 
     await page.locator('.verdict[data-verdict="true"]').waitFor();

@@ -64,7 +64,6 @@ export function JsonEditor(props: {
   const pending = useRef<DiagnosticsFor | null>(null);
 
   // The editor is created once per mount: `initial` seeds it, the parent reads it via onChange.
-  // biome-ignore lint/correctness/useExhaustiveDependencies: created once, on purpose.
   useEffect(() => {
     if (!host.current) return;
     const editor = new EditorView({

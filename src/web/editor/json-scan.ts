@@ -81,7 +81,13 @@ export interface CursorContext {
 }
 
 type Frame =
-  | { kind: "object"; part: PathPart | null; key: string | null; phase: "key" | "colon" | "value" | "after"; keys: string[] }
+  | {
+      kind: "object";
+      part: PathPart | null;
+      key: string | null;
+      phase: "key" | "colon" | "value" | "after";
+      keys: string[];
+    }
   | { kind: "array"; part: PathPart | null; index: number; phase: "value" | "after" };
 
 /** Scans `text` up to `pos`, tolerating anything unfinished. null: the cursor is in no key or value. */

@@ -34,7 +34,8 @@ function alternatives(schema: Schema, seen = new Set<Schema>()): Schema[] {
   const out = [schema];
   if (schema.$ref?.startsWith("#/")) {
     let target: unknown = ROOT;
-    for (const step of schema.$ref.slice(2).split("/")) target = (target as Record<string, unknown> | undefined)?.[step];
+    for (const step of schema.$ref.slice(2).split("/"))
+      target = (target as Record<string, unknown> | undefined)?.[step];
     if (target && typeof target === "object") out.push(...alternatives(target as Schema, seen));
   }
   for (const s of [...(schema.anyOf ?? []), ...(schema.oneOf ?? []), ...(schema.allOf ?? [])]) {

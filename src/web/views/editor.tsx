@@ -9,10 +9,18 @@ import { useEffect, useMemo, useRef, useState } from "preact/hooks";
 import { ApiError, api } from "../api.js";
 import { ErrorNote, ProblemList } from "../components.js";
 import { problemDiagnostics, syntaxDiagnostic } from "../editor/diagnostics.js";
-import { type DiagnosticsFor, formatJson, JsonEditor } from "../editor/json-editor.js";
+import type { DiagnosticsFor } from "../editor/json-editor.js";
 import { GraphView } from "../graph/graph-view.js";
 import { workflowGraph } from "../graph/model.js";
 import type { Problem, Registered, WorkflowCheck } from "../types.js";
+
+/** CodeMirror, in its own chunk: loaded when an editor first shows, not with every page. */
+type EditorModule = typeof import("../editor/json-editor.js");
+let editorModule: Promise<EditorModule> | null = null;
+const loadEditor = () => {
+  editorModule ??= import("../editor/json-editor.js");
+  return editorModule;
+};
 
 /** How long typing pauses before the server checks the text. */
 const CHECK_AFTER_MS = 250;
@@ -30,7 +38,8 @@ function diagnosticsOf(source: string, verdict: Verdict): DiagnosticsFor | null 
   if (verdict.state === "checked") {
     return { text: source, diagnostics: problemDiagnostics(source, verdict.result.errors, verdict.result.warnings) };
   }
-  if (verdict.state === "not-json") return { text: source, diagnostics: [syntaxDiagnostic(source, verdict.problem.message)] };
+  if (verdict.state === "not-json")
+    return { text: source, diagnostics: [syntaxDiagnostic(source, verdict.problem.message)] };
   if (verdict.state === "failed") return { text: source, diagnostics: [] };
   return null;
 }
@@ -44,6 +53,10 @@ export function Editor(props: { initial: string; onSaved: (registered: Registere
   const [refused, setRefused] = useState<Refused>(null);
   const [saving, setSaving] = useState(false);
   const view = useRef<EditorView | null>(null);
+  const [code, setCode] = useState<EditorModule | { failed: unknown } | null>(null);
+  useEffect(() => {
+    loadEditor().then(setCode, (failed: unknown) => setCode({ failed }));
+  }, []);
   const parsed = parse(source);
   const diagnostics = useMemo(() => diagnosticsOf(source, verdict), [source, verdict]);
   // The preview keeps the last definition that parsed, so a half-typed line does not blank it.
@@ -97,26 +110,32 @@ export function Editor(props: { initial: string; onSaved: (registered: Registere
         <span class="field-label" aria-hidden="true">
           Definition (JSON)
         </span>
-        <JsonEditor
-          initial={props.initial}
-          label="Definition (JSON)"
-          viewRef={view}
-          diagnostics={diagnostics}
-          onChange={(text) => {
-            setSource(text);
-            setRefused(null);
-          }}
-        />
+        {code && "JsonEditor" in code ? (
+          <code.JsonEditor
+            initial={props.initial}
+            label="Definition (JSON)"
+            viewRef={view}
+            diagnostics={diagnostics}
+            onChange={(text) => {
+              setSource(text);
+              setRefused(null);
+            }}
+          />
+        ) : code ? (
+          <ErrorNote error={code.failed} prefix="Could not load the editor" />
+        ) : (
+          <p class="muted json-editor-loading">Loading the editor…</p>
+        )}
         <div class="actions">
           <button type="button" class="primary" disabled={!parsed.ok || saving} onClick={() => void save()}>
             Save as new version
           </button>
           <button
             type="button"
-            disabled={!parsed.ok}
+            disabled={!parsed.ok || !code || !("formatJson" in code)}
             title="Re-indent the JSON (Shift-Alt-F)"
             aria-keyshortcuts="Shift+Alt+F"
-            onClick={() => view.current && formatJson(view.current)}
+            onClick={() => view.current && code && "formatJson" in code && code.formatJson(view.current)}
           >
             Format
           </button>
