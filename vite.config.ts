@@ -1,3 +1,4 @@
+import { fileURLToPath } from "node:url";
 import { defineConfig } from "vite";
 
 /**
@@ -9,6 +10,12 @@ export default defineConfig({
   publicDir: "public",
   // Preact's JSX runtime: small, and its text children are always text nodes, never HTML.
   oxc: { jsx: { runtime: "automatic", importSource: "preact" } },
+  resolve: {
+    // CodeMirror's styles in an adopted stylesheet, not a <style> element the CSP would refuse.
+    alias: [
+      { find: /^style-mod$/, replacement: fileURLToPath(new URL("./src/web/editor/style-mod.ts", import.meta.url)) },
+    ],
+  },
   build: {
     outDir: "../../dist/web",
     emptyOutDir: true,
@@ -16,6 +23,8 @@ export default defineConfig({
     // No inline polyfill script and no data: URLs: the page runs under a CSP without 'unsafe-inline'.
     modulePreload: { polyfill: false },
     assetsInlineLimit: 0,
+    // One stylesheet, linked from index.html, even for styles of a lazily loaded chunk (the editor).
+    cssCodeSplit: false,
     reportCompressedSize: false,
     // elkjs (1.5 MB) is its own chunk, loaded when a graph is first laid out, never with the page.
     chunkSizeWarningLimit: 1600,

@@ -39,14 +39,28 @@ const nodeId = z
   .regex(NOT_RESERVED, { error: "__proto__, constructor and prototype are reserved; choose another id" })
   .describe("Unique id of the node in the workflow: [A-Za-z0-9_-]{1,64}, not __proto__, constructor or prototype.");
 
+/**
+ * The agent types the engine runs itself (core/kinds; a test keeps the two lists equal). Listed
+ * as the schema's `examples`, which editors offer as completions.
+ */
+export const BUILT_IN_AGENT_TYPES = [
+  "aggregator",
+  "http",
+  "human_review",
+  "llm",
+  "map",
+  "sleep",
+  "wait_event",
+  "workflow",
+] as const;
+
 const agentType = z
   .string()
   .regex(AGENT_TYPE_PATTERN, {
     error: "must be 1 to 128 letters, digits, '_', '.', ':' or '-'",
   })
-  .describe(
-    "Which agent runs the node: [A-Za-z0-9_.:-]{1,128}. Built-ins: aggregator, http, human_review, llm, map, sleep, wait_event, workflow.",
-  );
+  .describe(`Which agent runs the node: [A-Za-z0-9_.:-]{1,128}. Built-ins: ${BUILT_IN_AGENT_TYPES.join(", ")}.`)
+  .meta({ examples: [...BUILT_IN_AGENT_TYPES] });
 
 // References are plain strings: a malformed or missing id is reported as an unknown node by
 // the graph checks, with one message instead of a format error and a reference error.

@@ -1,7 +1,9 @@
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
+import { BUILTIN_KINDS } from "../../src/core/kinds/index.js";
 import { workflowJsonSchema, workflowJsonSchemaText } from "../../src/definition/index.js";
+import { BUILT_IN_AGENT_TYPES } from "../../src/definition/schema.js";
 
 const FILE = fileURLToPath(new URL("../../schema/workflow.schema.json", import.meta.url));
 
@@ -27,5 +29,13 @@ describe("schema/workflow.schema.json", () => {
     expect(schema.required).toEqual(["id", "nodes"]);
     expect(schema.properties.nodes.items.required).toEqual(["node_id", "agent_type"]);
     expect(schema.properties.nodes.items.additionalProperties).toBe(false);
+  });
+
+  it("offers the built-in agent types as agent_type's examples", () => {
+    expect([...BUILT_IN_AGENT_TYPES].sort()).toEqual([...BUILTIN_KINDS].sort());
+    const schema = workflowJsonSchema() as {
+      properties: { nodes: { items: { properties: { agent_type: { examples: string[] } } } } };
+    };
+    expect(schema.properties.nodes.items.properties.agent_type.examples).toEqual([...BUILT_IN_AGENT_TYPES]);
   });
 });

@@ -198,3 +198,31 @@ interface AxeResults {
 }
 
 const AXE_SOURCE: string = axe.source;
+
+/**
+ * Replaces the text of the definition editor (CodeMirror) as a user's select-all and paste would.
+ * (Not playwright's fill: its native insertText has Chrome copy computed styles into style
+ * attributes, which the CSP refuses; CodeMirror's own paste handling edits through its state.)
+ */
+export async function pasteIntoEditor(page: Page, text: string, name = "Definition (JSON)"): Promise<void> {
+  const editor = page.getByRole("textbox", { name });
+  await editor.click();
+  await page.keyboard.press("ControlOrMeta+A");
+  await editor.evaluate((el, pasted) => {
+    const data = new DataTransfer();
+    data.setData("text/plain", pasted);
+    el.dispatchEvent(new ClipboardEvent("paste", { clipboardData: data, bubbles: true, cancelable: true }));
+  }, text);
+}
+
+/** The definition editor's whole text, copied as a user's select-all and copy would. */
+export async function editorText(page: Page, name = "Definition (JSON)"): Promise<string> {
+  const editor = page.getByRole("textbox", { name });
+  await editor.click();
+  await page.keyboard.press("ControlOrMeta+A");
+  return editor.evaluate((el) => {
+    const data = new DataTransfer();
+    el.dispatchEvent(new ClipboardEvent("copy", { clipboardData: data, bubbles: true, cancelable: true }));
+    return data.getData("text/plain");
+  });
+}

@@ -4,7 +4,7 @@
  */
 import type { Page } from "playwright-core";
 import { describe, expect, it } from "vitest";
-import { nodeInState, PUBLISH, runStatus, serve, signIn, TOKENS } from "./helpers.js";
+import { nodeInState, PUBLISH, pasteIntoEditor, runStatus, serve, signIn, TOKENS } from "./helpers.js";
 
 // No double quotes: the page shows JSON values as JSON, where they would read \".
 const SCRIPT = "<script>window.pwned = 'script'</script>";
@@ -84,7 +84,8 @@ describe("the admin page's safety", { timeout: 90_000 }, () => {
 
     // Node ids no valid workflow may have, typed into the editor: listed as problems, drawn as text.
     await page.goto(`${s.url}/#/new-workflow`);
-    await page.getByLabel("Definition (JSON)").fill(
+    await pasteIntoEditor(
+      page,
       JSON.stringify({
         id: "typed",
         nodes: [

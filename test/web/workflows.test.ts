@@ -1,6 +1,6 @@
 /** The workflow editor: validation as you type, an invalid save refused with its problems, new versions saved. */
 import { describe, expect, it } from "vitest";
-import { PUBLISH, serve, signIn } from "./helpers.js";
+import { editorText, PUBLISH, pasteIntoEditor, serve, signIn } from "./helpers.js";
 
 const INVALID = {
   id: "broken-flow",
@@ -17,18 +17,17 @@ describe("the workflow editor", { timeout: 90_000 }, () => {
     const { page } = s;
     await page.getByRole("navigation", { name: "pages" }).getByRole("link", { name: "Workflows" }).click();
     await page.getByRole("link", { name: "New workflow" }).click();
-    const editor = page.getByLabel("Definition (JSON)");
     const validation = page.getByRole("region", { name: "validation" });
     const preview = page.getByRole("region", { name: "graph preview" });
     // The template is valid, and drawn.
     await page.locator('.verdict[data-verdict="true"]').waitFor();
     await preview.locator('g.node[data-node-id="check"]').waitFor();
 
-    await editor.fill('{ "id": "broken-flow", "nodes": [');
+    await pasteIntoEditor(page, '{ "id": "broken-flow", "nodes": [');
     await validation.getByText("(JSON)").waitFor();
     expect(await page.getByRole("button", { name: "Save as new version" }).isDisabled()).toBe(true);
 
-    await editor.fill(JSON.stringify(INVALID, null, 2));
+    await pasteIntoEditor(page, JSON.stringify(INVALID, null, 2));
     const problem = validation.locator("ul.problems.error li", { hasText: "nodes[1].depends_on[0]" });
     await problem.waitFor();
     expect(await problem.textContent()).toMatch(/^nodes\[1\]\.depends_on\[0\]: unknown node "nope"/);
@@ -40,7 +39,8 @@ describe("the workflow editor", { timeout: 90_000 }, () => {
     await refusal.locator("li", { hasText: 'nodes[1].depends_on[0]: unknown node "nope"' }).waitFor();
     expect(await s.api<{ workflows: unknown[] }>("GET", "/v1/workflows")).toEqual({ workflows: [] });
 
-    await editor.fill(
+    await pasteIntoEditor(
+      page,
       JSON.stringify({ ...INVALID, nodes: [INVALID.nodes[0], { ...INVALID.nodes[1], depends_on: ["a"] }] }),
     );
     await page.locator('.verdict[data-verdict="true"]').waitFor();
@@ -58,11 +58,10 @@ describe("the workflow editor", { timeout: 90_000 }, () => {
     await signIn(s);
     const { page } = s;
     await page.goto(`${s.url}/#/workflows/publish`);
-    const editor = page.getByLabel("Definition (JSON)");
     await page.locator('.verdict[data-verdict="true"]').waitFor();
-    const definition = JSON.parse(await editor.inputValue()) as Record<string, unknown>;
+    const definition = JSON.parse(await editorText(page)) as Record<string, unknown>;
     expect(definition).not.toHaveProperty("version");
-    await editor.fill(JSON.stringify({ ...definition, description: "Now with a description" }, null, 2));
+    await pasteIntoEditor(page, JSON.stringify({ ...definition, description: "Now with a description" }, null, 2));
     await page.getByRole("button", { name: "Save as new version" }).click();
     await page.getByText("Saved publish as version 2.").waitFor();
     await page.locator(".description", { hasText: "Now with a description" }).waitFor();
@@ -71,8 +70,8 @@ describe("the workflow editor", { timeout: 90_000 }, () => {
     await page.waitForFunction(
       () => document.querySelector<HTMLSelectElement>(".workflow-detail select[name=version]")?.value === "1",
     );
-    await page.locator(".workflow-detail textarea[name=definition]").waitFor();
+    await page.locator(".workflow-detail .cm-content").waitFor();
     expect(await page.locator(".description").count()).toBe(0);
-    expect(await page.getByLabel("Definition (JSON)").inputValue()).not.toContain("Now with a description");
+    expect(await editorText(page)).not.toContain("Now with a description");
   });
 });

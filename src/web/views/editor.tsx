@@ -1,14 +1,26 @@
 /**
- * A workflow definition as JSON text: checked as it is typed (first as JSON here, then by the
- * server's `POST /v1/workflows/validate`, which lists every problem with its path), drawn as a
- * graph preview from the last text that parsed, and saved as a new version with PUT.
+ * A workflow definition as JSON text in a code editor (editor/json-editor.tsx): checked as it is
+ * typed (first as JSON here, then by the server's `POST /v1/workflows/validate`, which lists every
+ * problem with its path), each problem marked in the text and listed under it, drawn as a graph
+ * preview from the last text that parsed, and saved as a new version with PUT.
  */
-import { useEffect, useRef, useState } from "preact/hooks";
+import type { EditorView } from "@codemirror/view";
+import { useEffect, useMemo, useRef, useState } from "preact/hooks";
 import { ApiError, api } from "../api.js";
 import { ErrorNote, ProblemList } from "../components.js";
+import { problemDiagnostics, syntaxDiagnostic } from "../editor/diagnostics.js";
+import type { DiagnosticsFor } from "../editor/json-editor.js";
 import { GraphView } from "../graph/graph-view.js";
 import { workflowGraph } from "../graph/model.js";
 import type { Problem, Registered, WorkflowCheck } from "../types.js";
+
+/** CodeMirror, in its own chunk: loaded when an editor first shows, not with every page. */
+type EditorModule = typeof import("../editor/json-editor.js");
+let editorModule: Promise<EditorModule> | null = null;
+const loadEditor = () => {
+  editorModule ??= import("../editor/json-editor.js");
+  return editorModule;
+};
 
 /** How long typing pauses before the server checks the text. */
 const CHECK_AFTER_MS = 250;
@@ -21,6 +33,17 @@ type Verdict =
   | { state: "failed"; error: unknown }
   | { state: "not-json"; problem: Problem };
 
+/** The problems' marks in the text, for the text the verdict is about (null: keep the marks). */
+function diagnosticsOf(source: string, verdict: Verdict): DiagnosticsFor | null {
+  if (verdict.state === "checked") {
+    return { text: source, diagnostics: problemDiagnostics(source, verdict.result.errors, verdict.result.warnings) };
+  }
+  if (verdict.state === "not-json")
+    return { text: source, diagnostics: [syntaxDiagnostic(source, verdict.problem.message)] };
+  if (verdict.state === "failed") return { text: source, diagnostics: [] };
+  return null;
+}
+
 /** A refused save: shown until the text changes. A save that worked is the parent's to announce. */
 type Refused = { error: unknown } | null;
 
@@ -29,20 +52,27 @@ export function Editor(props: { initial: string; onSaved: (registered: Registere
   const [verdict, setVerdict] = useState<Verdict>({ state: "checking" });
   const [refused, setRefused] = useState<Refused>(null);
   const [saving, setSaving] = useState(false);
+  const view = useRef<EditorView | null>(null);
+  const [code, setCode] = useState<EditorModule | { failed: unknown } | null>(null);
+  useEffect(() => {
+    loadEditor().then(setCode, (failed: unknown) => setCode({ failed }));
+  }, []);
   const parsed = parse(source);
+  const diagnostics = useMemo(() => diagnosticsOf(source, verdict), [source, verdict]);
   // The preview keeps the last definition that parsed, so a half-typed line does not blank it.
   const lastGood = useRef<unknown>(undefined);
   if (parsed.ok) lastGood.current = parsed.value;
 
   useEffect(() => {
-    const current = parse(source);
-    if (!current.ok) {
-      setVerdict({ state: "not-json", problem: current.problem });
-      return;
-    }
     setVerdict({ state: "checking" });
     let stale = false;
+    // Both checks wait for a pause in typing: half-typed text is not worth marking.
     const timer = setTimeout(() => {
+      const current = parse(source);
+      if (!current.ok) {
+        setVerdict({ state: "not-json", problem: current.problem });
+        return;
+      }
       api<WorkflowCheck>("POST", "/v1/workflows/validate", current.value).then(
         (result) => stale || setVerdict({ state: "checked", result }),
         (error: unknown) => stale || setVerdict({ state: "failed", error }),
@@ -77,23 +107,37 @@ export function Editor(props: { initial: string; onSaved: (registered: Registere
   return (
     <div class="editor">
       <div class="editor-text">
-        <label class="field">
+        <span class="field-label" aria-hidden="true">
           Definition (JSON)
-          <textarea
-            name="definition"
-            class="code"
-            rows={24}
-            spellcheck={false}
-            value={source}
-            onInput={(e) => {
-              setSource(e.currentTarget.value);
+        </span>
+        {code && "JsonEditor" in code ? (
+          <code.JsonEditor
+            initial={props.initial}
+            label="Definition (JSON)"
+            viewRef={view}
+            diagnostics={diagnostics}
+            onChange={(text) => {
+              setSource(text);
               setRefused(null);
             }}
           />
-        </label>
+        ) : code ? (
+          <ErrorNote error={code.failed} prefix="Could not load the editor" />
+        ) : (
+          <p class="muted json-editor-loading">Loading the editor…</p>
+        )}
         <div class="actions">
           <button type="button" class="primary" disabled={!parsed.ok || saving} onClick={() => void save()}>
             Save as new version
+          </button>
+          <button
+            type="button"
+            disabled={!parsed.ok || !code || !("formatJson" in code)}
+            title="Re-indent the JSON (Shift-Alt-F)"
+            aria-keyshortcuts="Shift+Alt+F"
+            onClick={() => view.current && code && "formatJson" in code && code.formatJson(view.current)}
+          >
+            Format
           </button>
           <VerdictLine verdict={verdict} />
         </div>
