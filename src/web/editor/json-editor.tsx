@@ -89,7 +89,9 @@ export function JsonEditor(props: {
             ...historyKeymap,
             ...completionKeymap,
           ]),
-          EditorView.contentAttributes.of({ "aria-label": props.label, spellcheck: "false" }),
+          // tabindex: the editable area is the scroller's focusable content, which axe (and some
+          // assistive tools) do not count a contenteditable alone as; it is the same one tab stop.
+          EditorView.contentAttributes.of({ "aria-label": props.label, spellcheck: "false", tabindex: "0" }),
           EditorView.updateListener.of((update) => {
             if (update.docChanged) onChange.current(update.state.doc.toString());
             if (pending.current && completionStatus(update.state) === null) {
