@@ -19,11 +19,11 @@ async function searchApi() {
     runs[id] = run.run_id;
     await t.clock.advance(1_000);
   }
-  const list = async (query: string, token = TOKENS.admin) => {
+  const list = async (query: string, token: string = TOKENS.admin) => {
     const res = await t.app.inject({ url: `/v1/runs?${query}`, headers: bearer(token) });
     return res;
   };
-  const ids = async (query: string, token = TOKENS.admin) =>
+  const ids = async (query: string, token: string = TOKENS.admin) =>
     (await list(query, token)).json().runs.map((r: { run_id: string }) => r.run_id);
   return { ...t, runs, list, ids };
 }
