@@ -226,48 +226,48 @@ function SearchForm(props: { filter: RunsFilter; onSearch: (change: RunsFilter) 
     setFields({ ...fields, [name]: e.currentTarget.value });
   const value = (v: string) => v.trim() || undefined;
   return (
-    <form
-      class="run-search"
-      role="search"
-      aria-label="search runs"
-      onSubmit={(e) => {
-        e.preventDefault();
-        props.onSearch({ id: value(fields.id), q: value(fields.q), from: value(fields.from), to: value(fields.to) });
-      }}
-    >
-      <label>
-        Run id starts with
-        <input name="id" value={fields.id} maxLength={200} spellcheck={false} onInput={set("id")} />
-      </label>
-      <label>
-        Text in input or output
-        <input
-          name="q"
-          type="search"
-          value={fields.q}
-          minLength={Q_MIN}
-          maxLength={Q_MAX}
-          placeholder={`${Q_MIN} characters or more`}
-          onInput={set("q")}
-        />
-      </label>
-      <label>
-        Created from
-        <input name="from" type="datetime-local" step="1" value={fields.from} onInput={set("from")} />
-      </label>
-      <label>
-        to
-        <input name="to" type="datetime-local" step="1" value={fields.to} onInput={set("to")} />
-      </label>
-      <button type="submit" class="primary">
-        Search
-      </button>
-      <button
-        type="button"
-        onClick={() => props.onSearch({ id: undefined, q: undefined, from: undefined, to: undefined })}
+    <search aria-label="search runs">
+      <form
+        class="run-search"
+        onSubmit={(e) => {
+          e.preventDefault();
+          props.onSearch({ id: value(fields.id), q: value(fields.q), from: value(fields.from), to: value(fields.to) });
+        }}
       >
-        Clear
-      </button>
-    </form>
+        <label>
+          Run id starts with
+          <input name="id" value={fields.id} maxLength={200} spellcheck={false} onInput={set("id")} />
+        </label>
+        <label>
+          Text in input or output
+          <input
+            name="q"
+            type="search"
+            value={fields.q}
+            minLength={Q_MIN}
+            maxLength={Q_MAX}
+            placeholder={`${Q_MIN} characters or more`}
+            onInput={set("q")}
+          />
+        </label>
+        <label>
+          Created from
+          <input name="from" type="datetime-local" step="1" value={fields.from} onInput={set("from")} />
+        </label>
+        <label>
+          to
+          <input name="to" type="datetime-local" step="1" value={fields.to} onInput={set("to")} />
+        </label>
+        <button type="submit" class="primary">
+          Search
+        </button>
+        <button
+          type="button"
+          onClick={() => props.onSearch({ id: undefined, q: undefined, from: undefined, to: undefined })}
+        >
+          Clear
+        </button>
+      </form>
+    </search>
   );
 }
