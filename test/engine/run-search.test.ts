@@ -1,10 +1,18 @@
+import Database from "better-sqlite3";
 import { describe, expect, it } from "vitest";
 import { ValidationError } from "../../src/index.js";
-import { testEngine } from "../helpers.js";
+import { onPostgres, testEngine } from "../helpers.js";
 
 describe("listRuns search", () => {
+  const DAY = 86_400_000;
+  /** Timers slow enough that moving the clock by days leaves the engine alive (as in prune.test.ts). */
+  const SLOW_TIMERS = { sweepIntervalMs: DAY / 4, heartbeatIntervalMs: DAY, engineTimeoutMs: 30 * DAY };
+
   async function engineWithRuns() {
-    const { engine, clock } = await testEngine({ agents: { echo: (task) => ({ echoed: task.payload }) } });
+    const { engine, clock, database } = await testEngine({
+      agents: { echo: (task) => ({ echoed: task.payload }) },
+      ...SLOW_TIMERS,
+    });
     await engine.registerWorkflow({
       id: "echo",
       nodes: [{ node_id: "a", agent_type: "echo", payload: { said: "{{ input.text }}" } }],
@@ -20,7 +28,7 @@ describe("listRuns search", () => {
     }
     const other = await engine.startRun("other", { input: { text: "Hello Berlin" } });
     await engine.waitForRun(other.run_id);
-    return { engine, runs, other };
+    return { engine, clock, database, runs, other };
   }
 
   it("finds text in input or output, case-insensitively, with hostile characters taken literally", async () => {
@@ -65,6 +73,26 @@ describe("listRuns search", () => {
     expect(between.map((r) => r.run_id)).toEqual([second.run_id]);
     const before = await engine.listRuns({ workflow_id: "echo", created_before: second.created_at });
     expect(before.map((r) => r.run_id)).toEqual([first.run_id]);
+  });
+
+  it("forgets a pruned run's text", async () => {
+    const { engine, clock, database } = await engineWithRuns();
+    await clock.advance(2 * DAY);
+    expect(await engine.pruneRuns({ olderThan: "1d" })).toBe(5);
+    expect(await engine.listRuns({ q: "berlin" })).toEqual([]);
+    if (!onPostgres) {
+      // The index's rows went with the runs (migration 012's delete trigger).
+      const db = new Database(database.replace(/^sqlite:/, ""), { readonly: true });
+      expect(db.prepare("SELECT count(*) AS n FROM run_text_ids").get()).toEqual({ n: 0 });
+      expect(db.prepare("SELECT count(*) AS n FROM run_text WHERE run_text MATCH '\"berlin\"'").get()).toEqual({
+        n: 0,
+      });
+      db.close();
+    }
+    // Runs started after the prune are found again.
+    const fresh = await engine.startRun("echo", { input: { text: "Berlin again" } });
+    await engine.waitForRun(fresh.run_id);
+    expect((await engine.listRuns({ q: "berlin" })).map((r) => r.run_id)).toEqual([fresh.run_id]);
   });
 
   it("refuses a q shorter than 3 characters", async () => {
