@@ -9,7 +9,7 @@ import { type Logger, pino } from "pino";
 import type { Json, Run, RunEvent, Schedule, ScheduleInput, Visit } from "../core/types.js";
 import type { WorkflowInput } from "../definition/workflow-input.js";
 import { EngineClosedError, NotFoundError, type UnavailableError, ValidationError } from "../errors.js";
-import type { RunFilter, ScheduleFilter, Store } from "../store/store.js";
+import { MIN_SEARCH_CHARS, type RunFilter, type ScheduleFilter, type Store } from "../store/store.js";
 import type { AttemptRunner } from "./attempts.js";
 import { type Clock, systemClock } from "./clock.js";
 import { untilDeadline } from "./deadline.js";
@@ -567,8 +567,16 @@ export class Engine {
     return schedules.deleteSchedule(this.schedules, scheduleId);
   }
 
-  /** Newest first. `before` pages: pass the last run_id of the previous page. */
-  listRuns(filter: RunFilter = {}): Promise<Run[]> {
+  /**
+   * Newest first. `before` pages: pass the last run_id of the previous page.
+   * @throws ValidationError for a `q` shorter than 3 characters (the text index is of trigrams).
+   */
+  async listRuns(filter: RunFilter = {}): Promise<Run[]> {
+    if (filter.q !== undefined && [...filter.q].length < MIN_SEARCH_CHARS) {
+      throw new ValidationError(
+        `listRuns: q must be at least ${MIN_SEARCH_CHARS} characters (the search index is of trigrams), got ${JSON.stringify(filter.q)}`,
+      );
+    }
     return this.store.listRuns(filter);
   }
 

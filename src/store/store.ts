@@ -52,6 +52,29 @@ export interface RunFilter {
   before?: string;
   /** Only runs this schedule started (DESIGN §11.5). */
   schedule_id?: string;
+  /** Only runs whose id starts with this (a range of the primary key). */
+  id_prefix?: string;
+  /** Only runs created at or after this time (ms since the epoch). */
+  created_after?: number;
+  /** Only runs created before this time (ms since the epoch). */
+  created_before?: number;
+  /**
+   * Only runs whose input or output contains this text, case-insensitively: a JSON string's
+   * characters as the user reads them (a `"` finds a `"` in a value). At least 3 characters
+   * ({@link MIN_SEARCH_CHARS}: the index is of trigrams). Migration 012's index.
+   */
+  q?: string;
+}
+
+/** The shortest `RunFilter.q` the trigram indexes can answer. */
+export const MIN_SEARCH_CHARS = 3;
+
+/**
+ * `q` as it appears inside the JSON text of a run's input or output: the escapes JSON.stringify
+ * writes (quotes, backslashes, control characters), without the surrounding quotes.
+ */
+export function searchTextOf(q: string): string {
+  return JSON.stringify(q).slice(1, -1);
 }
 
 /** Which schedules `listSchedules` gives. */

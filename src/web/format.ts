@@ -69,13 +69,14 @@ function relative(deltaMs: number): string {
 /**
  * Whether a node's reason is a failure (`danger`, red) or a normal way for a node to end (`muted`,
  * grey): a branch not taken, a dependency that cannot be met, or the run ending around the node
- * (`run_failed`, `run_cancelled`, `run_end`, `run_ttl` on a skipped or cancelled node: scheduler.ts).
+ * (`run_failed`, `run_end`, `run_ttl` on a skipped node: scheduler.ts), or a cancel (a run or a node
+ * CANCELLED, whatever its reason).
  * Everything else with an error or on a FAILED node (timeout, rejected, retries_exhausted…) is a failure.
  */
 export function reasonTone(v: { state: string; reason: string | null; error?: unknown }): "muted" | "danger" {
   if (v.reason === null) return v.error ? "danger" : "muted";
   if (NORMAL_REASONS.has(v.reason) || v.state === "SKIPPED") return "muted";
-  if (v.state === "CANCELLED" && v.reason.startsWith("run_")) return "muted";
+  if (v.state === "CANCELLED") return "muted"; // someone's decision, or the run ending around it: not a failure
   return v.state === "SUCCEEDED" && !v.error ? "muted" : "danger";
 }
 

@@ -53,7 +53,7 @@ function Page(props: { route: Route }) {
   const r = props.route;
   switch (r.page) {
     case "runs":
-      return <RunsPage status={r.status} workflow={r.workflow} />;
+      return <RunsPage filter={r} />;
     case "run":
       return <RunPage runId={r.runId} node={r.node} />;
     case "inbox":

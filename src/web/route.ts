@@ -6,12 +6,27 @@
 import { useEffect, useState } from "preact/hooks";
 
 export type Route =
-  | { page: "runs"; status?: string; workflow?: string }
+  | ({ page: "runs" } & RunsFilter)
   | { page: "run"; runId: string; node?: string }
   | { page: "inbox" }
   | { page: "workflows"; workflowId?: string; version?: number }
   | { page: "new-workflow" }
   | { page: "schedules"; scheduleId?: string };
+
+/**
+ * The runs list's filters as the hash keeps them, so a reload or a shared link shows the same
+ * list: `id` a run id prefix, `q` text in input or output, `from`/`to` datetime-local values.
+ */
+export interface RunsFilter {
+  status?: string;
+  workflow?: string;
+  id?: string;
+  q?: string;
+  from?: string;
+  to?: string;
+}
+
+const RUNS_FILTER_KEYS = ["status", "workflow", "id", "q", "from", "to"] as const;
 
 export function parseRoute(hash: string): Route {
   const [path = "", search = ""] = hash.replace(/^#/, "").split("?");
@@ -21,7 +36,10 @@ export function parseRoute(hash: string): Route {
   switch (parts[0]) {
     case "runs":
       if (parts[1]) return { page: "run", runId: parts[1], ...optional("node", param("node")) };
-      return { page: "runs", ...optional("status", param("status")), ...optional("workflow", param("workflow")) };
+      return {
+        page: "runs",
+        ...Object.assign({}, ...RUNS_FILTER_KEYS.map((k) => optional(k, param(k)))),
+      };
     case "inbox":
       return { page: "inbox" };
     case "workflows": {
@@ -50,7 +68,7 @@ export function href(route: Route): string {
   };
   switch (route.page) {
     case "runs":
-      return withQuery("runs", { status: route.status, workflow: route.workflow });
+      return withQuery("runs", Object.fromEntries(RUNS_FILTER_KEYS.map((k) => [k, route[k]])));
     case "run":
       return withQuery(`runs/${encodeURIComponent(route.runId)}`, { node: route.node });
     case "inbox":

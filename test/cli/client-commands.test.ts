@@ -157,6 +157,27 @@ describe("skein start, status, list, events", () => {
     expect(text.stdout.split("\n")[0]).toMatch(/^run_id +workflow +status +created +duration$/);
   });
 
+  it("lists runs by text in their input, run id prefix and age (--search, --id, --since)", async () => {
+    const ws = workspace();
+    const db = ["--db", ws.db];
+    await skein(["workflows", "put", ws.file("w.json", WORKFLOWS.withInput), ...db], ws.dir);
+    const start = async (topic: string) =>
+      (await skein(["start", "with-input", "--input", JSON.stringify({ topic }), ...db], ws.dir)).stdout.trim();
+    await start("Durable Kittens");
+    await start("puppies");
+    const ids = async (...args: string[]) =>
+      json<RunJson[]>(await skein(["list", ...args, "--json", ...db], ws.dir)).map((r) => r.run_id);
+    const found = json<RunJson[]>(await skein(["list", "--search", "kittens", "--json", ...db], ws.dir));
+    expect(found.map((r) => r.input)).toEqual([{ topic: "Durable Kittens" }]);
+    const [first] = found;
+    expect(await ids("--id", (first?.run_id ?? "").slice(0, 32))).toEqual([first?.run_id]);
+    expect(await ids("--since", "1h")).toHaveLength(2);
+    const short = await skein(["list", "--search", "ki", ...db], ws.dir);
+    expect(short.code).toBe(2);
+    expect(short.stderr).toMatch(/at least 3 characters/);
+    expect((await skein(["list", "--since", "yesterday", ...db], ws.dir)).stderr).toMatch(/expected a duration/);
+  });
+
   it("exits 2 for an unknown run, a bad --limit, a missing database and unknown workflow", async () => {
     const ws = workspace();
     const db = ["--db", ws.db];

@@ -201,6 +201,10 @@ describe("GET /v1/openapi.json", () => {
       ["status", "query", false],
       ["workflow_id", "query", false],
       ["schedule_id", "query", false],
+      ["id_prefix", "query", false],
+      ["created_after", "query", false],
+      ["created_before", "query", false],
+      ["q", "query", false],
       ["limit", "query", false],
       ["cursor", "query", false],
     ]);

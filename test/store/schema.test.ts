@@ -46,6 +46,7 @@ describe("SQLite schema", () => {
       { version: 9, name: "revision" },
       { version: 10, name: "schedules" },
       { version: 11, name: "usage" },
+      { version: 12, name: "run_text" },
     ]);
     db.close();
   });

@@ -1,3 +1,19 @@
+CREATE TRIGGER run_text_delete AFTER DELETE ON runs BEGIN
+  DELETE FROM run_text WHERE rowid = (SELECT id FROM run_text_ids WHERE run_id = old.run_id);
+  DELETE FROM run_text_ids WHERE run_id = old.run_id;
+END;
+
+CREATE TRIGGER run_text_insert AFTER INSERT ON runs BEGIN
+  INSERT INTO run_text_ids (run_id) VALUES (new.run_id);
+  INSERT INTO run_text (rowid, input, output)
+    VALUES ((SELECT id FROM run_text_ids WHERE run_id = new.run_id), new.input, new.output);
+END;
+
+CREATE TRIGGER run_text_output AFTER UPDATE OF output ON runs WHEN old.output IS NOT new.output BEGIN
+  INSERT OR REPLACE INTO run_text (rowid, input, output)
+    VALUES ((SELECT id FROM run_text_ids WHERE run_id = new.run_id), new.input, new.output);
+END;
+
 CREATE TABLE compensations (
   run_id           TEXT    NOT NULL REFERENCES runs (run_id),
   seq              INTEGER NOT NULL,   -- order within the run: 1 runs first
@@ -77,6 +93,21 @@ CREATE TABLE rate_buckets (
   tokens      REAL    NOT NULL,
   updated_at  INTEGER NOT NULL
 );
+
+CREATE VIRTUAL TABLE run_text USING fts5(input, output, tokenize = 'trigram', content = '', contentless_delete = 1);
+
+CREATE TABLE 'run_text_config'(k PRIMARY KEY, v) WITHOUT ROWID;
+
+CREATE TABLE 'run_text_data'(id INTEGER PRIMARY KEY, block BLOB);
+
+CREATE TABLE 'run_text_docsize'(id INTEGER PRIMARY KEY, sz BLOB, origin INTEGER);
+
+CREATE TABLE run_text_ids (
+  id      INTEGER PRIMARY KEY,
+  run_id  TEXT NOT NULL UNIQUE
+);
+
+CREATE TABLE 'run_text_idx'(segid, term, pgno, PRIMARY KEY(segid, term)) WITHOUT ROWID;
 
 CREATE TABLE runs (
   run_id            TEXT    PRIMARY KEY,

@@ -1,5 +1,6 @@
 /** `skein list`: runs, newest first. */
 import { type Command, InvalidArgumentError, Option } from "commander";
+import { parseDuration } from "../../engine/retention.js";
 import { withClient } from "../database.js";
 import { dbOf, examples } from "../options.js";
 import { formatMs, formatTime, printJson, println, table } from "../output.js";
@@ -10,6 +11,9 @@ interface ListOptions {
   status?: (typeof STATUSES)[number];
   workflow?: string;
   schedule?: string;
+  search?: string;
+  id?: string;
+  since?: number;
   limit: number;
   json?: boolean;
 }
@@ -22,9 +26,18 @@ export function registerList(program: Command): void {
     .addOption(new Option("--status <status>", "only runs with this status").choices(STATUSES))
     .option("--workflow <workflow_id>", "only runs of this workflow")
     .option("--schedule <schedule_id>", "only runs this schedule started")
+    .option("--search <text>", "only runs whose input or output contains this text, any case (3 characters or more)")
+    .option("--id <prefix>", "only runs whose run_id starts with this")
+    .option("--since <duration>", 'only runs created in the last duration, e.g. "45m", "12h", "7d"', durationMs)
     .option("--limit <n>", "at most this many runs (1 to 1000)", positiveInt, 20)
     .option("--json", "print the runs as a JSON array")
-    .addHelpText("after", examples("skein list --status FAILED --workflow content-publish --limit 5"))
+    .addHelpText(
+      "after",
+      examples(
+        "skein list --status FAILED --workflow content-publish --limit 5",
+        'skein list --search "invoice 4711" --since 7d',
+      ),
+    )
     .action(async (options: ListOptions, command: Command) => {
       const runs = await withClient(dbOf(command), (client) =>
         client.listRuns({
@@ -32,6 +45,9 @@ export function registerList(program: Command): void {
           ...(options.status ? { status: options.status } : {}),
           ...(options.workflow ? { workflow_id: options.workflow } : {}),
           ...(options.schedule ? { schedule_id: options.schedule } : {}),
+          ...(options.search !== undefined ? { q: options.search } : {}),
+          ...(options.id ? { id_prefix: options.id } : {}),
+          ...(options.since !== undefined ? { created_after: Date.now() - options.since } : {}),
         }),
       );
       if (options.json) return printJson(runs);
@@ -50,6 +66,14 @@ export function registerList(program: Command): void {
         ),
       );
     });
+}
+
+function durationMs(value: string): number {
+  try {
+    return parseDuration(value, "--since");
+  } catch {
+    throw new InvalidArgumentError('expected a duration such as "90s", "45m", "12h" or "30d".');
+  }
 }
 
 function positiveInt(value: string): number {

@@ -7,6 +7,7 @@ import { validateWorkflow } from "../../definition/validate.js";
 import type { Engine } from "../../engine/engine.js";
 import { MAP_ITEMS_MAX_LIMIT } from "../../engine/map-items.js";
 import { ConflictError, ForbiddenError, ValidationError } from "../../errors.js";
+import { MIN_SEARCH_CHARS } from "../../store/store.js";
 import { ADMINS, type Principal, READERS } from "../auth.js";
 import {
   BudgetSchema,
@@ -35,11 +36,29 @@ const StartBody = z
   })
   .strict();
 
+/** The longest `q` of GET /v1/runs. */
+const SEARCH_MAX_CHARS = 200;
+
+const EpochMs = z.coerce.number().int().min(0).max(8.64e15);
+
 const ListQuery = z
   .object({
     status: z.enum(RUN_STATUSES).optional(),
     workflow_id: z.string().min(1).max(200).optional(),
     schedule_id: z.string().min(1).max(200).optional().describe("only the runs this schedule started"),
+    id_prefix: z.string().min(1).max(200).optional().describe("only runs whose run_id starts with this"),
+    created_after: EpochMs.optional().describe("only runs created at or after this time (ms since the epoch)"),
+    created_before: EpochMs.optional().describe("only runs created before this time (ms since the epoch)"),
+    q: z
+      .string()
+      .min(MIN_SEARCH_CHARS, `q must be at least ${MIN_SEARCH_CHARS} characters (the search index is of trigrams)`)
+      .max(SEARCH_MAX_CHARS, `q must be at most ${SEARCH_MAX_CHARS} characters`)
+      // biome-ignore lint/suspicious/noControlCharactersInRegex: refusing them is the point
+      .refine((q) => !/[\u0000-\u001f\u007f]/.test(q), "q must not contain control characters (NUL, newlines, tabs)")
+      .optional()
+      .describe(
+        `only runs whose input or output contains this text, case-insensitively (${MIN_SEARCH_CHARS} to ${SEARCH_MAX_CHARS} characters)`,
+      ),
     limit: z.coerce.number().int().min(1).max(1000).default(50),
     cursor: z.string().max(1000).optional().describe("next_cursor of the previous page"),
   })
@@ -133,7 +152,8 @@ export function registerRunRoutes(app: FastifyInstance, { engine }: RouteContext
       schema: {
         operationId: "listRuns",
         tags: ["runs"],
-        summary: "Runs, newest first, a page at a time",
+        summary:
+          "Runs, newest first, a page at a time, filtered by status, workflow, id prefix, creation time and text",
         querystring: ListQuery,
         response: {
           ...errorResponses(503),
@@ -145,13 +165,18 @@ export function registerRunRoutes(app: FastifyInstance, { engine }: RouteContext
       },
     },
     async (request) => {
-      const { status, workflow_id, schedule_id, limit, cursor } = request.query;
+      const { status, workflow_id, schedule_id, id_prefix, created_after, created_before, q, limit, cursor } =
+        request.query;
       const scope = await visibleWorkflowIds(engine, request.principal);
       const runs = await engine.listRuns({
         limit: limit + 1,
         ...(status === undefined ? {} : { status }),
         ...(workflow_id === undefined ? {} : { workflow_id }),
         ...(schedule_id === undefined ? {} : { schedule_id }),
+        ...(id_prefix === undefined ? {} : { id_prefix }),
+        ...(created_after === undefined ? {} : { created_after }),
+        ...(created_before === undefined ? {} : { created_before }),
+        ...(q === undefined ? {} : { q }),
         ...(scope === null ? {} : { workflow_ids: scope }),
         ...(cursor === undefined ? {} : { before: decodeCursor(cursor) }),
       });

@@ -27,6 +27,7 @@ import type {
   TransactionOptions,
   VisitKey,
 } from "../store.js";
+import { searchTextOf } from "../store.js";
 import {
   type ConnectionSettings,
   connectionSettings,
@@ -381,6 +382,17 @@ export class PostgresStore implements Store {
     else where.push("strpos(workflow_id, '/') = 0"); // not a map's item runs, unless asked for by id
     if (filter.workflow_ids) where.push(`workflow_id = ANY(${param(filter.workflow_ids)}::text[])`);
     if (filter.schedule_id !== undefined) where.push(`schedule_id = ${param(filter.schedule_id)}`);
+    if (filter.id_prefix !== undefined) {
+      const prefix = param(filter.id_prefix);
+      where.push(`run_id >= ${prefix} AND run_id < ${prefix} || chr(65535)`);
+    }
+    if (filter.created_after !== undefined) where.push(`created_at >= ${param(filter.created_after)}`);
+    if (filter.created_before !== undefined) where.push(`created_at < ${param(filter.created_before)}`);
+    if (filter.q !== undefined) {
+      // ILIKE with the trigram indexes of migration 012; \, % and _ are taken literally.
+      const pattern = param(`%${searchTextOf(filter.q).replace(/[\\%_]/g, "\\$&")}%`);
+      where.push(`(input::text ILIKE ${pattern} OR output::text ILIKE ${pattern})`);
+    }
     if (filter.before) {
       where.push(`(created_at, run_id) < (SELECT created_at, run_id FROM runs WHERE run_id = ${param(filter.before)})`);
     }

@@ -34,6 +34,7 @@ import type {
   StoreTx,
   VisitKey,
 } from "../store.js";
+import { searchTextOf } from "../store.js";
 import { Checkpointer } from "./checkpointer.js";
 import { assertDirectory, configure, openConnection, WAL_CHECKPOINT_BYTES, walBytes } from "./connection.js";
 import { EngineLock, engineLockPath } from "./engine-lock.js";
@@ -324,6 +325,24 @@ export class SqliteStore implements Store {
     if (filter.schedule_id !== undefined) {
       where.push("schedule_id = ?");
       params.push(filter.schedule_id);
+    }
+    if (filter.id_prefix !== undefined) {
+      where.push("run_id >= ? AND run_id < ? || char(65535)");
+      params.push(filter.id_prefix, filter.id_prefix);
+    }
+    if (filter.created_after !== undefined) {
+      where.push("created_at >= ?");
+      params.push(filter.created_after);
+    }
+    if (filter.created_before !== undefined) {
+      where.push("created_at < ?");
+      params.push(filter.created_before);
+    }
+    if (filter.q !== undefined) {
+      // A phrase of the trigram index (migration 012): a double quote in it is written twice.
+      where.push(`run_id IN (SELECT m.run_id FROM run_text t JOIN run_text_ids m ON m.id = t.rowid
+        WHERE run_text MATCH ?)`);
+      params.push(`"${searchTextOf(filter.q).replaceAll('"', '""')}"`);
     }
     if (filter.before) {
       where.push("(created_at, run_id) < (SELECT created_at, run_id FROM runs WHERE run_id = ?)");

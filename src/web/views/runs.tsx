@@ -1,35 +1,74 @@
-/** The runs, newest first: filters by status and workflow, live as events arrive, more on demand. */
-import { useState } from "preact/hooks";
+/**
+ * The runs, newest first: filtered by status, workflow, run id prefix, text in input or output
+ * and creation time (all in the URL hash), live as events arrive, more on demand; rows can be
+ * selected for bulk cancel and retry (runs-bulk.tsx).
+ */
+import { useEffect, useState } from "preact/hooks";
 import { api, query } from "../api.js";
 import { Badge, ErrorNote, Time } from "../components.js";
-import { elapsed, shortId } from "../format.js";
+import { elapsed, reasonTone, shortId } from "../format.js";
 import { useLiveEvents, useLoad, useNow } from "../hooks.js";
-import { href, navigate } from "../route.js";
-import { RUN_STATUSES, type Run, type WorkflowSummary } from "../types.js";
+import { href, navigate, type RunsFilter } from "../route.js";
+import { type PendingReview, RUN_STATUSES, type Run, type WorkflowSummary } from "../types.js";
+import { type BulkAction, BulkDialog, eligible } from "./runs-bulk.js";
+import "./runs.css";
 
 const PAGE = 50;
+/** The server's bounds on `q` (GET /v1/runs). */
+const Q_MIN = 3;
+const Q_MAX = 200;
 
-export function RunsPage(props: { status?: string | undefined; workflow?: string | undefined }) {
-  const { status, workflow } = props;
+/** A datetime-local value as ms since the epoch (local time); undefined when empty or not a time. */
+function epochOf(value: string | undefined): number | undefined {
+  if (!value) return undefined;
+  const ms = new Date(value).getTime();
+  return Number.isFinite(ms) ? ms : undefined;
+}
+
+export function RunsPage(props: { filter: RunsFilter }) {
+  const { status, workflow, id, q, from, to } = props.filter;
   // How many runs to show: a page, plus any the user asked for with "Show more".
   const [limit, setLimit] = useState(PAGE);
+  const params = {
+    status,
+    workflow_id: workflow,
+    id_prefix: id,
+    q: q && q.length >= Q_MIN ? q : undefined,
+    created_after: epochOf(from),
+    created_before: epochOf(to),
+    limit,
+  };
   const runs = useLoad(
-    () =>
-      api<{ runs: Run[]; next_cursor: string | null }>(
-        "GET",
-        `/v1/runs${query({ status, workflow_id: workflow, limit })}`,
-      ),
-    `${status}|${workflow}|${limit}`,
+    () => api<{ runs: Run[]; next_cursor: string | null }>("GET", `/v1/runs${query(params)}`),
+    JSON.stringify(params),
   );
   const workflows = useLoad(() => api<{ workflows: WorkflowSummary[] }>("GET", "/v1/workflows"), "workflows");
+  const reviews = useLoad(() => api<{ reviews: PendingReview[] }>("GET", "/v1/reviews"), "reviews");
   const now = useNow();
   // Any event may start, end or change a run: reload the list (reloads fold together while one runs).
   useLiveEvents((event) => {
     if (event === null || event.type.startsWith("run.") || event.type.startsWith("compensation.")) runs.reload();
+    if (event === null || event.type.startsWith("review.")) reviews.reload();
   });
+  const waiting = new Map<string, number>();
+  for (const r of reviews.data?.reviews ?? []) waiting.set(r.run_id, (waiting.get(r.run_id) ?? 0) + 1);
 
-  const filter = (change: { status?: string; workflow?: string }) =>
-    navigate({ page: "runs", status, workflow, ...change });
+  const [selected, setSelected] = useState<ReadonlySet<string>>(new Set());
+  const [bulk, setBulk] = useState<BulkAction | null>(null);
+  const shown = runs.data?.runs ?? [];
+  const chosen = shown.filter((r) => selected.has(r.run_id));
+  const toCancel = chosen.filter((r) => eligible("cancel", r));
+  const toRetry = chosen.filter((r) => eligible("retry", r));
+  const allChecked = shown.length > 0 && shown.every((r) => selected.has(r.run_id));
+  const toggle = (runId: string, on: boolean) => {
+    const next = new Set(selected);
+    if (on) next.add(runId);
+    else next.delete(runId);
+    setSelected(next);
+  };
+
+  const filter = (change: RunsFilter) => navigate({ page: "runs", ...props.filter, ...change });
+  const filtered = Boolean(status || workflow || id || q || from || to);
 
   return (
     <section>
@@ -71,53 +110,163 @@ export function RunsPage(props: { status?: string | undefined; workflow?: string
           </label>
         </form>
       </header>
+      <SearchForm filter={props.filter} onSearch={filter} />
       <ErrorNote error={runs.error} prefix="Could not load the runs" />
-      {runs.data && runs.data.runs.length === 0 && (
-        <p class="muted">No runs{status || workflow ? " match" : " yet"}.</p>
-      )}
-      {runs.data && runs.data.runs.length > 0 && (
-        <table class="runs" aria-label="runs">
-          <thead>
-            <tr>
-              <th>Run</th>
-              <th>Workflow</th>
-              <th>Status</th>
-              <th>Started</th>
-              <th>Duration</th>
-            </tr>
-          </thead>
-          <tbody>
-            {runs.data.runs.map((run) => (
-              <tr key={run.run_id} data-run-id={run.run_id} data-status={run.status}>
-                <td>
-                  <a href={href({ page: "run", runId: run.run_id })} title={run.run_id}>
-                    <code>{shortId(run.run_id)}</code>
-                  </a>
-                </td>
-                <td>
-                  <a href={href({ page: "workflows", workflowId: run.workflow_id, version: run.workflow_version })}>
-                    {run.workflow_id}
-                  </a>{" "}
-                  <span class="muted">v{run.workflow_version}</span>
-                </td>
-                <td>
-                  <Badge state={run.status} />
-                  {run.needs_attention && <span class="attention"> needs attention</span>}
-                </td>
-                <td>
-                  <Time at={run.created_at} />
-                </td>
-                <td>{elapsed(run.created_at, run.ended_at, now)}</td>
+      {runs.data && shown.length === 0 && <p class="muted">No runs{filtered ? " match" : " yet"}.</p>}
+      {shown.length > 0 && (
+        <>
+          <div class="bulk-bar">
+            <span class="muted" aria-live="polite">
+              {chosen.length} selected
+            </span>
+            <button type="button" class="danger" disabled={toCancel.length === 0} onClick={() => setBulk("cancel")}>
+              Cancel selected…{toCancel.length > 0 ? ` (${toCancel.length})` : ""}
+            </button>
+            <button type="button" disabled={toRetry.length === 0} onClick={() => setBulk("retry")}>
+              Retry selected…{toRetry.length > 0 ? ` (${toRetry.length})` : ""}
+            </button>
+          </div>
+          <table class="runs" aria-label="runs">
+            <thead>
+              <tr>
+                <th>
+                  <input
+                    type="checkbox"
+                    aria-label="select all runs shown"
+                    checked={allChecked}
+                    onChange={(e) =>
+                      setSelected(e.currentTarget.checked ? new Set(shown.map((r) => r.run_id)) : new Set())
+                    }
+                  />
+                </th>
+                <th>Run</th>
+                <th>Workflow</th>
+                <th>Status</th>
+                <th>Waiting reviews</th>
+                <th>Error reason</th>
+                <th>Started</th>
+                <th>Duration</th>
               </tr>
-            ))}
-          </tbody>
-        </table>
+            </thead>
+            <tbody>
+              {shown.map((run) => (
+                <tr key={run.run_id} data-run-id={run.run_id} data-status={run.status}>
+                  <td>
+                    <input
+                      type="checkbox"
+                      aria-label={`select run ${shortId(run.run_id)}`}
+                      checked={selected.has(run.run_id)}
+                      onChange={(e) => toggle(run.run_id, e.currentTarget.checked)}
+                    />
+                  </td>
+                  <td>
+                    <a href={href({ page: "run", runId: run.run_id })} title={run.run_id}>
+                      <code>{shortId(run.run_id)}</code>
+                    </a>
+                  </td>
+                  <td>
+                    <a href={href({ page: "workflows", workflowId: run.workflow_id, version: run.workflow_version })}>
+                      {run.workflow_id}
+                    </a>{" "}
+                    <span class="muted">v{run.workflow_version}</span>
+                  </td>
+                  <td>
+                    <Badge state={run.status} />
+                    {run.needs_attention && <span class="attention"> needs attention</span>}
+                  </td>
+                  <td class="reviews-cell">{waiting.get(run.run_id) ?? ""}</td>
+                  <td class="reason-cell">
+                    {run.error && (
+                      <span
+                        class={`reason ${reasonTone({ state: run.status, reason: run.error.reason, error: run.error })}`}
+                        title={run.error.message}
+                      >
+                        {run.error.reason}
+                      </span>
+                    )}
+                  </td>
+                  <td>
+                    <Time at={run.created_at} />
+                  </td>
+                  <td>{elapsed(run.created_at, run.ended_at, now)}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </>
       )}
       {runs.data?.next_cursor && limit < 1000 && (
         <button type="button" onClick={() => setLimit(Math.min(1000, limit + PAGE))}>
           Show more
         </button>
       )}
+      {bulk && (
+        <BulkDialog
+          action={bulk}
+          runs={bulk === "cancel" ? toCancel : toRetry}
+          onClose={() => setBulk(null)}
+          onDone={() => {
+            setSelected(new Set());
+            runs.reload();
+          }}
+        />
+      )}
     </section>
+  );
+}
+
+/** Run id prefix, text and time range: applied together on submit (the hash changes, so a reload keeps them). */
+function SearchForm(props: { filter: RunsFilter; onSearch: (change: RunsFilter) => void }) {
+  const { id, q, from, to } = props.filter;
+  const [fields, setFields] = useState({ id: id ?? "", q: q ?? "", from: from ?? "", to: to ?? "" });
+  // The hash may change under the form (back, a link): show what it says.
+  useEffect(() => setFields({ id: id ?? "", q: q ?? "", from: from ?? "", to: to ?? "" }), [id, q, from, to]);
+  const set = (name: keyof typeof fields) => (e: { currentTarget: HTMLInputElement }) =>
+    setFields({ ...fields, [name]: e.currentTarget.value });
+  const value = (v: string) => v.trim() || undefined;
+  return (
+    <search aria-label="search runs">
+      <form
+        class="run-search"
+        onSubmit={(e) => {
+          e.preventDefault();
+          props.onSearch({ id: value(fields.id), q: value(fields.q), from: value(fields.from), to: value(fields.to) });
+        }}
+      >
+        <label>
+          Run id starts with
+          <input name="id" value={fields.id} maxLength={200} spellcheck={false} onInput={set("id")} />
+        </label>
+        <label>
+          Text in input or output
+          <input
+            name="q"
+            type="search"
+            value={fields.q}
+            minLength={Q_MIN}
+            maxLength={Q_MAX}
+            placeholder={`${Q_MIN} characters or more`}
+            onInput={set("q")}
+          />
+        </label>
+        <label>
+          Created from
+          <input name="from" type="datetime-local" step="1" value={fields.from} onInput={set("from")} />
+        </label>
+        <label>
+          to
+          <input name="to" type="datetime-local" step="1" value={fields.to} onInput={set("to")} />
+        </label>
+        <button type="submit" class="primary">
+          Search
+        </button>
+        <button
+          type="button"
+          onClick={() => props.onSearch({ id: undefined, q: undefined, from: undefined, to: undefined })}
+        >
+          Clear
+        </button>
+      </form>
+    </search>
   );
 }

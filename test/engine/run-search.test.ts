@@ -1,0 +1,103 @@
+import Database from "better-sqlite3";
+import { describe, expect, it } from "vitest";
+import { ValidationError } from "../../src/index.js";
+import { onPostgres, testEngine } from "../helpers.js";
+
+describe("listRuns search", () => {
+  const DAY = 86_400_000;
+  /** Timers slow enough that moving the clock by days leaves the engine alive (as in prune.test.ts). */
+  const SLOW_TIMERS = { sweepIntervalMs: DAY / 4, heartbeatIntervalMs: DAY, engineTimeoutMs: 30 * DAY };
+
+  async function engineWithRuns() {
+    const { engine, clock, database } = await testEngine({
+      agents: { echo: (task) => ({ echoed: task.payload }) },
+      ...SLOW_TIMERS,
+    });
+    await engine.registerWorkflow({
+      id: "echo",
+      nodes: [{ node_id: "a", agent_type: "echo", payload: { said: "{{ input.text }}" } }],
+    });
+    await engine.registerWorkflow({ id: "other", nodes: [{ node_id: "a", agent_type: "echo" }] });
+    const texts = ["Hello Berlin", 'a "quoted" 100% match_x', "back\\slash café", "nothing here"];
+    const runs = [];
+    for (const text of texts) {
+      const run = await engine.startRun("echo", { input: { text } });
+      await engine.waitForRun(run.run_id);
+      runs.push(run);
+      await clock.advance(1_000);
+    }
+    const other = await engine.startRun("other", { input: { text: "Hello Berlin" } });
+    await engine.waitForRun(other.run_id);
+    return { engine, clock, database, runs, other };
+  }
+
+  it("finds text in input or output, case-insensitively, with hostile characters taken literally", async () => {
+    const { engine, runs, other } = await engineWithRuns();
+    const ids = async (q: string, more = {}) => (await engine.listRuns({ q, ...more })).map((r) => r.run_id);
+    expect(await ids("berlin")).toEqual([other.run_id, runs[0]?.run_id]);
+    expect(await ids('"quoted"')).toEqual([runs[1]?.run_id]);
+    expect(await ids("100%")).toEqual([runs[1]?.run_id]);
+    expect(await ids("0% m")).toEqual([runs[1]?.run_id]);
+    expect(await ids("h_x")).toEqual([runs[1]?.run_id]);
+    expect(await ids("%%%")).toEqual([]);
+    expect(await ids("___")).toEqual([]);
+    expect(await ids("k\\s")).toEqual([runs[2]?.run_id]);
+    expect(await ids("CAFÉ")).toEqual([runs[2]?.run_id]);
+    expect(await ids("' OR 1=1 --")).toEqual([]);
+    expect(await ids('"))) OR *')).toEqual([]);
+    // Combined with the other filters, the scope and the cursor.
+    expect(await ids("berlin", { workflow_id: "echo" })).toEqual([runs[0]?.run_id]);
+    expect(await ids("berlin", { workflow_ids: ["other"] })).toEqual([other.run_id]);
+    expect(await ids("berlin", { workflow_ids: [] })).toEqual([]);
+    expect(await ids("berlin", { status: "FAILED" })).toEqual([]);
+    const page1 = await engine.listRuns({ q: "berlin", limit: 1 });
+    const page2 = await engine.listRuns({ q: "berlin", limit: 1, before: page1[0]?.run_id });
+    expect([...page1, ...page2].map((r) => r.run_id)).toEqual([other.run_id, runs[0]?.run_id]);
+    // In the output only: the agent echoes its payload as { echoed: ... }.
+    expect((await ids("echoed")).length).toBe(5);
+  });
+
+  it("filters by id prefix and creation time", async () => {
+    const { engine, runs } = await engineWithRuns();
+    const first = runs[0];
+    const second = runs[1];
+    if (!first || !second) throw new Error("no runs");
+    const byPrefix = await engine.listRuns({ id_prefix: first.run_id.slice(0, 30) });
+    expect(byPrefix.map((r) => r.run_id)).toEqual([first.run_id]);
+    expect(await engine.listRuns({ id_prefix: "zzz" })).toEqual([]);
+    const between = await engine.listRuns({
+      workflow_id: "echo",
+      created_after: second.created_at,
+      created_before: second.created_at + 1,
+    });
+    expect(between.map((r) => r.run_id)).toEqual([second.run_id]);
+    const before = await engine.listRuns({ workflow_id: "echo", created_before: second.created_at });
+    expect(before.map((r) => r.run_id)).toEqual([first.run_id]);
+  });
+
+  it("forgets a pruned run's text", async () => {
+    const { engine, clock, database } = await engineWithRuns();
+    await clock.advance(2 * DAY);
+    expect(await engine.pruneRuns({ olderThan: "1d" })).toBe(5);
+    expect(await engine.listRuns({ q: "berlin" })).toEqual([]);
+    if (!onPostgres) {
+      // The index's rows went with the runs (migration 012's delete trigger).
+      const db = new Database(database.replace(/^sqlite:/, ""), { readonly: true });
+      expect(db.prepare("SELECT count(*) AS n FROM run_text_ids").get()).toEqual({ n: 0 });
+      expect(db.prepare("SELECT count(*) AS n FROM run_text WHERE run_text MATCH '\"berlin\"'").get()).toEqual({
+        n: 0,
+      });
+      db.close();
+    }
+    // Runs started after the prune are found again.
+    const fresh = await engine.startRun("echo", { input: { text: "Berlin again" } });
+    await engine.waitForRun(fresh.run_id);
+    expect((await engine.listRuns({ q: "berlin" })).map((r) => r.run_id)).toEqual([fresh.run_id]);
+  });
+
+  it("refuses a q shorter than 3 characters", async () => {
+    const { engine } = await testEngine();
+    await expect(engine.listRuns({ q: "ab" })).rejects.toThrow(ValidationError);
+    await expect(engine.listRuns({ q: "ab" })).rejects.toThrow(/at least 3 characters/);
+  });
+});

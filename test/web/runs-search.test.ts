@@ -1,0 +1,98 @@
+/** The runs list: search by text and id prefix, a time range, the extra columns, bulk cancel and retry. */
+import type { Page } from "playwright-core";
+import { describe, expect, it } from "vitest";
+import { expectAccessible, PUBLISH, serve, signIn } from "./helpers.js";
+
+interface RunBody {
+  run_id: string;
+  status: string;
+}
+
+/** Waits until the list shows exactly these runs (any order), each in its status when given. */
+async function rowsAre(page: Page, expected: Record<string, string | null>): Promise<void> {
+  await page.waitForFunction((want) => {
+    const rows = [...document.querySelectorAll<HTMLElement>("table.runs tbody tr")];
+    const ids = Object.keys(want);
+    return (
+      rows.length === ids.length &&
+      rows.every((r) => {
+        const id = r.dataset.runId ?? "";
+        return id in want && (want[id] === null || want[id] === r.dataset.status);
+      })
+    );
+  }, expected);
+}
+
+describe("runs list search and bulk actions", { timeout: 90_000 }, () => {
+  it("searches by text, id prefix and time, shows reviews and reasons, and cancels and retries in bulk", async () => {
+    const s = await serve();
+    await s.api("PUT", "/v1/workflows/publish", PUBLISH);
+    const start = (topic: string) => s.api<RunBody>("POST", "/v1/runs", { workflow_id: "publish", input: { topic } });
+    const alpha = await start("alpha Kittens");
+    const beta = await start("beta puppies");
+    const gamma = await start("gamma kittens");
+    // One run's draft is written: it waits for a review.
+    const reviewed = await s.completeWriterTask();
+    await signIn(s);
+    const { page } = s;
+    await rowsAre(page, { [alpha.run_id]: "RUNNING", [beta.run_id]: "RUNNING", [gamma.run_id]: "RUNNING" });
+    for (const name of ["Waiting reviews", "Error reason", "Duration"]) {
+      await page.getByRole("columnheader", { name }).waitFor();
+    }
+    await page.locator(`tr[data-run-id="${reviewed.run_id}"] td.reviews-cell`, { hasText: /^1$/ }).waitFor();
+
+    // Text in the input, case-insensitively; kept in the URL across a reload.
+    const search = page.getByRole("search", { name: "search runs" });
+    await search.getByLabel("Text in input or output").fill("KITTENS");
+    await search.getByRole("button", { name: "Search" }).click();
+    await rowsAre(page, { [alpha.run_id]: null, [gamma.run_id]: null });
+    expect(page.url()).toContain("q=KITTENS");
+    await page.reload();
+    await rowsAre(page, { [alpha.run_id]: null, [gamma.run_id]: null });
+    expect(await search.getByLabel("Text in input or output").inputValue()).toBe("KITTENS");
+
+    // A run id prefix.
+    await search.getByRole("button", { name: "Clear" }).click();
+    await search.getByLabel("Run id starts with").fill(beta.run_id.slice(0, 32));
+    await search.getByRole("button", { name: "Search" }).click();
+    await rowsAre(page, { [beta.run_id]: null });
+
+    // A time range that excludes every run, then one that holds them all.
+    await search.getByRole("button", { name: "Clear" }).click();
+    await search.getByLabel("Created from").fill("2099-01-01T00:00:00");
+    await search.getByRole("button", { name: "Search" }).click();
+    await page.getByText("No runs match.").waitFor();
+    await search.getByLabel("Created from").fill("2000-01-01T00:00:00");
+    await search.getByLabel("to").fill("2099-01-01T00:00:00");
+    await search.getByRole("button", { name: "Search" }).click();
+    await rowsAre(page, { [alpha.run_id]: null, [beta.run_id]: null, [gamma.run_id]: null });
+    await expectAccessible(page, "the runs list with its search");
+
+    // Bulk cancel of two running runs, after a confirmation that lists them.
+    await search.getByRole("button", { name: "Clear" }).click();
+    await rowsAre(page, { [alpha.run_id]: "RUNNING", [beta.run_id]: "RUNNING", [gamma.run_id]: "RUNNING" });
+    const retrySelected = page.getByRole("button", { name: /^Retry selected/ });
+    for (const run of [alpha, beta]) await page.locator(`tr[data-run-id="${run.run_id}"] input[type=checkbox]`).check();
+    expect(await retrySelected.isDisabled()).toBe(true); // nothing selected is FAILED or CANCELLED
+    await page.getByRole("button", { name: "Cancel selected… (2)" }).click();
+    const cancel = page.getByRole("dialog", { name: "Cancel 2 runs?" });
+    expect(await cancel.getByRole("list", { name: "runs to cancel" }).getByRole("listitem").count()).toBe(2);
+    await expectAccessible(page, "the bulk cancel dialog");
+    await cancel.getByRole("button", { name: "Cancel 2 runs" }).click();
+    await cancel.waitFor({ state: "detached" });
+    await rowsAre(page, { [alpha.run_id]: "CANCELLED", [beta.run_id]: "CANCELLED", [gamma.run_id]: "RUNNING" });
+    expect((await s.api<RunBody>("GET", `/v1/runs/${alpha.run_id}`)).status).toBe("CANCELLED");
+    // A cancellation's reason is a normal one: muted.
+    await page.locator(`tr[data-run-id="${alpha.run_id}"] td.reason-cell .reason.muted`).waitFor();
+
+    // Select all: only the cancelled two can be retried, the running one only cancelled.
+    await page.getByLabel("select all runs shown").check();
+    await page.getByRole("button", { name: "Cancel selected… (1)" }).waitFor();
+    await page.getByRole("button", { name: "Retry selected… (2)" }).click();
+    const retry = page.getByRole("dialog", { name: "Retry 2 runs?" });
+    await retry.getByRole("button", { name: "Retry 2 runs" }).click();
+    await retry.waitFor({ state: "detached" });
+    await rowsAre(page, { [alpha.run_id]: "RUNNING", [beta.run_id]: "RUNNING", [gamma.run_id]: "RUNNING" });
+    expect((await s.api<RunBody>("GET", `/v1/runs/${beta.run_id}`)).status).toBe("RUNNING");
+  });
+});
