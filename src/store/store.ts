@@ -61,7 +61,8 @@ export interface RunFilter {
   /**
    * Only runs whose input or output contains this text, case-insensitively: a JSON string's
    * characters as the user reads them (a `"` finds a `"` in a value). At least 3 characters
-   * ({@link MIN_SEARCH_CHARS}: the index is of trigrams). Migration 012's index.
+   * ({@link MIN_SEARCH_CHARS}: the index is of trigrams). Migration 012's index. Never a map's item
+   * runs (not indexed: thousands per map), even when `workflow_id` names their item workflow.
    */
   q?: string;
 }

@@ -100,4 +100,33 @@ describe("listRuns search", () => {
     await expect(engine.listRuns({ q: "ab" })).rejects.toThrow(ValidationError);
     await expect(engine.listRuns({ q: "ab" })).rejects.toThrow(/at least 3 characters/);
   });
+
+  it("finds a run by its output, and leaves a map's item runs out", async () => {
+    const { engine } = await testEngine({
+      agents: {
+        plan: () => ({ items: ["zanzibar-1", "zanzibar-2"] }),
+        square: (task) => ({ seen: (task.payload as { v: string }).v }),
+      },
+    });
+    await engine.registerWorkflow({
+      id: "fanout",
+      nodes: [
+        { node_id: "plan", agent_type: "plan" },
+        {
+          node_id: "each",
+          agent_type: "map",
+          depends_on: ["plan"],
+          payload: { items: "{{ nodes.plan.output.items }}", each: { agent_type: "square", payload: { v: "{{ item }}" } } },
+        },
+      ],
+    });
+    const run = await engine.startRun("fanout", { input: {} });
+    expect((await engine.waitForRun(run.run_id)).status).toBe("SUCCEEDED");
+    // The parent's output holds the items' outputs: found by it; the item runs (inputs
+    // "zanzibar-1", "zanzibar-2") are not, even by their item workflow's id.
+    expect((await engine.listRuns({ q: "zanzibar" })).map((r) => r.run_id)).toEqual([run.run_id]);
+    const items = await engine.listRuns({ workflow_id: "fanout/each" });
+    expect(items).toHaveLength(2);
+    expect(await engine.listRuns({ workflow_id: "fanout/each", q: "zanzibar" })).toEqual([]);
+  });
 });

@@ -1,17 +1,19 @@
-CREATE TRIGGER run_text_delete AFTER DELETE ON runs BEGIN
-  DELETE FROM run_text WHERE rowid = (SELECT id FROM run_text_ids WHERE run_id = old.run_id);
+CREATE TRIGGER run_text_delete AFTER DELETE ON runs WHEN instr(old.workflow_id, '/') = 0 BEGIN
+  DELETE FROM run_text WHERE rowid IN (
+    SELECT 2 * id FROM run_text_ids WHERE run_id = old.run_id
+    UNION ALL SELECT 2 * id + 1 FROM run_text_ids WHERE run_id = old.run_id);
   DELETE FROM run_text_ids WHERE run_id = old.run_id;
 END;
 
-CREATE TRIGGER run_text_insert AFTER INSERT ON runs BEGIN
+CREATE TRIGGER run_text_insert AFTER INSERT ON runs WHEN instr(new.workflow_id, '/') = 0 BEGIN
   INSERT INTO run_text_ids (run_id) VALUES (new.run_id);
-  INSERT INTO run_text (rowid, input, output)
-    VALUES ((SELECT id FROM run_text_ids WHERE run_id = new.run_id), new.input, new.output);
+  INSERT INTO run_text (rowid, text) VALUES (2 * last_insert_rowid(), new.input);
 END;
 
-CREATE TRIGGER run_text_output AFTER UPDATE OF output ON runs WHEN old.output IS NOT new.output BEGIN
-  INSERT OR REPLACE INTO run_text (rowid, input, output)
-    VALUES ((SELECT id FROM run_text_ids WHERE run_id = new.run_id), new.input, new.output);
+CREATE TRIGGER run_text_output AFTER UPDATE OF output ON runs
+  WHEN old.output IS NOT new.output AND instr(new.workflow_id, '/') = 0 BEGIN
+  INSERT OR REPLACE INTO run_text (rowid, text)
+    VALUES (2 * (SELECT id FROM run_text_ids WHERE run_id = new.run_id) + 1, new.output);
 END;
 
 CREATE TABLE compensations (
@@ -94,7 +96,7 @@ CREATE TABLE rate_buckets (
   updated_at  INTEGER NOT NULL
 );
 
-CREATE VIRTUAL TABLE run_text USING fts5(input, output, tokenize = 'trigram', content = '', contentless_delete = 1);
+CREATE VIRTUAL TABLE run_text USING fts5(text, tokenize = 'trigram', content = '', contentless_delete = 1);
 
 CREATE TABLE 'run_text_config'(k PRIMARY KEY, v) WITHOUT ROWID;
 

@@ -391,7 +391,8 @@ export class PostgresStore implements Store {
     if (filter.q !== undefined) {
       // ILIKE with the trigram indexes of migration 012; \, % and _ are taken literally.
       const pattern = param(`%${searchTextOf(filter.q).replace(/[\\%_]/g, "\\$&")}%`);
-      where.push(`(input::text ILIKE ${pattern} OR output::text ILIKE ${pattern})`);
+      // Map item runs are not searched (nor indexed), as on SQLite.
+      where.push(`strpos(workflow_id, '/') = 0 AND (input::text ILIKE ${pattern} OR output::text ILIKE ${pattern})`);
     }
     if (filter.before) {
       where.push(`(created_at, run_id) < (SELECT created_at, run_id FROM runs WHERE run_id = ${param(filter.before)})`);

@@ -340,7 +340,8 @@ export class SqliteStore implements Store {
     }
     if (filter.q !== undefined) {
       // A phrase of the trigram index (migration 012): a double quote in it is written twice.
-      where.push(`run_id IN (SELECT m.run_id FROM run_text t JOIN run_text_ids m ON m.id = t.rowid
+      // Rows 2 × id (input) and 2 × id + 1 (output) both belong to run_text_ids.id.
+      where.push(`run_id IN (SELECT m.run_id FROM run_text t JOIN run_text_ids m ON m.id = t.rowid / 2
         WHERE run_text MATCH ?)`);
       params.push(`"${searchTextOf(filter.q).replaceAll('"', '""')}"`);
     }
