@@ -116,7 +116,10 @@ describe("listRuns search", () => {
           node_id: "each",
           agent_type: "map",
           depends_on: ["plan"],
-          payload: { items: "{{ nodes.plan.output.items }}", each: { agent_type: "square", payload: { v: "{{ item }}" } } },
+          payload: {
+            items: "{{ nodes.plan.output.items }}",
+            each: { agent_type: "square", payload: { v: "{{ item }}" } },
+          },
         },
       ],
     });
