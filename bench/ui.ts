@@ -9,6 +9,7 @@
  * the runs list shows its 50 rows: the HTML, script and style fetched and run, the API read, the
  * table drawn. One warm-up, then 10 samples; the median (p50) and the worst.
  */
+import type { Browser, Page } from "playwright-core";
 import { CHROMIUM, launchChromium } from "../scripts/chromium.js";
 import { createServer } from "../src/http/server.js";
 import { createEngine } from "../src/index.js";
@@ -30,19 +31,14 @@ export async function benchUiLoad(): Promise<Measured> {
       const url = await app.listen({ host: "127.0.0.1", port: 0 });
       const browser = await launchChromium();
       try {
-        const samples: number[] = [];
-        for (let i = 0; i <= SAMPLES; i++) {
-          const context = await browser.newContext();
-          const page = await context.newPage();
+        const samples = await coldLoads(browser, SAMPLES, async (page) => {
           await page.goto(`${url}/#/runs`);
           await page
             .locator("table.runs tbody tr")
             .nth(RUNS - 1)
             .waitFor({ timeout: 10_000 });
-          const shownMs = await page.evaluate(() => performance.now());
-          await context.close();
-          if (i > 0) samples.push(shownMs); // the first load warms the server, not the browser's cache
-        }
+          return page.evaluate(() => performance.now());
+        });
         progress(`ui: the runs list shown ${SAMPLES} times from a cold load`);
         return {
           metrics: { ui_load_ms: percentile(samples, 50) },
@@ -74,10 +70,7 @@ export async function benchUiGraph(): Promise<Measured> {
       const url = await app.listen({ host: "127.0.0.1", port: 0 });
       const browser = await launchChromium();
       try {
-        const samples: number[] = [];
-        for (let i = 0; i <= GRAPH_SAMPLES; i++) {
-          const context = await browser.newContext();
-          const page = await context.newPage();
+        const samples = await coldLoads(browser, GRAPH_SAMPLES, async (page) => {
           await page.goto(`${url}/#/workflows/${workflow.id}`, { waitUntil: "commit" });
           // Checked in the page on every frame, so the time is that of the first frame with all
           // the nodes, not that of a later round trip from this process.
@@ -90,9 +83,8 @@ export async function benchUiGraph(): Promise<Measured> {
               check();
             })`,
           );
-          await context.close();
-          if (i > 0) samples.push(Number(shownMs)); // the first load warms the server, not the browser's cache
-        }
+          return Number(shownMs);
+        });
         progress(`ui: the ${GRAPH_NODES}-node graph drawn ${GRAPH_SAMPLES} times from a cold load`);
         return {
           metrics: { ui_graph1000_ms: percentile(samples, 50) },
@@ -115,4 +107,19 @@ export async function benchUiGraph(): Promise<Measured> {
     await engine.close();
     db.cleanup();
   }
+}
+
+/**
+ * `samples` cold loads, each in a new browser context (empty cache and storage), after one
+ * warm-up: `load` opens the page and answers the page's clock when it showed what is measured.
+ */
+async function coldLoads(browser: Browser, samples: number, load: (page: Page) => Promise<number>): Promise<number[]> {
+  const times: number[] = [];
+  for (let i = 0; i <= samples; i++) {
+    const context = await browser.newContext();
+    const shownMs = await load(await context.newPage());
+    await context.close();
+    if (i > 0) times.push(shownMs); // the first load warms the server, not the browser's cache
+  }
+  return times;
 }
