@@ -5,7 +5,7 @@
  *
  * - `serve`: opens the system, prints `{"type":"ready","settings":{...}}`, then answers each
  *   command line on stdin with one JSON line: `w1` (one sequence run), `w2` (a closed loop),
- *   `w3` (one fan-out run). Exits when stdin closes.
+ *   `w3` (one fan-out run), `w6` (one dynamic fan-out run). Exits when stdin closes.
  * - `w5-start`: opens the system with 50 ms steps that append their side effect to
  *   `effectFile`, starts 100 DAG8 runs, prints `started` (their keys), and SIGKILLs itself
  *   once half of their steps have appended.
@@ -37,6 +37,10 @@ async function makeSystem(config: ChildConfig): Promise<System> {
       return (await import("./systems/graphile-worker.js")).graphileWorker(config);
     case "pg-boss":
       return (await import("./systems/pg-boss.js")).pgBoss(config);
+    case "mastra":
+      return (await import("./systems/mastra.js")).mastra(config);
+    case "bullmq":
+      return (await import("./systems/bullmq.js")).bullmq(config);
   }
 }
 
@@ -114,6 +118,38 @@ async function w3(system: System, n: number) {
   return { type: "w3", all_started_ms: Math.max(...children) - t0, all_done_ms: done - t0 };
 }
 
+/**
+ * W6: one dynamic fan-out run of n items, at most `concurrency` at once. The steps that ran are
+ * checked (one plan, n items, one join; never more than `concurrency` items at a time) and the
+ * process's peak RSS is reported: the kernel's high-water mark, so the parent gives W6 a fresh
+ * process per item count.
+ */
+async function w6(system: System, config: ChildConfig, n: number, concurrency: number) {
+  const starts: [string, number][] = [];
+  stepConfig.starts = starts;
+  stepConfig.maxInFlight = 0;
+  if (!system.fanOut) throw new Error(`w6: ${config.system} has no dynamic fan-out`);
+  const t0 = wallNow();
+  await system.fanOut(n, concurrency);
+  const done = wallNow();
+  stepConfig.starts = null;
+  const count = (node: string) => starts.filter(([id]) => id === node).length;
+  const ran = { plan: count("plan"), item: count("item"), join: count("join") };
+  if (ran.plan !== 1 || ran.item !== n || ran.join !== 1) {
+    throw new Error(`w6: ran ${JSON.stringify(ran)}, not one plan, ${n} items and one join`);
+  }
+  // The plan and the join run alone: the most at once is the items'.
+  if (stepConfig.maxInFlight > concurrency) {
+    throw new Error(`w6: ${stepConfig.maxInFlight} items ran at once, more than the concurrency of ${concurrency}`);
+  }
+  return {
+    type: "w6",
+    all_done_ms: done - t0,
+    max_in_flight: stepConfig.maxInFlight,
+    peak_rss_mb: process.resourceUsage().maxRSS / 1024,
+  };
+}
+
 async function serve(system: System, config: ChildConfig) {
   await system.open();
   report({ type: "ready", settings: system.settings() });
@@ -123,6 +159,7 @@ async function serve(system: System, config: ChildConfig) {
       else if (command.cmd === "w2")
         report(await w2(system, Number(command.concurrency), Number(command.windowMs), Number(command.delayMs)));
       else if (command.cmd === "w3") report(await w3(system, Number(command.n)));
+      else if (command.cmd === "w6") report(await w6(system, config, Number(command.n), Number(command.concurrency)));
       else throw new Error(`unknown command ${JSON.stringify(command)}`);
     },
     async () => {

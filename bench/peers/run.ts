@@ -1,5 +1,5 @@
 /**
- * `npm run bench:peers`: Skein beside DBOS, LangGraph, graphile-worker and pg-boss on this
+ * `npm run bench:peers`: Skein beside DBOS, LangGraph, graphile-worker, pg-boss, Mastra and BullMQ on this
  * machine, in one invocation. Installs the peers in bench/peers if they are missing or stale
  * (`npm ci` there: they are not Skein's dependencies), starts one process per system
  * (child.ts) on a fresh database of its own, runs every workload case as one warm-up and then
@@ -9,7 +9,7 @@
  *
  * For development, smaller runs: BENCH_PEERS_REPS (default 5), BENCH_PEERS_WINDOW_MS (W2's
  * window, default 1500), BENCH_PEERS_SYSTEMS (e.g. `skein-sqlite,dbos`) and
- * BENCH_PEERS_WORKLOADS (e.g. `w2,w5`; names: w1 w2 w2_sleep w3 w5).
+ * BENCH_PEERS_WORKLOADS (e.g. `w2,w5`; names: w1 w2 w2_sleep w3 w5 w6).
  */
 import { execFileSync, spawnSync } from "node:child_process";
 import { existsSync, readFileSync, writeFileSync } from "node:fs";
@@ -21,6 +21,8 @@ import { progress, tempDb } from "../lib.js";
 import { serverSettings } from "../postgres.js";
 import { createDatabase, dropDatabase, dropLeftoverDatabases } from "./databases.js";
 import { type Results, readmeBlock, writeReport } from "./report.js";
+import { clearPrefix, ensureRedis } from "./redis.js";
+import { W6_CONCURRENCY, W6_ITEMS } from "./shapes.js";
 import { SYSTEMS, type SystemInfo } from "./systems/list.js";
 import type { ChildConfig, SystemName } from "./systems/system.js";
 import { W5_STEP_MS, type W5Result, w5Once } from "./w5.js";
@@ -35,6 +37,8 @@ const ONLY_WORKLOADS = process.env.BENCH_PEERS_WORKLOADS?.split(",");
 /** No BENCH_PEERS_* setting made this run smaller. */
 const FULL_RUN = !Object.keys(process.env).some((k) => k.startsWith("BENCH_PEERS_"));
 const CONCURRENCIES = [1, 8, 32];
+/** BullMQ's Redis: the machine's local server (run.ts starts it if it does not answer). */
+const REDIS_URL = "redis://127.0.0.1:6379";
 const FANOUTS = [50, 500];
 /** W2's warm-up window: enough for pools, prepared statements and the JIT. */
 const WARMUP_WINDOW_MS = 500;
@@ -64,11 +68,14 @@ function cases(): Case[] {
         type W1 = Message & { step_p50_ms: number; step_p99_ms: number; written: number };
         const ten = await ask<W1>(child, { cmd: "w1", n: 10 }, 120_000);
         const hundred = await ask<W1>(child, { cmd: "w1", n: 100 }, 120_000);
+        const thousand = await ask<W1>(child, { cmd: "w1", n: 1000 }, 300_000);
         return {
           step_p50_ms_10: ten.step_p50_ms,
           step_p99_ms_10: ten.step_p99_ms,
           step_p50_ms_100: hundred.step_p50_ms,
           step_p99_ms_100: hundred.step_p99_ms,
+          step_p50_ms_1000: thousand.step_p50_ms,
+          step_p99_ms_1000: thousand.step_p99_ms,
           writes_per_step: (hundred.written - ten.written) / 90,
         };
       },
@@ -111,8 +118,31 @@ function cases(): Case[] {
   return out.filter((c) => !ONLY_WORKLOADS || ONLY_WORKLOADS.includes(c.workload));
 }
 
+/** W6 at `n` items: measured in processes that run nothing else, so that their peak RSS is W6's. */
+function w6Case(n: number): Case {
+  return {
+    id: `w6_${n}`,
+    workload: "w6",
+    async run(child) {
+      const r = await ask<Message & { all_done_ms: number; peak_rss_mb: number; max_in_flight: number }>(
+        child,
+        { cmd: "w6", n, concurrency: W6_CONCURRENCY },
+        300_000,
+      );
+      return { all_done_ms: r.all_done_ms, peak_rss_mb: r.peak_rss_mb, max_in_flight: r.max_in_flight };
+    },
+  };
+}
+
 /** Where a system keeps its data: a fresh SQLite file, or a fresh PostgreSQL database. */
 async function home(s: SystemInfo, suffix = ""): Promise<{ config: ChildConfig; cleanup(): Promise<void> }> {
+  if (s.store === "redis") {
+    const prefix = `skein-peers-${process.pid}-${s.name}${suffix}`;
+    return {
+      config: { system: s.name, redisUrl: REDIS_URL, redisPrefix: prefix },
+      cleanup: () => clearPrefix(REDIS_URL, prefix),
+    };
+  }
   if (s.store === "sqlite") {
     const db = tempDb(`peers-${s.name}${suffix}`);
     return { config: { system: s.name, sqlitePath: db.path }, cleanup: async () => db.cleanup() };
@@ -247,8 +277,20 @@ async function main(): Promise<void> {
   }, BENCH_TIMEOUT_MS);
 
   try {
+    if (systems.some((s) => s.store === "redis")) await ensureRedis(REDIS_URL);
     const list = cases();
     if (list.length > 0) await measureCases(systems, list, results, settings, failures);
+    if (!ONLY_WORKLOADS || ONLY_WORKLOADS.includes("w6")) {
+      for (const n of W6_ITEMS) {
+        await measureCases(
+          systems.filter((s) => s.fanOut),
+          [w6Case(n)],
+          results,
+          settings,
+          failures,
+        );
+      }
+    }
     if (!ONLY_WORKLOADS || ONLY_WORKLOADS.includes("w5")) await measureW5(systems, results, meta, failures);
   } catch (e) {
     failures.push((e as Error).stack ?? String(e));

@@ -38,7 +38,11 @@ export function shapeById(id: string): Shape {
 }
 
 /** The shapes a system registers when it opens. */
-export const SHAPE_IDS = [PEERS_DAG8.id, "seq-10", "seq-100", "fanout-50", "fanout-500"] as const;
+export const SHAPE_IDS = [PEERS_DAG8.id, "seq-10", "seq-100", "seq-1000", "fanout-50", "fanout-500"] as const;
+
+/** W6's item counts, and how many items each system may run at once. */
+export const W6_ITEMS = [100, 1000] as const;
+export const W6_CONCURRENCY = 50;
 
 /** For each node, the nodes that depend on it. */
 export function successors(shape: Shape): Map<string, string[]> {

@@ -23,6 +23,9 @@ export const stepConfig = {
   effects: 0,
   /** Called after each side effect (W5: the child reports when half the steps are done). */
   onEffect: null as (() => void) | null,
+  /** Steps running now, and the most that ran at once since the child last reset it (W6). */
+  inFlight: 0,
+  maxInFlight: 0,
   /** Called once, when the first step of this process starts (W5: the first resumed step). */
   onFirstStart: null as ((at: number) => void) | null,
 };
@@ -37,7 +40,13 @@ export async function work(runKey: string, nodeId: string): Promise<string> {
     stepConfig.onFirstStart?.(at);
   }
   stepConfig.starts?.push([nodeId, at]);
-  if (stepConfig.delayMs > 0) await sleep(stepConfig.delayMs);
+  stepConfig.inFlight += 1;
+  stepConfig.maxInFlight = Math.max(stepConfig.maxInFlight, stepConfig.inFlight);
+  try {
+    if (stepConfig.delayMs > 0) await sleep(stepConfig.delayMs);
+  } finally {
+    stepConfig.inFlight -= 1;
+  }
   if (stepConfig.effectFile) {
     // O_APPEND: one write per effect, whole lines even when steps run concurrently.
     appendFileSync(stepConfig.effectFile, `${runKey} ${nodeId}\n`);
@@ -45,4 +54,10 @@ export async function work(runKey: string, nodeId: string): Promise<string> {
     stepConfig.onEffect?.();
   }
   return PAYLOAD;
+}
+
+/** W6's plan step: `work`, then the list of `n` items the fan-out maps (200 bytes each). */
+export async function plan(runKey: string, n: number): Promise<string[]> {
+  await work(runKey, "plan");
+  return Array.from({ length: n }, (_, i) => `${String(i).padStart(6, "0")}${PAYLOAD.slice(6)}`);
 }

@@ -22,6 +22,13 @@ export interface System {
    * to be told.
    */
   resume(shape: Shape, keys: string[], onDone: (key: string) => void): Promise<void>;
+  /**
+   * W6, dynamic fan-out: one run whose first step ("plan") returns a list of `n` items, each
+   * processed by a no-op step ("item") with at most `concurrency` of them at a time, then one step
+   * ("join") that receives their outputs. Written with the system's own idiom for a list known
+   * only at run time. Resolves when the join is done. Absent where the system has no such idiom.
+   */
+  fanOut?(n: number, concurrency: number): Promise<void>;
   /** SQLite systems: total_changes() of the connection that writes (rows inserted, updated or deleted since it opened). */
   sqliteChanges?(): number;
   /** The settings the numbers depend on (durability, concurrency, polling), for the report. */
@@ -32,6 +39,9 @@ export interface System {
 export interface SystemConfig {
   sqlitePath?: string;
   pgUrl?: string;
+  /** Redis systems (BullMQ): the server's URL and a key prefix of this process's own. */
+  redisUrl?: string;
+  redisPrefix?: string;
 }
 
 export type SystemName =
@@ -41,7 +51,9 @@ export type SystemName =
   | "dbos"
   | "langgraph"
   | "graphile-worker"
-  | "pg-boss";
+  | "pg-boss"
+  | "mastra"
+  | "bullmq";
 
 /** What child.ts is started with (run.ts builds it). */
 export interface ChildConfig extends SystemConfig {
