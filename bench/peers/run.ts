@@ -20,8 +20,8 @@ import { BenchChild, killChildren, type Message } from "../children.js";
 import { progress, tempDb } from "../lib.js";
 import { serverSettings } from "../postgres.js";
 import { createDatabase, dropDatabase, dropLeftoverDatabases } from "./databases.js";
-import { type Results, readmeBlock, writeReport } from "./report.js";
 import { clearPrefix, ensureRedis } from "./redis.js";
+import { type Results, readmeBlock, writeReport } from "./report.js";
 import { W6_CONCURRENCY, W6_ITEMS } from "./shapes.js";
 import { SYSTEMS, type SystemInfo } from "./systems/list.js";
 import type { ChildConfig, SystemName } from "./systems/system.js";
@@ -124,12 +124,12 @@ function w6Case(n: number): Case {
     id: `w6_${n}`,
     workload: "w6",
     async run(child) {
-      const r = await ask<Message & { all_done_ms: number; peak_rss_mb: number; max_in_flight: number }>(
+      const r = await ask<Message & { all_done_ms: number; peak_rss_mb: number }>(
         child,
         { cmd: "w6", n, concurrency: W6_CONCURRENCY },
         300_000,
       );
-      return { all_done_ms: r.all_done_ms, peak_rss_mb: r.peak_rss_mb, max_in_flight: r.max_in_flight };
+      return { all_done_ms: r.all_done_ms, peak_rss_mb: r.peak_rss_mb };
     },
   };
 }

@@ -9,8 +9,8 @@
  */
 import { DBOS } from "@dbos-inc/dbos-sdk";
 import pg from "pg";
-import { levels, type Shape, shapeById } from "../shapes.js";
-import { PAYLOAD, work } from "../steps.js";
+import { levels, type Shape, shapeById, W6_CONCURRENCY } from "../shapes.js";
+import { PAYLOAD, plan, work } from "../steps.js";
 import type { System, SystemConfig } from "./system.js";
 
 /** Called when a workflow's last step has returned (W5 follows recovered workflows by it). */
@@ -31,6 +31,31 @@ async function runLevels(shapeId: string, _input: string): Promise<void> {
 // Registered once, before launch: DBOS recovers only workflows registered under their name.
 const runShape = DBOS.registerWorkflow(runLevels, { name: "runShape" });
 
+/**
+ * W6 with DBOS's idiom for a fan-out of unknown size (its queue tutorial): the plan step, then a
+ * child workflow per item enqueued on a WorkflowQueue whose concurrency is W6's, the parent
+ * awaiting every handle's result, then the join step. The queue's settings are DBOS's defaults
+ * but for the concurrency (its dispatch loop polls the queue, from once a second at most).
+ */
+const W6_QUEUE = "peers-w6";
+
+async function fanOutItem(_item: string): Promise<string> {
+  const workflowId = DBOS.workflowID as string;
+  return DBOS.runStep(() => work(workflowId, "item"), { name: "item" });
+}
+const runItem = DBOS.registerWorkflow(fanOutItem, { name: "fanOutItem" });
+
+async function fanOutLevels(n: number): Promise<void> {
+  const workflowId = DBOS.workflowID as string;
+  const items = await DBOS.runStep(() => plan(workflowId, n), { name: "plan" });
+  const handles = [];
+  for (const item of items) handles.push(await DBOS.startWorkflow(runItem, { queueName: W6_QUEUE })(item));
+  const outputs = await Promise.all(handles.map((h) => h.getResult()));
+  if (outputs.length !== n) throw new Error("dbos: join before every item");
+  await DBOS.runStep(() => work(workflowId, "join"), { name: "join" });
+}
+const runFanOut = DBOS.registerWorkflow(fanOutLevels, { name: "fanOut" });
+
 export function dbos(config: SystemConfig): System {
   const url = config.pgUrl;
   if (!url) throw new Error("dbos: needs a PostgreSQL database");
@@ -42,10 +67,17 @@ export function dbos(config: SystemConfig): System {
     logLevel: "warn",
   });
   return {
-    open: () => DBOS.launch(),
+    async open() {
+      await DBOS.launch();
+      await DBOS.registerQueue(W6_QUEUE, { globalConcurrency: W6_CONCURRENCY, onConflict: "always_update" });
+    },
     close: () => DBOS.shutdown(),
     async run(shape: Shape) {
       await runShape(shape.id, PAYLOAD);
+    },
+    async fanOut(n: number, concurrency: number) {
+      if (concurrency !== W6_CONCURRENCY) throw new Error(`dbos: W6's queue has concurrency ${W6_CONCURRENCY}`);
+      await runFanOut(n);
     },
     async startMany(shape: Shape, keys: string[]) {
       await Promise.all(keys.map((key) => DBOS.startWorkflow(runShape, { workflowID: key })(shape.id, PAYLOAD)));
@@ -87,6 +119,7 @@ export function dbos(config: SystemConfig): System {
       durability: "each step's output committed before the next step (default); synchronous_commit=on (server default)",
       systemDatabasePoolSize: 10,
       recovery: "at launch, of the workflows its executor id left PENDING, through its internal queue",
+      w6_queue: `globalConcurrency ${W6_CONCURRENCY}, other settings default`,
     }),
   };
 }

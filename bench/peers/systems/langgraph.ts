@@ -8,10 +8,10 @@
  * application finds its unfinished threads and invokes each with a null input (W5 does that).
  */
 import { randomUUID } from "node:crypto";
-import { Annotation, END, type LangGraphRunnableConfig, START, StateGraph } from "@langchain/langgraph";
+import { Annotation, END, type LangGraphRunnableConfig, Send, START, StateGraph } from "@langchain/langgraph";
 import { SqliteSaver } from "@langchain/langgraph-checkpoint-sqlite";
 import { SHAPE_IDS, type Shape, shapeById } from "../shapes.js";
-import { PAYLOAD, work } from "../steps.js";
+import { PAYLOAD, plan, work } from "../steps.js";
 import type { System, SystemConfig } from "./system.js";
 
 /**
@@ -57,16 +57,52 @@ function build(shape: Shape, checkpointer: SqliteSaver): Compiled {
   return graph.compile({ checkpointer });
 }
 
+/**
+ * W6 with LangGraph's map-reduce idiom (its "map-reduce" how-to): the plan node's conditional
+ * edge returns one `Send("item", …)` per item, the items run as tasks of one superstep, their
+ * outputs gathered by a reducer, then the join. Concurrency is the run's `maxConcurrency`
+ * (tasks of a superstep started at once).
+ */
+const FanOutState = Annotation.Root({
+  n: Annotation<number>(),
+  items: Annotation<string[]>(),
+  value: Annotation<string>(),
+  outputs: Annotation<string[]>({ reducer: (a, b) => a.concat(b), default: () => [] }),
+});
+type FanOutUpdate = Partial<typeof FanOutState.State>;
+
+function buildFanOut(checkpointer: SqliteSaver) {
+  const thread = (config: LangGraphRunnableConfig) => String(config.configurable?.thread_id);
+  return new StateGraph(FanOutState)
+    .addNode("plan", async (state, config): Promise<FanOutUpdate> => ({ items: await plan(thread(config), state.n) }))
+    .addNode(
+      "item",
+      async (_state, config): Promise<FanOutUpdate> => ({ outputs: [await work(thread(config), "item")] }),
+    )
+    .addNode("join", async (state, config): Promise<FanOutUpdate> => {
+      if (state.outputs.length !== state.items.length) throw new Error("langgraph: join before every item");
+      await work(thread(config), "join");
+      return {};
+    })
+    .addEdge(START, "plan")
+    .addConditionalEdges("plan", (state) => state.items.map((item) => new Send("item", { value: item })))
+    .addEdge("item", "join")
+    .addEdge("join", END)
+    .compile({ checkpointer });
+}
+
 export function langgraph(config: SystemConfig): System {
   const path = config.sqlitePath;
   if (!path) throw new Error("langgraph: needs a SQLite file");
   let saver: SqliteSaver | null = null;
   let graphs = new Map<string, Compiled>();
+  let fanOutGraph: ReturnType<typeof buildFanOut> | null = null;
   const open = async () => {
     const s = SqliteSaver.fromConnString(path);
     await s.getTuple({ configurable: { thread_id: "-" } }); // creates its tables and sets WAL now, not in the first run
     saver = s;
     graphs = new Map(SHAPE_IDS.map((id) => [id, build(shapeById(id), s)]));
+    fanOutGraph = buildFanOut(s);
   };
   const invoke = (shape: Shape, threadId: string, input: Update | null) => {
     const graph = graphs.get(shape.id);
@@ -82,6 +118,13 @@ export function langgraph(config: SystemConfig): System {
     },
     async run(shape: Shape) {
       await invoke(shape, randomUUID(), { input: PAYLOAD });
+    },
+    async fanOut(n: number, concurrency: number) {
+      if (!fanOutGraph) throw new Error("langgraph: not open");
+      await fanOutGraph.invoke(
+        { n },
+        { configurable: { thread_id: randomUUID() }, maxConcurrency: concurrency, recursionLimit: 10 },
+      );
     },
     async startMany(shape: Shape, keys: string[]) {
       for (const key of keys) {
