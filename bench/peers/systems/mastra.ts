@@ -1,19 +1,22 @@
 /**
  * Mastra 0.24 (@mastra/core; 1.x needs Node 22.13, the bench runs on 20) with its LibSQL storage
  * (@mastra/libsql 0.16 on @libsql/client 0.15, a local file through libsql's SQLite). Each shape is
- * one workflow built as the docs show (mastra.ai/reference/v0/workflows): `createStep` per node,
- * `.then()` for a level of one node and `.parallel([...])` for a level of several, `.commit()`;
- * W6 is a plan step, `.foreach(item, { concurrency })` and a join. All are registered on one
- * `Mastra` instance with the LibSQLStore; a run is `createRunAsync({ runId })` and
- * `run.start({ inputData })`, and its result's status says whether it succeeded.
- * Defaults: the default execution engine, which persists the run's whole snapshot (one JSON row
- * per run in mastra_workflow_snapshot) when a step starts and when an entry ends; LibSQLStore's
- * WAL journal and synchronous=NORMAL (it sets both), busy_timeout 10 s, no retries of a step.
+ * one workflow built as the docs show (mastra.ai/reference/v0/workflows, docs/workflows/control-flow):
+ * `createStep` per node, `.then()` for a level of one node and `.parallel([...])` for a level of
+ * several, `.commit()`; W6 is a plan step, `.foreach(item, { concurrency })` and a join. All are
+ * registered on one `Mastra` instance with the LibSQLStore; a run is `createRunAsync({ runId })`
+ * and `run.start({ inputData })`, whose result's status says whether it succeeded.
+ * Defaults: the default execution engine, which rewrites the run's whole snapshot (one JSON row
+ * per run in mastra_workflow_snapshot, holding every step's result so far) when a step starts and
+ * when an entry ends (a `.then` step, or a whole `.parallel` block: a branch that finished is
+ * stored with the block, or with a later step's start); LibSQLStore's WAL journal and
+ * synchronous=NORMAL (it sets both), busy_timeout 10 s, no retries of a step. `.foreach` runs its
+ * items in batches of `concurrency` (Promise.all per batch: a batch waits for its slowest item).
  * Recovery: Mastra does not resume by itself after a crash. It documents `Run.restart()`
  * (mastra.ai/reference/v0/workflows/run-methods/restart) for "an active workflow run that lost
- * connection to the server": it continues from the snapshot's active steps; a step whose start
- * was stored but not its end runs again. W5 restarts each unfinished run with it, all at once
- * (Mastra's own `restartAllActiveWorkflowRuns()` awaits one run after the other).
+ * connection to the server": it continues from the snapshot's active steps, so a step whose
+ * start was stored but not its end runs again. W5 restarts each unfinished run with it, all at
+ * once (0.24's `Mastra.restartAllActiveWorkflowRuns()`, in its .d.ts, awaits one run after the other).
  */
 import { type Client, createClient } from "@libsql/client";
 import { Mastra } from "@mastra/core/mastra";
@@ -209,10 +212,12 @@ export function mastra(config: SystemConfig): System {
       await Promise.all(
         keys.map(async (key) => {
           const status = stored.get(key)?.status;
-          const run = await workflow(shape.id).createRunAsync({ runId: key });
-          if (status === "running" || status === "waiting") check(await run.restart(), `restarting ${key}`);
-          // Never started, or only created: what an application does is start it again.
-          else if (status !== "success") check(await run.start({ inputData: PAYLOAD }), `starting ${key} again`);
+          if (status !== "success") {
+            const run = await workflow(shape.id).createRunAsync({ runId: key });
+            if (status === "running" || status === "waiting") check(await run.restart(), `restarting ${key}`);
+            // Never started, or only created (restart() refuses those): an application starts it again.
+            else check(await run.start({ inputData: PAYLOAD }), `starting ${key} again`);
+          }
           onDone(key);
         }),
       );
@@ -229,11 +234,12 @@ export function mastra(config: SystemConfig): System {
     sqliteChanges: () => changes,
     settings: () => ({
       store: "sqlite (LibSQLStore, @libsql/client local file)",
-      durability: "snapshot per run, rewritten when a step starts and when an entry ends (default engine)",
+      durability:
+        "one snapshot row per run, rewritten when a step starts and when a .then step or a whole .parallel block ends (default engine)",
       ...pragmas,
       recovery:
         "none automatic; W5 calls Run.restart() on each run left running: it continues from the snapshot's active steps, re-running those whose end was not stored",
-      w6: `.foreach(item, { concurrency: ${W6_CONCURRENCY} })`,
+      w6: `.foreach(item, { concurrency: ${W6_CONCURRENCY} }): batches of ${W6_CONCURRENCY}, each waiting for its slowest item`,
     }),
   };
 }
