@@ -201,6 +201,10 @@ function versions(): Record<string, string> {
     "@langchain/core",
     "graphile-worker",
     "pg-boss",
+    "@mastra/core",
+    "@mastra/libsql",
+    "@libsql/client",
+    "libsql",
     "pg",
     "better-sqlite3",
   ])
