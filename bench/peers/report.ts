@@ -477,22 +477,36 @@ ${input.failures.length ? `\n## Failures\n\n${input.failures.map((f) => `- ${f.s
 
 /** How each peer expresses the workloads, and what it cannot. */
 const HOW = `- **Skein**: each shape is a workflow definition (JSON), every node an in-process agent;
-  a run is \`startRun\`, its end seen by \`subscribe\`. W5: the restarted engine puts the dead
-  engine's attempts back by itself (at once on SQLite, where one engine owns the file; on
-  PostgreSQL once the dead engine's heartbeat is older than \`engineTimeoutMs\`, 30 s by default,
-  since another engine on another machine may still be alive).
+  a run is \`startRun\`, its end seen by \`subscribe\`. W6: a \`map\` node over the plan's output
+  (\`max_concurrency: 50\`), each item a child run of one agent, then the join reading the map's
+  output. W5: the restarted engine puts the dead engine's attempts back by itself (at once on
+  SQLite, where one engine owns the file; on PostgreSQL once the dead engine's session lock has
+  been free for its 2 s grace, since a live engine whose connection was cut looks the same to
+  the database until then).
 - **DBOS**: one registered workflow runs a shape level by level: each level's steps started with
   \`DBOS.runStep\` and awaited with \`Promise.allSettled\` (the parallel form its tutorial allows).
   Levels are exact for these shapes; a general DAG would have to be written as code (or as child
-  workflows), since DBOS has no dependency graph. W5: \`DBOS.launch()\` recovers the executor's
+  workflows), since DBOS has no dependency graph. W6: a child workflow per item enqueued on a
+  \`WorkflowQueue\` with \`globalConcurrency: 50\` (its other settings default: the queue is polled at
+  most once a second), the parent awaiting their handles. W5: \`DBOS.launch()\` recovers the executor's
   pending workflows by replaying them from their checkpoints; a recovered run counts as done when
   its workflow function returns (DBOS writes its status just after).
 - **LangGraph**: each shape is a \`StateGraph\` with one node per step and the dependencies as edges
   (a join is \`addEdge([a, b, c], "review")\`), compiled with \`SqliteSaver\`; a run is \`invoke\` on a new
   thread; each node's output goes into the state (a sequence keeps only the last). LangGraph runs
   a graph in supersteps: a node starts only when the whole previous superstep is done, which for
-  these shapes costs nothing. W5: LangGraph does not resume by itself; the restarted process
-  invokes each unfinished thread again with a null input, as its documentation describes.
+  these shapes costs nothing. W6: the map-reduce idiom, a conditional edge returning one
+  \`Send("item", …)\` per item, outputs gathered by a reducer, the run's \`maxConcurrency: 50\`. W5:
+  LangGraph does not resume by itself; the restarted process invokes each unfinished thread again
+  with a null input, as its documentation describes.
+- **Mastra** (0.24: its 1.x needs Node 22.13): each shape is a workflow of \`createStep\`s, \`.then()\`
+  for a level of one node and \`.parallel([...])\` for a level of several, on a \`Mastra\` instance with
+  its LibSQL store (WAL, synchronous=NORMAL); a run is \`createRunAsync\` and \`start\`. Its default
+  engine rewrites the run's whole snapshot (every step's result so far, one JSON row) when a step
+  starts and when a step or a parallel block ends, so a step costs more the longer the run. W6:
+  plan, \`.foreach(item, { concurrency: 50 })\` (batches of 50, each waiting for its slowest item),
+  join. W5: Mastra does not resume by itself; the restarted process calls the documented
+  \`Run.restart()\` on each run stored as running.
 - **graphile-worker, pg-boss**: queues have no workflows. A run is one job per step: the job runs
   its step, then, in one transaction with the queue's insert, records the step done and enqueues
   each successor whose dependencies are all done, under a lock on the run's row (so a join
