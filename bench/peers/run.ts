@@ -20,8 +20,8 @@ import { BenchChild, killChildren, type Message } from "../children.js";
 import { progress, tempDb } from "../lib.js";
 import { serverSettings } from "../postgres.js";
 import { createDatabase, dropDatabase, dropLeftoverDatabases } from "./databases.js";
-import { type Results, readmeBlock, writeReport } from "./report.js";
 import { clearPrefix, ensureRedis } from "./redis.js";
+import { type Results, readmeBlock, writeReport } from "./report.js";
 import { W6_CONCURRENCY, W6_ITEMS } from "./shapes.js";
 import { SYSTEMS, type SystemInfo } from "./systems/list.js";
 import type { ChildConfig, SystemName } from "./systems/system.js";
@@ -201,6 +201,8 @@ function versions(): Record<string, string> {
     "@langchain/core",
     "graphile-worker",
     "pg-boss",
+    "bullmq",
+    "ioredis",
     "pg",
     "better-sqlite3",
   ])
