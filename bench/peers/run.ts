@@ -205,6 +205,8 @@ function versions(): Record<string, string> {
     "@mastra/libsql",
     "@libsql/client",
     "libsql",
+    "bullmq",
+    "ioredis",
     "pg",
     "better-sqlite3",
   ])
