@@ -510,6 +510,16 @@ const HOW = `- **Skein**: each shape is a workflow definition (JSON), every node
   plan, \`.foreach(item, { concurrency: 50 })\` (batches of 50, each waiting for its slowest item),
   join. W5: Mastra does not resume by itself; the restarted process calls the documented
   \`Run.restart()\` on each run stored as running.
+- **BullMQ**: each shape is a flow of jobs on the local Redis (FlowProducer): a parent job runs
+  once its children completed and reads their values. A node with one successor is that
+  successor's child (a sequence is a 1,000-deep nested flow); a node with several successors
+  adds them itself once its step is done (a job has one parent), under its own parent. A run is
+  done when its top job completes, seen on QueueEvents. One Worker per queue, concurrency 50.
+  Durability is Redis's memory only (this server keeps no snapshot and no AOF). W6: the plan job
+  adds a flow, a join parent with one child per item on a queue whose Worker has concurrency 50.
+  W5: BullMQ's own recovery with its defaults: a dead worker's active jobs go back to wait after
+  two stalled-job checks (every 30 s) once their 30 s lock expired, about a minute after the
+  restart, past the cap.
 - **graphile-worker, pg-boss**: queues have no workflows. A run is one job per step: the job runs
   its step, then, in one transaction with the queue's insert, records the step done and enqueues
   each successor whose dependencies are all done, under a lock on the run's row (so a join
