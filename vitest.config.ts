@@ -1,7 +1,9 @@
 import { defineConfig } from "vitest/config";
 
 /**
- * Projects (`npm test` runs them all):
+ * Projects (`npm test` runs them all). `npm test` runs default and postgres three files at a time
+ * (`--maxWorkers=3`): vitest's default on 2 cores is one, and most of these tests wait on
+ * processes, browsers and servers rather than on the CPU (21 minutes one at a time, 8 three).
  * - default: every test on SQLite (and the PostgreSQL store's own tests);
  * - postgres: the engine's behaviour suite and the CLI's again on PostgreSQL (test/helpers.ts
  *   gives each test a fresh schema on the local server);
