@@ -4,7 +4,7 @@
  */
 
 import { hostname } from "node:os";
-import { metrics } from "@opentelemetry/api";
+import { createNoopMeter, metrics } from "@opentelemetry/api";
 import { type Logger, pino } from "pino";
 import type { Json, Run, RunEvent, Schedule, ScheduleInput, Visit } from "../core/types.js";
 import type { WorkflowInput } from "../definition/workflow-input.js";
@@ -169,16 +169,21 @@ export class Engine {
           })
         : null;
     const agentTypes = Object.keys(options.agents ?? {});
-    this.metrics = serve
-      ? new EngineMetrics({
-          meterProvider: options.meterProvider ?? metrics.getMeterProvider(),
-          store,
-          engineId: this.engineId,
-          clock: this.clock,
-          logger: this.logger,
-          agentTypes: () => agentTypes,
-        })
-      : null;
+    const meterProvider = options.meterProvider ?? metrics.getMeterProvider();
+    // No SDK registered and none given: every instrument would be a no-op, so nothing is counted
+    // (counting walks each commit's events; a metrics SDK registered later is not seen).
+    const counting = meterProvider.getMeter("skein") !== createNoopMeter();
+    this.metrics =
+      serve && counting
+        ? new EngineMetrics({
+            meterProvider,
+            store,
+            engineId: this.engineId,
+            clock: this.clock,
+            logger: this.logger,
+            agentTypes: () => agentTypes,
+          })
+        : null;
     const parts = createParts({
       store,
       options,
