@@ -57,6 +57,25 @@ describe("listRuns search", () => {
     expect((await ids("echoed")).length).toBe(5);
   });
 
+  it.skipIf(onPostgres)("finds text the index has not taken yet, read from the runs themselves", async () => {
+    const { engine, runs, database } = await engineWithRuns();
+    // Everything back in the queue and nothing in the index (migration 013): as after a burst of
+    // commits the store has not indexed yet.
+    const db = new Database(database.replace(/^sqlite:/, ""));
+    db.exec(`INSERT OR IGNORE INTO run_text_queue (k) SELECT 2 * id FROM run_text_ids;
+             INSERT OR IGNORE INTO run_text_queue (k) SELECT 2 * id + 1 FROM run_text_ids;
+             INSERT INTO run_text (run_text) VALUES ('delete-all');`);
+    expect(db.prepare("SELECT count(*) AS n FROM run_text WHERE run_text MATCH '\"berlin\"'").get()).toEqual({ n: 0 });
+    db.close();
+    const ids = async (q: string) => (await engine.listRuns({ q, workflow_id: "echo" })).map((r) => r.run_id);
+    expect(await ids("berlin")).toEqual([runs[0]?.run_id]);
+    expect(await ids("CAFÉ")).toEqual([runs[2]?.run_id]);
+    expect(await ids("k\\s")).toEqual([runs[2]?.run_id]);
+    expect(await ids("100%")).toEqual([runs[1]?.run_id]);
+    expect(await ids("%%%")).toEqual([]);
+    expect((await ids("echoed")).length).toBe(4);
+  });
+
   it("filters by id prefix and creation time", async () => {
     const { engine, runs } = await engineWithRuns();
     const first = runs[0];

@@ -47,6 +47,7 @@ describe("SQLite schema", () => {
       { version: 10, name: "schedules" },
       { version: 11, name: "usage" },
       { version: 12, name: "run_text" },
+      { version: 13, name: "run_text_batches" },
     ]);
     db.close();
   });

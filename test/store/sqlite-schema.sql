@@ -2,18 +2,20 @@ CREATE TRIGGER run_text_delete AFTER DELETE ON runs WHEN instr(old.workflow_id, 
   DELETE FROM run_text WHERE rowid IN (
     SELECT 2 * id FROM run_text_ids WHERE run_id = old.run_id
     UNION ALL SELECT 2 * id + 1 FROM run_text_ids WHERE run_id = old.run_id);
+  DELETE FROM run_text_queue WHERE k IN (
+    SELECT 2 * id FROM run_text_ids WHERE run_id = old.run_id
+    UNION ALL SELECT 2 * id + 1 FROM run_text_ids WHERE run_id = old.run_id);
   DELETE FROM run_text_ids WHERE run_id = old.run_id;
 END;
 
 CREATE TRIGGER run_text_insert AFTER INSERT ON runs WHEN instr(new.workflow_id, '/') = 0 BEGIN
   INSERT INTO run_text_ids (run_id) VALUES (new.run_id);
-  INSERT INTO run_text (rowid, text) VALUES (2 * last_insert_rowid(), new.input);
+  INSERT INTO run_text_queue (k) VALUES (2 * last_insert_rowid());
 END;
 
 CREATE TRIGGER run_text_output AFTER UPDATE OF output ON runs
   WHEN old.output IS NOT new.output AND instr(new.workflow_id, '/') = 0 BEGIN
-  INSERT OR REPLACE INTO run_text (rowid, text)
-    VALUES (2 * (SELECT id FROM run_text_ids WHERE run_id = new.run_id) + 1, new.output);
+  INSERT OR IGNORE INTO run_text_queue (k) SELECT 2 * id + 1 FROM run_text_ids WHERE run_id = new.run_id;
 END;
 
 CREATE TABLE compensations (
@@ -110,6 +112,10 @@ CREATE TABLE run_text_ids (
 );
 
 CREATE TABLE 'run_text_idx'(segid, term, pgno, PRIMARY KEY(segid, term)) WITHOUT ROWID;
+
+CREATE TABLE run_text_queue (
+  k  INTEGER PRIMARY KEY
+);
 
 CREATE TABLE runs (
   run_id            TEXT    PRIMARY KEY,

@@ -42,6 +42,11 @@ export function openConnection(path: string, options: SqliteOptions & { readonly
     // once the file outgrows SQLite's default 2 MB cache.
     db.pragma("mmap_size = 268435456");
     db.pragma("cache_size = -32768");
+    // Search's substring test on run text the index has not taken yet (migration 013), case
+    // folded as the trigram tokenizer folds it; the caller gives `q` folded already.
+    db.function("skein_contains", { deterministic: true }, (text, q) =>
+      typeof text === "string" && text.toLowerCase().includes(String(q)) ? 1 : 0,
+    );
   } catch (e) {
     throw databaseError(e, path);
   }

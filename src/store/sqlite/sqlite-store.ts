@@ -76,6 +76,12 @@ type Db = Database.Database;
 
 /** Events per multi-row INSERT. */
 const EVENT_BATCH = 32;
+/** How often, at most, the runs' text queue is indexed (after a commit; migration 013). */
+const INDEX_TEXT_EVERY_MS = 100;
+/** The most queued rows one indexing transaction takes: a few milliseconds of tokenizing. */
+const INDEX_TEXT_BATCH = 2000;
+/** The most runs `current` holds before it starts over (the dispatcher keeps 2,000). */
+const MAX_CURRENT_RUNS = 10_000;
 
 function eventParams(e: NewEvent): unknown[] {
   return [e.run_id, e.type, e.node_id, e.visit, e.trace_id, e.at, JSON.stringify(e.data)];
@@ -95,6 +101,13 @@ export class SqliteStore implements Store {
   private engineLock: EngineLock | null = null;
   /** The engine this store serves, while it serves; its row is checked when another connection wrote. */
   private engineId: string | null = null;
+  /** The last transaction committed was the dispatcher's (it passed `known`), and the one running trusts what it kept. */
+  private lastTxKept = false;
+  private trustKnown = false;
+  /** Runs read or written here since another transaction last wrote the file (see `transaction`). */
+  private readonly current = new Set<string>();
+  /** When the text queue was last indexed (real time: a batching interval, not a due time). */
+  private textIndexedAt = 0;
   /** Set when another engine took the file over: nothing is written any more. */
   private supersededBy: Holder | null = null;
 
@@ -341,9 +354,14 @@ export class SqliteStore implements Store {
     if (filter.q !== undefined) {
       // A phrase of the trigram index (migration 012): a double quote in it is written twice.
       // Rows 2 × id (input) and 2 × id + 1 (output) both belong to run_text_ids.id.
+      // What is still queued for the index (migration 013: at most INDEX_TEXT_EVERY_MS of commits,
+      // or a backlog) is read from the runs themselves, folded to lower case as the index is.
       where.push(`run_id IN (SELECT m.run_id FROM run_text t JOIN run_text_ids m ON m.id = t.rowid / 2
-        WHERE run_text MATCH ?)`);
-      params.push(`"${searchTextOf(filter.q).replaceAll('"', '""')}"`);
+          WHERE run_text MATCH ?
+        UNION SELECT m.run_id FROM run_text_queue q JOIN run_text_ids m ON m.id = q.k / 2
+          JOIN runs r ON r.run_id = m.run_id
+          WHERE skein_contains(CASE q.k % 2 WHEN 0 THEN r.input ELSE r.output END, ?))`);
+      params.push(`"${searchTextOf(filter.q).replaceAll('"', '""')}"`, searchTextOf(filter.q).toLowerCase());
     }
     if (filter.before) {
       where.push("(created_at, run_id) < (SELECT created_at, run_id FROM runs WHERE run_id = ?)");
@@ -436,7 +454,10 @@ export class SqliteStore implements Store {
   }
 
   // `lock` and `tryLock` are PostgreSQL's: a SQLite file has one writer.
-  transaction<T>(fn: (tx: StoreTx) => Promise<T>, _options?: { lock?: string[]; tryLock?: string[] }): Promise<T> {
+  transaction<T>(
+    fn: (tx: StoreTx) => Promise<T>,
+    options?: { lock?: string[]; tryLock?: string[]; known?: ReadonlyMap<string, number> },
+  ): Promise<T> {
     return this.serial.run(async () => {
       if (this.supersededBy) throw this.superseded();
       try {
@@ -452,17 +473,52 @@ export class SqliteStore implements Store {
           this.assertOwner();
           if (this.supersededBy) throw this.superseded();
         }
+        // A transaction the dispatcher did not make came between: another connection's
+        // (data_version moved) or one of this store's without `known` (a prune, a client's
+        // write through this store). What it changed is not known: every run is read again.
+        if (!this.lastTxKept || this.dataVersion !== version || this.current.size > MAX_CURRENT_RUNS) {
+          this.current.clear();
+        }
+        this.trustKnown = options?.known !== undefined;
+        this.lastTxKept = false;
         this.dataVersion = version;
         const result = await fn(this.tx);
         this.sql.commit.run();
+        this.lastTxKept = options?.known !== undefined;
+        this.indexTextSoon();
         return result;
       } catch (e) {
         if (this.writer.inTransaction) this.sql.rollback.run();
+        this.current.clear(); // what this transaction read or wrote is undone
         // The file's own failures (corrupt, read-only) with its path, a full disk as transient (the
         // dispatcher keeps what it was writing and tries again); others as they are.
         throw databaseError(e, this.path);
       }
     });
+  }
+
+  /**
+   * Indexes the text the triggers queued (migration 013), in a transaction of its own after a
+   * commit, at most every INDEX_TEXT_EVERY_MS: one FTS5 segment for many runs instead of one per
+   * engine transaction. A failure (a full disk) leaves the queue for the next commit; searches
+   * read what is queued meanwhile.
+   */
+  private indexTextSoon(): void {
+    const now = Date.now();
+    if (now - this.textIndexedAt < INDEX_TEXT_EVERY_MS) return;
+    this.textIndexedAt = now;
+    try {
+      this.sql.begin.run();
+      this.sql.indexQueuedText.run(INDEX_TEXT_BATCH);
+      this.sql.dequeueText.run(INDEX_TEXT_BATCH);
+      this.sql.commit.run();
+    } catch (e) {
+      if (this.writer.inTransaction) this.sql.rollback.run();
+      this.logger?.warn(
+        { err: e },
+        "skein: the runs' text index could not take its queue; the next commit tries again",
+      );
+    }
   }
 
   async close(): Promise<void> {
@@ -519,8 +575,12 @@ export class SqliteStore implements Store {
   private makeTx(): StoreTx {
     const s = this.sql;
     const load = (runId: string, known?: number): RunRead | null => {
+      // Kept by the caller, and read or written here since anything else last wrote: not even
+      // its row is read.
+      if (known !== undefined && this.trustKnown && this.current.has(runId)) return { run_id: runId, unchanged: true };
       const row = s.getRun.get(runId) as DbRun | undefined;
       if (!row) return null;
+      this.current.add(runId);
       const revision = row.revision ?? 0;
       if (revision === known) return { run_id: runId, unchanged: true };
       return {
@@ -558,7 +618,10 @@ export class SqliteStore implements Store {
           }),
         ),
       insertRuns: async (runs) => {
-        for (const run of runs) s.insertRun.run(runToDb(run));
+        for (const run of runs) {
+          s.insertRun.run(runToDb(run));
+          this.current.add(run.run_id);
+        }
       },
       updateRuns: async (runs) => {
         for (const run of runs) s.updateRun.run(runToDb(run));
@@ -694,6 +757,14 @@ function prepare(db: Db) {
       "SELECT engine_id, pid, host FROM engines WHERE stopped_at IS NULL ORDER BY started_at DESC, rowid DESC LIMIT 1",
     ),
     dataVersion: db.prepare("PRAGMA data_version").pluck(),
+    // Two statements of one transaction, so the same LIMIT takes the same keys in both.
+    indexQueuedText: db.prepare(
+      `INSERT OR REPLACE INTO run_text (rowid, text)
+         SELECT q.k, CASE q.k % 2 WHEN 0 THEN r.input ELSE r.output END
+         FROM (SELECT k FROM run_text_queue ORDER BY k LIMIT ?) q
+         JOIN run_text_ids m ON m.id = q.k / 2 JOIN runs r ON r.run_id = m.run_id`,
+    ),
+    dequeueText: db.prepare("DELETE FROM run_text_queue WHERE k IN (SELECT k FROM run_text_queue ORDER BY k LIMIT ?)"),
     commit: db.prepare("COMMIT"),
     rollback: db.prepare("ROLLBACK"),
     runByKey: db.prepare("SELECT * FROM runs WHERE idempotency_key = ?"),
