@@ -549,13 +549,31 @@ function observations(results: Results): string {
     );
   }
   const pg10 = at("w1", "skein-pg", "step_p50_ms_10");
-  const pg100 = at("w1", "skein-pg", "step_p50_ms_100");
-  const dbos100 = at("w1", "dbos", "step_p50_ms_100");
-  if (pg10 !== null && pg100 !== null && pg100 > 1.3 * pg10) {
+  const pg1000 = at("w1", "skein-pg", "step_p50_ms_1000");
+  const dbos10 = at("w1", "dbos", "step_p50_ms_10");
+  const dbos1000 = at("w1", "dbos", "step_p50_ms_1000");
+  if (pg10 !== null && pg1000 !== null && dbos10 !== null && dbos1000 !== null) {
     lines.push(
-      `Skein on PostgreSQL takes ${num(pg10)} ms per step in a 10-step run and ${num(pg100)} ms in a 100-step one${
-        dbos100 === null ? "" : ` (DBOS: ${num(dbos100)} ms)`
-      }: each of its transactions reads every current visit of the run it advances (\`loadRuns\`), so a step costs more the more nodes the workflow has, from the first step on; on SQLite the engine keeps runs in memory between transactions and the cost stays flat. The same read weighs on W3's 500-node fan-out.`,
+      `W1 on PostgreSQL: Skein ${num(pg10)} ms a step at 10 steps and ${num(pg1000)} ms at 1,000, DBOS ${num(dbos10)} and ${num(dbos1000)}. A Skein step is two round trips to the server (lock and read the run's row, which says whether the engine's copy of the run is current; then write the visit, its events and the next step's claim, and commit) and a WAL flush; DBOS checkpoints a step's output in one transaction and keeps the workflow's state in the process. The run's row is read, not its visits, so the cost does not grow with the chain.`,
+    );
+  }
+  const mastra1000 = at("w1", "mastra", "step_p50_ms_1000");
+  const mastra10 = at("w1", "mastra", "step_p50_ms_10");
+  if (mastra10 !== null && mastra1000 !== null && mastra1000 > 2 * mastra10) {
+    lines.push(
+      `Mastra's step costs ${num(mastra10)} ms at 10 steps and ${num(mastra1000)} ms at 1,000: its default engine writes the run's whole snapshot, with every step's result so far, when each step starts and ends, so each step writes more than the last.`,
+    );
+  }
+  const dbosW6 = at("w6_1000", "dbos", "all_done_ms");
+  if (dbosW6 !== null && dbosW6 > 5000) {
+    lines.push(
+      `DBOS took ${num(dbosW6 / 1000)} s for W6's 1,000 items: a WorkflowQueue is dispatched by a loop that polls the database (at most once a second by default), taking at most the queue's free concurrency each time; a lower \`minPollingIntervalMs\` would shorten it, at the cost of more polling.`,
+    );
+  }
+  const skeinW6 = at("w6_1000", "skein-sqlite", "all_done_ms");
+  if (skeinW6 !== null) {
+    lines.push(
+      `Skein's W6 at 1,000 items took ${num(skeinW6)} ms on SQLite: each item of a \`map\` is a child run of its own (a row, its visit, its events, its end), which makes every item listable, retried and resumed on its own after a crash, and costs about four times what a step of a run costs.`,
     );
   }
   const rerun = at("w5", "skein-sqlite", "rerun_in_flight");
@@ -587,20 +605,35 @@ function notes(t: ReturnType<typeof targets>): string {
  */
 const THROUGHPUT_NOTE =
   "at 32 runs in flight Skein on SQLite is bound by the CPU of its one Node thread, which runs the " +
-  "32 clients, the engine and SQLite's statements (about half of its profile at this load is " +
-  "better-sqlite3 executing the flush's statements: 6 rows written per step, the visit, its " +
-  "events and the next step's claim, against LangGraph's 3), and the thread shares the machine's " +
-  "2 cores with the PostgreSQL server, the idle peers and whatever else runs here; with only 32 " +
-  "runs in flight a flush carries few results, so its fixed cost is shared by few steps. The " +
-  "ratio moved between about 10× and 15× from one development run to the next on this machine.";
+  "32 clients, the engine and SQLite's statements. A CPU profile of W2 at c32 (about 520 µs of CPU " +
+  "a run of 8 steps) puts 55% of it in SQLite: each run is 5 transactions whose COMMIT costs about " +
+  "70 µs each (WAL frames written one page at a time: the visits, events and run rows and the " +
+  "indexes that keep claims, leases, reviews, children and schedules fast), 26 event rows (every " +
+  "transition is audited), 13 visit updates and 8 inserts, 6 revision bumps; the rest is the " +
+  "engine's JavaScript. LangGraph writes 3 rows a step and keeps no audit trail. The thread shares " +
+  "the machine's 2 cores with the PostgreSQL server and the idle peers, and the ratio moved by a " +
+  "quarter from one run to the next on this machine.";
 const NOTES: Record<string, string> = {
   w2_c32_vs_langgraph: THROUGHPUT_NOTE,
   w2_c32_vs_dbos: THROUGHPUT_NOTE,
   w2_c1_latency_vs_langgraph:
-    "a run at concurrency 1 is 4 flushes of Skein (each a SQLite transaction, about 0.2 ms " +
-    "when the machine is idle) plus the wake-ups between them; on a loaded machine each wake-up " +
-    "waits for a core, which adds the same few milliseconds to every system's latency and " +
-    "shrinks the ratio of the fastest one most.",
+    "a run at concurrency 1 is 5 transactions of Skein (start, three levels, end), each a SQLite " +
+    "commit of about 70 µs plus its statements, and the wake-ups between them; on a loaded machine " +
+    "each wake-up waits for a core, which adds the same few milliseconds to every system's latency " +
+    "and shrinks the ratio of the fastest one most.",
+  w2_c1_latency_vs_dbos: "see w2_c1_latency_vs_langgraph.",
+  w2_c32_vs_mastra: THROUGHPUT_NOTE,
+  w2_c32_vs_bullmq: THROUGHPUT_NOTE,
+  w1_pg_step_10_over_1000: "see the W1 observation.",
+  w1_10_pg_vs_dbos: "see the W1 observation.",
+  w1_100_pg_vs_dbos: "see the W1 observation.",
+  w1_1000_pg_vs_dbos: "see the W1 observation.",
+  w6_1000_vs_best_peer: "see the W6 observation.",
+  w5_pg_first_resumed_after_open_ms:
+    "an engine on PostgreSQL takes a dead engine's attempts once the dead one's session lock has " +
+    "stayed free for 2 s (FREE_LOCK_GRACE_MS): a live engine whose connections the server cut " +
+    "takes up to about 2 s under load to take its lock back, and with a shorter grace fault case b " +
+    "ran a live engine's attempt twice (issue 17's note).",
   w3_500_vs_best_peer: "see the W3 table.",
   w5_recovers_no_doubled_effect: "see the W5 table and the failures below.",
 };
