@@ -76,7 +76,7 @@ type Db = Database.Database;
 
 /** Events per multi-row INSERT. */
 const EVENT_BATCH = 32;
-/** How often, at most, the runs' text queue is indexed (after a commit; migration 013). */
+/** How often, at most, the runs' text queue is indexed (in a transaction; migration 013). */
 const INDEX_TEXT_EVERY_MS = 100;
 /** The most queued rows one indexing transaction takes: a few milliseconds of tokenizing. */
 const INDEX_TEXT_BATCH = 2000;
@@ -482,10 +482,10 @@ export class SqliteStore implements Store {
         this.trustKnown = options?.known !== undefined;
         this.lastTxKept = false;
         this.dataVersion = version;
+        this.indexQueuedText();
         const result = await fn(this.tx);
         this.sql.commit.run();
         this.lastTxKept = options?.known !== undefined;
-        this.indexTextSoon();
         return result;
       } catch (e) {
         if (this.writer.inTransaction) this.sql.rollback.run();
@@ -498,27 +498,17 @@ export class SqliteStore implements Store {
   }
 
   /**
-   * Indexes the text the triggers queued (migration 013), in a transaction of its own after a
-   * commit, at most every INDEX_TEXT_EVERY_MS: one FTS5 segment for many runs instead of one per
-   * engine transaction. A failure (a full disk) leaves the queue for the next commit; searches
-   * read what is queued meanwhile.
+   * Indexes the text the triggers queued (migration 013), in the transaction that begins, at
+   * most every INDEX_TEXT_EVERY_MS: one FTS5 segment for many runs instead of one per engine
+   * transaction, and no commit of its own. Its failure is the transaction's (a corrupt file, a
+   * full disk); a rolled-back batch stays queued, and searches read what is queued meanwhile.
    */
-  private indexTextSoon(): void {
+  private indexQueuedText(): void {
     const now = Date.now();
     if (now - this.textIndexedAt < INDEX_TEXT_EVERY_MS) return;
     this.textIndexedAt = now;
-    try {
-      this.sql.begin.run();
-      this.sql.indexQueuedText.run(INDEX_TEXT_BATCH);
-      this.sql.dequeueText.run(INDEX_TEXT_BATCH);
-      this.sql.commit.run();
-    } catch (e) {
-      if (this.writer.inTransaction) this.sql.rollback.run();
-      this.logger?.warn(
-        { err: e },
-        "skein: the runs' text index could not take its queue; the next commit tries again",
-      );
-    }
+    this.sql.indexQueuedText.run(INDEX_TEXT_BATCH);
+    this.sql.dequeueText.run(INDEX_TEXT_BATCH);
   }
 
   async close(): Promise<void> {
