@@ -76,7 +76,10 @@ describe("runs list search and bulk actions", { timeout: 90_000 }, () => {
     expect(await retrySelected.isDisabled()).toBe(true); // nothing selected is FAILED or CANCELLED
     await page.getByRole("button", { name: "Cancel selected… (2)" }).click();
     const cancel = page.getByRole("dialog", { name: "Cancel 2 runs?" });
-    expect(await cancel.getByRole("list", { name: "runs to cancel" }).getByRole("listitem").count()).toBe(2);
+    // count() does not wait: the dialog's list first, then its items.
+    const toCancel = cancel.getByRole("list", { name: "runs to cancel" });
+    await toCancel.waitFor();
+    expect(await toCancel.getByRole("listitem").count()).toBe(2);
     await expectAccessible(page, "the bulk cancel dialog");
     await cancel.getByRole("button", { name: "Cancel 2 runs" }).click();
     await cancel.waitFor({ state: "detached" });
