@@ -51,21 +51,25 @@ describe("runs list search and bulk actions", { timeout: 90_000 }, () => {
     await rowsAre(page, { [alpha.run_id]: null, [gamma.run_id]: null });
     expect(await search.getByLabel("Text in input or output").inputValue()).toBe("KITTENS");
 
-    // A run id prefix.
+    // A run id prefix. (After Clear, the list of every run shows that the cleared search took
+    // effect: a field filled before then would be emptied by it.)
+    const all = { [alpha.run_id]: null, [beta.run_id]: null, [gamma.run_id]: null };
     await search.getByRole("button", { name: "Clear" }).click();
+    await rowsAre(page, all);
     await search.getByLabel("Run id starts with").fill(beta.run_id.slice(0, 32));
     await search.getByRole("button", { name: "Search" }).click();
     await rowsAre(page, { [beta.run_id]: null });
 
     // A time range that excludes every run, then one that holds them all.
     await search.getByRole("button", { name: "Clear" }).click();
+    await rowsAre(page, all);
     await search.getByLabel("Created from").fill("2099-01-01T00:00:00");
     await search.getByRole("button", { name: "Search" }).click();
     await page.getByText("No runs match.").waitFor();
     await search.getByLabel("Created from").fill("2000-01-01T00:00:00");
     await search.getByLabel("to").fill("2099-01-01T00:00:00");
     await search.getByRole("button", { name: "Search" }).click();
-    await rowsAre(page, { [alpha.run_id]: null, [beta.run_id]: null, [gamma.run_id]: null });
+    await rowsAre(page, all);
     await expectAccessible(page, "the runs list with its search");
 
     // Bulk cancel of two running runs, after a confirmation that lists them.
