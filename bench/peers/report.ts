@@ -368,21 +368,23 @@ ${table(header, rows)}
 `);
   }
 
-  const w3: string[][] = [];
-  for (const n of input.fanouts) {
-    for (const s of systems) {
-      const id = `w3_${n}`;
-      if (!results[id]?.[s.name]) continue;
-      w3.push([
-        name(s),
-        String(n),
-        cell(m(id, s.name, "all_started_ms")),
-        cell(m(id, s.name, "all_done_ms")),
-        vs(id, s, "all_done_ms", "skein-sqlite", "lower"),
-        s.store === "postgres" ? vs(id, s, "all_done_ms", "skein-pg", "lower") : "",
-      ]);
-    }
-  }
+  /** One row per system and n of a case measured at several n (W3, W6): name, n, the metrics, × by done time. */
+  const byN = (prefix: string, ns: readonly number[], metrics: string[]) =>
+    ns.flatMap((n) =>
+      systems
+        .filter((s) => results[`${prefix}${n}`]?.[s.name])
+        .map((s) => {
+          const id = `${prefix}${n}`;
+          return [
+            name(s),
+            String(n),
+            ...metrics.map((metric) => cell(m(id, s.name, metric))),
+            vs(id, s, "all_done_ms", "skein-sqlite", "lower"),
+            s.store === "postgres" ? vs(id, s, "all_done_ms", "skein-pg", "lower") : "",
+          ];
+        }),
+    );
+  const w3 = byN("w3_", input.fanouts, ["all_started_ms", "all_done_ms"]);
   out.push(`## W3: one step fanning out to n parallel steps
 
 From the start call: until the last of the n children started, and until the run was done.
@@ -390,21 +392,7 @@ From the start call: until the last of the n children started, and until the run
 ${table(["system", "n", "all started ms", "all done ms", "× done vs SQLite", "× done vs PG"], w3)}
 `);
 
-  const w6: string[][] = [];
-  for (const n of W6_ITEMS) {
-    for (const s of systems) {
-      const id = `w6_${n}`;
-      if (!results[id]?.[s.name]) continue;
-      w6.push([
-        name(s),
-        String(n),
-        cell(m(id, s.name, "all_done_ms")),
-        cell(m(id, s.name, "peak_rss_mb")),
-        vs(id, s, "all_done_ms", "skein-sqlite", "lower"),
-        s.store === "postgres" ? vs(id, s, "all_done_ms", "skein-pg", "lower") : "",
-      ]);
-    }
-  }
+  const w6 = byN("w6_", W6_ITEMS, ["all_done_ms", "peak_rss_mb"]);
   out.push(`## W6: dynamic fan-out, a list of n items known only at run time
 
 One run: a plan step returns a list of n items (200 bytes each), each item is processed by a

@@ -101,11 +101,13 @@ export class SqliteStore implements Store {
   private engineLock: EngineLock | null = null;
   /** The engine this store serves, while it serves; its row is checked when another connection wrote. */
   private engineId: string | null = null;
-  /** The last transaction committed was the dispatcher's (it passed `known`), and the one running trusts what it kept. */
-  private lastTxKept = false;
-  private trustKnown = false;
-  /** Runs read or written here since another transaction last wrote the file (see `transaction`). */
+  /**
+   * Runs whose copies the dispatcher keeps are what the file holds: read or written by its
+   * transactions since any other transaction wrote (see `transaction`). Trusted only in the
+   * dispatcher's own transactions (`keptRuns`): another caller's `known` may be older.
+   */
   private readonly current = new Set<string>();
+  private keptRuns = false;
   /** When the text queue was last indexed (real time: a batching interval, not a due time). */
   private textIndexedAt = 0;
   /** Set when another engine took the file over: nothing is written any more. */
@@ -361,7 +363,8 @@ export class SqliteStore implements Store {
         UNION SELECT m.run_id FROM run_text_queue q JOIN run_text_ids m ON m.id = q.k / 2
           JOIN runs r ON r.run_id = m.run_id
           WHERE skein_contains(CASE q.k % 2 WHEN 0 THEN r.input ELSE r.output END, ?))`);
-      params.push(`"${searchTextOf(filter.q).replaceAll('"', '""')}"`, searchTextOf(filter.q).toLowerCase());
+      const text = searchTextOf(filter.q);
+      params.push(`"${text.replaceAll('"', '""')}"`, text.toLowerCase());
     }
     if (filter.before) {
       where.push("(created_at, run_id) < (SELECT created_at, run_id FROM runs WHERE run_id = ?)");
@@ -473,19 +476,17 @@ export class SqliteStore implements Store {
           this.assertOwner();
           if (this.supersededBy) throw this.superseded();
         }
-        // A transaction the dispatcher did not make came between: another connection's
-        // (data_version moved) or one of this store's without `known` (a prune, a client's
-        // write through this store). What it changed is not known: every run is read again.
-        if (!this.lastTxKept || this.dataVersion !== version || this.current.size > MAX_CURRENT_RUNS) {
-          this.current.clear();
-        }
-        this.trustKnown = options?.known !== undefined;
-        this.lastTxKept = false;
+        // Another connection committed (data_version moved): what it changed is not known, so
+        // every run is read again.
+        if (this.dataVersion !== version || this.current.size > MAX_CURRENT_RUNS) this.current.clear();
         this.dataVersion = version;
+        this.keptRuns = options?.known !== undefined;
         this.indexQueuedText();
         const result = await fn(this.tx);
         this.sql.commit.run();
-        this.lastTxKept = options?.known !== undefined;
+        // A transaction that is not the dispatcher's (no `known`: a prune, a client's write through
+        // this store) may have changed runs the dispatcher keeps: they are read again.
+        if (!this.keptRuns) this.current.clear();
         return result;
       } catch (e) {
         if (this.writer.inTransaction) this.sql.rollback.run();
@@ -567,7 +568,7 @@ export class SqliteStore implements Store {
     const load = (runId: string, known?: number): RunRead | null => {
       // Kept by the caller, and read or written here since anything else last wrote: not even
       // its row is read.
-      if (known !== undefined && this.trustKnown && this.current.has(runId)) return { run_id: runId, unchanged: true };
+      if (known !== undefined && this.keptRuns && this.current.has(runId)) return { run_id: runId, unchanged: true };
       const row = s.getRun.get(runId) as DbRun | undefined;
       if (!row) return null;
       this.current.add(runId);

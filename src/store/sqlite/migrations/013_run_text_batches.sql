@@ -2,8 +2,8 @@
 -- transaction. FTS5 writes a segment of its index per transaction: tokenizing one run's input
 -- in the transaction that starts it cost about 90 µs a row, the same rows in batches about 10.
 -- The triggers now only queue what to index (2 × id: a run's input, 2 × id + 1: its output), and
--- the store indexes the queue in the next write transaction, at most every INDEX_TEXT_EVERY_MS. A search reads
--- the index and, for what is still queued, the runs' text itself.
+-- the store indexes the queue in the next write transaction, at most every INDEX_TEXT_EVERY_MS.
+-- A search reads the index and, for what is still queued, the runs' text itself.
 CREATE TABLE run_text_queue (
   k  INTEGER PRIMARY KEY
 );
