@@ -123,11 +123,14 @@ export class WorkflowRegistry {
   /** The given version, or the latest. @throws NotFoundError */
   async get(id: string, version?: number): Promise<LoadedWorkflow> {
     if (id.includes(ITEM_SEPARATOR)) return this.itemWorkflow(id, version);
-    if (version !== undefined) {
-      const hit = this.cache.get(key(id, version));
+    // The latest version is asked of the store each time (another process may have registered
+    // one), but only its number: the definition is read and parsed once per version.
+    const wanted = version ?? (await this.store.latestWorkflowVersion(id)) ?? undefined;
+    if (wanted !== undefined) {
+      const hit = this.cache.get(key(id, wanted));
       if (hit) return hit;
     }
-    const stored = await this.store.getWorkflow(id, version);
+    const stored = wanted === undefined ? null : await this.store.getWorkflow(id, wanted);
     if (!stored) {
       throw new NotFoundError(
         version === undefined
@@ -135,8 +138,6 @@ export class WorkflowRegistry {
           : `workflow "${id}" has no version ${version}`,
       );
     }
-    const hit = this.cache.get(key(id, stored.version));
-    if (hit) return hit;
     const document: unknown = JSON.parse(stored.definition);
     const { workflow, graph } = parseWorkflowOrThrow(document, {
       maxOutputBytes: this.options.maxOutputBytes,

@@ -152,6 +152,8 @@ export interface Store {
   putWorkflowVersion(id: string, version: number, hash: string, definition: string, now: number): Promise<void>;
   /** The given version, or the latest. */
   getWorkflow(id: string, version?: number): Promise<StoredWorkflow | null>;
+  /** The latest version's number, without its definition (a run's start, whose definition is cached by version). */
+  latestWorkflowVersion(id: string): Promise<number | null>;
   /** Workflows by id with their latest version; not map nodes' item workflows (their ids hold a `/`). */
   listWorkflows(): Promise<{ id: string; version: number; created_at: number }[]>;
 

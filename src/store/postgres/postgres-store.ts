@@ -308,6 +308,15 @@ export class PostgresStore implements Store {
     return row ?? null;
   }
 
+  async latestWorkflowVersion(id: string): Promise<number | null> {
+    const [row] = await this.read<{ version: number | null }>({
+      name: "skein_latest_workflow_version",
+      text: "SELECT max(version) AS version FROM workflows WHERE id = $1",
+      values: [id],
+    });
+    return row?.version ?? null;
+  }
+
   async putWorkflowVersion(id: string, version: number, hash: string, definition: string, now: number) {
     await this.inTransaction(async (session) => {
       await session.query({

@@ -289,6 +289,13 @@ export class SqliteStore implements Store {
     return (row as StoredWorkflow | undefined) ?? null;
   }
 
+  async latestWorkflowVersion(id: string): Promise<number | null> {
+    const row = this.read("SELECT max(version) AS version FROM workflows WHERE id = ?").get(id) as {
+      version: number | null;
+    };
+    return row.version;
+  }
+
   async putWorkflowVersion(id: string, version: number, hash: string, definition: string, now: number) {
     await this.transaction(async () => {
       this.writer
