@@ -12,12 +12,13 @@ import { type Bar, buildTimeline, type Row, type Timeline } from "./model.js";
 import "./timeline.css";
 import type { RunEvent, Visit } from "../types.js";
 
-const LABEL_WIDTH = 170;
-const CHART_WIDTH = 760;
+// Sized to the run page's left column (under the graph) at a laptop's width; narrower, it scales down.
+const LABEL_WIDTH = 150;
+const CHART_WIDTH = 540;
 const ROW_HEIGHT = 26;
 const BAR_HEIGHT = 16;
 const AXIS_HEIGHT = 22;
-const LABEL_CHARS = 22;
+const LABEL_CHARS = 19;
 /** The narrowest a bar is drawn, so an instant attempt can still be seen and clicked. */
 const MIN_BAR = 3;
 

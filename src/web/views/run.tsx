@@ -142,13 +142,25 @@ export function RunPage(props: { runId: string; node?: string | undefined }) {
       )}
 
       <div class="run-layout">
-        <section class="graph-panel" aria-label="run graph">
-          <ErrorNote error={workflow.error} prefix="Could not load the workflow" />
-          <GraphView graph={graph} selected={props.node} onSelect={select} />
-          <p class="legend muted">
-            Bold edges: the path taken. Dashed: loop-backs. Faded nodes: skipped. Select a node for its details.
-          </p>
-        </section>
+        {/* The timeline under the graph, beside the node's details: both in the first screen. */}
+        <div class="run-main">
+          <section class="graph-panel" aria-label="run graph">
+            <ErrorNote error={workflow.error} prefix="Could not load the workflow" />
+            <GraphView graph={graph} selected={props.node} onSelect={select} />
+            <p class="legend muted">
+              Bold edges: the path taken. Dashed: loop-backs. Faded nodes: skipped. Select a node for its details.
+            </p>
+          </section>
+          <RunTimeline
+            events={events}
+            visits={data.nodes}
+            runStart={data.created_at}
+            runEnd={data.ended_at}
+            now={now}
+            selected={props.node}
+            onSelect={select}
+          />
+        </div>
         <div class="details-panel">
           {selected ? (
             <NodeDetails
@@ -163,16 +175,6 @@ export function RunPage(props: { runId: string; node?: string | undefined }) {
           )}
         </div>
       </div>
-
-      <RunTimeline
-        events={events}
-        visits={data.nodes}
-        runStart={data.created_at}
-        runEnd={data.ended_at}
-        now={now}
-        selected={props.node}
-        onSelect={select}
-      />
 
       <h3>Nodes</h3>
       <table class="nodes" aria-label="nodes">
