@@ -30,6 +30,12 @@ export interface When {
   iso: string;
 }
 
+/**
+ * The long form of a time, made once: `toLocaleString` with options builds a formatter on every
+ * call, about a millisecond each, and a run page with a thousand events redraws every second.
+ */
+const LONG = new Intl.DateTimeFormat(undefined, { dateStyle: "full", timeStyle: "long" });
+
 /** One instant seen from `now`: the page's one way of writing times (components.tsx `Time` shows it). */
 export function when(ms: number, now: number): When {
   const d = new Date(ms);
@@ -41,7 +47,7 @@ export function when(ms: number, now: number): When {
   return {
     clock: today ? hms : `${day} ${hms}`,
     relative: relative(ms - now),
-    full: `${d.toLocaleString(undefined, { dateStyle: "full", timeStyle: "long" })} (${iso})`,
+    full: `${LONG.format(d)} (${iso})`,
     iso,
   };
 }

@@ -35,7 +35,10 @@ export function RunTimeline(props: Parameters<typeof TimelineView>[0]) {
   return (
     <section class="timeline-panel" aria-labelledby="timeline-heading">
       <h3 id="timeline-heading">Timeline</h3>
-      <TimelineView {...props} />
+      {/* A long loop has a row per visit, thousands of them: the chart scrolls in its own box, not the page. */}
+      <div class="timeline-scroll">
+        <TimelineView {...props} />
+      </div>
       <p class="timeline-legend muted">
         A bar per attempt, from its start to its end (or now). Red: failed (dashed: retried). Hatched: waiting for a
         timer, an event or a review. Thick edge: a child run or a map's items. Select a bar for its node.

@@ -1,6 +1,6 @@
 /** A node's current visit (attempts, ids, timings, payload, output, last error) and its events. */
 
-import { useEffect, useRef } from "preact/hooks";
+import { useEffect, useRef, useState } from "preact/hooks";
 import { Badge, JsonBlock, Time } from "../components.js";
 import { elapsed, reasonTone } from "../format.js";
 import { href } from "../route.js";
@@ -113,11 +113,29 @@ export function NodeDetails(props: {
   );
 }
 
-/** Events oldest first: when, what, which visit, and their data (a tree, nested objects folded). */
+/**
+ * Events drawn at first, the latest: a long loop's history runs to thousands, and every row is a
+ * tree and a time redrawn each second (2,000 rows took seconds to draw and to select a node).
+ */
+const EVENTS_SHOWN = 100;
+
+/** Events oldest first: when, what, which visit, and their data (a tree, nested objects folded); the latest 100, more on demand. */
 export function EventTable(props: { events: RunEvent[] }) {
-  if (props.events.length === 0) return <p class="muted">No events yet.</p>;
+  const [limit, setLimit] = useState(EVENTS_SHOWN);
+  const total = props.events.length;
+  if (total === 0) return <p class="muted">No events yet.</p>;
+  const earlier = Math.max(0, total - limit);
+  const shown = earlier > 0 ? props.events.slice(earlier) : props.events;
   return (
     <div class="table-scroll">
+      {earlier > 0 && (
+        <p class="events-earlier muted">
+          The latest {shown.length} of {total} events.{" "}
+          <button type="button" onClick={() => setLimit(limit + EVENTS_SHOWN * 10)}>
+            Show {Math.min(earlier, EVENTS_SHOWN * 10)} earlier
+          </button>
+        </p>
+      )}
       <table class="events" aria-label="events">
         <thead>
           <tr>
@@ -128,7 +146,7 @@ export function EventTable(props: { events: RunEvent[] }) {
           </tr>
         </thead>
         <tbody>
-          {props.events.map((e) => (
+          {shown.map((e) => (
             <tr key={e.seq}>
               <td>
                 <Time at={e.at} />
