@@ -4,7 +4,7 @@
  * nodes the test completes through /v1/tasks, one at a time, so it decides when each one ends.
  */
 import { describe, expect, it } from "vitest";
-import { nodeInState, runStatus, serve, signIn } from "./helpers.js";
+import { expectAccessible, nodeInState, runStatus, serve, signIn } from "./helpers.js";
 
 interface RunBody {
   run_id: string;
@@ -52,6 +52,7 @@ describe("a map node in the admin page", { timeout: 90_000 }, () => {
     expect(await ended.locator("td").nth(1).textContent()).toBe("SUCCEEDED");
     const width = (cls: string) => node.locator(`rect.${cls}`).evaluate((r) => Number(r.getAttribute("width")));
     expect(await width("map-succeeded")).toBeCloseTo((await width("map-track")) / 5);
+    await expectAccessible(page, "a run page with a map in progress");
 
     for (let i = 1; i < items.length; i++) await s.completeWriterTask({ answer: i });
     await nodeInState(page, "answer", "SUCCEEDED");
@@ -67,6 +68,7 @@ describe("a map node in the admin page", { timeout: 90_000 }, () => {
     await nodeInState(page, "answer", "SUCCEEDED");
     await page.getByRole("link", { name: run.run_id }).waitFor();
     await page.getByText("(node answer, visit 1, attempt 1, item 0)").waitFor();
+    await expectAccessible(page, "an item's run page, linked to its parent");
   });
 
   it("pages through the items 50 at a time", async () => {
@@ -89,6 +91,7 @@ describe("a map node in the admin page", { timeout: 90_000 }, () => {
     await expect.poll(indexes).toEqual(Array.from({ length: 10 }, (_, i) => String(i + 50)));
     await pager.getByText("items 50–59 of 60").waitFor();
     expect(await pager.getByRole("button", { name: "Next" }).isDisabled()).toBe(true);
+    await expectAccessible(page, "a map's second page of items");
 
     await pager.getByRole("button", { name: "Previous" }).click();
     await expect.poll(indexes).toEqual(Array.from({ length: 50 }, (_, i) => String(i)));
