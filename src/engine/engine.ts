@@ -411,9 +411,9 @@ export class Engine {
     return this.external.fail(executionId, request);
   }
 
-  /** What waits for people, oldest first. */
-  async listReviews(_filter: { status?: "pending" } = {}): Promise<PendingReview[]> {
-    return pendingReviews(this.store);
+  /** What waits for people, oldest first; only in the runs `runIds` names, when given (a page of runs). */
+  async listReviews(filter: { status?: "pending"; runIds?: readonly string[] } = {}): Promise<PendingReview[]> {
+    return pendingReviews(this.store, filter.runIds);
   }
 
   /**

@@ -55,9 +55,9 @@ export async function reviewInput(
 }
 
 /** What waits for people, oldest first. */
-export async function pendingReviews(store: Store): Promise<PendingReview[]> {
+export async function pendingReviews(store: Store, runIds?: readonly string[]): Promise<PendingReview[]> {
   const out: PendingReview[] = [];
-  for (const v of await store.listReviews()) {
+  for (const v of await store.listReviews(runIds)) {
     const payload = (v.payload ?? {}) as Record<string, Json>;
     out.push({
       run_id: v.run_id,

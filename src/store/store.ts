@@ -181,8 +181,8 @@ export interface Store {
   listEvents(runId: string, options?: { afterSeq?: number; limit?: number }): Promise<RunEvent[]>;
   /** Runs with a WAITING `wait_event` visit on (event name, key), at most `limit` (DESIGN §11.3). */
   runsWaitingOnKey(name: string, key: string, limit: number): Promise<string[]>;
-  /** Visits waiting for a person (IN_REVIEW), oldest first. */
-  listReviews(): Promise<(Visit & { trace_id: string; workflow_id: string })[]>;
+  /** Visits waiting for a person (IN_REVIEW), oldest first; only those of `runIds` when given. */
+  listReviews(runIds?: readonly string[]): Promise<(Visit & { trace_id: string; workflow_id: string })[]>;
   /**
    * What the metrics gauges show (DESIGN §9), read outside a transaction: two statements, each
    * answered by an index (ready visits, reviews, waits, the engine's row). Idempotent; throws

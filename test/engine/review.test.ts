@@ -73,6 +73,18 @@ describe("human_review", () => {
     expect(await engine.listReviews()).toEqual([]);
   });
 
+  it("lists the reviews of the runs asked for only, when runIds is given", async () => {
+    const { engine, run } = await reviewing();
+    const asked = nextEvent(engine, requested);
+    const other = await engine.startRun("approve");
+    await asked;
+    const runsOf = async (runIds?: string[]) => (await engine.listReviews({ runIds })).map((r) => r.run_id);
+    expect(await runsOf()).toEqual([run.run_id, other.run_id]);
+    expect(await runsOf([other.run_id])).toEqual([other.run_id]);
+    expect(await runsOf([run.run_id, "no-such-run", other.run_id])).toEqual([run.run_id, other.run_id]);
+    expect(await runsOf([])).toEqual([]);
+  });
+
   it("routes a rejection through next_on_failure", async () => {
     const { engine, run } = await reviewing({ next_on_failure: "fix" });
     await engine.review(run.run_id, "check", { decision: "reject", by: "editor", comment: "too long" });

@@ -35,6 +35,18 @@ describe("reviews", () => {
     expect(bad.json().error.details.problems[0].path).toBe("query.status");
   });
 
+  it("lists the reviews of the runs named by run_ids only, at most 100 of them", async () => {
+    const { app, run } = await waitingForReview();
+    const list = async (runIds: string) =>
+      (await app.inject({ url: `/v1/reviews?run_ids=${runIds}`, headers: bearer(TOKENS.alice) })).json();
+    expect((await list(`other,${run.run_id}`)).reviews.map((r: { run_id: string }) => r.run_id)).toEqual([run.run_id]);
+    expect((await list("other")).reviews).toEqual([]);
+    const tooMany = await list(Array.from({ length: 101 }, (_, i) => `run-${i}`).join(","));
+    expect(tooMany.error.details.problems[0]).toMatchObject({ path: "query.run_ids" });
+    expect(tooMany.error.details.problems[0].message).toMatch(/100/);
+    expect((await list("a,,b")).error.details.problems[0].path).toMatch(/^query\.run_ids/);
+  });
+
   it("a reviewer's approval is recorded under the token's name, and the run goes on", async () => {
     const { engine, run, decide } = await waitingForReview();
     const res = await decide(TOKENS.alice, { decision: "approve", comment: "ship it", output: { edited: true } });

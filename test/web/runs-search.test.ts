@@ -40,6 +40,9 @@ describe("runs list search and bulk actions", { timeout: 90_000 }, () => {
       await page.getByRole("columnheader", { name }).waitFor();
     }
     await page.locator(`tr[data-run-id="${reviewed.run_id}"] td.reviews-cell`, { hasText: /^1$/ }).waitFor();
+    // The column asks for the shown runs' reviews only, not the whole inbox.
+    const asked = s.requests.filter((url) => url.includes("/v1/reviews?run_ids="));
+    expect(asked.some((url) => decodeURIComponent(url).includes(reviewed.run_id))).toBe(true);
 
     // Text in the input, case-insensitively; kept in the URL across a reload.
     const search = page.getByRole("search", { name: "search runs" });

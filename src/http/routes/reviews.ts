@@ -11,7 +11,22 @@ import { errorResponses, PendingReviewSchema, VisitSchema } from "../schemas.js"
 import { checkRunScope, inScope } from "../scope.js";
 import type { RouteContext } from "../server.js";
 
-const ListQuery = z.object({ status: z.literal("pending").default("pending") }).strict();
+/** The most run ids one `run_ids` may name: a page of the runs list is 50. */
+const MAX_RUN_IDS = 100;
+
+const ListQuery = z
+  .object({
+    status: z.literal("pending").default("pending"),
+    run_ids: z
+      .string()
+      .min(1)
+      .max(MAX_RUN_IDS * 201)
+      .transform((text) => text.split(","))
+      .pipe(z.array(z.string().min(1).max(200)).max(MAX_RUN_IDS))
+      .optional()
+      .describe(`only the reviews of these runs: their ids, comma-separated, at most ${MAX_RUN_IDS}`),
+  })
+  .strict();
 
 const NodeParams = z.object({ run_id: z.string().min(1).max(200), node_id: z.string().min(1).max(200) }).strict();
 
@@ -51,7 +66,7 @@ export function registerReviewRoutes(app: FastifyInstance, { engine }: RouteCont
       },
     },
     async (request) => ({
-      reviews: (await engine.listReviews({ status: request.query.status })).filter((r) =>
+      reviews: (await engine.listReviews({ status: request.query.status, runIds: request.query.run_ids })).filter((r) =>
         inScope(request.principal, r.workflow_id),
       ),
     }),

@@ -453,13 +453,15 @@ export class PostgresStore implements Store {
     return rows.map((r) => r.run_id);
   }
 
-  async listReviews(): Promise<(Visit & { trace_id: string; workflow_id: string })[]> {
+  async listReviews(runIds?: readonly string[]): Promise<(Visit & { trace_id: string; workflow_id: string })[]> {
     const rows = await this.read<DbVisit & { run_trace_id: string; run_workflow_id: string }>({
       name: "skein_reviews",
-      // NULLS FIRST: SQLite's order.
+      // NULLS FIRST: SQLite's order. A null array is every run's reviews.
       text: `SELECT ${selectList(VISIT_COLUMNS, "v")}, r.trace_id AS run_trace_id, r.workflow_id AS run_workflow_id
                FROM visits v JOIN runs r ON r.run_id = v.run_id
-              WHERE v.state = 'IN_REVIEW' ORDER BY v.started_at NULLS FIRST, v.run_id`,
+              WHERE v.state = 'IN_REVIEW' AND ($1::text[] IS NULL OR v.run_id = ANY ($1::text[]))
+              ORDER BY v.started_at NULLS FIRST, v.run_id`,
+      values: [runIds ?? null],
     });
     return rows.map(({ run_trace_id, run_workflow_id, ...row }) => ({
       ...visitFromDb(row),

@@ -18,6 +18,19 @@ const PAGE = 50;
 const Q_MIN = 3;
 const Q_MAX = 200;
 
+/** The most run ids one GET /v1/reviews?run_ids= takes (the server's bound). */
+const RUN_IDS_PER_REQUEST = 100;
+
+/** The pending reviews of these runs, asked 100 runs at a time. */
+async function reviewsOf(runIds: readonly string[]): Promise<PendingReview[]> {
+  const requests = [];
+  for (let i = 0; i < runIds.length; i += RUN_IDS_PER_REQUEST) {
+    const ids = runIds.slice(i, i + RUN_IDS_PER_REQUEST).join(",");
+    requests.push(api<{ reviews: PendingReview[] }>("GET", `/v1/reviews${query({ run_ids: ids })}`));
+  }
+  return (await Promise.all(requests)).flatMap((answer) => answer.reviews);
+}
+
 /** A datetime-local value as ms since the epoch (local time); undefined when empty or not a time. */
 function epochOf(value: string | undefined): number | undefined {
   if (!value) return undefined;
@@ -43,7 +56,9 @@ export function RunsPage(props: { filter: RunsFilter }) {
     JSON.stringify(params),
   );
   const workflows = useLoad(() => api<{ workflows: WorkflowSummary[] }>("GET", "/v1/workflows"), "workflows");
-  const reviews = useLoad(() => api<{ reviews: PendingReview[] }>("GET", "/v1/reviews"), "reviews");
+  // The waiting reviews of the runs shown only: the inbox may hold thousands.
+  const shownIds = (runs.data?.runs ?? []).map((r) => r.run_id);
+  const reviews = useLoad(() => reviewsOf(shownIds), `reviews ${shownIds.join(",")}`);
   const now = useNow();
   // Any event may start, end or change a run: reload the list (reloads fold together while one runs).
   useLiveEvents((event) => {
@@ -51,7 +66,7 @@ export function RunsPage(props: { filter: RunsFilter }) {
     if (event === null || event.type.startsWith("review.")) reviews.reload();
   });
   const waiting = new Map<string, number>();
-  for (const r of reviews.data?.reviews ?? []) waiting.set(r.run_id, (waiting.get(r.run_id) ?? 0) + 1);
+  for (const r of reviews.data ?? []) waiting.set(r.run_id, (waiting.get(r.run_id) ?? 0) + 1);
 
   const [selected, setSelected] = useState<ReadonlySet<string>>(new Set());
   const [bulk, setBulk] = useState<BulkAction | null>(null);
