@@ -135,6 +135,33 @@ describe("buildTimeline", () => {
     ]);
   });
 
+  it("places a visit with no bar at its first event (a skipped branch), and one with no event yet last", () => {
+    const t = buildTimeline({
+      events: [
+        ev("node.started", "review", 1, 0, { attempt: 1, holder: "e" }),
+        ev("node.succeeded", "review", 1, 10, { attempt: 1, fired: ["rework"] }),
+        ev("node.skipped", "publish", 1, 11, { reason: "branch_not_taken" }),
+        ev("node.started", "rework", 1, 12, { attempt: 1, holder: "e" }),
+        ev("node.succeeded", "rework", 1, 20, { attempt: 1 }),
+      ],
+      visits: [
+        visit("review"),
+        visit("publish", { state: "SKIPPED", reason: "branch_not_taken" }),
+        visit("rework"),
+        visit("summary", { state: "PENDING", started_at: null, ended_at: null }),
+      ],
+      runStart: T0,
+      runEnd: null,
+      now: T0 + 30,
+    });
+    expect(t.rows.map((r) => [r.label, r.state, r.bars.length])).toEqual([
+      ["review", "SUCCEEDED", 1],
+      ["publish", "SKIPPED", 0],
+      ["rework", "SUCCEEDED", 1],
+      ["summary", "PENDING", 0],
+    ]);
+  });
+
   it("ends an attempt the engine interrupted (a lost lease), and one that never reported when the next starts", () => {
     const t = buildTimeline({
       events: [

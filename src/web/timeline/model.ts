@@ -88,9 +88,12 @@ export function buildTimeline(input: {
     return row;
   };
 
+  // When each row's visit first did anything (became ready, was skipped): its place when it has no bar.
+  const firstSeen = new Map<Row, number>();
   for (const e of input.events) {
     if (e.node_id === null || e.visit === null) continue;
     const row = rowOf(e.node_id, e.visit);
+    if (!firstSeen.has(row)) firstSeen.set(row, e.at);
     const open = row.bars.find((b) => b.end === null);
     const attempt = numberOr(e.data.attempt, (row.bars[row.bars.length - 1]?.attempt ?? 0) + 1);
     const begin = (bar: Omit<Bar, "start" | "end" | "outcome" | "attempt">) => {
@@ -125,7 +128,10 @@ export function buildTimeline(input: {
     row.items = v.items ?? null;
   }
 
-  const ordered = [...rows.values()].sort((a, b) => firstAt(a) - firstAt(b));
+  // Rows in the order their visits first did something: their first bar, else their first event
+  // (a skipped branch at its skip); those that did nothing yet, last.
+  const at = (row: Row) => row.bars[0]?.start ?? firstSeen.get(row) ?? Number.POSITIVE_INFINITY;
+  const ordered = [...rows.values()].sort((a, b) => at(a) - at(b));
   const last = Math.max(input.runEnd ?? input.now, ...ordered.flatMap((r) => r.bars.map((b) => b.end ?? input.now)));
   const axis = niceAxis(input.runStart, last);
   return { rows: ordered, ...axis };
@@ -134,11 +140,6 @@ export function buildTimeline(input: {
 function close(bar: Bar, at: number, outcome: BarOutcome): void {
   bar.end = Math.max(at, bar.start);
   bar.outcome = outcome;
-}
-
-/** Rows in the order their visits first did something; those that never did, last. */
-function firstAt(row: Row): number {
-  return row.bars[0]?.start ?? Number.POSITIVE_INFINITY;
 }
 
 function numberOr(value: unknown, fallback: number): number {
