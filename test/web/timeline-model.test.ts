@@ -135,7 +135,7 @@ describe("buildTimeline", () => {
     ]);
   });
 
-  it("places a visit with no bar at its first event (a skipped branch), and one with no event yet last", () => {
+  it("places a visit with no bar at its first event (a skipped branch, so marked), and one with no event yet last", () => {
     const t = buildTimeline({
       events: [
         ev("node.started", "review", 1, 0, { attempt: 1, holder: "e" }),
@@ -145,8 +145,8 @@ describe("buildTimeline", () => {
         ev("node.succeeded", "rework", 1, 20, { attempt: 1 }),
       ],
       visits: [
+        // publish's skipped visit is an earlier one: not among the current visits.
         visit("review"),
-        visit("publish", { state: "SKIPPED", reason: "branch_not_taken" }),
         visit("rework"),
         visit("summary", { state: "PENDING", started_at: null, ended_at: null }),
       ],

@@ -32,7 +32,7 @@ export interface Row {
   /** "node", or "node #2" from its second visit on. */
   label: string;
   agentType: string | null;
-  /** The visit's state when it is the current one (data.nodes), else null. */
+  /** The visit's state when it is the current one (data.nodes); SKIPPED for an earlier one its event skipped; else null. */
   state: string | null;
   bars: Bar[];
   /** A map visit's item counts (current visits only). */
@@ -94,6 +94,8 @@ export function buildTimeline(input: {
     if (e.node_id === null || e.visit === null) continue;
     const row = rowOf(e.node_id, e.visit);
     if (!firstSeen.has(row)) firstSeen.set(row, e.at);
+    // An earlier visit is not among the current ones: its skip is known from its event only.
+    if (e.type === "node.skipped") row.state = "SKIPPED";
     const open = row.bars.find((b) => b.end === null);
     const attempt = numberOr(e.data.attempt, (row.bars[row.bars.length - 1]?.attempt ?? 0) + 1);
     const begin = (bar: Omit<Bar, "start" | "end" | "outcome" | "attempt">) => {
