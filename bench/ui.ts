@@ -8,97 +8,52 @@
  * and the time is the page's own clock (performance.now(), from the start of navigation) when
  * the runs list shows its 50 rows: the HTML, script and style fetched and run, the API read, the
  * table drawn. One warm-up, then 10 samples; the median (p50) and the worst.
+ * `ui_graph1000_ms` and `ui_run1000_ms` are cold loads the same way, 5 samples: a 1,000-node
+ * workflow's graph, and the page of a loop's run of 1,000 visits, each timed at its first frame.
  */
 import type { Browser, Page } from "playwright-core";
 import { CHROMIUM, launchChromium } from "../scripts/chromium.js";
 import { createServer } from "../src/http/server.js";
-import { createEngine, type Engine } from "../src/index.js";
+import { type AgentHandler, createEngine, type Engine } from "../src/index.js";
 import { type Measured, percentile, progress, tempDb } from "./lib.js";
-import { DAG8, DAG8_AGENTS, graphWorkflow } from "./workloads.js";
+import { DAG8, DAG8_AGENTS, graphWorkflow, LONG_LOOP, LONG_LOOP_AGENTS, LONG_LOOP_VISITS } from "./workloads.js";
 
 const RUNS = 50;
 const SAMPLES = 10;
 
 export async function benchUiLoad(): Promise<Measured> {
-  const db = tempDb("ui");
-  const engine = await createEngine({ database: db.url, agents: DAG8_AGENTS });
-  try {
+  return served("ui", DAG8_AGENTS, async (engine, url, browser) => {
     await engine.registerWorkflow(DAG8);
     const runs = await Promise.all(Array.from({ length: RUNS }, () => engine.startRun(DAG8.id)));
     await Promise.all(runs.map((r) => engine.waitForRun(r.run_id)));
-    return await served(engine, async (url, browser) => {
-      const samples = await coldLoads(browser, SAMPLES, async (page) => {
-        await page.goto(`${url}/#/runs`);
-        await page
-          .locator("table.runs tbody tr")
-          .nth(RUNS - 1)
-          .waitFor({ timeout: 10_000 });
-        return page.evaluate(() => performance.now());
-      });
-      progress(`ui: the runs list shown ${SAMPLES} times from a cold load`);
-      return {
-        metrics: { ui_load_ms: percentile(samples, 50) },
-        meta: { ui_load: { runs_listed: RUNS, samples: SAMPLES, worst_ms: Math.max(...samples), browser: CHROMIUM } },
-      };
+    const samples = await coldLoads(browser, SAMPLES, async (page) => {
+      await page.goto(`${url}/#/runs`);
+      await page
+        .locator("table.runs tbody tr")
+        .nth(RUNS - 1)
+        .waitFor({ timeout: 10_000 });
+      return page.evaluate(() => performance.now());
     });
-  } finally {
-    await engine.close();
-    db.cleanup();
-  }
+    progress(`ui: the runs list shown ${SAMPLES} times from a cold load`);
+    return coldLoadFigures("ui_load", samples, { runs_listed: RUNS });
+  });
 }
 
 const GRAPH_NODES = 1000;
 const GRAPH_SAMPLES = 5;
 
 export async function benchUiGraph(): Promise<Measured> {
-  const db = tempDb("ui-graph");
-  const engine = await createEngine({ database: db.url });
-  try {
+  return served("ui-graph", {}, async (engine, url, browser) => {
     const workflow = graphWorkflow("bench-graph1000", GRAPH_NODES);
     await engine.registerWorkflow(workflow);
-    return await served(engine, async (url, browser) => {
-      const samples = await coldLoads(browser, GRAPH_SAMPLES, async (page) => {
-        await page.goto(`${url}/#/workflows/${workflow.id}`, { waitUntil: "commit" });
-        return firstFrameWith(page, "svg.graph g.node", GRAPH_NODES);
-      });
-      progress(`ui: the ${GRAPH_NODES}-node graph drawn ${GRAPH_SAMPLES} times from a cold load`);
-      return {
-        metrics: { ui_graph1000_ms: percentile(samples, 50) },
-        meta: {
-          ui_graph1000: {
-            nodes: GRAPH_NODES,
-            samples: GRAPH_SAMPLES,
-            worst_ms: Math.max(...samples),
-            browser: CHROMIUM,
-          },
-        },
-      };
+    const samples = await coldLoads(browser, GRAPH_SAMPLES, async (page) => {
+      await page.goto(`${url}/#/workflows/${workflow.id}`, { waitUntil: "commit" });
+      return firstFrameWith(page, "svg.graph g.node", GRAPH_NODES);
     });
-  } finally {
-    await engine.close();
-    db.cleanup();
-  }
+    progress(`ui: the ${GRAPH_NODES}-node graph drawn ${GRAPH_SAMPLES} times from a cold load`);
+    return coldLoadFigures("ui_graph1000", samples, { nodes: GRAPH_NODES });
+  });
 }
-
-/** Visits of each of the loop's two nodes: 1,000 in all, about 4,000 events. */
-const LOOP_VISITS = 500;
-
-/** A draft critiqued and revised until the critic passes it, which it never does: the loop runs out of visits. */
-const LONG_LOOP = {
-  id: "bench-long-loop",
-  nodes: [
-    { node_id: "draft", agent_type: "writer" },
-    {
-      node_id: "critique",
-      agent_type: "critic",
-      depends_on: ["draft"],
-      max_visits: LOOP_VISITS,
-      next_on_success: [{ when: "output.score >= 0.8", to: "publish" }, { to: "revise" }],
-    },
-    { node_id: "revise", agent_type: "writer", max_visits: LOOP_VISITS, next_on_success: "critique" },
-    { node_id: "publish", agent_type: "writer" },
-  ],
-};
 
 /**
  * ui_run1000_ms: a cold load of the run page of a loop that made 1,000 visits (an agent that
@@ -106,38 +61,25 @@ const LONG_LOOP = {
  * events and the workflow fetched, the graph, the timeline and the history drawn.
  */
 export async function benchUiLongRun(): Promise<Measured> {
-  const db = tempDb("ui-long-run");
-  const engine = await createEngine({
-    database: db.url,
-    agents: { writer: async () => ({ text: "a draft" }), critic: async () => ({ score: 0.1 }) },
-  });
-  try {
+  return served("ui-long-run", LONG_LOOP_AGENTS, async (engine, url, browser) => {
     await engine.registerWorkflow(LONG_LOOP);
     const run = await engine.waitForRun((await engine.startRun(LONG_LOOP.id)).run_id);
     const events = (await engine.listEvents(run.run_id, { limit: 100_000 })).length;
-    return await served(engine, async (url, browser) => {
-      const samples = await coldLoads(browser, GRAPH_SAMPLES, async (page) => {
-        await page.goto(`${url}/#/runs/${run.run_id}`, { waitUntil: "commit" });
-        return firstFrameWith(page, "svg.timeline g.timeline-row", 2 * LOOP_VISITS);
-      });
-      progress(`ui: the page of a run of ${2 * LOOP_VISITS} visits drawn ${GRAPH_SAMPLES} times from a cold load`);
-      return {
-        metrics: { ui_run1000_ms: percentile(samples, 50) },
-        meta: {
-          ui_run1000: {
-            visits: 2 * LOOP_VISITS,
-            events,
-            samples: GRAPH_SAMPLES,
-            worst_ms: Math.max(...samples),
-            browser: CHROMIUM,
-          },
-        },
-      };
+    const samples = await coldLoads(browser, GRAPH_SAMPLES, async (page) => {
+      await page.goto(`${url}/#/runs/${run.run_id}`, { waitUntil: "commit" });
+      return firstFrameWith(page, "svg.timeline g.timeline-row", LONG_LOOP_VISITS);
     });
-  } finally {
-    await engine.close();
-    db.cleanup();
-  }
+    progress(`ui: the page of a run of ${LONG_LOOP_VISITS} visits drawn ${GRAPH_SAMPLES} times from a cold load`);
+    return coldLoadFigures("ui_run1000", samples, { visits: LONG_LOOP_VISITS, events });
+  });
+}
+
+/** `<name>_ms`, the median of the cold loads, with `facts` about them and the worst in meta.<name>. */
+function coldLoadFigures(name: string, samples: number[], facts: Record<string, number>): Measured {
+  return {
+    metrics: { [`${name}_ms`]: percentile(samples, 50) },
+    meta: { [name]: { ...facts, samples: samples.length, worst_ms: Math.max(...samples), browser: CHROMIUM } },
+  };
 }
 
 /**
@@ -158,19 +100,33 @@ async function firstFrameWith(page: Page, selector: string, count: number): Prom
   return Number(shownMs);
 }
 
-/** `measure` with the engine served over HTTP on a free port and Debian's chromium open; both closed after. */
-async function served<T>(engine: Engine, measure: (url: string, browser: Browser) => Promise<T>): Promise<T> {
-  const app = await createServer({ engine });
+/**
+ * `measure` with an engine on a fresh SQLite file (`agents` in it) served over HTTP on a free
+ * port, and Debian's chromium open; all of them closed after.
+ */
+async function served<T>(
+  name: string,
+  agents: Record<string, AgentHandler>,
+  measure: (engine: Engine, url: string, browser: Browser) => Promise<T>,
+): Promise<T> {
+  const db = tempDb(name);
+  const engine = await createEngine({ database: db.url, agents });
   try {
-    const url = await app.listen({ host: "127.0.0.1", port: 0 });
-    const browser = await launchChromium();
+    const app = await createServer({ engine });
     try {
-      return await measure(url, browser);
+      const url = await app.listen({ host: "127.0.0.1", port: 0 });
+      const browser = await launchChromium();
+      try {
+        return await measure(engine, url, browser);
+      } finally {
+        await browser.close();
+      }
     } finally {
-      await browser.close();
+      await app.close();
     }
   } finally {
-    await app.close();
+    await engine.close();
+    db.cleanup();
   }
 }
 

@@ -80,6 +80,36 @@ export const WAITING = {
   ],
 };
 
+/** Visits of each of LONG_LOOP's two looping nodes. */
+const LOOP_VISITS = 500;
+/** The visits LONG_LOOP's run makes before its loop runs out: 1,000, with about 4,000 events. */
+export const LONG_LOOP_VISITS = 2 * LOOP_VISITS;
+
+/**
+ * A draft critiqued and revised until the critic passes it, which it never does: the loop runs
+ * out of visits (the ui bench's page of a long run).
+ */
+export const LONG_LOOP = {
+  id: "bench-long-loop",
+  nodes: [
+    { node_id: "draft", agent_type: "writer" },
+    {
+      node_id: "critique",
+      agent_type: "critic",
+      depends_on: ["draft"],
+      max_visits: LOOP_VISITS,
+      next_on_success: [{ when: "output.score >= 0.8", to: "publish" }, { to: "revise" }],
+    },
+    { node_id: "revise", agent_type: "writer", max_visits: LOOP_VISITS, next_on_success: "critique" },
+    { node_id: "publish", agent_type: "writer" },
+  ],
+};
+
+export const LONG_LOOP_AGENTS: Record<string, AgentHandler> = {
+  writer: () => ({ text: "a draft" }),
+  critic: () => ({ score: 0.1 }),
+};
+
 /** Two steps; the recovery bench kills the engine while `first` is in flight. */
 export const RECOVERY = {
   id: "bench-recovery",

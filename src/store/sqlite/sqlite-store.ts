@@ -82,9 +82,11 @@ const INDEX_TEXT_EVERY_MS = 100;
 const INDEX_TEXT_BATCH = 2000;
 /** The most runs `current` holds before it starts over (the dispatcher keeps 2,000). */
 const MAX_CURRENT_RUNS = 10_000;
-/** Visits waiting for a person, with their run's trace and workflow (listReviews adds its filter and order). */
+/** Visits waiting for a person, oldest first, with their run's trace and workflow; of the runs in a JSON list, unless it is null. */
 const REVIEWS = `SELECT v.*, r.trace_id AS run_trace_id, r.workflow_id AS run_workflow_id
-  FROM visits v JOIN runs r ON r.run_id = v.run_id WHERE v.state = 'IN_REVIEW'`;
+  FROM visits v JOIN runs r ON r.run_id = v.run_id
+ WHERE v.state = 'IN_REVIEW' AND (@ids IS NULL OR v.run_id IN (SELECT value FROM json_each(@ids)))
+ ORDER BY v.started_at, v.run_id`;
 
 function eventParams(e: NewEvent): unknown[] {
   return [e.run_id, e.type, e.node_id, e.visit, e.trace_id, e.at, JSON.stringify(e.data)];
@@ -430,13 +432,11 @@ export class SqliteStore implements Store {
   }
 
   async listReviews(runIds?: readonly string[]): Promise<(Visit & { trace_id: string; workflow_id: string })[]> {
-    const rows = (
-      runIds === undefined
-        ? this.read(`${REVIEWS} ORDER BY v.started_at, v.run_id`).all()
-        : this.read(`${REVIEWS} AND v.run_id IN (SELECT value FROM json_each(?)) ORDER BY v.started_at, v.run_id`).all(
-            JSON.stringify(runIds),
-          )
-    ) as (DbVisit & { run_trace_id: string; run_workflow_id: string })[];
+    // A null list is every run's reviews (as on PostgreSQL).
+    const rows = this.read(REVIEWS).all({ ids: runIds === undefined ? null : JSON.stringify(runIds) }) as (DbVisit & {
+      run_trace_id: string;
+      run_workflow_id: string;
+    })[];
     return rows.map(({ run_trace_id, run_workflow_id, ...row }) => ({
       ...visitFromDb(row),
       trace_id: run_trace_id,

@@ -118,6 +118,8 @@ export function NodeDetails(props: {
  * tree and a time redrawn each second (2,000 rows took seconds to draw and to select a node).
  */
 const EVENTS_SHOWN = 100;
+/** How many more "Show earlier" adds. */
+const EARLIER_STEP = 1000;
 
 /** Events oldest first: when, what, which visit, and their data (a tree, nested objects folded); the latest 100, more on demand. */
 export function EventTable(props: { events: RunEvent[] }) {
@@ -131,8 +133,8 @@ export function EventTable(props: { events: RunEvent[] }) {
       {earlier > 0 && (
         <p class="events-earlier muted">
           The latest {shown.length} of {total} events.{" "}
-          <button type="button" onClick={() => setLimit(limit + EVENTS_SHOWN * 10)}>
-            Show {Math.min(earlier, EVENTS_SHOWN * 10)} earlier
+          <button type="button" onClick={() => setLimit(limit + EARLIER_STEP)}>
+            Show {Math.min(earlier, EARLIER_STEP)} earlier
           </button>
         </p>
       )}
