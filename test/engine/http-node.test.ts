@@ -216,7 +216,8 @@ describe("the http node", () => {
       nodes: [{ node_id: "call", agent_type: "http", retry_count: 2, payload: { url: s.url } }],
     });
     const run = await engine.waitForRun((await engine.startRun("big")).run_id);
-    expect(run.nodes[0]).toMatchObject({ state: "FAILED", reason: "non_retryable", attempt: 1 });
+    // The visit's reason is the error's (DESIGN §12), not the generic non_retryable.
+    expect(run.nodes[0]).toMatchObject({ state: "FAILED", reason: "invalid_output", attempt: 1 });
     expect(run.nodes[0]?.error).toMatchObject({ reason: "invalid_output" });
     expect(run.nodes[0]?.error?.message).toMatch(/over the limit of 10000 bytes \(maxPayloadBytes\)/);
   });
