@@ -10,7 +10,10 @@
  *   would turn into null): refused;
  * - escaped lone surrogates (`"\ud800"`): not text, and no UTF-8 store can keep them;
  * - a `__proto__` key, or a `prototype` key inside a `constructor` object: the prototype
- *   poisoning that fastify's secure-json-parse refuses, kept here since this parser replaces it.
+ *   poisoning that fastify's secure-json-parse refuses, kept here since this parser replaces it;
+ * - with `maxDepth`, objects and arrays nested deeper than that: JSON.parse builds them without
+ *   recursion, but what reads them next (validation, JSON.stringify) recurses and would overflow
+ *   the stack.
  *
  * The full scan costs a pass over the text, so it runs only when a cheap regex test of the
  * text finds something that may need it (a run of 16 digits, a three-digit exponent, a
@@ -41,7 +44,12 @@ export interface JsonTextOptions {
   what: string;
   /** Prefix of every problem's path, e.g. "body"; empty for the document itself. */
   base?: string;
+  /** The most levels of objects and arrays (the document itself is level 1); unlimited when absent. */
+  maxDepth?: number;
 }
+
+/** The nesting the HTTP API allows in a request body (MAX_JSON_DEPTH in http/server.ts), and the CLI in its files and flags. */
+export const MAX_JSON_DEPTH = 64;
 
 /**
  * Parses JSON text strictly (see the module doc).
@@ -72,6 +80,17 @@ export function parseJsonText(text: string | Buffer, options: JsonTextOptions): 
       { path: base, message: syntaxMessage(text, e as Error) },
     ]);
   }
+  if (options.maxDepth !== undefined) {
+    const path = pathDeeperThan(value, options.maxDepth, base);
+    if (path !== null) {
+      throw new ValidationError(`${options.what} nests deeper than ${options.maxDepth} levels`, [
+        {
+          path,
+          message: `this value is level ${options.maxDepth + 1} of nested objects and arrays, past the limit of ${options.maxDepth}; flatten the data, or send a part that deep as a JSON string`,
+        },
+      ]);
+    }
+  }
   if (
     SUSPECT_NUMBER.test(text) ||
     SUSPECT_SURROGATE.test(text) ||
@@ -83,6 +102,30 @@ export function parseJsonText(text: string | Buffer, options: JsonTextOptions): 
       throw new ValidationError(`${options.what} has values that cannot be kept as sent`, problems);
   }
   return value;
+}
+
+/** The path of the first object or array nested deeper than `max` levels, or null (iterative: no stack to overflow). */
+function pathDeeperThan(value: unknown, max: number, base: string): string | null {
+  type Item = { v: unknown; depth: number; parent: Item | null; key: string | number };
+  const stack: Item[] = [{ v: value, depth: 1, parent: null, key: "" }];
+  for (let item = stack.pop(); item !== undefined; item = stack.pop()) {
+    const v = item.v;
+    if (v === null || typeof v !== "object") continue;
+    if (item.depth > max) {
+      // The path is built only for the one value reported, from its chain of parents.
+      const keys: (string | number)[] = [];
+      for (let at: Item | null = item; at?.parent; at = at.parent) keys.push(at.key);
+      return keys.reverse().reduce<string>((path, key) => joinPath(path, key), base);
+    }
+    const entries: [string | number, unknown][] = Array.isArray(v) ? v.map((c, i) => [i, c]) : Object.entries(v);
+    // Reversed, so the first child is looked at first and the first deep value is reported.
+    for (let i = entries.length - 1; i >= 0; i--) {
+      const [key, child] = entries[i] as [string | number, unknown];
+      if (child !== null && typeof child === "object")
+        stack.push({ v: child, depth: item.depth + 1, parent: item, key });
+    }
+  }
+  return null;
 }
 
 /** JSON.parse's message with the line and column of the failure (Node 20 gives a position only sometimes). */

@@ -52,3 +52,41 @@ export function json(res: ServerResponse, status: number, value: unknown, header
   res.writeHead(status, { "content-type": "application/json", ...headers });
   res.end(JSON.stringify(value));
 }
+
+/**
+ * Writes `chunks` (a generator: never built in memory) as they are drained by the client, until
+ * they end or the client closes the connection; resolves with the bytes written by then. A client
+ * that stops reading early shows as a count far below the whole (the rest was never produced).
+ */
+export function pour(res: ServerResponse, chunks: Iterable<string>): Promise<number> {
+  return new Promise((resolve) => {
+    let written = 0;
+    let closed = false;
+    const it = chunks[Symbol.iterator]();
+    const next = () => {
+      while (!closed) {
+        const step = it.next();
+        if (step.done) {
+          res.end(() => resolve(written));
+          return;
+        }
+        written += Buffer.byteLength(step.value);
+        if (!res.write(step.value)) {
+          res.once("drain", next);
+          return;
+        }
+      }
+    };
+    res.once("close", () => {
+      closed = true;
+      resolve(written);
+    });
+    next();
+  });
+}
+
+/** `head` once, then `part` for ever (or `times` times). */
+export function* repeated(head: string, part: string, times = Number.POSITIVE_INFINITY): Generator<string> {
+  yield head;
+  for (let i = 0; i < times; i++) yield part;
+}

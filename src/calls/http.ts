@@ -12,11 +12,13 @@
  *   secret is never sent where the payload did not name.
  * - The body is read as a stream up to `maxResponseBytes` (maxPayloadBytes): a larger one fails
  *   the attempt, not retried (`invalid_output`). A JSON content type is parsed strictly
- *   (json-text.ts), anything else is text (UTF-8).
+ *   (json-text.ts), anything else is text (UTF-8); a body that is not UTF-8 (binary, Latin-1) is
+ *   kept as received, in base64 with `body_encoding: "base64"`, never decoded with U+FFFD.
  * - 429, 5xx, network errors and `timeout_ms` fail the attempt as retryable, `Retry-After`
  *   (seconds or an HTTP date) setting the delay; any other status not in `ok_status` is not
  *   retried, its message with the status and the start of the body.
  */
+import { isUtf8 } from "node:buffer";
 import type { AgentHandler, Task } from "../agents/task.js";
 import { type HttpRequestSpec, httpRequestOf, isOkStatus } from "../core/kinds/http.js";
 import type { Json } from "../core/types.js";
@@ -36,8 +38,10 @@ export interface HttpOutput {
   status: number;
   /** Lower-case names; repeated headers joined with ", ". */
   headers: Record<string, string>;
-  /** Parsed JSON for a JSON content type, else text; null when empty. */
+  /** Parsed JSON for a JSON content type, else text; null when empty; base64 when the bytes are not UTF-8. */
   body: Json;
+  /** Present, as "base64", only when `body` holds bytes that are not UTF-8 text, in base64. */
+  body_encoding?: "base64";
 }
 
 /** A response body over the limit: fails the attempt with reason `invalid_output`, not retried. */
@@ -167,21 +171,27 @@ async function judge(
   response.headers.forEach((value, name) => {
     headers[name] = value;
   });
-  return { status, headers, body: parseBody(bytes, response.headers.get("content-type"), where) };
+  return { status, headers, ...parseBody(bytes, response.headers.get("content-type"), where) };
 }
 
-function parseBody(bytes: Buffer, contentType: string | null, where: string): Json {
-  if (bytes.length === 0) return null;
+function parseBody(
+  bytes: Buffer,
+  contentType: string | null,
+  where: string,
+): Pick<HttpOutput, "body" | "body_encoding"> {
+  if (bytes.length === 0) return { body: null };
   if (contentType !== null && /^[^;]*[/+]json\s*(;|$)/i.test(contentType)) {
     try {
-      return parseJsonText(bytes, { what: `the response body of ${where}`, base: "body" }) as Json;
+      return { body: parseJsonText(bytes, { what: `the response body of ${where}`, base: "body" }) as Json };
     } catch (e) {
       throw new NonRetryableError(
         `${where} sent content-type ${contentType} with a body that is not JSON: ${(e as Error).message}`,
       );
     }
   }
-  return new TextDecoder("utf-8").decode(bytes);
+  // Text is kept as received (DESIGN §13): bytes that are not UTF-8 are not decoded with U+FFFD.
+  if (!isUtf8(bytes)) return { body: bytes.toString("base64"), body_encoding: "base64" };
+  return { body: new TextDecoder("utf-8").decode(bytes) };
 }
 
 /** The body, refused past `limit` bytes (the rest is not read). */

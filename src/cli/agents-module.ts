@@ -32,9 +32,27 @@ export async function loadAgents(file: string): Promise<Record<string, AgentHand
     }
   } catch (e) {
     const reason = e instanceof Error ? e.message : String(e);
-    throw new CliError(`agents module ${file} failed to load: ${reason}`);
+    // Top-level await, import.meta: what CommonJS cannot hold (see esModuleOf).
+    const hint = /"cjs" output format/.test(reason)
+      ? `; outside an ESM package a .ts file is compiled as CommonJS: name it .mts, or add "type": "module" to its package.json`
+      : "";
+    throw new CliError(`agents module ${file} failed to load: ${reason}${hint}`);
   }
-  return handlersOf(module, file);
+  return handlersOf(TYPESCRIPT.has(ext) ? esModuleOf(module) : module, file);
+}
+
+/**
+ * A `.ts` file outside an ESM package (no package.json, or one without `"type": "module"`) is
+ * compiled by tsx to CommonJS, so its `export default` arrives as `module.exports.default` with
+ * `__esModule` set, and importing it gives `{ default: { __esModule, default: handlers } }`:
+ * unwrapped here as a bundler would, so the file loads whatever package it sits in.
+ */
+function esModuleOf(module: unknown): unknown {
+  const exports = (module as { default?: unknown }).default;
+  if (exports !== null && typeof exports === "object" && (exports as { __esModule?: unknown }).__esModule === true) {
+    return exports;
+  }
+  return module;
 }
 
 function handlersOf(module: unknown, file: string): Record<string, AgentHandler> {

@@ -1,7 +1,7 @@
 /** Reading JSON from files and flags, with errors that point at the problem (exit 2). */
 import { existsSync, readFileSync } from "node:fs";
 import { ValidationError } from "../errors.js";
-import { parseJsonText } from "../json-text.js";
+import { MAX_JSON_DEPTH, parseJsonText } from "../json-text.js";
 import { CliError } from "./output.js";
 
 /** True when a command argument names a workflow file rather than a workflow or run id. */
@@ -41,12 +41,13 @@ export function parseJsonOption(value: string, flag: string): unknown {
 
 /**
  * Parses JSON text strictly: refused (never silently changed) when it is not UTF-8, has an
- * integer beyond 2^53, or a `__proto__` key; every problem with its path.
+ * integer beyond 2^53, a `__proto__` key, or nests deeper than the HTTP API allows (64 levels:
+ * deeper would overflow the stack of what reads it next); every problem with its path.
  * @throws CliError (exit 2) naming the text and each problem
  */
 export function parseJson(text: string | Buffer, what: string): unknown {
   try {
-    return parseJsonText(text, { what });
+    return parseJsonText(text, { what, maxDepth: MAX_JSON_DEPTH });
   } catch (e) {
     if (!(e instanceof ValidationError)) throw e;
     // "--input is not valid JSON", then each problem (one at the document itself reads as one sentence).

@@ -239,7 +239,8 @@ export function succeed(rs: RunState, v: Visit, output: Json, decision: Decision
 
 /**
  * Records a failed attempt: a retry when the budget allows and the error is retryable, else the
- * visit fails for good (`retries_exhausted` or `non_retryable`).
+ * visit fails for good (`retries_exhausted`, `non_retryable`, or `invalid_output` for an output
+ * or a response over its size bound or not JSON: DESIGN §12).
  */
 export function failAttempt(
   rs: RunState,
@@ -265,7 +266,12 @@ export function failAttempt(
     event(rs, "node.retrying", v, now, { attempt: v.attempt, error: errorJson(error), retry_at: v.ready_at });
     return;
   }
-  failVisit(rs, v, retryable ? "retries_exhausted" : "non_retryable", error, now);
+  const reason = retryable
+    ? "retries_exhausted"
+    : error.reason === "invalid_output"
+      ? "invalid_output"
+      : "non_retryable";
+  failVisit(rs, v, reason, error, now);
 }
 
 /**

@@ -9,6 +9,7 @@ import type { LlmOptions } from "../../src/calls/llm/providers.js";
 import type { Json, Usage } from "../../src/core/types.js";
 import { NonRetryableError, RetryableError, ValidationError } from "../../src/errors.js";
 import { type OpenAIServer, startOpenAIServer } from "../fixtures/openai-server.js";
+import { pour, repeated, startServer, type TestServer } from "../local-server.js";
 
 let server: OpenAIServer;
 beforeEach(async () => {
@@ -287,5 +288,114 @@ describe("llm handler", () => {
         now: Date.now,
       } as never),
     ).toThrow(ValidationError);
+  });
+});
+
+/**
+ * Answers that never end or are far over the bounds, from a real server that produces them as
+ * they are read (a generator): the attempt fails once past the bound, and the server's count of
+ * bytes written when the client closed shows the rest was never read.
+ */
+describe("llm handler: bounded reads", () => {
+  const MAX = 1000; // maxOutputBytes: the stream bound is 256 × 1000 + 64 KiB, one event 2 × 1000 + 64 KiB
+  /** Far below the endless answers, far above the bound plus what sockets buffer on loopback. */
+  const READ_AT_MOST = 64 * 1024 * 1024;
+  const servers: TestServer[] = [];
+  afterEach(async () => {
+    for (const s of servers.splice(0)) await s.close();
+  });
+
+  /** A provider whose every answer is `answer`; resolves `written` with the bytes it wrote when the client left. */
+  async function provider(status: number, type: string, chunks: () => Iterable<string>) {
+    let written!: (n: number) => void;
+    const done = new Promise<number>((resolve) => {
+      written = resolve;
+    });
+    const s = await startServer((_req, res) => {
+      res.writeHead(status, { "content-type": type });
+      void pour(res, chunks()).then(written);
+    });
+    servers.push(s);
+    const h = llmHandler({
+      llm: { providers: { default: { base_url: `${s.url}/v1` } } },
+      maxOutputBytes: MAX,
+      now: Date.now,
+    });
+    const error = await (h(taskOf({ model: "m", prompt: "p" }).task) as Promise<unknown>).catch((e: unknown) => e);
+    return { error: error as Error, written: await done, server: s };
+  }
+
+  it("an endless stream of events with no content fails invalid_output past the stream bound, not retried", async () => {
+    const event = `data: ${JSON.stringify({ choices: [{ index: 0, delta: {} }] })}\n\n`;
+    const { error, written } = await provider(200, "text/event-stream", () => repeated(": ready\n\n", event));
+    expect(error).toBeInstanceOf(NonRetryableError);
+    expect(error).toMatchObject({ reason: "invalid_output" });
+    expect(error.message).toBe(
+      'the stream from provider "default" passed 321536 bytes (256 × maxPayloadBytes + 64 KiB) before its end; ask for less (max_tokens) or raise maxPayloadBytes',
+    );
+    expect(written).toBeLessThan(READ_AT_MOST);
+  });
+
+  it("one stream event that never ends fails past the event bound, the parser holding no more", async () => {
+    const { error, written } = await provider(200, "text/event-stream", () =>
+      repeated('data: {"choices":[{"index":0,"delta":{"content":"', "x".repeat(16 * 1024)),
+    );
+    expect(error).toBeInstanceOf(NonRetryableError);
+    expect(error).toMatchObject({ reason: "invalid_output" });
+    expect(error.message).toBe(
+      'one event of the stream from provider "default" passed 67536 characters (2 × maxPayloadBytes + 64 KiB); ask for less (max_tokens) or raise maxPayloadBytes',
+    );
+    expect(written).toBeLessThan(READ_AT_MOST);
+  });
+
+  it("a JSON completion of 1 GiB fails past the bound without being read whole", async () => {
+    const { error, written } = await provider(200, "application/json", () =>
+      repeated('{"choices":[{"message":{"content":"', "x".repeat(64 * 1024), 16 * 1024),
+    );
+    expect(error).toBeInstanceOf(NonRetryableError);
+    expect(error).toMatchObject({ reason: "invalid_output" });
+    expect(error.message).toBe(
+      'the completion from provider "default" passed 67536 bytes (2 × maxPayloadBytes + 64 KiB); ask for less (max_tokens) or raise maxPayloadBytes',
+    );
+    expect(written).toBeLessThan(READ_AT_MOST);
+  });
+
+  it("an endless error body: its first 4 KiB make the message, the rest is not waited for", async () => {
+    const { error, written } = await provider(503, "text/plain", () => repeated("overloaded ", "and more "));
+    expect(error).toBeInstanceOf(RetryableError);
+    expect(error.message).toMatch(/^provider "default" answered 503: overloaded (and more ){50}/);
+    expect(error.message.length).toBeLessThan(600);
+    expect(written).toBeLessThan(READ_AT_MOST);
+  });
+
+  it("follows no redirect: another origin receives nothing, and the attempt fails naming where it points", async () => {
+    const elsewhere = await startServer((_req, res) => res.end("{}"));
+    servers.push(elsewhere);
+    const redirecting = await startServer((req, res) => {
+      const to = req.url === "/v1/chat/completions" ? `${elsewhere.url}/steal?key=1` : "/v1/moved";
+      res.writeHead(307, { location: to });
+      res.end();
+    });
+    servers.push(redirecting);
+    const call = (base: string) =>
+      (
+        llmHandler({
+          llm: { providers: { default: { base_url: base, api_key: "sk-secret-key" } } },
+          maxOutputBytes: MAX,
+          now: Date.now,
+        })(taskOf({ model: "m", prompt: "the prompt" }).task) as Promise<unknown>
+      ).catch((e: unknown) => e);
+
+    const cross = await call(`${redirecting.url}/v1`);
+    expect(cross).toBeInstanceOf(NonRetryableError);
+    expect((cross as Error).message).toBe(
+      `provider "default" answered 307 redirecting to ${elsewhere.url}/steal; the request is not sent there (redirects are not followed): set the provider's base_url to the address that answers`,
+    );
+    expect(elsewhere.requests).toEqual([]);
+
+    // The same origin is not followed either: base_url names the endpoint.
+    const same = await call(`${redirecting.url}/v2`);
+    expect((same as Error).message).toMatch(/answered 307 redirecting to http:\/\/127\.0\.0\.1:\d+\/v1\/moved;/);
+    expect(redirecting.requests.map((r) => r.url)).toEqual(["/v1/chat/completions", "/v2/chat/completions"]);
   });
 });

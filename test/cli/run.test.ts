@@ -192,6 +192,56 @@ describe("skein run", () => {
     ]);
   });
 
+  it("loads a .ts agents module outside an ESM package: no package.json, or one without type module", async () => {
+    const workflow = { id: "greet", nodes: [{ node_id: "a", agent_type: "greet" }] };
+    // TypeScript only, a relative import without extension, and `export default` (CommonJS to tsx here).
+    const helper = 'export const greeting: string = "hello";\n';
+    const agents =
+      'import { greeting } from "./helper";\nexport default { greet: async (t: { input: { who: string } }) => ({ text: greeting + " " + t.input.who }) };\n';
+    const bare = workspace(); // a temp directory: no package.json above it
+    const plain = workspace();
+    writeFileSync(join(plain.dir, "package.json"), JSON.stringify({ name: "plain", version: "1.0.0" }));
+    for (const ws of [bare, plain]) {
+      writeFileSync(join(ws.dir, "helper.ts"), helper);
+      writeFileSync(join(ws.dir, "agents.ts"), agents);
+      writeFileSync(
+        join(ws.dir, "tla.ts"),
+        'const g = await Promise.resolve("x");\nexport default { greet: () => ({ g }) };\n',
+      );
+    }
+    const runs = await Promise.all(
+      [bare, plain].map((ws) =>
+        skein(
+          [
+            "run",
+            ws.file("greet.json", workflow),
+            "--agents",
+            "./agents.ts",
+            "--db",
+            ws.db,
+            "--input",
+            '{"who":"ada"}',
+            "--json",
+          ],
+          ws.dir,
+        ),
+      ),
+    );
+    for (const r of runs) {
+      expect(r.stderr).not.toMatch(/agents module/);
+      expect(r.code).toBe(0);
+      expect(json<{ status: string; output: unknown }>(r)).toMatchObject({
+        status: "SUCCEEDED",
+        output: { a: { text: "hello ada" } },
+      });
+    }
+    // What CommonJS cannot hold (top-level await) fails naming the way out.
+    const tla = await skein(["run", join(bare.dir, "greet.json"), "--agents", "./tla.ts", "--db", bare.db], bare.dir);
+    expect(tla.code).toBe(2);
+    expect(tla.stderr).toMatch(/^skein: agents module \.\/tla\.ts failed to load: .*Top-level await/s);
+    expect(tla.stderr).toContain('name it .mts, or add "type": "module" to its package.json');
+  });
+
   it.skipIf(onPostgres)("exits 2 when the database is in use by another engine", async () => {
     const ws = workspace();
     const file = ws.file("long.json", WORKFLOWS.long);

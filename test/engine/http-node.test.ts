@@ -70,6 +70,32 @@ describe("the http node", () => {
     expect(s.requests[0]?.headers["idempotency-key"]).toBe("mine");
   });
 
+  it("keeps a body that is not UTF-8 as received, in base64 with body_encoding, never with U+FFFD", async () => {
+    const latin1 = Buffer.from("café", "latin1"); // 0xe9 alone is not UTF-8
+    const png = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0xff, 0x00]);
+    const s = await server((req, res) => {
+      res.writeHead(200, { "content-type": req.url === "/png" ? "image/png" : "text/plain; charset=iso-8859-1" });
+      res.end(req.url === "/png" ? png : req.url === "/utf8" ? Buffer.from("café") : latin1);
+    });
+    const { engine } = await testEngine();
+    await engine.registerWorkflow({
+      id: "bytes",
+      nodes: ["latin1", "png", "utf8"].map((name) => ({
+        node_id: name,
+        agent_type: "http",
+        payload: { url: `${s.url}/${name}` },
+      })),
+    });
+    const run = await engine.waitForRun((await engine.startRun("bytes")).run_id);
+    const output = (id: string) => run.nodes.find((n) => n.node_id === id)?.output as Record<string, unknown>;
+    expect(output("latin1")).toMatchObject({ body: latin1.toString("base64"), body_encoding: "base64" });
+    expect(Buffer.from(output("png").body as string, "base64")).toEqual(png);
+    expect(output("png").body_encoding).toBe("base64");
+    // UTF-8 text stays text, with no marker.
+    expect(output("utf8").body).toBe("café");
+    expect(output("utf8")).not.toHaveProperty("body_encoding");
+  });
+
   it("retries a 500 with the same Idempotency-Key, then succeeds", async () => {
     const s = await server((_req, res) => {
       if (s.requests.length === 1) json(res, 500, { error: "boom" });
@@ -216,7 +242,8 @@ describe("the http node", () => {
       nodes: [{ node_id: "call", agent_type: "http", retry_count: 2, payload: { url: s.url } }],
     });
     const run = await engine.waitForRun((await engine.startRun("big")).run_id);
-    expect(run.nodes[0]).toMatchObject({ state: "FAILED", reason: "non_retryable", attempt: 1 });
+    // The visit's reason is the error's (DESIGN §12), not the generic non_retryable.
+    expect(run.nodes[0]).toMatchObject({ state: "FAILED", reason: "invalid_output", attempt: 1 });
     expect(run.nodes[0]?.error).toMatchObject({ reason: "invalid_output" });
     expect(run.nodes[0]?.error?.message).toMatch(/over the limit of 10000 bytes \(maxPayloadBytes\)/);
   });

@@ -8,6 +8,7 @@ import type { EngineOptions, LiveEvent, WorkflowInput } from "../../src/index.js
 import { ValidationError } from "../../src/index.js";
 import { type OpenAIServer, startOpenAIServer } from "../fixtures/openai-server.js";
 import { nextEvent, testEngine } from "../helpers.js";
+import { pour, repeated, startServer } from "../local-server.js";
 
 let server: OpenAIServer;
 beforeEach(async () => {
@@ -186,6 +187,54 @@ describe("the llm node", () => {
     const run = await done;
     expect(run.status).toBe("SUCCEEDED");
     expect(run.nodes[0]).toMatchObject({ attempt: 2, output: { content: "done" } });
+  });
+
+  it("an endless answer fails the visit invalid_output past its bound, not retried; the provider's connection is closed", async () => {
+    let written!: (n: number) => void;
+    const closed = new Promise<number>((resolve) => {
+      written = resolve;
+    });
+    const endless = await startServer((_req, res) => {
+      res.writeHead(200, { "content-type": "text/event-stream" });
+      const chunk = `data: ${JSON.stringify({ choices: [{ index: 0, delta: { content: "x".repeat(1000) } }] })}\n\n`;
+      void pour(res, repeated("", chunk)).then(written);
+    });
+    try {
+      const { engine } = await testEngine({
+        llm: { providers: { default: { base_url: `${endless.url}/v1` } } },
+        maxPayloadBytes: 10_000,
+      });
+      await engine.registerWorkflow(oneNode({ model: "m", prompt: "p" }, { retry_count: 3, retry_interval: 0 }));
+      const run = await engine.waitForRun((await engine.startRun("ask")).run_id);
+      expect(run.status).toBe("FAILED");
+      expect(run.nodes[0]).toMatchObject({ state: "FAILED", reason: "invalid_output", attempt: 1 });
+      expect(run.nodes[0]?.error).toMatchObject({ reason: "invalid_output" });
+      expect(run.nodes[0]?.error?.message).toMatch(/passed 10000 bytes \(maxPayloadBytes\)/);
+      expect(await closed).toBeLessThan(64 * 1024 * 1024);
+      expect(endless.requests).toHaveLength(1);
+    } finally {
+      await endless.close();
+    }
+  });
+
+  it("a provider's redirect is not followed: the visit fails naming it, the other origin receives nothing", async () => {
+    const elsewhere = await startServer((_req, res) => res.end("{}"));
+    const redirecting = await startServer((_req, res) => {
+      res.writeHead(308, { location: `${elsewhere.url}/v1/chat/completions` });
+      res.end();
+    });
+    try {
+      const { engine } = await testEngine({
+        llm: { providers: { default: { base_url: `${redirecting.url}/v1`, api_key: "sk-test" } } },
+      });
+      await engine.registerWorkflow(oneNode({ model: "m", prompt: "p" }, { retry_count: 3, retry_interval: 0 }));
+      const run = await engine.waitForRun((await engine.startRun("ask")).run_id);
+      expect(run.nodes[0]).toMatchObject({ state: "FAILED", reason: "non_retryable", attempt: 1 });
+      expect(run.nodes[0]?.error?.message).toMatch(/answered 308 redirecting to .*redirects are not followed/);
+      expect(elsewhere.requests).toEqual([]);
+    } finally {
+      await Promise.all([elsewhere.close(), redirecting.close()]);
+    }
   });
 
   it("an unknown provider fails the node without retries, naming the engine's providers", async () => {

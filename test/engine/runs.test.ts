@@ -123,7 +123,8 @@ describe("runs", () => {
     });
     await engine.registerWorkflow({ id: "garbage", nodes: [{ node_id: "a", agent_type: "garbage" }] });
     const run = await engine.waitForRun((await engine.startRun("garbage")).run_id);
-    expect(run.nodes[0]).toMatchObject({ state: "FAILED", reason: "non_retryable" });
+    // An output that cannot be stored fails the visit invalid_output, as its error says.
+    expect(run.nodes[0]).toMatchObject({ state: "FAILED", reason: "invalid_output" });
     expect(run.nodes[0]?.error?.message).toContain("output.when is a Date");
 
     await engine.registerWorkflow({

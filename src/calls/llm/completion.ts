@@ -2,6 +2,10 @@
  * An OpenAI chat completion read from the provider's answer: a stream of SSE chunks (parsed by
  * eventsource-parser) whose content and tool-call fragments are put together, or one JSON
  * completion from a provider that does not stream.
+ *
+ * Every read is bounded (DESIGN §13.1), so a provider cannot grow the engine's memory or hold an
+ * attempt with an answer that never ends; past a bound the body is cancelled (the connection
+ * closed) and the attempt fails `invalid_output`, not retried (see `answerLimits`).
  */
 import { createParser, type EventSourceMessage } from "eventsource-parser";
 import type { Json } from "../../core/types.js";
@@ -60,12 +64,48 @@ interface Chunk {
   error?: { message?: string } | string;
 }
 
+/** The most bytes read of one answer, past which the attempt fails `invalid_output`. */
+export interface AnswerLimits {
+  /** One SSE event (in characters), or a whole JSON completion (in bytes). */
+  event: number;
+  /** A whole stream, its framing included. */
+  stream: number;
+}
+
+/** Room for a completion's envelope (id, model, usage, finish_reason) around its content. */
+const ENVELOPE_BYTES = 64 * 1024;
+/**
+ * A stream carries each token in an envelope of ~200 bytes (`data: {"id":...,"choices":[...]}`),
+ * so a stream whose content fits maxPayloadBytes is up to ~60 (English) to ~250 (one-byte tokens)
+ * times longer. Nothing of it is kept but the content: this bound ends an endless stream.
+ */
+const STREAM_FACTOR = 256;
+
+/**
+ * The bounds of an answer whose content may be `maxBytes`: one event or JSON completion holds the
+ * content JSON-escaped (at most twice as long, as in `\"`-heavy JSON content) and its envelope.
+ */
+export function answerLimits(maxBytes: number): AnswerLimits {
+  return { event: 2 * maxBytes + ENVELOPE_BYTES, stream: STREAM_FACTOR * maxBytes + ENVELOPE_BYTES };
+}
+
+const ASK_LESS = "ask for less (max_tokens) or raise maxPayloadBytes";
+
 /** Reads a streamed completion; a stream that ends before its finish_reason or `[DONE]` is a retryable failure. */
 export async function readStream(body: ReadableStream<Uint8Array>, o: ReadOptions): Promise<Completion> {
+  const limits = answerLimits(o.maxBytes);
   const acc = new Accumulator(o);
   let done = false;
   let failure: Error | null = null;
   const parser = createParser({
+    // A line or an event that never ends is held by the parser: bounded here, not by the stream's end.
+    maxBufferSize: limits.event,
+    onError(error) {
+      if (error.type !== "max-buffer-size-exceeded" || failure) return;
+      failure = new ResponseTooLargeError(
+        `one event of the stream from ${o.who} passed ${limits.event} characters (2 × maxPayloadBytes + 64 KiB); ${ASK_LESS}`,
+      );
+    },
     onEvent(event: EventSourceMessage) {
       if (failure || done) return;
       if (event.data === "[DONE]") {
@@ -80,14 +120,28 @@ export async function readStream(body: ReadableStream<Uint8Array>, o: ReadOption
     },
   });
   const decoder = new TextDecoder();
+  const reader = body.getReader();
+  let total = 0;
   try {
-    for await (const bytes of body as unknown as AsyncIterable<Uint8Array>) {
-      parser.feed(decoder.decode(bytes, { stream: true }));
+    for (;;) {
+      const { done: ended, value } = await reader.read();
+      if (ended) break;
+      total += value.byteLength;
+      if (total > limits.stream) {
+        failure = new ResponseTooLargeError(
+          `the stream from ${o.who} passed ${limits.stream} bytes (256 × maxPayloadBytes + 64 KiB) before its end; ${ASK_LESS}`,
+        );
+        break;
+      }
+      parser.feed(decoder.decode(value, { stream: true }));
       if (failure || done) break;
     }
   } catch (e) {
     if (failure) throw failure;
     throw new RetryableError(`the stream from ${o.who} broke off: ${causeOf(e)}`, { cause: e });
+  } finally {
+    // Closes the connection when the read stopped early: the provider sends nothing more.
+    await reader.cancel().catch(() => undefined);
   }
   if (failure) throw failure;
   const completion = acc.result();
@@ -97,6 +151,39 @@ export async function readStream(body: ReadableStream<Uint8Array>, o: ReadOption
     );
   }
   return completion;
+}
+
+/** The whole body of a completion sent as one JSON document, refused past `answerLimits().event` bytes. */
+export async function readJsonBody(body: ReadableStream<Uint8Array>, o: ReadOptions): Promise<string> {
+  const limit = answerLimits(o.maxBytes).event;
+  const bytes = await readUpTo(body, limit + 1);
+  if (bytes.length > limit) {
+    throw new ResponseTooLargeError(
+      `the completion from ${o.who} passed ${limit} bytes (2 × maxPayloadBytes + 64 KiB); ${ASK_LESS}`,
+    );
+  }
+  return new TextDecoder().decode(bytes);
+}
+
+/**
+ * The first `limit` bytes of a body (fewer when it ends first); the rest is not read, and the
+ * body is cancelled, so an endless one costs no more than `limit`.
+ */
+export async function readUpTo(body: ReadableStream<Uint8Array>, limit: number): Promise<Buffer> {
+  const reader = body.getReader();
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  try {
+    while (total < limit) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      chunks.push(value);
+      total += value.byteLength;
+    }
+  } finally {
+    await reader.cancel().catch(() => undefined);
+  }
+  return Buffer.concat(chunks).subarray(0, limit);
 }
 
 /** A completion the provider sent as one JSON document (`stream` ignored). */
@@ -211,7 +298,7 @@ class Accumulator {
     this.bytes += Buffer.byteLength(text);
     if (this.bytes > this.o.maxBytes) {
       throw new ResponseTooLargeError(
-        `the completion from ${this.o.who} passed ${this.o.maxBytes} bytes (maxPayloadBytes), the largest output a node may have; ask for less (max_tokens) or raise maxPayloadBytes`,
+        `the completion from ${this.o.who} passed ${this.o.maxBytes} bytes (maxPayloadBytes), the largest output a node may have; ${ASK_LESS}`,
       );
     }
   }

@@ -3,15 +3,22 @@
  * POSTs `<base_url>/chat/completions`, sends the text so far as `task.progress({ content })`,
  * reports the usage, and returns `{ content, parsed, tool_calls, usage, finish_reason, model }`.
  * Failures the next attempt may not repeat (429, 5xx, a network error, a stream cut short, JSON
- * that does not parse or match) are RetryableError; the rest (other 4xx, an unknown provider,
- * an output over the size limit) NonRetryableError.
+ * that does not parse or match) are RetryableError; the rest (other 4xx, an unknown provider, a
+ * redirect, an answer over its size bounds) NonRetryableError.
+ *
+ * Every answer is read with a bound (completion.ts): the stream, one event of it, a JSON
+ * completion, and an error body (its first 4 KiB). No redirect is followed: the prompt, the
+ * api_key and the provider's headers go to `base_url` and nowhere else. A redirect, even to the
+ * same origin, fails the attempt and names where it points, so the operator sets base_url to it
+ * (a completions endpoint has no reason to move; following one would need the method rules of
+ * RFC 9110 and a check of each hop, for no gain).
  */
 import type { AgentHandler, Task } from "../../agents/task.js";
 import { DEFAULT_PROVIDER, type LlmMessage, type LlmPayload } from "../../core/kinds/llm.js";
 import type { Json, Usage } from "../../core/types.js";
 import { NonRetryableError, RetryableError } from "../../errors.js";
 import { retryAfterOf } from "../http.js";
-import { type Completion, causeOf, readJson, readStream } from "./completion.js";
+import { type Completion, causeOf, readJson, readJsonBody, readStream, readUpTo } from "./completion.js";
 import { ContentParser } from "./parse-content.js";
 import { checkProviders, type LlmOptions, type LlmProvider, providerOf } from "./providers.js";
 
@@ -24,8 +31,8 @@ export interface LlmHandlerContext {
   now: () => number;
 }
 
-/** The longest error body read from a provider, in characters (its message is in the first few). */
-const ERROR_BODY_CHARS = 4000;
+/** The most of an error body read from a provider, in bytes (its message is in the first few); the rest is not read. */
+const ERROR_BODY_BYTES = 4096;
 
 /** The handler, or a ValidationError for providers that are not valid (createEngine refuses them). */
 export function llmHandler(c: LlmHandlerContext): AgentHandler {
@@ -44,12 +51,15 @@ export function llmHandler(c: LlmHandlerContext): AgentHandler {
         method: "POST",
         headers: headersOf(provider, task),
         body: JSON.stringify(requestBody(payload)),
+        // The prompt goes to base_url only: a redirect comes back as it is, and is refused below.
+        redirect: "manual",
         signal: task.signal,
       });
     } catch (e) {
       if (task.signal.aborted) throw task.signal.reason;
       throw new RetryableError(`could not reach ${who} at ${url}: ${causeOf(e)}`, { cause: e });
     }
+    if (response.status >= 300 && response.status < 400) throw await redirectError(response, who, url);
     if (!response.ok) throw await statusError(response, who, c.now());
 
     const read = {
@@ -63,7 +73,7 @@ export function llmHandler(c: LlmHandlerContext): AgentHandler {
       completion =
         type.includes("text/event-stream") || !response.body
           ? await readStream(response.body ?? emptyStream(), read)
-          : readJson(await response.text(), read);
+          : readJson(await readJsonBody(response.body, read), read);
     } catch (e) {
       if (task.signal.aborted) throw task.signal.reason;
       throw e;
@@ -136,13 +146,43 @@ function usageOf(u: { prompt_tokens: number; completion_tokens: number }, provid
 
 /** 429 and 5xx are retried (after `Retry-After` when the provider sends one); other statuses are not. */
 async function statusError(response: Response, who: string, now: number): Promise<Error> {
-  const text = (await response.text().catch(() => "")).slice(0, ERROR_BODY_CHARS);
+  const text = await errorBodyStart(response);
   const message = `${who} answered ${response.status}: ${providerMessage(text)}`;
   if (response.status === 429 || response.status >= 500) {
     const retryAfterMs = retryAfterMsOf(response.headers, now);
     return new RetryableError(message, retryAfterMs === undefined ? {} : { retryAfterMs });
   }
   return new NonRetryableError(message);
+}
+
+/** The start of an error body, as text (a character cut at the end is dropped); "" when it cannot be read. */
+async function errorBodyStart(response: Response): Promise<string> {
+  if (!response.body) return "";
+  try {
+    const bytes = await readUpTo(response.body, ERROR_BODY_BYTES);
+    return new TextDecoder().decode(bytes, { stream: true });
+  } catch {
+    // The body is a courtesy: a body cut short still leaves the status to report.
+    return "";
+  }
+}
+
+/** A redirect is not followed (see the module doc): not retried, naming where it points, without its query. */
+async function redirectError(response: Response, who: string, url: string): Promise<Error> {
+  await response.body?.cancel().catch(() => undefined);
+  const location = response.headers.get("location");
+  let target = "no Location";
+  if (location !== null) {
+    try {
+      const next = new URL(location, url);
+      target = `${next.origin}${next.pathname}`;
+    } catch {
+      target = "a Location that is not a URL";
+    }
+  }
+  return new NonRetryableError(
+    `${who} answered ${response.status} redirecting to ${target}; the request is not sent there (redirects are not followed): set the provider's base_url to the address that answers`,
+  );
 }
 
 /** OpenAI's `{ error: { message } }` (and the `{ error: "..." }` of some servers), else the body's start. */
