@@ -8,7 +8,7 @@ import { randomBytes } from "node:crypto";
 import { afterEach, describe, expect, it } from "vitest";
 import { ValidationError } from "../../src/index.js";
 import { testEngine } from "../helpers.js";
-import { json, startServer, type TestServer } from "../local-server.js";
+import { json, startServer } from "../local-server.js";
 
 const cleanup: (() => Promise<void> | void)[] = [];
 afterEach(async () => {

@@ -141,7 +141,9 @@ describe("secrets", () => {
     const t = await createTestEngine({
       secrets: { K: "value-12345" },
       agents: {
-        declared: defineAgent({ secrets: ["K"] }, (task) => ({ ok: (task.payload as { k: string }).k === "value-12345" })),
+        declared: defineAgent({ secrets: ["K"] }, (task) => ({
+          ok: (task.payload as { k: string }).k === "value-12345",
+        })),
       },
       workflows: [{ id: "w", nodes: [{ node_id: "n", agent_type: "declared", payload: { k: "{{ secrets.K }}" } }] }],
     });
