@@ -3,6 +3,7 @@
 export { type AgentSchemas, defineAgent, type TypedAgentHandler } from "./agents/define-agent.js";
 export type { StandardSchemaV1 } from "./agents/standard-schema.js";
 export type { AgentHandler, DecideHook, DepResult, Routed, Task } from "./agents/task.js";
+export type { EgressOptions } from "./calls/egress.js";
 export type { LlmOptions, LlmProvider } from "./calls/llm/providers.js";
 export {
   canTransition,
@@ -90,6 +91,7 @@ export type {
 export type { Notification, NotifyOptions } from "./engine/notifier.js";
 export type { RegisteredWorkflow, WorkflowCheck } from "./engine/registry.js";
 export type { Duration, RetentionOptions } from "./engine/retention.js";
+export type { SecretOption } from "./engine/secrets.js";
 export type { TaskLimits } from "./engine/task-limits.js";
 export {
   ConflictError,

@@ -1,5 +1,5 @@
 /**
- * The `http` node's built-in agent (DESIGN §12): one request per attempt, with Node's fetch.
+ * The `http` node's built-in agent (DESIGN §12): one request per attempt, with node:http(s).
  * The payload's rules are core/kinds/http.ts; this is the I/O.
  *
  * - `Idempotency-Key: <execution_id>` unless the payload sets one (any case): the same on every
@@ -8,8 +8,14 @@
  *   clock), body reading included.
  * - Redirects are followed here (at most `max_redirects`): 303, and 301/302 after a POST, become
  *   a GET without a body (RFC 9110 §15.4); 307/308 keep the method and body. A redirect to
- *   another origin drops Authorization, Cookie and Proxy-Authorization (as browsers do), so a
- *   secret is never sent where the payload did not name.
+ *   another origin drops Authorization, Cookie, Proxy-Authorization and every header that
+ *   carries a secret's value; one that would re-send a body carrying a secret (307/308) is
+ *   refused, not retried (DESIGN §13.1).
+ * - Every request and redirect hop is checked before it is sent: the secrets it carries must
+ *   allow its host (their `hosts`), and the socket connects only to addresses the egress rules
+ *   allow, checked in its DNS lookup (egress.ts). Requests go through node:http(s) for that
+ *   lookup (Node's fetch takes no resolver), one connection each (no pooled socket is reused
+ *   across engines with other rules).
  * - The body is read as a stream up to `maxResponseBytes` (maxPayloadBytes): a larger one fails
  *   the attempt, not retried (`invalid_output`). A JSON content type is parsed strictly
  *   (json-text.ts), anything else is text (UTF-8); a body that is not UTF-8 (binary, Latin-1) is
@@ -19,18 +25,27 @@
  *   retried, its message with the status and the start of the body.
  */
 import { isUtf8 } from "node:buffer";
+import http from "node:http";
+import https from "node:https";
+import { Readable } from "node:stream";
 import type { AgentHandler, Task } from "../agents/task.js";
 import { type HttpRequestSpec, httpRequestOf, isOkStatus } from "../core/kinds/http.js";
 import type { Json } from "../core/types.js";
 import type { Clock } from "../engine/clock.js";
+import type { Secrets } from "../engine/secrets.js";
 import { NonRetryableError, RetryableError } from "../errors.js";
 import { parseJsonText } from "../json-text.js";
+import { Egress } from "./egress.js";
 
 export interface HttpAgentOptions {
   /** The largest response body read, in bytes (the engine's maxPayloadBytes). */
   maxResponseBytes: number;
   /** The engine's clock: `timeout_ms` and HTTP-date Retry-After are judged by it. */
   clock: Clock;
+  /** Where requests may go (DESIGN §13.1). @defaultValue link-local and nothing else refused */
+  egress?: Egress;
+  /** The engine's secrets: their hosts are checked on every hop, and a redirect drops what carries them. */
+  secrets?: Secrets;
 }
 
 /** The output of an http node. */
@@ -81,7 +96,7 @@ async function callHttp(spec: HttpRequestSpec, task: Task, o: HttpAgentOptions):
         }, spec.timeout_ms);
   let where = `${spec.method} ${describeUrl(spec.url)}`;
   try {
-    const response = await send(spec, task, controller.signal, (url, method) => {
+    const response = await send(spec, task, controller.signal, o, (url, method) => {
       where = `${method} ${describeUrl(url)}`;
     });
     return await judge(response, spec, where, o);
@@ -101,8 +116,10 @@ async function send(
   spec: HttpRequestSpec,
   task: Task,
   signal: AbortSignal,
+  o: HttpAgentOptions,
   at: (url: string, method: string) => void,
 ): Promise<Response> {
+  const egress = o.egress ?? DEFAULT_EGRESS;
   let url = withQuery(spec.url, spec.query);
   let method: string = spec.method;
   const headers = new Headers(spec.headers);
@@ -116,13 +133,10 @@ async function send(
   if (!headers.has("idempotency-key")) headers.set("idempotency-key", task.execution_id);
   for (let redirects = 0; ; redirects += 1) {
     at(url, method);
-    const response = await fetch(url, {
-      method,
-      headers,
-      ...(body === undefined ? {} : { body }),
-      redirect: "manual",
-      signal,
-    });
+    const target = new URL(url);
+    const refused = o.secrets?.hostRefusal(carriers(target, headers, body), hostOf(target)) ?? null;
+    if (refused !== null) throw new NonRetryableError(`${method} ${describeUrl(url)}: ${refused}`);
+    const response = await request(target, method, headers, body, signal, egress);
     const location = response.headers.get("location");
     if (!isRedirect(response.status) || location === null || spec.max_redirects === 0) return response;
     await response.body?.cancel();
@@ -137,7 +151,6 @@ async function send(
         `${method} ${describeUrl(url)} redirected to ${next.protocol} URL, which is not followed`,
       );
     }
-    if (next.origin !== new URL(url).origin) for (const name of CROSS_ORIGIN_DROPPED) headers.delete(name);
     const status = response.status;
     if ((status === 303 && method !== "HEAD") || ((status === 301 || status === 302) && method === "POST")) {
       method = "GET";
@@ -145,8 +158,82 @@ async function send(
       headers.delete("content-type");
       headers.delete("content-length");
     }
+    if (next.origin !== new URL(url).origin) {
+      for (const name of CROSS_ORIGIN_DROPPED) headers.delete(name);
+      for (const [name, value] of [...headers]) if (o.secrets?.carries(value)) headers.delete(name);
+      if (body !== undefined && o.secrets?.carries(body)) {
+        throw new NonRetryableError(
+          `${method} ${describeUrl(url)} redirected (${status}) to another origin, ${next.origin}, which would get a body that carries a secret: not followed; call the final URL, or keep the secret out of the body (a header is dropped on such a redirect instead)`,
+        );
+      }
+    }
     url = next.toString();
   }
+}
+
+/** Refuses link-local addresses only: an engine without egress rules. */
+const DEFAULT_EGRESS = new Egress();
+
+/** What a request sends that may carry a secret: its URL, header values and body. */
+function carriers(url: URL, headers: Headers, body: string | undefined): string[] {
+  return [url.toString(), decodeURIComponentSafe(url.toString()), ...[...headers].map(([, v]) => v), body ?? ""];
+}
+
+function decodeURIComponentSafe(text: string): string {
+  try {
+    return decodeURIComponent(text);
+  } catch {
+    return text;
+  }
+}
+
+/** A URL's host name, without an IPv6 literal's brackets. */
+function hostOf(url: URL): string {
+  return url.hostname.replace(/^\[|\]$/g, "");
+}
+
+/**
+ * One request with node:http(s), its socket's lookup checked by the egress rules (IP literals
+ * before connecting), answered as a fetch Response with its body unread.
+ */
+function request(
+  url: URL,
+  method: string,
+  headers: Headers,
+  body: string | undefined,
+  signal: AbortSignal,
+  egress: Egress,
+): Promise<Response> {
+  const port = Number(url.port || (url.protocol === "https:" ? 443 : 80));
+  egress.checkLiteral(hostOf(url), port);
+  const send = url.protocol === "https:" ? https.request : http.request;
+  return new Promise((resolve, reject) => {
+    const req = send(
+      url,
+      { method, headers: Object.fromEntries(headers), signal, agent: false, lookup: egress.lookupFor(port) },
+      (res) => {
+        const status = res.statusCode ?? 0;
+        const answered = new Headers();
+        for (let i = 0; i + 1 < res.rawHeaders.length; i += 2)
+          answered.append(res.rawHeaders[i] as string, res.rawHeaders[i + 1] as string);
+        if (status < 200 || status > 599) {
+          res.destroy();
+          reject(
+            new NonRetryableError(
+              `${method} ${describeUrl(url.toString())} answered status ${status}, which is not HTTP`,
+            ),
+          );
+          return;
+        }
+        const empty = method === "HEAD" || status === 204 || status === 205 || status === 304;
+        if (empty) res.resume();
+        const stream = empty ? null : (Readable.toWeb(res) as ReadableStream<Uint8Array>);
+        resolve(new Response(stream, { status, statusText: res.statusMessage ?? "", headers: answered }));
+      },
+    );
+    req.on("error", reject);
+    req.end(body);
+  });
 }
 
 /** The output of an ok response, or the failure of another. */

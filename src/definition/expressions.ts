@@ -20,7 +20,11 @@
  *   since one built-in call (`$pad`, `$join`, a backtracking regex) is beyond JSONata's own checks.
  * - `secrets.NAME` (DESIGN §12) is read only in node payloads that allow it, and only by name:
  *   the paths of the strings that read each name are kept (`secretUses`) so that the engine puts
- *   values in there only (engine/secrets.ts); `secrets` read any other way is refused.
+ *   values in there only (engine/secrets.ts); `secrets` read any other way is refused. Only an
+ *   expression that reads a secret by name sees `secrets`, holding only the names it reads, as a
+ *   property no enumeration shows (`$string($)`, `$keys`, `**`, `$sift`, `$each`); `$lookup`,
+ *   which could reach it by a computed name, is refused in such an expression, and
+ *   `$lookup(x, "secrets")` everywhere.
  * - `$eval` is refused at validation (it runs data as code), and so are the names `__proto__`,
  *   `constructor` and `prototype` as path steps (they read JavaScript internals, not data).
  */
@@ -290,6 +294,12 @@ function parse(source: string, path: string, problems: Problem[], secretsRefused
       message: `"${trimmed}" reads secrets.${name}, which is not a secret's name: letters, digits and '_' (not first a digit)`,
     });
   }
+  if (secrets.lookup) {
+    problems.push({
+      path,
+      message: `"${trimmed}" uses $lookup beside secrets.${secrets.names[0]}: a computed name could reach other secrets; read other data in a separate template`,
+    });
+  }
   if (secrets.dynamic) {
     problems.push({
       path,
@@ -301,7 +311,10 @@ function parse(source: string, path: string, problems: Problem[], secretsRefused
       problems.push({ path, message: `"${trimmed}" reads secrets.${name}: ${secretsRefused}` });
   }
   const refusedSecrets =
-    secrets.invalid.length > 0 || secrets.dynamic || (secretsRefused !== null && secrets.names.length > 0);
+    secrets.invalid.length > 0 ||
+    secrets.dynamic ||
+    secrets.lookup ||
+    (secretsRefused !== null && secrets.names.length > 0);
   if (scan.reserved.length > 0 || scan.evaluates || refusedSecrets) return null;
   // In this thread too, no step may make a value past the sandbox's size limits (a path mapped
   // over a path over a path grows with the cube of its data).
@@ -375,11 +388,21 @@ async function resolveNode(node: Node, ctx: ExpressionContext): Promise<unknown>
 /** Evaluates and converts the result to plain JSON (JSONata returns sequences and lambdas). */
 async function evaluate(expr: Expression, ctx: ExpressionContext): Promise<unknown> {
   try {
-    if (expr.sandboxed) return await evaluateInSandbox(expr.source, ctx);
-    return toJson(await expr.compiled.evaluate(ctx));
+    const { secrets, ...data } = ctx;
+    const own = secrets && expr.secrets.length > 0 ? pick(secrets, expr.secrets) : undefined;
+    if (expr.sandboxed) return await evaluateInSandbox(expr.source, data, own);
+    // Not enumerable: only a read by name finds it (see the module doc).
+    if (own) Object.defineProperty(data, "secrets", { value: own, enumerable: false });
+    return toJson(await expr.compiled.evaluate(data));
   } catch (err) {
     throw new ExpressionError(expr.source, expr.path, err);
   }
+}
+
+function pick(values: Record<string, string>, names: readonly string[]): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const name of names) if (Object.hasOwn(values, name)) out[name] = values[name] as string;
+  return out;
 }
 
 function interpolate(value: unknown): string {
@@ -448,9 +471,10 @@ function nodeReads(ast: unknown): string[] {
 
 /**
  * The secrets an expression reads: `secrets.NAME` (also `$.secrets.NAME`, `$$.secrets.NAME`) by
- * name; `dynamic` when it reads `secrets` otherwise (`secrets`, `secrets.*`, `$lookup(secrets, x)`).
+ * name; `dynamic` when it reads `secrets` otherwise (`secrets`, `secrets.*`, `$lookup(secrets, x)`,
+ * `$lookup($$, "secrets")`); `lookup` when it reads a secret by name and uses `$lookup` too.
  */
-function secretReads(ast: unknown): { names: string[]; invalid: string[]; dynamic: boolean } {
+function secretReads(ast: unknown): { names: string[]; invalid: string[]; dynamic: boolean; lookup: boolean } {
   const names: string[] = [];
   const invalid: string[] = [];
   let dynamic = false;
@@ -463,7 +487,17 @@ function secretReads(ast: unknown): { names: string[]; invalid: string[]; dynami
     if (plain(head) && isName(next)) (SECRET_NAME.test(next.value) ? names : invalid).push(next.value);
     else dynamic = true;
   });
-  return { names: unique(names), invalid: unique(invalid), dynamic };
+  let lookup = false;
+  eachNode(ast, (n) => {
+    if (n.type === "variable" && n.value === "lookup") lookup = true;
+    const args = (n as { arguments?: unknown }).arguments;
+    const proc = (n as { procedure?: { value?: unknown } }).procedure;
+    if (n.type === "function" && proc?.value === "lookup" && Array.isArray(args)) {
+      if (args.some((a) => (a as { type?: unknown; value?: unknown }).type === "string" && a.value === "secrets"))
+        dynamic = true;
+    }
+  });
+  return { names: unique(names), invalid: unique(invalid), dynamic, lookup: lookup && names.length > 0 };
 }
 
 /** Calls `visit` with the steps of every path expression in a JSONata AST (each node once). */
@@ -474,6 +508,18 @@ function eachPath(ast: unknown, visit: (steps: unknown[]) => void): void {
     seen.add(n);
     const steps = (n as { type?: unknown; steps?: unknown }).steps;
     if ((n as { type?: unknown }).type === "path" && Array.isArray(steps)) visit(steps);
+    for (const child of Object.values(n)) walk(child);
+  };
+  walk(ast);
+}
+
+/** Calls `visit` with every node of a JSONata AST (each once). */
+function eachNode(ast: unknown, visit: (n: { type?: unknown; value?: unknown }) => void): void {
+  const seen = new Set<object>();
+  const walk = (n: unknown): void => {
+    if (n === null || typeof n !== "object" || seen.has(n)) return;
+    seen.add(n);
+    visit(n as { type?: unknown; value?: unknown });
     for (const child of Object.values(n)) walk(child);
   };
   walk(ast);

@@ -130,9 +130,11 @@ function toJson(value) {
   }
 }
 
-parentPort.on("message", async ({ id, source, context }) => {
+parentPort.on("message", async ({ id, source, context, secrets }) => {
   try {
     const expr = await compile(source);
+    // Not enumerable: only a read by name finds it (expressions.ts).
+    if (secrets) Object.defineProperty(context, "secrets", { value: secrets, enumerable: false });
     const value = toJson(await expr.evaluate(context));
     parentPort.postMessage({ id, ok: true, value });
   } catch (e) {

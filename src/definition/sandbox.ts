@@ -40,6 +40,8 @@ interface Job {
   id: number;
   source: string;
   context: unknown;
+  /** Bound in the worker as the context's non-enumerable `secrets` (a structured clone would drop it). */
+  secrets: Record<string, string> | undefined;
   resolve: (value: unknown) => void;
   reject: (error: SandboxFailure) => void;
 }
@@ -53,9 +55,9 @@ class Sandbox {
   private timer: NodeJS.Timeout | null = null;
   private nextId = 1;
 
-  evaluate(source: string, context: unknown): Promise<unknown> {
+  evaluate(source: string, context: unknown, secrets?: Record<string, string>): Promise<unknown> {
     return new Promise((resolve, reject) => {
-      this.queue.push({ id: this.nextId++, source, context, resolve, reject });
+      this.queue.push({ id: this.nextId++, source, context, secrets, resolve, reject });
       this.pump();
     });
   }
@@ -82,7 +84,7 @@ class Sandbox {
       );
     }, EXPRESSION_LIMITS.timeoutMs);
     try {
-      worker.postMessage({ id: job.id, source: job.source, context: job.context });
+      worker.postMessage({ id: job.id, source: job.source, context: job.context, secrets: job.secrets });
     } catch (e) {
       // The context cannot be cloned (not JSON data): the caller's mistake, not the worker's.
       this.fail(job, { message: e instanceof Error ? e.message : String(e) }, false);
@@ -159,7 +161,11 @@ class Sandbox {
 let sandbox: Sandbox | null = null;
 
 /** Evaluates a JSONata expression in the sandbox; rejects with a SandboxFailure. */
-export function evaluateInSandbox(source: string, context: unknown): Promise<unknown> {
+export function evaluateInSandbox(
+  source: string,
+  context: unknown,
+  secrets?: Record<string, string>,
+): Promise<unknown> {
   sandbox ??= new Sandbox();
-  return sandbox.evaluate(source, context);
+  return sandbox.evaluate(source, context, secrets);
 }

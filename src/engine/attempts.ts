@@ -23,7 +23,7 @@ import { jsonProblem } from "./json.js";
 import type { ProgressSource, ProgressStreams } from "./progress.js";
 import type { WorkflowRegistry } from "./registry.js";
 import { RunSpans } from "./run-spans.js";
-import { markers, notConfigured, placeholders, type Secrets } from "./secrets.js";
+import { type Markers, markers, notConfigured, type Secrets, seal, unmark } from "./secrets.js";
 
 type UsageInput = Extract<Input, { kind: "usage" }>;
 
@@ -159,6 +159,10 @@ export class AttemptRunner {
     if (missing !== undefined) {
       const error = { message: notConfigured(missing), reason: "template_error" };
       return { kind: "fail_visit", ...at, reason: "template_error", error };
+    }
+    for (const name of node.secretNames) {
+      const refused = this.o.secrets.workflowRefusal(name, task.workflow_id);
+      if (refused !== null) throw new NonRetryableError(`node ${task.node_id}: ${refused}`);
     }
     if (needsDeclaredSecrets(node.kind)) {
       const declared = declaredSecrets(handler);
@@ -354,6 +358,7 @@ export class AttemptRunner {
     const id = `${key.run_id}:${key.node_id}:${key.visit}`;
     if (this.resolving.has(id)) return;
     this.resolving.add(id);
+    let marks: Markers | null = null;
     void (async (): Promise<Input> => {
       try {
         const run = known ?? (await this.o.store.getRun(key.run_id));
@@ -386,8 +391,12 @@ export class AttemptRunner {
           return { kind: "payload_error", key, error: { message: notConfigured(missing), reason: "template_error" } };
         }
         // Templates see markers, never values; what is stored holds "[secret NAME]" (engine/secrets.ts).
-        const secrets = template.secretNames.length > 0 ? markers(template.secretNames) : undefined;
-        const resolved = placeholders(await template.resolve(secrets ? { ...ctx, secrets } : ctx));
+        marks = template.secretNames.length > 0 ? markers(template.secretNames) : null;
+        const raw = await template.resolve(marks ? { ...ctx, secrets: marks.secrets } : ctx);
+        const sealed = marks ? seal(raw, marks, template.secretUses) : { value: raw };
+        if ("problem" in sealed)
+          return { kind: "payload_error", key, error: { message: sealed.problem, reason: "template_error" } };
+        const resolved = sealed.value;
         // Fields the kind resolves later (a map's `each`) are kept as written.
         for (const field of node.kind.deferred ?? []) {
           if (field in written) (resolved as Record<string, unknown>)[field] = written[field];
@@ -400,7 +409,9 @@ export class AttemptRunner {
         if (refused) return { kind: "payload_error", key, error: { message: refused, reason: "template_error" } };
         return { kind: "payload", key, payload: payload.value, concurrency_key: concurrencyKey };
       } catch (e) {
-        return { kind: "payload_error", key, error: { message: errorOf(e).message, reason: "template_error" } };
+        // An expression's error may quote a marker (`$number(secrets.X)`): never stored as such.
+        const message = marks ? unmark(errorOf(e).message, marks) : errorOf(e).message;
+        return { kind: "payload_error", key, error: { message, reason: "template_error" } };
       }
     })().then((input) => {
       this.resolving.delete(id);

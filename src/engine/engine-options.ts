@@ -2,6 +2,7 @@
 import type { MeterProvider } from "@opentelemetry/api";
 import type { Logger } from "pino";
 import type { AgentHandler, DecideHook } from "../agents/task.js";
+import type { EgressOptions } from "../calls/egress.js";
 import type { LlmOptions } from "../calls/llm/providers.js";
 import type { Budget, Compensation, Json, LiveEvent, Run, RunEvent, Visit } from "../core/types.js";
 import type { ChildRun, PrunedStatus } from "../store/store.js";
@@ -9,6 +10,7 @@ import type { Clock } from "./clock.js";
 import type { MapProgress } from "./map-items.js";
 import type { NotifyOptions } from "./notifier.js";
 import type { Duration, RetentionOptions } from "./retention.js";
+import type { SecretOption } from "./secrets.js";
 import type { TaskLimits } from "./task-limits.js";
 
 /** A rate limit of one agent type: `per_second` or `per_minute` (one of them), and how many tokens may gather. */
@@ -74,11 +76,25 @@ export interface EngineOptions {
    * of nodes whose agent declares it (`defineAgent({ secrets: ["NAME"] }, handler)`). The value is
    * put in at dispatch only; payloads, events, logs, the API and the page show `"[secret NAME]"`,
    * and an attempt's output and error have every value replaced by it. `skein serve`, `engine`
-   * and `worker` read `SKEIN_SECRET_<NAME>` environment variables into it.
-   * @example createEngine({ secrets: { GITHUB_TOKEN: process.env.GITHUB_TOKEN ?? "" } })
+   * and `worker` read `SKEIN_SECRET_<NAME>` environment variables into it (and
+   * `SKEIN_SECRET_<NAME>_HOSTS`, `SKEIN_SECRET_<NAME>_WORKFLOWS`, comma-separated). A value is at
+   * least 8 characters. `{ value, hosts, workflows }` limits where it may be sent (host names or
+   * `"*.example.com"`) and which workflows may read it (ids or `"team-a-*"` patterns), checked at
+   * registration where the URL is static and at dispatch, for every redirect hop (DESIGN §13.1).
+   * @example createEngine({ secrets: { GITHUB_TOKEN: { value: process.env.GITHUB_TOKEN ?? "", hosts: ["api.github.com"] } } })
    * @defaultValue none
    */
-  secrets?: Record<string, string>;
+  secrets?: Record<string, SecretOption>;
+  /**
+   * Where the `http` node may connect (DESIGN §13.1), checked on the addresses DNS gives and on
+   * every redirect hop: `deny` host names (`"*.corp.example"`), CIDRs, `"private"`, `"loopback"`
+   * or `"*"`; `allow` lifts a deny for what it matches. Link-local addresses (cloud metadata)
+   * and the engine's own HTTP API are never called. `skein serve` with tokens denies private and
+   * loopback unless allowed (`--egress-allow`).
+   * @example createEngine({ egress: { deny: ["private", "loopback"], allow: ["10.1.2.3/32"] } })
+   * @defaultValue nothing denied but link-local addresses and the engine's own API
+   */
+  egress?: EgressOptions;
   /** Time source; tests pass a ManualClock. @defaultValue the system clock */
   clock?: Clock;
   /** Random numbers for retry jitter. @defaultValue Math.random */

@@ -5,6 +5,7 @@
  */
 import type { Logger } from "pino";
 import type { AgentHandler } from "../agents/task.js";
+import type { Egress } from "../calls/egress.js";
 import { httpAgent } from "../calls/http.js";
 import { llmHandler } from "../calls/llm/handler.js";
 import { BUILTIN_HANDLERS } from "../core/kinds/index.js";
@@ -19,6 +20,7 @@ import type { EngineMetrics } from "./metrics.js";
 import { Notifier } from "./notifier.js";
 import { ProgressStreams } from "./progress.js";
 import { WorkflowRegistry } from "./registry.js";
+import { secretOwnerProblems } from "./secret-owners.js";
 import type { Secrets } from "./secrets.js";
 import type { Subscribers } from "./subscribers.js";
 
@@ -43,6 +45,8 @@ export interface PartsContext {
   maxPayloadBytes: number;
   /** The engine's secrets (the `secrets` option), which the attempt runner fills in and redacts. */
   secrets: Secrets;
+  /** Where the http node may connect. */
+  egress: Egress;
   /** Whether the engine was closed (waiting external claims then return empty). */
   closed: () => boolean;
 }
@@ -55,7 +59,11 @@ export function createParts(c: PartsContext): EngineParts {
     if (!handlers.has(kind.name)) handlers.set(kind.name, kind.handler({ maxOutputBytes: c.maxPayloadBytes }));
   }
   // Built-in agents that do I/O (DESIGN §12) live outside the pure core: src/calls/.
-  if (!handlers.has("http")) handlers.set("http", httpAgent({ maxResponseBytes: c.maxPayloadBytes, clock }));
+  if (!handlers.has("http"))
+    handlers.set(
+      "http",
+      httpAgent({ maxResponseBytes: c.maxPayloadBytes, clock, egress: c.egress, secrets: c.secrets }),
+    );
   if (!handlers.has("llm")) {
     handlers.set("llm", llmHandler({ llm: options.llm, maxOutputBytes: c.maxPayloadBytes, now: () => clock.now() }));
     // A provider's key never shows in an output, error or progress (a server that echoes it back).
@@ -72,6 +80,7 @@ export function createParts(c: PartsContext): EngineParts {
     knownAgentTypes: () => [...handlers.keys()],
     decideHooks: () => Object.keys(decideHooks),
     maxOutputBytes: c.maxPayloadBytes,
+    engineProblems: (workflow, graph) => secretOwnerProblems(c.secrets, options.llm, workflow, graph),
   });
   const progress = new ProgressStreams({
     clock,

@@ -6,6 +6,7 @@
 import { hostname } from "node:os";
 import { createNoopMeter, metrics } from "@opentelemetry/api";
 import { type Logger, pino } from "pino";
+import { Egress, egressProblems } from "../calls/egress.js";
 import type { Json, Run, RunEvent, Schedule, ScheduleInput, Visit } from "../core/types.js";
 import type { WorkflowInput } from "../definition/workflow-input.js";
 import { EngineClosedError, NotFoundError, type UnavailableError, ValidationError } from "../errors.js";
@@ -130,6 +131,8 @@ export class Engine {
   /** Null for a client: its gauges would repeat the engines'. */
   private readonly metrics: EngineMetrics | null;
   private readonly maxPayloadBytes: number;
+  /** Where the http node may connect (the `egress` option; the API's own address once served). */
+  private readonly egress: Egress;
   private heartbeatTimer: ReturnType<Clock["setTimeout"]> | null = null;
   /** What the schedule methods use (schedules.ts). */
   private readonly schedules: schedules.ScheduleDeps;
@@ -157,6 +160,9 @@ export class Engine {
     this.logger = options.logger ?? pino({ level: "silent" });
     this.subscribers = new Subscribers(this.logger);
     this.maxPayloadBytes = options.maxPayloadBytes ?? 1024 * 1024;
+    const egressRefused = egressProblems(options.egress);
+    if (egressRefused.length > 0) throw new ValidationError("The egress option is invalid", egressRefused);
+    this.egress = new Egress(options.egress);
     const ages = retentionAges(options.retention);
     this.retention =
       ages && serve
@@ -188,6 +194,7 @@ export class Engine {
       store,
       options,
       secrets: new Secrets(options.secrets ?? {}),
+      egress: this.egress,
       engineId: this.engineId,
       clock: this.clock,
       logger: this.logger,
@@ -219,6 +226,11 @@ export class Engine {
    */
   get unavailable(): UnavailableError | null {
     return this.dispatcher.unavailable;
+  }
+
+  /** @internal the HTTP server serving this engine listens at this address: the http node never calls it (DESIGN §13.1). */
+  noteListening(address: string, port: number): void {
+    this.egress.addOwnAddress(address, port);
   }
 
   /** @internal registers the engine, then recovers attempts of dead engines and starts dispatching. */

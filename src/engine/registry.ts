@@ -50,11 +50,19 @@ export class WorkflowRegistry {
 
   constructor(
     private readonly store: Store,
-    private readonly options: { knownAgentTypes: () => string[]; decideHooks: () => string[]; maxOutputBytes: number },
+    private readonly options: {
+      knownAgentTypes: () => string[];
+      decideHooks: () => string[];
+      maxOutputBytes: number;
+      /** What the engine's configuration refuses of a valid workflow (its secrets' owners and hosts). */
+      engineProblems?: (workflow: WorkflowDefinition, graph: WorkflowGraph) => Problem[];
+    },
   ) {}
 
   async register(json: unknown, now: number): Promise<RegisteredWorkflow> {
     const { workflow, graph, warnings } = parseWorkflowOrThrow(json, this.validateOptions());
+    const refused = this.options.engineProblems?.(workflow, graph) ?? [];
+    if (refused.length > 0) throw new ValidationError("Workflow definition is invalid", refused);
     const checkInput = await this.compileInputSchema(workflow);
     // The version is the registry's to assign: content without it decides identity.
     const { version: _ignored, ...content } = json as Record<string, unknown>;
@@ -98,6 +106,8 @@ export class WorkflowRegistry {
   async check(json: unknown): Promise<WorkflowCheck> {
     const result = validateWorkflow(json, this.validateOptions());
     if (!result.ok) return { ok: false, errors: result.errors, warnings: result.warnings };
+    const refused = this.options.engineProblems?.(result.workflow, result.graph) ?? [];
+    if (refused.length > 0) return { ok: false, errors: refused, warnings: result.warnings };
     try {
       await this.compileInputSchema(result.workflow);
     } catch (e) {

@@ -236,6 +236,12 @@ export async function createServer(options: ServerOptions): Promise<FastifyInsta
         ),
       );
   });
+  // The http node never calls the API it is served by (DESIGN §13.1): its address, once known.
+  app.addHook("onListen", (done) => {
+    const address = app.server.address();
+    if (address !== null && typeof address === "object") options.engine.noteListening(address.address, address.port);
+    done();
+  });
   app.addHook("preClose", async () => {
     accepting = false;
     // Open event streams would keep the server from closing: end them (clients reconnect elsewhere).

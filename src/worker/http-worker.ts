@@ -22,7 +22,7 @@ import { isRouted, route } from "../agents/task.js";
 import { addUsage, isEmptyUsage, NO_USAGE, usageProblem } from "../core/budget.js";
 import type { Json, RunUsage, Usage } from "../core/types.js";
 import type { SecretUse } from "../definition/expressions.js";
-import { notConfigured, Secrets } from "../engine/secrets.js";
+import { notConfigured, type SecretOption, Secrets } from "../engine/secrets.js";
 import { withRemoteParent } from "../engine/tracing.js";
 import { RetryableError } from "../errors.js";
 
@@ -47,12 +47,13 @@ export interface HttpWorkerOptions {
    * task's payload where the server says, for agents that declare them; redacted from outputs
    * and errors. @defaultValue none
    */
-  secrets?: Record<string, string>;
+  secrets?: Record<string, SecretOption>;
 }
 
 /** A claimed task as the API returns it. */
 type WireTask = Omit<Task, "signal" | "heartbeat" | "progress" | "reportUsage" | "route"> & {
   lease_expires_at: number;
+  workflow_id: string;
   secrets?: SecretUse[];
 };
 
@@ -180,7 +181,8 @@ export class HttpWorker {
         payload,
         signal: lost.signal,
         heartbeat,
-        progress: (data: unknown) => progress.offer(data),
+        // Redacted like the output (DESIGN §13.1): stream subscribers never see a value.
+        progress: (data: unknown) => progress.offer(this.secrets.redact(data)),
         reportUsage,
         route,
       } as Task;
@@ -235,6 +237,10 @@ export class HttpWorker {
       throw nonRetryable(
         `node ${wire.node_id} reads ${undeclared.map((n) => `secrets.${n}`).join(", ")} in its payload, but agent "${wire.agent_type}" does not declare it: define it with defineAgent({ secrets: [${list}] }, handler)`,
       );
+    }
+    for (const name of names) {
+      const refused = this.secrets.workflowRefusal(name, wire.workflow_id);
+      if (refused !== null) throw nonRetryable(`node ${wire.node_id}: ${refused}`);
     }
     return this.secrets.fill(wire.payload, uses);
   }

@@ -99,7 +99,7 @@ describe("secrets", () => {
 
   it("a payload naming a secret the engine lacks fails its visit template_error, saying how to set it", async () => {
     const s = await echoServer();
-    const { engine } = await testEngine({ secrets: { OTHER: "x1" } });
+    const { engine } = await testEngine({ secrets: { OTHER: "other-value-1" } });
     await engine.registerWorkflow(bearerWorkflow(s.url));
     const run = await engine.waitForRun((await engine.startRun("call-api", { input: { note: "n" } })).run_id);
     expect(run.status).toBe("FAILED");
@@ -139,9 +139,11 @@ describe("secrets", () => {
 
   it("reach a declared agent in createTestEngine too (its recording wrapper keeps the declaration)", async () => {
     const t = await createTestEngine({
-      secrets: { K: "v-123" },
+      secrets: { K: "value-12345" },
       agents: {
-        declared: defineAgent({ secrets: ["K"] }, (task) => ({ ok: (task.payload as { k: string }).k === "v-123" })),
+        declared: defineAgent({ secrets: ["K"] }, (task) => ({
+          ok: (task.payload as { k: string }).k === "value-12345",
+        })),
       },
       workflows: [{ id: "w", nodes: [{ node_id: "n", agent_type: "declared", payload: { k: "{{ secrets.K }}" } }] }],
     });
@@ -152,7 +154,7 @@ describe("secrets", () => {
   });
 
   it("are refused at validation anywhere but agents' payloads, and only by name", async () => {
-    const { engine } = await testEngine({ secrets: { TOKEN: "t" }, agents: { a: () => null } });
+    const { engine } = await testEngine({ secrets: { TOKEN: "token-value-1" }, agents: { a: () => null } });
     const problems = async (nodes: unknown[]) => {
       const workflow = { id: "bad", nodes } as Parameters<typeof engine.registerWorkflow>[0];
       const e = await engine.registerWorkflow(workflow).catch((err: unknown) => err);

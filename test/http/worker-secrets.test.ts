@@ -69,4 +69,47 @@ describe("a worker's secrets", () => {
     expect(JSON.stringify(await engine.getRun(run.run_id))).not.toContain(value);
     expect(JSON.stringify(await engine.listEvents(run.run_id))).not.toContain(value);
   });
+
+  it("redacts the worker's progress as its output: stream subscribers never see a value", async () => {
+    const value = "worker-progress-value-19c";
+    const { engine } = await testEngine({ clock: systemClock, sweepIntervalMs: 100 });
+    await engine.registerWorkflow({
+      id: "talk",
+      nodes: [{ node_id: "use", agent_type: "keyed", retry_count: 0, payload: { k: "{{ secrets.API_KEY }}" } }],
+    });
+    const got: unknown[] = [];
+    let delivered!: () => void;
+    const reached = new Promise<void>((resolve) => {
+      delivered = resolve;
+    });
+    const unsubscribe = engine.subscribe((e) => {
+      if (e.type !== "node.progress") return;
+      got.push(e.data);
+      delivered();
+    });
+    const app = await createServer({ engine });
+    apps.push(app);
+    await app.listen({ host: "127.0.0.1", port: 0 });
+    const worker = new HttpWorker({
+      server: `http://127.0.0.1:${(app.server.address() as { port: number }).port}`,
+      agents: {
+        keyed: defineAgent({ secrets: ["API_KEY"] }, async (t) => {
+          t.progress({ said: `using ${(t.payload as { k: string }).k}` });
+          await reached; // the engine's subscribers got it
+
+          return { ok: true };
+        }),
+      },
+      secrets: { API_KEY: value },
+      waitSeconds: 1,
+    });
+    const running = worker.run();
+    const run = await engine.waitForRun((await engine.startRun("talk")).run_id);
+    worker.stop();
+    await running;
+    unsubscribe();
+    expect(run.status).toBe("SUCCEEDED");
+    expect(JSON.stringify(got)).not.toContain(value);
+    expect(JSON.stringify(got)).toContain('{"said":"using [secret API_KEY]"}');
+  });
 });

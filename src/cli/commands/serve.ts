@@ -17,6 +17,7 @@ interface ServeOptions {
   tokens?: string;
   bodyLimit: number;
   publicUrl?: string;
+  egressAllow?: string[];
 }
 
 export function registerServe(program: Command): void {
@@ -35,6 +36,11 @@ export function registerServe(program: Command): void {
     )
     .option("--body-limit <bytes>", "largest request body; larger ones get 413", positiveInt, 1024 * 1024)
     .option("--public-url <url>", "the API's address as clients reach it (review notification links, OpenAPI servers)")
+    .option(
+      "--egress-allow <entry>",
+      "with tokens, http nodes may not call private or loopback addresses: allow this host name (*.example.com), CIDR, private or loopback (repeatable; else SKEIN_EGRESS_ALLOW, comma-separated)",
+      (value: string, previous: string[] = []) => [...previous, value],
+    )
     .addHelpText(
       "after",
       `${examples(
@@ -63,6 +69,10 @@ export function registerServe(program: Command): void {
         agents,
         logger,
         secrets: secretsFromEnv(),
+        // Served with tokens, tenants share this host's network: private and loopback only when allowed (DESIGN §13.1).
+        ...(tokens.length > 0
+          ? { egress: { deny: ["private", "loopback"], allow: egressAllow(options.egressAllow) } }
+          : {}),
         meterProvider: metrics.meterProvider,
         ...llmFromEnv(),
         ...(publicUrl ? { publicUrl } : {}),
@@ -107,6 +117,15 @@ export function registerServe(program: Command): void {
         await engine.close();
       }
     });
+}
+
+/** --egress-allow entries, else SKEIN_EGRESS_ALLOW (comma-separated), else none. */
+function egressAllow(flags: string[] | undefined): string[] {
+  if (flags !== undefined && flags.length > 0) return flags;
+  return (process.env.SKEIN_EGRESS_ALLOW ?? "")
+    .split(",")
+    .map((s) => s.trim())
+    .filter((s) => s !== "");
 }
 
 /** --tokens FILE, else SKEIN_TOKENS, else none. @throws CliError or ValidationError saying what is wrong and where */
