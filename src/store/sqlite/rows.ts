@@ -1,11 +1,11 @@
 /** Conversion between SQLite rows (snake_case, JSON as text, booleans as 0/1) and domain types. */
 import type { EndCause, RunStatus, VisitState } from "../../core/states.js";
 import type {
-  Reservations,
   Budget,
   Compensation,
   Json,
   MapCounts,
+  Reservations,
   Run,
   RunEvent,
   RunParent,
