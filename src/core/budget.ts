@@ -214,3 +214,22 @@ export function withoutReservations(reserved: Reservations | null, keys: readonl
   for (const k of keys) delete out[k];
   return Object.keys(out).length > 0 ? out : null;
 }
+
+/**
+ * The first field in which `requested` (startRun's budget, which replaces the workflow's) allows
+ * more than `workflow`'s budget: a larger figure, or a figure the workflow sets left out (no
+ * figure is no limit). A field the workflow does not set is unlimited, so any figure lowers it.
+ * Null: `requested` only lowers (or keeps) the workflow's budget.
+ */
+export function budgetRaise(
+  requested: Budget,
+  workflow: Budget | null | undefined,
+): { field: (typeof BUDGET_FIELDS)[number]; workflow: number; requested: number | null } | null {
+  for (const field of BUDGET_FIELDS) {
+    const limit = workflow?.[field];
+    if (limit === undefined) continue;
+    const asked = requested[field];
+    if (asked === undefined || asked > limit) return { field, workflow: limit, requested: asked ?? null };
+  }
+  return null;
+}
