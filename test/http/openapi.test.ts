@@ -141,7 +141,8 @@ describe("GET /v1/openapi.json", () => {
     ] as const) {
       expect(statuses(path, method), `${method} ${path}`).toContain("429");
     }
-    expect(doc.paths["/v1/runs"]?.post?.responses["429"]?.headers).toHaveProperty("Retry-After");
+    const tooMany = (doc.paths["/v1/runs"]?.post?.responses["429"] ?? {}) as { headers?: object };
+    expect(tooMany.headers).toHaveProperty("Retry-After");
     expect(statuses("/v1/tasks/claim", "post")).toEqual([
       "200",
       "400",
