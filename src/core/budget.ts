@@ -3,7 +3,7 @@
  * usage adds up (its own and its descendants': a report is added to the run and every run above
  * it, in the same transaction), and when a budget stops the next attempt. No I/O.
  */
-import type { Budget, Run, RunParent, RunUsage, Usage, Visit, VisitError } from "./types.js";
+import type { Budget, Reservation, Reservations, Run, RunParent, RunUsage, Usage, Visit, VisitError } from "./types.js";
 
 export const NO_USAGE: Readonly<RunUsage> = Object.freeze({ tokens_in: 0, tokens_out: 0, cost: 0 });
 
@@ -142,4 +142,94 @@ export function budgetOf(value: Budget | undefined | null): Budget | null {
   if (value.max_tokens !== undefined) out.max_tokens = value.max_tokens;
   if (value.max_cost !== undefined) out.max_cost = value.max_cost;
   return Object.keys(out).length > 0 ? out : null;
+}
+
+/**
+ * The runs whose budgets an attempt of `run` counts toward: its own (when it has one), then the
+ * budgeted runs above it. Empty: no budget applies, nothing is reserved.
+ */
+export function budgetedRuns(run: Pick<Run, "run_id" | "parent" | "budget">): string[] {
+  return [...(run.budget ? [run.run_id] : []), ...(run.parent?.budgeted ?? [])];
+}
+
+/** The key of an attempt's reservation in a run's `reserved` (DESIGN §13.1). */
+export function reservationKey(executionId: string, attempt: number): string {
+  return `${executionId}@${attempt}`;
+}
+
+/** The execution_id and attempt a reservation key names. */
+export function parseReservationKey(key: string): { execution_id: string; attempt: number } {
+  const at = key.lastIndexOf("@");
+  return { execution_id: key.slice(0, at), attempt: Number(key.slice(at + 1)) };
+}
+
+/**
+ * What an attempt is expected to use (DESIGN §13.1): the larger of its payload's `max_tokens`
+ * and the tokens of the last call of its node (or agent type), the cost of that call; with
+ * neither known, a probe: it reserves nothing and runs alone under each budget, and its report
+ * makes the next attempts' expectation.
+ */
+export function expectedUsage(payload: unknown, last: RunUsage | undefined): Reservation {
+  const max = (payload as { max_tokens?: unknown } | null)?.max_tokens;
+  const fromPayload = typeof max === "number" && Number.isFinite(max) && max >= 0 ? max : undefined;
+  if (fromPayload === undefined && last === undefined) return { tokens: 0, cost: 0, probe: true };
+  const lastTokens = last ? last.tokens_in + last.tokens_out : 0;
+  return { tokens: Math.max(fromPayload ?? 0, lastTokens), cost: last?.cost ?? 0 };
+}
+
+/**
+ * Whether an attempt expecting `r` may start under `run`'s own budget now: its usage plus what
+ * attempts in flight reserved is still under each figure, and (for a probe) no other probe is in
+ * flight. So parallel attempts overshoot a budget by at most one attempt's overrun.
+ */
+export function reservationFits(run: Pick<Run, "usage" | "budget" | "reserved">, r: Reservation): boolean {
+  const { budget, usage } = run;
+  if (!budget) return true;
+  const held = Object.values(run.reserved ?? {});
+  if (r.probe && held.some((x) => x.probe)) return false;
+  const tokens = usage.tokens_in + usage.tokens_out + held.reduce((n, x) => n + x.tokens, 0);
+  const cost = usage.cost + held.reduce((n, x) => n + x.cost, 0);
+  if (budget.max_tokens !== undefined && tokens >= budget.max_tokens) return false;
+  if (budget.max_cost !== undefined && cost >= budget.max_cost) return false;
+  return true;
+}
+
+/** `reserved` with `key` set to `r` (and `drop`, the attempt before, taken out); a new object. */
+export function withReservation(
+  reserved: Reservations | null,
+  key: string,
+  r: Reservation,
+  drop: string,
+): Reservations {
+  const out: Reservations = { ...(reserved ?? {}) };
+  delete out[drop];
+  out[key] = r;
+  return out;
+}
+
+/** `reserved` without `keys`; null when nothing is left. */
+export function withoutReservations(reserved: Reservations | null, keys: readonly string[]): Reservations | null {
+  if (!reserved) return null;
+  const out: Reservations = { ...reserved };
+  for (const k of keys) delete out[k];
+  return Object.keys(out).length > 0 ? out : null;
+}
+
+/**
+ * The first field in which `requested` (startRun's budget, which replaces the workflow's) allows
+ * more than `workflow`'s budget: a larger figure, or a figure the workflow sets left out (no
+ * figure is no limit). A field the workflow does not set is unlimited, so any figure lowers it.
+ * Null: `requested` only lowers (or keeps) the workflow's budget.
+ */
+export function budgetRaise(
+  requested: Budget,
+  workflow: Budget | null | undefined,
+): { field: (typeof BUDGET_FIELDS)[number]; workflow: number; requested: number | null } | null {
+  for (const field of BUDGET_FIELDS) {
+    const limit = workflow?.[field];
+    if (limit === undefined) continue;
+    const asked = requested[field];
+    if (asked === undefined || asked > limit) return { field, workflow: limit, requested: asked ?? null };
+  }
+  return null;
 }

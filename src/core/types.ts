@@ -92,7 +92,21 @@ export interface Run<O = Json> {
   usage: RunUsage;
   /** Its own budget (startRun's, else the workflow's); null: none. Its ancestors' budgets apply too. */
   budget: Budget | null;
+  /**
+   * On a run with a budget: what the attempts in flight under it (its own and its descendants')
+   * are expected to use, by `<execution_id>@<attempt>` (DESIGN §13.1, budgets reserve); null: none.
+   */
+  reserved: Reservations | null;
 }
+
+/** An attempt's expected usage, reserved against a budget; `probe`: nothing was known of it (it runs alone). */
+export interface Reservation {
+  tokens: number;
+  cost: number;
+  probe?: true;
+}
+
+export type Reservations = Record<string, Reservation>;
 
 /** Usage an attempt reports (DESIGN §12): non-negative finite numbers; a run sums them. */
 export interface Usage {

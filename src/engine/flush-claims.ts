@@ -11,7 +11,7 @@ import { ENGINE_STARTED, kindOf } from "../core/kinds/index.js";
 import { nodeOf, type RunState } from "../core/scheduler.js";
 import type { Compensation, Json, Visit } from "../core/types.js";
 import type { Flush } from "./flush.js";
-import { budgetStops } from "./flush-budget.js";
+import { budgetStops, reserveFor } from "./flush-budget.js";
 import { freedLimitedTypes, limitOf } from "./flush-limits.js";
 import type { ClaimedTask, ClaimInput } from "./inputs.js";
 import { SWEEP_BATCH } from "./inputs.js";
@@ -103,7 +103,8 @@ export async function claimForWorkers(f: Flush): Promise<void> {
   // A visit its node's `concurrency` holds back waits ready (its node's key is full); one a budget stops fails.
   const takeVisit = async (c: ClaimInput, rs: RunState, v: Visit) => {
     if (await budgetStops(f, rs, v)) return;
-    if (await f.limits.nodeAllows(rs, v)) await take(c, visitAttempt(rs, v));
+    // Held for its budget (reserved by attempts in flight): looked for again when one ends.
+    if ((await f.limits.nodeAllows(rs, v)) && (await reserveFor(f, rs, v))) await take(c, visitAttempt(rs, v));
   };
   for (const [rs, v] of inHand(f)) {
     const c = isClaimable(v, f.now) ? await taker(v.agent_type) : undefined;
@@ -177,8 +178,10 @@ export async function claimReady(f: Flush, sweep: boolean): Promise<void> {
     if (kind.begin) kind.begin(rs, v, f.now, await kind.prepare?.(rs, v, f.tx, f.now));
     else if (await budgetStops(f, rs, v))
       return; // failed budget_exceeded: no attempt starts
-    else if (await f.limits.nodeAllows(rs, v)) await take(visitAttempt(rs, v));
-    else f.backlog.add(v.agent_type); // its node's key is full: claimed when one of its attempts ends
+    else if (!(await f.limits.nodeAllows(rs, v)))
+      f.backlog.add(v.agent_type); // its node's key is full: claimed when one of its attempts ends
+    // Held for its budget (reserved by attempts in flight): looked for again when one ends.
+    else if (await reserveFor(f, rs, v)) await take(visitAttempt(rs, v));
   };
   const types = [...f.o.agentTypes().filter((t) => !ENGINE_STARTED.includes(t)), ...ENGINE_STARTED];
   for (const type of types) {

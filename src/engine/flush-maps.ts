@@ -17,7 +17,7 @@ import { executionId, failVisit, nodeOf, type RunState, startRunState } from "..
 import type { Compensation, Json, MapCounts, MapItemState, Visit } from "../core/types.js";
 import type { MapItemUpdate, VisitKey } from "../store/store.js";
 import type { Flush } from "./flush.js";
-import { budgetError, budgetStops } from "./flush-budget.js";
+import { budgetError, budgetRoom, budgetStops } from "./flush-budget.js";
 import { uuidv7 } from "./ids.js";
 import { canonicalJson } from "./json.js";
 import { itemWorkflowId } from "./registry.js";
@@ -71,7 +71,9 @@ async function advance(f: Flush, rs: RunState, v: Visit): Promise<void> {
     // then the visit fails budget_exceeded with the rest not started.
     const over = await budgetError(f, rs);
     if (over && c.running === 0) return a.failForGood(BUDGET_EXCEEDED, over, f.now, f.o.random);
-    if (!over && c.running < p.max_concurrency) await startItems(f, rs, v, p.max_concurrency - c.running);
+    // While items run, none more starts once their reservations take up the budget (DESIGN §13.1).
+    const room = !over && c.running < p.max_concurrency && (c.running === 0 || (await budgetRoom(f, rs)));
+    if (room) await startItems(f, rs, v, p.max_concurrency - c.running);
     return;
   }
   if (c.running > 0) return;

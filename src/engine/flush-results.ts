@@ -47,7 +47,8 @@ export async function report(f: Flush, input: Extract<Input, { kind: "report" }>
   const expired = row.lease_expires_at !== null && row.lease_expires_at <= f.now;
   if (row.state === "RUNNING" && row.attempt === input.attempt && !expired) {
     // The attempt's usage counts with its accepted report (DESIGN §12), before it ends.
-    if (report.kind !== "heartbeat" && report.usage) await addRunUsage(f, input.usage_runs, report.usage);
+    if (report.kind !== "heartbeat" && report.usage)
+      await addRunUsage(f, input.usage_runs, report.usage, input.execution_id);
     if (report.kind === "heartbeat") {
       // As at the claim: the node's lease (deadline, heartbeat_timeout), shortened by the worker's.
       const node = rs.graph.nodes.get(row.node_id);

@@ -14,7 +14,7 @@ import type { Compensation, InboxEvent, NewEvent, Run, RunEvent, Visit } from ".
 import { ConflictError, NotFoundError } from "../errors.js";
 import type { MapItemUpdate, ReadyNotice, RunRead, StoreTx, VisitKey } from "../store/store.js";
 import type { DispatcherOptions, RunRef } from "./dispatcher-options.js";
-import { addRunUsage } from "./flush-budget.js";
+import { addRunUsage, announceReleased, releaseReservations } from "./flush-budget.js";
 import { settleChildren, startChildren } from "./flush-children.js";
 import { claimForWorkers, claimReady, notifyOthers, takeHints } from "./flush-claims.js";
 import { publishEvent, sendEvent } from "./flush-events.js";
@@ -132,6 +132,7 @@ export class Flush {
     await this.planCompensations();
     // A limited type's attempt that ended may leave room for a visit waiting in the database.
     for (const type of freedLimitedTypes(this)) this.backlog.add(type);
+    await releaseReservations(this); // attempts that ended leave room under their budgets
     if (this.claiming) await claimReady(this, sweep);
     await this.children();
     notifyOthers(this);
@@ -160,6 +161,7 @@ export class Flush {
       const undoing = this.claiming && (await undoItems(this));
       if (!settled && !started && !undoing) return;
       await this.planCompensations();
+      await releaseReservations(this);
       if (this.claiming) await claimReady(this, false);
     }
   }
@@ -237,7 +239,7 @@ export class Flush {
         const a = rs ? attemptOf(rs, input.execution_id) : undefined;
         // Fenced like a result: an attempt that no longer holds its row adds nothing.
         if (!a || !holds(a, input.attempt)) return;
-        return addRunUsage(this, input.usage_runs, input.usage);
+        return addRunUsage(this, input.usage_runs, input.usage, input.execution_id);
       }
       case "review":
         return review(this, input);
@@ -408,6 +410,8 @@ export class Flush {
    */
   async persist(last: boolean): Promise<void> {
     await this.planCompensations();
+    await releaseReservations(this);
+    announceReleased(this);
     // One write for the whole transaction: on a networked database each statement is a round trip.
     const runs: Run[] = [];
     const updated: Visit[] = [];

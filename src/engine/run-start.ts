@@ -85,5 +85,6 @@ export function runRow(
     schedule_id: o.schedule_id ?? null,
     usage: { ...NO_USAGE },
     budget: o.budget,
+    reserved: null,
   };
 }

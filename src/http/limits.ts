@@ -4,6 +4,14 @@
  * costs each committed event a write, so 10,000 of them slowed runs 130 times: the caps bound it.
  */
 import { Slots } from "../engine/slots.js";
+import { LimitError } from "../errors.js";
+
+/** A rate per token: `perSecond` on average, up to `burst` at once after a quiet spell. */
+export interface Rate {
+  perSecond: number;
+  /** @defaultValue twice perSecond (at least 1) */
+  burst?: number;
+}
 
 export interface ServerLimits {
   /** Event streams (GET /v1/stream) one token may hold open; more are 429. @defaultValue 20 */
@@ -24,6 +32,22 @@ export interface ServerLimits {
    * long poll (30 s) and the event streams' heartbeat (15 s), which keep theirs busy. @defaultValue 60000
    */
   idleTimeoutMs?: number;
+  /**
+   * Runs a token may start (POST /v1/runs) and retry (POST /v1/runs/{id}/retry); more are 429
+   * with Retry-After. @defaultValue { perSecond: 50, burst: 200 }
+   */
+  startRate?: Rate;
+  /**
+   * Events a token may send or publish (POST /v1/runs/{id}/events, POST /v1/events); more are 429.
+   * @defaultValue { perSecond: 100, burst: 500 }
+   */
+  eventRate?: Rate;
+  /**
+   * Progress posts a token may send (POST /v1/tasks/{execution_id}/progress, every worker of the
+   * token together); more are 429. Progress is also throttled per attempt (progressIntervalMs).
+   * @defaultValue { perSecond: 200, burst: 1000 }
+   */
+  progressRate?: Rate;
 }
 
 export const DEFAULT_LIMITS: Required<ServerLimits> = {
@@ -33,6 +57,9 @@ export const DEFAULT_LIMITS: Required<ServerLimits> = {
   headersTimeoutMs: 10_000,
   keepAliveTimeoutMs: 5_000,
   idleTimeoutMs: 60_000,
+  startRate: { perSecond: 50, burst: 200 },
+  eventRate: { perSecond: 100, burst: 500 },
+  progressRate: { perSecond: 200, burst: 1000 },
 };
 
 /** How long a refused stream is told to wait before trying again, s. */
@@ -46,4 +73,47 @@ export function streamSlots(perToken: number, max: number): Slots<object> {
       `this token already holds ${held} event streams (the limit is ${perToken}): close one, or share one stream for all runs`,
     total: () => `the server holds its limit of ${max} event streams; try again shortly`,
   });
+}
+
+/**
+ * A token bucket per token (by name: a configured, finite set), for one kind of request
+ * (DESIGN §13.1: starting runs, publishing events, posting progress). An API without tokens
+ * (loopback only) is not limited.
+ */
+export class TokenRate {
+  private readonly perSecond: number;
+  private readonly burst: number;
+  private readonly buckets = new Map<string, { tokens: number; at: number }>();
+
+  constructor(
+    rate: Rate,
+    /** What the refusal says was sent too often ("run starts"). */
+    private readonly what: string,
+    private readonly now: () => number = Date.now,
+  ) {
+    this.perSecond = rate.perSecond;
+    this.burst = rate.burst ?? Math.max(1, rate.perSecond * 2);
+  }
+
+  /**
+   * Takes one request from the token's bucket.
+   * @throws LimitError (client: 429 with Retry-After) when the token sent more than its rate allows
+   */
+  take(token: string | undefined): void {
+    if (token === undefined) return;
+    const now = this.now();
+    const b = this.buckets.get(token) ?? { tokens: this.burst, at: now };
+    b.tokens = Math.min(this.burst, b.tokens + (Math.max(0, now - b.at) * this.perSecond) / 1000);
+    b.at = now;
+    this.buckets.set(token, b);
+    if (b.tokens < 1) {
+      const seconds = Math.max(1, Math.ceil((1 - b.tokens) / this.perSecond));
+      throw new LimitError(
+        `token "${token}" sent more than ${this.perSecond} ${this.what} a second (a burst of ${this.burst}); slow down and retry after ${seconds} s`,
+        "client",
+        seconds,
+      );
+    }
+    b.tokens -= 1;
+  }
 }

@@ -36,7 +36,7 @@ const RETRY_AFTER = {
 const ERROR_STATUSES: Record<number, string> = {
   400: "invalid request: details.problems lists every problem with its path",
   401: "missing or unknown bearer token",
-  403: "the token's role or workflow scope does not allow this (on an API without tokens: a Host or Origin that is not loopback)",
+  403: "the token's role or workflow scope does not allow this (startRun: also a scoped token's budget that would raise the workflow's, naming the field); on an API without tokens: a Host or Origin that is not loopback",
   404: "no such run, workflow, node or task",
   409: "the current state refuses it (the summary says when)",
   413: "the request body is over the server's limit (details.limit_bytes)",

@@ -25,7 +25,7 @@ import { parseJsonText } from "../json-text.js";
 import { type Access, type Principal, type TokenEntry, Tokens } from "./auth.js";
 import { clientErrorHandler, errorBody, HttpError, handleError, MAX_PARAM_LENGTH } from "./errors.js";
 import { hostChecker } from "./host-check.js";
-import { DEFAULT_LIMITS, type ServerLimits, streamSlots } from "./limits.js";
+import { DEFAULT_LIMITS, type ServerLimits, streamSlots, TokenRate } from "./limits.js";
 import { assertDocumented } from "./openapi.js";
 import { registerEventRoutes } from "./routes/events.js";
 import { registerHealthRoutes } from "./routes/health.js";
@@ -96,6 +96,8 @@ export interface RouteContext {
   streams: Set<ServerResponse>;
   /** The caps on open SSE responses, per token and in total. */
   streamSlots: Slots<object>;
+  /** Rates per token (DESIGN §13.1): run starts and retries, events sent or published, progress posts. */
+  rates: { starts: TokenRate; events: TokenRate; progress: TokenRate };
   /** Every route registered, for the OpenAPI document. */
   routes: readonly RouteOptions[];
   publicUrl: string | undefined;
@@ -161,6 +163,11 @@ export async function createServer(options: ServerOptions): Promise<FastifyInsta
     heartbeatMs: options.heartbeatMs ?? 15_000,
     streams,
     streamSlots: streamSlots(limits.streamsPerToken, limits.streams),
+    rates: {
+      starts: new TokenRate(limits.startRate, "run starts and retries"),
+      events: new TokenRate(limits.eventRate, "events"),
+      progress: new TokenRate(limits.progressRate, "progress posts"),
+    },
     routes,
     publicUrl: options.publicUrl,
     metrics: options.metrics,

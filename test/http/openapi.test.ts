@@ -128,9 +128,21 @@ describe("GET /v1/openapi.json", () => {
       "409",
       "413",
       "415",
+      "429",
       "503",
       "default",
     ]);
+    // Rates per token (DESIGN §13.1): starting runs, sending and publishing events, posting progress.
+    for (const [path, method] of [
+      ["/v1/runs/{run_id}/retry", "post"],
+      ["/v1/runs/{run_id}/events", "post"],
+      ["/v1/events", "post"],
+      ["/v1/tasks/{execution_id}/progress", "post"],
+    ] as const) {
+      expect(statuses(path, method), `${method} ${path}`).toContain("429");
+    }
+    const tooMany = (doc.paths["/v1/runs"]?.post?.responses["429"] ?? {}) as { headers?: object };
+    expect(tooMany.headers).toHaveProperty("Retry-After");
     expect(statuses("/v1/tasks/claim", "post")).toEqual([
       "200",
       "400",

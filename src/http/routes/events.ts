@@ -34,7 +34,7 @@ const PublishAnswer = z.object({
   duplicate: z.boolean(),
 });
 
-export function registerEventRoutes(app: FastifyInstance, { engine }: RouteContext): void {
+export function registerEventRoutes(app: FastifyInstance, { engine, rates }: RouteContext): void {
   app.post<{ Params: z.output<typeof RunParams>; Body: z.output<typeof SendBody> }>(
     "/v1/runs/:run_id/events",
     {
@@ -46,11 +46,12 @@ export function registerEventRoutes(app: FastifyInstance, { engine }: RouteConte
           "Send an event to a run: its oldest waiting wait_event takes it, else its inbox keeps it (409 when the run ended)",
         params: RunParams,
         body: SendBody,
-        response: { ...errorResponses(404, 409, 503), 200: SendAnswer },
+        response: { ...errorResponses(404, 409, 429, 503), 200: SendAnswer },
       },
     },
     async (request) => {
       const { run_id } = request.params;
+      rates.events.take(request.principal?.name);
       await checkRunScope(engine, request.principal, run_id);
       const { name, payload, idempotency_key } = request.body;
       return engine.sendEvent(run_id, name, (payload ?? null) as Json, {
@@ -68,11 +69,12 @@ export function registerEventRoutes(app: FastifyInstance, { engine }: RouteConte
         tags: ["events"],
         summary: "Publish an event by key: every run waiting on that name and key receives it",
         body: PublishBody,
-        response: { ...errorResponses(503), 200: PublishAnswer },
+        response: { ...errorResponses(429, 503), 200: PublishAnswer },
       },
     },
     async (request) => {
       const { name, key, payload, idempotency_key } = request.body;
+      rates.events.take(request.principal?.name);
       return engine.publishEvent(name, key, (payload ?? null) as Json, {
         ...(idempotency_key === undefined ? {} : { idempotency_key }),
       });

@@ -3,6 +3,7 @@ import { randomBytes } from "node:crypto";
 import type { FastifyInstance } from "fastify";
 import { z } from "zod";
 import { graphModel, renderMermaid } from "../../cli/graph.js";
+import { budgetRaise } from "../../core/budget.js";
 import { validateWorkflow } from "../../definition/validate.js";
 import type { Engine } from "../../engine/engine.js";
 import { MAP_ITEMS_MAX_LIMIT } from "../../engine/map-items.js";
@@ -105,7 +106,17 @@ const Cursor = z.object({ before: z.string().min(1) }).strict();
 type Params = z.output<typeof RunParams>;
 type NodeParamsOf = z.output<typeof NodeParams>;
 
-export function registerRunRoutes(app: FastifyInstance, { engine }: RouteContext): void {
+/** What a scoped token is told when its budget would raise the workflow's (a 403). */
+function raiseRefusal(workflowId: string, r: NonNullable<ReturnType<typeof budgetRaise>>): string {
+  const asked = r.requested === null ? "leaves it out (no limit)" : `asks ${r.requested}`;
+  return (
+    `budget.${r.field} may only lower the budget of workflow "${workflowId}", whose ${r.field} is ${r.workflow}; ` +
+    `this request ${asked}. Give ${r.field} at most ${r.workflow} (startRun's budget replaces the workflow's, so repeat the fields you keep), ` +
+    "or start the run with an admin token without workflows"
+  );
+}
+
+export function registerRunRoutes(app: FastifyInstance, { engine, rates }: RouteContext): void {
   app.post<{ Body: z.output<typeof StartBody> }>(
     "/v1/runs",
     {
@@ -115,18 +126,28 @@ export function registerRunRoutes(app: FastifyInstance, { engine }: RouteContext
         tags: ["runs"],
         summary: "Start a run of the latest version of a workflow (a traceparent header joins the caller's trace)",
         body: StartBody,
-        response: { ...errorResponses(404, 409, 503), 201: RunSchema },
+        response: { ...errorResponses(404, 409, 429, 503), 201: RunSchema },
       },
     },
     async (request, reply) => {
       const { workflow_id, input, idempotency_key, budget } = request.body;
+      rates.starts.take(request.principal?.name);
       if (!inScope(request.principal, workflow_id)) {
         throw new ForbiddenError(
           `this token may not start runs of workflow "${workflow_id}": it is scoped to ${request.principal?.workflows?.patterns.join(", ")}`,
         );
       }
+      // A budget may only lower the workflow's, unless the caller is an unscoped admin (DESIGN §13.1).
+      let version: number | undefined;
+      if (budget !== undefined && request.principal?.workflows) {
+        const workflow = await engine.getWorkflow(workflow_id);
+        const raised = budgetRaise(budget, workflow.definition.budget);
+        if (raised) throw new ForbiddenError(raiseRefusal(workflow_id, raised));
+        version = workflow.version; // the version checked is the one started
+      }
       const run = await engine
         .startRun(workflow_id, {
+          ...(version === undefined ? {} : { version }),
           input,
           ...(idempotency_key === undefined ? {} : { idempotency_key }),
           ...(budget === undefined ? {} : { budget }),
@@ -266,11 +287,12 @@ export function registerRunRoutes(app: FastifyInstance, { engine }: RouteContext
         summary: "Redrive a FAILED or CANCELLED run (409 otherwise)",
         params: RunParams,
         body: RetryBody,
-        response: { ...errorResponses(404, 409, 503), 200: RunSchema },
+        response: { ...errorResponses(404, 409, 429, 503), 200: RunSchema },
       },
     },
     async (request) => {
       const { from, force } = request.body;
+      rates.starts.take(request.principal?.name);
       await checkRunScope(engine, request.principal, request.params.run_id);
       return engine.retryRun(request.params.run_id, {
         ...(from === undefined ? {} : { from }),

@@ -130,7 +130,7 @@ function identity(principal: Principal | null, workerId: string): WorkerIdentity
   return principal ? { worker_id: workerId, token: principal } : { worker_id: workerId };
 }
 
-export function registerTaskRoutes(app: FastifyInstance, { engine }: RouteContext): void {
+export function registerTaskRoutes(app: FastifyInstance, { engine, rates }: RouteContext): void {
   app.post<{ Body: z.output<typeof ClaimBody> }>(
     "/v1/tasks/claim",
     {
@@ -193,6 +193,7 @@ export function registerTaskRoutes(app: FastifyInstance, { engine }: RouteContex
     },
     async (request, reply) => {
       const { attempt, worker_id, progress } = request.body;
+      rates.progress.take(request.principal?.name);
       const answer = await engine.progressTask(request.params.execution_id, {
         ...identity(request.principal, worker_id),
         attempt,

@@ -64,6 +64,7 @@ export const RUN_COLUMNS: Columns<Run> = {
   schedule_id: "text",
   usage: "json!",
   budget: "json",
+  reserved: "json",
 };
 
 export const VISIT_COLUMNS: Columns<Visit> = {
@@ -134,6 +135,7 @@ export const RUN_UPDATE_COLUMNS: Columns<
     | "deadline_at"
     | "ended_at"
     | "usage"
+    | "reserved"
   >
 > = {
   run_id: "text",
@@ -146,6 +148,7 @@ export const RUN_UPDATE_COLUMNS: Columns<
   deadline_at: "bigint",
   ended_at: "bigint",
   usage: "json!",
+  reserved: "json",
 };
 
 export const EVENT_COLUMNS: Columns<NewEvent> = {

@@ -5,6 +5,7 @@ import type {
   Compensation,
   Json,
   MapCounts,
+  Reservations,
   Run,
   RunEvent,
   RunParent,
@@ -35,6 +36,7 @@ export interface DbRun {
   schedule_id: string | null;
   usage: string;
   budget: string | null;
+  reserved: string | null;
   /** Not part of a Run: how many times the run's rows were written (LoadedRun). */
   revision?: number;
 }
@@ -119,6 +121,7 @@ export function runFromDb({ revision: _, ...r }: DbRun): Run {
     parent: parse<RunParent>(r.parent),
     usage: JSON.parse(r.usage) as RunUsage,
     budget: parse<Budget>(r.budget),
+    reserved: parse<Reservations>(r.reserved),
   };
 }
 
@@ -132,6 +135,7 @@ export function runToDb(r: Run): DbRun {
     parent: text(r.parent),
     usage: JSON.stringify(r.usage),
     budget: text(r.budget),
+    reserved: text(r.reserved),
   };
 }
 

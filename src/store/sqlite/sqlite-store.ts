@@ -781,7 +781,7 @@ function prepare(db: Db) {
     updateRun: db.prepare(
       `UPDATE runs SET status = @status, output = @output, error = @error, end_cause = @end_cause,
          needs_attention = @needs_attention, updated_at = @updated_at, deadline_at = @deadline_at,
-         ended_at = @ended_at, usage = @usage WHERE run_id = @run_id`,
+         ended_at = @ended_at, usage = @usage, reserved = @reserved WHERE run_id = @run_id`,
     ),
     currentVisits: db.prepare("SELECT * FROM visits WHERE run_id = ? AND is_current = 1"),
     compensations: db.prepare("SELECT * FROM compensations WHERE run_id = ? ORDER BY seq"),
@@ -927,6 +927,7 @@ const runColumns = [
   "schedule_id",
   "usage",
   "budget",
+  "reserved",
 ];
 
 const compensationColumns: (keyof DbCompensation)[] = [
