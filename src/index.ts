@@ -76,6 +76,7 @@ export {
   type SendEventAnswer,
   type SendEventOptions,
   type StartRunOptions,
+  type PutScheduleOptions,
   type SubscribeFilter,
 } from "./engine/engine.js";
 export type {

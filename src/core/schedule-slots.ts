@@ -123,7 +123,10 @@ function onTime(s: Pick<Schedule, "catchup">, slots: number[], now: number): num
   return s.catchup === "none" ? slots.filter((t) => now - t <= ON_TIME_MS) : slots;
 }
 
-/** A slot as its runs' idempotency keys name it: ISO 8601 in UTC. */
+/**
+ * A slot as its runs' idempotency keys name it: ISO 8601 in UTC, under the engine's reserved
+ * prefix `skein:` (engine/engine-keys.ts; a string here, as core imports nothing of the engine).
+ */
 export function slotKey(scheduleId: string, slot: number): string {
-  return `schedule:${scheduleId}:${new Date(slot).toISOString()}`;
+  return `skein:schedule:${scheduleId}:${new Date(slot).toISOString()}`;
 }

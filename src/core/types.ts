@@ -92,6 +92,11 @@ export interface Run<O = Json> {
   usage: RunUsage;
   /** Its own budget (startRun's, else the workflow's); null: none. Its ancestors' budgets apply too. */
   budget: Budget | null;
+  /**
+   * The workflows its `workflow` nodes and map items may start (DESIGN §13.1): the patterns of the
+   * scoped token that started its root, inherited by its child runs; null: every workflow.
+   */
+  scope: string[] | null;
 }
 
 /** Usage an attempt reports (DESIGN §12): non-negative finite numbers; a run sums them. */
@@ -325,6 +330,8 @@ export interface Schedule extends Required<Omit<ScheduleInput, "version">> {
   last_slot_at: number | null;
   /** The latest run a slot started. */
   last_run_id: string | null;
+  /** The scope of the token that put it (DESIGN §13.1), given to the runs its slots start; null: every workflow. */
+  scope: string[] | null;
   created_at: number;
   updated_at: number;
 }

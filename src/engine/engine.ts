@@ -19,6 +19,7 @@ import type {
   EventListener,
   PendingReview,
   PruneOptions,
+  PutScheduleOptions,
   ReviewOptions,
   RunWithNodes,
   StartRunOptions,
@@ -62,6 +63,7 @@ export type {
   NodeVisit,
   PendingReview,
   PruneOptions,
+  PutScheduleOptions,
   RateLimit,
   ReviewOptions,
   RunWithNodes,
@@ -528,7 +530,7 @@ export class Engine {
   /**
    * Creates or replaces a schedule (DESIGN §11.5): runs of `workflow_id` started on a cron
    * expression in a time zone, each slot once across every engine (idempotency key
-   * `schedule:<schedule_id>:<slot as ISO 8601 UTC>`). Defaults: timezone "UTC", input {},
+   * `skein:schedule:<schedule_id>:<slot as ISO 8601 UTC>`). Defaults: timezone "UTC", input {},
    * overlap "skip", catchup "latest", catchup_limit 100, paused false, the latest version at
    * each firing. Replacing keeps the schedule's history; next_fire_at moves to the next slot of
    * the new cron (it stays when cron and timezone are unchanged and the schedule was unpaused).
@@ -536,9 +538,12 @@ export class Engine {
    * @throws ValidationError listing every problem: the cron (`cron`, croner's reason), the time
    *   zone (`timezone`), an unknown workflow or version, an input not of its input_schema
    */
-  putSchedule(input: ScheduleInput): Promise<{ schedule: Schedule; created: boolean }> {
+  putSchedule(
+    input: ScheduleInput,
+    options: PutScheduleOptions = {},
+  ): Promise<{ schedule: Schedule; created: boolean }> {
     this.assertOpen();
-    return schedules.putSchedule(this.schedules, input);
+    return schedules.putSchedule(this.schedules, input, options);
   }
 
   /** Schedules by schedule_id; of one workflow with `workflow_id`. */

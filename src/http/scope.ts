@@ -9,18 +9,17 @@
  */
 import type { Engine } from "../engine/engine.js";
 import { ITEM_SEPARATOR } from "../engine/registry.js";
+import { scopeRegex, WORKFLOW_PATTERN } from "../engine/scope.js";
 import { NotFoundError } from "../errors.js";
 import type { Principal } from "./auth.js";
 
-/** A pattern: workflow id characters and `*` (a workflow id is 1-64 of a-z, 0-9, '_', '-'). */
-export const WORKFLOW_PATTERN = /^[a-z0-9_*-]{1,64}$/;
+export { WORKFLOW_PATTERN };
 
 export class WorkflowScope {
   private readonly regex: RegExp;
 
   constructor(readonly patterns: readonly string[]) {
-    // Only [a-z0-9_*-] reach here (validated), so nothing but `*` needs escaping.
-    this.regex = new RegExp(`^(?:${patterns.map((p) => p.replaceAll("*", ".*")).join("|")})$`);
+    this.regex = scopeRegex(patterns);
   }
 
   allows(workflowId: string): boolean {

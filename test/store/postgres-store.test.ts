@@ -96,6 +96,7 @@ function newRun(run_id: string, overrides: Partial<Run> = {}): Run {
     schedule_id: null,
     usage: { tokens_in: 0, tokens_out: 0, cost: 0 },
     budget: null,
+    scope: null,
     ...overrides,
   };
 }
@@ -387,6 +388,7 @@ describe("PostgresStore", () => {
         next_fire_at,
         last_slot_at: null,
         last_run_id: null,
+        scope: null,
         created_at: NOW,
         updated_at: NOW,
       });

@@ -35,6 +35,7 @@ export interface DbRun {
   schedule_id: string | null;
   usage: string;
   budget: string | null;
+  scope: string | null;
   /** Not part of a Run: how many times the run's rows were written (LoadedRun). */
   revision?: number;
 }
@@ -119,6 +120,7 @@ export function runFromDb({ revision: _, ...r }: DbRun): Run {
     parent: parse<RunParent>(r.parent),
     usage: JSON.parse(r.usage) as RunUsage,
     budget: parse<Budget>(r.budget),
+    scope: parse<string[]>(r.scope),
   };
 }
 
@@ -132,6 +134,7 @@ export function runToDb(r: Run): DbRun {
     parent: text(r.parent),
     usage: JSON.stringify(r.usage),
     budget: text(r.budget),
+    scope: text(r.scope),
   };
 }
 
