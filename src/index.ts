@@ -68,6 +68,8 @@ export {
   type PendingReview,
   type PruneOptions,
   type PublishEventAnswer,
+  type PublishEventOptions,
+  type PutScheduleOptions,
   type RateLimit,
   type ReportAnswer,
   type ReviewOptions,
@@ -76,7 +78,6 @@ export {
   type SendEventAnswer,
   type SendEventOptions,
   type StartRunOptions,
-  type PutScheduleOptions,
   type SubscribeFilter,
 } from "./engine/engine.js";
 export type {

@@ -6,7 +6,7 @@
  * the gap and runs on both occurrences of a repeated hour). Slots are whole seconds, epoch ms.
  */
 import { Cron } from "croner";
-import type { Schedule } from "./types.js";
+import { ENGINE_KEY_PREFIX, type Schedule } from "./types.js";
 
 /** catchup "none": a slot later than this is not fired (the engines were down, or busy, too long). */
 export const ON_TIME_MS = 60_000;
@@ -125,8 +125,8 @@ function onTime(s: Pick<Schedule, "catchup">, slots: number[], now: number): num
 
 /**
  * A slot as its runs' idempotency keys name it: ISO 8601 in UTC, under the engine's reserved
- * prefix `skein:` (engine/engine-keys.ts; a string here, as core imports nothing of the engine).
+ * prefix `skein:` (engine/engine-keys.ts).
  */
 export function slotKey(scheduleId: string, slot: number): string {
-  return `skein:schedule:${scheduleId}:${new Date(slot).toISOString()}`;
+  return `${ENGINE_KEY_PREFIX}schedule:${scheduleId}:${new Date(slot).toISOString()}`;
 }

@@ -64,6 +64,12 @@ export interface Visit {
 }
 
 /** A run; `O` is its output's type when the caller knows it (`getRun<O>`), else Json. */
+/**
+ * The prefix of the idempotency keys the engine makes (child runs, map items, schedule slots:
+ * engine/engine-keys.ts), which clients may not use (DESIGN §13.1).
+ */
+export const ENGINE_KEY_PREFIX = "skein:";
+
 export interface Run<O = Json> {
   run_id: string;
   workflow_id: string;

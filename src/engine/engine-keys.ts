@@ -5,10 +5,10 @@
  * slot to a run found under one of these keys, the engine checks it is the run it would have
  * started (`ownRunProblem`); migration 014 moved the keys older versions made under the prefix.
  */
-import type { Run, RunParent, Visit } from "../core/types.js";
+import { ENGINE_KEY_PREFIX, type Run, type RunParent, type Visit } from "../core/types.js";
 import { ValidationError } from "../errors.js";
 
-export const ENGINE_KEY_PREFIX = "skein:";
+export { ENGINE_KEY_PREFIX };
 
 /** A visit's reason when a run it would start is taken: another run holds its engine key (not retried). */
 export const KEY_TAKEN = "idempotency_key_taken";

@@ -26,7 +26,7 @@ import type {
   SubscribeFilter,
 } from "./engine-options.js";
 import { createParts } from "./engine-parts.js";
-import { newEvent, type SendEventOptions } from "./events.js";
+import { newEvent, type PublishEventOptions, type SendEventOptions } from "./events.js";
 import type { ExternalWorkers } from "./external.js";
 import type {
   ClaimRequest,
@@ -49,6 +49,7 @@ import { pendingReviews, reviewInput } from "./reviews.js";
 import { readRunWithNodes } from "./run-read.js";
 import { newRun } from "./run-start.js";
 import * as schedules from "./schedules.js";
+import { scopeProblem } from "./scope.js";
 import { Secrets } from "./secrets.js";
 import { type ReadEvents, Subscribers } from "./subscribers.js";
 import { inRunStartSpan } from "./tracing.js";
@@ -70,7 +71,7 @@ export type {
   StartRunOptions,
   SubscribeFilter,
 } from "./engine-options.js";
-export type { SendEventOptions } from "./events.js";
+export type { PublishEventOptions, SendEventOptions } from "./events.js";
 export type { PublishEventAnswer, ReportAnswer, SendEventAnswer } from "./inputs.js";
 export type { ListMapItemsOptions, MapItemPage, MapProgress } from "./map-items.js";
 export type { ScheduleWithTimes } from "./schedules.js";
@@ -441,8 +442,10 @@ export class Engine {
    * `key`) receives it, and waits on that key that start within their `buffer_seconds` too.
    * @throws ValidationError for a bad name, key or payload
    */
-  async publishEvent(name: string, key: string, payload: Json = null, options: SendEventOptions = {}) {
+  async publishEvent(name: string, key: string, payload: Json = null, options: PublishEventOptions = {}) {
     this.assertOpen();
+    const bad = options.scope === undefined ? null : scopeProblem(options.scope);
+    if (bad) throw new ValidationError("The event's scope is not valid", [{ path: "scope", message: bad }]);
     const event = newEvent(
       { run_id: null, name, key, payload, idempotency_key: options.idempotency_key },
       { maxPayloadBytes: this.maxPayloadBytes, now: this.clock.now() },
@@ -450,7 +453,13 @@ export class Engine {
     // The waiting runs are found first, so that the flush locks them as it begins (in order).
     const run_ids = await this.store.runsWaitingOnKey(name, key, 10_000);
     return new Promise<PublishEventAnswer>((resolve, reject) =>
-      this.dispatcher.push({ kind: "publish_event", run_ids, event, done: { resolve, reject } }),
+      this.dispatcher.push({
+        kind: "publish_event",
+        run_ids,
+        event,
+        scope: options.scope ? [...options.scope] : null,
+        done: { resolve, reject },
+      }),
     );
   }
 

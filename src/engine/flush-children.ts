@@ -14,8 +14,8 @@ import { CHILD_HOLDER, childOf, MAX_CHILD_DEPTH } from "../core/kinds/workflow.j
 import { endRun, executionId, failVisit, nodeOf, type RunState, startRunState } from "../core/scheduler.js";
 import type { Json, Visit, VisitError } from "../core/types.js";
 import { NotFoundError } from "../errors.js";
-import type { Flush } from "./flush.js";
 import { childKey, KEY_TAKEN, ownRunProblem } from "./engine-keys.js";
+import type { Flush } from "./flush.js";
 import { budgetStops } from "./flush-budget.js";
 import { advanceMaps, cancelItems, settleItem } from "./flush-maps.js";
 import { uuidv7 } from "./ids.js";

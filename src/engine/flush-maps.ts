@@ -16,14 +16,14 @@ import { MAX_CHILD_DEPTH } from "../core/kinds/workflow.js";
 import { executionId, failVisit, nodeOf, type RunState, startRunState } from "../core/scheduler.js";
 import type { Compensation, Json, MapCounts, MapItemState, Visit } from "../core/types.js";
 import type { MapItemUpdate, VisitKey } from "../store/store.js";
-import type { Flush } from "./flush.js";
 import { itemKey, KEY_TAKEN, ownRunProblem } from "./engine-keys.js";
+import type { Flush } from "./flush.js";
 import { budgetError, budgetStops } from "./flush-budget.js";
 import { uuidv7 } from "./ids.js";
 import { canonicalJson } from "./json.js";
 import { itemWorkflowId } from "./registry.js";
-import { OUT_OF_SCOPE, outOfScopeMessage, scopeAllows } from "./scope.js";
 import { runRow } from "./run-start.js";
+import { OUT_OF_SCOPE, outOfScopeMessage, scopeAllows } from "./scope.js";
 
 /** Begins the map visits that became ready (claims them, writes their items, starts the first); true when there were any. */
 export function startMaps(f: Flush): Promise<boolean> {

@@ -5,8 +5,8 @@
 import { budgetOf, budgetProblem, NO_USAGE } from "../core/budget.js";
 import type { Budget, Json, Run } from "../core/types.js";
 import { ValidationError } from "../errors.js";
-import type { StartRunOptions } from "./engine-options.js";
 import { checkClientKey } from "./engine-keys.js";
+import type { StartRunOptions } from "./engine-options.js";
 import { uuidv7 } from "./ids.js";
 import { canonicalJson, jsonProblem, sha256 } from "./json.js";
 import type { LoadedWorkflow } from "./registry.js";

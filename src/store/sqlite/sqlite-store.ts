@@ -613,8 +613,7 @@ export class SqliteStore implements Store {
         const row = s.runByKey.get(key) as DbRun | undefined;
         return row ? runFromDb(row) : null;
       },
-      runsByIdempotencyKeys: async (keys) =>
-        (s.runsByKeys.all(JSON.stringify(keys)) as DbRun[]).map(runFromDb),
+      runsByIdempotencyKeys: async (keys) => (s.runsByKeys.all(JSON.stringify(keys)) as DbRun[]).map(runFromDb),
       runBudgets: async (runIds) =>
         (s.runBudgets.all(JSON.stringify(runIds)) as { run_id: string; usage: string; budget: string | null }[]).map(
           (r) => ({
