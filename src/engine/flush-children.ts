@@ -65,6 +65,11 @@ async function startChild(f: Flush, rs: RunState, v: Visit): Promise<boolean> {
     failVisit(rs, v, "template_error", { message, reason: "template_error" }, f.now);
     return false;
   }
+  // The attempt, then the child that is it: the same transaction writes both.
+  const run_id = uuidv7(f.now);
+  const a = visitAttempt(rs, v);
+  a.claim(`${CHILD_HOLDER}${run_id}`, f.now);
+  v.lease_expires_at = v.deadline_at; // no heartbeats: the node's timeout caps the child's whole run
   const key = childKey(v);
   const parent = parentLink(rs.run, v);
   const existing = f.newRuns.find((r) => r.idempotency_key === key) ?? (await f.tx.runByIdempotencyKey(key));
@@ -74,11 +79,6 @@ async function startChild(f: Flush, rs: RunState, v: Visit): Promise<boolean> {
     failVisit(rs, v, KEY_TAKEN, { message: foreign, reason: KEY_TAKEN }, f.now);
     return false;
   }
-  // The attempt, then the child that is it: the same transaction writes both.
-  const run_id = uuidv7(f.now);
-  const a = visitAttempt(rs, v);
-  a.claim(`${CHILD_HOLDER}${run_id}`, f.now);
-  v.lease_expires_at = v.deadline_at; // no heartbeats: the node's timeout caps the child's whole run
   if (existing) {
     v.holder = `${CHILD_HOLDER}${existing.run_id}`;
     return false;
