@@ -28,7 +28,7 @@ async function runsOf(engine: Engine, scheduleId: string): Promise<Run[]> {
   return runs.sort((a, b) => (a.idempotency_key ?? "").localeCompare(b.idempotency_key ?? ""));
 }
 
-const slotOf = (r: Run) => Date.parse((r.idempotency_key ?? "").replace(/^schedule:[^:]+:/, ""));
+const slotOf = (r: Run) => Date.parse((r.idempotency_key ?? "").replace(/^skein:schedule:[^:]+:/, ""));
 
 async function open(start: number, options: Parameters<typeof testEngine>[0] = {}) {
   const clock = new ManualClock(start);
