@@ -69,6 +69,8 @@ export {
   type PendingReview,
   type PruneOptions,
   type PublishEventAnswer,
+  type PublishEventOptions,
+  type PutScheduleOptions,
   type RateLimit,
   type ReportAnswer,
   type ReviewOptions,

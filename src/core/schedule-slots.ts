@@ -6,7 +6,7 @@
  * the gap and runs on both occurrences of a repeated hour). Slots are whole seconds, epoch ms.
  */
 import { Cron } from "croner";
-import type { Schedule } from "./types.js";
+import { ENGINE_KEY_PREFIX, type Schedule } from "./types.js";
 
 /** catchup "none": a slot later than this is not fired (the engines were down, or busy, too long). */
 export const ON_TIME_MS = 60_000;
@@ -123,7 +123,10 @@ function onTime(s: Pick<Schedule, "catchup">, slots: number[], now: number): num
   return s.catchup === "none" ? slots.filter((t) => now - t <= ON_TIME_MS) : slots;
 }
 
-/** A slot as its runs' idempotency keys name it: ISO 8601 in UTC. */
+/**
+ * A slot as its runs' idempotency keys name it: ISO 8601 in UTC, under the engine's reserved
+ * prefix `skein:` (engine/engine-keys.ts).
+ */
 export function slotKey(scheduleId: string, slot: number): string {
-  return `schedule:${scheduleId}:${new Date(slot).toISOString()}`;
+  return `${ENGINE_KEY_PREFIX}schedule:${scheduleId}:${new Date(slot).toISOString()}`;
 }

@@ -64,6 +64,12 @@ export interface Visit {
 }
 
 /** A run; `O` is its output's type when the caller knows it (`getRun<O>`), else Json. */
+/**
+ * The prefix of the idempotency keys the engine makes (child runs, map items, schedule slots:
+ * engine/engine-keys.ts), which clients may not use (DESIGN §13.1).
+ */
+export const ENGINE_KEY_PREFIX = "skein:";
+
 export interface Run<O = Json> {
   run_id: string;
   workflow_id: string;
@@ -92,6 +98,11 @@ export interface Run<O = Json> {
   usage: RunUsage;
   /** Its own budget (startRun's, else the workflow's); null: none. Its ancestors' budgets apply too. */
   budget: Budget | null;
+  /**
+   * The workflows its `workflow` nodes and map items may start (DESIGN §13.1): the patterns of the
+   * scoped token that started its root, inherited by its child runs; null: every workflow.
+   */
+  scope: string[] | null;
   /**
    * On a run with a budget: what the attempts in flight under it (its own and its descendants')
    * are expected to use, by `<execution_id>@<attempt>` (DESIGN §13.1, budgets reserve); null: none.
@@ -339,6 +350,8 @@ export interface Schedule extends Required<Omit<ScheduleInput, "version">> {
   last_slot_at: number | null;
   /** The latest run a slot started. */
   last_run_id: string | null;
+  /** The scope of the token that put it (DESIGN §13.1), given to the runs its slots start; null: every workflow. */
+  scope: string[] | null;
   created_at: number;
   updated_at: number;
 }

@@ -188,12 +188,29 @@ export interface StartRunOptions {
    */
   budget?: Budget;
   /**
+   * The workflows this run's `workflow` nodes and map items, and theirs, may start (DESIGN §13.1):
+   * workflow ids or patterns with `*`. A child or item outside it fails its visit `out_of_scope`.
+   * The HTTP API sets it to a scoped token's `workflows`.
+   * @defaultValue every workflow
+   */
+  scope?: readonly string[];
+  /**
    * Hears every event of the run from its first (`run.started`), exactly once, until the run
    * ends (its run.succeeded, run.failed or run.cancelled event is the last), or the engine
    * closes. A run an idempotency key returns is replayed from its first event too. Stored events
    * only: progress (`node.progress`) reaches `Engine.subscribe` listeners.
    */
   onEvent?: (event: RunEvent) => void;
+}
+
+/** putSchedule's options. */
+export interface PutScheduleOptions {
+  /**
+   * The scope (StartRunOptions.scope) of the runs its slots start; the HTTP API sets it to a
+   * scoped token's `workflows`. Putting the schedule again replaces it.
+   * @defaultValue every workflow
+   */
+  scope?: readonly string[];
 }
 
 /** Which events `Engine.subscribe` hands to its listener. */

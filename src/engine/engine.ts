@@ -20,13 +20,14 @@ import type {
   EventListener,
   PendingReview,
   PruneOptions,
+  PutScheduleOptions,
   ReviewOptions,
   RunWithNodes,
   StartRunOptions,
   SubscribeFilter,
 } from "./engine-options.js";
 import { createParts } from "./engine-parts.js";
-import { newEvent, type SendEventOptions } from "./events.js";
+import { newEvent, type PublishEventOptions, type SendEventOptions } from "./events.js";
 import type { ExternalWorkers } from "./external.js";
 import type {
   ClaimRequest,
@@ -49,6 +50,7 @@ import { pendingReviews, reviewInput } from "./reviews.js";
 import { readRunWithNodes } from "./run-read.js";
 import { newRun } from "./run-start.js";
 import * as schedules from "./schedules.js";
+import { scopeProblem } from "./scope.js";
 import { Secrets } from "./secrets.js";
 import { type ReadEvents, Subscribers } from "./subscribers.js";
 import { inRunStartSpan } from "./tracing.js";
@@ -63,13 +65,14 @@ export type {
   NodeVisit,
   PendingReview,
   PruneOptions,
+  PutScheduleOptions,
   RateLimit,
   ReviewOptions,
   RunWithNodes,
   StartRunOptions,
   SubscribeFilter,
 } from "./engine-options.js";
-export type { SendEventOptions } from "./events.js";
+export type { PublishEventOptions, SendEventOptions } from "./events.js";
 export type { PublishEventAnswer, ReportAnswer, SendEventAnswer } from "./inputs.js";
 export type { ListMapItemsOptions, MapItemPage, MapProgress } from "./map-items.js";
 export type { ScheduleWithTimes } from "./schedules.js";
@@ -451,8 +454,10 @@ export class Engine {
    * `key`) receives it, and waits on that key that start within their `buffer_seconds` too.
    * @throws ValidationError for a bad name, key or payload
    */
-  async publishEvent(name: string, key: string, payload: Json = null, options: SendEventOptions = {}) {
+  async publishEvent(name: string, key: string, payload: Json = null, options: PublishEventOptions = {}) {
     this.assertOpen();
+    const bad = options.scope === undefined ? null : scopeProblem(options.scope);
+    if (bad) throw new ValidationError("The event's scope is not valid", [{ path: "scope", message: bad }]);
     const event = newEvent(
       { run_id: null, name, key, payload, idempotency_key: options.idempotency_key },
       { maxPayloadBytes: this.maxPayloadBytes, now: this.clock.now() },
@@ -460,7 +465,13 @@ export class Engine {
     // The waiting runs are found first, so that the flush locks them as it begins (in order).
     const run_ids = await this.store.runsWaitingOnKey(name, key, 10_000);
     return new Promise<PublishEventAnswer>((resolve, reject) =>
-      this.dispatcher.push({ kind: "publish_event", run_ids, event, done: { resolve, reject } }),
+      this.dispatcher.push({
+        kind: "publish_event",
+        run_ids,
+        event,
+        scope: options.scope ? [...options.scope] : null,
+        done: { resolve, reject },
+      }),
     );
   }
 
@@ -540,7 +551,7 @@ export class Engine {
   /**
    * Creates or replaces a schedule (DESIGN §11.5): runs of `workflow_id` started on a cron
    * expression in a time zone, each slot once across every engine (idempotency key
-   * `schedule:<schedule_id>:<slot as ISO 8601 UTC>`). Defaults: timezone "UTC", input {},
+   * `skein:schedule:<schedule_id>:<slot as ISO 8601 UTC>`). Defaults: timezone "UTC", input {},
    * overlap "skip", catchup "latest", catchup_limit 100, paused false, the latest version at
    * each firing. Replacing keeps the schedule's history; next_fire_at moves to the next slot of
    * the new cron (it stays when cron and timezone are unchanged and the schedule was unpaused).
@@ -548,9 +559,12 @@ export class Engine {
    * @throws ValidationError listing every problem: the cron (`cron`, croner's reason), the time
    *   zone (`timezone`), an unknown workflow or version, an input not of its input_schema
    */
-  putSchedule(input: ScheduleInput): Promise<{ schedule: Schedule; created: boolean }> {
+  putSchedule(
+    input: ScheduleInput,
+    options: PutScheduleOptions = {},
+  ): Promise<{ schedule: Schedule; created: boolean }> {
     this.assertOpen();
-    return schedules.putSchedule(this.schedules, input);
+    return schedules.putSchedule(this.schedules, input, options);
   }
 
   /** Schedules by schedule_id; of one workflow with `workflow_id`. */

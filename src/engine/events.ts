@@ -13,6 +13,17 @@ export interface SendEventOptions {
   idempotency_key?: string;
 }
 
+/** publishEvent's options. */
+export interface PublishEventOptions extends SendEventOptions {
+  /**
+   * The publisher's scope (DESIGN §13.1): only runs of the workflows these patterns cover
+   * receive the event, and it is not kept for waits that start later (a buffered event would
+   * reach whichever run waits next). The HTTP API sets it to a scoped token's `workflows`.
+   * @defaultValue every workflow
+   */
+  scope?: readonly string[];
+}
+
 const MAX_NAME = 200;
 
 /** The inbox row of an event to queue, or a ValidationError naming each problem. */

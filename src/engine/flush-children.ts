@@ -14,12 +14,14 @@ import { CHILD_HOLDER, childOf, MAX_CHILD_DEPTH } from "../core/kinds/workflow.j
 import { endRun, executionId, failVisit, nodeOf, type RunState, startRunState } from "../core/scheduler.js";
 import type { Json, Visit, VisitError } from "../core/types.js";
 import { NotFoundError } from "../errors.js";
+import { childKey, KEY_TAKEN, ownRunProblem } from "./engine-keys.js";
 import type { Flush } from "./flush.js";
 import { budgetStops } from "./flush-budget.js";
 import { advanceMaps, cancelItems, settleItem } from "./flush-maps.js";
 import { uuidv7 } from "./ids.js";
 import { canonicalJson } from "./json.js";
 import { runRow } from "./run-start.js";
+import { OUT_OF_SCOPE, outOfScopeMessage, scopeAllows } from "./scope.js";
 
 const FINAL = new Set(["SUCCEEDED", "FAILED", "CANCELLED"]);
 
@@ -37,6 +39,12 @@ async function startChild(f: Flush, rs: RunState, v: Visit): Promise<boolean> {
   if (depth > MAX_CHILD_DEPTH) {
     const message = `a child run may not start another past depth ${MAX_CHILD_DEPTH}: run ${rs.run.run_id} is at depth ${depth - 1}; is the workflow calling itself without end?`;
     failVisit(rs, v, "child_depth_exceeded", { message, reason: "child_depth_exceeded" }, f.now);
+    return false;
+  }
+  // A child outside the run's scope is never started (DESIGN §13.1): not retried, as a retry would start the same.
+  if (!scopeAllows(rs.run.scope, p.workflow_id)) {
+    const message = outOfScopeMessage(p.workflow_id, rs.run.scope ?? []);
+    failVisit(rs, v, OUT_OF_SCOPE, { message, reason: OUT_OF_SCOPE }, f.now);
     return false;
   }
   // A run (or a run above it) at its budget starts no child: the child's work would count toward it.
@@ -62,8 +70,15 @@ async function startChild(f: Flush, rs: RunState, v: Visit): Promise<boolean> {
   const a = visitAttempt(rs, v);
   a.claim(`${CHILD_HOLDER}${run_id}`, f.now);
   v.lease_expires_at = v.deadline_at; // no heartbeats: the node's timeout caps the child's whole run
-  const key = `${v.execution_id}:${v.attempt}`;
+  const key = childKey(v);
+  const parent = parentLink(rs.run, v);
   const existing = f.newRuns.find((r) => r.idempotency_key === key) ?? (await f.tx.runByIdempotencyKey(key));
+  // A run under the engine's key that is not this attempt's child is never bound to it: the visit fails, saying whose it is.
+  const foreign = existing ? ownRunProblem(existing, key, { parent }) : null;
+  if (foreign) {
+    failVisit(rs, v, KEY_TAKEN, { message: foreign, reason: KEY_TAKEN }, f.now);
+    return false;
+  }
   if (existing) {
     v.holder = `${CHILD_HOLDER}${existing.run_id}`;
     return false;
@@ -72,8 +87,9 @@ async function startChild(f: Flush, rs: RunState, v: Visit): Promise<boolean> {
     run_id,
     traceparent: f.o.spans.startChildRun(rs.run, v, run_id), // its spans nest under its skein.child_run span
     idempotency_key: key,
-    parent: parentLink(rs.run, v),
+    parent,
     budget: budgetOf(workflow.definition.budget),
+    scope: rs.run.scope, // the root's, inherited
     now: f.now,
   });
   const child = startRunState(run, workflow.graph, f.now);

@@ -11,6 +11,7 @@ import type { InboxEvent } from "../core/types.js";
 import { NotFoundError } from "../errors.js";
 import type { Flush } from "./flush.js";
 import type { Input, SendEventAnswer } from "./inputs.js";
+import { scopeAllows } from "./scope.js";
 
 export async function sendEvent(f: Flush, input: Extract<Input, { kind: "send_event" }>): Promise<void> {
   const { run_id, done } = input;
@@ -69,7 +70,7 @@ export async function publishEvent(f: Flush, input: Extract<Input, { kind: "publ
   const delivered_to: { run_id: string; node_id: string; visit: number }[] = [];
   for (const runId of input.run_ids) {
     const rs = await f.load(runId);
-    if (!rs || rs.run.ended_at !== null) continue;
+    if (!rs || rs.run.ended_at !== null || !scopeAllows(input.scope, rs.run.workflow_id)) continue;
     // Every wait of the run on (name, key): a run may wait on the same key in two branches.
     for (let v = oldestWaiting(rs, e.name, key); v; v = oldestWaiting(rs, e.name, key)) {
       event(rs, "event.received", null, f.now, { event_id: e.event_id, name: e.name, key });
@@ -79,7 +80,9 @@ export async function publishEvent(f: Flush, input: Extract<Input, { kind: "publ
   }
   // Events by key are kept for the longest buffer_seconds, then pruned (once per flush).
   if (f.keyed.length === 0) await f.tx.pruneKeyed(f.now - MAX_BUFFER_SECONDS * 1000);
-  f.keyed.push(e);
+  // A scoped publisher's event is kept (its idempotency key holds) but too old for any buffer:
+  // a wait that starts later may be another tenant's.
+  f.keyed.push(input.scope === null ? e : { ...e, created_at: f.now - MAX_BUFFER_SECONDS * 1000 - 1 });
   const answer = { event_id: e.event_id, delivered_to, duplicate: false };
   f.out.callbacks.push(() => done.resolve(answer));
 }

@@ -16,12 +16,14 @@ import { MAX_CHILD_DEPTH } from "../core/kinds/workflow.js";
 import { executionId, failVisit, nodeOf, type RunState, startRunState } from "../core/scheduler.js";
 import type { Compensation, Json, MapCounts, MapItemState, Visit } from "../core/types.js";
 import type { MapItemUpdate, VisitKey } from "../store/store.js";
+import { itemKey, KEY_TAKEN, ownRunProblem } from "./engine-keys.js";
 import type { Flush } from "./flush.js";
 import { budgetError, budgetRoom, budgetStops } from "./flush-budget.js";
 import { uuidv7 } from "./ids.js";
 import { canonicalJson } from "./json.js";
 import { itemWorkflowId } from "./registry.js";
 import { runRow } from "./run-start.js";
+import { OUT_OF_SCOPE, outOfScopeMessage, scopeAllows } from "./scope.js";
 
 /** Begins the map visits that became ready (claims them, writes their items, starts the first); true when there were any. */
 export function startMaps(f: Flush): Promise<boolean> {
@@ -40,6 +42,14 @@ async function beginMap(f: Flush, rs: RunState, v: Visit): Promise<void> {
   }
   if (await budgetStops(f, rs, v)) return; // its items would count toward a budget already reached
   const p = mapPayload(v.payload);
+  // Items of a workflow outside the run's scope are never started (DESIGN §13.1); a templated
+  // each.workflow_id is checked per item, by the item run's `workflow` node (flush-children.ts).
+  const target = "workflow_id" in p.each ? p.each.workflow_id : null;
+  if (target !== null && !target.includes("{{") && !scopeAllows(rs.run.scope, target)) {
+    const message = outOfScopeMessage(target, rs.run.scope ?? []);
+    failVisit(rs, v, OUT_OF_SCOPE, { message, reason: OUT_OF_SCOPE }, f.now);
+    return;
+  }
   visitAttempt(rs, v).claim(MAP_HOLDER, f.now);
   // No lease and no deadline: the items have the node's timeout each, and the run's TTL bounds the whole.
   v.deadline_at = null;
@@ -90,26 +100,53 @@ async function advance(f: Flush, rs: RunState, v: Visit): Promise<void> {
 /** Starts up to `room` PENDING items, in index order, each a child run of the map's item workflow. */
 async function startItems(f: Flush, rs: RunState, v: Visit, room: number): Promise<void> {
   const c = v.items as MapCounts;
-  const key = keyOf(v);
-  const rows = await f.tx.pendingMapItems(key, c.next, room);
+  const vkey = keyOf(v);
+  const rows = await f.tx.pendingMapItems(vkey, c.next, room);
   if (rows.length === 0) return;
   const workflow = await f.o.registry.get(itemWorkflowId(rs.run.workflow_id, v.node_id), rs.run.workflow_version);
+  // What the database holds under these items' keys: nothing, unless a crash or a direct write
+  // came between; a run that is not the item's own is never bound to it (engine-keys.ts).
+  const found = new Map(
+    (await f.tx.runsByIdempotencyKeys(rows.map((row) => itemKey(v, row.index)))).map((r) => [r.idempotency_key, r]),
+  );
+  for (const row of rows) {
+    const key = itemKey(v, row.index);
+    const existing = found.get(key);
+    const foreign = existing ? ownRunProblem(existing, key, { parent: parentLink(rs.run, v, row.index) }) : null;
+    if (foreign) {
+      // Before this window starts anything: the items running are those of earlier windows.
+      visitAttempt(rs, v).failForGood(KEY_TAKEN, { message: foreign, reason: KEY_TAKEN }, f.now, f.o.random);
+      await cancelItems(f, rs, v);
+      return;
+    }
+  }
   const updates: MapItemUpdate[] = [];
   for (const row of rows) {
+    const key = itemKey(v, row.index);
+    const parent = parentLink(rs.run, v, row.index);
+    const existing = found.get(key);
+    if (existing) {
+      // The item's own run (started in a transaction whose item row update was lost): bound again.
+      updates.push({ key: vkey, index: row.index, state: "RUNNING", child_run_id: existing.run_id, started_at: f.now });
+      c.running += 1;
+      c.next = row.index + 1;
+      continue;
+    }
     const run_id = uuidv7(f.now);
     const run = runRow(workflow, canonicalJson(row.item), {
       run_id,
       traceparent: rs.run.traceparent,
-      idempotency_key: `${v.execution_id}:${v.attempt}:${row.index}`,
-      parent: parentLink(rs.run, v, row.index),
+      idempotency_key: key,
+      parent,
       budget: null,
+      scope: rs.run.scope, // the root's, inherited
       now: f.now,
     });
     const child = startRunState(run, workflow.graph, f.now);
     child.run.deadline_at = Math.min(child.run.deadline_at, rs.run.deadline_at); // the parent's TTL bounds its items
     f.newRuns.push(child.run);
     f.states.set(run_id, child);
-    updates.push({ key, index: row.index, state: "RUNNING", child_run_id: run_id, started_at: f.now });
+    updates.push({ key: vkey, index: row.index, state: "RUNNING", child_run_id: run_id, started_at: f.now });
     c.running += 1;
     c.next = row.index + 1;
   }

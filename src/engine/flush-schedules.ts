@@ -1,7 +1,7 @@
 /**
  * Schedules firing (DESIGN §11.5), in the sweep's transaction: the due schedules are read and
  * locked (PostgreSQL: SKIP LOCKED, so each is fired by one engine at a time), each due slot per
- * `catchup` starts one run (idempotency key `schedule:<id>:<slot>`, `schedule_id` set) subject
+ * `catchup` starts one run (idempotency key `skein:schedule:<id>:<slot>`, `schedule_id` set) subject
  * to `overlap`, and the schedule's next_fire_at moves past the transaction's time, all in the
  * same transaction: a crash before the commit loses nothing (the slots are still due), one
  * after it doubles nothing (they are not). Time is the transaction's (the database's on
@@ -12,6 +12,7 @@ import { dueSlots, parseCron, slotKey } from "../core/schedule-slots.js";
 import { endRun, startRunState } from "../core/scheduler.js";
 import type { Json, Schedule } from "../core/types.js";
 import { NotFoundError } from "../errors.js";
+import { ownRunProblem } from "./engine-keys.js";
 import type { Flush } from "./flush.js";
 import { uuidv7 } from "./ids.js";
 import { canonicalJson } from "./json.js";
@@ -83,6 +84,16 @@ async function fireSlot(f: Flush, s: Schedule, slot: number): Promise<Handled> {
   const existing = f.newRuns.find((r) => r.idempotency_key === key) ?? (await f.tx.runByIdempotencyKey(key));
   const handled = (outcome: SlotOutcome["outcome"]) => f.out.slots.push({ schedule_id: s.schedule_id, outcome });
   if (existing) {
+    const foreign = ownRunProblem(existing, key, { schedule_id: s.schedule_id });
+    if (foreign) {
+      // Not this schedule's run: the slot is handled without it, and last_run_id never points at it.
+      f.o.logger.warn(
+        { schedule_id: s.schedule_id, slot: new Date(slot).toISOString(), problem: foreign },
+        "skein: a schedule's slot was not fired: another run holds its idempotency key",
+      );
+      handled("not_started");
+      return { run_id: null };
+    }
     handled("started");
     return { run_id: existing.run_id };
   }
@@ -114,6 +125,7 @@ async function fireSlot(f: Flush, s: Schedule, slot: number): Promise<Handled> {
     idempotency_key: key,
     parent: null,
     budget: budgetOf(workflow.definition.budget),
+    scope: s.scope, // the scope of the token that put the schedule (DESIGN §13.1)
     now: f.now,
     schedule_id: s.schedule_id,
   });

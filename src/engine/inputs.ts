@@ -50,7 +50,14 @@ export type Input =
   /** An event sent to a run (DESIGN §11.2): delivered to its oldest waiting wait_event, else kept in its inbox. */
   | { kind: "send_event"; run_id: string; event: InboxEvent; done: Callback<SendEventAnswer> }
   /** An event by key (§11.3): delivered to every run of `run_ids` still waiting on it, and kept for buffers. */
-  | { kind: "publish_event"; run_ids: string[]; event: InboxEvent; done: Callback<PublishEventAnswer> }
+  | {
+      kind: "publish_event";
+      run_ids: string[];
+      event: InboxEvent;
+      /** The publisher's scope (DESIGN §13.1): only runs of workflows it covers receive it; null: every run. */
+      scope: string[] | null;
+      done: Callback<PublishEventAnswer>;
+    }
   | { kind: "cancel"; run_id: string; reason?: string; compensate: boolean; done: Callback<Run> }
   | { kind: "retry"; run_id: string; from: string | null; force: boolean; done: Callback<Run> }
   /** An event about a run that changes no state (a notifier that failed for good). */

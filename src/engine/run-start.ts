@@ -5,10 +5,12 @@
 import { budgetOf, budgetProblem, NO_USAGE } from "../core/budget.js";
 import type { Budget, Json, Run } from "../core/types.js";
 import { ValidationError } from "../errors.js";
+import { checkClientKey } from "./engine-keys.js";
 import type { StartRunOptions } from "./engine-options.js";
 import { uuidv7 } from "./ids.js";
 import { canonicalJson, jsonProblem, sha256 } from "./json.js";
 import type { LoadedWorkflow } from "./registry.js";
+import { scopeAllows, scopeProblem } from "./scope.js";
 
 /**
  * `traceparent`: the run's trace context (its start span's: tracing.ts).
@@ -22,6 +24,7 @@ export function newRun(
   traceparent: string,
 ): Run {
   const input = (options.input ?? {}) as Json;
+  checkClientKey(options.idempotency_key);
   const problem = jsonProblem(input, "input");
   if (problem) throw new ValidationError("Run input is not JSON", [{ path: "input", message: problem }]);
   const text = canonicalJson(input);
@@ -33,6 +36,15 @@ export function newRun(
   const problems = workflow.checkInput(input);
   if (problems.length > 0)
     throw new ValidationError(`Run input does not match the input_schema of ${workflow.id}`, problems);
+  if (options.scope !== undefined) {
+    const bad = scopeProblem(options.scope);
+    if (bad) throw new ValidationError("Run scope is not valid", [{ path: "scope", message: bad }]);
+    if (!scopeAllows(options.scope, workflow.id)) {
+      throw new ValidationError("Run scope does not cover its own workflow", [
+        { path: "scope", message: `does not cover "${workflow.id}": a run may only be started within its scope` },
+      ]);
+    }
+  }
   if (options.budget !== undefined) {
     const bad = budgetProblem(options.budget);
     if (bad) throw new ValidationError("Run budget is not valid", [{ path: "budget", message: bad }]);
@@ -44,6 +56,7 @@ export function newRun(
     parent: null,
     // startRun's budget replaces the workflow's (DESIGN §12).
     budget: budgetOf(options.budget ?? workflow.definition.budget),
+    scope: options.scope ? [...options.scope] : null,
     now,
   });
 }
@@ -61,6 +74,8 @@ export function runRow(
     schedule_id?: string | null;
     /** The run's own budget (a map's item runs have none: the map's run holds the item workflow's). */
     budget: Budget | null;
+    /** What it may start (DESIGN §13.1): its root starter's scope, which a child run inherits; null: everything. */
+    scope: string[] | null;
   },
 ): Run {
   return {
@@ -85,6 +100,7 @@ export function runRow(
     schedule_id: o.schedule_id ?? null,
     usage: { ...NO_USAGE },
     budget: o.budget,
+    scope: o.scope,
     reserved: null,
   };
 }

@@ -12,9 +12,11 @@ import { issuesToProblems } from "../definition/zod-issues.js";
 import { NotFoundError, type Problem, ValidationError } from "../errors.js";
 import type { ScheduleFilter, Store, StoreTx } from "../store/store.js";
 import type { Clock } from "./clock.js";
+import type { PutScheduleOptions } from "./engine-options.js";
 import { canonicalJson, jsonProblem } from "./json.js";
 import { ITEM_SEPARATOR, type WorkflowRegistry } from "./registry.js";
 import { DEFAULT_CATCHUP_LIMIT, scheduleInputSchema } from "./schedule-input.js";
+import { scopeAllows, scopeProblem } from "./scope.js";
 
 /** How many slots getSchedule lists. */
 export const NEXT_FIRE_TIMES = 5;
@@ -41,8 +43,18 @@ export type ScheduleWithTimes = Schedule & { next_fire_times: number[] };
 export async function putSchedule(
   d: ScheduleDeps,
   input: ScheduleInput,
+  options: PutScheduleOptions = {},
 ): Promise<{ schedule: Schedule; created: boolean }> {
   const checked = await checkSchedule(d, input);
+  if (options.scope !== undefined) {
+    const bad = scopeProblem(options.scope);
+    if (bad) throw new ValidationError(`Invalid schedule "${checked.schedule_id}"`, [{ path: "scope", message: bad }]);
+    if (!scopeAllows(options.scope, checked.fields.workflow_id)) {
+      throw new ValidationError(`Invalid schedule "${checked.schedule_id}"`, [
+        { path: "scope", message: `does not cover "${checked.fields.workflow_id}", the workflow the schedule starts` },
+      ]);
+    }
+  }
   const answer = await d.store.transaction(async (tx) => {
     const now = await txNow(tx, d.clock);
     const old = await tx.lockSchedule(checked.schedule_id);
@@ -57,6 +69,7 @@ export async function putSchedule(
           : nextSlot(checked.cron, now),
       last_slot_at: old?.last_slot_at ?? null,
       last_run_id: old?.last_run_id ?? null,
+      scope: options.scope ? [...options.scope] : null,
       created_at: old?.created_at ?? now,
       updated_at: now,
     };
@@ -138,7 +151,7 @@ export function unknownSchedule(scheduleId: string): NotFoundError {
 interface CheckedSchedule {
   schedule_id: string;
   cron: Cron;
-  fields: Omit<Schedule, "next_fire_at" | "last_slot_at" | "last_run_id" | "created_at" | "updated_at">;
+  fields: Omit<Schedule, "next_fire_at" | "last_slot_at" | "last_run_id" | "scope" | "created_at" | "updated_at">;
 }
 
 /** Every problem of a schedule input, with its path, or the schedule with its defaults. */

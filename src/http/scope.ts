@@ -9,18 +9,17 @@
  */
 import type { Engine } from "../engine/engine.js";
 import { ITEM_SEPARATOR } from "../engine/registry.js";
+import { scopeRegex, WORKFLOW_PATTERN } from "../engine/scope.js";
 import { NotFoundError } from "../errors.js";
 import type { Principal } from "./auth.js";
 
-/** A pattern: workflow id characters and `*` (a workflow id is 1-64 of a-z, 0-9, '_', '-'). */
-export const WORKFLOW_PATTERN = /^[a-z0-9_*-]{1,64}$/;
+export { WORKFLOW_PATTERN };
 
 export class WorkflowScope {
   private readonly regex: RegExp;
 
   constructor(readonly patterns: readonly string[]) {
-    // Only [a-z0-9_*-] reach here (validated), so nothing but `*` needs escaping.
-    this.regex = new RegExp(`^(?:${patterns.map((p) => p.replaceAll("*", ".*")).join("|")})$`);
+    this.regex = scopeRegex(patterns);
   }
 
   allows(workflowId: string): boolean {
@@ -53,4 +52,46 @@ export function assertRunInScope(principal: Principal | null, run: { run_id: str
 /** Reads the run only for a scoped token. @throws NotFoundError when such a token may not see it (or it does not exist) */
 export async function checkRunScope(engine: Engine, principal: Principal | null, runId: string): Promise<void> {
   if (principal?.workflows) assertRunInScope(principal, await engine.getRun(runId));
+}
+
+/** What a scoped token reads in place of a child run id it may not see. */
+export const HIDDEN_RUN = "[run out of scope]";
+
+/**
+ * `value` with every mention of these run ids replaced by HIDDEN_RUN (a holder `run:<id>`, an
+ * error's `details.run_id`, a message naming the child): a run in a scoped token's scope may
+ * have a child out of it (started for an unscoped caller), whose id is not the token's to learn.
+ */
+export function hideRuns<T>(value: T, ids: readonly string[]): T {
+  if (ids.length === 0) return value;
+  const walk = (v: unknown): unknown => {
+    if (typeof v === "string") return ids.reduce((s, id) => (s.includes(id) ? s.replaceAll(id, HIDDEN_RUN) : s), v);
+    if (Array.isArray(v)) return v.map(walk);
+    if (v !== null && typeof v === "object") {
+      return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, walk(x)]));
+    }
+    return v;
+  };
+  return walk(value) as T;
+}
+
+/** The ids of the run's child runs a scoped token may not see (none for an unscoped caller). */
+export async function childrenOutOfScope(
+  engine: Engine,
+  principal: Principal | null,
+  run: string | { children: readonly { run_id: string; workflow_id: string }[] },
+): Promise<string[]> {
+  if (!principal?.workflows) return [];
+  const { children } = typeof run === "string" ? await engine.getRun(run) : run;
+  return children.filter((c) => !inScope(principal, c.workflow_id)).map((c) => c.run_id);
+}
+
+/** Run ids an event names as a child (a `node.started` holder `run:<id>`, a `child_failed` error's run_id). */
+export function childIdsOf(data: unknown): string[] {
+  const d = data as { holder?: unknown; error?: { details?: { run_id?: unknown } } } | null;
+  const ids: string[] = [];
+  if (typeof d?.holder === "string" && d.holder.startsWith("run:")) ids.push(d.holder.slice(4));
+  const child = d?.error?.details?.run_id;
+  if (typeof child === "string") ids.push(child);
+  return ids;
 }

@@ -441,6 +441,8 @@ export interface StoreTx extends InboxTx, MapTx, PruneTx, ScheduleTx {
    */
   takeDeadEngines(self: string, staleBefore: number): Promise<string[]>;
   runByIdempotencyKey(key: string): Promise<Run | null>;
+  /** The runs under any of these idempotency keys (a map's item keys, looked up a window at a time). */
+  runsByIdempotencyKeys(keys: string[]): Promise<Run[]>;
   /**
    * The usage and budget of these runs (the budgeted runs above a run whose attempt is about to
    * start, DESIGN §12), read without a lock: a report committed by another engine meanwhile

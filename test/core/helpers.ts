@@ -84,6 +84,7 @@ export function makeRun(extra: Partial<Run> = {}): Run {
     schedule_id: null,
     usage: { tokens_in: 0, tokens_out: 0, cost: 0 },
     budget: null,
+    scope: null,
     reserved: null,
     ...extra,
   };

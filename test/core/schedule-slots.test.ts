@@ -60,6 +60,6 @@ describe("compileCron", () => {
   });
 
   it("keys a slot in ISO 8601 UTC", () => {
-    expect(slotKey("nightly", Date.UTC(2026, 2, 29, 1))).toBe("schedule:nightly:2026-03-29T01:00:00.000Z");
+    expect(slotKey("nightly", Date.UTC(2026, 2, 29, 1))).toBe("skein:schedule:nightly:2026-03-29T01:00:00.000Z");
   });
 });

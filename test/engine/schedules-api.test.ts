@@ -57,6 +57,7 @@ describe("schedules: the API", () => {
       next_fire_at: hour,
       last_slot_at: null,
       last_run_id: null,
+      scope: null,
       created_at: START,
       updated_at: START,
     });

@@ -15,7 +15,7 @@ const HOUR = 60 * MINUTE;
 const QUIET = { sweepIntervalMs: 7 * HOUR, heartbeatIntervalMs: 7 * HOUR, engineTimeoutMs: 21 * HOUR };
 const START = Date.UTC(2026, 0, 1);
 
-const slotOf = (r: Run) => Date.parse((r.idempotency_key ?? "").replace(/^schedule:[^:]+:/, ""));
+const slotOf = (r: Run) => Date.parse((r.idempotency_key ?? "").replace(/^skein:schedule:[^:]+:/, ""));
 const minutes = (runs: Run[]) => runs.map((r) => (slotOf(r) - START) / MINUTE);
 
 async function runsOf(engine: Engine, scheduleId: string): Promise<Run[]> {

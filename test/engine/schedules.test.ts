@@ -28,7 +28,7 @@ async function runsOf(engine: Engine, scheduleId: string): Promise<Run[]> {
   return runs.sort((a, b) => (a.idempotency_key ?? "").localeCompare(b.idempotency_key ?? ""));
 }
 
-const slotOf = (r: Run) => Date.parse((r.idempotency_key ?? "").replace(/^schedule:[^:]+:/, ""));
+const slotOf = (r: Run) => Date.parse((r.idempotency_key ?? "").replace(/^skein:schedule:[^:]+:/, ""));
 
 async function open(start: number, options: Parameters<typeof testEngine>[0] = {}) {
   const clock = new ManualClock(start);
@@ -49,7 +49,7 @@ describe("schedules: firing", () => {
     expect(runs.map(slotOf)).toEqual(Array.from({ length: 1440 }, (_, i) => start + (i + 1) * MINUTE));
     expect(runs[0]).toMatchObject({
       schedule_id: "minutely",
-      idempotency_key: `schedule:minutely:${iso(start + MINUTE)}`,
+      idempotency_key: `skein:schedule:minutely:${iso(start + MINUTE)}`,
       status: "SUCCEEDED",
       // Started at its slot: the wake-up timer, not a sweep tick, fired it.
       created_at: start + MINUTE,

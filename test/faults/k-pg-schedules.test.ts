@@ -5,7 +5,7 @@
  * that pass are fired late, by catchup, not lost). One engine runs 2 minutes ahead and one 2
  * minutes behind (libfaketime): firing goes by the database's clock, so neither fires a slot
  * early nor fires it twice. Oracle, over the 100 slots of the window (from the cron): each
- * started exactly one run under `schedule:<id>:<slot ISO>`, carrying schedule_id, which
+ * started exactly one run under `skein:schedule:<id>:<slot ISO>`, carrying schedule_id, which
  * SUCCEEDED, its agent's effect done once (beyond attempts in flight at a kill).
  */
 import { randomBytes } from "node:crypto";

@@ -12,7 +12,7 @@ let n = 0;
 const run = (slot: number, extra: Partial<ScheduledRunRow> = {}): ScheduledRunRow => ({
   run_id: `r${++n}`,
   status: "SUCCEEDED",
-  idempotency_key: `schedule:${ID}:${new Date(slot).toISOString()}`,
+  idempotency_key: `skein:schedule:${ID}:${new Date(slot).toISOString()}`,
   schedule_id: ID,
   created_at: slot + 5,
   ...extra,
@@ -32,7 +32,9 @@ describe("slotFigures", () => {
   });
 
   it("counts a second run of a slot as doubled, whatever spelling of the slot its key has", () => {
-    const other = run(T0, { idempotency_key: `schedule:${ID}:${new Date(T0).toISOString().replace(".000Z", "Z")}` });
+    const other = run(T0, {
+      idempotency_key: `skein:schedule:${ID}:${new Date(T0).toISOString().replace(".000Z", "Z")}`,
+    });
     const f = slotFigures([run(T0), run(T0), run(T0 + 1000), run(T0 + 2000), other], ID, WINDOW, 2000);
     expect(f.doubled).toBe(1);
     expect(f.problems.some((p) => p.includes("names no slot"))).toBe(true);

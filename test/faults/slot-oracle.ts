@@ -1,6 +1,6 @@
 /**
  * The oracle of a schedule's slots (case k; DESIGN §11.5): every slot of a window started
- * exactly one run, under the idempotency key `schedule:<schedule_id>:<slot as ISO 8601 UTC>`,
+ * exactly one run, under the idempotency key `skein:schedule:<schedule_id>:<slot as ISO 8601 UTC>`,
  * carrying `schedule_id`, and no run started before its slot by the database's clock. Read from
  * the runs table by a separate connection, as committed.
  */
@@ -26,7 +26,7 @@ export async function readScheduledRuns(database: string, scheduleId: string): P
     const { rows } = await client.query(
       `SELECT run_id, status, idempotency_key, schedule_id, created_at FROM runs
         WHERE schedule_id = $1 OR starts_with(idempotency_key, $2)`,
-      [scheduleId, `schedule:${scheduleId}:`],
+      [scheduleId, `skein:schedule:${scheduleId}:`],
     );
     return rows.map((r) => ({ ...(r as ScheduledRunRow), created_at: Number(r.created_at) }));
   } finally {
@@ -51,7 +51,7 @@ export interface SlotFigures {
   problems: string[];
 }
 
-/** The slot of a run: its key's time, if the key is exactly `schedule:<id>:<Date#toISOString()>`. */
+/** The slot of a run: its key's time, if the key is exactly `skein:schedule:<id>:<Date#toISOString()>`. */
 function slotOf(run: ScheduledRunRow, prefix: string): number | null {
   const key = run.idempotency_key ?? "";
   if (!key.startsWith(prefix)) return null;
@@ -67,7 +67,7 @@ export function slotFigures(
   window: readonly number[],
   lateMs: number,
 ): SlotFigures {
-  const prefix = `schedule:${scheduleId}:`;
+  const prefix = `skein:schedule:${scheduleId}:`;
   const problems: string[] = [];
   const bySlot = new Map<number, ScheduledRunRow[]>();
   const slotsOfCron = new Set(window);

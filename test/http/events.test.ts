@@ -61,10 +61,11 @@ describe("POST /v1/runs/{run_id}/events", () => {
 });
 
 describe("POST /v1/events", () => {
-  it("publishes by key to every waiting run; a token scoped to workflows may not", async () => {
-    const { engine, run, post } = await waitingRun();
-    const scoped = await post(SCOPED_ADMIN, "/v1/events", { name: "paid", key: "o-1" });
-    expect(scoped.statusCode).toBe(403);
+  it("publishes by key to every waiting run; a scoped token's event reaches only runs of its workflows", async () => {
+    const { engine, run, post } = await waitingRun("payroll");
+    const scoped = await post(SCOPED_ADMIN, "/v1/events", { name: "paid", key: "o-1", payload: "forged" });
+    expect(scoped.statusCode).toBe(200);
+    expect(scoped.json()).toMatchObject({ delivered_to: [] });
     const res = await post(TOKENS.admin, "/v1/events", { name: "paid", key: "o-1", payload: 7 });
     expect(res.statusCode).toBe(200);
     expect(res.json()).toMatchObject({ delivered_to: [{ run_id: run.run_id, node_id: "paid", visit: 1 }] });

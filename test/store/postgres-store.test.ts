@@ -96,6 +96,7 @@ function newRun(run_id: string, overrides: Partial<Run> = {}): Run {
     schedule_id: null,
     usage: { tokens_in: 0, tokens_out: 0, cost: 0 },
     budget: null,
+    scope: null,
     reserved: null,
     ...overrides,
   };
@@ -146,13 +147,13 @@ describe("PostgresStore", () => {
       const schema = freshSchema();
       await (await open(schema)).close();
       await open(schema);
-      expect(await versions(schema)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 16]);
+      expect(await versions(schema)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14, 16]);
     });
 
     it("lets two stores migrate the same new schema at once", async () => {
       const schema = freshSchema();
       await Promise.all([open(schema), open(schema)]);
-      expect(await versions(schema)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 16]);
+      expect(await versions(schema)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14, 16]);
     });
 
     it("refuses a schema newer than it knows", async () => {
@@ -183,7 +184,7 @@ describe("PostgresStore", () => {
       stores.push(store);
       await store.putWorkflow("wf", "hash-1", WORKFLOW, NOW);
       expect((await store.getWorkflow("wf"))?.version).toBe(1);
-      expect(await versions(schema)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 16]);
+      expect(await versions(schema)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14, 16]);
     });
   });
 
@@ -388,6 +389,7 @@ describe("PostgresStore", () => {
         next_fire_at,
         last_slot_at: null,
         last_run_id: null,
+        scope: null,
         created_at: NOW,
         updated_at: NOW,
       });

@@ -48,6 +48,7 @@ describe("SQLite schema", () => {
       { version: 11, name: "usage" },
       { version: 12, name: "run_text" },
       { version: 13, name: "run_text_batches" },
+      { version: 14, name: "scope_engine_keys" },
       { version: 16, name: "reserved" },
     ]);
     db.close();

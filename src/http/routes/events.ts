@@ -63,7 +63,8 @@ export function registerEventRoutes(app: FastifyInstance, { engine, rates }: Rou
   app.post<{ Body: z.output<typeof PublishBody> }>(
     "/v1/events",
     {
-      config: { access: ADMINS },
+      // A scoped token's event reaches only runs of its workflows (DESIGN §13.1).
+      config: { access: ADMINS, scoped: true },
       schema: {
         operationId: "publishEvent",
         tags: ["events"],
@@ -77,6 +78,7 @@ export function registerEventRoutes(app: FastifyInstance, { engine, rates }: Rou
       rates.events.take(request.principal?.name);
       return engine.publishEvent(name, key, (payload ?? null) as Json, {
         ...(idempotency_key === undefined ? {} : { idempotency_key }),
+        ...(request.principal?.workflows ? { scope: request.principal.workflows.patterns } : {}),
       });
     },
   );

@@ -20,7 +20,7 @@ import {
   RunSchema,
   RunWithNodesSchema,
 } from "../schemas.js";
-import { assertRunInScope, checkRunScope, idsInScope, inScope } from "../scope.js";
+import { assertRunInScope, checkRunScope, childrenOutOfScope, hideRuns, idsInScope, inScope } from "../scope.js";
 import type { RouteContext } from "../server.js";
 
 const StartBody = z
@@ -151,6 +151,8 @@ export function registerRunRoutes(app: FastifyInstance, { engine, rates }: Route
           input,
           ...(idempotency_key === undefined ? {} : { idempotency_key }),
           ...(budget === undefined ? {} : { budget }),
+          // The run and its children may start only what the token may (DESIGN §13.1).
+          ...(request.principal?.workflows ? { scope: request.principal.workflows.patterns } : {}),
           traceparent: traceparentOf(request.headers.traceparent, request.id),
         })
         .catch((e: unknown) => {
@@ -222,8 +224,12 @@ export function registerRunRoutes(app: FastifyInstance, { engine, rates }: Route
     async (request) => {
       const run = await engine.getRun(request.params.run_id);
       assertRunInScope(request.principal, run);
-      // Child runs of workflows outside a scoped token's scope are not its to learn of.
-      return { ...run, children: run.children.filter((c) => inScope(request.principal, c.workflow_id)) };
+      // Child runs of workflows outside a scoped token's scope are not its to learn of: not listed, their ids hidden.
+      const hidden = await childrenOutOfScope(engine, request.principal, run);
+      return hideRuns(
+        { ...run, children: run.children.filter((c) => inScope(request.principal, c.workflow_id)) },
+        hidden,
+      );
     },
   );
 
@@ -335,7 +341,8 @@ export function registerRunRoutes(app: FastifyInstance, { engine, rates }: Route
       // Every run has a run.started event: an empty first page may be an unknown run (404).
       if (events.length === 0 && after_seq === undefined) await engine.getRun(run_id);
       const last = events[events.length - 1];
-      return { events, next_after_seq: events.length === limit && last ? last.seq : null };
+      const hidden = await childrenOutOfScope(engine, request.principal, run_id);
+      return { events: hideRuns(events, hidden), next_after_seq: events.length === limit && last ? last.seq : null };
     },
   );
 

@@ -98,7 +98,9 @@ export function registerScheduleRoutes(app: FastifyInstance, { engine }: RouteCo
       }
       // The body is JSON (json-text.ts), so its input is a Json value.
       const input = { schedule_id, ...withoutUndefined(request.body) } as ScheduleInput;
-      const { schedule, created } = await engine.putSchedule(input).catch((e: unknown) => {
+      // Its runs, and their children, may start only what the token may (DESIGN §13.1).
+      const scope = principal?.workflows ? { scope: principal.workflows.patterns } : {};
+      const { schedule, created } = await engine.putSchedule(input, scope).catch((e: unknown) => {
         throw asBodyProblems(e);
       });
       return reply.code(created ? 201 : 200).send({ schedule });

@@ -17,7 +17,7 @@ import type { Engine } from "../../engine/engine.js";
 import { ValidationError } from "../../errors.js";
 import { READERS } from "../auth.js";
 import { errorResponses } from "../schemas.js";
-import { assertRunInScope, type WorkflowScope } from "../scope.js";
+import { assertRunInScope, childIdsOf, hideRuns, type WorkflowScope } from "../scope.js";
 import type { RouteContext } from "../server.js";
 
 const StreamQuery = z
@@ -191,27 +191,37 @@ class RunWorkflows {
       const workflow = this.of(e);
       chain = chain.then(async () => {
         const id = await workflow;
-        if (id !== null && scope.allows(id)) send(e);
+        if (id === null || !scope.allows(id)) return;
+        // A child it names (a holder, a child's failure) may be out of scope: its id is hidden.
+        const hidden: string[] = [];
+        for (const child of childIdsOf(e.data)) {
+          const childWorkflow = await this.workflowOf(child, undefined);
+          if (childWorkflow === null || !scope.allows(childWorkflow)) hidden.push(child);
+        }
+        send(hideRuns(e, hidden));
       });
     };
   }
 
   private of(e: LiveEvent): Promise<string | null> {
-    let found = this.known.get(e.run_id);
+    return this.workflowOf(e.run_id, e.type === "run.started" ? e.data.workflow_id : undefined);
+  }
+
+  private workflowOf(runId: string, started: unknown): Promise<string | null> {
+    let found = this.known.get(runId);
     if (found === undefined) {
-      const started = e.type === "run.started" ? e.data.workflow_id : undefined;
       // A run that cannot be read (pruned, or the database is down) shows nothing to a scoped stream.
       found =
         typeof started === "string"
           ? Promise.resolve(started)
-          : this.engine.getRun(e.run_id).then(
+          : this.engine.getRun(runId).then(
               (run) => run.workflow_id,
               () => {
-                this.known.delete(e.run_id); // read again next time
+                this.known.delete(runId); // read again next time
                 return null;
               },
             );
-      this.known.set(e.run_id, found);
+      this.known.set(runId, found);
       if (this.known.size > REMEMBERED_RUNS) {
         const oldest = this.known.keys().next().value;
         if (oldest !== undefined) this.known.delete(oldest);

@@ -5,7 +5,7 @@ import type { WorkflowInput } from "../../definition/workflow-input.js";
 import { ForbiddenError, NotFoundError, ValidationError } from "../../errors.js";
 import { ADMINS, READERS } from "../auth.js";
 import { errorResponses, ProblemSchema } from "../schemas.js";
-import { inScope } from "../scope.js";
+import { inScope, type WorkflowScope } from "../scope.js";
 import type { RouteContext } from "../server.js";
 
 const Id = z.object({ id: z.string().min(1).max(200) }).strict();
@@ -118,8 +118,33 @@ export function registerWorkflowRoutes(app: FastifyInstance, { engine }: RouteCo
           },
         ]);
       }
+      if (request.principal?.workflows) assertStartsInScope(request.principal.workflows, request.body);
       const registered = await engine.registerWorkflow(request.body as WorkflowInput); // checked there, as any JSON
       return reply.code(registered.created ? 201 : 200).send(registered);
     },
   );
+}
+
+/**
+ * A scoped token may register only workflows whose `workflow` nodes and `map` items start
+ * workflows of its scope (DESIGN §13.1): static ids are checked here; templated ones at run time,
+ * where a child out of scope fails its visit `out_of_scope`.
+ * @throws ForbiddenError naming the node's path and the id
+ */
+function assertStartsInScope(scope: WorkflowScope, body: unknown): void {
+  const nodes = (body as { nodes?: unknown } | null)?.nodes;
+  if (!Array.isArray(nodes)) return; // registerWorkflow says what is wrong
+  for (const [i, node] of nodes.entries()) {
+    const n = node as { agent_type?: unknown; payload?: { workflow_id?: unknown; each?: { workflow_id?: unknown } } };
+    const target =
+      n?.agent_type === "workflow"
+        ? { path: `nodes[${i}].payload.workflow_id`, id: n.payload?.workflow_id }
+        : n?.agent_type === "map"
+          ? { path: `nodes[${i}].payload.each.workflow_id`, id: n.payload?.each?.workflow_id }
+          : null;
+    if (!target || typeof target.id !== "string" || target.id.includes("{{") || scope.allows(target.id)) continue;
+    throw new ForbiddenError(
+      `${target.path} names workflow "${target.id}", outside this token's scope (${scope.patterns.join(", ")}): a run may start only workflows of the scope that started it; name a workflow in scope, or register with a token whose scope covers "${target.id}"`,
+    );
+  }
 }

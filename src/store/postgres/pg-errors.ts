@@ -6,6 +6,7 @@
  * idempotency key.
  */
 import pg from "pg";
+import { ENGINE_KEY_PREFIX } from "../../core/types.js";
 import { DatabaseError, ValidationError } from "../../errors.js";
 
 /** SQLSTATEs after which trying the same transaction again may succeed. */
@@ -148,7 +149,14 @@ export function statementError(e: unknown, target: string, context: { broken: bo
       { cause: e, transient: true },
     );
   }
-  if (state === "23505" && (e as pg.DatabaseError).constraint === IDEMPOTENCY_CONSTRAINT) {
+  // Two clients' starts under one key race: trying again finds the other's run. A key of the
+  // engine's (`skein:`) is different: every transaction that writes it again would fail the same,
+  // so it is refused like any statement, the dispatcher isolates the input, everyone else commits.
+  if (
+    state === "23505" &&
+    (e as pg.DatabaseError).constraint === IDEMPOTENCY_CONSTRAINT &&
+    !(e as pg.DatabaseError).detail?.includes(`=(${ENGINE_KEY_PREFIX}`)
+  ) {
     return new DatabaseError(
       `another engine started a run with the same idempotency key at the same time (${message}); ` +
         "trying again finds that run",

@@ -232,6 +232,10 @@ function writeStatement(mask: number): { name: string; text: string } {
 
 const SQL = {
   runByKey: { name: "skein_run_by_key", text: `SELECT ${RUNS} FROM runs WHERE idempotency_key = $1` },
+  runsByKeys: {
+    name: "skein_runs_by_keys",
+    text: `SELECT ${RUNS} FROM runs WHERE idempotency_key = ANY($1::text[])`,
+  },
   runBudgets: {
     name: "skein_run_budgets",
     text: "SELECT run_id, usage, budget FROM runs WHERE run_id = ANY($1::text[])",
@@ -524,6 +528,10 @@ export class PostgresTx implements StoreTx {
   async runByIdempotencyKey(key: string): Promise<Run | null> {
     const [row] = await this.q<DbRun>(SQL.runByKey, [key]);
     return row ? runFromDb(row) : null;
+  }
+
+  async runsByIdempotencyKeys(keys: string[]): Promise<Run[]> {
+    return (await this.q<DbRun>(SQL.runsByKeys, [keys])).map(runFromDb);
   }
 
   async runBudgets(runIds: string[]): Promise<Pick<Run, "run_id" | "usage" | "budget">[]> {

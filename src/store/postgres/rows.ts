@@ -64,6 +64,7 @@ export const RUN_COLUMNS: Columns<Run> = {
   schedule_id: "text",
   usage: "json!",
   budget: "json",
+  scope: "json",
   reserved: "json",
 };
 

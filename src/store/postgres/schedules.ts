@@ -29,6 +29,7 @@ export const SCHEDULE_COLUMNS: Columns<Schedule> = {
   next_fire_at: "bigint",
   last_slot_at: "bigint",
   last_run_id: "text",
+  scope: "json",
   created_at: "bigint",
   updated_at: "bigint",
 };

@@ -36,6 +36,7 @@ export interface DbRun {
   schedule_id: string | null;
   usage: string;
   budget: string | null;
+  scope: string | null;
   reserved: string | null;
   /** Not part of a Run: how many times the run's rows were written (LoadedRun). */
   revision?: number;
@@ -121,6 +122,7 @@ export function runFromDb({ revision: _, ...r }: DbRun): Run {
     parent: parse<RunParent>(r.parent),
     usage: JSON.parse(r.usage) as RunUsage,
     budget: parse<Budget>(r.budget),
+    scope: parse<string[]>(r.scope),
     reserved: parse<Reservations>(r.reserved),
   };
 }
@@ -135,6 +137,7 @@ export function runToDb(r: Run): DbRun {
     parent: text(r.parent),
     usage: JSON.stringify(r.usage),
     budget: text(r.budget),
+    scope: text(r.scope),
     reserved: text(r.reserved),
   };
 }

@@ -17,6 +17,7 @@ export interface DbSchedule {
   next_fire_at: number | null;
   last_slot_at: number | null;
   last_run_id: string | null;
+  scope: string | null;
   created_at: number;
   updated_at: number;
 }
@@ -28,11 +29,17 @@ export function scheduleFromDb(r: DbSchedule): Schedule {
     overlap: r.overlap as Overlap,
     catchup: r.catchup as Catchup,
     paused: r.paused === 1,
+    scope: r.scope === null ? null : (JSON.parse(r.scope) as string[]),
   };
 }
 
 function scheduleToDb(s: Schedule): DbSchedule {
-  return { ...s, input: JSON.stringify(s.input), paused: s.paused ? 1 : 0 };
+  return {
+    ...s,
+    input: JSON.stringify(s.input),
+    paused: s.paused ? 1 : 0,
+    scope: s.scope === null ? null : JSON.stringify(s.scope),
+  };
 }
 
 const COLUMNS: (keyof DbSchedule)[] = [
@@ -49,6 +56,7 @@ const COLUMNS: (keyof DbSchedule)[] = [
   "next_fire_at",
   "last_slot_at",
   "last_run_id",
+  "scope",
   "created_at",
   "updated_at",
 ];

@@ -613,6 +613,7 @@ export class SqliteStore implements Store {
         const row = s.runByKey.get(key) as DbRun | undefined;
         return row ? runFromDb(row) : null;
       },
+      runsByIdempotencyKeys: async (keys) => (s.runsByKeys.all(JSON.stringify(keys)) as DbRun[]).map(runFromDb),
       runBudgets: async (runIds) =>
         (s.runBudgets.all(JSON.stringify(runIds)) as { run_id: string; usage: string; budget: string | null }[]).map(
           (r) => ({
@@ -772,6 +773,7 @@ function prepare(db: Db) {
     commit: db.prepare("COMMIT"),
     rollback: db.prepare("ROLLBACK"),
     runByKey: db.prepare("SELECT * FROM runs WHERE idempotency_key = ?"),
+    runsByKeys: db.prepare("SELECT * FROM runs WHERE idempotency_key IN (SELECT value FROM json_each(?))"),
     getRun: db.prepare("SELECT * FROM runs WHERE run_id = ?"),
     runBudgets: db.prepare("SELECT run_id, usage, budget FROM runs WHERE run_id IN (SELECT value FROM json_each(?))"),
     touchRun: db.prepare("UPDATE runs SET revision = revision + 1 WHERE run_id = ? RETURNING revision").pluck(),
@@ -927,6 +929,7 @@ const runColumns = [
   "schedule_id",
   "usage",
   "budget",
+  "scope",
   "reserved",
 ];
 
