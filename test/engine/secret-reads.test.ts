@@ -7,6 +7,7 @@
 import { randomBytes } from "node:crypto";
 import { afterEach, describe, expect, it } from "vitest";
 import { ValidationError } from "../../src/index.js";
+import { startOpenAIServer } from "../fixtures/openai-server.js";
 import { testEngine } from "../helpers.js";
 import { json, startServer } from "../local-server.js";
 
@@ -257,6 +258,46 @@ describe("a secret's hosts and workflows", () => {
       "secret KEY may be sent only to 127.0.0.1 (its hosts), not to localhost",
     );
     expect(elsewhere.requests).toHaveLength(0);
+  });
+
+  it("hosts: an llm node's provider named by a template is checked at dispatch, the value found JSON-escaped in its body", async () => {
+    const openai = await startOpenAIServer();
+    cleanup.push(() => openai.close());
+    openai.reply({ text: "done" });
+    // A quote and a backslash: the request's JSON body holds the value escaped, not as it is.
+    const value = `${secret()}"\\x`;
+    const { engine } = await testEngine({
+      secrets: { KEY: { value, hosts: ["127.0.0.1"] } },
+      llm: {
+        providers: {
+          default: { base_url: openai.baseUrl },
+          other: { base_url: openai.baseUrl.replace("127.0.0.1", "localhost") },
+        },
+      },
+    });
+    await engine.registerWorkflow({
+      id: "ask",
+      nodes: [
+        {
+          node_id: "ask",
+          agent_type: "llm",
+          payload: { model: "m", provider: "{{ input.provider }}", prompt: "Use {{ secrets.KEY }}" },
+        },
+      ],
+    });
+    const ok = await engine.waitForRun((await engine.startRun("ask", { input: { provider: "default" } })).run_id);
+    expect(ok.status).toBe("SUCCEEDED");
+    expect(openai.requestsTo("/v1/chat/completions")[0]?.body).toMatchObject({
+      messages: [{ role: "user", content: `Use ${value}` }],
+    });
+
+    const away = await engine.waitForRun((await engine.startRun("ask", { input: { provider: "other" } })).run_id);
+    expect(away.nodes[0]).toMatchObject({ state: "FAILED", reason: "non_retryable", attempt: 1 });
+    expect(away.nodes[0]?.error?.message).toContain('provider "other" at http://localhost:');
+    expect(away.nodes[0]?.error?.message).toContain(
+      "secret KEY may be sent only to 127.0.0.1 (its hosts), not to localhost; add the host to the secret's hosts (the secrets option or SKEIN_SECRET_KEY_HOSTS)",
+    );
+    expect(openai.requestsTo("/v1/chat/completions")).toHaveLength(1);
   });
 
   it("workflows: registration refuses another workflow's read; the env gives hosts and workflows", async () => {

@@ -12,10 +12,16 @@
  * same origin, fails the attempt and names where it points, so the operator sets base_url to it
  * (a completions endpoint has no reason to move; following one would need the method rules of
  * RFC 9110 and a check of each hop, for no gain).
+ *
+ * Before the request is sent, every secret it carries (a `{{ secrets.X }}` in the prompt, a
+ * provider header or api_key equal to a secret) must allow base_url's host (its `hosts`, DESIGN
+ * §13.1). Registration checks the same for a static provider; this covers a provider named by a
+ * template, and a workflow registered before the providers or the secrets' hosts changed.
  */
 import type { AgentHandler, Task } from "../../agents/task.js";
 import { DEFAULT_PROVIDER, type LlmMessage, type LlmPayload } from "../../core/kinds/llm.js";
 import type { Json, Usage } from "../../core/types.js";
+import type { Secrets } from "../../engine/secrets.js";
 import { NonRetryableError, RetryableError } from "../../errors.js";
 import { retryAfterOf } from "../http.js";
 import { type Completion, causeOf, readJson, readJsonBody, readStream, readUpTo } from "./completion.js";
@@ -29,6 +35,8 @@ export interface LlmHandlerContext {
   maxOutputBytes: number;
   /** The engine's clock (a `Retry-After` date is relative to it). */
   now: () => number;
+  /** The engine's secrets: those a request carries must allow base_url's host. */
+  secrets?: Secrets;
 }
 
 /** The most of an error body read from a provider, in bytes (its message is in the first few); the rest is not read. */
@@ -45,12 +53,17 @@ export function llmHandler(c: LlmHandlerContext): AgentHandler {
     const provider = providerOf(providers, payload.provider);
     const who = `provider "${providerName}"`;
     const url = `${provider.base_url.replace(/\/+$/, "")}/chat/completions`;
+    const headers = headersOf(provider, task);
+    const body = JSON.stringify(requestBody(payload));
+    const host = new URL(url).hostname.replace(/^\[|\]$/g, "");
+    const refused = c.secrets?.hostRefusal([url, ...Object.values(headers), body], host) ?? null;
+    if (refused !== null) throw new NonRetryableError(`${who} at ${url}: ${refused}`);
     let response: Response;
     try {
       response = await fetch(url, {
         method: "POST",
-        headers: headersOf(provider, task),
-        body: JSON.stringify(requestBody(payload)),
+        headers,
+        body,
         // The prompt goes to base_url only: a redirect comes back as it is, and is refused below.
         redirect: "manual",
         signal: task.signal,
