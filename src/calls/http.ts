@@ -245,7 +245,7 @@ async function judge(
 ): Promise<HttpOutput> {
   const status = response.status;
   if (!isOkStatus(spec, status)) {
-    const excerpt = await readExcerpt(response);
+    const excerpt = await readExcerpt(response, o.secrets);
     const message = `${where} answered ${status}${response.statusText ? ` ${response.statusText}` : ""}${excerpt ? `: ${excerpt}` : ""}`;
     if (status === 429 || status >= 500) {
       const retryAfterMs = retryAfterOf(response.headers.get("retry-after"), o.clock.now());
@@ -302,8 +302,11 @@ async function readLimited(response: Response, limit: number, where: string): Pr
   return Buffer.concat(chunks);
 }
 
-/** The start of a failed response's body, for its message (the rest is not read). */
-async function readExcerpt(response: Response): Promise<string> {
+/**
+ * The start of a failed response's body, for its message (the rest is not read). Secrets are
+ * redacted here, before the cut and the folding of whitespace could hide a value from redaction.
+ */
+async function readExcerpt(response: Response, secrets: Secrets | undefined): Promise<string> {
   if (!response.body) return "";
   const reader = response.body.getReader();
   const chunks: Uint8Array[] = [];
@@ -320,10 +323,10 @@ async function readExcerpt(response: Response): Promise<string> {
   } finally {
     await reader.cancel().catch(() => undefined);
   }
-  const text = new TextDecoder("utf-8")
-    .decode(Buffer.concat(chunks).subarray(0, EXCERPT_BYTES))
-    .replace(/\s+/g, " ")
-    .trim();
+  // stream: a character cut at the end is left out, not decoded as U+FFFD (which would hide a cut value).
+  let text = new TextDecoder("utf-8").decode(Buffer.concat(chunks).subarray(0, EXCERPT_BYTES), { stream: true });
+  if (secrets) text = secrets.redact(total > EXCERPT_BYTES ? secrets.withoutCutSecret(text) : text);
+  text = text.replace(/\s+/g, " ").trim();
   return total > EXCERPT_BYTES ? `${text}...` : text;
 }
 

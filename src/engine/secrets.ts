@@ -165,6 +165,24 @@ export class Secrets {
     return false;
   }
 
+  /**
+   * `text`, an excerpt cut short, without an end that is the start of a secret's value (or of an
+   * encoded form): redaction finds whole values only, so a value cut at the excerpt's end would
+   * otherwise leave its start in the message.
+   */
+  withoutCutSecret(text: string): string {
+    let cut = 0;
+    for (const [, form] of this.ordered) {
+      for (let n = Math.min(form.length - 1, text.length); n > cut; n -= 1) {
+        if (text.endsWith(form.slice(0, n))) {
+          cut = n;
+          break;
+        }
+      }
+    }
+    return text.slice(0, text.length - cut);
+  }
+
   /** A copy of `value` with every occurrence of a secret's value (or an encoded form), inside strings (deep), replaced by `"[secret NAME]"`. */
   redact<T>(value: T): T {
     if (this.ordered.length === 0) return value;

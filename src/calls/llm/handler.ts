@@ -73,7 +73,7 @@ export function llmHandler(c: LlmHandlerContext): AgentHandler {
       throw new RetryableError(`could not reach ${who} at ${url}: ${causeOf(e)}`, { cause: e });
     }
     if (response.status >= 300 && response.status < 400) throw await redirectError(response, who, url);
-    if (!response.ok) throw await statusError(response, who, c.now());
+    if (!response.ok) throw await statusError(response, who, c.now(), c.secrets);
 
     const read = {
       who,
@@ -158,9 +158,9 @@ function usageOf(u: { prompt_tokens: number; completion_tokens: number }, provid
 }
 
 /** 429 and 5xx are retried (after `Retry-After` when the provider sends one); other statuses are not. */
-async function statusError(response: Response, who: string, now: number): Promise<Error> {
+async function statusError(response: Response, who: string, now: number, secrets?: Secrets): Promise<Error> {
   const text = await errorBodyStart(response);
-  const message = `${who} answered ${response.status}: ${providerMessage(text)}`;
+  const message = `${who} answered ${response.status}: ${providerMessage(text, secrets)}`;
   if (response.status === 429 || response.status >= 500) {
     const retryAfterMs = retryAfterMsOf(response.headers, now);
     return new RetryableError(message, retryAfterMs === undefined ? {} : { retryAfterMs });
@@ -198,8 +198,11 @@ async function redirectError(response: Response, who: string, url: string): Prom
   );
 }
 
-/** OpenAI's `{ error: { message } }` (and the `{ error: "..." }` of some servers), else the body's start. */
-function providerMessage(text: string): string {
+/**
+ * OpenAI's `{ error: { message } }` (and the `{ error: "..." }` of some servers), else the body's
+ * start, without a secret's value cut at its end (redaction, later, finds whole values only).
+ */
+function providerMessage(text: string, secrets?: Secrets): string {
   try {
     const body = JSON.parse(text) as { error?: { message?: unknown } | string; message?: unknown };
     if (typeof body.error === "string") return body.error;
@@ -208,7 +211,8 @@ function providerMessage(text: string): string {
   } catch {
     // not JSON
   }
-  return text === "" ? "(no body)" : text.slice(0, 500);
+  if (text === "") return "(no body)";
+  return text.length > 500 && secrets ? secrets.withoutCutSecret(text.slice(0, 500)) : text.slice(0, 500);
 }
 
 /** `retry-after-ms` (OpenAI's), else `Retry-After` in seconds or as an HTTP date; undefined when absent or unreadable. */
