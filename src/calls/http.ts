@@ -9,8 +9,8 @@
  * - Redirects are followed here (at most `max_redirects`): 303, and 301/302 after a POST, become
  *   a GET without a body (RFC 9110 §15.4); 307/308 keep the method and body. A redirect to
  *   another origin drops Authorization, Cookie, Proxy-Authorization and every header that
- *   carries a secret's value; one that would re-send a body carrying a secret (307/308) is
- *   refused, not retried (DESIGN §13.1).
+ *   carries a secret's value (in any of its encoded forms); one that would re-send a body
+ *   carrying a secret (307/308) is refused, not retried (DESIGN §13.1).
  * - Every request and redirect hop is checked before it is sent: the secrets it carries must
  *   allow its host (their `hosts`), and the socket connects only to addresses the egress rules
  *   allow, checked in its DNS lookup (egress.ts). Requests go through node:http(s) for that
@@ -22,7 +22,8 @@
  *   kept as received, in base64 with `body_encoding: "base64"`, never decoded with U+FFFD.
  * - 429, 5xx, network errors and `timeout_ms` fail the attempt as retryable, `Retry-After`
  *   (seconds or an HTTP date) setting the delay; any other status not in `ok_status` is not
- *   retried, its message with the status and the start of the body.
+ *   retried, its message with the status and the start of the body (its first 300 bytes,
+ *   secrets redacted before the cut: a value cut at the end would escape redaction).
  */
 import { isUtf8 } from "node:buffer";
 import http from "node:http";
@@ -363,7 +364,7 @@ function describeUrl(url: string, base?: string): string {
   }
 }
 
-/** What a failed fetch says: undici puts the reason (ECONNREFUSED, a reset) in its cause. */
+/** What a failed request says: node:http's message names the reason (ECONNREFUSED, a reset); a wrapped error's is in its cause. */
 function networkMessage(e: unknown): string {
   if (!(e instanceof Error)) return String(e);
   const cause = e.cause;
