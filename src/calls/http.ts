@@ -9,8 +9,8 @@
  * - Redirects are followed here (at most `max_redirects`): 303, and 301/302 after a POST, become
  *   a GET without a body (RFC 9110 §15.4); 307/308 keep the method and body. A redirect to
  *   another origin drops Authorization, Cookie, Proxy-Authorization and every header that
- *   carries a secret's value; one that would re-send a body carrying a secret (307/308) is
- *   refused, not retried (DESIGN §13.1).
+ *   carries a secret's value (in any of its encoded forms); one that would re-send a body
+ *   carrying a secret (307/308) is refused, not retried (DESIGN §13.1).
  * - Every request and redirect hop is checked before it is sent: the secrets it carries must
  *   allow its host (their `hosts`), and the socket connects only to addresses the egress rules
  *   allow, checked in its DNS lookup (egress.ts). Requests go through node:http(s) for that
@@ -22,7 +22,8 @@
  *   kept as received, in base64 with `body_encoding: "base64"`, never decoded with U+FFFD.
  * - 429, 5xx, network errors and `timeout_ms` fail the attempt as retryable, `Retry-After`
  *   (seconds or an HTTP date) setting the delay; any other status not in `ok_status` is not
- *   retried, its message with the status and the start of the body.
+ *   retried, its message with the status and the start of the body (its first 300 bytes,
+ *   secrets redacted before the cut: a value cut at the end would escape redaction).
  */
 import { isUtf8 } from "node:buffer";
 import http from "node:http";
@@ -245,7 +246,7 @@ async function judge(
 ): Promise<HttpOutput> {
   const status = response.status;
   if (!isOkStatus(spec, status)) {
-    const excerpt = await readExcerpt(response);
+    const excerpt = await readExcerpt(response, o.secrets);
     const message = `${where} answered ${status}${response.statusText ? ` ${response.statusText}` : ""}${excerpt ? `: ${excerpt}` : ""}`;
     if (status === 429 || status >= 500) {
       const retryAfterMs = retryAfterOf(response.headers.get("retry-after"), o.clock.now());
@@ -302,8 +303,11 @@ async function readLimited(response: Response, limit: number, where: string): Pr
   return Buffer.concat(chunks);
 }
 
-/** The start of a failed response's body, for its message (the rest is not read). */
-async function readExcerpt(response: Response): Promise<string> {
+/**
+ * The start of a failed response's body, for its message (the rest is not read). Secrets are
+ * redacted here, before the cut and the folding of whitespace could hide a value from redaction.
+ */
+async function readExcerpt(response: Response, secrets: Secrets | undefined): Promise<string> {
   if (!response.body) return "";
   const reader = response.body.getReader();
   const chunks: Uint8Array[] = [];
@@ -320,10 +324,10 @@ async function readExcerpt(response: Response): Promise<string> {
   } finally {
     await reader.cancel().catch(() => undefined);
   }
-  const text = new TextDecoder("utf-8")
-    .decode(Buffer.concat(chunks).subarray(0, EXCERPT_BYTES))
-    .replace(/\s+/g, " ")
-    .trim();
+  // stream: a character cut at the end is left out, not decoded as U+FFFD (which would hide a cut value).
+  let text = new TextDecoder("utf-8").decode(Buffer.concat(chunks).subarray(0, EXCERPT_BYTES), { stream: true });
+  if (secrets) text = secrets.redact(total > EXCERPT_BYTES ? secrets.withoutCutSecret(text) : text);
+  text = text.replace(/\s+/g, " ").trim();
   return total > EXCERPT_BYTES ? `${text}...` : text;
 }
 
@@ -360,7 +364,7 @@ function describeUrl(url: string, base?: string): string {
   }
 }
 
-/** What a failed fetch says: undici puts the reason (ECONNREFUSED, a reset) in its cause. */
+/** What a failed request says: node:http's message names the reason (ECONNREFUSED, a reset); a wrapped error's is in its cause. */
 function networkMessage(e: unknown): string {
   if (!(e instanceof Error)) return String(e);
   const cause = e.cause;

@@ -65,7 +65,10 @@ export function createParts(c: PartsContext): EngineParts {
       httpAgent({ maxResponseBytes: c.maxPayloadBytes, clock, egress: c.egress, secrets: c.secrets }),
     );
   if (!handlers.has("llm")) {
-    handlers.set("llm", llmHandler({ llm: options.llm, maxOutputBytes: c.maxPayloadBytes, now: () => clock.now() }));
+    handlers.set(
+      "llm",
+      llmHandler({ llm: options.llm, maxOutputBytes: c.maxPayloadBytes, now: () => clock.now(), secrets: c.secrets }),
+    );
     // A provider's key never shows in an output, error or progress (a server that echoes it back).
     for (const [name, provider] of Object.entries(options.llm?.providers ?? {})) {
       if (typeof provider.api_key === "string") c.secrets.add(`llm.providers.${name}.api_key`, provider.api_key);

@@ -94,6 +94,10 @@ function encodedForms(value: string): string[] {
   return [...forms].filter((f) => f.length > 0).sort((a, b) => b.length - a.length);
 }
 
+function carriedIn(text: string, secret: Secret): boolean {
+  return secret.forms.some((form) => text.includes(form));
+}
+
 export class Secrets {
   private readonly secrets = new Map<string, Secret>();
   /** Every form of every value, longest first, so a value that contains another is replaced whole. */
@@ -141,21 +145,42 @@ export class Secrets {
     return `secret ${name} may be used only by workflows ${patterns.join(", ")} (its workflows), not by ${id}; add the workflow to the secret's workflows (the secrets option or SKEIN_SECRET_${name}_WORKFLOWS)`;
   }
 
-  /** Null when every secret whose value `texts` carry may go to `host`, else why not. */
+  /**
+   * Null when every secret whose value `texts` carry may go to `host`, else why not. A value is
+   * carried in any of its encoded forms too (a JSON body escapes it, a query percent-encodes it).
+   */
   hostRefusal(texts: readonly string[], host: string): string | null {
     for (const [name, secret] of this.secrets) {
       if (secret.hosts === null || hostMatches(host, secret.hosts)) continue;
-      if (texts.some((t) => t.includes(secret.value))) {
+      if (texts.some((t) => carriedIn(t, secret))) {
         return `secret ${name} may be sent only to ${secret.hosts.join(", ")} (its hosts), not to ${host}; add the host to the secret's hosts (the secrets option or SKEIN_SECRET_${name}_HOSTS)`;
       }
     }
     return null;
   }
 
-  /** True when `text` holds the value of any secret. */
+  /** True when `text` holds the value of any secret (in any of its encoded forms). */
   carries(text: string): boolean {
-    for (const secret of this.secrets.values()) if (text.includes(secret.value)) return true;
+    for (const secret of this.secrets.values()) if (carriedIn(text, secret)) return true;
     return false;
+  }
+
+  /**
+   * `text`, an excerpt cut short, without an end that is the start of a secret's value (or of an
+   * encoded form): redaction finds whole values only, so a value cut at the excerpt's end would
+   * otherwise leave its start in the message.
+   */
+  withoutCutSecret(text: string): string {
+    let cut = 0;
+    for (const [, form] of this.ordered) {
+      for (let n = Math.min(form.length - 1, text.length); n > cut; n -= 1) {
+        if (text.endsWith(form.slice(0, n))) {
+          cut = n;
+          break;
+        }
+      }
+    }
+    return text.slice(0, text.length - cut);
   }
 
   /** A copy of `value` with every occurrence of a secret's value (or an encoded form), inside strings (deep), replaced by `"[secret NAME]"`. */

@@ -7,6 +7,7 @@
 import { randomBytes } from "node:crypto";
 import { afterEach, describe, expect, it } from "vitest";
 import { ValidationError } from "../../src/index.js";
+import { startOpenAIServer } from "../fixtures/openai-server.js";
 import { testEngine } from "../helpers.js";
 import { json, startServer } from "../local-server.js";
 
@@ -203,6 +204,47 @@ describe("secrets on the way", () => {
   });
 });
 
+describe("an error's excerpt cut through a secret", () => {
+  it("keeps none of it: the http node's 300 bytes, the llm node's 500 characters", async () => {
+    const value = secret();
+    // Services that echo the key they were sent into a long error body, the cut falling inside it.
+    const echo = (before: number) =>
+      server((req, res) => {
+        res.writeHead(400, { "content-type": "text/plain" });
+        res.end(`${"x".repeat(before)}${String(req.headers.authorization).slice("Bearer ".length)} and more`);
+      });
+    const service = await echo(290);
+    const provider = await echo(495);
+    const { engine } = await testEngine({
+      secrets: { KEY: value },
+      llm: { providers: { default: { base_url: `${provider.url}/v1`, api_key: value } } },
+    });
+    const auth = { Authorization: "Bearer {{ secrets.KEY }}" };
+    await engine.registerWorkflow({
+      id: "http",
+      nodes: [{ node_id: "h", agent_type: "http", payload: { url: service.url, headers: auth } }],
+    });
+    await engine.registerWorkflow({
+      id: "llm",
+      nodes: [{ node_id: "l", agent_type: "llm", payload: { model: "m", prompt: "p" } }],
+    });
+    const runs = [
+      await engine.waitForRun((await engine.startRun("http")).run_id),
+      await engine.waitForRun((await engine.startRun("llm")).run_id),
+    ];
+    expect(service.requests[0]?.headers.authorization).toBe(`Bearer ${value}`);
+    expect(provider.requests[0]?.headers.authorization).toBe(`Bearer ${value}`);
+    const [h, l] = runs.map((r) => r.nodes[0]);
+    expect(h).toMatchObject({ state: "FAILED", reason: "non_retryable" });
+    expect(h?.error?.message).toMatch(/answered 400 Bad Request: x{290}\.\.\.; ok_status/);
+    expect(l).toMatchObject({ state: "FAILED", reason: "non_retryable" });
+    expect(l?.error?.message).toMatch(/^provider "default" answered 400: x{495}$/);
+    for (const run of runs) {
+      expect(JSON.stringify(await engine.listEvents(run.run_id))).not.toContain(value.slice(0, 3));
+    }
+  });
+});
+
 describe("a secret's hosts and workflows", () => {
   it("hosts: a static URL elsewhere is refused at registration; a templated one and a redirect hop at dispatch", async () => {
     const value = secret();
@@ -257,6 +299,46 @@ describe("a secret's hosts and workflows", () => {
       "secret KEY may be sent only to 127.0.0.1 (its hosts), not to localhost",
     );
     expect(elsewhere.requests).toHaveLength(0);
+  });
+
+  it("hosts: an llm node's provider named by a template is checked at dispatch, the value found JSON-escaped in its body", async () => {
+    const openai = await startOpenAIServer();
+    cleanup.push(() => openai.close());
+    openai.reply({ text: "done" });
+    // A quote and a backslash: the request's JSON body holds the value escaped, not as it is.
+    const value = `${secret()}"\\x`;
+    const { engine } = await testEngine({
+      secrets: { KEY: { value, hosts: ["127.0.0.1"] } },
+      llm: {
+        providers: {
+          default: { base_url: openai.baseUrl },
+          other: { base_url: openai.baseUrl.replace("127.0.0.1", "localhost") },
+        },
+      },
+    });
+    await engine.registerWorkflow({
+      id: "ask",
+      nodes: [
+        {
+          node_id: "ask",
+          agent_type: "llm",
+          payload: { model: "m", provider: "{{ input.provider }}", prompt: "Use {{ secrets.KEY }}" },
+        },
+      ],
+    });
+    const ok = await engine.waitForRun((await engine.startRun("ask", { input: { provider: "default" } })).run_id);
+    expect(ok.status).toBe("SUCCEEDED");
+    expect(openai.requestsTo("/v1/chat/completions")[0]?.body).toMatchObject({
+      messages: [{ role: "user", content: `Use ${value}` }],
+    });
+
+    const away = await engine.waitForRun((await engine.startRun("ask", { input: { provider: "other" } })).run_id);
+    expect(away.nodes[0]).toMatchObject({ state: "FAILED", reason: "non_retryable", attempt: 1 });
+    expect(away.nodes[0]?.error?.message).toContain('provider "other" at http://localhost:');
+    expect(away.nodes[0]?.error?.message).toContain(
+      "secret KEY may be sent only to 127.0.0.1 (its hosts), not to localhost; add the host to the secret's hosts (the secrets option or SKEIN_SECRET_KEY_HOSTS)",
+    );
+    expect(openai.requestsTo("/v1/chat/completions")).toHaveLength(1);
   });
 
   it("workflows: registration refuses another workflow's read; the env gives hosts and workflows", async () => {

@@ -3,9 +3,10 @@
  * spans, one `skein.attempt` span per attempt with the run's trace and parent, the caller's
  * active context as the run's parent, handlers' and external workers' own spans nested under
  * their attempt, held visits' spans, and a run that outlives its engine (closed, or SIGKILLed:
- * test/fixtures/trace-child.ts) staying in one trace.
+ * test/fixtures/trace-child.ts) staying in one trace; no span holds a secret a failed attempt's error carried.
  */
 
+import { randomBytes } from "node:crypto";
 import { join } from "node:path";
 import { context, ROOT_CONTEXT, type Span, type SpanContext, trace } from "@opentelemetry/api";
 import { AsyncLocalStorageContextManager } from "@opentelemetry/context-async-hooks";
@@ -22,6 +23,7 @@ import { systemClock, type Task } from "../../src/index.js";
 import { HttpWorker } from "../../src/worker/http-worker.js";
 import { Child, type Message, within } from "../fixtures/child.js";
 import { describeSqlite, nextEvent, tempDir, testEngine } from "../helpers.js";
+import { json, startServer } from "../local-server.js";
 
 const FAN = {
   id: "fan",
@@ -172,6 +174,53 @@ describe("traces (DESIGN §9)", () => {
     for (const s of attempts) {
       expect(traceOf(s)).toBe(run.trace_id);
       expect(s.parentSpanContext?.spanId).toBe(idOf(start));
+    }
+  });
+
+  it("holds no secret in any span of a failed attempt whose error carried it (percent-encoded in a URL path)", async () => {
+    const value = `sk_${randomBytes(8).toString("hex")} é~+`;
+    // Echoes the path it was asked (percent-encoded) and its decoded form into the error's excerpt.
+    const service = await startServer((req, res) => {
+      const path = `${req.url} ${decodeURIComponent(req.url)}`;
+      json(res, service.requests.length === 1 ? 503 : 404, { error: path });
+    });
+    try {
+      const { engine } = await testEngine({ secrets: { KEY: { value, hosts: ["127.0.0.1"] } } });
+      await engine.registerWorkflow({
+        id: "leak",
+        nodes: [
+          {
+            node_id: "a",
+            agent_type: "http",
+            retry_count: 1,
+            retry_interval: 0,
+            payload: { url: "{{ input.base }}/items/{{ secrets.KEY }}" },
+          },
+        ],
+      });
+      const run = await engine.waitForRun((await engine.startRun("leak", { input: { base: service.url } })).run_id);
+      expect(run.status).toBe("FAILED");
+      await ended(byName("skein.run.end"));
+      // The service got the secret (the request is right) and answered with it, twice.
+      expect(service.requests.map((r) => decodeURIComponent(r.url))).toEqual([`/items/${value}`, `/items/${value}`]);
+
+      const attempts = named("skein.attempt");
+      expect(attempts.map((s) => s.attributes["skein.outcome"]).sort()).toEqual(["failed", "retrying"]);
+      for (const s of attempts) expect(s.status.message).toContain("/items/[secret KEY]");
+      expect(named("skein.run.end")[0]?.status.message).toContain("/items/[secret KEY]");
+      const forms = [value, encodeURIComponent(value), new URL(`http://h/${value}`).pathname.slice(1)];
+      for (const span of exporter.getFinishedSpans()) {
+        const seen = JSON.stringify({
+          name: span.name,
+          attributes: span.attributes,
+          status: span.status,
+          events: span.events,
+          links: span.links,
+        });
+        for (const form of forms) expect(seen, `${span.name} holds ${form}`).not.toContain(form);
+      }
+    } finally {
+      await service.close();
     }
   });
 

@@ -12,10 +12,16 @@
  * same origin, fails the attempt and names where it points, so the operator sets base_url to it
  * (a completions endpoint has no reason to move; following one would need the method rules of
  * RFC 9110 and a check of each hop, for no gain).
+ *
+ * Before the request is sent, every secret it carries (a `{{ secrets.X }}` in the prompt, a
+ * provider header or api_key equal to a secret) must allow base_url's host (its `hosts`, DESIGN
+ * §13.1). Registration checks the same for a static provider; this covers a provider named by a
+ * template, and a workflow registered before the providers or the secrets' hosts changed.
  */
 import type { AgentHandler, Task } from "../../agents/task.js";
 import { DEFAULT_PROVIDER, type LlmMessage, type LlmPayload } from "../../core/kinds/llm.js";
 import type { Json, Usage } from "../../core/types.js";
+import type { Secrets } from "../../engine/secrets.js";
 import { NonRetryableError, RetryableError } from "../../errors.js";
 import { retryAfterOf } from "../http.js";
 import { type Completion, causeOf, readJson, readJsonBody, readStream, readUpTo } from "./completion.js";
@@ -29,6 +35,8 @@ export interface LlmHandlerContext {
   maxOutputBytes: number;
   /** The engine's clock (a `Retry-After` date is relative to it). */
   now: () => number;
+  /** The engine's secrets: those a request carries must allow base_url's host. */
+  secrets?: Secrets;
 }
 
 /** The most of an error body read from a provider, in bytes (its message is in the first few); the rest is not read. */
@@ -45,12 +53,17 @@ export function llmHandler(c: LlmHandlerContext): AgentHandler {
     const provider = providerOf(providers, payload.provider);
     const who = `provider "${providerName}"`;
     const url = `${provider.base_url.replace(/\/+$/, "")}/chat/completions`;
+    const headers = headersOf(provider, task);
+    const body = JSON.stringify(requestBody(payload));
+    const host = new URL(url).hostname.replace(/^\[|\]$/g, "");
+    const refused = c.secrets?.hostRefusal([url, ...Object.values(headers), body], host) ?? null;
+    if (refused !== null) throw new NonRetryableError(`${who} at ${url}: ${refused}`);
     let response: Response;
     try {
       response = await fetch(url, {
         method: "POST",
-        headers: headersOf(provider, task),
-        body: JSON.stringify(requestBody(payload)),
+        headers,
+        body,
         // The prompt goes to base_url only: a redirect comes back as it is, and is refused below.
         redirect: "manual",
         signal: task.signal,
@@ -60,7 +73,7 @@ export function llmHandler(c: LlmHandlerContext): AgentHandler {
       throw new RetryableError(`could not reach ${who} at ${url}: ${causeOf(e)}`, { cause: e });
     }
     if (response.status >= 300 && response.status < 400) throw await redirectError(response, who, url);
-    if (!response.ok) throw await statusError(response, who, c.now());
+    if (!response.ok) throw await statusError(response, who, c.now(), c.secrets);
 
     const read = {
       who,
@@ -145,9 +158,9 @@ function usageOf(u: { prompt_tokens: number; completion_tokens: number }, provid
 }
 
 /** 429 and 5xx are retried (after `Retry-After` when the provider sends one); other statuses are not. */
-async function statusError(response: Response, who: string, now: number): Promise<Error> {
+async function statusError(response: Response, who: string, now: number, secrets?: Secrets): Promise<Error> {
   const text = await errorBodyStart(response);
-  const message = `${who} answered ${response.status}: ${providerMessage(text)}`;
+  const message = `${who} answered ${response.status}: ${providerMessage(text, secrets)}`;
   if (response.status === 429 || response.status >= 500) {
     const retryAfterMs = retryAfterMsOf(response.headers, now);
     return new RetryableError(message, retryAfterMs === undefined ? {} : { retryAfterMs });
@@ -185,8 +198,11 @@ async function redirectError(response: Response, who: string, url: string): Prom
   );
 }
 
-/** OpenAI's `{ error: { message } }` (and the `{ error: "..." }` of some servers), else the body's start. */
-function providerMessage(text: string): string {
+/**
+ * OpenAI's `{ error: { message } }` (and the `{ error: "..." }` of some servers), else the body's
+ * start, without a secret's value cut at its end (redaction, later, finds whole values only).
+ */
+function providerMessage(text: string, secrets?: Secrets): string {
   try {
     const body = JSON.parse(text) as { error?: { message?: unknown } | string; message?: unknown };
     if (typeof body.error === "string") return body.error;
@@ -195,7 +211,8 @@ function providerMessage(text: string): string {
   } catch {
     // not JSON
   }
-  return text === "" ? "(no body)" : text.slice(0, 500);
+  if (text === "") return "(no body)";
+  return text.length > 500 && secrets ? secrets.withoutCutSecret(text.slice(0, 500)) : text.slice(0, 500);
 }
 
 /** `retry-after-ms` (OpenAI's), else `Retry-After` in seconds or as an HTTP date; undefined when absent or unreadable. */
