@@ -423,6 +423,7 @@ export class Flush {
     const newRuns = this.newRuns.splice(0).map((r) => this.states.get(r.run_id)?.run ?? r);
     for (const r of newRuns) due(r.deadline_at);
     for (const rs of this.states.values()) {
+      rs.inbox = undefined; // what this flush knew of the inbox: the next reads what it needs (by name)
       const c = rs.changes;
       if (c.inserted.size === 0 && c.updated.size === 0 && c.events.length === 0 && !c.runUpdated) continue;
       if (c.runUpdated || c.ended) {

@@ -232,6 +232,14 @@ function writeStatement(mask: number): { name: string; text: string } {
 
 const SQL = {
   runByKey: { name: "skein_run_by_key", text: `SELECT ${RUNS} FROM runs WHERE idempotency_key = $1` },
+  // The root counts as one: a tree's first row starts at 1 + $2 (migration 015). The row stays
+  // locked until commit, even when the limit refuses: another engine's raise waits for this one.
+  raiseTreeRuns: {
+    name: "skein_raise_tree_runs",
+    text: `INSERT INTO run_trees (root_run_id, runs) SELECT $1, 1 + $2::int WHERE 1 + $2::int <= $3::int
+           ON CONFLICT (root_run_id) DO UPDATE SET runs = run_trees.runs + $2::int WHERE run_trees.runs + $2::int <= $3::int
+           RETURNING runs`,
+  },
   runBudgets: {
     name: "skein_run_budgets",
     text: "SELECT run_id, usage, budget FROM runs WHERE run_id = ANY($1::text[])",
@@ -387,7 +395,9 @@ const visitKey = (v: Visit) => `${v.run_id}\0${v.node_id}\0${v.visit}`;
 export class PostgresTx implements StoreTx {
   private ended = false;
   private readonly events: InboxTx = postgresInbox((config, values) => this.q(config, values));
-  readonly inbox: InboxTx["inbox"] = (runId) => this.events.inbox(runId);
+  readonly waitingEvents: InboxTx["waitingEvents"] = (runId, name, limit) =>
+    this.events.waitingEvents(runId, name, limit);
+  readonly inboxSize: InboxTx["inboxSize"] = (runId) => this.events.inboxSize(runId);
   readonly keyedEvents: InboxTx["keyedEvents"] = (name, key, since) => this.events.keyedEvents(name, key, since);
   readonly inboxByIdempotencyKey: InboxTx["inboxByIdempotencyKey"] = (scope, key) =>
     this.events.inboxByIdempotencyKey(scope, key);
@@ -524,6 +534,11 @@ export class PostgresTx implements StoreTx {
   async runByIdempotencyKey(key: string): Promise<Run | null> {
     const [row] = await this.q<DbRun>(SQL.runByKey, [key]);
     return row ? runFromDb(row) : null;
+  }
+
+  async raiseTreeRuns(rootRunId: string, runs: number, limit: number): Promise<number | null> {
+    const [row] = await this.q<{ runs: number }>(SQL.raiseTreeRuns, [rootRunId, runs, limit]);
+    return row?.runs ?? null;
   }
 
   async runBudgets(runIds: string[]): Promise<Pick<Run, "run_id" | "usage" | "budget">[]> {
