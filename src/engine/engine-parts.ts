@@ -18,7 +18,9 @@ import { rateLimitsOf } from "./flush-limits.js";
 import type { EngineMetrics } from "./metrics.js";
 import { Notifier } from "./notifier.js";
 import { ProgressStreams } from "./progress.js";
+import { ValidationError } from "../errors.js";
 import { WorkflowRegistry } from "./registry.js";
+import { DEFAULT_MAX_RUNS_PER_TREE } from "./bounded-work.js";
 import type { Secrets } from "./secrets.js";
 import type { Subscribers } from "./subscribers.js";
 
@@ -109,6 +111,7 @@ export function createParts(c: PartsContext): EngineParts {
     sweepIntervalMs: options.sweepIntervalMs ?? (store.exclusive ? 1000 : 500),
     random: options.random ?? Math.random,
     runCacheSize: 2000,
+    maxRunsPerTree: maxRunsPerTreeOf(options.maxRunsPerTree),
     engineTimeoutMs: options.engineTimeoutMs ?? 30_000,
     spans: attempts.spans,
     hooks: {
@@ -163,4 +166,13 @@ export function createParts(c: PartsContext): EngineParts {
       })
     : null;
   return { registry, attempts, dispatcher, external, notifier, progress };
+}
+
+/** The `maxRunsPerTree` option, checked: a whole number of runs >= 1 (a tree holds its root). */
+function maxRunsPerTreeOf(value: number | undefined): number {
+  if (value === undefined) return DEFAULT_MAX_RUNS_PER_TREE;
+  if (!Number.isInteger(value) || value < 1) {
+    throw new ValidationError(`maxRunsPerTree must be a whole number of runs >= 1 (a tree holds its root); got ${String(value)}`);
+  }
+  return value;
 }

@@ -13,13 +13,14 @@ import { emptyChanges, endRun, event, failVisit, type RunState, runState, startR
 import type { Compensation, InboxEvent, NewEvent, Run, RunEvent, Visit } from "../core/types.js";
 import { ConflictError, NotFoundError } from "../errors.js";
 import type { MapItemUpdate, ReadyNotice, RunRead, StoreTx, VisitKey } from "../store/store.js";
+import { CANCELS_PER_FLUSH, ITEM_ROWS_PER_FLUSH, STARTS_PER_FLUSH } from "./bounded-work.js";
 import type { DispatcherOptions, RunRef } from "./dispatcher-options.js";
 import { addRunUsage } from "./flush-budget.js";
 import { settleChildren, startChildren } from "./flush-children.js";
 import { claimForWorkers, claimReady, notifyOthers, takeHints } from "./flush-claims.js";
 import { publishEvent, sendEvent } from "./flush-events.js";
 import { ClaimLimits, freedLimitedTypes } from "./flush-limits.js";
-import { startMaps, undoItems } from "./flush-maps.js";
+import { continueMap, startMaps, undoItems } from "./flush-maps.js";
 import { report, retry, review } from "./flush-results.js";
 import type { SlotOutcome } from "./flush-schedules.js";
 import { recover, recoverLost, sweepExpired } from "./flush-sweep.js";
@@ -42,6 +43,12 @@ export interface FlushOutcome {
   waiting: string[];
   /** What became of each schedule slot this flush handled (flush-schedules.ts), for the metrics. */
   slots: SlotOutcome[];
+  /**
+   * Work this flush left over for the next (bounded-work.ts): inputs to apply then, and whether
+   * ready `workflow`/`map` visits wait unstarted. The dispatcher flushes again on the next turn of
+   * the event loop, after what else is queued.
+   */
+  more: { inputs: Input[]; flush: boolean };
 }
 
 /**
@@ -69,6 +76,12 @@ export class Flush {
   /** Child runs this flush cancelled, and those whose end it gave to their parent. */
   readonly cancelledChildren = new Set<string>();
   readonly settledChildren = new Set<string>();
+  /** What this flush may still start, write and cancel (bounded-work.ts); what it leaves over, the next flush continues. */
+  startsLeft = STARTS_PER_FLUSH;
+  rowsLeft = ITEM_ROWS_PER_FLUSH;
+  cancelsLeft = CANCELS_PER_FLUSH;
+  /** Inputs for the next flush: maps to go on with, cancels to carry down (deduplicated by execution_id). */
+  readonly continued = new Map<string, Input>();
   /** Map items whose runs ended, written together before the maps they belong to go on (flush-maps.ts). */
   readonly itemEnds: MapItemUpdate[] = [];
   /** Held map visits an item of which ended in this round, by execution_id, with their runs. */
@@ -90,6 +103,7 @@ export class Flush {
     unrecovered: [],
     waiting: [],
     slots: [],
+    more: { inputs: [], flush: false },
   };
 
   constructor(
@@ -134,6 +148,8 @@ export class Flush {
     for (const type of freedLimitedTypes(this)) this.backlog.add(type);
     if (this.claiming) await claimReady(this, sweep);
     await this.children();
+    // Starts this flush had no room for: ready visits wait in the backlog, held maps in `continued`.
+    this.out.more = { inputs: [...this.continued.values()], flush: this.startsLeft <= 0 || this.continued.size > 0 };
     notifyOthers(this);
     // Waiting workers may claim what a rate limit lets through now (a sweep: the timer of its next token).
     if (sweep) this.out.waiting.push(...this.limits.withTokens().filter((t) => !this.out.waiting.includes(t)));
@@ -261,6 +277,8 @@ export class Flush {
       }
       case "retry":
         return retry(this, input);
+      case "continue_map":
+        return continueMap(this, input);
       case "claim":
         this.workerClaims.push(input);
         return;
