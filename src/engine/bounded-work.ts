@@ -9,11 +9,11 @@ import type { Run, VisitError } from "../core/types.js";
 import type { Flush } from "./flush.js";
 
 /** Child and map item runs one flush starts at most (a map's window fills over several flushes). */
-export const STARTS_PER_FLUSH = 200;
+export const STARTS_PER_FLUSH = 50;
 /** Map item rows one flush writes at most (a 100,000-item list is written over several flushes). */
-export const ITEM_ROWS_PER_FLUSH = 2000;
+export const ITEM_ROWS_PER_FLUSH = 1000;
 /** Runs one flush cancels at most as a cancel cascades down a tree (the rest in the next flushes). */
-export const CANCELS_PER_FLUSH = 500;
+export const CANCELS_PER_FLUSH = 100;
 /** The default of the engine option `maxRunsPerTree`. */
 export const DEFAULT_MAX_RUNS_PER_TREE = 100_000;
 

@@ -209,8 +209,14 @@ export class Dispatcher {
       try {
         // Loop while work arrived meanwhile; after a failed transaction, wait for the next wake-up.
         let ok = true;
-        do ok = await this.flushOnce(this.inbox.splice(0));
-        while (ok && (this.inbox.length > 0 || (this.sweepDue && !this.stopped)));
+        for (;;) {
+          ok = await this.flushOnce(this.inbox.splice(0));
+          if (!(ok && (this.inbox.length > 0 || (this.sweepDue && !this.stopped)))) break;
+          // A turn of the event loop between two transactions: on SQLite a transaction never
+          // yields, and inputs that keep coming (payloads resolved, results) would otherwise keep
+          // the API from answering (DESIGN §13.1). Inputs that arrive meanwhile join the next.
+          await new Promise<void>((resolve) => setImmediate(resolve));
+        }
       } finally {
         this.flushing = null;
       }
@@ -289,6 +295,7 @@ export class Dispatcher {
     }
     this.deadEngines.push(...outcome.unrecovered);
     const states = (flush as Flush | null)?.states ?? new Map<string, RunState>();
+    if (process.env.SKEIN_DEBUG_FLUSH && performance.now() - timer > 20) console.log("FLUSH", Math.round(performance.now() - timer), inputs.length, outcome.events.length, outcome.claimed.length);
     this.afterCommit(outcome, states, (performance.now() - timer) / 1000);
     // Due times are the transaction's clock; the timer runs on this process's: count the time
     // this transaction took, or a slow flush arms its wake-up late by that much.

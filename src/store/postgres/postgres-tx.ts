@@ -404,7 +404,8 @@ export class PostgresTx implements StoreTx {
   readonly writeInbox: InboxTx["writeInbox"] = (rows) => this.events.writeInbox(rows);
   readonly pruneKeyed: InboxTx["pruneKeyed"] = (before) => this.events.pruneKeyed(before);
   private readonly items: MapTx = postgresMapItems((config, values) => this.q(config, values));
-  readonly insertMapItems: MapTx["insertMapItems"] = (key, items, now) => this.items.insertMapItems(key, items, now);
+  readonly insertMapItems: MapTx["insertMapItems"] = (key, items, now, offset) =>
+    this.items.insertMapItems(key, items, now, offset);
   readonly pendingMapItems: MapTx["pendingMapItems"] = (key, from, limit) =>
     this.items.pendingMapItems(key, from, limit);
   readonly updateMapItems: MapTx["updateMapItems"] = (updates) => this.items.updateMapItems(updates);
