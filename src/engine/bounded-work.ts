@@ -9,11 +9,17 @@ import type { Run, VisitError } from "../core/types.js";
 import type { Flush } from "./flush.js";
 
 /** Child and map item runs one flush starts at most (a map's window fills over several flushes). */
-export const STARTS_PER_FLUSH = 50;
+export const STARTS_PER_FLUSH = 20;
 /** Map item rows one flush writes at most (a 100,000-item list is written over several flushes). */
 export const ITEM_ROWS_PER_FLUSH = 1000;
 /** Runs one flush cancels at most as a cancel cascades down a tree (the rest in the next flushes). */
-export const CANCELS_PER_FLUSH = 100;
+export const CANCELS_PER_FLUSH = 50;
+/**
+ * Real time a flush spends before it starts or cancels no more runs (the counts above bound a
+ * fast machine, this a slow or loaded one): the rest waits for the next flush, after the API
+ * has answered what came meanwhile. A measure of work, never a due time (that is the clock's).
+ */
+export const FLUSH_WORK_MS = 10;
 /** The default of the engine option `maxRunsPerTree`. */
 export const DEFAULT_MAX_RUNS_PER_TREE = 100_000;
 
@@ -28,7 +34,11 @@ export function rootOf(run: Pick<Run, "run_id" | "parent">): string {
  * Counts `runs` more in the tree of `run` (the run that starts them), or, when that would pass
  * `maxRunsPerTree`, the visit's error (`tree_limit`) and nothing counted.
  */
-export async function treeRefusal(f: Flush, run: Pick<Run, "run_id" | "parent">, runs: number): Promise<VisitError | null> {
+export async function treeRefusal(
+  f: Flush,
+  run: Pick<Run, "run_id" | "parent">,
+  runs: number,
+): Promise<VisitError | null> {
   const root = rootOf(run);
   const limit = f.o.maxRunsPerTree;
   if ((await f.tx.raiseTreeRuns(root, runs, limit)) !== null) return null;

@@ -295,7 +295,6 @@ export class Dispatcher {
     }
     this.deadEngines.push(...outcome.unrecovered);
     const states = (flush as Flush | null)?.states ?? new Map<string, RunState>();
-    if (process.env.SKEIN_DEBUG_FLUSH && performance.now() - timer > 20) console.log("FLUSH", Math.round(performance.now() - timer), inputs.length, outcome.events.length, outcome.claimed.length);
     this.afterCommit(outcome, states, (performance.now() - timer) / 1000);
     // Due times are the transaction's clock; the timer runs on this process's: count the time
     // this transaction took, or a slow flush arms its wake-up late by that much.

@@ -8,8 +8,10 @@ import type { AgentHandler } from "../agents/task.js";
 import { httpAgent } from "../calls/http.js";
 import { llmHandler } from "../calls/llm/handler.js";
 import { BUILTIN_HANDLERS } from "../core/kinds/index.js";
+import { ValidationError } from "../errors.js";
 import type { Store } from "../store/store.js";
 import { AttemptRunner } from "./attempts.js";
+import { DEFAULT_MAX_RUNS_PER_TREE } from "./bounded-work.js";
 import type { Clock } from "./clock.js";
 import { Dispatcher } from "./dispatcher.js";
 import type { EngineOptions } from "./engine-options.js";
@@ -18,9 +20,7 @@ import { rateLimitsOf } from "./flush-limits.js";
 import type { EngineMetrics } from "./metrics.js";
 import { Notifier } from "./notifier.js";
 import { ProgressStreams } from "./progress.js";
-import { ValidationError } from "../errors.js";
 import { WorkflowRegistry } from "./registry.js";
-import { DEFAULT_MAX_RUNS_PER_TREE } from "./bounded-work.js";
 import type { Secrets } from "./secrets.js";
 import type { Subscribers } from "./subscribers.js";
 
@@ -172,7 +172,9 @@ export function createParts(c: PartsContext): EngineParts {
 function maxRunsPerTreeOf(value: number | undefined): number {
   if (value === undefined) return DEFAULT_MAX_RUNS_PER_TREE;
   if (!Number.isInteger(value) || value < 1) {
-    throw new ValidationError(`maxRunsPerTree must be a whole number of runs >= 1 (a tree holds its root); got ${String(value)}`);
+    throw new ValidationError(
+      `maxRunsPerTree must be a whole number of runs >= 1 (a tree holds its root); got ${String(value)}`,
+    );
   }
   return value;
 }

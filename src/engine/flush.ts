@@ -13,7 +13,7 @@ import { emptyChanges, endRun, event, failVisit, type RunState, runState, startR
 import type { Compensation, InboxEvent, NewEvent, Run, RunEvent, Visit } from "../core/types.js";
 import { ConflictError, NotFoundError } from "../errors.js";
 import type { MapItemUpdate, ReadyNotice, RunRead, StoreTx, VisitKey } from "../store/store.js";
-import { CANCELS_PER_FLUSH, ITEM_ROWS_PER_FLUSH, STARTS_PER_FLUSH } from "./bounded-work.js";
+import { CANCELS_PER_FLUSH, FLUSH_WORK_MS, ITEM_ROWS_PER_FLUSH, STARTS_PER_FLUSH } from "./bounded-work.js";
 import type { DispatcherOptions, RunRef } from "./dispatcher-options.js";
 import { addRunUsage } from "./flush-budget.js";
 import { settleChildren, startChildren } from "./flush-children.js";
@@ -76,10 +76,31 @@ export class Flush {
   /** Child runs this flush cancelled, and those whose end it gave to their parent. */
   readonly cancelledChildren = new Set<string>();
   readonly settledChildren = new Set<string>();
-  /** What this flush may still start, write and cancel (bounded-work.ts); what it leaves over, the next flush continues. */
-  startsLeft = STARTS_PER_FLUSH;
+  /**
+   * What this flush may still start, write and cancel (bounded-work.ts): a count, and none once
+   * it has worked FLUSH_WORK_MS (a slow machine starts fewer per flush, never answers later);
+   * what it leaves over, the next flush continues.
+   */
+  private starts = STARTS_PER_FLUSH;
+  private cancels = CANCELS_PER_FLUSH;
   rowsLeft = ITEM_ROWS_PER_FLUSH;
-  cancelsLeft = CANCELS_PER_FLUSH;
+  private readonly began = performance.now();
+  // The time bound applies once the flush has started (cancelled) some: every flush makes progress.
+  get startsLeft(): number {
+    return this.starts < STARTS_PER_FLUSH && this.overTime() ? Math.min(0, this.starts) : this.starts;
+  }
+  set startsLeft(n: number) {
+    this.starts = n;
+  }
+  get cancelsLeft(): number {
+    return this.cancels < CANCELS_PER_FLUSH && this.overTime() ? Math.min(0, this.cancels) : this.cancels;
+  }
+  set cancelsLeft(n: number) {
+    this.cancels = n;
+  }
+  private overTime(): boolean {
+    return performance.now() - this.began > FLUSH_WORK_MS;
+  }
   /** Inputs for the next flush: maps to go on with, cancels to carry down (deduplicated by execution_id). */
   readonly continued = new Map<string, Input>();
   /** Map items whose runs ended, written together before the maps they belong to go on (flush-maps.ts). */

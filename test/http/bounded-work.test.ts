@@ -11,7 +11,7 @@ import Database from "better-sqlite3";
 import { afterEach, describe, expect, it } from "vitest";
 import type { TokenEntry } from "../../src/http/auth.js";
 import { createServer } from "../../src/http/server.js";
-import type { Engine, RunEvent, Task } from "../../src/index.js";
+import type { Engine, Task } from "../../src/index.js";
 import { testEngine } from "../helpers.js";
 
 const TEAM_A = "team-a-0123456789abcdef";
@@ -64,7 +64,7 @@ function pollHealth(base: string): { stop(): Promise<number[]> } {
 function started(engine: Engine, n: number): Promise<void> {
   let count = 0;
   return new Promise((resolve) => {
-    const off = engine.subscribe((e: RunEvent) => {
+    const off = engine.subscribe((e) => {
       if (e.type === "run.started" && ++count >= n) {
         off();
         resolve();
@@ -97,7 +97,7 @@ async function probe(workflow: object, input: object, limit: number, grown: numb
   for (;;) {
     let off = () => {};
     const ended = new Promise<void>((resolve) => {
-      off = engine.subscribe((e: RunEvent) => {
+      off = engine.subscribe((e) => {
         if (e.type === "run.cancelled" || e.type === "run.failed" || e.type === "run.succeeded") resolve();
       });
     });
@@ -107,10 +107,17 @@ async function probe(workflow: object, input: object, limit: number, grown: numb
     if (left === 0) break;
   }
   const times = await health.stop();
-  console.log("PROBE", cancelMs, times.map((x) => Math.round(x)).join(","));
   const tree = reader.prepare("SELECT runs FROM run_trees WHERE root_run_id = ?").pluck().get(run_id) as number;
   const total = reader.prepare("SELECT count(*) FROM runs").pluck().get() as number;
   return { done, cancelMs, times, tree, total };
+}
+
+/** The probe's timing: the cancel answered within 1 s, every health answer within 100 ms. */
+function expectAnswered(cancelMs: number, times: number[]): void {
+  expect(cancelMs, "the root's cancel, ms").toBeLessThan(1000);
+  expect(times.length).toBeGreaterThan(10);
+  const slow = times.filter((t) => t >= 100).map(Math.round);
+  expect(slow, `health answers of ${times.length} over 100 ms`).toEqual([]);
 }
 
 describe("the API answers while dynamic work grows and is cancelled (DESIGN §13.1)", () => {
@@ -128,12 +135,10 @@ describe("the API answers while dynamic work grows and is cancelled (DESIGN §13
     };
     const { done, cancelMs, times, tree, total } = await probe(rec, {}, 2000, 1500);
     expect(done.status).toBe("CANCELLED");
-    expect(cancelMs).toBeLessThan(1000);
-    expect(times.length).toBeGreaterThan(10);
-    expect(Math.max(...times)).toBeLessThan(100);
     // Every run of the tree was counted, and the tree stopped at the limit.
     expect(total).toBe(tree);
     expect(tree).toBeLessThanOrEqual(2000);
+    expectAnswered(cancelMs, times);
   }, 60_000);
 
   it("a 100,000-item map with max_concurrency 10,000: health within 100 ms, the cancel within 1 s", async () => {
@@ -156,10 +161,8 @@ describe("the API answers while dynamic work grows and is cancelled (DESIGN §13
     const items = Array.from({ length: 100_000 }, (_, i) => i);
     const { done, cancelMs, times, tree, total } = await probe(wide, { items }, 100_000, 2000);
     expect(done.status).toBe("CANCELLED");
-    expect(cancelMs).toBeLessThan(1000);
-    expect(times.length).toBeGreaterThan(10);
-    expect(Math.max(...times)).toBeLessThan(100);
     expect(total).toBe(tree);
     expect(tree).toBeLessThanOrEqual(10_001); // the window, never the list
+    expectAnswered(cancelMs, times);
   }, 60_000);
 });

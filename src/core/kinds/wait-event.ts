@@ -6,8 +6,8 @@
  * no event by the node's timeout (default: the run's remaining TTL) fails it `event_timeout`.
  */
 import type { Problem } from "../../errors.js";
-import { event, failVisit, nodeOf, type RunState, succeed, wait } from "../scheduler.js";
 import type { InboxTx } from "../../store/store.js";
+import { event, failVisit, nodeOf, type RunState, succeed, wait } from "../scheduler.js";
 import type { InboxEvent, Json, Visit } from "../types.js";
 import type { NodeKind } from "./kind.js";
 

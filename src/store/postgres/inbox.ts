@@ -40,10 +40,11 @@ export function postgresInbox(q: Query): InboxTx {
   const rows = async (text: string, values: unknown[]) => (await q<DbInbox>({ text }, values)).map(fromDb);
   return {
     waitingEvents: (runId, name, limit) =>
-      rows(
-        "SELECT * FROM inbox WHERE run_id = $1 AND name = $2 AND delivered_at IS NULL ORDER BY seq LIMIT $3",
-        [runId, name, limit],
-      ),
+      rows("SELECT * FROM inbox WHERE run_id = $1 AND name = $2 AND delivered_at IS NULL ORDER BY seq LIMIT $3", [
+        runId,
+        name,
+        limit,
+      ]),
     inboxSize: async (runId) => {
       // Rows written before migration 015 have no size: their payload's is measured.
       const [row] = await q<{ events: number; bytes: number }>(
