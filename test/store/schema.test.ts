@@ -48,6 +48,7 @@ describe("SQLite schema", () => {
       { version: 11, name: "usage" },
       { version: 12, name: "run_text" },
       { version: 13, name: "run_text_batches" },
+      { version: 15, name: "bounded_work" },
     ]);
     db.close();
   });
