@@ -30,14 +30,16 @@ export const eventFromDb = (r: DbEvent): RunEvent => ({ ...r, type: r.type as Ru
  * null as SQL NULL (as SQLite's store does) except in `json!` columns, which are NOT NULL and
  * keep a JSON null.
  */
-type Kind = "text" | "integer" | "bigint" | "boolean" | "json" | "json!" | "json=";
+type Kind = "text" | "integer" | "bigint" | "boolean" | "json" | "json!" | "json=" | "json!=";
 
-const sqlType = (kind: Kind): string => (kind === "json!" || kind === "json=" ? "json" : kind);
+const sqlType = (kind: Kind): string => (kind.startsWith("json") ? "json" : kind);
 
 function param(kind: Kind, value: unknown): unknown {
   if (kind === "json!") return JSON.stringify(value ?? null);
+  if (kind === "json!=") return frozenJsonText(value ?? null);
   if (value === undefined || value === null) return null;
-  // `json=`: a value that never changes once set (a visit's payload): its text is kept (frozen-json.ts).
+  // `json=` (`json!=`: NOT NULL): a value that never changes once set (a run's input, a visit's
+  // payload): its text is kept (frozen-json.ts).
   if (kind === "json=") return frozenJsonText(value);
   return kind === "json" ? JSON.stringify(value) : value;
 }
@@ -50,7 +52,7 @@ export const RUN_COLUMNS: Columns<Run> = {
   workflow_id: "text",
   workflow_version: "integer",
   status: "text",
-  input: "json!",
+  input: "json!=",
   output: "json",
   error: "json",
   end_cause: "text",

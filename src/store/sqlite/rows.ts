@@ -127,7 +127,7 @@ export function runFromDb({ revision: _, ...r }: DbRun): Run {
 export function runToDb(r: Run): DbRun {
   return {
     ...r,
-    input: JSON.stringify(r.input),
+    input: frozenJsonText(r.input),
     output: text(r.output),
     error: text(r.error),
     needs_attention: r.needs_attention ? 1 : 0,
