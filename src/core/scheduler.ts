@@ -52,8 +52,9 @@ export interface RunState {
   /** Nodes waiting to be re-checked while `settle` runs (nested calls append here). */
   settling: string[] | null;
   /**
-   * The run's events no wait_event took yet, oldest first; undefined until a flush needs them
-   * (read once, then kept up to date with the run, as its visits are).
+   * The run's events no wait_event took yet that this flush knows of, oldest first: those it
+   * read by name (a wait's `prepare`) and those sent in it. Never the whole inbox (DESIGN §13.1);
+   * cleared when the flush writes.
    */
   inbox?: InboxEvent[];
 }

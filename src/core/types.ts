@@ -170,6 +170,11 @@ export interface MapCounts {
   failed: number;
   cancelled: number;
   next: number;
+  /**
+   * How many of the list's items are rows yet: a long list is written a chunk per flush
+   * (engine/bounded-work.ts). Absent (visits before schema v15): all of them.
+   */
+  written?: number;
 }
 
 export type MapItemState = "PENDING" | "RUNNING" | "SUCCEEDED" | "FAILED" | "CANCELLED";

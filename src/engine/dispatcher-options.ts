@@ -56,4 +56,6 @@ export interface DispatcherOptions {
   engineTimeoutMs: number;
   /** The largest output a visit may have, in bytes (a map's assembled output is held to it). */
   maxOutputBytes: number;
+  /** The most runs one root run's tree may hold (DESIGN §13.1, bounded-work.ts). */
+  maxRunsPerTree: number;
 }

@@ -69,6 +69,8 @@ export class Dispatcher {
   unavailable: UnavailableError | null = null;
   /** What a transaction whose commit's outcome was lost claimed (it may have committed): see Flush. */
   private lost: AttemptRef[] | null = null;
+  /** Work a flush left over (bounded-work.ts), queued on the next turn of the event loop; null: none. */
+  private continuing: Input[] | null = null;
   /** Inputs of that transaction, not applied since: they may have committed, so they are never refused as unavailable. */
   private readonly uncertain = new Set<Input>();
 
@@ -117,7 +119,13 @@ export class Dispatcher {
 
   /** @internal work queued, scheduled or being applied (the test harness waits for none before it moves the clock) */
   working(): boolean {
-    return this.inbox.length > 0 || this.flushing !== null || this.scheduled || this.retryTimer !== null;
+    return (
+      this.inbox.length > 0 ||
+      this.flushing !== null ||
+      this.scheduled ||
+      this.retryTimer !== null ||
+      this.continuing !== null
+    );
   }
 
   /** Asks for a flush soon (same tick: on the next turn of the event loop). */
@@ -201,8 +209,14 @@ export class Dispatcher {
       try {
         // Loop while work arrived meanwhile; after a failed transaction, wait for the next wake-up.
         let ok = true;
-        do ok = await this.flushOnce(this.inbox.splice(0));
-        while (ok && (this.inbox.length > 0 || (this.sweepDue && !this.stopped)));
+        for (;;) {
+          ok = await this.flushOnce(this.inbox.splice(0));
+          if (!(ok && (this.inbox.length > 0 || (this.sweepDue && !this.stopped)))) break;
+          // A turn of the event loop between two transactions: on SQLite a transaction never
+          // yields, and inputs that keep coming (payloads resolved, results) would otherwise keep
+          // the API from answering (DESIGN §13.1). Inputs that arrive meanwhile join the next.
+          await new Promise<void>((resolve) => setImmediate(resolve));
+        }
       } finally {
         this.flushing = null;
       }
@@ -414,6 +428,27 @@ export class Dispatcher {
     for (const done of out.callbacks) done();
     for (const { run, ...key } of out.unresolved) h.resolvePayload(key, run);
     for (const task of out.claimed) h.dispatch(task);
+    if (out.more.flush || out.more.inputs.length > 0) this.continueSoon(out.more.inputs);
+  }
+
+  /**
+   * Work a flush left over (a map's next items, a cancel still cascading, starts it had no room
+   * for): flushed again on the next turn of the event loop, so requests that arrived meanwhile
+   * (health, a cancel, other runs' results) are served first, and queued beside it.
+   */
+  private continueSoon(inputs: Input[]): void {
+    if (this.continuing) {
+      this.continuing.push(...inputs);
+      return;
+    }
+    this.continuing = [...inputs];
+    setImmediate(() => {
+      const next = this.continuing ?? [];
+      this.continuing = null;
+      if (this.stopped) return;
+      this.inbox.push(...next);
+      this.wake();
+    });
   }
 
   /**

@@ -72,6 +72,12 @@ export interface EngineOptions {
   /** Largest run input, agent output or resolved payload, in bytes of JSON. @defaultValue 1 MiB */
   maxPayloadBytes?: number;
   /**
+   * The most runs one root run's tree may hold: the root, its child runs and map item runs, at any
+   * depth (DESIGN §13.1). A `workflow` node or a map whose start would pass it fails its visit with
+   * reason `tree_limit`. Counted in the database, so it holds across engines. @defaultValue 100000
+   */
+  maxRunsPerTree?: number;
+  /**
    * Secrets by name (DESIGN §12): `{{ secrets.NAME }}` in the payloads of http and llm nodes, and
    * of nodes whose agent declares it (`defineAgent({ secrets: ["NAME"] }, handler)`). The value is
    * put in at dispatch only; payloads, events, logs, the API and the page show `"[secret NAME]"`,

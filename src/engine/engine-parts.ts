@@ -9,8 +9,10 @@ import type { Egress } from "../calls/egress.js";
 import { httpAgent } from "../calls/http.js";
 import { llmHandler } from "../calls/llm/handler.js";
 import { BUILTIN_HANDLERS } from "../core/kinds/index.js";
+import { ValidationError } from "../errors.js";
 import type { Store } from "../store/store.js";
 import { AttemptRunner } from "./attempts.js";
+import { DEFAULT_MAX_RUNS_PER_TREE } from "./bounded-work.js";
 import type { Clock } from "./clock.js";
 import { Dispatcher } from "./dispatcher.js";
 import type { EngineOptions } from "./engine-options.js";
@@ -121,6 +123,7 @@ export function createParts(c: PartsContext): EngineParts {
     sweepIntervalMs: options.sweepIntervalMs ?? (store.exclusive ? 1000 : 500),
     random: options.random ?? Math.random,
     runCacheSize: 2000,
+    maxRunsPerTree: maxRunsPerTreeOf(options.maxRunsPerTree),
     engineTimeoutMs: options.engineTimeoutMs ?? 30_000,
     spans: attempts.spans,
     hooks: {
@@ -175,4 +178,15 @@ export function createParts(c: PartsContext): EngineParts {
       })
     : null;
   return { registry, attempts, dispatcher, external, notifier, progress };
+}
+
+/** The `maxRunsPerTree` option, checked: a whole number of runs >= 1 (a tree holds its root). */
+function maxRunsPerTreeOf(value: number | undefined): number {
+  if (value === undefined) return DEFAULT_MAX_RUNS_PER_TREE;
+  if (!Number.isInteger(value) || value < 1) {
+    throw new ValidationError(
+      `maxRunsPerTree must be a whole number of runs >= 1 (a tree holds its root); got ${String(value)}`,
+    );
+  }
+  return value;
 }

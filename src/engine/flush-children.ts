@@ -14,10 +14,11 @@ import { CHILD_HOLDER, childOf, MAX_CHILD_DEPTH } from "../core/kinds/workflow.j
 import { endRun, executionId, failVisit, nodeOf, type RunState, startRunState } from "../core/scheduler.js";
 import type { Json, Visit, VisitError } from "../core/types.js";
 import { NotFoundError } from "../errors.js";
+import { treeRefusal } from "./bounded-work.js";
 import { childKey, KEY_TAKEN, ownRunProblem } from "./engine-keys.js";
 import type { Flush } from "./flush.js";
 import { budgetStops } from "./flush-budget.js";
-import { advanceMaps, cancelItems, settleItem } from "./flush-maps.js";
+import { advanceMaps, cancelItems, defer, settleItem } from "./flush-maps.js";
 import { uuidv7 } from "./ids.js";
 import { canonicalJson } from "./json.js";
 import { runRow } from "./run-start.js";
@@ -49,6 +50,10 @@ async function startChild(f: Flush, rs: RunState, v: Visit): Promise<boolean> {
   }
   // A run (or a run above it) at its budget starts no child: the child's work would count toward it.
   if (await budgetStops(f, rs, v)) return false;
+  if (f.startsLeft <= 0) {
+    defer(f); // this flush started enough: it stays ready for the next (bounded-work.ts)
+    return false;
+  }
   let workflow: Awaited<ReturnType<typeof f.o.registry.get>>;
   try {
     workflow = await f.o.registry.get(p.workflow_id, p.version ?? undefined);
@@ -83,6 +88,12 @@ async function startChild(f: Flush, rs: RunState, v: Visit): Promise<boolean> {
     v.holder = `${CHILD_HOLDER}${existing.run_id}`;
     return false;
   }
+  const tooMany = await treeRefusal(f, rs.run, 1);
+  if (tooMany) {
+    a.failForGood("tree_limit", tooMany, f.now, f.o.random);
+    return false;
+  }
+  f.startsLeft -= 1;
   const run = runRow(workflow, canonicalJson(input), {
     run_id,
     traceparent: f.o.spans.startChildRun(rs.run, v, run_id), // its spans nest under its skein.child_run span
@@ -160,8 +171,8 @@ export async function settle(f: Flush, child: RunState): Promise<boolean> {
       reason: "child_failed",
       details: { run_id: run.run_id, status: run.status, error: (run.error ?? null) as Json },
     },
-    // Retrying cannot help a child that went past the depth limit: every retry would again.
-    !causedBy(run.error, "child_depth_exceeded"),
+    // Retrying cannot help a child that went past the depth or tree limit: every retry would again.
+    !causedBy(run.error, "child_depth_exceeded") && !causedBy(run.error, "tree_limit"),
     f.now,
     f.o.random,
   );

@@ -16,6 +16,9 @@ import { freedLimitedTypes, limitOf } from "./flush-limits.js";
 import type { ClaimedTask, ClaimInput } from "./inputs.js";
 import { SWEEP_BATCH } from "./inputs.js";
 
+/** Kinds whose visits start runs: claimed while the flush may still start runs (bounded-work.ts). */
+const STARTS_RUNS = new Set(["workflow", "map"]);
+
 /**
  * Runs another engine said have ready visits of this engine's agent types (a NOTIFY that
  * named them): those the transaction locked as it began (no other held them) were read then,
@@ -160,7 +163,8 @@ export async function claimReady(f: Flush, sweep: boolean): Promise<void> {
   // The limit holds across the database (`f.limits`) and in this process too: an attempt this
   // engine cancelled may still be running here while its row says CANCELLED.
   const room = async (type: string) => {
-    if (kindOf(type).start === "engine") return SWEEP_BATCH; // started by the engine, not attempts: no concurrency limit
+    // Started by the engine, not attempts: no concurrency limit; runs, as many as the flush may still start.
+    if (kindOf(type).start === "engine") return STARTS_RUNS.has(type) ? Math.max(0, f.startsLeft) : SWEEP_BATCH;
     const limit = limitOf(f.o.agentConcurrency, type);
     const here = limit === undefined ? free : limit - (inFlight.byType.get(type) ?? 0) - (taken.get(type) ?? 0);
     return Math.min(free, here, await f.limits.room(type)); // no database read for a type without limits

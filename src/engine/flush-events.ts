@@ -6,12 +6,19 @@
  */
 import { deliver, MAX_BUFFER_SECONDS, oldestWaiting } from "../core/kinds/wait-event.js";
 import { eventRefusal } from "../core/preconditions.js";
-import { event } from "../core/scheduler.js";
+import { event, type RunState } from "../core/scheduler.js";
 import type { InboxEvent } from "../core/types.js";
-import { NotFoundError } from "../errors.js";
+import { LimitError, NotFoundError } from "../errors.js";
 import type { Flush } from "./flush.js";
 import type { Input, SendEventAnswer } from "./inputs.js";
 import { scopeAllows } from "./scope.js";
+
+/** A run's inbox holds at most this many events no wait_event took yet (DESIGN §13.1), */
+export const MAX_INBOX_EVENTS = 1000;
+/** and at most this many bytes of their payloads (JSON text). */
+export const MAX_INBOX_BYTES = 16 * 1024 * 1024;
+/** A full inbox empties only as the run's waits take events: a send is refused with this Retry-After. */
+const INBOX_RETRY_AFTER_SECONDS = 5;
 
 export async function sendEvent(f: Flush, input: Extract<Input, { kind: "send_event" }>): Promise<void> {
   const { run_id, done } = input;
@@ -37,18 +44,22 @@ export async function sendEvent(f: Flush, input: Extract<Input, { kind: "send_ev
     f.out.callbacks.push(() => done.reject(refused));
     return;
   }
+  const v = oldestWaiting(rs, e.name, null);
+  // Kept for the next wait only if the inbox has room (its size read from the index, never the events).
+  const full = v ? null : await inboxRefusal(f, rs, e);
+  if (full) {
+    f.out.callbacks.push(() => done.reject(full));
+    return;
+  }
   event(rs, "event.received", null, f.now, {
     event_id: e.event_id,
     name: e.name,
     idempotency_key: e.idempotency_key,
   });
-  const v = oldestWaiting(rs, e.name, null);
   if (v) {
     deliver(rs, v, e, f.now);
   } else {
-    // Kept for the next wait: the inbox in memory stays what the table holds.
-    rs.inbox ??= await f.tx.inbox(run_id);
-    rs.inbox.push(e);
+    (rs.inbox ??= []).push(e);
     rs.changes.inbox.push(e);
   }
   const answer = answerOf(e, false);
@@ -85,6 +96,29 @@ export async function publishEvent(f: Flush, input: Extract<Input, { kind: "publ
   f.keyed.push(input.scope === null ? e : { ...e, created_at: f.now - MAX_BUFFER_SECONDS * 1000 - 1 });
   const answer = { event_id: e.event_id, delivered_to, duplicate: false };
   f.out.callbacks.push(() => done.resolve(answer));
+}
+
+/**
+ * Why the run's inbox cannot keep one more event (DESIGN §13.1: at most MAX_INBOX_EVENTS events
+ * and MAX_INBOX_BYTES of payloads no wait_event took yet), or null. Counts what the table holds
+ * and what this flush added to it.
+ */
+async function inboxRefusal(f: Flush, rs: RunState, e: InboxEvent): Promise<LimitError | null> {
+  const stored = await f.tx.inboxSize(rs.run.run_id);
+  const added = rs.changes.inbox.filter((x) => x.delivered_at === null);
+  const events = stored.events + added.length + 1;
+  const bytes = [...added, e].reduce((n, x) => n + Buffer.byteLength(JSON.stringify(x.payload)), stored.bytes);
+  if (events <= MAX_INBOX_EVENTS && bytes <= MAX_INBOX_BYTES) return null;
+  const what =
+    events > MAX_INBOX_EVENTS
+      ? `${MAX_INBOX_EVENTS} events`
+      : `${MAX_INBOX_BYTES} bytes of payloads (it holds ${stored.bytes} bytes; this event is ${Buffer.byteLength(JSON.stringify(e.payload))})`;
+  return new LimitError(
+    `the inbox of run ${rs.run.run_id} is full: it holds at most ${what} that no wait_event took yet; ` +
+      `send "${e.name}" again once a wait_event of the run has taken events, or send a reference to large data`,
+    "client",
+    INBOX_RETRY_AFTER_SECONDS,
+  );
 }
 
 function answerOf(e: InboxEvent, duplicate: boolean): SendEventAnswer {

@@ -16,10 +16,12 @@ import { MAX_CHILD_DEPTH } from "../core/kinds/workflow.js";
 import { executionId, failVisit, nodeOf, type RunState, startRunState } from "../core/scheduler.js";
 import type { Compensation, Json, MapCounts, MapItemState, Visit } from "../core/types.js";
 import type { MapItemUpdate, VisitKey } from "../store/store.js";
+import { treeRefusal } from "./bounded-work.js";
 import { itemKey, KEY_TAKEN, ownRunProblem } from "./engine-keys.js";
 import type { Flush } from "./flush.js";
 import { budgetError, budgetRoom, budgetStops } from "./flush-budget.js";
 import { uuidv7 } from "./ids.js";
+import type { Input } from "./inputs.js";
 import { canonicalJson } from "./json.js";
 import { itemWorkflowId } from "./registry.js";
 import { runRow } from "./run-start.js";
@@ -41,6 +43,7 @@ async function beginMap(f: Flush, rs: RunState, v: Visit): Promise<void> {
     return;
   }
   if (await budgetStops(f, rs, v)) return; // its items would count toward a budget already reached
+  if (f.startsLeft <= 0) return defer(f); // this flush started enough: it stays ready for the next
   const p = mapPayload(v.payload);
   // Items of a workflow outside the run's scope are never started (DESIGN §13.1); a templated
   // each.workflow_id is checked per item, by the item run's `workflow` node (flush-children.ts).
@@ -54,9 +57,44 @@ async function beginMap(f: Flush, rs: RunState, v: Visit): Promise<void> {
   // No lease and no deadline: the items have the node's timeout each, and the run's TTL bounds the whole.
   v.deadline_at = null;
   v.lease_expires_at = null;
-  const { total, carried } = await f.tx.insertMapItems(keyOf(v), p.items, f.now);
-  v.items = { total, running: 0, succeeded: carried, failed: 0, cancelled: 0, next: 0 };
+  v.items = { total: p.items.length, running: 0, succeeded: 0, failed: 0, cancelled: 0, next: 0, written: 0 };
   await advance(f, rs, v);
+}
+
+/** A ready `workflow` or `map` visit this flush has no room to start: the next flush claims it from the database. */
+export function defer(f: Flush): void {
+  f.backlog.add(MAP_HOLDER);
+  f.backlog.add("workflow");
+  f.startsLeft = 0;
+}
+
+/**
+ * Writes the next chunk of a map's item rows when the items it may start next are not all
+ * rows yet: at most what the flush may still write (one row when the map has nothing running, so
+ * it never stalls), a long list over several flushes (bounded-work.ts).
+ */
+async function writeItems(f: Flush, v: Visit, room: number): Promise<void> {
+  const c = v.items as MapCounts;
+  const written = c.written ?? c.total;
+  if (written >= c.total || written - c.next >= room) return;
+  const n = Math.min(c.total - written, Math.max(f.rowsLeft, c.running === 0 ? 1 : 0));
+  if (n <= 0) return;
+  const items = mapPayload(v.payload).items.slice(written, written + n);
+  const { carried } = await f.tx.insertMapItems(keyOf(v), items, f.now, written);
+  f.rowsLeft -= n;
+  c.written = written + n;
+  c.succeeded += carried;
+}
+
+/** Applies a `continue_map` input: the held map visit goes on (`advance`), or its items still running are cancelled. */
+export async function continueMap(f: Flush, input: Extract<Input, { kind: "continue_map" }>): Promise<void> {
+  const rs = await f.loadExecution(input.execution_id);
+  const a = rs ? attemptOf(rs, input.execution_id) : undefined;
+  if (!rs || a?.kind !== "visit" || !a.current || a.row.holder !== MAP_HOLDER) return;
+  if (input.step === "advance" && a.row.state === "RUNNING") f.mapsToAdvance.set(a.row.execution_id, { rs, v: a.row });
+  if (input.step === "cancel" && a.row.state !== "RUNNING") {
+    await cancelItems(f, rs, a.row, rs.run.status === "COMPENSATING");
+  }
 }
 
 /**
@@ -81,9 +119,18 @@ async function advance(f: Flush, rs: RunState, v: Visit): Promise<void> {
     // then the visit fails budget_exceeded with the rest not started.
     const over = await budgetError(f, rs);
     if (over && c.running === 0) return a.failForGood(BUDGET_EXCEEDED, over, f.now, f.o.random);
+    if (over || c.running >= p.max_concurrency) return;
     // While items run, none more starts once their reservations take up the budget (DESIGN §13.1).
-    const room = !over && c.running < p.max_concurrency && (c.running === 0 || (await budgetRoom(f, rs)));
-    if (room) await startItems(f, rs, v, p.max_concurrency - c.running);
+    if (c.running > 0 && !(await budgetRoom(f, rs))) return;
+    // Within what this flush may still start (one when nothing runs, so the map never stalls);
+    // the rest of its window fills in the next flushes (bounded-work.ts).
+    const room = Math.min(p.max_concurrency - c.running, Math.max(f.startsLeft, c.running === 0 ? 1 : 0));
+    await writeItems(f, v, room);
+    if (room > 0 && !(await startItems(f, rs, v, room))) return; // failed tree_limit or idempotency_key_taken
+    const blocked = f.startsLeft <= 0 || (c.written ?? c.total) < c.total;
+    if (pendingItems(c) > 0 && c.running < p.max_concurrency && blocked) {
+      f.continued.set(v.execution_id, { kind: "continue_map", execution_id: v.execution_id, step: "advance" });
+    }
     return;
   }
   if (c.running > 0) return;
@@ -97,12 +144,22 @@ async function advance(f: Flush, rs: RunState, v: Visit): Promise<void> {
   a.succeed(JSON.parse(out.text) as Json, { kind: "targets", targets: [...node.successTargets] }, f.now);
 }
 
-/** Starts up to `room` PENDING items, in index order, each a child run of the map's item workflow. */
-async function startItems(f: Flush, rs: RunState, v: Visit, room: number): Promise<void> {
+/**
+ * Starts up to `room` PENDING items, in index order, each a child run of the map's item workflow;
+ * false when that would pass maxRunsPerTree (the visit failed `tree_limit`, its running items cancelled).
+ */
+async function startItems(f: Flush, rs: RunState, v: Visit, room: number): Promise<boolean> {
   const c = v.items as MapCounts;
   const vkey = keyOf(v);
   const rows = await f.tx.pendingMapItems(vkey, c.next, room);
-  if (rows.length === 0) return;
+  if (rows.length === 0) return true;
+  const tooMany = await treeRefusal(f, rs.run, rows.length);
+  if (tooMany) {
+    visitAttempt(rs, v).failForGood("tree_limit", tooMany, f.now, f.o.random);
+    await cancelItems(f, rs, v);
+    return false;
+  }
+  f.startsLeft -= rows.length;
   const workflow = await f.o.registry.get(itemWorkflowId(rs.run.workflow_id, v.node_id), rs.run.workflow_version);
   // What the database holds under these items' keys: nothing, unless a crash or a direct write
   // came between; a run that is not the item's own is never bound to it (engine-keys.ts).
@@ -117,7 +174,7 @@ async function startItems(f: Flush, rs: RunState, v: Visit, room: number): Promi
       // Before this window starts anything: the items running are those of earlier windows.
       visitAttempt(rs, v).failForGood(KEY_TAKEN, { message: foreign, reason: KEY_TAKEN }, f.now, f.o.random);
       await cancelItems(f, rs, v);
-      return;
+      return false;
     }
   }
   const updates: MapItemUpdate[] = [];
@@ -151,19 +208,29 @@ async function startItems(f: Flush, rs: RunState, v: Visit, room: number): Promi
     c.next = row.index + 1;
   }
   await f.tx.updateMapItems(updates);
+  return true;
 }
 
-/** Cancels the items still running of a map visit that ended (compensating when the run's ending does). */
-export async function cancelItems(f: Flush, rs: RunState, v: Visit): Promise<void> {
+/**
+ * Cancels the items still running of a map visit that ended (compensating when the run's ending
+ * does), at most what this flush may still cancel: the next flush cancels the next ones
+ * (`continue_map`), so a cancel is answered at once however many items run.
+ */
+export async function cancelItems(f: Flush, rs: RunState, v: Visit, compensate = rs.changes.undo): Promise<void> {
   // Once per flush (children() goes round until nothing follows); an execution_id is never a run id.
   if (f.cancelledChildren.has(v.execution_id)) return;
   f.cancelledChildren.add(v.execution_id);
   const c = v.items;
-  const running = c && c.running > 0 ? await f.tx.runningMapItems(keyOf(v), c.running) : [];
-  for (const run_id of running) f.orphanedChildren.push({ run_id, compensate: rs.changes.undo });
   // A cancelled visit holds its holder until its attempt returns (compensation waits for it):
   // with nothing running, it has returned.
-  if (running.length === 0) visitAttempt(rs, v).returned(v.attempt, f.now);
+  if (!c || c.running <= 0) return visitAttempt(rs, v).returned(v.attempt, f.now);
+  const take = Math.min(c.running, Math.max(0, f.cancelsLeft));
+  const running = take > 0 ? await f.tx.runningMapItems(keyOf(v), take) : [];
+  f.cancelsLeft -= running.length;
+  for (const run_id of running) f.orphanedChildren.push({ run_id, compensate });
+  if (running.length < c.running) {
+    f.continued.set(v.execution_id, { kind: "continue_map", execution_id: v.execution_id, step: "cancel" });
+  }
 }
 
 /**

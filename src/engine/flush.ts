@@ -13,13 +13,14 @@ import { emptyChanges, endRun, event, failVisit, type RunState, runState, startR
 import type { Compensation, InboxEvent, NewEvent, Run, RunEvent, Visit } from "../core/types.js";
 import { ConflictError, NotFoundError } from "../errors.js";
 import type { MapItemUpdate, ReadyNotice, RunRead, StoreTx, VisitKey } from "../store/store.js";
+import { CANCELS_PER_FLUSH, FLUSH_WORK_MS, ITEM_ROWS_PER_FLUSH, STARTS_PER_FLUSH } from "./bounded-work.js";
 import type { DispatcherOptions, RunRef } from "./dispatcher-options.js";
 import { addRunUsage, announceReleased, releaseReservations } from "./flush-budget.js";
 import { settleChildren, startChildren } from "./flush-children.js";
 import { claimForWorkers, claimReady, notifyOthers, takeHints } from "./flush-claims.js";
 import { publishEvent, sendEvent } from "./flush-events.js";
 import { ClaimLimits, freedLimitedTypes } from "./flush-limits.js";
-import { startMaps, undoItems } from "./flush-maps.js";
+import { continueMap, startMaps, undoItems } from "./flush-maps.js";
 import { report, retry, review } from "./flush-results.js";
 import type { SlotOutcome } from "./flush-schedules.js";
 import { recover, recoverLost, sweepExpired } from "./flush-sweep.js";
@@ -42,6 +43,12 @@ export interface FlushOutcome {
   waiting: string[];
   /** What became of each schedule slot this flush handled (flush-schedules.ts), for the metrics. */
   slots: SlotOutcome[];
+  /**
+   * Work this flush left over for the next (bounded-work.ts): inputs to apply then, and whether
+   * ready `workflow`/`map` visits wait unstarted. The dispatcher flushes again on the next turn of
+   * the event loop, after what else is queued.
+   */
+  more: { inputs: Input[]; flush: boolean };
 }
 
 /**
@@ -69,6 +76,33 @@ export class Flush {
   /** Child runs this flush cancelled, and those whose end it gave to their parent. */
   readonly cancelledChildren = new Set<string>();
   readonly settledChildren = new Set<string>();
+  /**
+   * What this flush may still start, write and cancel (bounded-work.ts): a count, and none once
+   * it has worked FLUSH_WORK_MS (a slow machine starts fewer per flush, never answers later);
+   * what it leaves over, the next flush continues.
+   */
+  private starts = STARTS_PER_FLUSH;
+  private cancels = CANCELS_PER_FLUSH;
+  rowsLeft = ITEM_ROWS_PER_FLUSH;
+  private readonly began = performance.now();
+  // The time bound applies once the flush has started (cancelled) some: every flush makes progress.
+  get startsLeft(): number {
+    return this.starts < STARTS_PER_FLUSH && this.overTime() ? Math.min(0, this.starts) : this.starts;
+  }
+  set startsLeft(n: number) {
+    this.starts = n;
+  }
+  get cancelsLeft(): number {
+    return this.cancels < CANCELS_PER_FLUSH && this.overTime() ? Math.min(0, this.cancels) : this.cancels;
+  }
+  set cancelsLeft(n: number) {
+    this.cancels = n;
+  }
+  private overTime(): boolean {
+    return performance.now() - this.began > FLUSH_WORK_MS;
+  }
+  /** Inputs for the next flush: maps to go on with, cancels to carry down (deduplicated by execution_id). */
+  readonly continued = new Map<string, Input>();
   /** Map items whose runs ended, written together before the maps they belong to go on (flush-maps.ts). */
   readonly itemEnds: MapItemUpdate[] = [];
   /** Held map visits an item of which ended in this round, by execution_id, with their runs. */
@@ -90,6 +124,7 @@ export class Flush {
     unrecovered: [],
     waiting: [],
     slots: [],
+    more: { inputs: [], flush: false },
   };
 
   constructor(
@@ -135,6 +170,8 @@ export class Flush {
     await releaseReservations(this); // attempts that ended leave room under their budgets
     if (this.claiming) await claimReady(this, sweep);
     await this.children();
+    // Starts this flush had no room for: ready visits wait in the backlog, held maps in `continued`.
+    this.out.more = { inputs: [...this.continued.values()], flush: this.startsLeft <= 0 || this.continued.size > 0 };
     notifyOthers(this);
     // Waiting workers may claim what a rate limit lets through now (a sweep: the timer of its next token).
     if (sweep) this.out.waiting.push(...this.limits.withTokens().filter((t) => !this.out.waiting.includes(t)));
@@ -263,6 +300,8 @@ export class Flush {
       }
       case "retry":
         return retry(this, input);
+      case "continue_map":
+        return continueMap(this, input);
       case "claim":
         this.workerClaims.push(input);
         return;
@@ -427,6 +466,7 @@ export class Flush {
     const newRuns = this.newRuns.splice(0).map((r) => this.states.get(r.run_id)?.run ?? r);
     for (const r of newRuns) due(r.deadline_at);
     for (const rs of this.states.values()) {
+      rs.inbox = undefined; // what this flush knew of the inbox: the next reads what it needs (by name)
       const c = rs.changes;
       if (c.inserted.size === 0 && c.updated.size === 0 && c.events.length === 0 && !c.runUpdated) continue;
       if (c.runUpdated || c.ended) {

@@ -60,6 +60,11 @@ export type Input =
     }
   | { kind: "cancel"; run_id: string; reason?: string; compensate: boolean; done: Callback<Run> }
   | { kind: "retry"; run_id: string; from: string | null; force: boolean; done: Callback<Run> }
+  /**
+   * A held map visit a flush left work for (bounded-work.ts): its next items to write and start
+   * (`advance`), or, once it ended, its running items still to cancel (`cancel`).
+   */
+  | { kind: "continue_map"; execution_id: string; step: "advance" | "cancel" }
   /** An event about a run that changes no state (a notifier that failed for good). */
   | { kind: "event"; event: NewEvent }
   /** An external worker claims ready visits of some agent types (DESIGN §5, HTTP API). */

@@ -38,7 +38,8 @@ export interface MapItemPage {
 /** The counts with `pending`, or null for a visit that is not a map's (or has not begun). */
 export function mapProgress(counts: MapCounts | null): MapProgress | null {
   if (counts === null) return null;
-  return { ...counts, pending: pendingItems(counts) };
+  const { written: _, ...shown } = counts; // how far the rows are written is the engine's business
+  return { ...shown, pending: pendingItems(counts) };
 }
 
 /**

@@ -298,8 +298,13 @@ export interface Written {
 
 /** Events sent to runs and published by key (DESIGN §11.2–11.3), inside a write transaction. */
 export interface InboxTx {
-  /** The run's events no wait_event took yet, oldest first. */
-  inbox(runId: string): Promise<InboxEvent[]>;
+  /**
+   * The run's oldest events of this name no wait_event took yet, oldest first, at most `limit`
+   * (by the index on (run_id, name): the inbox is never loaded whole, DESIGN §13.1).
+   */
+  waitingEvents(runId: string, name: string, limit: number): Promise<InboxEvent[]>;
+  /** How many events the run's inbox holds (no wait_event took them yet) and their payloads' bytes. */
+  inboxSize(runId: string): Promise<{ events: number; bytes: number }>;
   /** Events published by key (name, key) at `since` or later, oldest first. */
   keyedEvents(name: string, key: string, since: number): Promise<InboxEvent[]>;
   /**
@@ -342,9 +347,15 @@ export interface MapTx {
    * Inserts the visit's items, PENDING, index = position. When an earlier visit of the node
    * (`visit - 1`) did not succeed (a redrive), its SUCCEEDED items whose index and value are the
    * same are carried over as SUCCEEDED with their child run, output and times. Returns how many
-   * rows it inserted and how many were carried over.
+   * rows it inserted and how many were carried over. `offset`: the index of `items[0]` (a long
+   * list is written a chunk per transaction, flush-maps.ts).
    */
-  insertMapItems(key: VisitKey, items: Json[], now: number): Promise<{ total: number; carried: number }>;
+  insertMapItems(
+    key: VisitKey,
+    items: Json[],
+    now: number,
+    offset?: number,
+  ): Promise<{ total: number; carried: number }>;
   /** PENDING items with index >= `from`, by index, at most `limit`. */
   pendingMapItems(key: VisitKey, from: number, limit: number): Promise<{ index: number; item: Json }[]>;
   /**
@@ -443,6 +454,13 @@ export interface StoreTx extends InboxTx, MapTx, PruneTx, ScheduleTx {
   runByIdempotencyKey(key: string): Promise<Run | null>;
   /** The runs under any of these idempotency keys (a map's item keys, looked up a window at a time). */
   runsByIdempotencyKeys(keys: string[]): Promise<Run[]>;
+  /**
+   * Adds `runs` to the count of runs in the tree of `rootRunId` (the root counts as one; a tree
+   * without a row holds the root alone), unless the count would pass `limit` (DESIGN §13.1,
+   * maxRunsPerTree): then nothing changes. Returns the new count, or null when refused. The
+   * counter row stays locked until commit (PostgreSQL), so two engines never both pass it.
+   */
+  raiseTreeRuns(rootRunId: string, runs: number, limit: number): Promise<number | null>;
   /**
    * The usage and budget of these runs (the budgeted runs above a run whose attempt is about to
    * start, DESIGN §12), read without a lock: a report committed by another engine meanwhile

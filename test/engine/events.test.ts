@@ -1,5 +1,12 @@
 import { describe, expect, it } from "vitest";
-import { ConflictError, NotFoundError, type RunEvent, systemClock, ValidationError } from "../../src/index.js";
+import {
+  ConflictError,
+  LimitError,
+  NotFoundError,
+  type RunEvent,
+  systemClock,
+  ValidationError,
+} from "../../src/index.js";
 import { nextEvent, testEngine } from "../helpers.js";
 
 const waiting = (nodeId: string) => (e: RunEvent) => e.type === "node.waiting" && e.node_id === nodeId;
@@ -217,6 +224,59 @@ describe("wait_event and sendEvent", () => {
     });
     await expect(bad).rejects.toThrow(ValidationError);
     await expect(bad).rejects.toMatchObject({ problems: [expect.objectContaining({ path: "nodes[0].payload" })] });
+  });
+});
+
+describe("a run's inbox is bounded and read by name (DESIGN §13.1)", () => {
+  /** A run held at `before` (a gate), then waiting for `x` twice: what is sent meanwhile stays in its inbox. */
+  async function heldRun(options: Parameters<typeof testEngine>[0] = {}) {
+    const g = gate();
+    const { engine } = await testEngine({ agents: { gate: g.agent }, ...options });
+    await engine.registerWorkflow({
+      id: "inbox",
+      nodes: [
+        { node_id: "before", agent_type: "gate", next_on_success: "first" },
+        { node_id: "first", agent_type: "wait_event", payload: { event: "x" }, next_on_success: "second" },
+        { node_id: "second", agent_type: "wait_event", payload: { event: "x" } },
+      ],
+    });
+    const run = await engine.startRun("inbox");
+    await g.started;
+    return { engine, run, open: g.open };
+  }
+
+  it("holds at most 1,000 events: the next send is refused (LimitError), nothing of it stored; waits take the oldest of their name", async () => {
+    const { engine, run, open } = await heldRun();
+    // Other names first: a wait looks its name up, whatever else the inbox holds.
+    await Promise.all(Array.from({ length: 998 }, (_, i) => engine.sendEvent(run.run_id, "other", { i })));
+    await engine.sendEvent(run.run_id, "x", { n: 1 });
+    await engine.sendEvent(run.run_id, "x", { n: 2 });
+    const refused = await engine.sendEvent(run.run_id, "x", { n: 3 }).catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(LimitError);
+    expect(refused).toMatchObject({ scope: "client", retryAfterSeconds: 5 });
+    expect((refused as Error).message).toBe(
+      `the inbox of run ${run.run_id} is full: it holds at most 1000 events that no wait_event took yet; ` +
+        'send "x" again once a wait_event of the run has taken events, or send a reference to large data',
+    );
+    const received = (await engine.listEvents(run.run_id, { limit: 2000 })).filter((e) => e.type === "event.received");
+    expect(received).toHaveLength(1000);
+    open();
+    const done = await engine.waitForRun(run.run_id);
+    expect(done.status).toBe("SUCCEEDED");
+    expect(done.nodes.map((n) => n.output)).toEqual([{ opened: true }, { n: 1 }, { n: 2 }]);
+  });
+
+  it("holds at most 16 MiB of payloads: a send past it is refused with the sizes", async () => {
+    const { engine, run } = await heldRun({ maxPayloadBytes: 4 * 1024 * 1024 });
+    const big = { data: "a".repeat(3 * 1024 * 1024) };
+    for (let i = 0; i < 5; i++) await engine.sendEvent(run.run_id, "x", big);
+    const refused = await engine.sendEvent(run.run_id, "x", big).catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(LimitError);
+    expect((refused as Error).message).toContain(
+      `it holds at most 16777216 bytes of payloads (it holds ${5 * (3 * 1024 * 1024 + 11)} bytes; this event is ${3 * 1024 * 1024 + 11})`,
+    );
+    // A small one still fits.
+    await expect(engine.sendEvent(run.run_id, "x", { small: true })).resolves.toMatchObject({ buffered: true });
   });
 });
 

@@ -46,6 +46,26 @@ describe("POST /v1/runs/{run_id}/events", () => {
     expect(late.json().error.code).toBe("conflict");
   });
 
+  it("answers 429 with Retry-After when the run's inbox is full (1,000 events no wait took), and stores nothing of it", async () => {
+    const { engine, run, post } = await waitingRun();
+    const url = `/v1/runs/${run.run_id}/events`;
+    // The run waits for "paid": events of another name stay in its inbox.
+    await Promise.all(Array.from({ length: 1000 }, (_, i) => engine.sendEvent(run.run_id, "other", { i })));
+    const res = await post(SCOPED_ADMIN, url, { name: "other", payload: { i: 1000 } });
+    expect(res.statusCode).toBe(429);
+    expect(res.headers["retry-after"]).toBe("5");
+    expect(res.json().error).toMatchObject({
+      code: "too_many_requests",
+      message: `the inbox of run ${run.run_id} is full: it holds at most 1000 events that no wait_event took yet; send "other" again once a wait_event of the run has taken events, or send a reference to large data`,
+    });
+    const received = await engine.listEvents(run.run_id, { limit: 2000 });
+    expect(received.filter((e) => e.type === "event.received")).toHaveLength(1000);
+    // An event a wait takes at once is never refused: it is not kept.
+    const paid = await post(SCOPED_ADMIN, url, { name: "paid", payload: { total: 1 } });
+    expect(paid.statusCode).toBe(200);
+    expect(paid.json()).toMatchObject({ delivered_to: { node_id: "paid" }, buffered: false });
+  });
+
   it("refuses a bad body (400 with the path), a reviewer (403), an unknown or out-of-scope run (404)", async () => {
     const { run, post, engine } = await waitingRun("payroll");
     const url = `/v1/runs/${run.run_id}/events`;

@@ -49,6 +49,7 @@ describe("SQLite schema", () => {
       { version: 12, name: "run_text" },
       { version: 13, name: "run_text_batches" },
       { version: 14, name: "scope_engine_keys" },
+      { version: 15, name: "bounded_work" },
       { version: 16, name: "reserved" },
     ]);
     db.close();

@@ -75,7 +75,7 @@ CREATE TABLE inbox (
   delivered_node_id  TEXT,
   delivered_visit    INTEGER,
   delivered_at       INTEGER
-);
+, size INTEGER);
 
 CREATE TABLE map_items (
   run_id        TEXT    NOT NULL,
@@ -115,6 +115,11 @@ CREATE TABLE 'run_text_idx'(segid, term, pgno, PRIMARY KEY(segid, term)) WITHOUT
 
 CREATE TABLE run_text_queue (
   k  INTEGER PRIMARY KEY
+);
+
+CREATE TABLE run_trees (
+  root_run_id  TEXT PRIMARY KEY,
+  runs         INTEGER NOT NULL
 );
 
 CREATE TABLE runs (
@@ -213,6 +218,8 @@ CREATE UNIQUE INDEX inbox_key_idempotency ON inbox (name, key, idempotency_key) 
 CREATE UNIQUE INDEX inbox_run_idempotency ON inbox (run_id, idempotency_key) WHERE run_id IS NOT NULL;
 
 CREATE INDEX inbox_undelivered ON inbox (run_id, seq) WHERE delivered_at IS NULL AND run_id IS NOT NULL;
+
+CREATE INDEX inbox_waiting ON inbox (run_id, name, seq, size) WHERE delivered_at IS NULL AND run_id IS NOT NULL;
 
 CREATE INDEX map_items_pending ON map_items (run_id, node_id, visit, idx) WHERE state = 'PENDING';
 

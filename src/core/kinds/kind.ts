@@ -5,7 +5,8 @@
  *
  * Adding a kind is adding a file here and a line in `index.ts`, plus its store pieces when its
  * visits wait on something the database must find (a column, an index, a query). Built:
- * task, aggregator, human_review, sleep, `wait_event` (§11.2: `prepare` reads the run's inbox,
+ * task, aggregator, human_review, sleep, `wait_event` (§11.2: `prepare` reads the run's oldest events of its name
+ * (never the whole inbox),
  * `begin` takes the oldest event or goes WAITING, `due` fails it `event_timeout`; inputs in
  * engine/flush-events.ts), `workflow` (§11.1: a child run per attempt, engine/flush-children.ts)
  * and `map` (§11.1: a child run per item, items as rows, engine/flush-maps.ts).

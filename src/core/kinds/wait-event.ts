@@ -6,6 +6,7 @@
  * no event by the node's timeout (default: the run's remaining TTL) fails it `event_timeout`.
  */
 import type { Problem } from "../../errors.js";
+import type { InboxTx } from "../../store/store.js";
 import { event, failVisit, nodeOf, type RunState, succeed, wait } from "../scheduler.js";
 import type { InboxEvent, Json, Visit } from "../types.js";
 import type { NodeKind } from "./kind.js";
@@ -54,10 +55,11 @@ export const waitEvent: NodeKind = {
     const problem = payloadProblem(payload);
     return problem === null ? null : `payload ${problem}`;
   },
-  // The run's inbox (read once, then kept with the run), and events by key still in the buffer.
+  // The run's oldest waiting events of this name (by index, never the whole inbox), and events
+  // by key still in the buffer.
   async prepare(rs, v, tx, now) {
-    rs.inbox ??= await tx.inbox(rs.run.run_id);
     const w = eventWait(v);
+    if (w) await readWaiting(rs, w.event, tx);
     if (w?.key == null || w.buffer_seconds <= 0) return [];
     return tx.keyedEvents(w.event, w.key, now - w.buffer_seconds * 1000);
   },
@@ -88,6 +90,25 @@ export const waitEvent: NodeKind = {
     );
   },
 };
+
+/**
+ * Puts the run's oldest stored events named `name` that no wait took yet into `rs.inbox`, the
+ * events this flush knows of (flush-events.ts keeps it: sends of this flush, not written yet, at
+ * the end; cleared as the flush writes). Reads one more than this flush already delivered or
+ * knows of that name, so the next one in arrival order is among them.
+ */
+async function readWaiting(rs: RunState, name: string, tx: InboxTx): Promise<void> {
+  const known = rs.inbox ?? [];
+  const delivered = new Set(rs.changes.inbox.filter((e) => e.delivered_at !== null).map((e) => e.event_id));
+  const sent = (e: InboxEvent) => rs.changes.inbox.includes(e);
+  const stored = known.filter((e) => !sent(e));
+  const seen = new Set(known.map((e) => e.event_id));
+  const limit = 1 + delivered.size + stored.filter((e) => e.name === name).length;
+  const fresh = (await tx.waitingEvents(rs.run.run_id, name, limit)).filter(
+    (e) => !delivered.has(e.event_id) && !seen.has(e.event_id),
+  );
+  rs.inbox = [...stored, ...fresh, ...known.filter(sent)];
+}
 
 /** What a visit of a wait_event node waits for, or null when its payload does not say. */
 export function eventWait(v: Visit): EventWait | null {

@@ -43,7 +43,7 @@ export function registerEventRoutes(app: FastifyInstance, { engine, rates }: Rou
         operationId: "sendEvent",
         tags: ["events"],
         summary:
-          "Send an event to a run: its oldest waiting wait_event takes it, else its inbox keeps it (409 when the run ended)",
+          "Send an event to a run: its oldest waiting wait_event takes it, else its inbox keeps it (409 when the run ended, 429 when its inbox holds 1,000 events or 16 MiB)",
         params: RunParams,
         body: SendBody,
         response: { ...errorResponses(404, 409, 429, 503), 200: SendAnswer },

@@ -4,6 +4,7 @@ import type { InboxTx } from "../store.js";
 
 interface DbInbox {
   seq: number;
+  size?: number | null;
   event_id: string;
   run_id: string | null;
   name: string;
@@ -16,7 +17,7 @@ interface DbInbox {
   delivered_at: number | null;
 }
 
-const fromDb = ({ seq: _seq, delivered_node_id, delivered_visit, ...r }: DbInbox): InboxEvent => ({
+const fromDb = ({ seq: _seq, size: _size, delivered_node_id, delivered_visit, ...r }: DbInbox): InboxEvent => ({
   ...r,
   delivered_to: delivered_node_id === null ? null : { node_id: delivered_node_id, visit: delivered_visit as number },
 });
@@ -27,8 +28,8 @@ export const RUNS_WAITING_ON_KEY = `SELECT DISTINCT run_id FROM visits
     AND payload->>'event' = $1 AND payload->>'key' = $2 LIMIT $3`;
 
 const UPSERT = `INSERT INTO inbox (event_id, run_id, name, key, payload, idempotency_key, created_at,
-                                   delivered_node_id, delivered_visit, delivered_at)
-  VALUES ($1, $2, $3, $4, $5::json, $6, $7, $8, $9, $10)
+                                   delivered_node_id, delivered_visit, delivered_at, size)
+  VALUES ($1, $2, $3, $4, $5::json, $6, $7, $8, $9, $10, $11)
   ON CONFLICT (event_id) DO UPDATE SET delivered_node_id = excluded.delivered_node_id,
     delivered_visit = excluded.delivered_visit, delivered_at = excluded.delivered_at`;
 
@@ -38,7 +39,24 @@ type Query = <R extends object>(config: { name?: string; text: string }, values:
 export function postgresInbox(q: Query): InboxTx {
   const rows = async (text: string, values: unknown[]) => (await q<DbInbox>({ text }, values)).map(fromDb);
   return {
-    inbox: (runId) => rows("SELECT * FROM inbox WHERE run_id = $1 AND delivered_at IS NULL ORDER BY seq", [runId]),
+    waitingEvents: (runId, name, limit) =>
+      rows("SELECT * FROM inbox WHERE run_id = $1 AND name = $2 AND delivered_at IS NULL ORDER BY seq LIMIT $3", [
+        runId,
+        name,
+        limit,
+      ]),
+    inboxSize: async (runId) => {
+      // Rows written before migration 015 have no size: their payload's is measured.
+      const [row] = await q<{ events: number; bytes: number }>(
+        {
+          name: "skein_inbox_size",
+          text: `SELECT count(*)::int AS events, coalesce(sum(coalesce(size, octet_length(payload::text))), 0)::bigint AS bytes
+                   FROM inbox WHERE run_id = $1 AND delivered_at IS NULL`,
+        },
+        [runId],
+      );
+      return { events: row?.events ?? 0, bytes: Number(row?.bytes ?? 0) };
+    },
     keyedEvents: (name, key, since) =>
       rows("SELECT * FROM inbox WHERE run_id IS NULL AND name = $1 AND key = $2 AND created_at >= $3 ORDER BY seq", [
         name,
@@ -61,17 +79,19 @@ export function postgresInbox(q: Query): InboxTx {
     },
     writeInbox: async (events) => {
       for (const e of events) {
+        const payload = JSON.stringify(e.payload);
         await q({ name: "skein_inbox_upsert", text: UPSERT }, [
           e.event_id,
           e.run_id,
           e.name,
           e.key,
-          JSON.stringify(e.payload),
+          payload,
           e.idempotency_key,
           e.created_at,
           e.delivered_to?.node_id ?? null,
           e.delivered_to?.visit ?? null,
           e.delivered_at,
+          Buffer.byteLength(payload),
         ]);
       }
     },

@@ -24,7 +24,7 @@ export const LIST_MAP_ITEMS = {
 };
 
 const SQL = {
-  // $4: the items, one JSON array. The visit before this one ($3 - 1) did not succeed (a
+  // $4: the items, one JSON array, $5 the index of its first. The visit before this one ($3 - 1) did not succeed (a
   // redrive): its SUCCEEDED items of the same index and value (jsonb equality: key order aside)
   // are carried over. The texts are compared first, so equal items are never parsed as jsonb.
   insert: {
@@ -33,7 +33,7 @@ const SQL = {
              SELECT EXISTS (SELECT 1 FROM visits WHERE run_id = $1 AND node_id = $2 AND visit = $3 - 1
                              AND state <> 'SUCCEEDED') AS yes),
            listed AS (
-             SELECT (t.n - 1)::int AS idx, t.item FROM json_array_elements($4::json) WITH ORDINALITY AS t(item, n)),
+             SELECT (t.n - 1 + $5::int)::int AS idx, t.item FROM json_array_elements($4::json) WITH ORDINALITY AS t(item, n)),
            matched AS (
              SELECT l.idx, l.item, d.child_run_id, d.output, d.started_at, d.ended_at,
                     CASE WHEN d.idx IS NULL THEN false
@@ -140,12 +140,13 @@ function merged(updates: MapItemUpdate[]): MapItemUpdate[] {
 /** The map item statements of one transaction, through its query function. */
 export function postgresMapItems(q: Query): MapTx {
   return {
-    insertMapItems: async (key, items, _now) => {
+    insertMapItems: async (key, items, _now, offset = 0) => {
       const [row] = await q<{ total: number; carried: number }>(SQL.insert, [
         key.run_id,
         key.node_id,
         key.visit,
         JSON.stringify(items),
+        offset,
       ]);
       return { total: row?.total ?? 0, carried: row?.carried ?? 0 };
     },

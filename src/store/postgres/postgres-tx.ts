@@ -236,6 +236,14 @@ const SQL = {
     name: "skein_runs_by_keys",
     text: `SELECT ${RUNS} FROM runs WHERE idempotency_key = ANY($1::text[])`,
   },
+  // The root counts as one: a tree's first row starts at 1 + $2 (migration 015). The row stays
+  // locked until commit, even when the limit refuses: another engine's raise waits for this one.
+  raiseTreeRuns: {
+    name: "skein_raise_tree_runs",
+    text: `INSERT INTO run_trees (root_run_id, runs) SELECT $1, 1 + $2::int WHERE 1 + $2::int <= $3::int
+           ON CONFLICT (root_run_id) DO UPDATE SET runs = run_trees.runs + $2::int WHERE run_trees.runs + $2::int <= $3::int
+           RETURNING runs`,
+  },
   runBudgets: {
     name: "skein_run_budgets",
     text: "SELECT run_id, usage, budget FROM runs WHERE run_id = ANY($1::text[])",
@@ -391,14 +399,17 @@ const visitKey = (v: Visit) => `${v.run_id}\0${v.node_id}\0${v.visit}`;
 export class PostgresTx implements StoreTx {
   private ended = false;
   private readonly events: InboxTx = postgresInbox((config, values) => this.q(config, values));
-  readonly inbox: InboxTx["inbox"] = (runId) => this.events.inbox(runId);
+  readonly waitingEvents: InboxTx["waitingEvents"] = (runId, name, limit) =>
+    this.events.waitingEvents(runId, name, limit);
+  readonly inboxSize: InboxTx["inboxSize"] = (runId) => this.events.inboxSize(runId);
   readonly keyedEvents: InboxTx["keyedEvents"] = (name, key, since) => this.events.keyedEvents(name, key, since);
   readonly inboxByIdempotencyKey: InboxTx["inboxByIdempotencyKey"] = (scope, key) =>
     this.events.inboxByIdempotencyKey(scope, key);
   readonly writeInbox: InboxTx["writeInbox"] = (rows) => this.events.writeInbox(rows);
   readonly pruneKeyed: InboxTx["pruneKeyed"] = (before) => this.events.pruneKeyed(before);
   private readonly items: MapTx = postgresMapItems((config, values) => this.q(config, values));
-  readonly insertMapItems: MapTx["insertMapItems"] = (key, items, now) => this.items.insertMapItems(key, items, now);
+  readonly insertMapItems: MapTx["insertMapItems"] = (key, items, now, offset) =>
+    this.items.insertMapItems(key, items, now, offset);
   readonly pendingMapItems: MapTx["pendingMapItems"] = (key, from, limit) =>
     this.items.pendingMapItems(key, from, limit);
   readonly updateMapItems: MapTx["updateMapItems"] = (updates) => this.items.updateMapItems(updates);
@@ -532,6 +543,11 @@ export class PostgresTx implements StoreTx {
 
   async runsByIdempotencyKeys(keys: string[]): Promise<Run[]> {
     return (await this.q<DbRun>(SQL.runsByKeys, [keys])).map(runFromDb);
+  }
+
+  async raiseTreeRuns(rootRunId: string, runs: number, limit: number): Promise<number | null> {
+    const [row] = await this.q<{ runs: number }>(SQL.raiseTreeRuns, [rootRunId, runs, limit]);
+    return row?.runs ?? null;
   }
 
   async runBudgets(runIds: string[]): Promise<Pick<Run, "run_id" | "usage" | "budget">[]> {

@@ -6,6 +6,7 @@
  */
 import type { EndCause, RunStatus, VisitState } from "../../core/states.js";
 import type { Compensation, NewEvent, Run, RunEvent, Visit } from "../../core/types.js";
+import { frozenJsonText } from "../frozen-json.js";
 import type { StoredWorkflow } from "../store.js";
 
 type Row<T, K extends keyof T> = Omit<T, K> & { [P in K]: string | null };
@@ -29,13 +30,17 @@ export const eventFromDb = (r: DbEvent): RunEvent => ({ ...r, type: r.type as Ru
  * null as SQL NULL (as SQLite's store does) except in `json!` columns, which are NOT NULL and
  * keep a JSON null.
  */
-type Kind = "text" | "integer" | "bigint" | "boolean" | "json" | "json!";
+type Kind = "text" | "integer" | "bigint" | "boolean" | "json" | "json!" | "json=" | "json!=";
 
-const sqlType = (kind: Kind): string => (kind === "json!" ? "json" : kind);
+const sqlType = (kind: Kind): string => (kind.startsWith("json") ? "json" : kind);
 
 function param(kind: Kind, value: unknown): unknown {
   if (kind === "json!") return JSON.stringify(value ?? null);
+  if (kind === "json!=") return frozenJsonText(value ?? null);
   if (value === undefined || value === null) return null;
+  // `json=` (`json!=`: NOT NULL): a value that never changes once set (a run's input, a visit's
+  // payload): its text is kept (frozen-json.ts).
+  if (kind === "json=") return frozenJsonText(value);
   return kind === "json" ? JSON.stringify(value) : value;
 }
 
@@ -47,7 +52,7 @@ export const RUN_COLUMNS: Columns<Run> = {
   workflow_id: "text",
   workflow_version: "integer",
   status: "text",
-  input: "json!",
+  input: "json!=",
   output: "json",
   error: "json",
   end_cause: "text",
@@ -78,7 +83,7 @@ export const VISIT_COLUMNS: Columns<Visit> = {
   is_current: "boolean",
   loop_activated: "boolean",
   trigger: "json",
-  payload: "json",
+  payload: "json=",
   output: "json",
   error: "json",
   reason: "text",

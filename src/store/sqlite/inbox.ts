@@ -4,6 +4,7 @@ import type { InboxEvent, Json } from "../../core/types.js";
 import type { InboxTx } from "../store.js";
 
 interface DbInbox {
+  size?: number | null;
   event_id: string;
   run_id: string | null;
   name: string;
@@ -36,7 +37,14 @@ export const RUNS_WAITING_ON_KEY = `SELECT DISTINCT run_id FROM visits
 
 export function sqliteInbox(db: Database.Database): InboxTx {
   const s = {
-    undelivered: db.prepare("SELECT * FROM inbox WHERE run_id = ? AND delivered_at IS NULL ORDER BY seq"),
+    waiting: db.prepare(
+      "SELECT * FROM inbox WHERE run_id = ? AND name = ? AND delivered_at IS NULL ORDER BY seq LIMIT ?",
+    ),
+    // Rows written before migration 015 have no size: their payload's is measured.
+    size: db.prepare(
+      `SELECT count(*) AS events, coalesce(sum(coalesce(size, length(CAST(payload AS BLOB)))), 0) AS bytes
+         FROM inbox WHERE run_id = ? AND delivered_at IS NULL`,
+    ),
     keyed: db.prepare(
       "SELECT * FROM inbox WHERE run_id IS NULL AND name = ? AND key = ? AND created_at >= ? ORDER BY seq",
     ),
@@ -44,9 +52,9 @@ export function sqliteInbox(db: Database.Database): InboxTx {
     byKeyKey: db.prepare("SELECT * FROM inbox WHERE run_id IS NULL AND name = ? AND key = ? AND idempotency_key = ?"),
     upsert: db.prepare(
       `INSERT INTO inbox (event_id, run_id, name, key, payload, idempotency_key, created_at,
-                          delivered_node_id, delivered_visit, delivered_at)
+                          delivered_node_id, delivered_visit, delivered_at, size)
        VALUES (@event_id, @run_id, @name, @key, @payload, @idempotency_key, @created_at,
-               @delivered_node_id, @delivered_visit, @delivered_at)
+               @delivered_node_id, @delivered_visit, @delivered_at, @size)
        ON CONFLICT (event_id) DO UPDATE SET delivered_node_id = excluded.delivered_node_id,
          delivered_visit = excluded.delivered_visit, delivered_at = excluded.delivered_at`,
     ),
@@ -54,7 +62,8 @@ export function sqliteInbox(db: Database.Database): InboxTx {
   };
   const rows = (r: unknown[]) => (r as DbInbox[]).map(fromDb);
   return {
-    inbox: async (runId) => rows(s.undelivered.all(runId)),
+    waitingEvents: async (runId, name, limit) => rows(s.waiting.all(runId, name, limit)),
+    inboxSize: async (runId) => s.size.get(runId) as { events: number; bytes: number },
     keyedEvents: async (name, key, since) => rows(s.keyed.all(name, key, since)),
     inboxByIdempotencyKey: async (scope, idempotencyKey) => {
       const row = (
@@ -66,12 +75,14 @@ export function sqliteInbox(db: Database.Database): InboxTx {
     },
     writeInbox: async (events) => {
       for (const e of events) {
+        const payload = JSON.stringify(e.payload);
         s.upsert.run({
           event_id: e.event_id,
           run_id: e.run_id,
           name: e.name,
           key: e.key,
-          payload: JSON.stringify(e.payload),
+          payload,
+          size: Buffer.byteLength(payload),
           idempotency_key: e.idempotency_key,
           created_at: e.created_at,
           delivered_node_id: e.delivered_to?.node_id ?? null,

@@ -118,13 +118,14 @@ export function sqliteMapItems(db: Database.Database): MapTx {
       .pluck(),
   };
   return {
-    insertMapItems: async (key, items, _now) => {
+    insertMapItems: async (key, items, _now, offset = 0) => {
       const [runId, nodeId, visit] = keyParams(key);
       // A redrive's new visit keeps what the visit before it (which did not succeed) finished.
       const previousState = s.visitState.get(runId, nodeId, key.visit - 1) as string | undefined;
       const carryOver = previousState !== undefined && previousState !== "SUCCEEDED";
       let carried = 0;
-      items.forEach((item, idx) => {
+      items.forEach((item, i) => {
+        const idx = offset + i;
         const text = JSON.stringify(item);
         const done = carryOver
           ? (s.succeededItem.get(runId, nodeId, key.visit - 1, idx) as

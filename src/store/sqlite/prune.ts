@@ -34,9 +34,12 @@ export function sqlitePrune(db: Database.Database): PruneTx {
        SELECT child_run_id, run_id FROM map_items WHERE run_id IN ${IDS} AND child_run_id IS NOT NULL`,
     ),
     rows: db.prepare(`SELECT run_id, status, ended_at FROM runs WHERE run_id IN ${IDS}`),
-    deletes: ["events", "inbox", "compensations", "map_items", "visits", "runs"].map((table) =>
-      db.prepare(`DELETE FROM ${table} WHERE run_id IN ${IDS}`),
-    ),
+    deletes: [
+      ...["events", "inbox", "compensations", "map_items", "visits", "runs"].map((table) =>
+        db.prepare(`DELETE FROM ${table} WHERE run_id IN ${IDS}`),
+      ),
+      db.prepare(`DELETE FROM run_trees WHERE root_run_id IN ${IDS}`), // a pruned root's tree count (migration 015)
+    ],
     count: db.prepare(
       `${TREES} SELECT coalesce(sum(n), 0) AS n FROM (
          SELECT count(*) AS n FROM tree t JOIN runs r ON r.run_id = t.run_id GROUP BY t.root

@@ -1,4 +1,5 @@
 /** Conversion between SQLite rows (snake_case, JSON as text, booleans as 0/1) and domain types. */
+
 import type { EndCause, RunStatus, VisitState } from "../../core/states.js";
 import type {
   Budget,
@@ -13,6 +14,7 @@ import type {
   Visit,
   VisitError,
 } from "../../core/types.js";
+import { frozenJsonText } from "../frozen-json.js";
 
 export interface DbRun {
   run_id: string;
@@ -130,7 +132,7 @@ export function runFromDb({ revision: _, ...r }: DbRun): Run {
 export function runToDb(r: Run): DbRun {
   return {
     ...r,
-    input: JSON.stringify(r.input),
+    input: frozenJsonText(r.input),
     output: text(r.output),
     error: text(r.error),
     needs_attention: r.needs_attention ? 1 : 0,
@@ -165,7 +167,7 @@ export function visitToDb(v: Visit): DbVisit {
     is_current: v.is_current ? 1 : 0,
     loop_activated: v.loop_activated ? 1 : 0,
     trigger: text(v.trigger),
-    payload: text(v.payload),
+    payload: v.payload === null || v.payload === undefined ? null : frozenJsonText(v.payload),
     output: text(v.output),
     error: text(v.error),
     handled: v.handled ? 1 : 0,

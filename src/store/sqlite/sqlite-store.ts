@@ -614,6 +614,8 @@ export class SqliteStore implements Store {
         return row ? runFromDb(row) : null;
       },
       runsByIdempotencyKeys: async (keys) => (s.runsByKeys.all(JSON.stringify(keys)) as DbRun[]).map(runFromDb),
+      raiseTreeRuns: async (root, runs, limit) =>
+        (s.raiseTreeRuns.get({ root, runs, limit }) as number | undefined) ?? null,
       runBudgets: async (runIds) =>
         (s.runBudgets.all(JSON.stringify(runIds)) as { run_id: string; usage: string; budget: string | null }[]).map(
           (r) => ({
@@ -880,6 +882,14 @@ function prepare(db: Db) {
     ),
     // A workflow node's child is run by the attempt holding it (holder run:<child>); a map item's
     // by its map visit while that runs, held by `map`, at the attempt that started the item.
+    // The root counts as one: a tree's first row starts at 1 + runs (migration 015).
+    raiseTreeRuns: db
+      .prepare(
+        `INSERT INTO run_trees (root_run_id, runs) SELECT @root, 1 + @runs WHERE 1 + @runs <= @limit
+         ON CONFLICT (root_run_id) DO UPDATE SET runs = run_trees.runs + @runs WHERE run_trees.runs + @runs <= @limit
+         RETURNING runs`,
+      )
+      .pluck(),
     orphanedChildren: db.prepare(
       `SELECT c.run_id FROM runs c WHERE c.parent IS NOT NULL AND c.ended_at IS NULL AND NOT EXISTS (
          SELECT 1 FROM visits v WHERE v.run_id = json_extract(c.parent, '$.run_id')

@@ -1,0 +1,170 @@
+/**
+ * Bounded dynamic work (DESIGN §13.1, issue 32 defect 3): while a tree grows and while it is
+ * cancelled, the API answers. The probe the issue asks for, with its timing assertions (the one
+ * exception to "no timing assertions"): a real server on a port, a scoped token, `/v1/health`
+ * polled throughout (each answer within 100 ms), the root's cancel answered within 1 s; then the
+ * tree stops growing, within maxRunsPerTree, and every run of it has ended.
+ */
+import type { AddressInfo } from "node:net";
+import { performance } from "node:perf_hooks";
+import Database from "better-sqlite3";
+import { afterEach, describe, expect, it } from "vitest";
+import type { TokenEntry } from "../../src/http/auth.js";
+import { createServer } from "../../src/http/server.js";
+import type { Engine, Task } from "../../src/index.js";
+import { testEngine } from "../helpers.js";
+
+const TEAM_A = "team-a-0123456789abcdef";
+const TOKENS: TokenEntry[] = [{ token: TEAM_A, role: "admin", name: "team-a", workflows: ["team-a-*"] }];
+const auth = { authorization: `Bearer ${TEAM_A}`, "content-type": "application/json" };
+
+/** Each item's attempt holds until it is cancelled: the tree only grows while the probe runs. */
+const hang = (task: Task) =>
+  new Promise((_, reject) => task.signal.addEventListener("abort", () => reject(new Error("cancelled"))));
+
+const closing: (() => Promise<unknown>)[] = [];
+afterEach(async () => {
+  for (const close of closing.splice(0).reverse()) await close();
+});
+
+async function serve(maxRunsPerTree: number) {
+  const { engine, database } = await testEngine({ agents: { hang }, maxRunsPerTree });
+  const app = await createServer({ engine, tokens: TOKENS });
+  await app.listen({ host: "127.0.0.1", port: 0 });
+  closing.push(() => app.close());
+  const base = `http://127.0.0.1:${(app.server.address() as AddressInfo).port}`;
+  const reader = new Database(database.replace(/^sqlite:/, ""), { readonly: true });
+  closing.push(async () => reader.close());
+  return { engine, base, reader };
+}
+
+/** Polls /v1/health without pause until stopped; every answer's time, ms. */
+function pollHealth(base: string): { stop(): Promise<number[]> } {
+  const times: number[] = [];
+  let stopped = false;
+  const loop = (async () => {
+    while (!stopped) {
+      const t = performance.now();
+      const res = await fetch(`${base}/v1/health`);
+      await res.arrayBuffer();
+      times.push(performance.now() - t);
+      expect(res.status).toBe(200);
+    }
+  })();
+  return {
+    stop: async () => {
+      stopped = true;
+      await loop;
+      return times;
+    },
+  };
+}
+
+/** Resolves once `n` runs have started in the engine (its own events: no polling). */
+function started(engine: Engine, n: number): Promise<void> {
+  let count = 0;
+  return new Promise((resolve) => {
+    const off = engine.subscribe((e) => {
+      if (e.type === "run.started" && ++count >= n) {
+        off();
+        resolve();
+      }
+    });
+  });
+}
+
+/** Starts a run through the API with the scoped token, cancels its root once `grown` runs started, and checks the probe. */
+async function probe(workflow: object, input: object, limit: number, grown: number) {
+  const { engine, base, reader } = await serve(limit);
+  await engine.registerWorkflow(workflow as Parameters<Engine["registerWorkflow"]>[0]);
+  const growing = started(engine, grown);
+  const res = await fetch(`${base}/v1/runs`, {
+    method: "POST",
+    headers: auth,
+    body: JSON.stringify({ workflow_id: (workflow as { id: string }).id, input }),
+  });
+  expect(res.status).toBe(201);
+  // From the start's answer on: its items resolved and written, the tree growing, the cancel
+  // and its cascade. (The start request itself reads its whole input, 600 KB for 100,000 items.)
+  const health = pollHealth(base);
+  const { run_id } = (await res.json()) as { run_id: string };
+  await growing;
+  const t = performance.now();
+  const cancel = await fetch(`${base}/v1/runs/${run_id}/cancel`, { method: "POST", headers: auth, body: "{}" });
+  const cancelMs = performance.now() - t;
+  expect(cancel.status).toBe(200);
+  const done = await engine.waitForRun(run_id);
+  // The cascade goes on in chunks after the answer: wait until every run of the tree has ended.
+  const active = () => reader.prepare("SELECT count(*) FROM runs WHERE ended_at IS NULL").pluck().get() as number;
+  for (;;) {
+    let off = () => {};
+    const ended = new Promise<void>((resolve) => {
+      off = engine.subscribe((e) => {
+        if (e.type === "run.cancelled" || e.type === "run.failed" || e.type === "run.succeeded") resolve();
+      });
+    });
+    const left = active();
+    if (left > 0) await ended;
+    off();
+    if (left === 0) break;
+  }
+  const times = await health.stop();
+  const tree = reader.prepare("SELECT runs FROM run_trees WHERE root_run_id = ?").pluck().get(run_id) as number;
+  const total = reader.prepare("SELECT count(*) FROM runs").pluck().get() as number;
+  return { done, cancelMs, times, tree, total };
+}
+
+/** The probe's timing: the cancel answered within 1 s, every health answer within 100 ms. */
+function expectAnswered(cancelMs: number, times: number[]): void {
+  expect(cancelMs, "the root's cancel, ms").toBeLessThan(1000);
+  expect(times.length).toBeGreaterThan(10);
+  const slow = times.filter((t) => t >= 100).map(Math.round);
+  expect(slow, `health answers of ${times.length} over 100 ms`).toEqual([]);
+}
+
+describe("the API answers while dynamic work grows and is cancelled (DESIGN §13.1)", () => {
+  it("a self-recursive map: health within 100 ms, the cancel within 1 s, the tree within maxRunsPerTree", async () => {
+    const rec = {
+      id: "team-a-rec",
+      timeout: 3600,
+      nodes: [
+        {
+          node_id: "fan",
+          agent_type: "map",
+          payload: { items: "{{ [0,1,2,3,4,5,6,7,8,9] }}", each: { workflow_id: "team-a-rec" }, max_concurrency: 10 },
+        },
+      ],
+    };
+    const { done, cancelMs, times, tree, total } = await probe(rec, {}, 2000, 1500);
+    expect(done.status).toBe("CANCELLED");
+    // Every run of the tree was counted, and the tree stopped at the limit.
+    expect(total).toBe(tree);
+    expect(tree).toBeLessThanOrEqual(2000);
+    expectAnswered(cancelMs, times);
+  }, 60_000);
+
+  it("a 100,000-item map with max_concurrency 10,000: health within 100 ms, the cancel within 1 s", async () => {
+    const wide = {
+      id: "team-a-wide",
+      timeout: 3600,
+      nodes: [
+        {
+          node_id: "fan",
+          agent_type: "map",
+          payload: {
+            items: "{{ input.items }}",
+            each: { agent_type: "hang", payload: { v: "{{ item }}" } },
+            max_items: 100_000,
+            max_concurrency: 10_000,
+          },
+        },
+      ],
+    };
+    const items = Array.from({ length: 100_000 }, (_, i) => i);
+    const { done, cancelMs, times, tree, total } = await probe(wide, { items }, 100_000, 2000);
+    expect(done.status).toBe("CANCELLED");
+    expect(total).toBe(tree);
+    expect(tree).toBeLessThanOrEqual(10_001); // the window, never the list
+    expectAnswered(cancelMs, times);
+  }, 60_000);
+});
