@@ -15,7 +15,7 @@ import { describe, expect, it } from "vitest";
 import { createEngine, type Engine, ManualClock, type Run } from "../../src/index.js";
 import { migrate as migratePostgres, loadMigrations as postgresMigrations } from "../../src/store/postgres/migrate.js";
 import { loadMigrations as sqliteMigrations } from "../../src/store/sqlite/migrate.js";
-import { onPostgres, PG_URL, tempDb, testEngine } from "../helpers.js";
+import { onPostgres, PG_URL, sqlOn, tempDb, testEngine } from "../helpers.js";
 import { advanceTo, idle } from "./schedule-clock.js";
 
 const HOUR = 3_600_000;
@@ -39,20 +39,6 @@ const fan = {
     },
   ],
 };
-
-/** Statements run on the test's database beside the engine (as an older Skein's schema was). */
-async function exec(database: string, text: string): Promise<void> {
-  if (!onPostgres) {
-    const db = new Database(database.slice("sqlite:".length));
-    try {
-      db.exec(text);
-    } finally {
-      db.close();
-    }
-    return;
-  }
-  await withSchema(database, (client) => client.query(text).then(() => undefined));
-}
 
 async function withSchema<T>(database: string, use: (client: pg.Client, schema: string) => Promise<T>): Promise<T> {
   const url = new URL(database);
@@ -172,7 +158,7 @@ describe("upgrading to engine keys under skein: (migration 014)", () => {
     // Back to the older schema: its keys, its columns, its versions; and the schedule's advance
     // past the slot lost (as when the slot's run was started by an engine whose advance did not
     // reach the database), so the upgraded engine fires that slot again and must find its run by key.
-    await exec(
+    await sqlOn(
       database,
       `UPDATE runs SET idempotency_key = substr(idempotency_key, 7) WHERE idempotency_key LIKE 'skein:%';
        ALTER TABLE runs DROP COLUMN scope;

@@ -3,13 +3,11 @@
  * API with scoped tokens, on both stores (the http tests run in the default project only, so
  * each case names its store).
  */
-import Database from "better-sqlite3";
-import pg from "pg";
 import { describe, expect, it } from "vitest";
 import type { TokenEntry } from "../../src/http/auth.js";
 import { HIDDEN_RUN } from "../../src/http/scope.js";
 import type { RunEvent } from "../../src/index.js";
-import { nextEvent, tempDb } from "../helpers.js";
+import { nextEvent, sqlOn, tempDb } from "../helpers.js";
 import { bearer, TOKEN_LIST, TOKENS, testApi, WORKFLOWS } from "./helpers.js";
 
 const TEAM_A = "team-a-admin-0123456789abcdef";
@@ -31,30 +29,6 @@ async function api(store: (typeof STORES)[number]) {
   await t.engine.registerWorkflow({ ...WORKFLOWS.simple, id: "team-b-payroll" });
   await t.engine.registerWorkflow({ ...WORKFLOWS.simple, id: "team-a-line" });
   return { ...t, database, as };
-}
-
-/** One statement on the test's database, beside the engine (as an operator or an older Skein would). */
-async function sql(database: string, text: string, params: unknown[]): Promise<void> {
-  if (database.startsWith("sqlite:")) {
-    const db = new Database(database.slice("sqlite:".length));
-    try {
-      db.prepare(text.replace(/\$\d/g, "?")).run(...params);
-    } finally {
-      db.close();
-    }
-    return;
-  }
-  const url = new URL(database);
-  const schema = url.searchParams.get("schema") as string;
-  url.search = "";
-  const client = new pg.Client({ connectionString: url.toString() });
-  await client.connect();
-  try {
-    await client.query(`SET search_path TO "${schema}"`);
-    await client.query(text, params);
-  } finally {
-    await client.end();
-  }
 }
 
 const childFlow = (id: string, target: string) => ({
@@ -222,7 +196,7 @@ describe.each(STORES)("engine keys (%s)", (store) => {
       await as(TOKENS.admin).post("/v1/runs", { workflow_id: "team-a-line", idempotency_key: "mine" })
     ).json().run_id as string;
     // Written beside the engine, as only a direct write (or a key stored before it was reserved) could.
-    await sql(database, "UPDATE runs SET idempotency_key = $1 WHERE run_id = $2", [
+    await sqlOn(database, "UPDATE runs SET idempotency_key = $1 WHERE run_id = $2", [
       `skein:${runId}:each:1:1:1`,
       squatter,
     ]);
@@ -251,7 +225,7 @@ describe.each(STORES)("engine keys (%s)", (store) => {
     const squatter = (
       await as(TOKENS.admin).post("/v1/runs", { workflow_id: "team-a-line", idempotency_key: "mine" })
     ).json().run_id as string;
-    await sql(database, "UPDATE runs SET idempotency_key = $1 WHERE run_id = $2", [
+    await sqlOn(database, "UPDATE runs SET idempotency_key = $1 WHERE run_id = $2", [
       `skein:${runId}:child:1:1`,
       squatter,
     ]);
