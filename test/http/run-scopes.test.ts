@@ -128,6 +128,61 @@ describe.each(STORES)("a scope at run time (%s)", (store) => {
     expect((await as(TOKENS.admin).get(`/v1/runs/${run.run_id}/events`)).body).toContain(childId);
   });
 
+  it("tells a scoped reader of a failed child out of scope neither its id nor its error (getRun, events, graph)", async () => {
+    const { as, engine } = await api(store);
+    await engine.registerWorkflow({
+      id: "team-b-secret",
+      nodes: [{ node_id: "boom", agent_type: "wait_event", payload: { event: "go" } }],
+    });
+    await engine.registerWorkflow({
+      id: "team-a-batch",
+      nodes: [{ node_id: "child", agent_type: "workflow", payload: { workflow_id: "team-b-secret" }, retry_count: 0 }],
+    });
+    const waiting = nextEvent(engine, (e) => e.type === "node.waiting");
+    const run = await engine.startRun("team-a-batch"); // the library: unscoped
+    await waiting;
+    const childId = (await engine.getRun(run.run_id)).children[0]?.run_id as string;
+    await engine.cancelRun(childId, { reason: "payroll account 4711 frozen" });
+    const ended = await engine.waitForRun(run.run_id);
+    expect(ended.status).toBe("FAILED");
+    // An unscoped reader sees the child and its reason.
+    expect((await as(TOKENS.admin).get(`/v1/runs/${run.run_id}`)).body).toContain("4711");
+    for (const url of [
+      `/v1/runs/${run.run_id}`,
+      `/v1/runs/${run.run_id}/events`,
+      `/v1/runs/${run.run_id}/graph`,
+      "/v1/runs?workflow_id=team-a-batch",
+    ]) {
+      const res = await as(TEAM_A).get(url);
+      expect(res.statusCode, url).toBe(200);
+      expect(res.body, url).not.toContain(childId);
+      expect(res.body, url).not.toContain(childId.slice(0, 20)); // nor a cut of it (the graph's labels are short)
+      expect(res.body, url).not.toContain("4711");
+    }
+    const node = (await as(TEAM_A).get(`/v1/runs/${run.run_id}`)).json().nodes[0];
+    expect(node.error).toEqual({
+      message: `child run ${HIDDEN_RUN} of team-b-secret was cancelled`,
+      reason: "child_failed",
+      details: { run_id: HIDDEN_RUN, status: "CANCELLED" },
+    });
+  });
+
+  it("answers a run's scope and a schedule's over HTTP", async () => {
+    const { as } = await api(store);
+    const started = await as(TEAM_A).post("/v1/runs", { workflow_id: "team-a-line" });
+    expect(started.json().scope).toEqual(["team-a-*"]);
+    const got = await as(TEAM_A).get(`/v1/runs/${started.json().run_id}`);
+    expect(got.json()).toMatchObject({ scope: ["team-a-*"], reserved: null });
+    const listed = await as(TEAM_A).get("/v1/runs?workflow_id=team-a-line");
+    expect(listed.json().runs[0].scope).toEqual(["team-a-*"]);
+    const unscoped = await as(TOKENS.admin).post("/v1/runs", { workflow_id: "team-a-line" });
+    expect(unscoped.json().scope).toBeNull();
+    await as(TEAM_A).put("/v1/schedules/nightly", { workflow_id: "team-a-line", cron: "0 3 * * *" });
+    expect((await as(TEAM_A).get("/v1/schedules/nightly")).json().scope).toEqual(["team-a-*"]);
+    const schedules = (await as(TEAM_A).get("/v1/schedules")).json();
+    expect(JSON.stringify(schedules)).toContain('"scope":["team-a-*"]');
+  });
+
   it("delivers a scoped token's event by key only to runs of its workflows", async () => {
     const { as, engine } = await api(store);
     const wait = (id: string) => ({
