@@ -7,6 +7,7 @@ import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import Database from "better-sqlite3";
 import pg from "pg";
 import { afterEach, describe } from "vitest";
 import { createEngine, type Engine, type EngineOptions, ManualClock } from "../src/index.js";
@@ -112,4 +113,32 @@ export async function stallResults(database: string): Promise<() => Promise<void
     END $$;
     CREATE TRIGGER stall BEFORE UPDATE ON "${schema}".visits FOR EACH ROW EXECUTE FUNCTION "${schema}".stall();`);
   return () => query(`DROP TRIGGER stall ON "${schema}".visits`);
+}
+
+/**
+ * SQL on a test database beside its engine, as an operator or an older Skein would write it:
+ * `$1`-style parameters on both stores, or (without parameters) several statements at once.
+ */
+export async function sqlOn(database: string, text: string, params?: unknown[]): Promise<void> {
+  if (database.startsWith("sqlite:")) {
+    const db = new Database(database.slice("sqlite:".length));
+    try {
+      if (params) db.prepare(text.replace(/\$\d+/g, "?")).run(...params);
+      else db.exec(text);
+    } finally {
+      db.close();
+    }
+    return;
+  }
+  const url = new URL(database);
+  const schema = url.searchParams.get("schema") as string;
+  url.search = "";
+  const client = new pg.Client({ connectionString: url.toString() });
+  await client.connect();
+  try {
+    await client.query(`SET search_path TO ${pg.escapeIdentifier(schema)}`);
+    await client.query(text, params);
+  } finally {
+    await client.end();
+  }
 }

@@ -116,6 +116,18 @@ export const RunSchema = z
       .object({ tokens_in: z.number(), tokens_out: z.number(), cost: z.number() })
       .describe("what the run's attempts reported, its own and its child runs' (zeros when nothing was)"),
     budget: BudgetSchema.nullable().describe("the run's own budget (startRun's, else the workflow's); null: none"),
+    scope: z
+      .array(z.string())
+      .nullable()
+      .describe(
+        "the workflows its workflow nodes and map items may start: the workflows (ids or patterns with *) of the scoped token that started its root, inherited by child runs; null: every workflow",
+      ),
+    reserved: z
+      .record(z.string(), z.object({ tokens: z.number(), cost: z.number(), probe: z.literal(true).optional() }))
+      .nullable()
+      .describe(
+        "on a run with a budget: the expected usage of each attempt in flight under it (its own and its child runs'), by <execution_id>@<attempt>; probe: nothing was known of the attempt, which runs alone. A scoped token reads the child runs' entries summed under one key, [run out of scope]. null: nothing reserved",
+      ),
   })
   .meta({ id: "Run", description: "A run of a workflow version" });
 
@@ -355,6 +367,12 @@ export const ScheduleSchema = z
     next_fire_at: nullableTime().describe("the next slot; null while paused"),
     last_slot_at: nullableTime().describe("the latest slot handled (fired, or skipped by overlap)"),
     last_run_id: z.string().nullable().describe("the latest run a slot started"),
+    scope: z
+      .array(z.string())
+      .nullable()
+      .describe(
+        "the workflows of the scoped token that put it, given to the runs its slots start (a run may start only workflows of its scope); null: every workflow",
+      ),
     created_at: time(),
     updated_at: time(),
   })

@@ -7,6 +7,7 @@
  * refused (403), so a route that forgets to filter fails closed. Runs and workflows out of scope
  * are answered 404 like unknown ones, so a scoped token cannot tell them from ids that do not exist.
  */
+import type { Reservations } from "../core/types.js";
 import type { Engine } from "../engine/engine.js";
 import { ITEM_SEPARATOR } from "../engine/registry.js";
 import { scopeRegex, WORKFLOW_PATTERN } from "../engine/scope.js";
@@ -68,11 +69,51 @@ export function hideRuns<T>(value: T, ids: readonly string[]): T {
     if (typeof v === "string") return ids.reduce((s, id) => (s.includes(id) ? s.replaceAll(id, HIDDEN_RUN) : s), v);
     if (Array.isArray(v)) return v.map(walk);
     if (v !== null && typeof v === "object") {
+      const hidden = hiddenChildError(v, ids);
+      if (hidden) return hidden;
       return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, walk(x)]));
     }
     return v;
   };
   return walk(value) as T;
+}
+
+/**
+ * An error that carries a hidden child's (a visit's `child_failed`, the run's error wrapping it:
+ * `details.run_id`), told without the child's own error, whose message and `details.error` are
+ * that run's, out of scope: which workflow (the reader's own definition names it) and how it
+ * ended stay. Null for any other value.
+ */
+function hiddenChildError(v: object, ids: readonly string[]): object | null {
+  const e = v as { message?: unknown; reason?: unknown; details?: Record<string, unknown> };
+  const runId = e.details?.run_id;
+  if (typeof e.message !== "string" || typeof runId !== "string" || !ids.includes(runId)) return null;
+  const childMessage = (e.details?.error as { message?: unknown } | null | undefined)?.message;
+  let message = typeof childMessage === "string" ? e.message.replace(`: ${childMessage}`, "") : e.message;
+  message = message.replaceAll(runId, HIDDEN_RUN);
+  return { message, reason: e.reason, details: { run_id: HIDDEN_RUN, status: e.details?.status } };
+}
+
+/**
+ * The run as a scoped token reads it: `reserved` keeps the entries of the run's own attempts and
+ * sums those of the runs below it (their keys name their execution ids, which a scoped token may
+ * not be told) under one key, HIDDEN_RUN. Unscoped callers read the run as stored.
+ */
+export function runForReader<T extends { run_id: string; reserved?: Reservations | null }>(
+  principal: Principal | null,
+  run: T,
+): T {
+  if (!principal?.workflows || !run.reserved) return run;
+  const reserved: Reservations = {};
+  for (const [key, r] of Object.entries(run.reserved)) {
+    if (key.startsWith(`${run.run_id}:`)) {
+      reserved[key] = r;
+      continue;
+    }
+    const below = reserved[HIDDEN_RUN] ?? { tokens: 0, cost: 0 };
+    reserved[HIDDEN_RUN] = { tokens: below.tokens + r.tokens, cost: below.cost + r.cost };
+  }
+  return { ...run, reserved };
 }
 
 /** The ids of the run's child runs a scoped token may not see (none for an unscoped caller). */

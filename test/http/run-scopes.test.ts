@@ -3,13 +3,11 @@
  * API with scoped tokens, on both stores (the http tests run in the default project only, so
  * each case names its store).
  */
-import Database from "better-sqlite3";
-import pg from "pg";
 import { describe, expect, it } from "vitest";
 import type { TokenEntry } from "../../src/http/auth.js";
 import { HIDDEN_RUN } from "../../src/http/scope.js";
 import type { RunEvent } from "../../src/index.js";
-import { nextEvent, tempDb } from "../helpers.js";
+import { nextEvent, sqlOn, tempDb } from "../helpers.js";
 import { bearer, TOKEN_LIST, TOKENS, testApi, WORKFLOWS } from "./helpers.js";
 
 const TEAM_A = "team-a-admin-0123456789abcdef";
@@ -31,30 +29,6 @@ async function api(store: (typeof STORES)[number]) {
   await t.engine.registerWorkflow({ ...WORKFLOWS.simple, id: "team-b-payroll" });
   await t.engine.registerWorkflow({ ...WORKFLOWS.simple, id: "team-a-line" });
   return { ...t, database, as };
-}
-
-/** One statement on the test's database, beside the engine (as an operator or an older Skein would). */
-async function sql(database: string, text: string, params: unknown[]): Promise<void> {
-  if (database.startsWith("sqlite:")) {
-    const db = new Database(database.slice("sqlite:".length));
-    try {
-      db.prepare(text.replace(/\$\d/g, "?")).run(...params);
-    } finally {
-      db.close();
-    }
-    return;
-  }
-  const url = new URL(database);
-  const schema = url.searchParams.get("schema") as string;
-  url.search = "";
-  const client = new pg.Client({ connectionString: url.toString() });
-  await client.connect();
-  try {
-    await client.query(`SET search_path TO "${schema}"`);
-    await client.query(text, params);
-  } finally {
-    await client.end();
-  }
 }
 
 const childFlow = (id: string, target: string) => ({
@@ -154,6 +128,61 @@ describe.each(STORES)("a scope at run time (%s)", (store) => {
     expect((await as(TOKENS.admin).get(`/v1/runs/${run.run_id}/events`)).body).toContain(childId);
   });
 
+  it("tells a scoped reader of a failed child out of scope neither its id nor its error (getRun, events, graph)", async () => {
+    const { as, engine } = await api(store);
+    await engine.registerWorkflow({
+      id: "team-b-secret",
+      nodes: [{ node_id: "boom", agent_type: "wait_event", payload: { event: "go" } }],
+    });
+    await engine.registerWorkflow({
+      id: "team-a-batch",
+      nodes: [{ node_id: "child", agent_type: "workflow", payload: { workflow_id: "team-b-secret" }, retry_count: 0 }],
+    });
+    const waiting = nextEvent(engine, (e) => e.type === "node.waiting");
+    const run = await engine.startRun("team-a-batch"); // the library: unscoped
+    await waiting;
+    const childId = (await engine.getRun(run.run_id)).children[0]?.run_id as string;
+    await engine.cancelRun(childId, { reason: "payroll account 4711 frozen" });
+    const ended = await engine.waitForRun(run.run_id);
+    expect(ended.status).toBe("FAILED");
+    // An unscoped reader sees the child and its reason.
+    expect((await as(TOKENS.admin).get(`/v1/runs/${run.run_id}`)).body).toContain("4711");
+    for (const url of [
+      `/v1/runs/${run.run_id}`,
+      `/v1/runs/${run.run_id}/events`,
+      `/v1/runs/${run.run_id}/graph`,
+      "/v1/runs?workflow_id=team-a-batch",
+    ]) {
+      const res = await as(TEAM_A).get(url);
+      expect(res.statusCode, url).toBe(200);
+      expect(res.body, url).not.toContain(childId);
+      expect(res.body, url).not.toContain(childId.slice(0, 20)); // nor a cut of it (the graph's labels are short)
+      expect(res.body, url).not.toContain("4711");
+    }
+    const node = (await as(TEAM_A).get(`/v1/runs/${run.run_id}`)).json().nodes[0];
+    expect(node.error).toEqual({
+      message: `child run ${HIDDEN_RUN} of team-b-secret was cancelled`,
+      reason: "child_failed",
+      details: { run_id: HIDDEN_RUN, status: "CANCELLED" },
+    });
+  });
+
+  it("answers a run's scope and a schedule's over HTTP", async () => {
+    const { as } = await api(store);
+    const started = await as(TEAM_A).post("/v1/runs", { workflow_id: "team-a-line" });
+    expect(started.json().scope).toEqual(["team-a-*"]);
+    const got = await as(TEAM_A).get(`/v1/runs/${started.json().run_id}`);
+    expect(got.json()).toMatchObject({ scope: ["team-a-*"], reserved: null });
+    const listed = await as(TEAM_A).get("/v1/runs?workflow_id=team-a-line");
+    expect(listed.json().runs[0].scope).toEqual(["team-a-*"]);
+    const unscoped = await as(TOKENS.admin).post("/v1/runs", { workflow_id: "team-a-line" });
+    expect(unscoped.json().scope).toBeNull();
+    await as(TEAM_A).put("/v1/schedules/nightly", { workflow_id: "team-a-line", cron: "0 3 * * *" });
+    expect((await as(TEAM_A).get("/v1/schedules/nightly")).json().scope).toEqual(["team-a-*"]);
+    const schedules = (await as(TEAM_A).get("/v1/schedules")).json();
+    expect(JSON.stringify(schedules)).toContain('"scope":["team-a-*"]');
+  });
+
   it("delivers a scoped token's event by key only to runs of its workflows", async () => {
     const { as, engine } = await api(store);
     const wait = (id: string) => ({
@@ -222,7 +251,7 @@ describe.each(STORES)("engine keys (%s)", (store) => {
       await as(TOKENS.admin).post("/v1/runs", { workflow_id: "team-a-line", idempotency_key: "mine" })
     ).json().run_id as string;
     // Written beside the engine, as only a direct write (or a key stored before it was reserved) could.
-    await sql(database, "UPDATE runs SET idempotency_key = $1 WHERE run_id = $2", [
+    await sqlOn(database, "UPDATE runs SET idempotency_key = $1 WHERE run_id = $2", [
       `skein:${runId}:each:1:1:1`,
       squatter,
     ]);
@@ -251,7 +280,7 @@ describe.each(STORES)("engine keys (%s)", (store) => {
     const squatter = (
       await as(TOKENS.admin).post("/v1/runs", { workflow_id: "team-a-line", idempotency_key: "mine" })
     ).json().run_id as string;
-    await sql(database, "UPDATE runs SET idempotency_key = $1 WHERE run_id = $2", [
+    await sqlOn(database, "UPDATE runs SET idempotency_key = $1 WHERE run_id = $2", [
       `skein:${runId}:child:1:1`,
       squatter,
     ]);

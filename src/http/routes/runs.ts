@@ -4,6 +4,7 @@ import type { FastifyInstance } from "fastify";
 import { z } from "zod";
 import { graphModel, renderMermaid } from "../../cli/graph.js";
 import { budgetRaise } from "../../core/budget.js";
+import type { Run } from "../../core/types.js";
 import { validateWorkflow } from "../../definition/validate.js";
 import type { Engine } from "../../engine/engine.js";
 import { MAP_ITEMS_MAX_LIMIT } from "../../engine/map-items.js";
@@ -20,7 +21,15 @@ import {
   RunSchema,
   RunWithNodesSchema,
 } from "../schemas.js";
-import { assertRunInScope, checkRunScope, childrenOutOfScope, hideRuns, idsInScope, inScope } from "../scope.js";
+import {
+  assertRunInScope,
+  checkRunScope,
+  childrenOutOfScope,
+  hideRuns,
+  idsInScope,
+  inScope,
+  runForReader,
+} from "../scope.js";
 import type { RouteContext } from "../server.js";
 
 const StartBody = z
@@ -205,7 +214,10 @@ export function registerRunRoutes(app: FastifyInstance, { engine, rates }: Route
       });
       const page = runs.slice(0, limit);
       const last = page[page.length - 1];
-      return { runs: page, next_cursor: runs.length > limit && last ? encodeCursor(last.run_id) : null };
+      return {
+        runs: await Promise.all(page.map((r) => listedRun(engine, request.principal, r))),
+        next_cursor: runs.length > limit && last ? encodeCursor(last.run_id) : null,
+      };
     },
   );
 
@@ -227,7 +239,10 @@ export function registerRunRoutes(app: FastifyInstance, { engine, rates }: Route
       // Child runs of workflows outside a scoped token's scope are not its to learn of: not listed, their ids hidden.
       const hidden = await childrenOutOfScope(engine, request.principal, run);
       return hideRuns(
-        { ...run, children: run.children.filter((c) => inScope(request.principal, c.workflow_id)) },
+        runForReader(request.principal, {
+          ...run,
+          children: run.children.filter((c) => inScope(request.principal, c.workflow_id)),
+        }),
         hidden,
       );
     },
@@ -276,10 +291,14 @@ export function registerRunRoutes(app: FastifyInstance, { engine, rates }: Route
     async (request) => {
       const { reason, compensate } = request.body;
       await checkRunScope(engine, request.principal, request.params.run_id);
-      return engine.cancelRun(request.params.run_id, {
+      const run = await engine.cancelRun(request.params.run_id, {
         ...(reason === undefined ? {} : { reason }),
         ...(compensate === undefined ? {} : { compensate }),
       });
+      return hideRuns(
+        runForReader(request.principal, run),
+        await childrenOutOfScope(engine, request.principal, run.run_id),
+      );
     },
   );
 
@@ -300,10 +319,14 @@ export function registerRunRoutes(app: FastifyInstance, { engine, rates }: Route
       const { from, force } = request.body;
       rates.starts.take(request.principal?.name);
       await checkRunScope(engine, request.principal, request.params.run_id);
-      return engine.retryRun(request.params.run_id, {
+      const run = await engine.retryRun(request.params.run_id, {
         ...(from === undefined ? {} : { from }),
         ...(force === undefined ? {} : { force }),
       });
+      return hideRuns(
+        runForReader(request.principal, run),
+        await childrenOutOfScope(engine, request.principal, run.run_id),
+      );
     },
   );
 
@@ -364,12 +387,24 @@ export function registerRunRoutes(app: FastifyInstance, { engine, rates }: Route
       const workflow = await engine.getWorkflow(run.workflow_id, run.workflow_version);
       const checked = validateWorkflow(workflow.definition);
       if (!checked.ok) throw new Error(`stored workflow ${run.workflow_id} v${run.workflow_version} does not validate`);
-      const visits = await engine.listVisits(run.run_id);
-      return reply
-        .type("text/plain; charset=utf-8")
-        .send(`${renderMermaid(graphModel(checked.graph, { nodes: run.nodes, visits }))}\n`);
+      // A failed visit's label quotes its error, which may name a child run out of a scoped token's scope.
+      const hidden = await childrenOutOfScope(engine, request.principal, run);
+      const overlay = hideRuns({ nodes: run.nodes, visits: await engine.listVisits(run.run_id) }, hidden);
+      return reply.type("text/plain; charset=utf-8").send(`${renderMermaid(graphModel(checked.graph, overlay))}\n`);
     },
   );
+}
+
+/**
+ * A run of a list as the caller may read it: a scoped token is not told the id or the error of a
+ * child out of its scope that a failed run's error carries (`details.run_id`).
+ */
+async function listedRun(engine: Engine, principal: Principal | null, run: Run): Promise<Run> {
+  const child = (run.error?.details as { run_id?: unknown } | undefined)?.run_id;
+  if (!principal?.workflows || typeof child !== "string") return runForReader(principal, run);
+  const found = await engine.getRun(child).catch(() => null);
+  const hidden = found && inScope(principal, found.workflow_id) ? [] : [child];
+  return hideRuns(runForReader(principal, run), hidden);
 }
 
 /** A scoped token's patterns resolved to the registered workflows they match; null when unscoped. */
