@@ -8,12 +8,18 @@
 import type { Run, VisitError } from "../core/types.js";
 import type { Flush } from "./flush.js";
 
+/**
+ * Queued inputs one flush applies at most (results, payloads, requests): when a cancel aborts
+ * thousands of attempts at once, their results are applied a few hundred a transaction, each
+ * loading its run, with the API served between them. Ordinary load (a few per run) stays far below.
+ */
+export const INPUTS_PER_FLUSH = 200;
 /** Child and map item runs one flush starts at most (a map's window fills over several flushes). */
 export const STARTS_PER_FLUSH = 20;
 /** Map item rows one flush writes at most (a 100,000-item list is written over several flushes). */
 export const ITEM_ROWS_PER_FLUSH = 1000;
 /** Runs one flush cancels at most as a cancel cascades down a tree (the rest in the next flushes). */
-export const CANCELS_PER_FLUSH = 50;
+export const CANCELS_PER_FLUSH = 20;
 /**
  * Real time a flush spends before it starts or cancels no more runs (the counts above bound a
  * fast machine, this a slow or loaded one): the rest waits for the next flush, after the API

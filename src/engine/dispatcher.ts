@@ -10,6 +10,7 @@ import { ENGINE_STARTED } from "../core/kinds/index.js";
 import type { RunState } from "../core/scheduler.js";
 import { DatabaseError, EngineClosedError, UnavailableError } from "../errors.js";
 import type { TimerHandle } from "./clock.js";
+import { INPUTS_PER_FLUSH } from "./bounded-work.js";
 import { untilDeadline } from "./deadline.js";
 import type { DispatcherOptions } from "./dispatcher-options.js";
 import { Flush, type FlushOutcome } from "./flush.js";
@@ -202,7 +203,7 @@ export class Dispatcher {
 
   private flush(): Promise<void> {
     if (this.flushing) {
-      // One flush at a time; the running one loops until the inbox is empty.
+      // One flush at a time; the running one loops until the inbox is empty, a bounded part at a time.
       return this.flushing;
     }
     this.flushing = (async () => {
@@ -210,7 +211,7 @@ export class Dispatcher {
         // Loop while work arrived meanwhile; after a failed transaction, wait for the next wake-up.
         let ok = true;
         for (;;) {
-          ok = await this.flushOnce(this.inbox.splice(0));
+          ok = await this.flushOnce(this.inbox.splice(0, INPUTS_PER_FLUSH));
           if (!(ok && (this.inbox.length > 0 || (this.sweepDue && !this.stopped)))) break;
           // A turn of the event loop between two transactions: on SQLite a transaction never
           // yields, and inputs that keep coming (payloads resolved, results) would otherwise keep

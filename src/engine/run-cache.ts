@@ -8,7 +8,8 @@ import { HELD_STATES, isTerminal } from "../core/states.js";
  * transaction uses a kept state only if the database still has that revision, so another
  * engine's or a client's write is never missed. Runs touched by a transaction that rolled back
  * are forgotten, finished runs and runs that only wait (a sleep, a review: rows with a due time)
- * dropped, and the least recently used go first when the cache is full.
+ * dropped (a finished run is kept while cancelled attempts still return to it: a map's items,
+ * cancelled a chunk a flush, each settle into it), and the least recently used go first when the cache is full.
  */
 export class RunCache {
   private readonly runs = new Map<string, { state: RunState; revision: number }>();
@@ -36,7 +37,7 @@ export class RunCache {
       this.runs.delete(rs.run.run_id);
       const revision = revisions.get(rs.run.run_id);
       if (revision === undefined) continue;
-      if (rs.run.status === "COMPENSATING" || (rs.run.status === "RUNNING" && !parked(rs))) {
+      if (rs.run.status === "COMPENSATING" || (rs.run.status === "RUNNING" ? !parked(rs) : awaitsAttempts(rs))) {
         this.runs.set(rs.run.run_id, { state: rs, revision });
       }
     }
@@ -63,4 +64,13 @@ function parked(rs: RunState): boolean {
     else if (!isTerminal(v.state) && !(v.state === "PENDING" && v.ready_at === null)) return false;
   }
   return held;
+}
+
+/**
+ * The run ended, but cancelled visits still hold their attempts until those return (a map's
+ * running items, a child run, an in-process attempt being aborted): each return loads the run.
+ */
+function awaitsAttempts(rs: RunState): boolean {
+  for (const v of rs.current.values()) if (v.state === "CANCELLED" && v.holder !== null) return true;
+  return false;
 }
