@@ -14,8 +14,15 @@ import type { Flush } from "./flush.js";
  * loading its run, with the API served between them. Ordinary load (a few per run) stays far below.
  */
 export const INPUTS_PER_FLUSH = 200;
-/** Child and map item runs one flush starts at most (a map's window fills over several flushes). */
-export const STARTS_PER_FLUSH = 20;
+/**
+ * Child and map item runs one flush starts at most (a map's window fills over several flushes),
+ * by store: a SQLite transaction never yields to the event loop, so its flushes stay short; a
+ * PostgreSQL one yields at every round trip, and starting a window 20 runs a flush held a map of
+ * 10,000 no-op items to two thirds of its speed there (bench pg_map10k).
+ */
+export function startsPerFlush(exclusive: boolean): number {
+  return exclusive ? 20 : 100;
+}
 /** Map item rows one flush writes at most (a 100,000-item list is written over several flushes). */
 export const ITEM_ROWS_PER_FLUSH = 1000;
 /** Runs one flush cancels at most as a cancel cascades down a tree (the rest in the next flushes). */

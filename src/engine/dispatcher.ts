@@ -9,8 +9,8 @@
 import { ENGINE_STARTED } from "../core/kinds/index.js";
 import type { RunState } from "../core/scheduler.js";
 import { DatabaseError, EngineClosedError, UnavailableError } from "../errors.js";
-import type { TimerHandle } from "./clock.js";
 import { INPUTS_PER_FLUSH } from "./bounded-work.js";
+import type { TimerHandle } from "./clock.js";
 import { untilDeadline } from "./deadline.js";
 import type { DispatcherOptions } from "./dispatcher-options.js";
 import { Flush, type FlushOutcome } from "./flush.js";
@@ -41,6 +41,8 @@ export class Dispatcher {
   private sweepTimer: TimerHandle | null = null;
   /** Engines found dead at start: their in-process attempts are recovered on the first flush. */
   private deadEngines: string[] = [];
+  /** The first flush continues the maps an engine left held (flush-maps.ts `continueHeldMaps`). */
+  private takeOver = false;
   private readonly cache: RunCache;
   /** Agent types that may have ready visits waiting in the database (see Flush.claimReady). */
   private readonly backlog = new Set<string>();
@@ -81,6 +83,7 @@ export class Dispatcher {
 
   start(deadEngines: string[]): void {
     this.deadEngines = deadEngines;
+    this.takeOver = true;
     // Another engine made visits ready (or started runs): look for them now, not at the sweep.
     this.o.store.onReady(({ agentType, runIds }) => {
       const served = ENGINE_STARTED.includes(agentType) || this.o.agentTypes().includes(agentType);
@@ -247,6 +250,8 @@ export class Dispatcher {
    */
   private async transact(inputs: Input[], extras: boolean): Promise<Failure | null> {
     const dead = extras ? this.takeDead() : [];
+    const takeOver = extras && this.takeOver;
+    this.takeOver &&= !takeOver;
     const lost = this.lost;
     const sweep = extras && this.sweepDue;
     if (sweep) this.sweepDue = false;
@@ -267,7 +272,7 @@ export class Dispatcher {
           // One clock judges every due time: the database's on a shared store (DESIGN §7).
           const now = (await tx.now()) ?? this.o.clock.now();
           flush = new Flush(this.o, this.cache, this.backlog, now, this.claiming, lost, hints);
-          return flush.run(tx, inputs, dead, sweep);
+          return flush.run(tx, inputs, dead, sweep, takeOver);
         },
         { lock, tryLock, known },
       );
@@ -279,6 +284,7 @@ export class Dispatcher {
       // they run again on a later flush (the sweep at once only after a transient failure; the
       // sweep timer brings it back otherwise, so a sweep that fails for good cannot spin).
       this.deadEngines.push(...dead);
+      this.takeOver ||= takeOver;
       if (isTransient(error)) this.sweepDue ||= sweep;
       for (const types of hints.values()) for (const type of types) this.backlog.add(type);
       return { error, flush };

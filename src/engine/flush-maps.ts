@@ -21,7 +21,7 @@ import { itemKey, KEY_TAKEN, ownRunProblem } from "./engine-keys.js";
 import type { Flush } from "./flush.js";
 import { budgetError, budgetRoom, budgetStops } from "./flush-budget.js";
 import { uuidv7 } from "./ids.js";
-import type { Input } from "./inputs.js";
+import { type Input, SWEEP_BATCH } from "./inputs.js";
 import { canonicalJson } from "./json.js";
 import { itemWorkflowId } from "./registry.js";
 import { runRow } from "./run-start.js";
@@ -84,6 +84,20 @@ async function writeItems(f: Flush, v: Visit, room: number): Promise<void> {
   f.rowsLeft -= n;
   c.written = written + n;
   c.succeeded += carried;
+}
+
+/**
+ * Continues every held map visit: at an engine's start and when it takes over a dead engine's
+ * work, since what a map had left to start or cancel was in the memory of the engine that held
+ * it (bounded-work.ts). A map another live engine continues goes on the same way: the run is locked.
+ */
+export async function continueHeldMaps(f: Flush): Promise<void> {
+  for (const execution_id of await f.tx.heldMaps(SWEEP_BATCH)) {
+    const rs = await f.loadExecution(execution_id);
+    const a = rs ? attemptOf(rs, execution_id) : undefined;
+    const step = a?.row.state === "RUNNING" ? "advance" : "cancel";
+    await continueMap(f, { kind: "continue_map", execution_id, step });
+  }
 }
 
 /** Applies a `continue_map` input: the held map visit goes on (`advance`), or its items still running are cancelled. */

@@ -13,14 +13,14 @@ import { emptyChanges, endRun, event, failVisit, type RunState, runState, startR
 import type { Compensation, InboxEvent, NewEvent, Run, RunEvent, Visit } from "../core/types.js";
 import { ConflictError, NotFoundError } from "../errors.js";
 import type { MapItemUpdate, ReadyNotice, RunRead, StoreTx, VisitKey } from "../store/store.js";
-import { CANCELS_PER_FLUSH, FLUSH_WORK_MS, ITEM_ROWS_PER_FLUSH, STARTS_PER_FLUSH } from "./bounded-work.js";
+import { CANCELS_PER_FLUSH, FLUSH_WORK_MS, ITEM_ROWS_PER_FLUSH, startsPerFlush } from "./bounded-work.js";
 import type { DispatcherOptions, RunRef } from "./dispatcher-options.js";
 import { addRunUsage, announceReleased, releaseReservations } from "./flush-budget.js";
 import { settleChildren, startChildren } from "./flush-children.js";
 import { claimForWorkers, claimReady, notifyOthers, takeHints } from "./flush-claims.js";
 import { publishEvent, sendEvent } from "./flush-events.js";
 import { ClaimLimits, freedLimitedTypes } from "./flush-limits.js";
-import { continueMap, startMaps, undoItems } from "./flush-maps.js";
+import { continueHeldMaps, continueMap, startMaps, undoItems } from "./flush-maps.js";
 import { report, retry, review } from "./flush-results.js";
 import type { SlotOutcome } from "./flush-schedules.js";
 import { recover, recoverLost, sweepExpired } from "./flush-sweep.js";
@@ -81,13 +81,14 @@ export class Flush {
    * it has worked FLUSH_WORK_MS (a slow machine starts fewer per flush, never answers later);
    * what it leaves over, the next flush continues.
    */
-  private starts = STARTS_PER_FLUSH;
+  private maxStarts = 0;
+  private starts = 0;
   private cancels = CANCELS_PER_FLUSH;
   rowsLeft = ITEM_ROWS_PER_FLUSH;
   private readonly began = performance.now();
   // The time bound applies once the flush has started (cancelled) some: every flush makes progress.
   get startsLeft(): number {
-    return this.starts < STARTS_PER_FLUSH && this.overTime() ? Math.min(0, this.starts) : this.starts;
+    return this.starts < this.maxStarts && this.overTime() ? Math.min(0, this.starts) : this.starts;
   }
   set startsLeft(n: number) {
     this.starts = n;
@@ -148,9 +149,20 @@ export class Flush {
     return this.out.claimed.map(({ execution_id, attempt }) => ({ execution_id, attempt }));
   }
 
-  async run(tx: StoreTx, inputs: Input[], deadEngines: string[], sweep: boolean): Promise<FlushOutcome> {
+  /**
+   * @param takeOver the engine's first flush, or one after another engine died: held maps are
+   * continued (their continuation was in the memory of an engine that is gone).
+   */
+  async run(
+    tx: StoreTx,
+    inputs: Input[],
+    deadEngines: string[],
+    sweep: boolean,
+    takeOver = false,
+  ): Promise<FlushOutcome> {
     this.tx = tx;
     this.out.now = this.now;
+    this.maxStarts = this.starts = startsPerFlush(this.o.store.exclusive);
     // The runs the inputs change were locked as the transaction began (the dispatcher passes
     // `inputRuns` as its `lock`; later loads never wait); read them together.
     await this.preload(inputRuns(inputs));
@@ -160,6 +172,7 @@ export class Flush {
       dead.push(...(await tx.takeDeadEngines(this.o.engineId, this.now - this.o.engineTimeoutMs)));
     }
     await recover(this, dead);
+    if (takeOver || dead.length > 0) await continueHeldMaps(this);
     await recoverLost(this);
     for (const input of inputs) await this.apply(input);
     await claimForWorkers(this);

@@ -368,6 +368,11 @@ export interface MapTx {
   /** The child runs of RUNNING items of the visit, at most `limit`. */
   runningMapItems(key: VisitKey, limit: number): Promise<string[]>;
   /**
+   * Map visits still held (RUNNING, or CANCELLED with items running), at most `limit`: their
+   * continuation was in the memory of the engine that filled them a chunk at a time.
+   */
+  heldMaps(limit: number): Promise<string[]>;
+  /**
    * The outputs of the visit's items in index order as one JSON array text (null for an item that
    * did not succeed), assembled by the database; or, when the text would pass `maxBytes`, its size.
    */

@@ -3,7 +3,7 @@
  * 014), on SQLite and on PostgreSQL. The state before the upgrade is made by the engine of this
  * version, then taken back to the older schema by SQL: the engine's keys lose the `skein:`
  * prefix (`<execution_id>:<attempt>`, `<execution_id>:<attempt>:<index>`,
- * `schedule:<id>:<slot>`), the columns of 014 and 016 are dropped and their versions forgotten.
+ * `schedule:<id>:<slot>`), what 014 to 017 added is dropped and their versions forgotten.
  * The test first checks that this gives exactly the columns the migrations up to 013 (SQLite) /
  * 012 (PostgreSQL) make. Opening the engine again migrates: the engine's keys move under the
  * prefix, a client's key of the same shapes does not, and the runs in flight go on without a
@@ -164,6 +164,10 @@ describe("upgrading to engine keys under skein: (migration 014)", () => {
        ALTER TABLE runs DROP COLUMN scope;
        ALTER TABLE schedules DROP COLUMN scope;
        ALTER TABLE runs DROP COLUMN reserved;
+       DROP TABLE run_trees;
+       DROP INDEX inbox_waiting;
+       ALTER TABLE inbox DROP COLUMN size;
+       DROP INDEX visits_held_by_map;
        DELETE FROM skein_migrations WHERE version > ${BEFORE};
        UPDATE schedules SET next_fire_at = last_slot_at WHERE schedule_id = 'nightly';`,
     );

@@ -51,6 +51,7 @@ describe("SQLite schema", () => {
       { version: 14, name: "scope_engine_keys" },
       { version: 15, name: "bounded_work" },
       { version: 16, name: "reserved" },
+      { version: 17, name: "held_maps" },
     ]);
     db.close();
   });

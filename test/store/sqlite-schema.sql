@@ -250,6 +250,8 @@ CREATE INDEX schedules_due ON schedules (next_fire_at) WHERE paused = 0 AND next
 
 CREATE INDEX visits_held_by_child ON visits (holder) WHERE holder LIKE 'run:%';
 
+CREATE INDEX visits_held_by_map ON visits (run_id) WHERE holder = 'map';
+
 CREATE INDEX visits_in_review ON visits (lease_expires_at) WHERE state = 'IN_REVIEW';
 
 CREATE INDEX visits_ready ON visits (agent_type, ready_at) WHERE ready_at IS NOT NULL;

@@ -85,6 +85,11 @@ const SQL = {
     text: `SELECT child_run_id FROM map_items
             WHERE ${OF_VISIT} AND state = 'RUNNING' AND child_run_id IS NOT NULL ORDER BY idx LIMIT $4`,
   },
+  held: {
+    name: "skein_held_maps",
+    text: `SELECT execution_id FROM visits WHERE holder = 'map' AND state IN ('RUNNING', 'CANCELLED')
+            ORDER BY run_id LIMIT $1`,
+  },
   newestSucceeded: {
     name: "skein_newest_succeeded_map_item",
     text: `SELECT child_run_id FROM map_items
@@ -197,6 +202,7 @@ export function postgresMapItems(q: Query): MapTx {
       const rows = await q<{ child_run_id: string }>(SQL.running, [key.run_id, key.node_id, key.visit, limit]);
       return rows.map((r) => r.child_run_id);
     },
+    heldMaps: async (limit) => (await q<{ execution_id: string }>(SQL.held, [limit])).map((r) => r.execution_id),
     mapOutput: async (key, maxBytes) => {
       const [row] = await q<{ bytes: number; text: string | null }>(SQL.output, [
         key.run_id,

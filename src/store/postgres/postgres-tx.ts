@@ -414,6 +414,7 @@ export class PostgresTx implements StoreTx {
     this.items.pendingMapItems(key, from, limit);
   readonly updateMapItems: MapTx["updateMapItems"] = (updates) => this.items.updateMapItems(updates);
   readonly runningMapItems: MapTx["runningMapItems"] = (key, limit) => this.items.runningMapItems(key, limit);
+  readonly heldMaps: MapTx["heldMaps"] = (limit) => this.items.heldMaps(limit);
   readonly newestSucceededMapItem: MapTx["newestSucceededMapItem"] = (key) => this.items.newestSucceededMapItem(key);
   readonly mapOutput: MapTx["mapOutput"] = (key, maxBytes) => this.items.mapOutput(key, maxBytes);
   readonly mapItemsToSettle: MapTx["mapItemsToSettle"] = (limit) => this.items.mapItemsToSettle(limit);

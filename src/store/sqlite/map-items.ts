@@ -85,6 +85,11 @@ export function sqliteMapItems(db: Database.Database): MapTx {
           WHERE ${OF_VISIT} AND state = 'RUNNING' AND child_run_id IS NOT NULL ORDER BY idx LIMIT ?`,
       )
       .pluck(),
+    held: db
+      .prepare(
+        "SELECT execution_id FROM visits WHERE holder = 'map' AND state IN ('RUNNING', 'CANCELLED') ORDER BY run_id LIMIT ?",
+      )
+      .pluck(),
     newestSucceeded: db
       .prepare(
         `SELECT child_run_id FROM map_items
@@ -173,6 +178,7 @@ export function sqliteMapItems(db: Database.Database): MapTx {
       }
     },
     runningMapItems: async (key, limit) => s.running.all(...keyParams(key), limit) as string[],
+    heldMaps: async (limit) => s.held.all(limit) as string[],
     newestSucceededMapItem: async (key) => (s.newestSucceeded.get(...keyParams(key)) as string | undefined) ?? null,
     mapOutput: async (key, maxBytes) => {
       const bytes = s.outputBytes.get(...keyParams(key)) as number;
