@@ -311,6 +311,11 @@ export interface InboxEvent {
   created_at: number;
   delivered_to: { node_id: string; visit: number } | null;
   delivered_at: number | null;
+  /**
+   * An event by key from a scoped publisher: the workflows whose runs may take it, from its
+   * buffer too (DESIGN §13.1); null or absent: any run.
+   */
+  scope?: string[] | null;
 }
 
 /** What a schedule does when a slot comes while a run it started has not ended (DESIGN §11.5). */

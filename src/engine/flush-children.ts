@@ -12,6 +12,7 @@ import { budgetOf, parentLink } from "../core/budget.js";
 import { MAP_HOLDER } from "../core/kinds/map.js";
 import { CHILD_HOLDER, childOf, MAX_CHILD_DEPTH } from "../core/kinds/workflow.js";
 import { endRun, executionId, failVisit, nodeOf, type RunState, startRunState } from "../core/scheduler.js";
+import { scopeAllows } from "../core/scope.js";
 import type { Json, Visit, VisitError } from "../core/types.js";
 import { NotFoundError } from "../errors.js";
 import { treeRefusal } from "./bounded-work.js";
@@ -22,7 +23,7 @@ import { advanceMaps, cancelItems, defer, settleItem } from "./flush-maps.js";
 import { uuidv7 } from "./ids.js";
 import { canonicalJson } from "./json.js";
 import { runRow } from "./run-start.js";
-import { OUT_OF_SCOPE, outOfScopeMessage, scopeAllows } from "./scope.js";
+import { OUT_OF_SCOPE, outOfScopeMessage } from "./scope.js";
 
 const FINAL = new Set(["SUCCEEDED", "FAILED", "CANCELLED"]);
 

@@ -7,11 +7,11 @@
 import { deliver, MAX_BUFFER_SECONDS, oldestWaiting } from "../core/kinds/wait-event.js";
 import { eventRefusal } from "../core/preconditions.js";
 import { event, type RunState } from "../core/scheduler.js";
+import { scopeAllows } from "../core/scope.js";
 import type { InboxEvent } from "../core/types.js";
 import { LimitError, NotFoundError } from "../errors.js";
 import type { Flush } from "./flush.js";
 import type { Input, SendEventAnswer } from "./inputs.js";
-import { scopeAllows } from "./scope.js";
 
 /** A run's inbox holds at most this many events no wait_event took yet (DESIGN §13.1), */
 export const MAX_INBOX_EVENTS = 1000;
@@ -91,9 +91,9 @@ export async function publishEvent(f: Flush, input: Extract<Input, { kind: "publ
   }
   // Events by key are kept for the longest buffer_seconds, then pruned (once per flush).
   if (f.keyed.length === 0) await f.tx.pruneKeyed(f.now - MAX_BUFFER_SECONDS * 1000);
-  // A scoped publisher's event is kept (its idempotency key holds) but too old for any buffer:
-  // a wait that starts later may be another tenant's.
-  f.keyed.push(input.scope === null ? e : { ...e, created_at: f.now - MAX_BUFFER_SECONDS * 1000 - 1 });
+  // Kept for waits that start within their buffer_seconds: with a scoped publisher's scope, so
+  // that only its own workflows' runs take it (wait-event.ts).
+  f.keyed.push(input.scope === null ? e : { ...e, scope: input.scope });
   const answer = { event_id: e.event_id, delivered_to, duplicate: false };
   f.out.callbacks.push(() => done.resolve(answer));
 }

@@ -14,6 +14,7 @@ import { claimableCompensation, undoRun } from "../core/compensation.js";
 import { MAP_HOLDER, mapPayload, pendingItems, toleratedFailures } from "../core/kinds/map.js";
 import { MAX_CHILD_DEPTH } from "../core/kinds/workflow.js";
 import { executionId, failVisit, nodeOf, type RunState, startRunState } from "../core/scheduler.js";
+import { scopeAllows } from "../core/scope.js";
 import type { Compensation, Json, MapCounts, MapItemState, Visit } from "../core/types.js";
 import type { MapItemUpdate, VisitKey } from "../store/store.js";
 import { treeRefusal } from "./bounded-work.js";
@@ -25,7 +26,7 @@ import { type Input, SWEEP_BATCH } from "./inputs.js";
 import { canonicalJson } from "./json.js";
 import { itemWorkflowId } from "./registry.js";
 import { runRow } from "./run-start.js";
-import { OUT_OF_SCOPE, outOfScopeMessage, scopeAllows } from "./scope.js";
+import { OUT_OF_SCOPE, outOfScopeMessage } from "./scope.js";
 
 /** Begins the map visits that became ready (claims them, writes their items, starts the first); true when there were any. */
 export function startMaps(f: Flush): Promise<boolean> {

@@ -4,7 +4,7 @@
  */
 import type { Ajv, ValidateFunction } from "ajv";
 import { kindOf } from "../core/kinds/index.js";
-import { type MapPayload, map as mapKind } from "../core/kinds/map.js";
+import { ITEM_SEPARATOR, type MapPayload, map as mapKind } from "../core/kinds/map.js";
 import { workflow as workflowKind } from "../core/kinds/workflow.js";
 import type { CompiledNode, WorkflowGraph } from "../definition/graph.js";
 import type { WorkflowDefinition } from "../definition/schema.js";
@@ -273,8 +273,7 @@ function itemDefinition(parent: WorkflowGraph, node: CompiledNode) {
   };
 }
 
-/** Between a workflow id and a map node's id in the id of the map's item workflow (`/` is never in a workflow id). */
-export const ITEM_SEPARATOR = "/";
+export { ITEM_SEPARATOR };
 
 /** The id of the workflow a map node's items run. */
 export function itemWorkflowId(workflowId: string, nodeId: string): string {

@@ -3,6 +3,7 @@
  * input_schema) and the run row built with its trace context. Nothing is written here.
  */
 import { budgetOf, budgetProblem, NO_USAGE } from "../core/budget.js";
+import { scopeAllows } from "../core/scope.js";
 import type { Budget, Json, Run } from "../core/types.js";
 import { ValidationError } from "../errors.js";
 import { checkClientKey } from "./engine-keys.js";
@@ -10,7 +11,7 @@ import type { StartRunOptions } from "./engine-options.js";
 import { uuidv7 } from "./ids.js";
 import { canonicalJson, jsonProblem, sha256 } from "./json.js";
 import type { LoadedWorkflow } from "./registry.js";
-import { scopeAllows, scopeProblem } from "./scope.js";
+import { scopeProblem } from "./scope.js";
 
 /**
  * `traceparent`: the run's trace context (its start span's: tracing.ts).

@@ -7,6 +7,7 @@
  */
 import type { Cron } from "croner";
 import { compileCron, nextSlot, nextSlots } from "../core/schedule-slots.js";
+import { scopeAllows } from "../core/scope.js";
 import type { Json, Schedule, ScheduleInput } from "../core/types.js";
 import { issuesToProblems } from "../definition/zod-issues.js";
 import { NotFoundError, type Problem, ValidationError } from "../errors.js";
@@ -16,7 +17,7 @@ import type { PutScheduleOptions } from "./engine-options.js";
 import { canonicalJson, jsonProblem } from "./json.js";
 import { ITEM_SEPARATOR, type WorkflowRegistry } from "./registry.js";
 import { DEFAULT_CATCHUP_LIMIT, scheduleInputSchema } from "./schedule-input.js";
-import { scopeAllows, scopeProblem } from "./scope.js";
+import { scopeProblem } from "./scope.js";
 
 /** How many slots getSchedule lists. */
 export const NEXT_FIRE_TIMES = 5;

@@ -2,28 +2,9 @@
  * Workflow scopes at run time (DESIGN §13.1): a run records the `workflows` patterns of the
  * principal that started its root (a scoped token's; null for an unscoped caller or the
  * library: every workflow), its child runs and map items inherit them, and a `workflow` node or
- * a map item may start only workflows they cover. `*` is the only wildcard.
+ * a map item may start only workflows they cover (core/scope.ts matches them).
  */
-import { ITEM_SEPARATOR } from "./registry.js";
-
-/** A pattern: workflow id characters and `*` (a workflow id is 1-64 of a-z, 0-9, '_', '-'). */
-export const WORKFLOW_PATTERN = /^[a-z0-9_*-]{1,64}$/;
-
-/** The regular expression that matches exactly the workflow ids the patterns cover. */
-export function scopeRegex(patterns: readonly string[]): RegExp {
-  // Only [a-z0-9_*-] reach here (validated), so nothing but `*` needs escaping.
-  return new RegExp(`^(?:${patterns.map((p) => p.replaceAll("*", ".*")).join("|")})$`);
-}
-
-/**
- * True when the patterns cover the workflow (always when there are none: null). A map's item
- * workflow (`<workflow_id>/<node_id>`) is in the scope of its workflow, and only of it: a
- * pattern never matches across the `/`.
- */
-export function scopeAllows(patterns: readonly string[] | null, workflowId: string): boolean {
-  if (patterns === null) return true;
-  return scopeRegex(patterns).test(workflowId.split(ITEM_SEPARATOR, 1)[0] ?? "");
-}
+import { WORKFLOW_PATTERN } from "../core/scope.js";
 
 /** A visit's reason when the workflow it would start is outside its run's scope (not retried). */
 export const OUT_OF_SCOPE = "out_of_scope";

@@ -7,10 +7,11 @@
  * refused (403), so a route that forgets to filter fails closed. Runs and workflows out of scope
  * are answered 404 like unknown ones, so a scoped token cannot tell them from ids that do not exist.
  */
+
+import { scopeRegex, WORKFLOW_PATTERN } from "../core/scope.js";
 import type { Reservations } from "../core/types.js";
 import type { Engine } from "../engine/engine.js";
 import { ITEM_SEPARATOR } from "../engine/registry.js";
-import { scopeRegex, WORKFLOW_PATTERN } from "../engine/scope.js";
 import { NotFoundError } from "../errors.js";
 import type { Principal } from "./auth.js";
 

@@ -168,6 +168,7 @@ describe("upgrading to engine keys under skein: (migration 014)", () => {
        DROP INDEX inbox_waiting;
        ALTER TABLE inbox DROP COLUMN size;
        DROP INDEX visits_held_by_map;
+       ALTER TABLE inbox DROP COLUMN scope;
        DELETE FROM skein_migrations WHERE version > ${BEFORE};
        UPDATE schedules SET next_fire_at = last_slot_at WHERE schedule_id = 'nightly';`,
     );

@@ -204,6 +204,32 @@ describe.each(STORES)("a scope at run time (%s)", (store) => {
     expect((await engine.waitForRun(runs[1] as string)).output).toEqual({ paid: 2 });
   });
 
+  it("keeps a scoped token's event by key in the buffer only for runs of its workflows", async () => {
+    const { as, engine } = await api(store);
+    const wait = (id: string) => ({
+      id,
+      nodes: [
+        {
+          node_id: "paid",
+          agent_type: "wait_event",
+          timeout: 3600,
+          payload: { event: "paid", key: "{{ input.order }}", buffer_seconds: 60 },
+        },
+      ],
+    });
+    for (const id of ["team-a-order", "team-b-order"]) await engine.registerWorkflow(wait(id));
+    // Published before any wait starts: kept for the waits that start within 60 s.
+    const res = await as(TEAM_A).post("/v1/events", { name: "paid", key: "o-2", payload: 1 });
+    expect(res.json().delivered_to).toEqual([]);
+    // Another tenant's wait does not take it, and waits; team-a's takes it from the buffer.
+    const parked = nextEvent(engine, (e) => e.type === "node.waiting");
+    const other = (await engine.startRun("team-b-order", { input: { order: "o-2" } })).run_id;
+    await parked;
+    const own = (await engine.startRun("team-a-order", { input: { order: "o-2" } })).run_id;
+    expect((await engine.waitForRun(own)).output).toEqual({ paid: 1 });
+    expect((await engine.getRun(other)).status).toBe("RUNNING");
+  });
+
   it("gives a schedule put by a scoped token that token's scope", async () => {
     const { as, engine } = await api(store);
     const res = await as(TEAM_A).put("/v1/schedules/nightly", { workflow_id: "team-a-line", cron: "0 3 * * *" });

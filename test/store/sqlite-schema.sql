@@ -75,7 +75,7 @@ CREATE TABLE inbox (
   delivered_node_id  TEXT,
   delivered_visit    INTEGER,
   delivered_at       INTEGER
-, size INTEGER);
+, size INTEGER, scope TEXT);
 
 CREATE TABLE map_items (
   run_id        TEXT    NOT NULL,

@@ -17,6 +17,9 @@ import type { NodeKind } from "./kind.js";
 /** The holder of a map visit while its items run. */
 export const MAP_HOLDER = "map";
 
+/** Between a workflow id and a map node's id in the id of the map's item workflow (`/` is never in a workflow id). */
+export const ITEM_SEPARATOR = "/";
+
 export const MAP_DEFAULTS = { max_concurrency: 10, max_items: 10_000 } as const;
 /** The most items a map may be given (`max_items` may not be set above it). */
 export const MAX_ITEMS_LIMIT = 100_000;

@@ -8,6 +8,7 @@
 import type { Problem } from "../../errors.js";
 import type { InboxTx } from "../../store/store.js";
 import { event, failVisit, nodeOf, type RunState, succeed, wait } from "../scheduler.js";
+import { scopeAllows } from "../scope.js";
 import type { InboxEvent, Json, Visit } from "../types.js";
 import type { NodeKind } from "./kind.js";
 
@@ -75,7 +76,8 @@ export const waitEvent: NodeKind = {
     wait(rs, v, Math.min(now + node.timeout * 1000, rs.run.deadline_at), now, what);
     // The run's own inbox first (oldest first), then an event by key still in its buffer.
     const own = (rs.inbox ?? []).find((e) => e.name === w.event && e.delivered_at === null);
-    const found = own ?? buffered[0];
+    // An event by key a scoped token published is only for its own workflows' runs (DESIGN §13.1).
+    const found = own ?? buffered.find((e) => scopeAllows(e.scope ?? null, rs.run.workflow_id));
     if (found) deliver(rs, v, found, now);
   },
   due(rs, v, now) {

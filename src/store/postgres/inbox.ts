@@ -5,6 +5,7 @@ import type { InboxTx } from "../store.js";
 interface DbInbox {
   seq: number;
   size?: number | null;
+  scope?: string[] | null;
   event_id: string;
   run_id: string | null;
   name: string;
@@ -17,8 +18,9 @@ interface DbInbox {
   delivered_at: number | null;
 }
 
-const fromDb = ({ seq: _seq, size: _size, delivered_node_id, delivered_visit, ...r }: DbInbox): InboxEvent => ({
+const fromDb = ({ seq: _seq, size: _size, scope, delivered_node_id, delivered_visit, ...r }: DbInbox): InboxEvent => ({
   ...r,
+  ...(scope ? { scope } : {}),
   delivered_to: delivered_node_id === null ? null : { node_id: delivered_node_id, visit: delivered_visit as number },
 });
 
@@ -28,8 +30,8 @@ export const RUNS_WAITING_ON_KEY = `SELECT DISTINCT run_id FROM visits
     AND payload->>'event' = $1 AND payload->>'key' = $2 LIMIT $3`;
 
 const UPSERT = `INSERT INTO inbox (event_id, run_id, name, key, payload, idempotency_key, created_at,
-                                   delivered_node_id, delivered_visit, delivered_at, size)
-  VALUES ($1, $2, $3, $4, $5::json, $6, $7, $8, $9, $10, $11)
+                                   delivered_node_id, delivered_visit, delivered_at, size, scope)
+  VALUES ($1, $2, $3, $4, $5::json, $6, $7, $8, $9, $10, $11, $12::json)
   ON CONFLICT (event_id) DO UPDATE SET delivered_node_id = excluded.delivered_node_id,
     delivered_visit = excluded.delivered_visit, delivered_at = excluded.delivered_at`;
 
@@ -92,6 +94,7 @@ export function postgresInbox(q: Query): InboxTx {
           e.delivered_to?.visit ?? null,
           e.delivered_at,
           Buffer.byteLength(payload),
+          e.scope ? JSON.stringify(e.scope) : null,
         ]);
       }
     },

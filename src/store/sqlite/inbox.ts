@@ -5,6 +5,7 @@ import type { InboxTx } from "../store.js";
 
 interface DbInbox {
   size?: number | null;
+  scope?: string | null;
   event_id: string;
   run_id: string | null;
   name: string;
@@ -28,6 +29,7 @@ const fromDb = (r: DbInbox): InboxEvent => ({
   delivered_to:
     r.delivered_node_id === null ? null : { node_id: r.delivered_node_id, visit: r.delivered_visit as number },
   delivered_at: r.delivered_at,
+  ...(r.scope ? { scope: JSON.parse(r.scope) as string[] } : {}),
 });
 
 /** Runs waiting on (name, key): the payload of a WAITING wait_event visit is resolved, so it names both. */
@@ -52,9 +54,9 @@ export function sqliteInbox(db: Database.Database): InboxTx {
     byKeyKey: db.prepare("SELECT * FROM inbox WHERE run_id IS NULL AND name = ? AND key = ? AND idempotency_key = ?"),
     upsert: db.prepare(
       `INSERT INTO inbox (event_id, run_id, name, key, payload, idempotency_key, created_at,
-                          delivered_node_id, delivered_visit, delivered_at, size)
+                          delivered_node_id, delivered_visit, delivered_at, size, scope)
        VALUES (@event_id, @run_id, @name, @key, @payload, @idempotency_key, @created_at,
-               @delivered_node_id, @delivered_visit, @delivered_at, @size)
+               @delivered_node_id, @delivered_visit, @delivered_at, @size, @scope)
        ON CONFLICT (event_id) DO UPDATE SET delivered_node_id = excluded.delivered_node_id,
          delivered_visit = excluded.delivered_visit, delivered_at = excluded.delivered_at`,
     ),
@@ -83,6 +85,7 @@ export function sqliteInbox(db: Database.Database): InboxTx {
           key: e.key,
           payload,
           size: Buffer.byteLength(payload),
+          scope: e.scope ? JSON.stringify(e.scope) : null,
           idempotency_key: e.idempotency_key,
           created_at: e.created_at,
           delivered_node_id: e.delivered_to?.node_id ?? null,

@@ -4,3 +4,6 @@
 -- visit (holder 'map', RUNNING or CANCELLED with items still running) found by this index,
 -- which holds map visits only: never a scan of every visit.
 CREATE INDEX visits_held_by_map ON visits (run_id) WHERE holder = 'map';
+-- An event by key from a scoped publisher keeps its scope: a wait that starts within its buffer
+-- takes it only when its run's workflow is in that scope (null: any run).
+ALTER TABLE inbox ADD COLUMN scope json;
