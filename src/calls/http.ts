@@ -309,26 +309,35 @@ async function readLimited(response: Response, limit: number, where: string): Pr
  */
 async function readExcerpt(response: Response, secrets: Secrets | undefined): Promise<string> {
   if (!response.body) return "";
-  const reader = response.body.getReader();
+  // The excerpt is a courtesy: a body cut short still leaves the status to report.
+  const bytes = await readUpTo(response.body, EXCERPT_BYTES + 1).catch(() => Buffer.alloc(0));
+  const total = bytes.length;
+  // stream: a character cut at the end is left out, not decoded as U+FFFD (which would hide a cut value).
+  let text = new TextDecoder("utf-8").decode(bytes.subarray(0, EXCERPT_BYTES), { stream: true });
+  if (secrets) text = secrets.redact(total > EXCERPT_BYTES ? secrets.withoutCutSecret(text) : text);
+  text = text.replace(/\s+/g, " ").trim();
+  return total > EXCERPT_BYTES ? `${text}...` : text;
+}
+
+/**
+ * The first `limit` bytes of a body (fewer when it ends first); the rest is not read, and the
+ * body is cancelled, so an endless one costs no more than `limit`.
+ */
+export async function readUpTo(body: ReadableStream<Uint8Array>, limit: number): Promise<Buffer> {
+  const reader = body.getReader();
   const chunks: Uint8Array[] = [];
   let total = 0;
   try {
-    while (total < EXCERPT_BYTES) {
+    while (total < limit) {
       const { done, value } = await reader.read();
       if (done) break;
       chunks.push(value);
       total += value.byteLength;
     }
-  } catch {
-    // The excerpt is a courtesy: a body cut short still leaves the status to report.
   } finally {
     await reader.cancel().catch(() => undefined);
   }
-  // stream: a character cut at the end is left out, not decoded as U+FFFD (which would hide a cut value).
-  let text = new TextDecoder("utf-8").decode(Buffer.concat(chunks).subarray(0, EXCERPT_BYTES), { stream: true });
-  if (secrets) text = secrets.redact(total > EXCERPT_BYTES ? secrets.withoutCutSecret(text) : text);
-  text = text.replace(/\s+/g, " ").trim();
-  return total > EXCERPT_BYTES ? `${text}...` : text;
+  return Buffer.concat(chunks).subarray(0, limit);
 }
 
 /** Retry-After (RFC 9110 §10.2.3): delay-seconds or an HTTP date, as milliseconds from now. */

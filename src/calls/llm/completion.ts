@@ -10,7 +10,7 @@
 import { createParser, type EventSourceMessage } from "eventsource-parser";
 import type { Json } from "../../core/types.js";
 import { RetryableError } from "../../errors.js";
-import { ResponseTooLargeError } from "../http.js";
+import { ResponseTooLargeError, readUpTo } from "../http.js";
 
 /** A tool call as the model made it (OpenAI's shape, so it may go back into `messages` as is). */
 export interface ToolCall {
@@ -163,27 +163,6 @@ export async function readJsonBody(body: ReadableStream<Uint8Array>, o: ReadOpti
     );
   }
   return new TextDecoder().decode(bytes);
-}
-
-/**
- * The first `limit` bytes of a body (fewer when it ends first); the rest is not read, and the
- * body is cancelled, so an endless one costs no more than `limit`.
- */
-export async function readUpTo(body: ReadableStream<Uint8Array>, limit: number): Promise<Buffer> {
-  const reader = body.getReader();
-  const chunks: Uint8Array[] = [];
-  let total = 0;
-  try {
-    while (total < limit) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      chunks.push(value);
-      total += value.byteLength;
-    }
-  } finally {
-    await reader.cancel().catch(() => undefined);
-  }
-  return Buffer.concat(chunks).subarray(0, limit);
 }
 
 /** A completion the provider sent as one JSON document (`stream` ignored). */

@@ -23,8 +23,8 @@ import { DEFAULT_PROVIDER, type LlmMessage, type LlmPayload } from "../../core/k
 import type { Json, Usage } from "../../core/types.js";
 import type { Secrets } from "../../engine/secrets.js";
 import { NonRetryableError, RetryableError } from "../../errors.js";
-import { retryAfterOf } from "../http.js";
-import { type Completion, causeOf, readJson, readJsonBody, readStream, readUpTo } from "./completion.js";
+import { readUpTo, retryAfterOf } from "../http.js";
+import { type Completion, causeOf, readJson, readJsonBody, readStream } from "./completion.js";
 import { ContentParser } from "./parse-content.js";
 import { checkProviders, type LlmOptions, type LlmProvider, providerOf } from "./providers.js";
 
