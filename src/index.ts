@@ -27,6 +27,8 @@ export type {
   NewEvent,
   Overlap,
   ProgressEvent,
+  Reservation,
+  Reservations,
   Run,
   RunEvent,
   RunParent,

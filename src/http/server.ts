@@ -295,5 +295,5 @@ function depthOver(value: unknown, max: number): boolean {
 }
 
 export type { TokenEntry } from "./auth.js";
-export type { ServerLimits } from "./limits.js";
+export type { Rate, ServerLimits } from "./limits.js";
 export { prometheusMetrics } from "./metrics.js";
