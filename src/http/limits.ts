@@ -4,15 +4,9 @@
  * costs each committed event a write, so 10,000 of them slowed runs 130 times: the caps bound it.
  */
 import { Slots } from "../engine/slots.js";
-import { LimitError } from "../errors.js";
+import type { Rate } from "../engine/token-rate.js";
 
 /** A rate per token: `perSecond` on average, up to `burst` at once after a quiet spell. */
-export interface Rate {
-  perSecond: number;
-  /** @defaultValue twice perSecond (at least 1) */
-  burst?: number;
-}
-
 export interface ServerLimits {
   /** Event streams (GET /v1/stream) one token may hold open; more are 429. @defaultValue 20 */
   streamsPerToken?: number;
@@ -73,47 +67,4 @@ export function streamSlots(perToken: number, max: number): Slots<object> {
       `this token already holds ${held} event streams (the limit is ${perToken}): close one, or share one stream for all runs`,
     total: () => `the server holds its limit of ${max} event streams; try again shortly`,
   });
-}
-
-/**
- * A token bucket per token (by name: a configured, finite set), for one kind of request
- * (DESIGN §13.1: starting runs, publishing events, posting progress). An API without tokens
- * (loopback only) is not limited.
- */
-export class TokenRate {
-  private readonly perSecond: number;
-  private readonly burst: number;
-  private readonly buckets = new Map<string, { tokens: number; at: number }>();
-
-  constructor(
-    rate: Rate,
-    /** What the refusal says was sent too often ("run starts"). */
-    private readonly what: string,
-    private readonly now: () => number = Date.now,
-  ) {
-    this.perSecond = rate.perSecond;
-    this.burst = rate.burst ?? Math.max(1, rate.perSecond * 2);
-  }
-
-  /**
-   * Takes one request from the token's bucket.
-   * @throws LimitError (client: 429 with Retry-After) when the token sent more than its rate allows
-   */
-  take(token: string | undefined): void {
-    if (token === undefined) return;
-    const now = this.now();
-    const b = this.buckets.get(token) ?? { tokens: this.burst, at: now };
-    b.tokens = Math.min(this.burst, b.tokens + (Math.max(0, now - b.at) * this.perSecond) / 1000);
-    b.at = now;
-    this.buckets.set(token, b);
-    if (b.tokens < 1) {
-      const seconds = Math.max(1, Math.ceil((1 - b.tokens) / this.perSecond));
-      throw new LimitError(
-        `token "${token}" sent more than ${this.perSecond} ${this.what} a second (a burst of ${this.burst}); slow down and retry after ${seconds} s`,
-        "client",
-        seconds,
-      );
-    }
-    b.tokens -= 1;
-  }
 }

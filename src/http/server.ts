@@ -20,12 +20,13 @@ import type { z } from "zod";
 import { issuesToProblems } from "../definition/zod-issues.js";
 import type { Engine } from "../engine/engine.js";
 import type { Slots } from "../engine/slots.js";
+import { TokenRate } from "../engine/token-rate.js";
 import { ValidationError } from "../errors.js";
 import { parseJsonText } from "../json-text.js";
 import { type Access, type Principal, type TokenEntry, Tokens } from "./auth.js";
 import { clientErrorHandler, errorBody, HttpError, handleError, MAX_PARAM_LENGTH } from "./errors.js";
 import { hostChecker } from "./host-check.js";
-import { DEFAULT_LIMITS, type ServerLimits, streamSlots, TokenRate } from "./limits.js";
+import { DEFAULT_LIMITS, type ServerLimits, streamSlots } from "./limits.js";
 import { assertDocumented } from "./openapi.js";
 import { registerEventRoutes } from "./routes/events.js";
 import { registerHealthRoutes } from "./routes/health.js";
@@ -294,6 +295,7 @@ function depthOver(value: unknown, max: number): boolean {
   return false;
 }
 
+export type { Rate } from "../engine/token-rate.js";
 export type { TokenEntry } from "./auth.js";
-export type { Rate, ServerLimits } from "./limits.js";
+export type { ServerLimits } from "./limits.js";
 export { prometheusMetrics } from "./metrics.js";
