@@ -6,7 +6,7 @@
  */
 import { join } from "node:path";
 import { expect, it } from "vitest";
-import { computeOracles, readHistory, readSink, reportLine } from "./oracles.js";
+import { computeOracles, readOutcome, reportLine } from "./oracles.js";
 import { acknowledged, caseRng, engineProcess, faultDir, faultMoment, finalCount, pollUntil } from "./setup.js";
 import { MIXED, mixedEnds } from "./workflows.js";
 
@@ -43,8 +43,8 @@ it("a: SIGKILL of a SQLite engine at random moments over 200 mixed runs", async 
   await Promise.all(engines.map((c) => c.kill()));
 
   const acked = acknowledged(engines);
-  const history = await readHistory(database);
-  const figures = computeOracles(history, readSink(sink), [...acked.values()], { expectation: mixedEnds, killed });
+  const { history, sink: effects } = await readOutcome(database, sink);
+  const figures = computeOracles(history, effects, [...acked.values()], { expectation: mixedEnds, killed });
   // One run per idempotency key, whichever engine started it.
   const keys = new Map<string, Set<string>>();
   for (const c of engines) {

@@ -10,7 +10,7 @@ import pg from "pg";
 import { expect, it } from "vitest";
 import { createClient } from "../../src/index.js";
 import type { Child } from "../fixtures/child.js";
-import { computeOracles, readHistory, readSink, reportLine } from "./oracles.js";
+import { computeOracles, readOutcome, reportLine } from "./oracles.js";
 import { caseRng, engineProcess, faultDir, faultMoment, finalCount, PG_URL, pgDatabase, pollUntil } from "./setup.js";
 import { MIXED, mixedEnds } from "./workflows.js";
 
@@ -71,8 +71,8 @@ it("b: 3 engines on PostgreSQL, random SIGKILL and pg_terminate_backend", async 
     const crashes = crashed.map((c) => c.errors.split("\n").find((l) => /error/i.test(l)) ?? "no stderr");
     await Promise.all(engines.map((c) => c.kill()));
 
-    const history = await readHistory(database);
-    const figures = computeOracles(history, readSink(sink), runIds, { expectation: mixedEnds, killed });
+    const { history, sink: effects } = await readOutcome(database, sink);
+    const figures = computeOracles(history, effects, runIds, { expectation: mixedEnds, killed });
     reportLine(
       "b pg-chaos",
       figures,

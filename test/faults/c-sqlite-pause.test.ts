@@ -7,7 +7,7 @@
  */
 import { join } from "node:path";
 import { expect, it } from "vitest";
-import { computeOracles, readHistory, readSink, reportLine } from "./oracles.js";
+import { computeOracles, readOutcome, readSink, reportLine } from "./oracles.js";
 import { acknowledged, caseRng, engineProcess, faultDir, faultMoment, finalCount, pollUntil } from "./setup.js";
 import { FAN } from "./workflows.js";
 
@@ -48,8 +48,8 @@ it("c: a SIGSTOPped SQLite engine keeps its file; a second engine is refused", a
   await pollUntil("every run final", 25_000, async () => ((await finalCount(database)) >= RUNS ? true : undefined));
   await Promise.all([first.kill(), second.kill()]);
 
-  const history = await readHistory(database);
-  const figures = computeOracles(history, readSink(sink), [...acknowledged([first]).values()]);
+  const { history, sink: effects } = await readOutcome(database, sink);
+  const figures = computeOracles(history, effects, [...acknowledged([first]).values()]);
   reportLine(
     "c sqlite-pause",
     figures,

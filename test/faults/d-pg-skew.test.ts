@@ -9,7 +9,7 @@ import { join } from "node:path";
 import pg from "pg";
 import { expect, it } from "vitest";
 import type { Child } from "../fixtures/child.js";
-import { computeOracles, readHistory, readSink, reportLine } from "./oracles.js";
+import { computeOracles, readOutcome, reportLine } from "./oracles.js";
 import {
   acknowledged,
   caseRng,
@@ -66,9 +66,9 @@ it("d: engine clocks skewed ±5 min on PostgreSQL", async () => {
     const after = await databaseNow(admin);
     await Promise.all(engines.map((c) => c.kill()));
 
-    const history = await readHistory(database);
+    const { history, sink: effects } = await readOutcome(database, sink);
     const acked = [...acknowledged(engines).values()];
-    const figures = computeOracles(history, readSink(sink), acked);
+    const figures = computeOracles(history, effects, acked);
     const timedOut = history.runs.filter((r) => r.error?.reason === "run_timeout").length;
     const interrupted = history.events.filter((e) => e.type === "node.interrupted").length;
     // A run's TTL counts from its start by the database's clock.

@@ -10,7 +10,7 @@ import type { FastifyInstance } from "fastify";
 import { describe, expect, it } from "vitest";
 import { createServer } from "../../src/http/server.js";
 import { createEngine } from "../../src/index.js";
-import { computeOracles, readHistory, readSink, reportLine } from "./oracles.js";
+import { computeOracles, readOutcome, readSink, reportLine } from "./oracles.js";
 import { caseRng, faultDir, faultMoment, onCleanup, pgDatabase, pollUntil, workerProcess } from "./setup.js";
 
 const RUNS = 5;
@@ -62,8 +62,8 @@ describe.each(["sqlite", "postgres"])("e on %s", (store) => {
     await pollUntil("A's refusals", 10_000, () => (refusals() >= RUNS ? true : undefined));
     await Promise.all([a.kill(), b.kill()]);
 
-    const history = await readHistory(database);
-    const figures = computeOracles(history, readSink(sink), runs);
+    const { history, sink: effects } = await readOutcome(database, sink);
+    const figures = computeOracles(history, effects, runs);
     const visits = history.visits.filter((v) => v.node_id === "z");
     const byB = visits.filter((v) => (v.output as { by?: string } | null)?.by === "worker-b").length;
     const fenced = history.events.filter((e) => e.type === "result.fenced").length;

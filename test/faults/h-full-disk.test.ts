@@ -13,7 +13,7 @@ import { pino } from "pino";
 import { expect, it } from "vitest";
 import { createServer } from "../../src/http/server.js";
 import { type AgentHandler, createEngine, type Task } from "../../src/index.js";
-import { computeOracles, readHistory, readSink, reportLine } from "./oracles.js";
+import { computeOracles, readOutcome, reportLine } from "./oracles.js";
 import { caseRng, faultDir, faultMoment, onCleanup, pollUntil } from "./setup.js";
 
 const CHAIN = {
@@ -109,8 +109,8 @@ it("h: a full disk under a served SQLite engine", async () => {
     return runs.every((r) => r.status !== "RUNNING") ? true : undefined;
   }).catch(() => false);
   const readyAfter = await ready();
-  const history = await readHistory(database);
-  const figures = computeOracles(history, readSink(sink), acked);
+  const { history, sink: effects } = await readOutcome(database, sink);
+  const figures = computeOracles(history, effects, acked);
   const during = answers.filter((a) => a.phase === "full");
   const count = (s: number) => during.filter((a) => a.status === s).length;
   const others = during.filter((a) => a.status !== 201 && a.status !== 503).map((a) => a.status);

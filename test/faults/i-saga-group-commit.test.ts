@@ -10,7 +10,7 @@ import { appendFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { type AgentHandler, createEngine, NonRetryableError, type Task } from "../../src/index.js";
-import { computeOracles, readHistory, readSink, reportLine } from "./oracles.js";
+import { computeOracles, readOutcome, reportLine } from "./oracles.js";
 import { caseRng, faultDir, onCleanup, pgDatabase, pollUntil } from "./setup.js";
 import { compensated } from "./workflows.js";
 
@@ -80,8 +80,8 @@ describe.each(["sqlite", "postgres"])("i on %s", (store) => {
         : undefined;
     });
     // A compensation still running (or never started) after the end would show in the rows.
-    const history = await readHistory(database);
-    const figures = computeOracles(history, readSink(sink), ids, { expectation: compensated });
+    const { history, sink: effects } = await readOutcome(database, sink);
+    const figures = computeOracles(history, effects, ids, { expectation: compensated });
     const pending = history.compensations.filter((c) => c.state === "PENDING").length;
     const ySucceeded = history.visits.filter((v) => v.node_id === "y" && v.state === "SUCCEEDED").length;
     reportLine(

@@ -15,7 +15,7 @@ import pg from "pg";
 import { expect, it } from "vitest";
 import { createClient } from "../../src/index.js";
 import type { Child } from "../fixtures/child.js";
-import { computeOracles, type Expectation, readHistory, readSink } from "./oracles.js";
+import { computeOracles, type Expectation, readOutcome } from "./oracles.js";
 import {
   caseRng,
   databaseNow,
@@ -119,7 +119,8 @@ it("k: one schedule fired by 3 engines on PostgreSQL under random SIGKILLs and o
 
     const slots = slotFigures(await readScheduledRuns(database, SCHEDULE), SCHEDULE, window, LATE_MS);
     const ids = slots.windowRuns.map((r) => r.run_id);
-    const runs = computeOracles(await readHistory(database), readSink(sink), ids, {
+    const { history, sink: effects } = await readOutcome(database, sink);
+    const runs = computeOracles(history, effects, ids, {
       expectation: strictlySucceeds,
       killed,
     });

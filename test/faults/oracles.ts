@@ -93,6 +93,17 @@ export interface History {
 
 const parse = (v: unknown) => (typeof v === "string" ? JSON.parse(v) : v);
 
+/**
+ * The sink, then the history, in that order. An attempt runs only after its claim committed, so
+ * every effect of a sink read first has its claim in a history read after it, even while an
+ * engine still works; read the other way round, an attempt claimed between the two reads looks
+ * like one that ran without a committed claim (a false "doubled").
+ */
+export async function readOutcome(database: string, sinkFile: string): Promise<{ history: History; sink: SinkEntry[] }> {
+  const sink = readSink(sinkFile);
+  return { sink, history: await readHistory(database) };
+}
+
 /** Everything committed in a database (`sqlite:<file>` or a postgres URL with `?schema=`). */
 export async function readHistory(database: string): Promise<History> {
   const q = {
