@@ -99,7 +99,10 @@ const parse = (v: unknown) => (typeof v === "string" ? JSON.parse(v) : v);
  * engine still works; read the other way round, an attempt claimed between the two reads looks
  * like one that ran without a committed claim (a false "doubled").
  */
-export async function readOutcome(database: string, sinkFile: string): Promise<{ history: History; sink: SinkEntry[] }> {
+export async function readOutcome(
+  database: string,
+  sinkFile: string,
+): Promise<{ history: History; sink: SinkEntry[] }> {
   const sink = readSink(sinkFile);
   return { sink, history: await readHistory(database) };
 }
