@@ -13,10 +13,12 @@
  */
 import { route } from "../agents/task.js";
 import { notHeldBy, parseExecutionId, runOfExecution } from "../core/attempt.js";
+import { checkRoute } from "../core/branching.js";
 import { isEmptyUsage, usageProblem, usageRuns } from "../core/budget.js";
 import { undoneExecutionId } from "../core/compensation.js";
 import { kindOf } from "../core/kinds/index.js";
 import type { Json, Usage } from "../core/types.js";
+import type { CompiledNode, WorkflowGraph } from "../definition/graph.js";
 import { ConflictError, ForbiddenError, NotFoundError, ValidationError } from "../errors.js";
 import type { Store, VisitKey } from "../store/store.js";
 import { AttemptHolders } from "./attempt-holders.js";
@@ -263,6 +265,7 @@ export class ExternalWorkers {
         request.next === undefined &&
         (node.def.decide !== undefined || (node.successCases ?? []).some((c) => c.when !== null));
       const running = await this.verify(executionId, key, request, runsCode);
+      if (request.next !== undefined) refuseRoute(graph, node, request.next);
       if (!running) {
         // Ended: this can only be the same report again (duplicate) or a late one (409); its usage is not applied.
         const late = { kind: "success" as const, output: jsonOf(request.output), decision: null };
@@ -460,6 +463,22 @@ export class ExternalWorkers {
     this.waiters.add(w);
     return { done, cancel: () => w.wake() };
   }
+}
+
+/**
+ * Refuses a worker's route its node does not allow, before anything is queued: the worker is
+ * there to hear it and report again, so its attempt stays held (an in-process agent's bad route
+ * fails the visit `invalid_next` instead: nobody could answer it).
+ * @throws ValidationError naming the node's declared targets
+ */
+function refuseRoute(graph: WorkflowGraph, node: CompiledNode, next: string | string[]): void {
+  const targets = typeof next === "string" ? [next] : next;
+  const checked = Array.isArray(targets) ? checkRoute(graph, node, targets.map(String)) : null;
+  if (checked !== null && !("invalid" in checked)) return;
+  const problem = checked === null ? "must be a node id or a list of node ids" : checked.invalid;
+  throw new ValidationError("Report is invalid", [
+    { path: "next", message: `${problem}; the attempt is still held: report it again with an allowed route` },
+  ]);
 }
 
 /** A report's output as sent, for comparing with the stored one (it is not applied). */

@@ -2,7 +2,8 @@
  * An external worker: runs an agents module's handlers against a remote `skein serve` through
  * the tasks API (DESIGN §5): long-poll claims up to its free slots, heartbeats while a handler
  * runs, reports success (with the handler's route) or failure, and drops a task the server
- * answers 409 for (its lease was lost: another worker has it). Every heartbeat and report
+ * answers 409 for (its lease was lost: another worker has it); a success the server refuses (400:
+ * a route its node does not declare) is logged and reported as the task's failure, not retried. Every heartbeat and report
  * carries the claim's worker_id: the server binds an attempt to it (DESIGN §13). A claim
  * refused for being over a limit (429, 503) is tried again after its `Retry-After`. A handler's
  * `task.progress(data)` is posted to `/v1/tasks/{id}/progress`, one request at a time and at most
@@ -261,6 +262,10 @@ export class HttpWorker {
         }
         if (e instanceof ApiError && e.status < 500) {
           this.log(`report of ${at} refused (${e.status}): ${e.message}`);
+          // A refused success (a route the node does not declare) leaves the attempt ours: fail it
+          // with the server's reason, as an in-process agent's bad route fails the visit, rather
+          // than leave the run waiting for the lease to run out.
+          if (report.path === "complete") return this.report(wire, at, refusedReport(report.body, e));
           this.counts.failed += 1;
           return;
         }
@@ -277,10 +282,8 @@ export class HttpWorker {
 
   private async call(path: string, body: object, signal?: AbortSignal): Promise<unknown> {
     const res = await postJson(new URL(path, this.o.server), body, this.o.token, signal);
-    const parsed = res.body as { error?: { message?: string } } | null;
-    if (res.status >= 300) {
-      throw new ApiError(res.status, parsed?.error?.message ?? `HTTP ${res.status}`, res.retryAfterSeconds);
-    }
+    const parsed = res.body as ErrorAnswer | null;
+    if (res.status >= 300) throw new ApiError(res.status, errorText(parsed, res.status), res.retryAfterSeconds);
     return parsed;
   }
 }
@@ -409,6 +412,23 @@ export function postJson(
     req.on("error", reject);
     req.end(payload);
   });
+}
+
+/** The API's error shape. */
+type ErrorAnswer = { error?: { message?: string; details?: { problems?: { path: string; message: string }[] } } };
+
+/** An error answer's message with its problems (a 400 says what is wrong only in them). */
+function errorText(answer: ErrorAnswer | null, status: number): string {
+  const message = answer?.error?.message ?? `HTTP ${status}`;
+  const problems = answer?.error?.details?.problems ?? [];
+  return problems.length === 0 ? message : `${message}: ${problems.map((p) => `${p.path}: ${p.message}`).join("; ")}`;
+}
+
+/** The failure a refused success report becomes: not retried (the handler would route the same way), usage kept. */
+function refusedReport(complete: object, refusal: ApiError): { path: string; body: object } {
+  const { attempt, worker_id, usage } = complete as { attempt: number; worker_id: string; usage?: RunUsage };
+  const error = { message: `the server refused the handler's result: ${refusal.message}`.slice(0, 10_000) };
+  return { path: "fail", body: { attempt, worker_id, error, retryable: false, ...(usage ? { usage } : {}) } };
 }
 
 /** The handler's value as JSON (what the server would accept), or a failure that says why not. */

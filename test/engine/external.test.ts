@@ -80,6 +80,38 @@ describe("external agents", () => {
     expect(done.nodes.find((n) => n.node_id === "rework")?.state).toBe("SKIPPED");
   });
 
+  it("refuses a route the node does not declare at once, naming its targets, and keeps the attempt held", async () => {
+    const { engine } = await setup();
+    const run = await engine.startRun(CHAIN.id);
+    const [draft] = await engine.claimTasks({ agent_types: ["writer"], worker_id: "w1" });
+    await engine.completeTask(draft!.execution_id, { worker_id: "w1", attempt: 1, output: "v1" });
+    const [check] = await engine.claimTasks({ agent_types: ["checker"], worker_id: "w2", lease_seconds: 30 });
+    const held = (await engine.getRun(run.run_id)).nodes.find((n) => n.node_id === "check");
+    const w2 = { worker_id: "w2", attempt: 1, output: { ok: true } };
+    for (const next of ["publsh", ["publish", "$end"], ["publish", "draft"]]) {
+      const refused = await engine.completeTask(check!.execution_id, { ...w2, next }).then(
+        () => null,
+        (e: unknown) => e,
+      );
+      expect(refused).toBeInstanceOf(ValidationError);
+      expect((refused as ValidationError).problems).toEqual([
+        { path: "next", message: expect.stringContaining("the attempt is still held") },
+      ]);
+    }
+    await expect(engine.completeTask(check!.execution_id, { ...w2, next: "publsh" })).rejects.toThrow(
+      /route to "publsh" is outside the declared targets of check \(publish, rework\)/,
+    );
+    // Nothing changed: the attempt is the worker's, at the same lease, and its run has no failure.
+    const after = await engine.getRun(run.run_id);
+    expect(after.status).toBe("RUNNING");
+    expect(after.nodes.find((n) => n.node_id === "check")).toEqual(held);
+    expect((await engine.listEvents(run.run_id)).map((e) => e.type)).not.toContain("node.failed");
+
+    expect((await engine.completeTask(check!.execution_id, { ...w2, next: "rework" })).status).toBe("accepted");
+    const [rework] = await engine.claimTasks({ agent_types: ["writer"], worker_id: "w1" });
+    expect(rework?.node_id).toBe("rework");
+  });
+
   it("accepts the identical report twice, answering the same way, and refuses a different one", async () => {
     const { engine } = await setup();
     await engine.startRun(CHAIN.id);

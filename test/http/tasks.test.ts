@@ -3,6 +3,7 @@
  * worker; the identical report twice; agent tokens limited to their agent types.
  */
 import { describe, expect, it } from "vitest";
+import { HttpWorker } from "../../src/worker/http-worker.js";
 import { bearer, TOKENS, testApi } from "./helpers.js";
 
 const EXTERNAL = {
@@ -69,6 +70,65 @@ describe("tasks API", () => {
       ["publish", "SUCCEEDED"],
       ["rework", "SKIPPED"],
     ]);
+  });
+
+  it("answers 400 naming the declared targets to a route the node does not declare, and keeps the attempt held", async () => {
+    const { engine, post, claim } = await api();
+    const run = await engine.startRun(EXTERNAL.id);
+    const [draft] = await claim({ agent_types: ["ext_writer"] });
+    await post(`/v1/tasks/${draft!.execution_id}/complete`, { ...W1, output: "v1" });
+    const [check] = await claim({ agent_types: ["ext_checker"] });
+    const before = (await engine.getRun(run.run_id)).nodes.find((n) => n.node_id === "check");
+    const url = `/v1/tasks/${check!.execution_id}/complete`;
+    const refused = await post(url, { ...W1, output: { ok: true }, next: "publsh" });
+    expect(refused.statusCode).toBe(400);
+    expect(refused.json().error).toEqual({
+      code: "validation",
+      message: "Report is invalid",
+      details: {
+        problems: [
+          {
+            path: "next",
+            message: expect.stringContaining(
+              'route to "publsh" is outside the declared targets of check (publish, rework)',
+            ),
+          },
+        ],
+      },
+    });
+    const after = (await engine.getRun(run.run_id)).nodes.find((n) => n.node_id === "check");
+    expect(after).toEqual(before);
+    expect(after).toMatchObject({ state: "RUNNING", attempt: 1 });
+    const again = await post(url, { ...W1, output: { ok: true }, next: ["publish"] });
+    expect(again.json()).toMatchObject({ status: "accepted" });
+  });
+
+  it("skein worker's handler routing to an undeclared target: the refusal is logged and fails the task", async () => {
+    const { app, engine } = await api();
+    const base = await app.listen({ host: "127.0.0.1", port: 0 });
+    const lines: string[] = [];
+    const worker = new HttpWorker({
+      server: base,
+      token: AGENT_TOKEN,
+      workerId: "w1",
+      waitSeconds: 0,
+      log: (line) => lines.push(line),
+      agents: { ext_writer: () => "v1", ext_checker: (task) => task.route("publsh", { ok: true }) },
+    });
+    const run = await engine.startRun(EXTERNAL.id);
+    const working = worker.run();
+    const done = await engine.waitForRun(run.run_id);
+    worker.stop();
+    await working;
+    const declared = 'route to "publsh" is outside the declared targets of check (publish, rework)';
+    expect(lines.find((l) => l.startsWith("report of"))).toContain(declared);
+    expect(done.status).toBe("FAILED");
+    // Not retried: the handler would route the same way again.
+    expect(done.nodes.find((n) => n.node_id === "check")).toMatchObject({
+      state: "FAILED",
+      attempt: 1,
+      error: { message: expect.stringContaining(declared) },
+    });
   });
 
   it("answers 409 to a zombie worker's complete and heartbeat after another worker took the task over", async () => {

@@ -95,7 +95,9 @@ const CompleteBody = z
     next: z
       .union([target, z.array(target).min(1).max(100)])
       .optional()
-      .describe("the agent's route: node ids among the node's next_on_success, or \"$end\""),
+      .describe(
+        "the agent's route: node ids among the node's next_on_success, or \"$end\"; any other is refused (400, details.problems names the declared targets) and the attempt stays held",
+      ),
     usage: UsageSchema.optional().describe(
       "what the attempt used (DESIGN §12), added to the run when the report is accepted",
     ),
@@ -210,7 +212,7 @@ export function registerTaskRoutes(app: FastifyInstance, { engine, rates }: Rout
       schema: {
         operationId: "completeTask",
         tags: ["tasks"],
-        summary: `Report a claimed task's success (${conflict})`,
+        summary: `Report a claimed task's success (${conflict}; 400 for a next the node does not declare, which leaves the attempt held: report again)`,
         params: TaskParams,
         body: CompleteBody,
         response: { ...errorResponses(404, 409, 503), 200: Answer },
