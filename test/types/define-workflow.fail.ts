@@ -79,7 +79,7 @@ defineWorkflow({ id: "a", nodes: [{ node_id: "m", agent_type: "map", payload: { 
 // A map with a misspelled field.
 defineWorkflow({
   id: "a",
-  // @ts-expect-error itemz is not a map field
+  // @ts-expect-error itemz is not a field of map's payload
   nodes: [{ node_id: "m", agent_type: "map", payload: { itemz: [1], each: { agent_type: "w" } } }],
 });
 
@@ -131,7 +131,7 @@ defineWorkflow({ id: "a", nodes: [{ node_id: "s", agent_type: "sleep", payload: 
 defineWorkflow({ id: "a", nodes: [{ node_id: "s", agent_type: "sleep", payload: { seconds: 1, until: 2 } }] });
 
 // A sleep with a misspelled field.
-// @ts-expect-error secs is not a sleep field
+// @ts-expect-error secs is not a field of sleep's payload
 defineWorkflow({ id: "a", nodes: [{ node_id: "s", agent_type: "sleep", payload: { secs: 1 } }] });
 
 // A sleep without a payload.
@@ -167,7 +167,7 @@ defineWorkflow({
 // An aggregator with a misspelled field.
 defineWorkflow({
   id: "a",
-  // @ts-expect-error source is not an aggregator field (sources is)
+  // @ts-expect-error source is not a field of aggregator's payload (sources is)
   nodes: [ok, { node_id: "g", agent_type: "aggregator", depends_on: ["ok"], payload: { source: ["ok"] } }],
 });
 
@@ -192,3 +192,14 @@ defineWorkflow({
   // @ts-expect-error FETCH is not an HTTP method the http node sends
   nodes: [{ node_id: "h", agent_type: "http", payload: { url: "https://x", method: "FETCH" } }],
 });
+
+// A misspelt http field whose value is a string (the error names the field, not \`never\`).
+defineWorkflow({
+  id: "a",
+  // @ts-expect-error methd is not a field of http's payload
+  nodes: [{ node_id: "h", agent_type: "http", payload: { url: "https://x", methd: "POST" } }],
+});
+
+// A misspelt wait_event field left null.
+// @ts-expect-error keyy is not a field of wait_event's payload
+defineWorkflow({ id: "a", nodes: [{ node_id: "w", agent_type: "wait_event", payload: { event: "e", keyy: null } }] });
