@@ -30,6 +30,7 @@
  */
 import jsonata from "jsonata";
 import type { Problem } from "../errors.js";
+import { MAX_JSON_DEPTH } from "../json-text.js";
 import { joinPath } from "./path.js";
 import { EXPRESSION_LIMITS, evaluateInSandbox } from "./sandbox.js";
 import { RESERVED_NAMES } from "./schema.js";
@@ -267,10 +268,25 @@ function parse(source: string, path: string, problems: Problem[], secretsRefused
     problems.push({ path, message: "empty expression" });
     return null;
   }
+  // JSONata's parser recurses once per level: a deep expression would overflow the stack.
+  const depth = bracketDepth(trimmed);
+  if (depth > MAX_EXPRESSION_NESTING) {
+    problems.push({
+      path,
+      message: `the expression nests ${depth} levels of brackets, past the limit of ${MAX_EXPRESSION_NESTING}; split it into smaller templates`,
+    });
+    return null;
+  }
   let compiled: jsonata.Expression;
   try {
     compiled = jsonata(trimmed, GUARDRAILS);
   } catch (err) {
+    if (err instanceof RangeError) {
+      // A chain of operators or conditions thousands long (no brackets): too deep to parse.
+      const message = `the expression (${trimmed.length} characters) chains too many operators or conditions to parse; split it into smaller templates`;
+      problems.push({ path, message });
+      return null;
+    }
     problems.push({ path, message: `cannot parse "${trimmed}": ${describeJsonataError(err)}` });
     return null;
   }
@@ -540,6 +556,31 @@ function isName(s: unknown, value?: string): s is { value: string } {
     typeof (s as { value?: unknown }).value === "string" &&
     (value === undefined || (s as { value: string }).value === value)
   );
+}
+
+/** The most brackets ((, [, {) an expression may nest: the JSON limit, far beyond what a template needs. */
+export const MAX_EXPRESSION_NESTING = MAX_JSON_DEPTH;
+
+/** How deep an expression's brackets nest, outside its strings, quoted names and comments. */
+function bracketDepth(source: string): number {
+  let depth = 0;
+  let deepest = 0;
+  for (let i = 0; i < source.length; i++) {
+    const c = source[i];
+    if (c === '"' || c === "'" || c === "`") {
+      // To the closing quote; a backslash escapes the next character in strings.
+      for (i++; i < source.length && source[i] !== c; i++) if (source[i] === "\\" && c !== "`") i++;
+    } else if (c === "/" && source[i + 1] === "*") {
+      const end = source.indexOf("*/", i + 2);
+      i = end === -1 ? source.length : end + 1;
+    } else if (c === "(" || c === "[" || c === "{") {
+      depth++;
+      if (depth > deepest) deepest = depth;
+    } else if (c === ")" || c === "]" || c === "}") {
+      depth--;
+    }
+  }
+  return deepest;
 }
 
 function describeJsonataError(err: unknown): string {

@@ -1,7 +1,8 @@
 /**
  * JSON nested far too deep, in every place the CLI reads JSON (a workflow file, `--input` text
  * and `@file`, `--payload`): a precise error with the path and the limit, exit 2 as for any bad
- * input, never a stack overflow (JSON.parse builds such a value, what reads it next recursed).
+ * input, never a stack overflow (JSON.parse builds such a value, what reads it next recursed); the
+ * same for a template expression nested too deep for JSONata's parser.
  */
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
@@ -31,6 +32,32 @@ describe("deeply nested JSON in the CLI", () => {
       expect(r.stderr).toContain(`skein: workflow file ${file} nests deeper than 64 levels:\n`);
       expect(r.stderr).toContain(
         `  nodes[0].payload.x${"[0]".repeat(60)}: this value is level 65 of nested objects and arrays, past the limit of 64; flatten the data, or send a part that deep as a JSON string`,
+      );
+    }
+  });
+
+  it("a template 3,000 levels deep: validate and run exit 2 with the path and the limit", async () => {
+    const ws = workspace();
+    const deep = `{{ ${"(".repeat(3000)}1${")".repeat(3000)} }}`;
+    const chain = `{{ ${Array(20_000).fill("1").join("+")} }}`;
+    const file = ws.file(
+      "deep-template.json",
+      JSON.stringify({ id: "deep", nodes: [{ node_id: "a", agent_type: "echo", payload: { x: deep, y: chain } }] }),
+    );
+    const [validate, run] = await Promise.all([
+      skein(["validate", file], ws.dir),
+      skein(["run", file, "--agents", AGENTS, "--db", `sqlite:${join(ws.dir, "a.db")}`], ws.dir),
+    ]);
+    for (const r of [validate, run]) {
+      expect(r.code).toBe(2);
+      // The problems go to stdout (validate) or stderr (run).
+      const said = `${r.stdout}${r.stderr}`;
+      expect(said).not.toMatch(/Maximum call stack/);
+      expect(said).toContain(
+        "nodes[0].payload.x: the expression nests 3000 levels of brackets, past the limit of 64; split it into smaller templates",
+      );
+      expect(said).toContain(
+        "nodes[0].payload.y: the expression (39999 characters) chains too many operators or conditions to parse",
       );
     }
   });
