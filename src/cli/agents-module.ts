@@ -1,6 +1,7 @@
 /**
  * Loads an agents module: a `.js`, `.mjs` or `.ts` file whose default export maps agent_type to
- * a handler, e.g. `export default { summarize: async (task) => ({ summary: "..." }) }`. A `.ts`
+ * a handler, e.g. `export default { summarize: async (task) => ({ summary: "..." }) }` (or, without
+ * a default export, whose exported functions are the handlers, named by agent_type). A `.ts`
  * file loads without a build step through tsx. Every problem is a CliError (exit 2) that names
  * the file.
  */
@@ -32,20 +33,25 @@ export async function loadAgents(file: string): Promise<Record<string, AgentHand
     }
   } catch (e) {
     const reason = e instanceof Error ? e.message : String(e);
-    // Top-level await, import.meta: what CommonJS cannot hold (see esModuleOf).
+    // What CommonJS cannot hold (see esModuleOf): top-level await, import.meta, and a require() of
+    // an ES module only package such as skein (no "require" entry point).
+    const toEsm = 'name it .mts, or add "type": "module" to its package.json';
     const hint = /"cjs" output format/.test(reason)
-      ? `; outside an ESM package a .ts file is compiled as CommonJS: name it .mts, or add "type": "module" to its package.json`
-      : "";
+      ? `; outside an ESM package a .ts file is compiled as CommonJS: ${toEsm}`
+      : /No "exports" main defined/.test(reason)
+        ? `; CommonJS cannot import an ES module only package such as skein: ${TYPESCRIPT.has(ext) ? `outside an ESM package a .ts file is compiled as CommonJS: ${toEsm}` : "compile the module to ES modules"}`
+        : "";
     throw new CliError(`agents module ${file} failed to load: ${reason}${hint}`);
   }
-  return handlersOf(TYPESCRIPT.has(ext) ? esModuleOf(module) : module, file);
+  return handlersOf(esModuleOf(module), file);
 }
 
 /**
- * A `.ts` file outside an ESM package (no package.json, or one without `"type": "module"`) is
- * compiled by tsx to CommonJS, so its `export default` arrives as `module.exports.default` with
- * `__esModule` set, and importing it gives `{ default: { __esModule, default: handlers } }`:
- * unwrapped here as a bundler would, so the file loads whatever package it sits in.
+ * An ES module compiled to CommonJS keeps its exports on `module.exports` with `__esModule` set:
+ * a `.js` file tsc wrote with `"module": "commonjs"`, or a `.ts` file outside an ESM package (no
+ * package.json, or one without `"type": "module"`), which tsx compiles so. Importing it gives
+ * `{ default: { __esModule, default: handlers, ...named } }`: unwrapped here as a bundler would,
+ * so the file loads whatever package it sits in.
  */
 function esModuleOf(module: unknown): unknown {
   const exports = (module as { default?: unknown }).default;
@@ -55,10 +61,18 @@ function esModuleOf(module: unknown): unknown {
   return module;
 }
 
+/**
+ * The handlers of a loaded module: its default export, else (a module without one) its named
+ * exports that are functions, e.g. `export const summarize = async (task) => ...`.
+ */
 function handlersOf(module: unknown, file: string): Record<string, AgentHandler> {
-  const agents = (module as { default?: unknown }).default;
+  const exports = module as Record<string, unknown>;
   const usage = "export default { <agent_type>: async (task) => output, ... }";
-  if (agents === undefined) throw new CliError(`agents module ${file} has no default export; write ${usage}`);
+  const named = Object.entries(exports).filter(([name, value]) => name !== "default" && typeof value === "function");
+  const agents = exports.default === undefined && named.length > 0 ? Object.fromEntries(named) : exports.default;
+  if (agents === undefined) {
+    throw new CliError(`agents module ${file} has no default export nor exported functions; write ${usage}`);
+  }
   if (typeof agents !== "object" || agents === null || Array.isArray(agents)) {
     throw new CliError(`agents module ${file}: the default export must be an object; write ${usage}`);
   }

@@ -1,9 +1,9 @@
 /** `skein run`: live lines, the report, --json, exit codes (0, 1, 2), agents modules and inputs. */
-import { writeFileSync } from "node:fs";
+import { mkdirSync, symlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { onPostgres } from "../helpers.js";
-import { AGENTS, json, requireBuiltCli, Skein, skein, WORKFLOWS, workspace } from "./helpers.js";
+import { AGENTS, json, ROOT, requireBuiltCli, Skein, skein, WORKFLOWS, workspace } from "./helpers.js";
 
 requireBuiltCli();
 
@@ -166,7 +166,7 @@ describe("skein run", () => {
     const file = ws.file("small.json", WORKFLOWS.small);
     const modules: Record<string, string> = {
       "throws.mjs": 'throw new Error("cannot reach the vault");\n',
-      "no-default.mjs": "export const echo = () => 1;\n",
+      "no-default.mjs": "export const version = 1;\n",
       "not-object.js": "export default () => 1;\n",
       "not-functions.mjs": 'export default { echo: "echo" };\n',
       "empty.mjs": "export default {};\n",
@@ -182,7 +182,9 @@ describe("skein run", () => {
     for (const r of results) expect(r.code).toBe(2);
     expect(stderr).toEqual([
       "skein: agents module throws.mjs failed to load: cannot reach the vault",
-      expect.stringMatching(/^skein: agents module no-default\.mjs has no default export; write export default \{/),
+      expect.stringMatching(
+        /^skein: agents module no-default\.mjs has no default export nor exported functions; write export default \{/,
+      ),
       expect.stringMatching(/^skein: agents module not-object\.js: the default export must be an object/),
       expect.stringMatching(/^skein: agents module not-functions\.mjs: the handlers of "echo" are not functions/),
       expect.stringMatching(/^skein: agents module empty\.mjs exports no handlers/),
@@ -235,11 +237,55 @@ describe("skein run", () => {
         output: { a: { text: "hello ada" } },
       });
     }
-    // What CommonJS cannot hold (top-level await) fails naming the way out.
+    // What CommonJS cannot hold (top-level await, an import of skein) fails naming the way out.
     const tla = await skein(["run", join(bare.dir, "greet.json"), "--agents", "./tla.ts", "--db", bare.db], bare.dir);
     expect(tla.code).toBe(2);
     expect(tla.stderr).toMatch(/^skein: agents module \.\/tla\.ts failed to load: .*Top-level await/s);
     expect(tla.stderr).toContain('name it .mts, or add "type": "module" to its package.json');
+    const skeinDir = join(plain.dir, "node_modules", "skein");
+    mkdirSync(join(plain.dir, "node_modules"));
+    symlinkSync(ROOT, skeinDir);
+    writeFileSync(
+      join(plain.dir, "imports.ts"),
+      'import { defineAgent } from "skein";\nexport default { greet: defineAgent(async () => 1) };\n',
+    );
+    const imports = await skein(["run", "greet.json", "--agents", "./imports.ts", "--db", plain.db], plain.dir);
+    expect(imports.code).toBe(2);
+    expect(imports.stderr).toContain(
+      'CommonJS cannot import an ES module only package such as skein: outside an ESM package a .ts file is compiled as CommonJS: name it .mts, or add "type": "module" to its package.json',
+    );
+  });
+
+  it("loads an agents module compiled to CommonJS (tsc's exports.default), or its exported functions, in a CommonJS package", async () => {
+    const workflow = { id: "greet", nodes: [{ node_id: "a", agent_type: "greet" }] };
+    const ws = workspace();
+    writeFileSync(join(ws.dir, "package.json"), JSON.stringify({ name: "plain", version: "1.0.0" }));
+    const modules: Record<string, string> = {
+      // What tsc writes for `export default { greet }` with "module": "commonjs".
+      "compiled.js":
+        '"use strict";\nObject.defineProperty(exports, "__esModule", { value: true });\nexports.default = { greet: async (t) => ({ by: "compiled", who: t.input.who }) };\n',
+      // No default export: the exported functions are the handlers (CommonJS to tsx here).
+      "named.ts":
+        'export const greet = async (t: { input: { who: string } }) => ({ by: "named", who: t.input.who });\n',
+      "named.mjs": 'export const greet = async (t) => ({ by: "named-esm", who: t.input.who });\n',
+    };
+    for (const [name, text] of Object.entries(modules)) writeFileSync(join(ws.dir, name), text);
+    const file = ws.file("greet.json", workflow);
+    const runs = [];
+    for (const m of Object.keys(modules)) {
+      runs.push(
+        await skein(["run", file, "--agents", `./${m}`, "--db", ws.db, "--input", '{"who":"ada"}', "--json"], ws.dir),
+      );
+    }
+    for (const r of runs) {
+      expect(r.stderr).not.toMatch(/agents module/);
+      expect(r.code).toBe(0);
+    }
+    expect(runs.map((r) => json<{ output: unknown }>(r).output)).toEqual([
+      { a: { by: "compiled", who: "ada" } },
+      { a: { by: "named", who: "ada" } },
+      { a: { by: "named-esm", who: "ada" } },
+    ]);
   });
 
   it.skipIf(onPostgres)("exits 2 when the database is in use by another engine", async () => {
