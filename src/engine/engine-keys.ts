@@ -49,8 +49,8 @@ export function ownRunProblem(
 }
 
 /**
- * @throws ValidationError for a client's idempotency key the engine reserves (`skein:`) or the
- * database cannot store (a NUL byte: PostgreSQL refuses it, so SQLite does too)
+ * @throws ValidationError for a client's idempotency key the engine reserves (`skein:`); one with
+ * a NUL character is refused before, with every id a caller sends (identifiers.ts)
  */
 export function checkClientKey(key: string | undefined, path = "idempotency_key"): void {
   if (key === undefined) return;
@@ -60,11 +60,6 @@ export function checkClientKey(key: string | undefined, path = "idempotency_key"
         path,
         message: `may not start with "${ENGINE_KEY_PREFIX}": keys with that prefix are the engine's own (child runs, map items, schedule slots); choose another key`,
       },
-    ]);
-  }
-  if (key.includes("\u0000")) {
-    throw new ValidationError("The idempotency key cannot be stored", [
-      { path, message: "holds a NUL character (\\u0000), which the database cannot store: remove it" },
     ]);
   }
 }

@@ -37,6 +37,7 @@ import type {
   HeartbeatRequest,
   ProgressRequest,
 } from "./external-requests.js";
+import { refuseNul } from "./identifiers.js";
 import { randomHex } from "./ids.js";
 import type { PublishEventAnswer, ReportAnswer, SendEventAnswer } from "./inputs.js";
 import { type ListMapItemsOptions, listMapItems, type MapItemPage } from "./map-items.js";
@@ -281,6 +282,8 @@ export class Engine {
    */
   async startRun(workflowId: string, options: StartRunOptions = {}): Promise<Run> {
     this.assertOpen();
+    const { idempotency_key, traceparent, scope } = options;
+    refuseNul({ workflow_id: workflowId, idempotency_key, traceparent, scope });
     if (workflowId.includes(ITEM_SEPARATOR)) {
       throw new NotFoundError(
         `workflow "${workflowId}" is the item workflow of a map node: its runs are started by the map; start "${workflowId.split(ITEM_SEPARATOR)[0]}" instead`,
@@ -347,7 +350,8 @@ export class Engine {
    * as the caller knows it (not checked). @throws NotFoundError
    * @example const run = await engine.getRun<{ summary: string }>(runId); run.output?.summary;
    */
-  getRun<O = Json>(runId: string): Promise<RunWithNodes<O>> {
+  async getRun<O = Json>(runId: string): Promise<RunWithNodes<O>> {
+    refuseNul({ run_id: runId });
     return readRunWithNodes(this.store, this.registry, runId) as Promise<RunWithNodes<O>>;
   }
 
@@ -358,7 +362,8 @@ export class Engine {
    * @example const { items, next_after } = await engine.listMapItems(runId, "answer", { limit: 50 });
    * @throws ValidationError for bad options, NotFoundError for an unknown run or a node that is not a map node
    */
-  listMapItems(runId: string, nodeId: string, options: ListMapItemsOptions = {}): Promise<MapItemPage> {
+  async listMapItems(runId: string, nodeId: string, options: ListMapItemsOptions = {}): Promise<MapItemPage> {
+    refuseNul({ run_id: runId, node_id: nodeId });
     return listMapItems(this.store, this.registry, runId, nodeId, options);
   }
 
@@ -370,6 +375,13 @@ export class Engine {
    */
   async review(runId: string, nodeId: string, options: ReviewOptions): Promise<Visit> {
     this.assertOpen();
+    refuseNul({
+      run_id: runId,
+      node_id: nodeId,
+      by: options.by,
+      admin: options.admin,
+      execution_id: options.execution_id,
+    });
     const input = await reviewInput(this.store, this.attempts, runId, nodeId, options);
     return new Promise<Visit>((resolve, reject) => this.dispatcher.push({ ...input, done: { resolve, reject } }));
   }
@@ -383,8 +395,9 @@ export class Engine {
    * @throws ValidationError for a bad request; ForbiddenError for agent types the token may not
    *   claim; LimitError over `taskLimits`
    */
-  claimTasks(request: ClaimRequest): Promise<ExternalTask[]> {
+  async claimTasks(request: ClaimRequest): Promise<ExternalTask[]> {
     this.assertOpen();
+    refuseNul({ agent_types: request.agent_types, worker_id: request.worker_id });
     return this.external.claim(request);
   }
 
@@ -428,6 +441,7 @@ export class Engine {
 
   /** What waits for people, oldest first; only in the runs `runIds` names, when given (a page of runs). */
   async listReviews(filter: { status?: "pending"; runIds?: readonly string[] } = {}): Promise<PendingReview[]> {
+    refuseNul({ run_ids: filter.runIds });
     return pendingReviews(this.store, filter.runIds);
   }
 
@@ -440,6 +454,7 @@ export class Engine {
    */
   async sendEvent(runId: string, name: string, payload: Json = null, options: SendEventOptions = {}) {
     this.assertOpen();
+    refuseNul({ run_id: runId, name, idempotency_key: options.idempotency_key });
     const event = newEvent(
       { run_id: runId, name, payload, idempotency_key: options.idempotency_key },
       { maxPayloadBytes: this.maxPayloadBytes, now: this.clock.now() },
@@ -456,6 +471,7 @@ export class Engine {
    */
   async publishEvent(name: string, key: string, payload: Json = null, options: PublishEventOptions = {}) {
     this.assertOpen();
+    refuseNul({ name, key, idempotency_key: options.idempotency_key, scope: options.scope });
     const bad = options.scope === undefined ? null : scopeProblem(options.scope);
     if (bad) throw new ValidationError("The event's scope is not valid", [{ path: "scope", message: bad }]);
     const event = newEvent(
@@ -483,6 +499,7 @@ export class Engine {
    */
   async cancelRun(runId: string, options: { reason?: string; compensate?: boolean } = {}): Promise<Run> {
     this.assertOpen();
+    refuseNul({ run_id: runId });
     return new Promise<Run>((resolve, reject) =>
       this.dispatcher.push({
         kind: "cancel",
@@ -503,6 +520,7 @@ export class Engine {
    */
   async retryRun(runId: string, options: { from?: string; force?: boolean } = {}): Promise<Run> {
     this.assertOpen();
+    refuseNul({ run_id: runId, from: options.from });
     return new Promise<Run>((resolve, reject) =>
       this.dispatcher.push({
         kind: "retry",
@@ -559,26 +577,31 @@ export class Engine {
    * @throws ValidationError listing every problem: the cron (`cron`, croner's reason), the time
    *   zone (`timezone`), an unknown workflow or version, an input not of its input_schema
    */
-  putSchedule(
+  async putSchedule(
     input: ScheduleInput,
     options: PutScheduleOptions = {},
   ): Promise<{ schedule: Schedule; created: boolean }> {
     this.assertOpen();
+    const { schedule_id, workflow_id, timezone } = (input ?? {}) as Partial<ScheduleInput>;
+    refuseNul({ schedule_id, workflow_id, timezone });
     return schedules.putSchedule(this.schedules, input, options);
   }
 
   /** Schedules by schedule_id; of one workflow with `workflow_id`. */
-  listSchedules(options: ScheduleFilter = {}): Promise<Schedule[]> {
+  async listSchedules(options: ScheduleFilter = {}): Promise<Schedule[]> {
+    refuseNul({ workflow_id: options.workflow_id, workflow_ids: options.workflow_ids });
     return schedules.listSchedules(this.schedules, options);
   }
 
   /** A schedule with its next 5 fire times (epoch ms; none while paused). @throws NotFoundError */
-  getSchedule(scheduleId: string): Promise<schedules.ScheduleWithTimes> {
+  async getSchedule(scheduleId: string): Promise<schedules.ScheduleWithTimes> {
+    refuseNul({ schedule_id: scheduleId });
     return schedules.getSchedule(this.schedules, scheduleId);
   }
 
   /** Stops a schedule firing (next_fire_at null); a paused one is left as it is. @throws NotFoundError */
-  pauseSchedule(scheduleId: string): Promise<Schedule> {
+  async pauseSchedule(scheduleId: string): Promise<Schedule> {
+    refuseNul({ schedule_id: scheduleId });
     this.assertOpen();
     return schedules.pauseSchedule(this.schedules, scheduleId);
   }
@@ -587,13 +610,15 @@ export class Engine {
    * Fires a paused schedule again from its next slot after now: what passed while it was paused
    * is not caught up. An unpaused one is left as it is. @throws NotFoundError
    */
-  resumeSchedule(scheduleId: string): Promise<Schedule> {
+  async resumeSchedule(scheduleId: string): Promise<Schedule> {
+    refuseNul({ schedule_id: scheduleId });
     this.assertOpen();
     return schedules.resumeSchedule(this.schedules, scheduleId);
   }
 
   /** Deletes a schedule; the runs it started keep their schedule_id. @throws NotFoundError */
-  deleteSchedule(scheduleId: string): Promise<void> {
+  async deleteSchedule(scheduleId: string): Promise<void> {
+    refuseNul({ schedule_id: scheduleId });
     this.assertOpen();
     return schedules.deleteSchedule(this.schedules, scheduleId);
   }
@@ -603,6 +628,8 @@ export class Engine {
    * @throws ValidationError for a `q` shorter than 3 characters (the text index is of trigrams).
    */
   async listRuns(filter: RunFilter = {}): Promise<Run[]> {
+    const { workflow_id, workflow_ids, before, schedule_id, id_prefix, q } = filter;
+    refuseNul({ workflow_id, workflow_ids, before, schedule_id, id_prefix, q });
     if (filter.q !== undefined && [...filter.q].length < MIN_SEARCH_CHARS) {
       throw new ValidationError(
         `listRuns: q must be at least ${MIN_SEARCH_CHARS} characters (the search index is of trigrams), got ${JSON.stringify(filter.q)}`,
@@ -615,17 +642,20 @@ export class Engine {
    * @internal runs whose id starts or ends with `part`, at most `limit` of each (the CLI's
    * abbreviated run ids): a prefix is an index range, a suffix a scan of the ids.
    */
-  findRunsByIdPart(part: string, limit: number): Promise<{ prefix: Run[]; suffix: Run[] }> {
+  async findRunsByIdPart(part: string, limit: number): Promise<{ prefix: Run[]; suffix: Run[] }> {
+    refuseNul({ run_id: part });
     return this.store.findRunsByIdPart(part, limit);
   }
 
   /** Every visit of a run, superseded ones included (the loop and retry history). */
-  listVisits(runId: string): Promise<Visit[]> {
+  async listVisits(runId: string): Promise<Visit[]> {
+    refuseNul({ run_id: runId });
     return this.store.listVisits(runId);
   }
 
   /** The run's history, oldest first. */
-  listEvents(runId: string, options: { afterSeq?: number; limit?: number } = {}): Promise<RunEvent[]> {
+  async listEvents(runId: string, options: { afterSeq?: number; limit?: number } = {}): Promise<RunEvent[]> {
+    refuseNul({ run_id: runId });
     return this.store.listEvents(runId, options);
   }
 
@@ -638,6 +668,7 @@ export class Engine {
    * (it passed every check then), with its version. @throws NotFoundError
    */
   async getWorkflow(id: string, version?: number): Promise<{ id: string; version: number; definition: WorkflowInput }> {
+    refuseNul({ workflow_id: id });
     const w = await this.registry.get(id, version);
     return { id, version: w.version, definition: w.document as WorkflowInput };
   }
@@ -678,6 +709,7 @@ export class Engine {
    * @example const done = await engine.waitForRun<{ summary: string }>(run.run_id);
    */
   async waitForRun<O = Json>(runId: string): Promise<RunWithNodes<O>> {
+    refuseNul({ run_id: runId });
     return (await waitForRun(
       {
         store: this.store,

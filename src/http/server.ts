@@ -19,6 +19,7 @@ import { type Logger, pino } from "pino";
 import type { z } from "zod";
 import { issuesToProblems } from "../definition/zod-issues.js";
 import type { Engine } from "../engine/engine.js";
+import { refuseNul } from "../engine/identifiers.js";
 import type { Slots } from "../engine/slots.js";
 import { TokenRate } from "../engine/token-rate.js";
 import { ValidationError } from "../errors.js";
@@ -217,6 +218,13 @@ export async function createServer(options: ServerOptions): Promise<FastifyInsta
         ]),
       );
     }
+    // Every path segment and query value is an id, a name or a filter: a NUL in one (%00) is
+    // refused here, before a route reads anything with it (ids in bodies: the Engine's methods).
+    try {
+      refuseNul({ ...prefixed("params", request.params), ...prefixed("query", request.query) });
+    } catch (e) {
+      return done(e as Error);
+    }
     done();
   });
   // Route schemas are zod: parsed here (defaults applied, types trusted after), every problem with its path.
@@ -299,3 +307,9 @@ export type { Rate } from "../engine/token-rate.js";
 export type { TokenEntry } from "./auth.js";
 export type { ServerLimits } from "./limits.js";
 export { prometheusMetrics } from "./metrics.js";
+
+/** An object's fields under `part.` (params, query), for problems' paths. */
+function prefixed(part: string, values: unknown): Record<string, unknown> {
+  if (values === null || typeof values !== "object") return {};
+  return Object.fromEntries(Object.entries(values).map(([k, v]) => [`${part}.${k}`, v]));
+}

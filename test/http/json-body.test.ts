@@ -111,4 +111,24 @@ describe("strict JSON bodies", () => {
     expect(res.statusCode).toBe(400);
     expect(res.json().error).toMatchObject({ code: "bad_request", message: expect.stringContaining("line 2") });
   });
+
+  it("refuses a NUL character in a path segment, a query value or a body's id with 400 naming the field", async () => {
+    const { app, engine, start, runs } = await api();
+    const get = (url: string) => app.inject({ method: "GET", url, headers: json });
+    const post = (url: string, payload: object) => app.inject({ method: "POST", url, headers: json, payload });
+    const nul = "holds a NUL character (\\u0000), which the database cannot store: remove it";
+    const answers = [
+      [await get("/v1/runs/x%00y"), "params.run_id"],
+      [await get("/v1/runs?workflow_id=simple%00"), "query.workflow_id"],
+      [await post("/v1/runs/x%00y/cancel", {}), "params.run_id"],
+      [await start('{"workflow_id":"simple","idempotency_key":"k\\u0000"}'), "idempotency_key"],
+      [await post("/v1/events", { name: "go\u0000", key: "k" }), "name"],
+    ] as const;
+    for (const [res, path] of answers) {
+      expect(res.statusCode, res.body).toBe(400);
+      expect(res.json().error).toMatchObject({ code: "validation", details: { problems: [{ path, message: nul }] } });
+    }
+    expect(await runs()).toEqual([]);
+    expect(await engine.listRuns()).toEqual([]);
+  });
 });
