@@ -688,6 +688,7 @@ export class Engine {
    */
   subscribe(listener: EventListener, filter: SubscribeFilter = {}): () => void {
     const { run_id, from } = filter;
+    refuseNul({ run_id });
     if (from === undefined) return this.subscribers.add(listener, run_id);
     if (!Number.isSafeInteger(from) || from < 0) {
       throw new ValidationError("Invalid subscription", [

@@ -105,6 +105,7 @@ describe("ids the database refuses", () => {
       ["workflow_id", () => engine.listRuns({ workflow_id: N })],
       ["run_id", () => engine.listVisits(N)],
       ["run_id", () => engine.listEvents(N)],
+      ["run_id", async () => engine.subscribe(() => {}, { run_id: N, from: 0 })],
       ["workflow_id", () => engine.getWorkflow(N)],
       ["node_id", () => engine.listMapItems(run.run_id, N)],
       ["agent_types[0]", () => engine.claimTasks({ agent_types: [N], worker_id: "w1" })],
