@@ -170,32 +170,36 @@ export type CheckedWorkflow<N extends readonly NodeInput[]> = Omit<WorkflowInput
 /**
  * The node type a written node is checked against: its kind's, by its agent_type. A payload
  * field a built-in kind does not have is refused even where every field is optional, which
- * excess-property checks alone would miss here.
+ * excess-property checks alone would miss here, with a type that names it (`"secs is not a field
+ * of sleep's payload"`). The written node is intersected with this (CheckedWorkflow), so the
+ * field's own type meets that type: a plain string would reduce a literal value to `never`, and
+ * TypeScript then reduces the whole payload to `never` (an error on every value that names
+ * nothing); an object type does not. A null or undefined value meets any object as `never` too:
+ * such a field is named as a property the payload lacks instead. (Written inline: helper types
+ * here would be public names.)
  */
 export type CheckedNode<N> = N extends { agent_type: infer A }
   ? A extends BuiltinKind
-    ? BuiltinNodeInput<A> & (N extends { payload: infer P } ? { payload: UnknownFields<A, P> } : unknown)
+    ? BuiltinNodeInput<A> &
+        (N extends { payload: infer P }
+          ? {
+              payload: Exclude<
+                keyof P,
+                // keyof of each member of the payload union (keyof of a union gives only the shared keys)
+                BuiltinPayloads[A] extends infer U ? (U extends unknown ? keyof U : never) : never
+              > &
+                string extends infer K extends string
+                ? {
+                    [F in K]: P[F & keyof P] extends null | undefined
+                      ? unknown
+                      : { [M in `${F} is not a field of ${A}'s payload`]: true };
+                  } & {
+                    [F in K as P[F & keyof P] extends null | undefined
+                      ? `${F} is not a field of ${A}'s payload`
+                      : never]: true;
+                  }
+                : never;
+            }
+          : unknown)
     : AgentNodeInput
   : NodeInput;
-
-/** The fields of a payload `P` that kind `A`'s payload does not have. */
-type UnknownKeys<A extends BuiltinKind, P> = Exclude<
-  keyof P,
-  // keyof of each member of the payload union (keyof of a union gives only the shared keys)
-  BuiltinPayloads[A] extends infer U ? (U extends unknown ? keyof U : never) : never
-> &
-  string;
-
-/**
- * What a payload's unknown fields are checked against: a type that names the field (`"secs is
- * not a field of sleep's payload"`). The written node is intersected with this (CheckedWorkflow),
- * so a field's own type meets the marker: a plain string would reduce a literal's value to
- * `never`, and TypeScript then reduces the whole payload to `never`, an error on every value
- * that names nothing; an object type does not. A null or undefined value meets any object as
- * `never` too: those fields are named as a property the payload lacks instead.
- */
-type UnknownFields<A extends BuiltinKind, P, K extends string = UnknownKeys<A, P>> = {
-  [F in K]: P[F & keyof P] extends null | undefined ? unknown : { [M in NotAField<F, A>]: true };
-} & { [F in K as P[F & keyof P] extends null | undefined ? NotAField<F, A> : never]: true };
-
-type NotAField<F extends string, A extends string> = `${F} is not a field of ${A}'s payload`;
