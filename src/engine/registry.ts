@@ -66,19 +66,24 @@ export class WorkflowRegistry {
     const checkInput = await this.compileInputSchema(workflow);
     // The version is the registry's to assign: content without it decides identity.
     const { version: _ignored, ...content } = json as Record<string, unknown>;
-    const text = canonicalJson(content);
-    const { version, created } = await this.store.putWorkflow(workflow.id, sha256(text), text, now);
+    // Stored in the author's key order (the editor and `skein workflows get` show it back as
+    // written); identity is the canonical text's hash, so the same content in another key order
+    // is the same version, kept as first written.
+    const text = JSON.stringify(content);
+    const hash = sha256(canonicalJson(content));
+    const { version, created } = await this.store.putWorkflow(workflow.id, hash, text, now);
     await this.putItemWorkflows(graph, workflow.id, version, now);
-    // The document exactly as the store keeps it: canonical content plus the version.
-    const document = { ...(JSON.parse(text) as Record<string, unknown>), version };
-    this.cache.set(key(workflow.id, version), {
-      id: workflow.id,
-      version,
-      document,
-      definition: workflow,
-      graph,
-      checkInput,
-    });
+    // Content already registered keeps its first text: `get` reads that one when it is asked for.
+    if (created) {
+      this.cache.set(key(workflow.id, version), {
+        id: workflow.id,
+        version,
+        document: { ...(JSON.parse(text) as Record<string, unknown>), version },
+        definition: workflow,
+        graph,
+        checkInput,
+      });
+    }
     return { id: workflow.id, version, created, warnings: [...warnings, ...(await this.childWarnings(workflow))] };
   }
 
