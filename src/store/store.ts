@@ -54,6 +54,14 @@ export interface RunFilter {
   schedule_id?: string;
   /** Only runs whose id starts with this (a range of the primary key). */
   id_prefix?: string;
+  /**
+   * Only runs whose id contains this, in any case (`%` and `_` are taken literally). Ids are UUIDv7,
+   * whose start is a timestamp that every recent run shares: what a person copies is the tail.
+   * No index: without a status, workflow or schedule, listRuns already reads every run (no index
+   * orders runs by creation alone: a scan and a top-N sort on both stores), so this adds a test of
+   * 36 characters per row read and shrinks the sort; a trigram index would cost every run's insert.
+   */
+  id_contains?: string;
   /** Only runs created at or after this time (ms since the epoch). */
   created_after?: number;
   /** Only runs created before this time (ms since the epoch). */
@@ -65,6 +73,11 @@ export interface RunFilter {
    * runs (not indexed: thousands per map), even when `workflow_id` names their item workflow.
    */
   q?: string;
+}
+
+/** `text` inside a LIKE pattern (escape character `\`): its `\`, `%` and `_` match themselves. */
+export function likeLiteral(text: string): string {
+  return text.replace(/[\\%_]/g, "\\$&");
 }
 
 /** The shortest `RunFilter.q` the trigram indexes can answer. */

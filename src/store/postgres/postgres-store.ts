@@ -27,7 +27,7 @@ import type {
   TransactionOptions,
   VisitKey,
 } from "../store.js";
-import { searchTextOf } from "../store.js";
+import { likeLiteral, searchTextOf } from "../store.js";
 import {
   type ConnectionSettings,
   connectionSettings,
@@ -395,11 +395,12 @@ export class PostgresStore implements Store {
       const prefix = param(filter.id_prefix);
       where.push(`run_id >= ${prefix} AND run_id < ${prefix} || chr(65535)`);
     }
+    if (filter.id_contains !== undefined) where.push(`run_id ILIKE ${param(`%${likeLiteral(filter.id_contains)}%`)}`);
     if (filter.created_after !== undefined) where.push(`created_at >= ${param(filter.created_after)}`);
     if (filter.created_before !== undefined) where.push(`created_at < ${param(filter.created_before)}`);
     if (filter.q !== undefined) {
       // ILIKE with the trigram indexes of migration 012; \, % and _ are taken literally.
-      const pattern = param(`%${searchTextOf(filter.q).replace(/[\\%_]/g, "\\$&")}%`);
+      const pattern = param(`%${likeLiteral(searchTextOf(filter.q))}%`);
       // Map item runs are not searched (nor indexed), as on SQLite.
       where.push(`strpos(workflow_id, '/') = 0 AND (input::text ILIKE ${pattern} OR output::text ILIKE ${pattern})`);
     }

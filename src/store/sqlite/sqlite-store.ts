@@ -34,7 +34,7 @@ import type {
   StoreTx,
   VisitKey,
 } from "../store.js";
-import { searchTextOf } from "../store.js";
+import { likeLiteral, searchTextOf } from "../store.js";
 import { Checkpointer } from "./checkpointer.js";
 import { assertDirectory, configure, openConnection, WAL_CHECKPOINT_BYTES, walBytes } from "./connection.js";
 import { EngineLock, engineLockPath } from "./engine-lock.js";
@@ -356,6 +356,11 @@ export class SqliteStore implements Store {
     if (filter.id_prefix !== undefined) {
       where.push("run_id >= ? AND run_id < ? || char(65535)");
       params.push(filter.id_prefix, filter.id_prefix);
+    }
+    if (filter.id_contains !== undefined) {
+      // LIKE is case-insensitive for ASCII (ids are ASCII); \, % and _ are taken literally.
+      where.push("run_id LIKE ? ESCAPE '\\'");
+      params.push(`%${likeLiteral(filter.id_contains)}%`);
     }
     if (filter.created_after !== undefined) {
       where.push("created_at >= ?");
