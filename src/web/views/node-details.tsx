@@ -2,7 +2,7 @@
 
 import { useEffect, useRef, useState } from "preact/hooks";
 import { Badge, JsonBlock, Time } from "../components.js";
-import { elapsed, reasonTone } from "../format.js";
+import { elapsed, reasonTone, wakesAt } from "../format.js";
 import { href } from "../route.js";
 import type { ChildRun, ProgressEvent, RunEvent, Visit } from "../types.js";
 import { MapItems } from "./map-items.js";
@@ -54,7 +54,8 @@ export function NodeDetails(props: {
         <dd>{elapsed(v.started_at, v.ended_at, now)}</dd>
         {v.deadline_at !== null && v.ended_at === null && (
           <>
-            <dt>Deadline</dt>
+            {/* A sleep's due time is when it wakes, not a limit it may miss. */}
+            <dt>{wakesAt(v) === null ? "Deadline" : "Wakes at"}</dt>
             <dd>
               <Time at={v.deadline_at} />
             </dd>
