@@ -18,6 +18,8 @@ import { defineConfig } from "vitest/config";
  *   over 100 one-second slots, takes about 2 of them).
  */
 export default defineConfig({
+  // `skein`, as the examples import it, is src/index.ts here (tsconfig.json `paths`).
+  resolve: { tsconfigPaths: true },
   test: {
     testTimeout: 30_000,
     hookTimeout: 30_000,
