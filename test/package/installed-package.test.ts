@@ -91,7 +91,7 @@ function npx(args: string[]) {
   return run("npx", ["--no", "--", ...args], { cwd: project, env: { ...process.env, NO_COLOR: "1" } });
 }
 
-describe("the packed package in a fresh npm init -y project", () => {
+describe("the packed package in a fresh npm init -y project", { timeout: 60_000 }, () => {
   it("runs README's Use program as written: the run succeeds with the review's output", async () => {
     writeFileSync(join(project, "main.mts"), readmeProgram(readFileSync(join(ROOT, "README.md"), "utf8")));
     const { stdout } = await npx(["tsx", "main.mts"]);
