@@ -248,6 +248,8 @@ export type EventType =
   | "branch.none"
   | "result.fenced"
   | "loop.reset"
+  | "child.started"
+  | "child.ended"
   | "review.requested"
   | "review.decided"
   | "event.received"
