@@ -237,7 +237,8 @@ async function startItems(f: Flush, rs: RunState, v: Visit, room: number): Promi
       continue;
     }
     const run_id = uuidv7(f.now);
-    const made = await make(row, run_id);
+    const making = make(row, run_id);
+    const made = making instanceof Promise ? await making : making;
     if ("error" in made) {
       updates.push({
         key: vkey,

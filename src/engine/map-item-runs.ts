@@ -31,8 +31,11 @@ import { runRow } from "./run-start.js";
  */
 export type ItemRun = { run: Run; workflow: LoadedWorkflow; deadline_at: number } | { error: VisitError };
 
-/** Makes the runs of a map visit's items (`run_id`: the new run's id); nothing is written here. */
-export type ItemRunMaker = (row: { index: number; item: Json }, run_id: string) => Promise<ItemRun>;
+/**
+ * Makes the runs of a map visit's items (`run_id`: the new run's id); nothing is written here.
+ * Synchronous for agent items: a window of them is made without yielding, as before workflow items had their own path.
+ */
+export type ItemRunMaker = (row: { index: number; item: Json }, run_id: string) => ItemRun | Promise<ItemRun>;
 
 /** The maker of the item runs of map visit `v` (once per window of items started). */
 export async function itemRunMaker(f: Flush, rs: RunState, v: Visit): Promise<ItemRunMaker> {
@@ -46,7 +49,7 @@ export async function itemRunMaker(f: Flush, rs: RunState, v: Visit): Promise<It
     now: f.now,
   });
   if (!("workflow_id" in mapPayload(v.payload).each)) {
-    return async (row, run_id) => ({
+    return (row, run_id) => ({
       run: runRow(itemWorkflow, canonicalJson(row.item), { ...fields(row.index, run_id), budget: null }),
       workflow: itemWorkflow,
       deadline_at: rs.run.deadline_at,
