@@ -174,6 +174,9 @@ export class WorkflowRegistry {
    * The one-node workflow a `map` node's items run (`<workflow_id>/<node_id>`, at the parent's
    * version): its node is the map's `each`, with the map node's retry settings and timeout. It is
    * made from the parent's definition (the row `register` stores for it is what runs refer to).
+   * Items of `each: { workflow_id }` run that workflow itself; their item workflow (a `workflow`
+   * node) holds `each` compiled, resolved per item (map-item-runs.ts), and is what item runs
+   * started by earlier versions (two levels) still run.
    */
   private async itemWorkflow(id: string, version: number | undefined): Promise<LoadedWorkflow> {
     const [parentId = "", nodeId = ""] = id.split(ITEM_SEPARATOR, 2);

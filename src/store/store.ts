@@ -346,6 +346,13 @@ export interface MapItemUpdate {
   ended_at?: number | null;
 }
 
+/** An item of a map visit that did not succeed, as `failedMapItems` reads it. */
+export interface FailedMapItem {
+  index: number;
+  child_run_id: string | null;
+  error: VisitError | null;
+}
+
 /** Thrown by `updateMapItems` for an item row that does not exist: the engine's mistake, never the user's. */
 export function missingMapItem(u: Pick<MapItemUpdate, "key" | "index">): Error {
   return new Error(
@@ -378,6 +385,12 @@ export interface MapTx {
   updateMapItems(updates: MapItemUpdate[]): Promise<void>;
   /** The child run of the visit's SUCCEEDED item that ended last (the next to undo), or null. */
   newestSucceededMapItem(key: VisitKey): Promise<string | null>;
+  /**
+   * The visit's FAILED and CANCELLED items by index, at most `limit`, each with its run (null when
+   * it failed before one started) and error: what a map that succeeded within its tolerated
+   * failures records (`failed_items`).
+   */
+  failedMapItems(key: VisitKey, limit: number): Promise<FailedMapItem[]>;
   /** The child runs of RUNNING items of the visit, at most `limit`. */
   runningMapItems(key: VisitKey, limit: number): Promise<string[]>;
   /**

@@ -413,6 +413,7 @@ export class PostgresTx implements StoreTx {
   readonly pendingMapItems: MapTx["pendingMapItems"] = (key, from, limit) =>
     this.items.pendingMapItems(key, from, limit);
   readonly updateMapItems: MapTx["updateMapItems"] = (updates) => this.items.updateMapItems(updates);
+  readonly failedMapItems: MapTx["failedMapItems"] = (key, limit) => this.items.failedMapItems(key, limit);
   readonly runningMapItems: MapTx["runningMapItems"] = (key, limit) => this.items.runningMapItems(key, limit);
   readonly heldMaps: MapTx["heldMaps"] = (limit) => this.items.heldMaps(limit);
   readonly newestSucceededMapItem: MapTx["newestSucceededMapItem"] = (key) => this.items.newestSucceededMapItem(key);
