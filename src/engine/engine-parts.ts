@@ -85,6 +85,7 @@ export function createParts(c: PartsContext): EngineParts {
     knownAgentTypes: () => [...handlers.keys()],
     decideHooks: () => Object.keys(decideHooks),
     maxOutputBytes: c.maxPayloadBytes,
+    now: () => clock.now(),
     engineProblems: (workflow, graph) => secretOwnerProblems(c.secrets, options.llm, workflow, graph),
   });
   const progress = new ProgressStreams({

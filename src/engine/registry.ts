@@ -54,6 +54,8 @@ export class WorkflowRegistry {
       knownAgentTypes: () => string[];
       decideHooks: () => string[];
       maxOutputBytes: number;
+      /** The engine's clock: a sleep until a fixed time is judged against a run started now. */
+      now: () => number;
       /** What the engine's configuration refuses of a valid workflow (its secrets' owners and hosts). */
       engineProblems?: (workflow: WorkflowDefinition, graph: WorkflowGraph) => Problem[];
     },
@@ -122,6 +124,7 @@ export class WorkflowRegistry {
       knownAgentTypes: this.options.knownAgentTypes(),
       decideHooks: this.options.decideHooks(),
       maxOutputBytes: this.options.maxOutputBytes,
+      now: this.options.now(),
     };
   }
 
