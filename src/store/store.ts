@@ -456,6 +456,11 @@ export interface StoreTx extends InboxTx, MapTx, PruneTx, ScheduleTx {
    * Returns those still holding attempts.
    */
   takeDeadEngines(self: string, staleBefore: number): Promise<string[]>;
+  /**
+   * The last heartbeat (ms) of each of these engines' rows, for the takeover's log line; an
+   * engine without a row is left out. 0: it stopped with attempts still running (PostgreSQL).
+   */
+  lastHeartbeats(engineIds: string[]): Promise<Map<string, number>>;
   runByIdempotencyKey(key: string): Promise<Run | null>;
   /** The runs under any of these idempotency keys (a map's item keys, looked up a window at a time). */
   runsByIdempotencyKeys(keys: string[]): Promise<Run[]>;

@@ -647,6 +647,14 @@ export class SqliteStore implements Store {
         return { events, revisions: new Map(revised) };
       },
       takeDeadEngines: async () => [],
+      lastHeartbeats: async (engineIds) => {
+        const rows = this.writer
+          .prepare(
+            `SELECT engine_id, heartbeat_at FROM engines WHERE engine_id IN (${engineIds.map(() => "?").join(",")})`,
+          )
+          .all(...engineIds) as { engine_id: string; heartbeat_at: number }[];
+        return new Map(rows.map((r) => [r.engine_id, r.heartbeat_at]));
+      },
       loadRun: async (runId, options) => load(runId, options?.known),
       loadRuns: async (runIds, known) => runIds.map((id) => load(id, known?.get(id))).filter((r) => r !== null),
       tryLocked: async () => [],
