@@ -286,9 +286,11 @@ function checkHooksAndAgents(c: Checks, node: NodeDefinition, i: number, options
   const known = new Set([...options.knownAgentTypes, ...BUILTIN_KINDS]);
   const check = (path: string, type: string) => {
     if (!known.has(type)) {
+      const near = nearest(type, known);
+      const hint = near === undefined ? "" : ` (did you mean "${near}"?)`;
       c.warnings.push({
         path,
-        message: `no agent is registered for agent_type "${type}": its visits wait until an engine with a handler for it claims them`,
+        message: `no agent is registered for agent_type "${type}"${hint}: its visits wait until an engine with a handler for it, or a worker, claims them`,
       });
     }
   };
