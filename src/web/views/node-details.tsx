@@ -12,9 +12,9 @@ function waitingFor(v: Visit): string | null {
   if (v.waiting) return v.waiting.message;
   if (v.state !== "WAITING") return null;
   const p = (v.payload ?? {}) as { event?: unknown; key?: unknown };
-  if (typeof p.event !== "string") return "its wake-up time (the deadline below)";
+  if (typeof p.event !== "string") return "the time it wakes (a sleep)";
   const key = typeof p.key === "string" ? ` (key ${p.key})` : "";
-  return `event "${p.event}"${key}, until the deadline below`;
+  return `event "${p.event}"${key}, until its deadline`;
 }
 
 export function NodeDetails(props: {
