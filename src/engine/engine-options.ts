@@ -1,4 +1,5 @@
 /** The options and answers of the public Engine (engine.ts): what a caller passes and gets back. */
+
 import type { MeterProvider } from "@opentelemetry/api";
 import type { Logger } from "pino";
 import type { AgentHandler, DecideHook } from "../agents/task.js";
@@ -11,6 +12,7 @@ import type { MapProgress } from "./map-items.js";
 import type { NotifyOptions } from "./notifier.js";
 import type { Duration, RetentionOptions } from "./retention.js";
 import type { SecretOption } from "./secrets.js";
+import type { NodeWaiting } from "./served-types.js";
 import type { TaskLimits } from "./task-limits.js";
 
 /** A rate limit of one agent type: `per_second` or `per_minute` (one of them), and how many tokens may gather. */
@@ -246,6 +248,13 @@ export interface RunWithNodes<O = Json> extends Run<O> {
 /** A current visit as getRun shows it: a map node's counts include the items not started yet. */
 export interface NodeVisit extends Visit {
   items: MapProgress | null;
+  /**
+   * What a node ready to run waits for, when that is worth saying; absent otherwise.
+   * `{ reason: "no_agent", message }`: no engine has a handler for its agent type and no worker
+   * claimed it lately, so it waits until the run's timeout (the message names the type, and the
+   * nearest served one when it looks like a typo).
+   */
+  waiting?: NodeWaiting;
 }
 
 /** A decision on a `human_review` node. */

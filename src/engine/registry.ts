@@ -51,16 +51,19 @@ export class WorkflowRegistry {
   constructor(
     private readonly store: Store,
     private readonly options: {
-      knownAgentTypes: () => string[];
+      /** The agent types something serves (served-types.ts): others get a warning. */
+      knownAgentTypes: () => Promise<Iterable<string>>;
       decideHooks: () => string[];
       maxOutputBytes: number;
+      /** The engine's clock: a sleep until a fixed time is judged against a run started now. */
+      now: () => number;
       /** What the engine's configuration refuses of a valid workflow (its secrets' owners and hosts). */
       engineProblems?: (workflow: WorkflowDefinition, graph: WorkflowGraph) => Problem[];
     },
   ) {}
 
   async register(json: unknown, now: number): Promise<RegisteredWorkflow> {
-    const { workflow, graph, warnings } = parseWorkflowOrThrow(json, this.validateOptions());
+    const { workflow, graph, warnings } = parseWorkflowOrThrow(json, await this.validateOptions());
     const refused = this.options.engineProblems?.(workflow, graph) ?? [];
     if (refused.length > 0) throw new ValidationError("Workflow definition is invalid", refused);
     const checkInput = await this.compileInputSchema(workflow);
@@ -109,7 +112,7 @@ export class WorkflowRegistry {
 
   /** The checks of `register` (the definition, then its input_schema), as a result: nothing is stored. */
   async check(json: unknown): Promise<WorkflowCheck> {
-    const result = validateWorkflow(json, this.validateOptions());
+    const result = validateWorkflow(json, await this.validateOptions());
     if (!result.ok) return { ok: false, errors: result.errors, warnings: result.warnings };
     const refused = this.options.engineProblems?.(result.workflow, result.graph) ?? [];
     if (refused.length > 0) return { ok: false, errors: refused, warnings: result.warnings };
@@ -122,11 +125,12 @@ export class WorkflowRegistry {
     return { ok: true, errors: [], warnings: result.warnings };
   }
 
-  private validateOptions(): ValidateOptions {
+  private async validateOptions(): Promise<ValidateOptions> {
     return {
-      knownAgentTypes: this.options.knownAgentTypes(),
+      knownAgentTypes: await this.options.knownAgentTypes(),
       decideHooks: this.options.decideHooks(),
       maxOutputBytes: this.options.maxOutputBytes,
+      now: this.options.now(),
     };
   }
 

@@ -194,6 +194,16 @@ export const MapItemSchema = z
   })
   .meta({ id: "MapItem", description: "One item of a map visit, run as a child run" });
 
+/** What a node ready to run waits for, when that is worth saying (engine/served-types.ts). */
+const NodeWaitingSchema = z
+  .object({
+    reason: z
+      .enum(["no_agent"])
+      .describe("no_agent: no engine has a handler for its agent type and no worker claimed it lately"),
+    message: z.string().describe("what it waits for and what to do, in words"),
+  })
+  .meta({ id: "NodeWaiting", description: "What a node ready to run waits for" });
+
 export const VisitSchema = z
   .object({
     run_id: z.string(),
@@ -214,6 +224,9 @@ export const VisitSchema = z
     prior_starts: z.number().int(),
     items: MapCountsSchema.nullable().describe(
       "a map node's item counts; null for other kinds, and before a map begins",
+    ),
+    waiting: NodeWaitingSchema.optional().describe(
+      "getRun only, when a ready node waits for something worth saying: an agent nothing serves (it would wait until the run's timeout)",
     ),
     ...attemptFields,
   })

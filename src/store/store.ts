@@ -39,6 +39,8 @@ export interface EngineRow {
   pid: number;
   started_at: number;
   heartbeat_at: number;
+  /** The agent types it serves (engine/served-types.ts): written at registration and with every heartbeat. Default: none known. */
+  served_types?: string[];
 }
 
 /** Which runs `listRuns` gives; a map's item runs only when `workflow_id` names their item workflow. */
@@ -144,7 +146,14 @@ export interface Store {
    * in-process attempts are to be recovered).
    */
   registerEngine(engine: EngineRow, staleBefore: number): Promise<string[]>;
-  heartbeat(engineId: string, now: number): Promise<void>;
+  /** Renews the engine's heartbeat and, when given, what it serves now (`EngineRow.served_types`). */
+  heartbeat(engineId: string, now: number, servedTypes?: string[]): Promise<void>;
+  /**
+   * Every agent type a live engine serves: the union of `served_types` of the engines not stopped
+   * whose heartbeat is at most `freshMs` old at `now` (PostgreSQL: the database's time, unless the
+   * store was given a clock). Outside a transaction; reads only.
+   */
+  servedTypes(now: number, freshMs: number): Promise<string[]>;
   /**
    * Marks the engine stopped as it closes. Does not throw for a failure of the database
    * (closing must end): a row left as it was is taken as a dead engine's by the next one.
@@ -482,6 +491,11 @@ export interface StoreTx extends InboxTx, MapTx, PruneTx, ScheduleTx {
    * Returns those still holding attempts.
    */
   takeDeadEngines(self: string, staleBefore: number): Promise<string[]>;
+  /**
+   * The last heartbeat (ms) of each of these engines' rows, for the takeover's log line; an
+   * engine without a row is left out. 0: it stopped with attempts still running (PostgreSQL).
+   */
+  lastHeartbeats(engineIds: string[]): Promise<Map<string, number>>;
   runByIdempotencyKey(key: string): Promise<Run | null>;
   /** The runs under any of these idempotency keys (a map's item keys, looked up a window at a time). */
   runsByIdempotencyKeys(keys: string[]): Promise<Run[]>;

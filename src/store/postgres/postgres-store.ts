@@ -115,15 +115,20 @@ const SQL = {
   // Engines found dead by their free lock are left to the sweeps, which give a lock its grace.
   registerEngine: `
     WITH t AS (SELECT coalesce($4::bigint, ${DB_NOW}) AS now),
-    me AS (INSERT INTO engines (engine_id, host, pid, started_at, heartbeat_at)
-           SELECT $1, $2, $3, t.now, t.now FROM t),
+    me AS (INSERT INTO engines (engine_id, host, pid, started_at, heartbeat_at, served_types)
+           SELECT $1, $2, $3, t.now, t.now, $6::json FROM t),
     d AS (UPDATE engines e SET stopped_at = t.now FROM t
            WHERE e.stopped_at IS NULL AND e.heartbeat_at < t.now - $5::bigint AND e.engine_id <> $1
           RETURNING e.engine_id)
     SELECT engine_id FROM d WHERE ${HOLDS_ATTEMPTS}`,
   // A heartbeat also revives an engine another one took for dead while it was merely slow: if
   // it dies later, its newer attempts are recovered as soon as its heartbeat goes stale again.
-  heartbeat: `UPDATE engines SET heartbeat_at = coalesce($2::bigint, ${DB_NOW}), stopped_at = NULL WHERE engine_id = $1`,
+  heartbeat: `UPDATE engines SET heartbeat_at = coalesce($2::bigint, ${DB_NOW}), stopped_at = NULL,
+                               served_types = coalesce($3::json, served_types)
+              WHERE engine_id = $1`,
+  servedTypes: `SELECT DISTINCT json_array_elements_text(served_types) AS agent_type FROM engines
+                WHERE stopped_at IS NULL AND heartbeat_at >= coalesce($1::bigint, ${DB_NOW}) - $2::bigint
+                  AND served_types IS NOT NULL`,
   // An engine that stops while attempts it held still run (closed before they returned) is
   // not stopped but made stale at once, so the next engine to look takes it and recovers them.
   stopEngine: `
@@ -226,13 +231,27 @@ export class PostgresStore implements Store {
         engine.pid,
         this.clock ? engine.heartbeat_at : null,
         engine.heartbeat_at - staleBefore,
+        engine.served_types ? JSON.stringify(engine.served_types) : null,
       ],
     });
     return rows.map((r) => r.engine_id);
   }
 
-  async heartbeat(engineId: string, now: number): Promise<void> {
-    await this.read({ name: "skein_heartbeat", text: SQL.heartbeat, values: [engineId, this.clock ? now : null] });
+  async heartbeat(engineId: string, now: number, servedTypes?: string[]): Promise<void> {
+    await this.read({
+      name: "skein_heartbeat",
+      text: SQL.heartbeat,
+      values: [engineId, this.clock ? now : null, servedTypes ? JSON.stringify(servedTypes) : null],
+    });
+  }
+
+  async servedTypes(now: number, freshMs: number): Promise<string[]> {
+    const rows = await this.read<{ agent_type: string }>({
+      name: "skein_served_types",
+      text: SQL.servedTypes,
+      values: [this.clock ? now : null, freshMs],
+    });
+    return rows.map((r) => r.agent_type);
   }
 
   /**

@@ -7,6 +7,16 @@ import { href } from "../route.js";
 import type { ChildRun, ProgressEvent, RunEvent, Visit } from "../types.js";
 import { MapItems } from "./map-items.js";
 
+/** What the node waits for, in words: an agent nothing serves (the server says), an event, or its wake-up time. */
+function waitingFor(v: Visit): string | null {
+  if (v.waiting) return v.waiting.message;
+  if (v.state !== "WAITING") return null;
+  const p = (v.payload ?? {}) as { event?: unknown; key?: unknown };
+  if (typeof p.event !== "string") return "the time it wakes (a sleep)";
+  const key = typeof p.key === "string" ? ` (key ${p.key})` : "";
+  return `event "${p.event}"${key}, until its deadline`;
+}
+
 export function NodeDetails(props: {
   visit: Visit;
   events: RunEvent[];
@@ -38,6 +48,12 @@ export function NodeDetails(props: {
         </dd>
         <dt>Held by</dt>
         <dd>{v.holder ?? "-"}</dd>
+        {waitingFor(v) !== null && (
+          <>
+            <dt>Waiting for</dt>
+            <dd class={`waiting-for${v.waiting ? " reason danger" : ""}`}>{waitingFor(v)}</dd>
+          </>
+        )}
         <dt>Created</dt>
         <dd>
           <Time at={v.created_at} />
