@@ -81,6 +81,26 @@ describe("PostgreSQL behind PgBouncer (transaction mode)", () => {
     expect(JSON.parse(listed.stdout)).toEqual([]);
   });
 
+  it("refuses a listenDatabase that is not a direct connection to the pooler's database, and one beside SQLite", async () => {
+    const { pooled } = await freshSchema();
+    // Another database of the same server: the engine's lock there is not seen through the pooler.
+    const otherDatabase = new URL(DIRECT);
+    otherDatabase.pathname = "/postgres";
+    await expect(createEngine({ database: pooled, listenDatabase: otherDatabase.toString() })).rejects.toThrow(
+      /the listen database .*\/postgres does not reach the database of .*: .*give listenDatabase a direct connection/,
+    );
+    // The pooler itself: it refuses the listen connection's session settings.
+    await expect(createEngine({ database: pooled, listenDatabase: bouncer.through(DIRECT) })).rejects.toThrow(
+      /refused a startup parameter \(unsupported startup parameter: options\)/,
+    );
+    await expect(createEngine({ database: pooled, listenDatabase: `${DIRECT}?schema=elsewhere` })).rejects.toThrow(
+      /listenDatabase names schema "elsewhere" but the database names "skein_pool_.*"; .*drop \?schema= from listenDatabase/,
+    );
+    await expect(createClient({ database: "sqlite::memory:", listenDatabase: DIRECT })).rejects.toThrow(
+      /listenDatabase is for PostgreSQL behind a connection pooler, but the database is "sqlite::memory:"/,
+    );
+  });
+
   it("runs workflows across two engines and a client, each node woken by LISTEN on the direct connection", async () => {
     const { pooled } = await freshSchema();
     // a and c run on the CLI engine (echo); b only on the engine here, whose periodic sweep
