@@ -103,8 +103,9 @@ const BEGIN = "BEGIN ISOLATION LEVEL READ COMMITTED";
 
 /**
  * What a transaction's BEGIN round trip runs after BEGIN (named: prepared once per connection,
- * kept plans, unless behind a pooler): the database's time, the runs' locks, waiting or not, and the read of the runs
- * it locked. The run ids are bound as an array parameter, never written into the SQL.
+ * kept plans; unnamed behind a pooler): the database's time, the runs' locks, waiting or not,
+ * and the read of the runs it locked. The run ids are bound as an array parameter, never
+ * written into the SQL.
  */
 const BEGIN_STATEMENTS = {
   now: { name: "skein_now", text: `SELECT ${DB_NOW} AS now` },
