@@ -29,6 +29,18 @@ export interface EngineOptions {
    * engines may share one PostgreSQL schema). @defaultValue `"sqlite:./skein.db"`
    */
   database?: string;
+  /**
+   * PostgreSQL behind a transaction-mode connection pooler (PgBouncer, a hosted database's
+   * pooler; DESIGN §8): give the pooler as `database` and a direct connection to the same
+   * database here, for what needs a session of its own (LISTEN/NOTIFY and the engine's liveness
+   * lock: one connection per engine). Every other statement goes through the pooler, which then
+   * gets no startup options, no session state and no named prepared statements. Without it,
+   * `database` must be a direct connection (a pooler refuses Skein's startup options, which the
+   * error says).
+   * @example createEngine({ database: "postgres://app@pgbouncer:6432/app?schema=skein", listenDatabase: "postgres://app@db:5432/app" })
+   * @defaultValue none: `database` is a direct connection
+   */
+  listenDatabase?: string;
   /** In-process agents by agent_type. The built-in `aggregator` is always there. */
   agents?: Record<string, AgentHandler>;
   /** Code hooks named by nodes' `decide`. */

@@ -101,7 +101,7 @@ export function createEngine(options: EngineOptions = {}): Promise<Engine> {
 export function createClient(
   options: Pick<
     EngineOptions,
-    "database" | "synchronous" | "busyTimeoutMs" | "maxPayloadBytes" | "clock" | "logger"
+    "database" | "listenDatabase" | "synchronous" | "busyTimeoutMs" | "maxPayloadBytes" | "clock" | "logger"
   > = {},
 ): Promise<Engine> {
   return open(options, false);
