@@ -7,10 +7,11 @@ import { defineConfig } from "vitest/config";
  * - default: every test on SQLite (and the PostgreSQL store's own tests);
  * - postgres: the engine's behaviour suite and the CLI's again on PostgreSQL (test/helpers.ts
  *   gives each test a fresh schema on the local server);
- * - processes: several engine processes on PostgreSQL killed or cut off mid-run, and the probe
+ * - processes: several engine processes on PostgreSQL killed or cut off mid-run, the probe
  *   that times the API's answers while a huge tree grows (test/http/bounded-work.test.ts, both
- *   stores). `npm test` runs it after the others, alone, so that its engines are not starved of
- *   CPU by other tests and the probe's timings are the engine's, not the neighbours';
+ *   stores), and the packed package in a fresh project running README's program and an example
+ *   (test/package/). `npm test` runs it after the others, alone, so that its engines are not
+ *   starved of CPU by other tests and the probe's timings are the engine's, not the neighbours';
  * - faults: the fault-injection suite (test/faults/, `npm run test:faults`): engine processes
  *   killed, stopped, skewed and starved of disk, with oracles over the database and a side-effect
  *   sink. Last and alone too, one file at a time (each case loads the machine by itself); each
@@ -18,6 +19,8 @@ import { defineConfig } from "vitest/config";
  *   over 100 one-second slots, takes about 2 of them).
  */
 export default defineConfig({
+  // `skein`, as the examples import it, is src/index.ts here (tsconfig.json `paths`).
+  resolve: { tsconfigPaths: true },
   test: {
     testTimeout: 30_000,
     hookTimeout: 30_000,
@@ -27,7 +30,7 @@ export default defineConfig({
         test: {
           name: "default",
           include: ["test/**/*.test.ts"],
-          exclude: ["test/postgres/**", "test/faults/**", "test/http/bounded-work.test.ts"],
+          exclude: ["test/postgres/**", "test/faults/**", "test/http/bounded-work.test.ts", "test/package/**"],
         },
       },
       {
@@ -40,7 +43,10 @@ export default defineConfig({
       },
       {
         extends: true,
-        test: { name: "processes", include: ["test/postgres/**/*.test.ts", "test/http/bounded-work.test.ts"] },
+        test: {
+          name: "processes",
+          include: ["test/postgres/**/*.test.ts", "test/http/bounded-work.test.ts", "test/package/**/*.test.ts"],
+        },
       },
       {
         extends: true,

@@ -31,6 +31,7 @@ import { benchParked, benchWaiting } from "./parked.js";
 import { benchPgEngines } from "./pg-engines.js";
 import { benchPgRecovery } from "./pg-recovery.js";
 import { checkpoint, dropLeftoverSchemas, serverSettings, tempSchema } from "./postgres.js";
+import { missingPrerequisites } from "./prerequisites.js";
 import { benchProgress } from "./progress.js";
 import { benchRecovery } from "./recovery.js";
 import { benchSchedules } from "./schedules.js";
@@ -203,6 +204,16 @@ const MEASUREMENTS: [string, () => Promise<Measured>, Section?, number?][] = [
 async function main(): Promise<void> {
   process.chdir(join(here, ".."));
   const only = process.argv.slice(2);
+  const chosen = MEASUREMENTS.filter(([name]) => only.length === 0 || only.includes(name));
+  const missing = await missingPrerequisites(chosen.map(([name, , section = "sqlite"]) => ({ name, section })));
+  if (missing.length > 0) {
+    // Before any work, and without touching latest.json: nothing was measured.
+    process.stderr.write(
+      `npm run bench needs what this machine does not have:\n${missing.map((m) => `  ${m}`).join("\n")}\n` +
+        "or name the measurements to run, e.g. npm run bench -- dag8 map10k (their names: MEASUREMENTS in bench/run.ts)\n",
+    );
+    process.exit(1);
+  }
   const sections: Record<Section, Record<string, number>> = { sqlite: {}, postgres: {}, cli: {}, http: {} };
   const meta: Record<string, unknown> = {
     node: process.version,

@@ -96,6 +96,7 @@ export type { Notification, NotifyOptions } from "./engine/notifier.js";
 export type { RegisteredWorkflow, WorkflowCheck } from "./engine/registry.js";
 export type { Duration, RetentionOptions } from "./engine/retention.js";
 export type { SecretOption } from "./engine/secrets.js";
+export type { NodeWaiting } from "./engine/served-types.js";
 export type { TaskLimits } from "./engine/task-limits.js";
 export {
   ConflictError,

@@ -1,5 +1,5 @@
 /** A classifier that routes questions to `answer` and everything else to `summarize`. */
-import { defineAgent } from "../../src/index.js";
+import { defineAgent } from "skein";
 
 export default {
   classifier: defineAgent<{ text: string }, { kind: "question" | "statement" }>((task) => ({

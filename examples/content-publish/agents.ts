@@ -6,7 +6,7 @@
  * `defineAgent<Payload, Output>` types each handler: `task.payload` is the payload the workflow
  * gives the node (workflow.json), and what a handler returns is checked against its output type.
  */
-import { defineAgent } from "../../src/index.js";
+import { defineAgent } from "skein";
 
 /** A simulated call that ends early when the attempt is cancelled or times out. */
 function work(task: { signal: AbortSignal }, ms = 10 + Math.random() * 40): Promise<void> {

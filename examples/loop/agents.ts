@@ -1,5 +1,5 @@
 /** The critic's score rises with each revision; the third critique passes. */
-import type { Task } from "../../src/index.js";
+import type { Task } from "skein";
 
 export default {
   writer(task: Task) {

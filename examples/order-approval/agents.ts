@@ -5,7 +5,7 @@
  * step returned (`self.output` in their payload). Every agent logs what it does to stderr.
  */
 import { createHash } from "node:crypto";
-import { defineAgent, type Task } from "../../src/index.js";
+import { defineAgent, type Task } from "skein";
 
 function log(task: Pick<Task, "run_id" | "node_id" | "visit">, message: string): void {
   process.stderr.write(`[${task.run_id.slice(-8)}] ${task.node_id}#${task.visit}: ${message}\n`);

@@ -10,7 +10,7 @@
  * parent run's input: what a researcher needs goes into the item, which is why each question
  * carries its topic.
  */
-import { defineAgent } from "../../src/index.js";
+import { defineAgent } from "skein";
 
 const ANGLES = [
   (t: string) => `What is ${t}?`,

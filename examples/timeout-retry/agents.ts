@@ -2,7 +2,7 @@
  * `flaky` fails its first two attempts (like an API answering 503); `slow` hangs on its first
  * attempt until the 0.5 s timeout aborts it, then answers at once.
  */
-import type { Task } from "../../src/index.js";
+import type { Task } from "skein";
 
 export default {
   flaky(task: Task) {

@@ -15,8 +15,8 @@ const PARALLEL = 4;
 
 /** The help text of `skein <path...> --help`, without a width that depends on the terminal. */
 async function helpOf(path: string[]): Promise<string> {
-  // SKEIN_DB would show as the --db default's source; the width is commander's default (80).
-  const { SKEIN_DB: _db, ...rest } = process.env;
+  // SKEIN_DB (SKEIN_LISTEN_DATABASE) would show as the option's source; the width is commander's default (80).
+  const { SKEIN_DB: _db, SKEIN_LISTEN_DATABASE: _listen, ...rest } = process.env;
   const env = { ...rest, NO_COLOR: "1", FORCE_COLOR: "0" };
   const { stdout } = await run(TSX, ["src/cli/main.ts", ...path, "--help"], { cwd: ROOT, env });
   return stdout.trimEnd();

@@ -8,6 +8,7 @@ import { dirname } from "node:path";
 import type { Logger } from "pino";
 import type { AgentHandler, Engine, RunWithNodes } from "../index.js";
 import { llmFromEnv } from "./llm-env.js";
+import { listenDatabaseOption } from "./options.js";
 import { CliError } from "./output.js";
 import { resolveRun } from "./run-ids.js";
 
@@ -27,7 +28,7 @@ export async function withClient<T>(
 ): Promise<T> {
   if (options.mustExist !== false) assertDatabaseExists(db);
   const { createClient } = await library();
-  const client = await createClient({ database: db });
+  const client = await createClient({ database: db, ...listenDatabaseOption() });
   try {
     return await fn(client);
   } finally {
@@ -50,6 +51,7 @@ export async function openEngine(db: string, agents: Record<string, AgentHandler
   const { secretsFromEnv } = await import("../engine/secrets.js");
   return createEngine({
     database: db,
+    ...listenDatabaseOption(),
     agents,
     secrets: secretsFromEnv(),
     ...llmFromEnv(),

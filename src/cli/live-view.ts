@@ -157,6 +157,9 @@ export class RunProgress {
         row.note = `waiting for ${reviewers(e.data.assignees)}`;
         row.assignee = firstAssignee(e.data.assignees);
         break;
+      case "child.started":
+        row.note = `child run ${e.data.run_id}`;
+        break;
       case "compensation.succeeded":
         row.note = "undone (compensation succeeded)";
         break;
@@ -285,6 +288,12 @@ function describe(e: RunEvent): string {
       return `-> ${d.target} (resets ${list(d.region)})`;
     case "result.fenced":
       return "late result ignored";
+    case "child.started":
+      return `${attempt}: child run ${d.run_id}`;
+    case "child.ended": {
+      const why = errorMessage(e);
+      return `${attempt}: child run ${d.run_id} ${d.status}${why ? `: ${oneLine(why, 120)}` : ""}`;
+    }
     case "node.waiting":
       return `${attempt}: waiting for ${waitNote(d)}`;
     case "event.received":

@@ -26,7 +26,7 @@ import { registerStatus } from "./commands/status.js";
 import { registerValidate } from "./commands/validate.js";
 import { registerWorker } from "./commands/worker.js";
 import { registerWorkflows } from "./commands/workflows.js";
-import { DEFAULT_DB, examples } from "./options.js";
+import { DEFAULT_DB, examples, takeListenDatabase } from "./options.js";
 import { EXIT, reportError } from "./output.js";
 
 export function buildProgram(): Command {
@@ -41,6 +41,13 @@ export function buildProgram(): Command {
         .env("SKEIN_DB")
         .default(DEFAULT_DB),
     )
+    .addOption(
+      new Option(
+        "--listen-database <url>",
+        "with --db a PostgreSQL pooler (PgBouncer, transaction mode): a direct connection to the same database, for LISTEN and engine locks",
+      ).env("SKEIN_LISTEN_DATABASE"),
+    )
+    .hook("preAction", (_program, action) => takeListenDatabase(action))
     .exitOverride()
     .configureHelp({ showGlobalOptions: true })
     .showHelpAfterError("(skein --help lists the commands; skein <command> --help shows one)")

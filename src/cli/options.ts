@@ -11,6 +11,24 @@ export function dbOf(command: Command): string {
   return String(command.optsWithGlobals().db ?? DEFAULT_DB);
 }
 
+/**
+ * PostgreSQL behind a pooler (DESIGN §8): the direct connection `--listen-database`, else
+ * SKEIN_LISTEN_DATABASE, names. Read from the command line before each command's action
+ * (main.ts), so that every command that opens the database passes it on (`listenDatabaseOption`).
+ */
+let listenDatabase: string | undefined;
+
+/** Takes the command line's listen database: main.ts calls it before the action runs. */
+export function takeListenDatabase(command: Command): void {
+  const given = command.optsWithGlobals().listenDatabase;
+  listenDatabase = given === undefined ? undefined : String(given);
+}
+
+/** `{ listenDatabase }` for createEngine and createClient when one was given, else nothing. */
+export function listenDatabaseOption(): { listenDatabase?: string } {
+  return listenDatabase === undefined ? {} : { listenDatabase };
+}
+
 /** The `--help` text after a command's options: its examples. */
 export function examples(...lines: string[]): string {
   return `\nExample${lines.length > 1 ? "s" : ""}:\n${lines.map((l) => `  $ ${l}`).join("\n")}\n`;
@@ -28,19 +46,21 @@ export function resumeCommand(command: Command, runId: string, agents: string | 
   const parts = ["skein", "resume", runId];
   const db = explicitDb(command);
   if (db !== undefined) parts.push("--db", db);
+  if (db !== undefined && listenDatabase !== undefined) parts.push("--listen-database", listenDatabase);
   if (agents !== undefined) parts.push("--agents", agents);
   return parts.map(shellQuote).join(" ");
 }
 
 /**
  * The command that decides a review, for the live view: `skein review <run> <node>
- * approve|reject --by <first assignee>` (no --by when anyone may decide), with `--db` when given.
+ * approve|reject --by <first assignee>` (no --by when anyone may decide), with `--db` (and `--listen-database`) when given.
  */
 export function reviewCommand(runId: string, nodeId: string, assignee: string | null, db: string | undefined): string {
   const parts = ["skein", "review", runId, nodeId].map(shellQuote);
   parts.push("approve|reject");
   if (assignee !== null) parts.push("--by", shellQuote(assignee));
   if (db !== undefined) parts.push("--db", shellQuote(db));
+  if (db !== undefined && listenDatabase !== undefined) parts.push("--listen-database", shellQuote(listenDatabase));
   return parts.join(" ");
 }
 

@@ -175,6 +175,19 @@ export interface MapCounts {
    * (engine/bounded-work.ts). Absent (visits before schema v15): all of them.
    */
   written?: number;
+  /**
+   * Set when the map SUCCEEDED within its tolerated failures: its FAILED and CANCELLED items, the
+   * first `FAILED_ITEMS_SHOWN` by index (core/kinds/map.ts); `failed + cancelled` is how many there were.
+   */
+  failed_items?: FailedItem[];
+}
+
+/** An item of a map that did not succeed: its index, its run (null: it failed before one started) and why. */
+export interface FailedItem {
+  index: number;
+  run_id: string | null;
+  /** The item's error, its message and reason only (listMapItems has the whole). */
+  error: Pick<VisitError, "message" | "reason"> | null;
 }
 
 export type MapItemState = "PENDING" | "RUNNING" | "SUCCEEDED" | "FAILED" | "CANCELLED";
@@ -188,7 +201,7 @@ export interface MapItem {
   index: number;
   item: Json;
   state: MapItemState;
-  /** The child run that runs it (null while PENDING). */
+  /** The child run that runs it (null while PENDING, and for an item that failed before its run started). */
   child_run_id: string | null;
   /** The child run's output once SUCCEEDED. */
   output: Json | null;
@@ -248,6 +261,8 @@ export type EventType =
   | "branch.none"
   | "result.fenced"
   | "loop.reset"
+  | "child.started"
+  | "child.ended"
   | "review.requested"
   | "review.decided"
   | "event.received"

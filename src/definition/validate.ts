@@ -4,6 +4,8 @@
  */
 
 import { BUILTIN_KINDS, kindOf, secretsRefusal } from "../core/kinds/index.js";
+import { dueTime, sleep } from "../core/kinds/sleep.js";
+import type { Json } from "../core/types.js";
 import { type Problem, ValidationError } from "../errors.js";
 import { checkStructure } from "./check-structure.js";
 import { type CompiledPayload, compilePayload, compileWhen } from "./expressions.js";
@@ -27,6 +29,11 @@ export interface ValidateOptions {
   knownAgentTypes?: Iterable<string>;
   /** Registered `decide` hooks; a node naming another one is an error. Default: no check. */
   decideHooks?: Iterable<string>;
+  /**
+   * When a run would start, ms since the epoch: a sleep `until` a fixed time further than the
+   * workflow's timeout from it gets a warning. @defaultValue Date.now()
+   */
+  now?: number;
   /** The engine's output limit, kept by the compiled graph's inline aggregators. @defaultValue 1 MiB */
   maxOutputBytes?: number;
   /**
@@ -99,6 +106,7 @@ function checkDefinition(
     checkKind(ctx, node, i, options);
     checkHooksAndAgents(ctx, node, i, options);
     checkTimeout(ctx, node, i);
+    checkSleep(ctx, node, i, options.now ?? Date.now());
   });
   checkStructure(def, topo, errors);
   checkDefaultsTimeout(ctx);
@@ -278,9 +286,11 @@ function checkHooksAndAgents(c: Checks, node: NodeDefinition, i: number, options
   const known = new Set([...options.knownAgentTypes, ...BUILTIN_KINDS]);
   const check = (path: string, type: string) => {
     if (!known.has(type)) {
+      const near = nearest(type, known);
+      const hint = near === undefined ? "" : ` (did you mean "${near}"?)`;
       c.warnings.push({
         path,
-        message: `no agent is registered for agent_type "${type}": its visits wait until an engine with a handler for it claims them`,
+        message: `no agent is registered for agent_type "${type}"${hint}: its visits wait until an engine with a handler for it, or a worker, claims them`,
       });
     }
   };
@@ -288,13 +298,42 @@ function checkHooksAndAgents(c: Checks, node: NodeDefinition, i: number, options
   if (node.compensation) check(`nodes[${i}].compensation.agent_type`, node.compensation.agent_type);
 }
 
+/** The way out of every "reaches past the run's TTL" warning. */
+const RAISE = "raise the workflow's timeout (the run's time to live) above it";
+
+/**
+ * A node's timeout the run cannot reach: the run expires first (run_timeout), so its own
+ * timeout (event_timeout, review_timeout, an attempt's) never fires.
+ */
 function checkTimeout(c: Checks, node: NodeDefinition, i: number): void {
-  if (node.timeout !== undefined && node.timeout >= c.def.timeout) {
-    c.warnings.push({
-      path: `nodes[${i}].timeout`,
-      message: `timeout ${node.timeout} s is at or above the workflow timeout (${c.def.timeout} s): the run expires first`,
-    });
-  }
+  if (node.timeout === undefined || node.timeout < c.def.timeout) return;
+  const kind = kindOf(node.agent_type).name;
+  const what =
+    kind === "wait_event"
+      ? `waits up to ${node.timeout} s for its event`
+      : kind === "human_review"
+        ? `the review waits up to ${node.timeout} s`
+        : `timeout ${node.timeout} s`;
+  c.warnings.push({
+    path: `nodes[${i}].timeout`,
+    message: `${what}, at or above the workflow timeout (${c.def.timeout} s): the run expires first; ${RAISE}, or lower this one`,
+  });
+}
+
+/** A sleep of constant `seconds` (or `until` a fixed time) that wakes only after the run expired. */
+function checkSleep(c: Checks, node: NodeDefinition, i: number, now: number): void {
+  if (kindOf(node.agent_type) !== sleep) return;
+  const p = node.payload;
+  const field = "seconds" in p ? "seconds" : "until";
+  if (typeof p[field] === "string" && (p[field] as string).includes("{{")) return; // known only when it resolves
+  const wakes = dueTime(p as Json, now);
+  const ttlEnds = now + c.def.timeout * 1000;
+  if (typeof wakes === "string" || wakes < ttlEnds) return; // a bad payload is the kind's error
+  const message =
+    field === "seconds"
+      ? `sleeps ${String(p.seconds)} s, at or above the workflow timeout (${c.def.timeout} s): the run expires before it wakes; ${RAISE}`
+      : `sleeps until ${new Date(wakes).toISOString()}, more than the workflow timeout (${c.def.timeout} s) from now: a run started now expires before it wakes; ${RAISE}`;
+  c.warnings.push({ path: `nodes[${i}].payload.${field}`, message });
 }
 
 function checkDefaultsTimeout(c: Checks): void {
@@ -302,7 +341,7 @@ function checkDefaultsTimeout(c: Checks): void {
   if (t !== undefined && t >= c.def.timeout) {
     c.warnings.push({
       path: "defaults.timeout",
-      message: `timeout ${t} s is at or above the workflow timeout (${c.def.timeout} s): the run expires first`,
+      message: `timeout ${t} s is at or above the workflow timeout (${c.def.timeout} s): the run expires first; ${RAISE}, or lower this one`,
     });
   }
 }

@@ -38,6 +38,11 @@ export class AttemptHolders {
     if (this.known.size > KEPT) this.known.delete(this.known.keys().next().value as string);
   }
 
+  /** The agent type of an attempt this engine handed out and still remembers. */
+  agentTypeOf(executionId: string, attempt: number): string | undefined {
+    return this.known.get(`${executionId}#${attempt}`)?.agent_type;
+  }
+
   /**
    * The attempt's holder and agent type; with `needRunning`, also whether it still runs (`now`:
    * the time its lease is judged by, null when only the database may judge it). Null when the

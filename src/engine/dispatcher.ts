@@ -428,6 +428,7 @@ export class Dispatcher {
 
   private afterCommit(out: FlushOutcome, states: ReadonlyMap<string, RunState>, seconds: number): void {
     const h = this.o.hooks;
+    for (const t of out.tookOver) this.o.logger.warn(t, takeoverLine(t));
     h.published(out.events, states, seconds);
     if (out.slots.length > 0) h.slots?.(out.slots);
     if (out.waiting.length > 0) h.readyWaiting(out.waiting);
@@ -485,6 +486,16 @@ export class Dispatcher {
       if (!this.stopped) this.armSweep();
     }, this.o.sweepIntervalMs);
   }
+}
+
+/** The takeover of a dead engine (DESIGN §7), in words: which engine, how many attempts, after how long. */
+function takeoverLine(t: FlushOutcome["tookOver"][number]): string {
+  const attempts = `${t.attempts} attempt${t.attempts === 1 ? "" : "s"}`;
+  const since =
+    t.silent_ms === null
+      ? "it stopped while they still ran"
+      : `its last heartbeat was ${Math.round(t.silent_ms / 1000)} s ago`;
+  return `skein: took over dead engine ${t.engine_id}: ${attempts} back to RETRYING (${since})`;
 }
 
 /** A failure worth trying again as is: the database says so (deadlock, lost connection, full disk). */

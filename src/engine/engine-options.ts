@@ -1,4 +1,5 @@
 /** The options and answers of the public Engine (engine.ts): what a caller passes and gets back. */
+
 import type { MeterProvider } from "@opentelemetry/api";
 import type { Logger } from "pino";
 import type { AgentHandler, DecideHook } from "../agents/task.js";
@@ -11,6 +12,7 @@ import type { MapProgress } from "./map-items.js";
 import type { NotifyOptions } from "./notifier.js";
 import type { Duration, RetentionOptions } from "./retention.js";
 import type { SecretOption } from "./secrets.js";
+import type { NodeWaiting } from "./served-types.js";
 import type { TaskLimits } from "./task-limits.js";
 
 /** A rate limit of one agent type: `per_second` or `per_minute` (one of them), and how many tokens may gather. */
@@ -27,6 +29,18 @@ export interface EngineOptions {
    * engines may share one PostgreSQL schema). @defaultValue `"sqlite:./skein.db"`
    */
   database?: string;
+  /**
+   * PostgreSQL behind a transaction-mode connection pooler (PgBouncer, a hosted database's
+   * pooler; DESIGN §8): give the pooler as `database` and a direct connection to the same
+   * database here, for what needs a session of its own (LISTEN/NOTIFY and the engine's liveness
+   * lock: one connection per engine). Every other statement goes through the pooler, which then
+   * gets no startup options, no session state and no named prepared statements. Without it,
+   * `database` must be a direct connection (a pooler refuses Skein's startup options, which the
+   * error says).
+   * @example createEngine({ database: "postgres://app@pgbouncer:6432/app?schema=skein", listenDatabase: "postgres://app@db:5432/app" })
+   * @defaultValue none: `database` is a direct connection
+   */
+  listenDatabase?: string;
   /** In-process agents by agent_type. The built-in `aggregator` is always there. */
   agents?: Record<string, AgentHandler>;
   /** Code hooks named by nodes' `decide`. */
@@ -246,6 +260,13 @@ export interface RunWithNodes<O = Json> extends Run<O> {
 /** A current visit as getRun shows it: a map node's counts include the items not started yet. */
 export interface NodeVisit extends Visit {
   items: MapProgress | null;
+  /**
+   * What a node ready to run waits for, when that is worth saying; absent otherwise.
+   * `{ reason: "no_agent", message }`: no engine has a handler for its agent type and no worker
+   * claimed it lately, so it waits until the run's timeout (the message names the type, and the
+   * nearest served one when it looks like a typo).
+   */
+  waiting?: NodeWaiting;
 }
 
 /** A decision on a `human_review` node. */

@@ -24,6 +24,7 @@ import { ProgressStreams } from "./progress.js";
 import { WorkflowRegistry } from "./registry.js";
 import { secretOwnerProblems } from "./secret-owners.js";
 import type { Secrets } from "./secrets.js";
+import { ServedTypes } from "./served-types.js";
 import type { Subscribers } from "./subscribers.js";
 
 export interface EngineParts {
@@ -33,6 +34,7 @@ export interface EngineParts {
   external: ExternalWorkers;
   notifier: Notifier | null;
   progress: ProgressStreams;
+  served: ServedTypes;
 }
 
 export interface PartsContext {
@@ -81,10 +83,20 @@ export function createParts(c: PartsContext): EngineParts {
     for (const [type, handler] of handlers) handlers.set(type, options.wrapHandler(type, handler));
   }
   const decideHooks = options.decideHooks ?? {};
+  const served = new ServedTypes({
+    store,
+    clock,
+    logger,
+    handlerTypes: [...handlers.keys()],
+    freshMs: options.engineTimeoutMs ?? 30_000,
+    refreshMs: options.heartbeatIntervalMs ?? 5000,
+  });
   const registry = new WorkflowRegistry(store, {
-    knownAgentTypes: () => [...handlers.keys()],
+    // What any engine or recent worker serves: a type only a worker serves warns nobody.
+    knownAgentTypes: () => served.all(),
     decideHooks: () => Object.keys(decideHooks),
     maxOutputBytes: c.maxPayloadBytes,
+    now: () => clock.now(),
     engineProblems: (workflow, graph) => secretOwnerProblems(c.secrets, options.llm, workflow, graph),
   });
   const progress = new ProgressStreams({
@@ -155,6 +167,7 @@ export function createParts(c: PartsContext): EngineParts {
     limits: options.taskLimits ?? {},
     pollMs: options.sweepIntervalMs ?? 1000,
     closed: c.closed,
+    workerSeen: (types) => served.workerSeen(types),
   });
   notifier = options.notify
     ? new Notifier({
@@ -177,7 +190,7 @@ export function createParts(c: PartsContext): EngineParts {
         },
       })
     : null;
-  return { registry, attempts, dispatcher, external, notifier, progress };
+  return { registry, attempts, dispatcher, external, notifier, progress, served };
 }
 
 /** The `maxRunsPerTree` option, checked: a whole number of runs >= 1 (a tree holds its root). */

@@ -53,6 +53,7 @@ import { newRun } from "./run-start.js";
 import * as schedules from "./schedules.js";
 import { scopeProblem } from "./scope.js";
 import { Secrets } from "./secrets.js";
+import type { ServedTypes } from "./served-types.js";
 import { type ReadEvents, Subscribers } from "./subscribers.js";
 import { inRunStartSpan } from "./tracing.js";
 import { waitForRun } from "./wait-for-run.js";
@@ -101,7 +102,7 @@ export function createEngine(options: EngineOptions = {}): Promise<Engine> {
 export function createClient(
   options: Pick<
     EngineOptions,
-    "database" | "synchronous" | "busyTimeoutMs" | "maxPayloadBytes" | "clock" | "logger"
+    "database" | "listenDatabase" | "synchronous" | "busyTimeoutMs" | "maxPayloadBytes" | "clock" | "logger"
   > = {},
 ): Promise<Engine> {
   return open(options, false);
@@ -130,6 +131,9 @@ export class Engine {
   private readonly notifier: Notifier | null;
   private readonly external: ExternalWorkers;
   private readonly progress: ProgressStreams;
+  private readonly served: ServedTypes;
+  /** @internal the last heartbeat's write and check of unserved agent types (tests wait for it) */
+  lastBeat: Promise<void> = Promise.resolve();
   /** Listeners of every event, and of one run's events (keyed by run_id, so many waiters stay cheap). */
   private readonly subscribers: Subscribers;
   /** Null for a client: its gauges would repeat the engines'. */
@@ -213,6 +217,7 @@ export class Engine {
     this.external = parts.external;
     this.notifier = parts.notifier;
     this.progress = parts.progress;
+    this.served = parts.served;
     this.schedules = {
       store,
       registry: this.registry,
@@ -245,7 +250,14 @@ export class Engine {
     }
     const now = this.clock.now();
     const dead = await this.store.registerEngine(
-      { engine_id: this.engineId, host: hostname(), pid: process.pid, started_at: now, heartbeat_at: now },
+      {
+        engine_id: this.engineId,
+        host: hostname(),
+        pid: process.pid,
+        started_at: now,
+        heartbeat_at: now,
+        served_types: this.served.own(),
+      },
       now - (this.options.engineTimeoutMs ?? 30_000),
     );
     this.dispatcher.start(dead);
@@ -352,7 +364,7 @@ export class Engine {
    */
   async getRun<O = Json>(runId: string): Promise<RunWithNodes<O>> {
     refuseNul({ run_id: runId });
-    return readRunWithNodes(this.store, this.registry, runId) as Promise<RunWithNodes<O>>;
+    return readRunWithNodes(this.store, this.registry, this.served, runId) as Promise<RunWithNodes<O>>;
   }
 
   /**
@@ -776,11 +788,25 @@ export class Engine {
     const interval = this.options.heartbeatIntervalMs ?? 5000;
     this.heartbeatTimer = this.clock.setTimeout(() => {
       if (this.closed) return;
-      this.store.heartbeat(this.engineId, this.clock.now()).catch((err) => {
-        this.logger.error({ err }, "skein: engine heartbeat failed");
-      });
+      this.lastBeat = this.beat();
       this.armHeartbeat();
     }, interval);
+  }
+
+  /** One heartbeat: the engine's row (with what it serves now), then the warning about agent types nothing serves. */
+  private async beat(): Promise<void> {
+    try {
+      await this.store.heartbeat(this.engineId, this.clock.now(), this.served.own());
+    } catch (err) {
+      this.logger.error({ err }, "skein: engine heartbeat failed");
+      return;
+    }
+    this.served.stale(); // the rows are read again with this engine's new one
+    if (this.closed) return;
+    await this.served.check(this.engineId).catch((err: unknown) => {
+      if (this.closed) return; // the store closed under it: nothing to say
+      this.logger.error({ err }, "skein: could not check which agent types are served");
+    });
   }
 
   private assertOpen(): void {

@@ -75,6 +75,8 @@ export class ExternalWorkers {
       pollMs: number;
       /** True once the engine closes: waiting claims return empty. */
       closed: () => boolean;
+      /** A worker claimed, heartbeated or reported these agent types: they are served (served-types.ts). */
+      workerSeen?: (agentTypes: readonly string[]) => void;
     },
   ) {
     o.store.onReady(({ agentType }) => this.readyWaiting([agentType]));
@@ -127,6 +129,7 @@ export class ExternalWorkers {
       );
     }
     this.limiter.take(request.token?.name);
+    this.o.workerSeen?.(types);
     const release = waitSeconds > 0 ? this.limiter.wait(request.token?.name) : null;
     try {
       return await this.claimWaiting(request, types, holderOf(request), max, leaseSeconds, waitSeconds);
@@ -200,7 +203,11 @@ export class ExternalWorkers {
     if (problems.length > 0) throw new ValidationError("Heartbeat is invalid", problems);
     this.limiter.take(request.token?.name);
     // Only a running attempt's lease is renewed, and the flush checks its holder: nothing to verify first.
-    return this.report(executionId, request, { kind: "heartbeat", lease_ms: leaseSeconds * 1000 });
+    const answer = await this.report(executionId, request, { kind: "heartbeat", lease_ms: leaseSeconds * 1000 });
+    // A busy worker claims nothing, but still serves its types (a task handed out here: its type is known).
+    const type = this.holders.agentTypeOf(executionId, request.attempt);
+    if (type !== undefined) this.o.workerSeen?.([type]);
+    return answer;
   }
 
   /**
@@ -358,6 +365,7 @@ export class ExternalWorkers {
     if (holder !== holderOf(request)) {
       throw new ConflictError(notHeldBy(executionId, request.attempt, holder));
     }
+    this.o.workerSeen?.([facts.agent_type]); // a report: its worker serves the type
     return facts.running !== false;
   }
 

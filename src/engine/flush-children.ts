@@ -11,7 +11,16 @@ import { attemptOf, holds, visitAttempt } from "../core/attempt.js";
 import { budgetOf, parentLink } from "../core/budget.js";
 import { MAP_HOLDER } from "../core/kinds/map.js";
 import { CHILD_HOLDER, childOf, MAX_CHILD_DEPTH } from "../core/kinds/workflow.js";
-import { endRun, executionId, failVisit, nodeOf, type RunState, startRunState } from "../core/scheduler.js";
+import {
+  endRun,
+  errorJson,
+  event,
+  executionId,
+  failVisit,
+  nodeOf,
+  type RunState,
+  startRunState,
+} from "../core/scheduler.js";
 import { scopeAllows } from "../core/scope.js";
 import type { Json, Visit, VisitError } from "../core/types.js";
 import { NotFoundError } from "../errors.js";
@@ -107,6 +116,8 @@ async function startChild(f: Flush, rs: RunState, v: Visit): Promise<boolean> {
   const child = startRunState(run, workflow.graph, f.now);
   f.newRuns.push(child.run);
   f.states.set(run_id, child);
+  // In the parent's history (DESIGN §9); a child found under its key above was started, with its event, before.
+  event(rs, "child.started", v, f.now, { run_id, attempt: v.attempt });
   return true;
 }
 
@@ -152,6 +163,14 @@ export async function settle(f: Flush, child: RunState): Promise<boolean> {
   const prs = await f.load(parent.run_id);
   if (!prs) return false;
   f.settledChildren.add(child.run.run_id);
+  const run = child.run;
+  // The parent's history says how its child ended, whether or not the attempt still waits for it (a cancelled parent).
+  event(prs, "child.ended", parent, f.now, {
+    run_id: run.run_id,
+    attempt: parent.attempt,
+    status: run.status,
+    error: run.error ? errorJson(run.error) : null,
+  });
   const a = attemptOf(prs, executionId(parent.run_id, parent.node_id, parent.visit));
   if (a?.kind !== "visit") return true;
   if (!holds(a, parent.attempt) || childOf(a.row.holder) !== child.run.run_id) {
@@ -159,7 +178,6 @@ export async function settle(f: Flush, child: RunState): Promise<boolean> {
     if (a.current) a.returned(parent.attempt, f.now); // compensation, which waits for it, may start
     return true;
   }
-  const run = child.run;
   if (run.status === "SUCCEEDED") {
     const node = nodeOf(prs, parent.node_id);
     a.succeed(run.output, { kind: "targets", targets: [...node.successTargets] }, f.now);

@@ -2,7 +2,8 @@
  * `map` visits (DESIGN §11.1), in the flush's transaction. A ready map visit is claimed by
  * `map` and writes its items as rows (`tx.insertMapItems`: a redrive carries over the items that
  * succeeded); then, as long as it is held, at most `max_concurrency` items run, each a child run
- * of the map's item workflow (registry: `<workflow_id>/<node_id>`). Each item run's end updates
+ * of the map's run: of its item workflow (registry: `<workflow_id>/<node_id>`) for agent items,
+ * of `each.workflow_id` itself for workflow items (map-item-runs.ts). Each item run's end updates
  * its row and the visit's counts (`Visit.items`), and starts the next items; the last one
  * assembles the output in the database (`tx.mapOutput`), or too many failures fail the visit
  * (`items_failed`) and cancel the items still running. Nothing holds the list in memory: the
@@ -11,11 +12,18 @@
 import { attemptOf, compensationAttempt, visitAttempt } from "../core/attempt.js";
 import { BUDGET_EXCEEDED, parentLink } from "../core/budget.js";
 import { claimableCompensation, undoRun } from "../core/compensation.js";
-import { MAP_HOLDER, mapPayload, pendingItems, toleratedFailures } from "../core/kinds/map.js";
+import {
+  FAILED_ITEMS_SHOWN,
+  ITEM_SEPARATOR,
+  MAP_HOLDER,
+  mapPayload,
+  pendingItems,
+  toleratedFailures,
+} from "../core/kinds/map.js";
 import { MAX_CHILD_DEPTH } from "../core/kinds/workflow.js";
 import { executionId, failVisit, nodeOf, type RunState, startRunState } from "../core/scheduler.js";
 import { scopeAllows } from "../core/scope.js";
-import type { Compensation, Json, MapCounts, MapItemState, Visit } from "../core/types.js";
+import type { Compensation, FailedItem, Json, MapCounts, MapItemState, Visit } from "../core/types.js";
 import type { MapItemUpdate, VisitKey } from "../store/store.js";
 import { treeRefusal } from "./bounded-work.js";
 import { itemKey, KEY_TAKEN, ownRunProblem } from "./engine-keys.js";
@@ -23,9 +31,7 @@ import type { Flush } from "./flush.js";
 import { budgetError, budgetRoom, budgetStops } from "./flush-budget.js";
 import { uuidv7 } from "./ids.js";
 import { type Input, SWEEP_BATCH } from "./inputs.js";
-import { canonicalJson } from "./json.js";
-import { itemWorkflowId } from "./registry.js";
-import { runRow } from "./run-start.js";
+import { itemRunMaker } from "./map-item-runs.js";
 import { OUT_OF_SCOPE, outOfScopeMessage } from "./scope.js";
 
 /** Begins the map visits that became ready (claims them, writes their items, starts the first); true when there were any. */
@@ -46,10 +52,10 @@ async function beginMap(f: Flush, rs: RunState, v: Visit): Promise<void> {
   if (await budgetStops(f, rs, v)) return; // its items would count toward a budget already reached
   if (f.startsLeft <= 0) return defer(f); // this flush started enough: it stays ready for the next
   const p = mapPayload(v.payload);
-  // Items of a workflow outside the run's scope are never started (DESIGN §13.1); a templated
-  // each.workflow_id is checked per item, by the item run's `workflow` node (flush-children.ts).
+  // Items of a workflow outside the run's scope are never started (DESIGN §13.1): each.workflow_id
+  // is a name (validation refuses a template there), so one check covers every item.
   const target = "workflow_id" in p.each ? p.each.workflow_id : null;
-  if (target !== null && !target.includes("{{") && !scopeAllows(rs.run.scope, target)) {
+  if (target !== null && !scopeAllows(rs.run.scope, target)) {
     const message = outOfScopeMessage(target, rs.run.scope ?? []);
     failVisit(rs, v, OUT_OF_SCOPE, { message, reason: OUT_OF_SCOPE }, f.now);
     return;
@@ -125,7 +131,12 @@ async function advance(f: Flush, rs: RunState, v: Visit): Promise<void> {
   if (c.failed + c.cancelled > tolerated) {
     const failed = c.failed + c.cancelled;
     const message = `${failed} of ${c.total} items failed, more than the ${tolerated} tolerated: see the failed items' runs (listMapItems), or raise tolerated_failures / tolerated_failure_percent`;
-    a.failForGood("items_failed", { message, reason: "items_failed", details: { ...c } }, f.now, f.o.random);
+    a.failForGood(
+      "items_failed",
+      { message, reason: "items_failed", details: { ...c } as unknown as Json },
+      f.now,
+      f.o.random,
+    );
     await cancelItems(f, rs, v);
     return;
   }
@@ -156,12 +167,35 @@ async function advance(f: Flush, rs: RunState, v: Visit): Promise<void> {
     return;
   }
   const node = nodeOf(rs, v.node_id);
+  const failed = c.failed + c.cancelled > 0 ? await failedItems(f, v) : null;
+  if (failed) c.failed_items = failed;
   a.succeed(JSON.parse(out.text) as Json, { kind: "targets", targets: [...node.successTargets] }, f.now);
+  if (failed) {
+    // The node.succeeded event just made says it too (DESIGN §11.1: "SUCCEEDED with failed_items recorded").
+    const succeeded = [...rs.changes.events]
+      .reverse()
+      .find((e) => e.type === "node.succeeded" && e.node_id === v.node_id && e.visit === v.visit);
+    if (succeeded) {
+      succeeded.data.failed_items = failed as unknown as Json;
+      succeeded.data.failed_items_count = c.failed + c.cancelled;
+    }
+  }
+}
+
+/** The items a map that succeeded within its tolerated failures did not run to success: the first ones, read from its rows. */
+async function failedItems(f: Flush, v: Visit): Promise<FailedItem[]> {
+  const rows = await f.tx.failedMapItems(keyOf(v), FAILED_ITEMS_SHOWN);
+  return rows.map((r) => ({
+    index: r.index,
+    run_id: r.child_run_id,
+    error: r.error ? { message: r.error.message, reason: r.error.reason } : null,
+  }));
 }
 
 /**
- * Starts up to `room` PENDING items, in index order, each a child run of the map's item workflow;
- * false when that would pass maxRunsPerTree (the visit failed `tree_limit`, its running items cancelled).
+ * Starts up to `room` PENDING items, in index order, each a run (map-item-runs.ts); false when
+ * that would pass maxRunsPerTree (the visit failed `tree_limit`, its running items cancelled).
+ * An item whose run cannot be made fails here, without a run; the map then goes on (`advanceMaps`).
  */
 async function startItems(f: Flush, rs: RunState, v: Visit, room: number): Promise<boolean> {
   const c = v.items as MapCounts;
@@ -175,7 +209,6 @@ async function startItems(f: Flush, rs: RunState, v: Visit, room: number): Promi
     return false;
   }
   f.startsLeft -= rows.length;
-  const workflow = await f.o.registry.get(itemWorkflowId(rs.run.workflow_id, v.node_id), rs.run.workflow_version);
   // What the database holds under these items' keys: nothing, unless a crash or a direct write
   // came between; a run that is not the item's own is never bound to it (engine-keys.ts).
   const found = new Map(
@@ -192,35 +225,39 @@ async function startItems(f: Flush, rs: RunState, v: Visit, room: number): Promi
       return false;
     }
   }
+  const make = await itemRunMaker(f, rs, v);
   const updates: MapItemUpdate[] = [];
   for (const row of rows) {
-    const key = itemKey(v, row.index);
-    const parent = parentLink(rs.run, v, row.index);
-    const existing = found.get(key);
+    c.next = row.index + 1;
+    const existing = found.get(itemKey(v, row.index));
     if (existing) {
       // The item's own run (started in a transaction whose item row update was lost): bound again.
       updates.push({ key: vkey, index: row.index, state: "RUNNING", child_run_id: existing.run_id, started_at: f.now });
       c.running += 1;
-      c.next = row.index + 1;
       continue;
     }
     const run_id = uuidv7(f.now);
-    const run = runRow(workflow, canonicalJson(row.item), {
-      run_id,
-      traceparent: rs.run.traceparent,
-      idempotency_key: key,
-      parent,
-      budget: null,
-      scope: rs.run.scope, // the root's, inherited
-      now: f.now,
-    });
-    const child = startRunState(run, workflow.graph, f.now);
-    child.run.deadline_at = Math.min(child.run.deadline_at, rs.run.deadline_at); // the parent's TTL bounds its items
+    const making = make(row, run_id);
+    const made = making instanceof Promise ? await making : making;
+    if ("error" in made) {
+      updates.push({
+        key: vkey,
+        index: row.index,
+        state: "FAILED",
+        error: made.error,
+        started_at: f.now,
+        ended_at: f.now,
+      });
+      c.failed += 1;
+      f.mapsToAdvance.set(v.execution_id, { rs, v }); // within its tolerance or past it: decided next round
+      continue;
+    }
+    const child = startRunState(made.run, made.workflow.graph, f.now);
+    child.run.deadline_at = Math.min(child.run.deadline_at, made.deadline_at); // the parent's TTL bounds its items
     f.newRuns.push(child.run);
     f.states.set(run_id, child);
     updates.push({ key: vkey, index: row.index, state: "RUNNING", child_run_id: run_id, started_at: f.now });
     c.running += 1;
-    c.next = row.index + 1;
   }
   await f.tx.updateMapItems(updates);
   return true;
@@ -262,8 +299,11 @@ export async function settleItem(f: Flush, child: RunState): Promise<boolean> {
   const state: MapItemState =
     run.status === "SUCCEEDED" ? "SUCCEEDED" : run.status === "FAILED" ? "FAILED" : "CANCELLED";
   const key = { run_id: parent.run_id, node_id: parent.node_id, visit: parent.visit };
-  // The item's output is its node's (the run's output wraps it under the node id).
-  const output = state === "SUCCEEDED" ? (child.current.get(parent.node_id)?.output ?? null) : null;
+  // A child of each.workflow_id is the item itself (one level): its run's output. An item run of
+  // the map's item workflow (`<workflow_id>/<node_id>`) wraps its node's output under the node id.
+  const own = !run.workflow_id.includes(ITEM_SEPARATOR);
+  const output =
+    state === "SUCCEEDED" ? (own ? run.output : (child.current.get(parent.node_id)?.output ?? null)) : null;
   f.itemEnds.push({ key, index: parent.item, state, output, error: run.error, ended_at: run.ended_at ?? f.now });
   const a = attemptOf(prs, executionId(parent.run_id, parent.node_id, parent.visit));
   if (a?.kind !== "visit" || !a.current || a.row.attempt !== parent.attempt || a.row.holder !== MAP_HOLDER) return true;

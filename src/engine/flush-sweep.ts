@@ -18,12 +18,17 @@ import { SWEEP_BATCH } from "./inputs.js";
 export async function recover(f: Flush, deadEngines: string[]): Promise<void> {
   if (deadEngines.length === 0) return;
   const dead = new Set(deadEngines);
+  const taken = new Map<string, number>();
+  const count = (holder: string) => taken.set(holder, (taken.get(holder) ?? 0) + 1);
   for (const runId of await f.tx.compensatingRuns(SWEEP_BATCH)) {
     const rs = await f.load(runId);
     if (!rs) continue;
     for (const v of rs.current.values()) if (v.holder !== null && dead.has(v.holder)) releaseCancelled(rs, v);
     for (const c of rs.compensations) {
-      if (c.state === "RUNNING" && c.holder !== null && dead.has(c.holder)) compensationAttempt(rs, c).interrupt(f.now);
+      if (c.state === "RUNNING" && c.holder !== null && dead.has(c.holder)) {
+        count(c.holder);
+        compensationAttempt(rs, c).interrupt(f.now);
+      }
     }
     advanceCompensation(rs, f.now);
   }
@@ -35,15 +40,31 @@ export async function recover(f: Flush, deadEngines: string[]): Promise<void> {
       if (!rs) busy += 1;
       const v = rs?.current.get(key.node_id);
       if (rs && v?.visit === key.visit && v.state === "RUNNING") {
+        if (v.holder !== null) count(v.holder);
         visitAttempt(rs, v).interrupt(f.now);
         recovered += 1;
       }
     }
     // Runs another engine holds right now: try those again on the next flush.
     if (busy > 0) f.out.unrecovered = deadEngines;
-    if (recovered === 0) return;
+    if (recovered === 0) break;
     // Written now, so that the next query no longer finds them.
     await f.persist(false);
+  }
+  await tookOver(f, taken);
+}
+
+/** What the takeover's log line says (logged once the transaction commits): per engine, how many attempts and how late. */
+async function tookOver(f: Flush, taken: Map<string, number>): Promise<void> {
+  // An engine tried again (its runs were busy) with nothing left to take says nothing more.
+  const engines = [...taken].filter(([, attempts]) => attempts > 0);
+  if (engines.length === 0) return;
+  const heartbeats = await f.tx.lastHeartbeats(engines.map(([id]) => id));
+  for (const [engine_id, attempts] of engines) {
+    const at = heartbeats.get(engine_id);
+    // 0: it closed while attempts it held still ran (made stale at once, so it is taken at once).
+    const silent_ms = at === undefined || at === 0 ? null : Math.max(0, f.now - at);
+    f.out.tookOver.push({ engine_id, attempts, silent_ms });
   }
 }
 

@@ -39,6 +39,8 @@ export interface FlushOutcome {
   now: number;
   /** Dead engines whose attempts could not all be recovered (their runs were busy elsewhere). */
   unrecovered: string[];
+  /** Dead engines this flush took over: how many attempts went back to RETRYING, ms since their last heartbeat (null: unknown, or it closed with them running). */
+  tookOver: { engine_id: string; attempts: number; silent_ms: number | null }[];
   /** Agent types of visits this flush made ready and left unclaimed (for external workers). */
   waiting: string[];
   /** What became of each schedule slot this flush handled (flush-schedules.ts), for the metrics. */
@@ -123,6 +125,7 @@ export class Flush {
     nextDue: null,
     now: 0,
     unrecovered: [],
+    tookOver: [],
     waiting: [],
     slots: [],
     more: { inputs: [], flush: false },

@@ -6,6 +6,12 @@ import { systemClock } from "./clock.js";
 import type { EngineOptions } from "./engine-options.js";
 
 export async function openStore(url: string, options: EngineOptions): Promise<Store> {
+  const postgres = isPostgres(url);
+  if (options.listenDatabase !== undefined && !postgres) {
+    throw new ValidationError(
+      `listenDatabase is for PostgreSQL behind a connection pooler, but the database is "${url}"; drop listenDatabase`,
+    );
+  }
   if (url.startsWith("sqlite:")) {
     return SqliteStore.open({
       path: url.slice("sqlite:".length) || "./skein.db",
@@ -14,7 +20,7 @@ export async function openStore(url: string, options: EngineOptions): Promise<St
       logger: options.logger,
     });
   }
-  if (url.startsWith("postgres://") || url.startsWith("postgresql://")) {
+  if (postgres) {
     // Loaded only when used: SQLite users never load pg.
     const { PostgresStore } = await import("../store/postgres/postgres-store.js");
     const parsed = new URL(url);
@@ -23,6 +29,7 @@ export async function openStore(url: string, options: EngineOptions): Promise<St
     return PostgresStore.open({
       url: parsed.toString(),
       schema,
+      listenUrl: options.listenDatabase === undefined ? undefined : listenUrl(options.listenDatabase, schema),
       // The database's clock judges time on PostgreSQL; a test's manual clock replaces it.
       clock: options.clock && options.clock !== systemClock ? options.clock : undefined,
       logger: options.logger,
@@ -31,4 +38,27 @@ export async function openStore(url: string, options: EngineOptions): Promise<St
   throw new ValidationError(
     `unsupported database "${url}": use sqlite:<path>, sqlite::memory: or postgres://user@host:5432/db?schema=skein`,
   );
+}
+
+function isPostgres(url: string): boolean {
+  return url.startsWith("postgres://") || url.startsWith("postgresql://");
+}
+
+/** listenDatabase without `?schema=` (the database's names it); one naming another schema is refused. */
+function listenUrl(url: string, schema: string | undefined): string {
+  if (!isPostgres(url)) {
+    throw new ValidationError(
+      `listenDatabase "${url}" is not a PostgreSQL URL: give a direct connection to the pooler's database, postgres://user@host:5432/db`,
+    );
+  }
+  const parsed = new URL(url);
+  const own = parsed.searchParams.get("schema");
+  if (own !== null && own !== schema) {
+    throw new ValidationError(
+      `listenDatabase names schema "${own}" but the database ${schema === undefined ? "names none" : `names "${schema}"`}; ` +
+        "the schema is the database's: drop ?schema= from listenDatabase",
+    );
+  }
+  parsed.searchParams.delete("schema");
+  return parsed.toString();
 }

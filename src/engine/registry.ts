@@ -51,34 +51,42 @@ export class WorkflowRegistry {
   constructor(
     private readonly store: Store,
     private readonly options: {
-      knownAgentTypes: () => string[];
+      /** The agent types something serves (served-types.ts): others get a warning. */
+      knownAgentTypes: () => Promise<Iterable<string>>;
       decideHooks: () => string[];
       maxOutputBytes: number;
+      /** The engine's clock: a sleep until a fixed time is judged against a run started now. */
+      now: () => number;
       /** What the engine's configuration refuses of a valid workflow (its secrets' owners and hosts). */
       engineProblems?: (workflow: WorkflowDefinition, graph: WorkflowGraph) => Problem[];
     },
   ) {}
 
   async register(json: unknown, now: number): Promise<RegisteredWorkflow> {
-    const { workflow, graph, warnings } = parseWorkflowOrThrow(json, this.validateOptions());
+    const { workflow, graph, warnings } = parseWorkflowOrThrow(json, await this.validateOptions());
     const refused = this.options.engineProblems?.(workflow, graph) ?? [];
     if (refused.length > 0) throw new ValidationError("Workflow definition is invalid", refused);
     const checkInput = await this.compileInputSchema(workflow);
     // The version is the registry's to assign: content without it decides identity.
     const { version: _ignored, ...content } = json as Record<string, unknown>;
-    const text = canonicalJson(content);
-    const { version, created } = await this.store.putWorkflow(workflow.id, sha256(text), text, now);
+    // Stored in the author's key order (the editor and `skein workflows get` show it back as
+    // written); identity is the canonical text's hash, so the same content in another key order
+    // is the same version, kept as first written.
+    const text = JSON.stringify(content);
+    const hash = sha256(canonicalJson(content));
+    const { version, created } = await this.store.putWorkflow(workflow.id, hash, text, now);
     await this.putItemWorkflows(graph, workflow.id, version, now);
-    // The document exactly as the store keeps it: canonical content plus the version.
-    const document = { ...(JSON.parse(text) as Record<string, unknown>), version };
-    this.cache.set(key(workflow.id, version), {
-      id: workflow.id,
-      version,
-      document,
-      definition: workflow,
-      graph,
-      checkInput,
-    });
+    // Content already registered keeps its first text: `get` reads that one when it is asked for.
+    if (created) {
+      this.cache.set(key(workflow.id, version), {
+        id: workflow.id,
+        version,
+        document: { ...(JSON.parse(text) as Record<string, unknown>), version },
+        definition: workflow,
+        graph,
+        checkInput,
+      });
+    }
     return { id: workflow.id, version, created, warnings: [...warnings, ...(await this.childWarnings(workflow))] };
   }
 
@@ -104,7 +112,7 @@ export class WorkflowRegistry {
 
   /** The checks of `register` (the definition, then its input_schema), as a result: nothing is stored. */
   async check(json: unknown): Promise<WorkflowCheck> {
-    const result = validateWorkflow(json, this.validateOptions());
+    const result = validateWorkflow(json, await this.validateOptions());
     if (!result.ok) return { ok: false, errors: result.errors, warnings: result.warnings };
     const refused = this.options.engineProblems?.(result.workflow, result.graph) ?? [];
     if (refused.length > 0) return { ok: false, errors: refused, warnings: result.warnings };
@@ -117,11 +125,12 @@ export class WorkflowRegistry {
     return { ok: true, errors: [], warnings: result.warnings };
   }
 
-  private validateOptions(): ValidateOptions {
+  private async validateOptions(): Promise<ValidateOptions> {
     return {
-      knownAgentTypes: this.options.knownAgentTypes(),
+      knownAgentTypes: await this.options.knownAgentTypes(),
       decideHooks: this.options.decideHooks(),
       maxOutputBytes: this.options.maxOutputBytes,
+      now: this.options.now(),
     };
   }
 
@@ -169,6 +178,9 @@ export class WorkflowRegistry {
    * The one-node workflow a `map` node's items run (`<workflow_id>/<node_id>`, at the parent's
    * version): its node is the map's `each`, with the map node's retry settings and timeout. It is
    * made from the parent's definition (the row `register` stores for it is what runs refer to).
+   * Items of `each: { workflow_id }` run that workflow itself; their item workflow (a `workflow`
+   * node) holds `each` compiled, resolved per item (map-item-runs.ts), and is what item runs
+   * started by earlier versions (two levels) still run.
    */
   private async itemWorkflow(id: string, version: number | undefined): Promise<LoadedWorkflow> {
     const [parentId = "", nodeId = ""] = id.split(ITEM_SEPARATOR, 2);

@@ -5,14 +5,25 @@ import type { Store } from "../store/store.js";
 import type { RunWithNodes } from "./engine-options.js";
 import { mapProgress } from "./map-items.js";
 import type { WorkflowRegistry } from "./registry.js";
+import type { ServedTypes } from "./served-types.js";
 
 /** @throws NotFoundError for an unknown run */
-export async function readRunWithNodes(store: Store, registry: WorkflowRegistry, runId: string): Promise<RunWithNodes> {
+export async function readRunWithNodes(
+  store: Store,
+  registry: WorkflowRegistry,
+  served: ServedTypes,
+  runId: string,
+): Promise<RunWithNodes> {
   const read = await store.readRun(runId);
   if (!read) throw new NotFoundError(`run ${runId} does not exist; check the run id and the database`);
   const { run, compensations } = read;
   // A map visit's counts as shown, with its items not started yet (the store keeps no such count).
-  const nodes = read.visits.map((v) => ({ ...v, items: mapProgress(v.items) }));
+  // A ready visit of an agent type nothing serves says so (it would wait in silence until the TTL).
+  const waiting = await served.waitingOf(run.ended_at === null ? read.visits : []);
+  const nodes = read.visits.map((v) => {
+    const why = waiting.get(v.node_id);
+    return { ...v, items: mapProgress(v.items), ...(why ? { waiting: why } : {}) };
+  });
   const { graph } = await registry.get(run.workflow_id, run.workflow_version);
   const order = (v: Visit) => graph.nodes.get(v.node_id)?.index ?? 0;
   const waiting_reviews = nodes.filter((n) => n.state === "IN_REVIEW").length;

@@ -155,6 +155,18 @@ export const MapCountsSchema = z
     failed: z.number().int(),
     cancelled: z.number().int(),
     next: z.number().int().describe("the index where the search for the next item to start begins"),
+    failed_items: z
+      .array(
+        z.object({
+          index: z.number().int(),
+          run_id: z.string().nullable().describe("the item's run; null when it failed before one started"),
+          error: z.object({ message: z.string(), reason: z.string() }).nullable(),
+        }),
+      )
+      .optional()
+      .describe(
+        "once the map SUCCEEDED within its tolerated failures: its failed and cancelled items, the first 100 by index (failed + cancelled counts them all)",
+      ),
   })
   .meta({ id: "MapCounts", description: "A map visit's items by state" });
 
@@ -169,13 +181,28 @@ export const MapItemSchema = z
     index: z.number().int().describe("its position in the list: its slot in the map's output"),
     item: json(),
     state: z.enum(MAP_ITEM_STATES),
-    child_run_id: z.string().nullable().describe("the run that runs the item (GET /v1/runs/{id}); null while PENDING"),
+    child_run_id: z
+      .string()
+      .nullable()
+      .describe(
+        "the run that runs the item (GET /v1/runs/{id}); null while PENDING, and for an item that failed before its run started",
+      ),
     output: json().nullable().describe("the item run's output once SUCCEEDED"),
     error: VisitErrorSchema.nullable().describe("the item run's error once FAILED or CANCELLED"),
     started_at: nullableTime(),
     ended_at: nullableTime(),
   })
   .meta({ id: "MapItem", description: "One item of a map visit, run as a child run" });
+
+/** What a node ready to run waits for, when that is worth saying (engine/served-types.ts). */
+const NodeWaitingSchema = z
+  .object({
+    reason: z
+      .enum(["no_agent"])
+      .describe("no_agent: no engine has a handler for its agent type and no worker claimed it lately"),
+    message: z.string().describe("what it waits for and what to do, in words"),
+  })
+  .meta({ id: "NodeWaiting", description: "What a node ready to run waits for" });
 
 export const VisitSchema = z
   .object({
@@ -197,6 +224,9 @@ export const VisitSchema = z
     prior_starts: z.number().int(),
     items: MapCountsSchema.nullable().describe(
       "a map node's item counts; null for other kinds, and before a map begins",
+    ),
+    waiting: NodeWaitingSchema.optional().describe(
+      "getRun only, when a ready node waits for something worth saying: an agent nothing serves (it would wait until the run's timeout)",
     ),
     ...attemptFields,
   })

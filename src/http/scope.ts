@@ -72,7 +72,12 @@ export function hideRuns<T>(value: T, ids: readonly string[]): T {
     if (v !== null && typeof v === "object") {
       const hidden = hiddenChildError(v, ids);
       if (hidden) return hidden;
-      return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, walk(x)]));
+      // A child.ended event's data names the child and carries its error: how it ended stays, its error does not.
+      const named = (v as { run_id?: unknown }).run_id;
+      const entries = Object.entries(v).filter(
+        ([k]) => !(k === "error" && typeof named === "string" && ids.includes(named)),
+      );
+      return Object.fromEntries(entries.map(([k, x]) => [k, walk(x)]));
     }
     return v;
   };

@@ -39,6 +39,8 @@ export interface EngineRow {
   pid: number;
   started_at: number;
   heartbeat_at: number;
+  /** The agent types it serves (engine/served-types.ts): written at registration and with every heartbeat. Default: none known. */
+  served_types?: string[];
 }
 
 /** Which runs `listRuns` gives; a map's item runs only when `workflow_id` names their item workflow. */
@@ -54,6 +56,14 @@ export interface RunFilter {
   schedule_id?: string;
   /** Only runs whose id starts with this (a range of the primary key). */
   id_prefix?: string;
+  /**
+   * Only runs whose id contains this, in any case (`%` and `_` are taken literally). Ids are UUIDv7,
+   * whose start is a timestamp that every recent run shares: what a person copies is the tail.
+   * No index: without a status, workflow or schedule, listRuns already reads every run (no index
+   * orders runs by creation alone: a scan and a top-N sort on both stores), so this adds a test of
+   * 36 characters per row read and shrinks the sort; a trigram index would cost every run's insert.
+   */
+  id_contains?: string;
   /** Only runs created at or after this time (ms since the epoch). */
   created_after?: number;
   /** Only runs created before this time (ms since the epoch). */
@@ -65,6 +75,11 @@ export interface RunFilter {
    * runs (not indexed: thousands per map), even when `workflow_id` names their item workflow.
    */
   q?: string;
+}
+
+/** `text` inside a LIKE pattern (escape character `\`): its `\`, `%` and `_` match themselves. */
+export function likeLiteral(text: string): string {
+  return text.replace(/[\\%_]/g, "\\$&");
 }
 
 /** The shortest `RunFilter.q` the trigram indexes can answer. */
@@ -131,7 +146,14 @@ export interface Store {
    * in-process attempts are to be recovered).
    */
   registerEngine(engine: EngineRow, staleBefore: number): Promise<string[]>;
-  heartbeat(engineId: string, now: number): Promise<void>;
+  /** Renews the engine's heartbeat and, when given, what it serves now (`EngineRow.served_types`). */
+  heartbeat(engineId: string, now: number, servedTypes?: string[]): Promise<void>;
+  /**
+   * Every agent type a live engine serves: the union of `served_types` of the engines not stopped
+   * whose heartbeat is at most `freshMs` old at `now` (PostgreSQL: the database's time, unless the
+   * store was given a clock). Outside a transaction; reads only.
+   */
+  servedTypes(now: number, freshMs: number): Promise<string[]>;
   /**
    * Marks the engine stopped as it closes. Does not throw for a failure of the database
    * (closing must end): a row left as it was is taken as a dead engine's by the next one.
@@ -333,6 +355,13 @@ export interface MapItemUpdate {
   ended_at?: number | null;
 }
 
+/** An item of a map visit that did not succeed, as `failedMapItems` reads it. */
+export interface FailedMapItem {
+  index: number;
+  child_run_id: string | null;
+  error: VisitError | null;
+}
+
 /** Thrown by `updateMapItems` for an item row that does not exist: the engine's mistake, never the user's. */
 export function missingMapItem(u: Pick<MapItemUpdate, "key" | "index">): Error {
   return new Error(
@@ -365,6 +394,12 @@ export interface MapTx {
   updateMapItems(updates: MapItemUpdate[]): Promise<void>;
   /** The child run of the visit's SUCCEEDED item that ended last (the next to undo), or null. */
   newestSucceededMapItem(key: VisitKey): Promise<string | null>;
+  /**
+   * The visit's FAILED and CANCELLED items by index, at most `limit`, each with its run (null when
+   * it failed before one started) and error: what a map that succeeded within its tolerated
+   * failures records (`failed_items`).
+   */
+  failedMapItems(key: VisitKey, limit: number): Promise<FailedMapItem[]>;
   /** The child runs of RUNNING items of the visit, at most `limit`. */
   runningMapItems(key: VisitKey, limit: number): Promise<string[]>;
   /**
@@ -456,6 +491,11 @@ export interface StoreTx extends InboxTx, MapTx, PruneTx, ScheduleTx {
    * Returns those still holding attempts.
    */
   takeDeadEngines(self: string, staleBefore: number): Promise<string[]>;
+  /**
+   * The last heartbeat (ms) of each of these engines' rows, for the takeover's log line; an
+   * engine without a row is left out. 0: it stopped with attempts still running (PostgreSQL).
+   */
+  lastHeartbeats(engineIds: string[]): Promise<Map<string, number>>;
   runByIdempotencyKey(key: string): Promise<Run | null>;
   /** The runs under any of these idempotency keys (a map's item keys, looked up a window at a time). */
   runsByIdempotencyKeys(keys: string[]): Promise<Run[]>;

@@ -94,6 +94,22 @@ export function json(value: unknown): string {
   return value === undefined ? "" : JSON.stringify(value, null, 2);
 }
 
+/**
+ * When a sleeping node wakes: a `sleep` visit WAITING keeps its due time in `deadline_at`, which
+ * for every other node (an attempt's timeout, a review's, an event wait's) is a real deadline.
+ * Null when the visit is not a sleep waiting.
+ */
+export function wakesAt(v: { agent_type: string; state: string; deadline_at: number | null }): number | null {
+  return v.agent_type === "sleep" && v.state === "WAITING" ? v.deadline_at : null;
+}
+
+/** A time short enough for a graph node: `14:03:07` today, `2025-06-01 14:03` another day (local). */
+export function shortTime(ms: number, now: number): string {
+  const clock = when(ms, now).clock;
+  // `when` writes the date only when it is not today, and always the milliseconds.
+  return clock.includes(" ") ? clock.slice(0, clock.lastIndexOf(":")) : clock.slice(0, clock.indexOf("."));
+}
+
 /** A value as one line of text: strings as they are, anything else as compact JSON. */
 export function text(value: unknown): string {
   if (value === null || value === undefined) return "";

@@ -15,7 +15,7 @@ export type Route =
 
 /**
  * The runs list's filters as the hash keeps them, so a reload or a shared link shows the same
- * list: `id` a run id prefix, `q` text in input or output, `from`/`to` datetime-local values.
+ * list: `id` a part of a run id, `q` text in input or output, `from`/`to` datetime-local values.
  */
 export interface RunsFilter {
   status?: string;

@@ -86,6 +86,8 @@ export interface Visit {
   deadline_at: number | null;
   /** A map node's item counts; null (or absent, from an older server) for other kinds. */
   items?: MapCounts | null;
+  /** What a ready node waits for, when the server has something to say (an agent nothing serves). */
+  waiting?: { reason: string; message: string };
 }
 
 /** A map visit's items by state. */

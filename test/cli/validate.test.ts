@@ -61,6 +61,20 @@ describe("skein validate", () => {
     expect(r.stdout).toContain('warning: nodes[0].agent_type: no agent is registered for agent_type "translator"');
   });
 
+  it("warns about a sleep past the workflow's timeout, naming its path", async () => {
+    const ws = workspace();
+    const file = ws.file("nap.json", {
+      id: "nap",
+      timeout: 600,
+      nodes: [{ node_id: "nap", agent_type: "sleep", payload: { seconds: 3600 } }],
+    });
+    const r = await skein(["validate", file], ws.dir);
+    expect(r.code).toBe(0);
+    expect(r.stdout).toContain(
+      "warning: nodes[0].payload.seconds: sleeps 3600 s, at or above the workflow timeout (600 s): the run expires before it wakes; raise the workflow's timeout",
+    );
+  });
+
   it("exits 2 for a file that is not JSON, naming the line and column", async () => {
     const ws = workspace();
     const file = ws.file("broken.json", '{\n  "id": "x",\n  "nodes": [ }\n');

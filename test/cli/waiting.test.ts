@@ -1,6 +1,7 @@
 /**
  * WAITING nodes in `skein status` and `skein run`'s live view (in process): each says what it
- * waits for, a wait_event its event (and key) with its timeout, a sleep its wake-up time.
+ * waits for, a wait_event its event (and key) with its timeout, a sleep its wake-up time; a
+ * ready node of an agent type nothing serves says that.
  */
 import { describe, expect, it } from "vitest";
 import { EventTap } from "../../src/cli/follow.js";
@@ -60,5 +61,20 @@ describe("WAITING nodes say what they wait for", () => {
     await delivered;
     tap.close();
     expect(lines).toContainEqual(expect.stringMatching(/event\.delivered +paid#1 event "paid" \(key o-1\)$/));
+  });
+
+  it("a ready node of an agent type nothing serves says so, in the run report and the live view's rows", async () => {
+    const { engine, clock } = await testEngine({ agents: { summarize: () => "ok" } });
+    await engine.registerWorkflow({ id: "typo", nodes: [{ node_id: "write", agent_type: "sumarize" }] });
+    const run = await engine.startRun("typo");
+    const current = await engine.getRun(run.run_id);
+    const report = runReport(current, await engine.listVisits(run.run_id), clock.now());
+    expect(report).toMatch(
+      /\nwrite +PENDING .*no engine or worker serves agent_type "sumarize" \(did you mean "summarize"\?\)/,
+    );
+    expect(new RunProgress(current).rows.get("write")).toMatchObject({
+      state: "READY",
+      note: expect.stringMatching(/^no engine or worker serves agent_type "sumarize"/),
+    });
   });
 });

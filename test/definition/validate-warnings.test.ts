@@ -54,6 +54,32 @@ describe("warnings", () => {
     );
   });
 
+  it("warns about a sleep, an event wait or a review that reaches past the workflow timeout, saying to raise it", () => {
+    const raise = "raise the workflow's timeout";
+    const sleeps = (payload: object) => wf([{ node_id: "s", agent_type: "sleep", payload }], { timeout: 3600 });
+    expectOneWarning(sleeps({ seconds: 7200 }), "nodes[0].payload.seconds", raise);
+    expectOneWarning(sleeps({ seconds: 3600 }), "nodes[0].payload.seconds", "expires before it wakes");
+    expect(warningsOf(sleeps({ seconds: 3599 }))).toEqual([]);
+    // A fixed time is judged against a run started at `now`.
+    const now = Date.parse("2030-01-01T00:00:00Z");
+    expectOneWarning(sleeps({ until: "2030-01-01T02:00:00Z" }), "nodes[0].payload.until", raise, { now });
+    expectOneWarning(sleeps({ until: now + 3_600_000 }), "nodes[0].payload.until", "a run started now", { now });
+    expect(warningsOf(sleeps({ until: "2030-01-01T00:30:00Z" }), { now })).toEqual([]);
+    // Known only when it resolves: no warning.
+    expect(warningsOf(sleeps({ seconds: "{{ input.wait }}" }))).toEqual([]);
+    const waits = wf([{ node_id: "w", agent_type: "wait_event", payload: { event: "paid" }, timeout: 7200 }], {
+      timeout: 3600,
+    });
+    expectOneWarning(
+      waits,
+      "nodes[0].timeout",
+      `waits up to 7200 s for its event, at or above the workflow timeout (3600 s): the run expires first; ${raise}`,
+    );
+    const review = wf([{ node_id: "r", agent_type: "human_review", timeout: 5000 }], { timeout: 3600 });
+    expectOneWarning(review, "nodes[0].timeout", `the review waits up to 5000 s`);
+    expectOneWarning(review, "nodes[0].timeout", raise);
+  });
+
   it("does not warn for a human_review left to the workflow timeout", () => {
     expect(warningsOf(wf([{ node_id: "a", agent_type: "human_review" }]))).toEqual([]);
   });

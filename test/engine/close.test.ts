@@ -1,10 +1,12 @@
 import { symlinkSync } from "node:fs";
 import { join } from "node:path";
+import pino from "pino";
 import { describe, expect, it } from "vitest";
 import {
   createEngine,
   DatabaseError,
   EngineClosedError,
+  ManualClock,
   type RunEvent,
   type Task,
   UnavailableError,
@@ -73,6 +75,53 @@ describe("close", () => {
       expect(done.status).toBe("SUCCEEDED");
       expect(seen.map((t) => [t.execution_id, t.attempt])).toEqual([[`${run.run_id}:a:1`, 2]]);
       expect(done.nodes[0]).toMatchObject({ failures: 0, interruptions: 1 });
+    } finally {
+      await second.close();
+    }
+  });
+
+  it("says which engine it took over, how many attempts, and how long after its last heartbeat", async () => {
+    const database = tempDb();
+    const t0 = Date.parse("2030-01-01T00:00:00Z");
+    const first = await createEngine({
+      database,
+      engineId: "gone-1",
+      clock: new ManualClock(t0),
+      agents: { work: () => new Promise(() => undefined) },
+    });
+    await first.registerWorkflow({
+      id: "two-nodes",
+      nodes: [
+        { node_id: "a", agent_type: "work" },
+        { node_id: "b", agent_type: "work" },
+      ],
+    });
+    const started = [
+      nextEvent(first, (e) => isStarted(e) && e.node_id === "a"),
+      nextEvent(first, (e) => isStarted(e) && e.node_id === "b"),
+    ];
+    await first.startRun("two-nodes");
+    await Promise.all(started);
+    await first.close({ timeoutMs: 10 });
+
+    const lines: { msg: string; engine_id?: string; attempts?: number; silent_ms?: number | null }[] = [];
+    const logger = pino({ level: "info" }, { write: (line: string) => lines.push(JSON.parse(line)) });
+    const clock = new ManualClock(t0 + 40_000);
+    const second = await createEngine({ database, clock, logger, agents: { work: () => "ok" } });
+    try {
+      const retried = nextEvent(second, isStarted);
+      await retried;
+      const taken = lines.filter((l) => l.msg.includes("took over"));
+      // PostgreSQL: an engine that closes with attempts running makes its heartbeat stale at once.
+      const since = onPostgres ? "it stopped while they still ran" : "its last heartbeat was 40 s ago";
+      expect(taken).toEqual([
+        expect.objectContaining({
+          msg: `skein: took over dead engine gone-1: 2 attempts back to RETRYING (${since})`,
+          engine_id: "gone-1",
+          attempts: 2,
+          silent_ms: onPostgres ? null : 40_000,
+        }),
+      ]);
     } finally {
       await second.close();
     }

@@ -76,7 +76,7 @@ describe("listRuns search", () => {
     expect((await ids("echoed")).length).toBe(4);
   });
 
-  it("filters by id prefix and creation time", async () => {
+  it("filters by id prefix, a part of the id and creation time", async () => {
     const { engine, runs } = await engineWithRuns();
     const first = runs[0];
     const second = runs[1];
@@ -84,6 +84,17 @@ describe("listRuns search", () => {
     const byPrefix = await engine.listRuns({ id_prefix: first.run_id.slice(0, 30) });
     expect(byPrefix.map((r) => r.run_id)).toEqual([first.run_id]);
     expect(await engine.listRuns({ id_prefix: "zzz" })).toEqual([]);
+    // Any part of the id, in any case: the tail the admin page shows, or a piece of the middle.
+    const ids = async (part: string) => (await engine.listRuns({ id_contains: part })).map((r) => r.run_id);
+    expect(await ids(second.run_id.slice(-12))).toEqual([second.run_id]);
+    expect(await ids(second.run_id.slice(-12).toUpperCase())).toEqual([second.run_id]);
+    expect(await ids(second.run_id.slice(14, 30))).toEqual([second.run_id]);
+    expect(await ids(first.run_id)).toEqual([first.run_id]);
+    // LIKE's wildcards are characters like any other: no id holds them.
+    expect(await ids("%")).toEqual([]);
+    expect(await ids("_")).toEqual([]);
+    expect(await ids("\\")).toEqual([]);
+    expect(await ids(`${second.run_id.slice(-6)}x`)).toEqual([]);
     const between = await engine.listRuns({
       workflow_id: "echo",
       created_after: second.created_at,

@@ -4,6 +4,7 @@ import { describe, expect, it } from "vitest";
 import type { NodeInput, WorkflowInput } from "../../src/index.js";
 import {
   ConflictError,
+  createClient,
   createEngine,
   DatabaseError,
   NotFoundError,
@@ -112,6 +113,30 @@ describe("runs", () => {
     expect((await engine.waitForRun(latest.run_id)).workflow_version).toBe(2);
     expect(seen.sort()).toEqual(["one", "two"]);
     expect(await engine.listWorkflows()).toEqual([expect.objectContaining({ id: "ver", version: 2 })]);
+  });
+
+  it("keeps a definition in its author's key order; the same content in another order is the same version", async () => {
+    const { engine, database } = await testEngine({ agents: { echo: (t: Task) => t.payload } });
+    // Keys as an author writes them: not alphabetical, in the workflow and in a node.
+    const written = {
+      nodes: [{ node_id: "b", agent_type: "echo", payload: { zeta: 1, alpha: 2 } }],
+      id: "ordered",
+      description: "read top to bottom",
+    };
+    expect(await engine.registerWorkflow(written)).toMatchObject({ version: 1, created: true });
+    const keysOf = (d: unknown) => JSON.stringify(d);
+    const asWritten = keysOf({ ...written, version: 1 });
+    expect(keysOf((await engine.getWorkflow("ordered")).definition)).toBe(asWritten);
+    // Reordered, the content is the same: the first text stays, as a new client reading the store sees.
+    const reordered = { id: "ordered", description: "read top to bottom", nodes: written.nodes };
+    expect(await engine.registerWorkflow(reordered)).toMatchObject({ version: 1, created: false });
+    const client = await createClient({ database });
+    try {
+      expect(keysOf((await client.getWorkflow("ordered")).definition)).toBe(asWritten);
+    } finally {
+      await client.close();
+    }
+    expect(keysOf((await engine.getWorkflow("ordered")).definition)).toBe(asWritten);
   });
 
   it("fails the attempt, not the engine, when a handler returns garbage or a template fails", async () => {

@@ -138,4 +138,20 @@ describe("sleep", () => {
       error: expect.objectContaining({ message: expect.stringContaining("seconds must be") }),
     });
   });
+
+  it("warns at registration about a sleep that wakes after the run's TTL, until a fixed time judged by the engine's clock", async () => {
+    const clock = new ManualClock(Date.parse("2030-01-01T00:00:00Z"));
+    const { engine } = await testEngine({ ...options, clock });
+    const long = await engine.registerWorkflow(sleepFlow({ seconds: 7200 }, 3600));
+    expect(long.warnings).toEqual([
+      { path: "nodes[0].payload.seconds", message: expect.stringContaining("raise the workflow's timeout") },
+    ]);
+    const until = { ...sleepFlow({ until: "2030-01-01T02:00:00Z" }, 3600), id: "until" };
+    expect((await engine.registerWorkflow(until)).warnings).toEqual([
+      { path: "nodes[0].payload.until", message: expect.stringContaining("a run started now expires before it wakes") },
+    ]);
+    expect((await engine.checkWorkflow(until)).warnings).toHaveLength(1);
+    await clock.advance(3600 * 1000 + 1); // now within the TTL of a run started now
+    expect((await engine.checkWorkflow(until)).warnings).toEqual([]);
+  });
 });

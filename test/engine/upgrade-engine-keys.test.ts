@@ -145,7 +145,13 @@ describe("upgrading to engine keys under skein: (migration 014)", () => {
     await idle(before);
     // In flight: the parent's child waits, the map's first item runs (its second waits for room), the slot's run waits.
     const child = (await before.getRun(parent.run_id)).children[0]?.run_id as string;
-    const [item] = await runsOf(before, "fan/each");
+    const itemRuns = async (engine: Engine) =>
+      Promise.all(
+        (await engine.listMapItems(mapped.run_id, "each")).items
+          .filter((i) => i.child_run_id !== null)
+          .map((i) => engine.getRun(i.child_run_id as string)),
+      );
+    const [item] = await itemRuns(before);
     const [slotRun] = (await runsOf(before, "held")).filter((r) => r.schedule_id === "nightly");
     expect([child, item?.run_id, slotRun?.run_id].every(Boolean)).toBe(true);
     const keysNow = new Map<string, string | null>();
@@ -208,12 +214,12 @@ describe("upgrading to engine keys under skein: (migration 014)", () => {
     expect((await engine.getRun(parent.run_id)).status).toBe("SUCCEEDED");
     expect((await engine.getRun(parent.run_id)).children.map((c) => c.run_id)).toEqual([child]);
     expect((await engine.getRun(mapped.run_id)).status).toBe("SUCCEEDED");
-    const items = await runsOf(engine, "fan/each");
+    const items = await itemRuns(engine);
     expect(items.map((r) => r.idempotency_key).sort()).toEqual([
       `skein:${mapped.run_id}:each:1:1:0`,
       `skein:${mapped.run_id}:each:1:1:1`,
     ]);
-    // One child, two items' children, one slot's run and the clients' three: nothing twice.
+    // One child, two items (each a run of "held", the map's child), one slot's run and the clients' three: nothing twice.
     expect(await runsOf(engine, "held")).toHaveLength(1 + 2 + 1 + 3);
   });
 });

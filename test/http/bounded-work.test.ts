@@ -156,11 +156,19 @@ describe.each(["sqlite", "postgres"] as const)(
       const rec = {
         id: "team-a-rec",
         timeout: 3600,
+        // Each run holds (so the tree stays in progress until the cancel) and maps over itself; the
+        // runs at the depth limit fail, tolerated, so the tree grows wide until maxRunsPerTree.
         nodes: [
+          { node_id: "hold", agent_type: "hang" },
           {
             node_id: "fan",
             agent_type: "map",
-            payload: { items: "{{ [0,1,2,3,4,5,6,7,8,9] }}", each: { workflow_id: "team-a-rec" }, max_concurrency: 10 },
+            payload: {
+              items: "{{ [0,1,2,3,4,5,6,7,8,9] }}",
+              each: { workflow_id: "team-a-rec" },
+              max_concurrency: 10,
+              tolerated_failure_percent: 100,
+            },
           },
         ],
       };

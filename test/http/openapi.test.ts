@@ -214,6 +214,7 @@ describe("GET /v1/openapi.json", () => {
       ["workflow_id", "query", false],
       ["schedule_id", "query", false],
       ["id_prefix", "query", false],
+      ["id_contains", "query", false],
       ["created_after", "query", false],
       ["created_before", "query", false],
       ["q", "query", false],

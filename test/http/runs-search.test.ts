@@ -1,4 +1,4 @@
-/** GET /v1/runs filters: text in input or output (q), id prefix, creation time; bad values are precise 400s. */
+/** GET /v1/runs filters: text in input or output (q), id prefix or part, creation time; bad values are precise 400s. */
 import { describe, expect, it } from "vitest";
 import type { TokenEntry } from "../../src/http/auth.js";
 import { bearer, TOKEN_LIST, TOKENS, testApi, WORKFLOWS } from "./helpers.js";
@@ -40,7 +40,7 @@ describe("GET /v1/runs search", () => {
     expect(await ids("q=invoice&workflow_id=payroll", SCOPED)).toEqual([]);
   });
 
-  it("pages a search with the cursor, and filters by id prefix and creation time", async () => {
+  it("pages a search with the cursor, and filters by id prefix, id part and creation time", async () => {
     const { runs, list, ids, engine } = await searchApi();
     const first = await list("q=invoice&limit=1");
     expect(first.json().runs.map((r: { run_id: string }) => r.run_id)).toEqual([runs.payroll]);
@@ -48,6 +48,8 @@ describe("GET /v1/runs search", () => {
     expect(await ids(`q=invoice&limit=1&cursor=${encodeURIComponent(cursor)}`)).toEqual([runs["order-eu"]]);
     const eu = await engine.getRun(runs["order-eu"] as string);
     expect(await ids(`id_prefix=${eu.run_id.slice(0, 32)}`)).toEqual([eu.run_id]);
+    expect(await ids(`id_contains=${eu.run_id.slice(-12).toUpperCase()}`)).toEqual([eu.run_id]);
+    expect(await ids(`id_contains=${encodeURIComponent("%")}`)).toEqual([]);
     expect(await ids(`created_before=${eu.created_at + 1}`)).toEqual([eu.run_id]);
     expect(await ids(`created_after=${eu.created_at + 1}`)).toEqual([runs.payroll]);
     expect(await ids(`created_after=${eu.created_at}&created_before=${eu.created_at + 1}&q=invoice`)).toEqual([
@@ -69,5 +71,7 @@ describe("GET /v1/runs search", () => {
     expect(await problem("q=abc%0Adef")).toMatch(/^query\.q: .*control characters/);
     expect(await problem("created_after=yesterday")).toMatch(/^query\.created_after: /);
     expect(await problem("id_prefix=")).toMatch(/^query\.id_prefix: /);
+    expect(await problem("id_contains=")).toMatch(/^query\.id_contains: /);
+    expect(await problem("id_contains=ab%00")).toMatch(/^query\.id_contains: .*control characters/);
   });
 });

@@ -147,13 +147,13 @@ describe("PostgresStore", () => {
       const schema = freshSchema();
       await (await open(schema)).close();
       await open(schema);
-      expect(await versions(schema)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14, 15, 16, 17]);
+      expect(await versions(schema)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14, 15, 16, 17, 18]);
     });
 
     it("lets two stores migrate the same new schema at once", async () => {
       const schema = freshSchema();
       await Promise.all([open(schema), open(schema)]);
-      expect(await versions(schema)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14, 15, 16, 17]);
+      expect(await versions(schema)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14, 15, 16, 17, 18]);
     });
 
     it("refuses a schema newer than it knows", async () => {
@@ -164,7 +164,7 @@ describe("PostgresStore", () => {
       );
       const opening = open(schema);
       await expect(opening).rejects.toThrow(DatabaseError);
-      await expect(opening).rejects.toThrow(/schema version 99, newer than this Skein knows \(17\); upgrade Skein/);
+      await expect(opening).rejects.toThrow(/schema version 99, newer than this Skein knows \(18\); upgrade Skein/);
     });
 
     it("refuses a schema that holds someone else's tables", async () => {
@@ -184,7 +184,7 @@ describe("PostgresStore", () => {
       stores.push(store);
       await store.putWorkflow("wf", "hash-1", WORKFLOW, NOW);
       expect((await store.getWorkflow("wf"))?.version).toBe(1);
-      expect(await versions(schema)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14, 15, 16, 17]);
+      expect(await versions(schema)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14, 15, 16, 17, 18]);
     });
   });
 

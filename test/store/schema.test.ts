@@ -52,6 +52,7 @@ describe("SQLite schema", () => {
       { version: 15, name: "bounded_work" },
       { version: 16, name: "reserved" },
       { version: 17, name: "held_maps" },
+      { version: 18, name: "served_types" },
     ]);
     db.close();
   });

@@ -50,7 +50,7 @@ CREATE TABLE engines (
   started_at    INTEGER NOT NULL,
   heartbeat_at  INTEGER NOT NULL,
   stopped_at    INTEGER
-);
+, served_types TEXT);
 
 CREATE TABLE events (
   seq       INTEGER PRIMARY KEY,  -- the rowid: grows with every insert (no AUTOINCREMENT: it costs a write per row)

@@ -1,6 +1,6 @@
 /** The run timeline's rows and bars, computed from a run's events and visits (no browser). */
 import { describe, expect, it } from "vitest";
-import { buildTimeline, niceAxis, tickLabel } from "../../src/web/timeline/model.js";
+import { axisUnit, buildTimeline, niceAxis, tickLabel } from "../../src/web/timeline/model.js";
 import type { RunEvent, Visit } from "../../src/web/types.js";
 
 const T0 = 1_700_000_000_000;
@@ -199,36 +199,39 @@ describe("buildTimeline", () => {
 });
 
 describe("the time axis", () => {
-  it("picks ms, s, min or h ticks as the span needs", () => {
-    expect(niceAxis(0, 3_000).ticks.map((t) => t.label)).toEqual([
-      "0",
-      "500 ms",
-      "1 s",
-      "1.5 s",
-      "2 s",
-      "2.5 s",
-      "3 s",
-    ]);
-    expect(niceAxis(0, 95_000).ticks.map((t) => t.label)).toEqual([
-      "0",
-      "15 s",
-      "30 s",
-      "45 s",
-      "1 min",
-      "75 s",
-      "1.5 min",
-      "105 s",
-    ]);
-    expect(niceAxis(0, 3 * 3_600_000).ticks.at(-1)?.label).toBe("3 h");
+  const labels = (last: number) => niceAxis(0, last).ticks.map((t) => t.label);
+
+  it("labels every tick of an axis in one unit, chosen from the span", () => {
+    expect(labels(3_000)).toEqual(["0", "0.5 s", "1 s", "1.5 s", "2 s", "2.5 s", "3 s"]);
+    expect(labels(95_000)).toEqual(["0", "15 s", "30 s", "45 s", "60 s", "75 s", "90 s", "105 s"]);
+    expect(labels(700)).toEqual(["0", "100 ms", "200 ms", "300 ms", "400 ms", "500 ms", "600 ms", "700 ms"]);
+    expect(labels(1_500)).toEqual(["0", "0.2 s", "0.4 s", "0.6 s", "0.8 s", "1 s", "1.2 s", "1.4 s", "1.6 s"]);
+    expect(labels(3 * 60_000)).toEqual(["0", "0.5 min", "1 min", "1.5 min", "2 min", "2.5 min", "3 min"]);
+    expect(labels(50 * 60_000)).toEqual(["0", "10 min", "20 min", "30 min", "40 min", "50 min"]);
+    expect(labels(3 * 3_600_000).at(-1)).toBe("3 h");
+    expect(labels(5 * 86_400_000)).toEqual(["0", "1 d", "2 d", "3 d", "4 d", "5 d"]);
     expect(niceAxis(5, 5).end).toBe(6);
+    // Whatever the span, one unit per axis.
+    for (let last = 1; last < 40 * 86_400_000; last = Math.ceil(last * 1.37)) {
+      const units = new Set(
+        labels(last)
+          .slice(1)
+          .map((l) => l.split(" ")[1]),
+      );
+      expect([last, units.size]).toEqual([last, 1]);
+    }
   });
 
-  it("labels offsets in the largest unit", () => {
-    expect(tickLabel(0)).toBe("0");
-    expect(tickLabel(200)).toBe("200 ms");
-    expect(tickLabel(90_000)).toBe("1.5 min");
-    expect(tickLabel(75_000)).toBe("75 s");
-    expect(tickLabel(1_250)).toBe("1250 ms");
-    expect(tickLabel(2 * 86_400_000)).toBe("2 d");
+  it("picks the largest unit in which a step is a fifth or more, with at most one decimal", () => {
+    expect(axisUnit(50).name).toBe("ms");
+    expect(axisUnit(100).name).toBe("ms");
+    expect(axisUnit(200).name).toBe("s");
+    expect(axisUnit(15_000).name).toBe("s");
+    expect(axisUnit(30_000).name).toBe("min");
+    expect(axisUnit(15 * 60_000).name).toBe("min");
+    expect(axisUnit(6 * 3_600_000).name).toBe("h");
+    expect(axisUnit(12 * 3_600_000).name).toBe("d");
+    expect(tickLabel(0, axisUnit(1_000))).toBe("0");
+    expect(tickLabel(1_250, { ms: 1_000, name: "s" })).toBe("1.3 s");
   });
 });

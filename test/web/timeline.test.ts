@@ -41,6 +41,13 @@ describe("the run timeline", { timeout: 90_000 }, () => {
     await page.goto(`${s.url}/#/runs/${run.run_id}`);
     const timeline = page.locator("svg.timeline");
     const row = (node: string) => timeline.locator(`g.timeline-row[data-node-id="${node}"]`);
+    /** The axis' labels as drawn now: "0", then each tick in the same unit. */
+    const expectOneUnit = async () => {
+      const labels = await timeline.locator("g.timeline-axis text").allTextContents();
+      expect(labels[0]).toBe("0");
+      expect(labels.length).toBeGreaterThan(1);
+      expect(new Set(labels.slice(1).map((l) => l.split(" ")[1])).size, labels.join(", ")).toBe(1);
+    };
 
     // The review waits: a hatched review bar, running. fetch failed once, then succeeded: two bars.
     await nodeInState(page, "check", "IN_REVIEW");
@@ -61,6 +68,8 @@ describe("the run timeline", { timeout: 90_000 }, () => {
       "write",
     ]);
     expect(await row("write").locator("g.timeline-bar").count()).toBe(0);
+    // Early in a run the axis spans seconds in steps under one: still one unit ("0.5 s", "1 s", not "500 ms", "1 s").
+    await expectOneUnit();
 
     await s.api("POST", `/v1/runs/${run.run_id}/nodes/check/review`, { decision: "approve", by: "ops" });
 
@@ -123,6 +132,7 @@ describe("the run timeline", { timeout: 90_000 }, () => {
     await runStatus(page, "SUCCEEDED");
     await row("write").locator("g.timeline-bar.outcome-succeeded").waitFor();
     expect(await timeline.locator("g.timeline-bar.outcome-running").count()).toBe(0);
+    await expectOneUnit();
 
     // The child run's bar links to it; its page links back to the parent.
     const child = await s.api<{ children: { run_id: string }[] }>("GET", `/v1/runs/${run.run_id}`);

@@ -59,12 +59,21 @@ describe("the workflow editor", { timeout: 90_000 }, () => {
     const { page } = s;
     await page.goto(`${s.url}/#/workflows/publish`);
     await page.locator('.verdict[data-verdict="true"]').waitFor();
-    const definition = JSON.parse(await editorText(page)) as Record<string, unknown>;
+    // The text as its author wrote it: keys in their order (node_id before agent_type, a review's
+    // timeout before its payload), not sorted, and no version.
+    const text = await editorText(page);
+    expect(text).toBe(JSON.stringify(PUBLISH, null, 2));
+    const definition = JSON.parse(text) as Record<string, unknown>;
     expect(definition).not.toHaveProperty("version");
-    await pasteIntoEditor(page, JSON.stringify({ ...definition, description: "Now with a description" }, null, 2));
+    // A key added at the end stays at the end, once saved and loaded again.
+    const edited = { ...definition, description: "Now with a description" };
+    await pasteIntoEditor(page, JSON.stringify(edited, null, 2));
     await page.getByRole("button", { name: "Save as new version" }).click();
     await page.getByText("Saved publish as version 2.").waitFor();
     await page.locator(".description", { hasText: "Now with a description" }).waitFor();
+    await page.reload();
+    await page.locator('.verdict[data-verdict="true"]').waitFor();
+    expect(await editorText(page)).toBe(JSON.stringify(edited, null, 2));
 
     await page.getByLabel("version", { exact: true }).selectOption("1");
     await page.waitForFunction(

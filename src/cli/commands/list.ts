@@ -27,7 +27,7 @@ export function registerList(program: Command): void {
     .option("--workflow <workflow_id>", "only runs of this workflow")
     .option("--schedule <schedule_id>", "only runs this schedule started")
     .option("--search <text>", "only runs whose input or output contains this text, any case (3 characters or more)")
-    .option("--id <prefix>", "only runs whose run_id starts with this")
+    .option("--id <text>", "only runs whose run_id contains this (its start, its end or any part)")
     .option("--since <duration>", 'only runs created in the last duration, e.g. "45m", "12h", "7d"', durationMs)
     .option("--limit <n>", "at most this many runs (1 to 1000)", positiveInt, 20)
     .option("--json", "print the runs as a JSON array")
@@ -46,7 +46,7 @@ export function registerList(program: Command): void {
           ...(options.workflow ? { workflow_id: options.workflow } : {}),
           ...(options.schedule ? { schedule_id: options.schedule } : {}),
           ...(options.search !== undefined ? { q: options.search } : {}),
-          ...(options.id ? { id_prefix: options.id } : {}),
+          ...(options.id ? { id_contains: options.id } : {}),
           ...(options.since !== undefined ? { created_after: Date.now() - options.since } : {}),
         }),
       );

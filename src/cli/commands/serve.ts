@@ -6,7 +6,7 @@ import type { TokenEntry } from "../../http/auth.js";
 import { loadAgents } from "../agents-module.js";
 import { library } from "../database.js";
 import { LLM_ENV_HELP, llmFromEnv } from "../llm-env.js";
-import { dbOf, examples } from "../options.js";
+import { dbOf, examples, listenDatabaseOption } from "../options.js";
 import { CliError } from "../output.js";
 import { stopSignal } from "../signals.js";
 
@@ -66,6 +66,7 @@ export function registerServe(program: Command): void {
       const { secretsFromEnv } = await import("../../engine/secrets.js");
       const engine = await createEngine({
         database: dbOf(command),
+        ...listenDatabaseOption(),
         agents,
         logger,
         secrets: secretsFromEnv(),

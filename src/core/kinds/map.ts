@@ -2,11 +2,12 @@
  * `map` (DESIGN §11.1): runs `payload.each` once per element of `payload.items`, at most
  * `max_concurrency` at a time, and succeeds with the outputs in item order.
  *
- * Each item is a child run of a one-node workflow made from `each` (`<workflow_id>/<node_id>`,
- * built by the registry from the parent's definition): `{ agent_type, payload }` runs that agent,
- * `{ workflow_id, input }` a `workflow` node. So an item has the node's retry settings and
- * timeout as its own (its node's), its templates resolve in the item run (they see `item` and
- * `index`), and it is started, recovered, fenced and cancelled like any child run. The visit is
+ * Each item is a child run of the map's run. `{ agent_type, payload }`: a run of a one-node
+ * workflow made from `each` (`<workflow_id>/<node_id>`, built by the registry from the parent's
+ * definition), so an item has the node's retry settings and timeout as its own (its node's) and
+ * its templates resolve in the item run (they see `item` and `index`). `{ workflow_id, input }`:
+ * a run of that workflow itself, `each.input` resolved for the item as it starts
+ * (engine/map-item-runs.ts). Either is started, recovered and cancelled like any child run. The visit is
  * held by `map` for as long as items run (no lease: the run's TTL bounds it); its items are rows
  * (`map_items`), started and settled by engine/flush-maps.ts.
  */
@@ -21,6 +22,11 @@ export const MAP_HOLDER = "map";
 export const ITEM_SEPARATOR = "/";
 
 export const MAP_DEFAULTS = { max_concurrency: 10, max_items: 10_000 } as const;
+/**
+ * How many failed items a map that succeeded within its tolerated failures lists (`failed_items`,
+ * by index) in its counts and its node.succeeded event: a 10,000-item map's row and event stay small.
+ */
+export const FAILED_ITEMS_SHOWN = 100;
 /** The most items a map may be given (`max_items` may not be set above it). */
 export const MAX_ITEMS_LIMIT = 100_000;
 

@@ -75,7 +75,7 @@ function payloadProblem(payload: Json): string | null {
 }
 
 /** When a sleep with this payload, ready at `now`, wakes (ms); or what is wrong with the payload. */
-function dueTime(payload: Json, now: number): number | string {
+export function dueTime(payload: Json, now: number): number | string {
   const p = payload !== null && typeof payload === "object" && !Array.isArray(payload) ? payload : {};
   const hasSeconds = "seconds" in p;
   const hasUntil = "until" in p;

@@ -57,6 +57,14 @@ const ListQuery = z
     workflow_id: z.string().min(1).max(200).optional(),
     schedule_id: z.string().min(1).max(200).optional().describe("only the runs this schedule started"),
     id_prefix: z.string().min(1).max(200).optional().describe("only runs whose run_id starts with this"),
+    id_contains: z
+      .string()
+      .min(1)
+      .max(200)
+      // biome-ignore lint/suspicious/noControlCharactersInRegex: refusing them is the point
+      .refine((part) => !/[\u0000-\u001f\u007f]/.test(part), "id_contains must not contain control characters")
+      .optional()
+      .describe("only runs whose run_id contains this, in any case (e.g. the end of the id the admin page shows)"),
     created_after: EpochMs.optional().describe("only runs created at or after this time (ms since the epoch)"),
     created_before: EpochMs.optional().describe("only runs created before this time (ms since the epoch)"),
     q: z
@@ -185,7 +193,7 @@ export function registerRunRoutes(app: FastifyInstance, { engine, rates }: Route
         operationId: "listRuns",
         tags: ["runs"],
         summary:
-          "Runs, newest first, a page at a time, filtered by status, workflow, id prefix, creation time and text",
+          "Runs, newest first, a page at a time, filtered by status, workflow, id (its start or any part), creation time and text",
         querystring: ListQuery,
         response: {
           ...errorResponses(503),
@@ -197,8 +205,18 @@ export function registerRunRoutes(app: FastifyInstance, { engine, rates }: Route
       },
     },
     async (request) => {
-      const { status, workflow_id, schedule_id, id_prefix, created_after, created_before, q, limit, cursor } =
-        request.query;
+      const {
+        status,
+        workflow_id,
+        schedule_id,
+        id_prefix,
+        id_contains,
+        created_after,
+        created_before,
+        q,
+        limit,
+        cursor,
+      } = request.query;
       const scope = await visibleWorkflowIds(engine, request.principal);
       const runs = await engine.listRuns({
         limit: limit + 1,
@@ -206,6 +224,7 @@ export function registerRunRoutes(app: FastifyInstance, { engine, rates }: Route
         ...(workflow_id === undefined ? {} : { workflow_id }),
         ...(schedule_id === undefined ? {} : { schedule_id }),
         ...(id_prefix === undefined ? {} : { id_prefix }),
+        ...(id_contains === undefined ? {} : { id_contains }),
         ...(created_after === undefined ? {} : { created_after }),
         ...(created_before === undefined ? {} : { created_before }),
         ...(q === undefined ? {} : { q }),

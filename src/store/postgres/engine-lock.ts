@@ -39,6 +39,16 @@ export function engineLockName(schema: string, engineId: string): string {
 export const TAKE_ENGINE_LOCK = `SELECT pg_try_advisory_lock(${ENGINE_LOCK_NAMESPACE}, hashtext($1)) AS locked`;
 
 /**
+ * Whether the backend of pid $1 holds the lock named $2: behind a pooler, the check that the
+ * listen connection's lock is seen through the pooler (postgres-store.ts).
+ */
+export const ENGINE_LOCK_HELD_BY = `SELECT EXISTS (
+  SELECT 1 FROM pg_locks l
+   WHERE l.locktype = 'advisory' AND l.granted AND l.pid = $1 AND l.objsubid = 2
+     AND l.classid = ${ENGINE_LOCK_NAMESPACE}::oid AND l.objid = hashtext($2)::oid
+     AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())) AS held`;
+
+/**
  * True when no session holds the lock of engine `engineId` (an SQL expression) of schema
  * `schema` (a parameter, text). It reads pg_locks and takes nothing: a sweep that tried the
  * lock instead (pg_try_advisory_lock, then unlock) would hold a live engine's lock for a moment,

@@ -85,6 +85,11 @@ const SQL = {
     text: `SELECT child_run_id FROM map_items
             WHERE ${OF_VISIT} AND state = 'RUNNING' AND child_run_id IS NOT NULL ORDER BY idx LIMIT $4`,
   },
+  failed: {
+    name: "skein_failed_map_items",
+    text: `SELECT idx, child_run_id, error FROM map_items
+            WHERE ${OF_VISIT} AND state IN ('FAILED', 'CANCELLED') ORDER BY idx LIMIT $4`,
+  },
   held: {
     name: "skein_held_maps",
     text: `SELECT execution_id FROM visits WHERE holder = 'map' AND state IN ('RUNNING', 'CANCELLED')
@@ -197,6 +202,15 @@ export function postgresMapItems(q: Query): MapTx {
     newestSucceededMapItem: async (key) => {
       const [row] = await q<{ child_run_id: string }>(SQL.newestSucceeded, [key.run_id, key.node_id, key.visit]);
       return row?.child_run_id ?? null;
+    },
+    failedMapItems: async (key, limit) => {
+      const rows = await q<Pick<DbMapItem, "idx" | "child_run_id" | "error">>(SQL.failed, [
+        key.run_id,
+        key.node_id,
+        key.visit,
+        limit,
+      ]);
+      return rows.map((r) => ({ index: r.idx, child_run_id: r.child_run_id, error: r.error }));
     },
     runningMapItems: async (key, limit) => {
       const rows = await q<{ child_run_id: string }>(SQL.running, [key.run_id, key.node_id, key.visit, limit]);

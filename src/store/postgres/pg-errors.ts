@@ -96,6 +96,16 @@ export function connectError(e: unknown, target: string): Error {
           "or create the schema for that user first",
         cause,
       );
+    case "08P01":
+      // While connecting, a protocol violation is a startup parameter refused: what a
+      // transaction-mode pooler (PgBouncer) answers to the `options` that carry Skein's settings.
+      return new DatabaseError(
+        `the server at ${target} refused a startup parameter (${message}): it is likely a connection pooler ` +
+          "(PgBouncer in transaction mode), which takes no startup `options`. Behind a pooler, give Skein a direct " +
+          "connection to the same database for the session it needs as listenDatabase (CLI --listen-database, env " +
+          "SKEIN_LISTEN_DATABASE): it then sends the pooler no options (drop any ?options= from the pooler's URL too)",
+        cause,
+      );
     case "53300":
     case "57P03":
       return new DatabaseError(`PostgreSQL at ${target} cannot take a connection now (${message}); retry later`, {

@@ -5,6 +5,11 @@
  * outside transactions use the rest of the pool concurrently. Runs are changed under their
  * row locks (store.ts), the database's clock judges every due time (DESIGN §7), and
  * LISTEN/NOTIFY wakes idle engines when another one makes visits ready.
+ *
+ * Behind a transaction-mode pooler (`listenUrl` given, DESIGN §8) every transaction sets the
+ * schema and the plan settings itself, reads outside a transaction become one-statement
+ * transactions that do the same, and nothing is prepared by name (connection.ts); the listener
+ * and the engine's lock, which need a session, use the direct connection at `listenUrl`.
  */
 
 import pg from "pg";
@@ -27,14 +32,14 @@ import type {
   TransactionOptions,
   VisitKey,
 } from "../store.js";
-import { searchTextOf } from "../store.js";
+import { likeLiteral, searchTextOf } from "../store.js";
 import {
   type ConnectionSettings,
   connectionSettings,
   DEFAULT_CONNECT_TIMEOUT_MS,
   DEFAULT_SCHEMA,
 } from "./connection.js";
-import { engineLockName } from "./engine-lock.js";
+import { ENGINE_LOCK_HELD_BY, engineLockName } from "./engine-lock.js";
 import { gaugeStatements } from "./gauges.js";
 import { RUNS_WAITING_ON_KEY } from "./inbox.js";
 import { type DbMapItem, LIST_MAP_ITEMS, mapItemFromDb } from "./map-items.js";
@@ -68,6 +73,13 @@ export interface PostgresOptions {
   /** The schema holding Skein's tables, created when missing. Default `skein`. */
   schema?: string;
   /**
+   * A direct connection to the same database, for what needs a session of its own (LISTEN and
+   * the engine's liveness lock). Given, `url` is taken for a transaction-mode pooler
+   * (PgBouncer): no startup options, no session state between transactions, no named
+   * prepared statements. Default: none, `url` is a direct connection and carries everything.
+   */
+  listenUrl?: string;
+  /**
    * The clock of every due time. Default: the database's (`clock_timestamp()`, read once per
    * transaction), so that engines on machines with skewed clocks agree. Tests pass a manual clock.
    */
@@ -91,8 +103,9 @@ const BEGIN = "BEGIN ISOLATION LEVEL READ COMMITTED";
 
 /**
  * What a transaction's BEGIN round trip runs after BEGIN (named: prepared once per connection,
- * kept plans): the database's time, the runs' locks, waiting or not, and the read of the runs
- * it locked. The run ids are bound as an array parameter, never written into the SQL.
+ * kept plans; unnamed behind a pooler): the database's time, the runs' locks, waiting or not,
+ * and the read of the runs it locked. The run ids are bound as an array parameter, never
+ * written into the SQL.
  */
 const BEGIN_STATEMENTS = {
   now: { name: "skein_now", text: `SELECT ${DB_NOW} AS now` },
@@ -115,15 +128,20 @@ const SQL = {
   // Engines found dead by their free lock are left to the sweeps, which give a lock its grace.
   registerEngine: `
     WITH t AS (SELECT coalesce($4::bigint, ${DB_NOW}) AS now),
-    me AS (INSERT INTO engines (engine_id, host, pid, started_at, heartbeat_at)
-           SELECT $1, $2, $3, t.now, t.now FROM t),
+    me AS (INSERT INTO engines (engine_id, host, pid, started_at, heartbeat_at, served_types)
+           SELECT $1, $2, $3, t.now, t.now, $6::json FROM t),
     d AS (UPDATE engines e SET stopped_at = t.now FROM t
            WHERE e.stopped_at IS NULL AND e.heartbeat_at < t.now - $5::bigint AND e.engine_id <> $1
           RETURNING e.engine_id)
     SELECT engine_id FROM d WHERE ${HOLDS_ATTEMPTS}`,
   // A heartbeat also revives an engine another one took for dead while it was merely slow: if
   // it dies later, its newer attempts are recovered as soon as its heartbeat goes stale again.
-  heartbeat: `UPDATE engines SET heartbeat_at = coalesce($2::bigint, ${DB_NOW}), stopped_at = NULL WHERE engine_id = $1`,
+  heartbeat: `UPDATE engines SET heartbeat_at = coalesce($2::bigint, ${DB_NOW}), stopped_at = NULL,
+                               served_types = coalesce($3::json, served_types)
+              WHERE engine_id = $1`,
+  servedTypes: `SELECT DISTINCT json_array_elements_text(served_types) AS agent_type FROM engines
+                WHERE stopped_at IS NULL AND heartbeat_at >= coalesce($1::bigint, ${DB_NOW}) - $2::bigint
+                  AND served_types IS NOT NULL`,
   // An engine that stops while attempts it held still run (closed before they returned) is
   // not stopped but made stale at once, so the next engine to look takes it and recovers them.
   stopEngine: `
@@ -160,10 +178,9 @@ export class PostgresStore implements Store {
     private readonly clock: { now(): number } | undefined,
     private readonly logger: Pick<Logger, "warn" | "error">,
   ) {
-    const { max: _max, types: _types, ...client } = settings.config;
     // When this engine's own listener was cut, others' likely were too (a failover, a
     // terminate-all): what it saw free before it was back proves nothing, so the grace starts over.
-    this.listener = new ReadyListener(client, settings.channel, settings.channelSql, logger, () =>
+    this.listener = new ReadyListener(settings.listen.config, settings.channel, settings.channelSql, logger, () =>
       this.lockFree.clear(),
     );
   }
@@ -184,6 +201,7 @@ export class PostgresStore implements Store {
     const settings = connectionSettings(options.url, schema, {
       poolSize,
       connectTimeoutMs: options.connectTimeoutMs ?? DEFAULT_CONNECT_TIMEOUT_MS,
+      listenUrl: options.listenUrl,
     });
     const logger = options.logger ?? { warn: () => {}, error: () => {} };
     // Pipeline mode: a transaction's BEGIN, its locks and its reads go out together, each with
@@ -201,6 +219,7 @@ export class PostgresStore implements Store {
       ),
     );
     try {
+      // Through the pooler too: each migration is one transaction, under a transaction-level lock.
       await migrate(pool, { schema, schemaSql: settings.schemaSql, target: settings.target });
     } catch (e) {
       await pool.end().catch(() => undefined);
@@ -212,9 +231,11 @@ export class PostgresStore implements Store {
   async registerEngine(engine: EngineRow, staleBefore: number): Promise<string[]> {
     // The liveness lock first: once the row is committed another engine's sweep may look, and
     // a registered engine without its lock would look dead to it.
+    const lockName = engineLockName(this.settings.schema, engine.engine_id);
     await this.listener
-      .holdLock(engineLockName(this.settings.schema, engine.engine_id))
-      .catch((e: unknown) => Promise.reject(connectError(e, this.settings.target)));
+      .holdLock(lockName)
+      .catch((e: unknown) => Promise.reject(connectError(e, this.settings.listen.target)));
+    if (this.settings.perTransaction) await this.checkListenReachesPool(lockName);
     // Many engines share the database: nothing to refuse. With the database's clock, the
     // freshness window is the caller's (its now - staleBefore), judged by the database's now.
     const rows = await this.read<{ engine_id: string }>({
@@ -226,13 +247,47 @@ export class PostgresStore implements Store {
         engine.pid,
         this.clock ? engine.heartbeat_at : null,
         engine.heartbeat_at - staleBefore,
+        engine.served_types ? JSON.stringify(engine.served_types) : null,
       ],
     });
     return rows.map((r) => r.engine_id);
   }
 
-  async heartbeat(engineId: string, now: number): Promise<void> {
-    await this.read({ name: "skein_heartbeat", text: SQL.heartbeat, values: [engineId, this.clock ? now : null] });
+  /**
+   * Behind a pooler: the lock just taken on the listen connection must be seen through the
+   * pooler, where other engines look for it. It is not when listenUrl names another server or
+   * database (this engine would be taken for dead, and notifications would go elsewhere), or a
+   * pooler itself (the lock and the LISTEN would sit on a server connection shared with others).
+   * @throws DatabaseError saying which connection to fix.
+   */
+  private async checkListenReachesPool(lockName: string): Promise<void> {
+    const pid = this.listener.backendPid;
+    if (pid === null) return; // reconnecting already: the lock is taken again, on another backend
+    const [row] = await this.read<{ held: boolean }>({ text: ENGINE_LOCK_HELD_BY, values: [pid, lockName] });
+    if (row?.held || this.listener.backendPid !== pid) return;
+    throw new DatabaseError(
+      `the listen database ${this.settings.listen.target} does not reach the database of ${this.settings.target}: ` +
+        "the lock this engine holds on its listen connection is not seen through the database's connections, so " +
+        "other engines would take it for dead and their notifications would not reach it; give listenDatabase a " +
+        "direct connection (not through the pooler) to the same server and database",
+    );
+  }
+
+  async heartbeat(engineId: string, now: number, servedTypes?: string[]): Promise<void> {
+    await this.read({
+      name: "skein_heartbeat",
+      text: SQL.heartbeat,
+      values: [engineId, this.clock ? now : null, servedTypes ? JSON.stringify(servedTypes) : null],
+    });
+  }
+
+  async servedTypes(now: number, freshMs: number): Promise<string[]> {
+    const rows = await this.read<{ agent_type: string }>({
+      name: "skein_served_types",
+      text: SQL.servedTypes,
+      values: [this.clock ? now : null, freshMs],
+    });
+    return rows.map((r) => r.agent_type);
   }
 
   /**
@@ -395,11 +450,12 @@ export class PostgresStore implements Store {
       const prefix = param(filter.id_prefix);
       where.push(`run_id >= ${prefix} AND run_id < ${prefix} || chr(65535)`);
     }
+    if (filter.id_contains !== undefined) where.push(`run_id ILIKE ${param(`%${likeLiteral(filter.id_contains)}%`)}`);
     if (filter.created_after !== undefined) where.push(`created_at >= ${param(filter.created_after)}`);
     if (filter.created_before !== undefined) where.push(`created_at < ${param(filter.created_before)}`);
     if (filter.q !== undefined) {
       // ILIKE with the trigram indexes of migration 012; \, % and _ are taken literally.
-      const pattern = param(`%${searchTextOf(filter.q).replace(/[\\%_]/g, "\\$&")}%`);
+      const pattern = param(`%${likeLiteral(searchTextOf(filter.q))}%`);
       // Map item runs are not searched (nor indexed), as on SQLite.
       where.push(`strpos(workflow_id, '/') = 0 AND (input::text ILIKE ${pattern} OR output::text ILIKE ${pattern})`);
     }
@@ -512,7 +568,8 @@ export class PostgresStore implements Store {
     // two transactions never deadlock; then those to try, skipping any another transaction
     // holds), then the runs read by a statement of its own, whose snapshot is taken after the
     // locks (it sees what the transactions it waited for committed).
-    const statements: pg.QueryConfig[] = [{ text: BEGIN }];
+    const statements = this.begin();
+    const nowAt = statements.length;
     if (!clock) statements.push(BEGIN_STATEMENTS.now);
     const locking = new Set(options.lock ?? []);
     const lock = [...locking].sort();
@@ -528,7 +585,7 @@ export class PostgresStore implements Store {
         let time: () => number;
         if (clock) time = () => clock.now();
         else {
-          const now = begun[1]?.rows[0]?.now as number | undefined;
+          const now = begun[nowAt]?.rows[0]?.now as number | undefined;
           if (typeof now !== "number") throw new Error("skein: PostgreSQL did not return its time at BEGIN");
           time = () => now;
         }
@@ -576,7 +633,7 @@ export class PostgresStore implements Store {
    */
   private async inTransaction<T>(
     fn: (session: Session, begun: pg.QueryResult[]) => Promise<T>,
-    begin: pg.QueryConfig[] = [{ text: BEGIN }],
+    begin: pg.QueryConfig[] = this.begin(),
   ): Promise<T> {
     const session = await this.session();
     let open = false;
@@ -604,10 +661,17 @@ export class PostgresStore implements Store {
     }
   }
 
+  /** What opens a transaction: BEGIN, and behind a pooler the settings for it. */
+  private begin(): pg.QueryConfig[] {
+    const { perTransaction } = this.settings;
+    return perTransaction ? [{ text: BEGIN }, perTransaction] : [{ text: BEGIN }];
+  }
+
   /**
    * One statement outside any transaction, on any free pooled connection. A read is safe to
    * repeat: one that lost its connection (a pooled connection the server closed while idle) is
-   * tried again on another.
+   * tried again on another. Behind a pooler it is a transaction of its own, in one round trip:
+   * the settings, the statement, COMMIT.
    */
   private async read<R extends object>(config: pg.QueryConfig, attempts = READ_ATTEMPTS): Promise<R[]> {
     for (let attempt = 1; ; attempt++) {
@@ -615,7 +679,9 @@ export class PostgresStore implements Store {
       try {
         // Connecting is retried too: a new connection may be terminated while it starts.
         session = await this.session();
-        return (await session.query<R & pg.QueryResultRow>(config, "read")).rows;
+        if (!this.settings.perTransaction) return (await session.query<R & pg.QueryResultRow>(config, "read")).rows;
+        const results = await session.pipeline([...this.begin(), config, { text: "COMMIT" }], "read");
+        return (results[results.length - 2]?.rows ?? []) as R[];
       } catch (e) {
         if (!(e instanceof DatabaseError && e.transient) || attempt >= attempts) throw e;
       } finally {
@@ -626,6 +692,6 @@ export class PostgresStore implements Store {
 
   private async session(): Promise<Session> {
     if (this.closed) throw new DatabaseError(`the store of ${this.settings.target} is closed`);
-    return Session.open(this.pool, this.settings.target);
+    return Session.open(this.pool, this.settings.target, this.settings.perTransaction !== null);
   }
 }

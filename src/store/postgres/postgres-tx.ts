@@ -341,6 +341,10 @@ const SQL = {
     text: `SELECT run_id, node_id, visit FROM visits
             WHERE state = 'RUNNING' AND lease_expires_at <= $1 ORDER BY lease_expires_at LIMIT $2`,
   },
+  lastHeartbeats: {
+    name: "skein_last_heartbeats",
+    text: "SELECT engine_id, heartbeat_at FROM engines WHERE engine_id = ANY($1::text[])",
+  },
   attemptsHeldBy: {
     name: "skein_attempts_held_by",
     text: "SELECT run_id, node_id, visit FROM visits WHERE state = 'RUNNING' AND holder = ANY($1::text[]) LIMIT $2",
@@ -413,6 +417,7 @@ export class PostgresTx implements StoreTx {
   readonly pendingMapItems: MapTx["pendingMapItems"] = (key, from, limit) =>
     this.items.pendingMapItems(key, from, limit);
   readonly updateMapItems: MapTx["updateMapItems"] = (updates) => this.items.updateMapItems(updates);
+  readonly failedMapItems: MapTx["failedMapItems"] = (key, limit) => this.items.failedMapItems(key, limit);
   readonly runningMapItems: MapTx["runningMapItems"] = (key, limit) => this.items.runningMapItems(key, limit);
   readonly heldMaps: MapTx["heldMaps"] = (limit) => this.items.heldMaps(limit);
   readonly newestSucceededMapItem: MapTx["newestSucceededMapItem"] = (key) => this.items.newestSucceededMapItem(key);
@@ -680,6 +685,11 @@ export class PostgresTx implements StoreTx {
 
   async expiredAttempts(now: number, limit: number): Promise<VisitKey[]> {
     return this.q<VisitKey>(SQL.expiredAttempts, [now, limit]);
+  }
+
+  async lastHeartbeats(engineIds: string[]): Promise<Map<string, number>> {
+    const rows = await this.q<{ engine_id: string; heartbeat_at: number }>(SQL.lastHeartbeats, [engineIds]);
+    return new Map(rows.map((r) => [r.engine_id, r.heartbeat_at]));
   }
 
   async attemptsHeldBy(holders: string[], limit: number): Promise<VisitKey[]> {

@@ -57,6 +57,15 @@ export class ReadyListener {
   get listening(): boolean {
     return this.connected;
   }
+  /**
+   * The server process of the connection while it is up (pg_locks' pid of its lock), else null:
+   * the id the server gave at startup (BackendKeyData; pg keeps it untyped as `processID`). A
+   * pooler gives an id of its own there, which no server process has.
+   */
+  get backendPid(): number | null {
+    const client = this.client as (pg.Client & { processID?: number | null }) | null;
+    return this.connected ? (client?.processID ?? null) : null;
+  }
   /** Those waiting for the next connection attempt's outcome (holdLock). */
   private waiting: { resolve: () => void; reject: (e: Error) => void }[] = [];
 

@@ -6,6 +6,9 @@
  * whenever it comes: while the connection is idle, checked out between statements, or on its
  * way between the pool and a session. The failure is then reported as a lost connection
  * (transient) and the connection is destroyed rather than reused.
+ *
+ * Behind a transaction-mode pooler a session prepares nothing by name (`unnamed`): the pooler
+ * may give the next transaction another server connection, which never saw the statement.
  */
 import type pg from "pg";
 import { connectError, type Phase, statementError } from "./pg-errors.js";
@@ -22,17 +25,21 @@ export class Session {
   private constructor(
     private readonly client: pg.PoolClient,
     private readonly target: string,
+    private readonly unnamed: boolean,
   ) {}
 
-  /** @throws DatabaseError when no connection can be opened (see connectError). */
-  static async open(pool: pg.Pool, target: string): Promise<Session> {
+  /**
+   * @param unnamed true behind a transaction-mode pooler: statements' names are dropped.
+   * @throws DatabaseError when no connection can be opened (see connectError).
+   */
+  static async open(pool: pg.Pool, target: string, unnamed = false): Promise<Session> {
     let client: pg.PoolClient;
     try {
       client = await pool.connect();
     } catch (e) {
       throw connectError(e, target);
     }
-    return new Session(client, target);
+    return new Session(client, target, unnamed);
   }
 
   /** The transaction on this connection was committed by `commitWith`. */
@@ -48,7 +55,7 @@ export class Session {
     phase: Phase = "transaction",
   ): Promise<pg.QueryResult<R>> {
     try {
-      return await this.client.query<R>(config);
+      return await this.client.query<R>(this.statement(config));
     } catch (e) {
       throw statementError(e, this.target, { broken: this.isBroken, phase });
     }
@@ -60,7 +67,7 @@ export class Session {
    * after it fail too (the transaction is aborted): the first failure is the one thrown.
    */
   async pipeline(configs: readonly pg.QueryConfig[], phase: Phase = "transaction"): Promise<pg.QueryResult[]> {
-    const settled = await Promise.allSettled(configs.map((config) => this.client.query(config)));
+    const settled = await Promise.allSettled(configs.map((config) => this.client.query(this.statement(config))));
     const results: pg.QueryResult[] = [];
     for (const outcome of settled) {
       if (outcome.status === "rejected")
@@ -81,6 +88,13 @@ export class Session {
     if (commit?.command !== "COMMIT") throw new Error(`skein: PostgreSQL answered COMMIT with ${commit?.command}`);
     this.committed = true;
     return result as pg.QueryResult;
+  }
+
+  /** The statement as sent: without its name when unnamed. */
+  private statement(config: pg.QueryConfig | string): pg.QueryConfig | string {
+    if (!this.unnamed || typeof config === "string" || config.name === undefined) return config;
+    const { name: _name, ...unnamed } = config;
+    return unnamed;
   }
 
   /** Gives the connection back to the pool, or closes it when it failed or is in an unknown state. */

@@ -79,6 +79,10 @@ export function sqliteMapItems(db: Database.Database): MapTx {
          ended_at = CASE WHEN ? THEN ? ELSE ended_at END
        WHERE ${OF_VISIT} AND idx = ?`,
     ),
+    failed: db.prepare(
+      `SELECT idx, child_run_id, error FROM map_items
+        WHERE ${OF_VISIT} AND state IN ('FAILED', 'CANCELLED') ORDER BY idx LIMIT ?`,
+    ),
     running: db
       .prepare(
         `SELECT child_run_id FROM map_items
@@ -177,6 +181,12 @@ export function sqliteMapItems(db: Database.Database): MapTx {
         if (changes === 0) throw missingMapItem(u);
       }
     },
+    failedMapItems: async (key, limit) =>
+      (s.failed.all(...keyParams(key), limit) as Pick<DbMapItem, "idx" | "child_run_id" | "error">[]).map((r) => ({
+        index: r.idx,
+        child_run_id: r.child_run_id,
+        error: r.error === null ? null : (JSON.parse(r.error) as VisitError),
+      })),
     runningMapItems: async (key, limit) => s.running.all(...keyParams(key), limit) as string[],
     heldMaps: async (limit) => s.held.all(limit) as string[],
     newestSucceededMapItem: async (key) => (s.newestSucceeded.get(...keyParams(key)) as string | undefined) ?? null,

@@ -34,7 +34,7 @@ import type {
   StoreTx,
   VisitKey,
 } from "../store.js";
-import { searchTextOf } from "../store.js";
+import { likeLiteral, searchTextOf } from "../store.js";
 import { Checkpointer } from "./checkpointer.js";
 import { assertDirectory, configure, openConnection, WAL_CHECKPOINT_BYTES, walBytes } from "./connection.js";
 import { EngineLock, engineLockPath } from "./engine-lock.js";
@@ -183,9 +183,9 @@ export class SqliteStore implements Store {
       this.writer.prepare("UPDATE engines SET stopped_at = ? WHERE stopped_at IS NULL").run(engine.started_at);
       this.writer
         .prepare(
-          "INSERT INTO engines (engine_id, host, pid, started_at, heartbeat_at) VALUES (@engine_id, @host, @pid, @started_at, @heartbeat_at)",
+          "INSERT INTO engines (engine_id, host, pid, started_at, heartbeat_at, served_types) VALUES (@engine_id, @host, @pid, @started_at, @heartbeat_at, @served_types)",
         )
-        .run(engine);
+        .run({ ...engine, served_types: engine.served_types ? JSON.stringify(engine.served_types) : null });
       // Every other engine is gone now; those still holding attempts (killed, or closed before
       // their attempts returned) are the ones to recover. External workers are not engines.
       const holders = this.writer
@@ -245,10 +245,19 @@ export class SqliteStore implements Store {
     );
   }
 
-  async heartbeat(engineId: string, now: number): Promise<void> {
+  async heartbeat(engineId: string, now: number, servedTypes?: string[]): Promise<void> {
     await this.transaction(async () => {
-      this.writer.prepare("UPDATE engines SET heartbeat_at = ? WHERE engine_id = ?").run(now, engineId);
+      this.writer
+        .prepare("UPDATE engines SET heartbeat_at = ?, served_types = coalesce(?, served_types) WHERE engine_id = ?")
+        .run(now, servedTypes ? JSON.stringify(servedTypes) : null, engineId);
     });
+  }
+
+  async servedTypes(now: number, freshMs: number): Promise<string[]> {
+    const rows = this.read(
+      "SELECT served_types FROM engines WHERE stopped_at IS NULL AND heartbeat_at >= ? AND served_types IS NOT NULL",
+    ).all(now - freshMs) as { served_types: string }[];
+    return [...new Set(rows.flatMap((r) => JSON.parse(r.served_types) as string[]))];
   }
 
   /**
@@ -356,6 +365,11 @@ export class SqliteStore implements Store {
     if (filter.id_prefix !== undefined) {
       where.push("run_id >= ? AND run_id < ? || char(65535)");
       params.push(filter.id_prefix, filter.id_prefix);
+    }
+    if (filter.id_contains !== undefined) {
+      // LIKE is case-insensitive for ASCII (ids are ASCII); \, % and _ are taken literally.
+      where.push("run_id LIKE ? ESCAPE '\\'");
+      params.push(`%${likeLiteral(filter.id_contains)}%`);
     }
     if (filter.created_after !== undefined) {
       where.push("created_at >= ?");
@@ -647,6 +661,14 @@ export class SqliteStore implements Store {
         return { events, revisions: new Map(revised) };
       },
       takeDeadEngines: async () => [],
+      lastHeartbeats: async (engineIds) => {
+        const rows = this.writer
+          .prepare(
+            `SELECT engine_id, heartbeat_at FROM engines WHERE engine_id IN (${engineIds.map(() => "?").join(",")})`,
+          )
+          .all(...engineIds) as { engine_id: string; heartbeat_at: number }[];
+        return new Map(rows.map((r) => [r.engine_id, r.heartbeat_at]));
+      },
       loadRun: async (runId, options) => load(runId, options?.known),
       loadRuns: async (runIds, known) => runIds.map((id) => load(id, known?.get(id))).filter((r) => r !== null),
       tryLocked: async () => [],

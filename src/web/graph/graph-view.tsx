@@ -5,7 +5,8 @@
  * state of their current visit (style.css), edges the run took are drawn bold, the others pale.
  */
 import { useId } from "preact/hooks";
-import type { MapCounts } from "../types.js";
+import { shortTime, wakesAt, when } from "../format.js";
+import type { MapCounts, Visit } from "../types.js";
 import { NODE_HEIGHT, NODE_WIDTH } from "./layout.js";
 import type { Graph } from "./model.js";
 import { useGraphLayout } from "./use-layout.js";
@@ -14,6 +15,7 @@ import "./graph.css";
 const ID_CHARS = 22;
 const TYPE_CHARS = 26;
 const LABEL_CHARS = 28;
+const STATE_CHARS = 27;
 
 export function GraphView(props: { graph: Graph; selected?: string | undefined; onSelect?: (nodeId: string) => void }) {
   const { graph, selected, onSelect } = props;
@@ -84,6 +86,9 @@ export function GraphView(props: { graph: Graph; selected?: string | undefined; 
         const box = drawn.boxes.get(node.id);
         if (!box) return null;
         const state = node.visit?.state;
+        const wakes = node.visit ? wakesAt(node.visit) : null;
+        // What the node's title and name say of it: its state, and when a sleeping one wakes.
+        const status = state ? `: ${state}${wakes === null ? "" : `, wakes at ${when(wakes, Date.now()).full}`}` : "";
         const select = () => onSelect?.(node.id);
         return (
           // biome-ignore lint/a11y/useSemanticElements: an SVG group cannot be a <button>; role and keys make it one.
@@ -96,7 +101,7 @@ export function GraphView(props: { graph: Graph; selected?: string | undefined; 
             role="button"
             // Lower case: Preact sets an SVG element's props as attributes, and SVG's is `tabindex` (`tabIndex` did nothing).
             tabindex={onSelect ? 0 : -1}
-            aria-label={`${node.id}${state ? `: ${state}` : ""}`}
+            aria-label={`${node.id}${status}`}
             onClick={select}
             onKeyDown={(e) => {
               if (e.key === "Enter" || e.key === " ") {
@@ -105,7 +110,7 @@ export function GraphView(props: { graph: Graph; selected?: string | undefined; 
               }
             }}
           >
-            <title>{`${node.id} (${node.agentType})${state ? `: ${state}` : ""}`}</title>
+            <title>{`${node.id} (${node.agentType})${status}`}</title>
             <rect width={NODE_WIDTH} height={NODE_HEIGHT} rx="8" />
             <text x="10" y="20" class="node-id">
               {clip(node.id, ID_CHARS)}
@@ -115,7 +120,7 @@ export function GraphView(props: { graph: Graph; selected?: string | undefined; 
             </text>
             {node.visit && (
               <text x="10" y="54" class="node-state">
-                {stateLine(node.visit.state, node.visit.visit, node.visit.attempt, node.visit.items ?? null)}
+                {clip(stateLine(node.visit), STATE_CHARS)}
               </text>
             )}
             {node.visit?.items && <MapBar counts={node.visit.items} />}
@@ -146,8 +151,12 @@ function MapBar(props: { counts: MapCounts }) {
   );
 }
 
-function stateLine(state: string, visit: number, attempt: number, items: MapCounts | null): string {
-  const parts = [state];
+/** `RUNNING · attempt 2`, `SUCCEEDED · 3/3` (a map's items); a sleeping node says when it wakes instead of WAITING. */
+function stateLine(v: Visit): string {
+  const { visit, attempt } = v;
+  const items = v.items ?? null;
+  const wakes = wakesAt(v);
+  const parts = [wakes === null ? v.state : `wakes at ${shortTime(wakes, Date.now())}`];
   if (items) parts.push(`${items.succeeded + items.failed + items.cancelled}/${items.total}`);
   if (visit > 1) parts.push(`visit ${visit}`);
   if (attempt > 1) parts.push(`attempt ${attempt}`);

@@ -186,34 +186,48 @@ const MAX_TICKS = 8;
 
 /**
  * The axis from `start` to a whole number of steps covering `last`, with a tick at each step
- * labelled from the start (`0`, `500 ms`, `1 s`, `2 min`, ...). Rounding the end up keeps the
- * scale still while a run goes on, so a running bar visibly grows instead of the axis shrinking.
+ * labelled from the start in one unit (`0`, `0.5 s`, `1 s`, `1.5 s`; `0`, `15 s`, ..., `90 s`).
+ * Rounding the end up keeps the scale still while a run goes on, so a running bar visibly grows
+ * instead of the axis shrinking.
  */
 export function niceAxis(start: number, last: number): { start: number; end: number; ticks: Tick[] } {
   const span = Math.max(last - start, 1);
   const step = STEPS.find((s) => span / s <= MAX_TICKS) ?? Math.ceil(span / MAX_TICKS / DAY) * DAY;
   const count = Math.max(1, Math.ceil(span / step));
+  const unit = axisUnit(step);
   const ticks: Tick[] = [];
-  for (let i = 0; i <= count; i++) ticks.push({ at: start + i * step, label: tickLabel(i * step) });
+  for (let i = 0; i <= count; i++) ticks.push({ at: start + i * step, label: tickLabel(i * step, unit) });
   return { start, end: start + count * step, ticks };
 }
 
-/** An offset from the run's start, in the largest unit it is a whole or half number of: `1.5 s`, `75 s`, `2 min`. */
-export function tickLabel(ms: number): string {
-  if (ms === 0) return "0";
-  for (const [unit, name] of UNITS) {
-    if (ms >= unit && Number.isInteger((ms / unit) * 2)) return `${trim(ms / unit)} ${name}`;
-  }
-  return `${ms} ms`;
+export interface Unit {
+  ms: number;
+  name: string;
 }
 
-const UNITS: readonly [number, string][] = [
-  [DAY, "d"],
-  [HOUR, "h"],
-  [MINUTE, "min"],
-  [SECOND, "s"],
+const UNITS: readonly Unit[] = [
+  { ms: DAY, name: "d" },
+  { ms: HOUR, name: "h" },
+  { ms: MINUTE, name: "min" },
+  { ms: SECOND, name: "s" },
+  { ms: 1, name: "ms" },
 ];
 
-function trim(n: number): string {
-  return Number.isInteger(n) ? String(n) : n.toFixed(1);
+/**
+ * The one unit of an axis whose ticks are `step` apart: the largest in which a step is at least
+ * 0.2 and has at most one decimal (every tick, a multiple of the step, then has at most one).
+ * A 100 ms step counts in ms (a run under a second), a 500 ms step in seconds (`0.5 s`), a 15 s
+ * step in seconds (`0.25 min` would be worse than `15 s`), a 30 s step in minutes (`0.5 min`).
+ */
+export function axisUnit(step: number): Unit {
+  const tenths = (u: Unit) => (step * 10) / u.ms;
+  return UNITS.find((u) => tenths(u) >= 2 && Number.isInteger(tenths(u))) ?? (UNITS[UNITS.length - 1] as Unit);
+}
+
+/** An offset from the run's start in `unit`: `0`, `1.5 s`, `75 s`, `2 min`. */
+export function tickLabel(ms: number, unit: Unit): string {
+  if (ms === 0) return "0";
+  const tenths = Math.round((ms * 10) / unit.ms);
+  const value = tenths % 10 === 0 ? String(tenths / 10) : (tenths / 10).toFixed(1);
+  return `${value} ${unit.name}`;
 }

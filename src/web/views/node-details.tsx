@@ -2,10 +2,20 @@
 
 import { useEffect, useRef, useState } from "preact/hooks";
 import { Badge, JsonBlock, Time } from "../components.js";
-import { elapsed, reasonTone } from "../format.js";
+import { elapsed, reasonTone, wakesAt } from "../format.js";
 import { href } from "../route.js";
 import type { ChildRun, ProgressEvent, RunEvent, Visit } from "../types.js";
 import { MapItems } from "./map-items.js";
+
+/** What the node waits for, in words: an agent nothing serves (the server says), an event, or its wake-up time. */
+function waitingFor(v: Visit): string | null {
+  if (v.waiting) return v.waiting.message;
+  if (v.state !== "WAITING") return null;
+  const p = (v.payload ?? {}) as { event?: unknown; key?: unknown };
+  if (typeof p.event !== "string") return "the time it wakes (a sleep)";
+  const key = typeof p.key === "string" ? ` (key ${p.key})` : "";
+  return `event "${p.event}"${key}, until its deadline`;
+}
 
 export function NodeDetails(props: {
   visit: Visit;
@@ -38,6 +48,12 @@ export function NodeDetails(props: {
         </dd>
         <dt>Held by</dt>
         <dd>{v.holder ?? "-"}</dd>
+        {waitingFor(v) !== null && (
+          <>
+            <dt>Waiting for</dt>
+            <dd class={`waiting-for${v.waiting ? " reason danger" : ""}`}>{waitingFor(v)}</dd>
+          </>
+        )}
         <dt>Created</dt>
         <dd>
           <Time at={v.created_at} />
@@ -54,7 +70,8 @@ export function NodeDetails(props: {
         <dd>{elapsed(v.started_at, v.ended_at, now)}</dd>
         {v.deadline_at !== null && v.ended_at === null && (
           <>
-            <dt>Deadline</dt>
+            {/* A sleep's due time is when it wakes, not a limit it may miss. */}
+            <dt>{wakesAt(v) === null ? "Deadline" : "Wakes at"}</dt>
             <dd>
               <Time at={v.deadline_at} />
             </dd>

@@ -7,14 +7,14 @@
 import { useEffect, useRef, useState } from "preact/hooks";
 import { api } from "../api.js";
 import { Badge, ErrorNote, JsonBlock, Time } from "../components.js";
-import { elapsed, reasonTone, usageText } from "../format.js";
+import { elapsed, reasonTone, usageText, wakesAt } from "../format.js";
 import { GraphView } from "../graph/graph-view.js";
 import { workflowGraph } from "../graph/model.js";
 import { useLiveEvents, useLoad, useNow } from "../hooks.js";
 import { href, navigate } from "../route.js";
 import { openStream } from "../stream.js";
 import { RunTimeline } from "../timeline/timeline-view.js";
-import type { ProgressEvent, RunEvent, RunWithNodes, Workflow } from "../types.js";
+import type { ProgressEvent, RunEvent, RunWithNodes, Visit, Workflow } from "../types.js";
 import { EventTable, NodeDetails } from "./node-details.js";
 import { CancelDialog, RetryDialog } from "./run-actions.js";
 import { awaitedEvents, SendEventDialog } from "./send-event.js";
@@ -197,6 +197,7 @@ export function RunPage(props: { runId: string; node?: string | undefined }) {
               </td>
               <td>
                 <Badge state={v.state} />
+                <WakesAt visit={v} />
               </td>
               <td>{v.visit}</td>
               <td>{v.attempt}</td>
@@ -267,6 +268,18 @@ export function RunPage(props: { runId: string; node?: string | undefined }) {
       {dialog === "event" && <SendEventDialog run={data} onClose={() => setDialog(null)} onDone={() => run.reload()} />}
       {dialog === "retry" && <RetryDialog run={data} onClose={() => setDialog(null)} onDone={() => run.reload()} />}
     </section>
+  );
+}
+
+/** A sleeping node's wake-up time, beside its state (nothing for other nodes). */
+function WakesAt(props: { visit: Visit }) {
+  const at = wakesAt(props.visit);
+  if (at === null) return null;
+  return (
+    <span class="wakes-at">
+      {" "}
+      wakes at <Time at={at} />
+    </span>
   );
 }
 

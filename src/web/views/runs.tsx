@@ -1,5 +1,5 @@
 /**
- * The runs, newest first: filtered by status, workflow, run id prefix, text in input or output
+ * The runs, newest first: filtered by status, workflow, a part of the run id, text in input or output
  * and creation time (all in the URL hash), live as events arrive, more on demand; rows can be
  * selected for bulk cancel and retry (runs-bulk.tsx).
  */
@@ -45,7 +45,8 @@ export function RunsPage(props: { filter: RunsFilter }) {
   const params = {
     status,
     workflow_id: workflow,
-    id_prefix: id,
+    // Any part of the id: the list shows its end (a UUIDv7's start is a timestamp, alike in every recent run).
+    id_contains: id,
     q: q && q.length >= Q_MIN ? q : undefined,
     created_after: epochOf(from),
     created_before: epochOf(to),
@@ -230,7 +231,7 @@ export function RunsPage(props: { filter: RunsFilter }) {
   );
 }
 
-/** Run id prefix, text and time range: applied together on submit (the hash changes, so a reload keeps them). */
+/** A part of the run id, text and time range: applied together on submit (the hash changes, so a reload keeps them). */
 function SearchForm(props: { filter: RunsFilter; onSearch: (change: RunsFilter) => void }) {
   const { id, q, from, to } = props.filter;
   const [fields, setFields] = useState({ id: id ?? "", q: q ?? "", from: from ?? "", to: to ?? "" });
@@ -239,17 +240,19 @@ function SearchForm(props: { filter: RunsFilter; onSearch: (change: RunsFilter) 
   const set = (name: keyof typeof fields) => (e: { currentTarget: HTMLInputElement }) =>
     setFields({ ...fields, [name]: e.currentTarget.value });
   const value = (v: string) => v.trim() || undefined;
+  // An id copied as the list shows it starts with "…": the part is what follows.
+  const idPart = (v: string) => value(v.trim().replace(/^…+/, ""));
   return (
     <search aria-label="search runs">
       <form
         class="run-search"
         onSubmit={(e) => {
           e.preventDefault();
-          props.onSearch({ id: value(fields.id), q: value(fields.q), from: value(fields.from), to: value(fields.to) });
+          props.onSearch({ id: idPart(fields.id), q: value(fields.q), from: value(fields.from), to: value(fields.to) });
         }}
       >
         <label>
-          Run id starts with
+          Run id contains
           <input name="id" value={fields.id} maxLength={200} spellcheck={false} onInput={set("id")} />
         </label>
         <label>
