@@ -16,7 +16,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import type { TokenEntry } from "../../src/http/auth.js";
 import { createServer } from "../../src/http/server.js";
 import type { Engine, Task } from "../../src/index.js";
-import { tempDb, testEngine } from "../helpers.js";
+import { fetchApi, tempDb, testEngine } from "../helpers.js";
 
 const TEAM_A = "team-a-0123456789abcdef";
 const TOKENS: TokenEntry[] = [{ token: TEAM_A, role: "admin", name: "team-a", workflows: ["team-a-*"] }];
@@ -74,7 +74,7 @@ function pollHealth(base: string): { stop(): Promise<number[]> } {
   const loop = (async () => {
     while (!stopped) {
       const t = performance.now();
-      const res = await fetch(`${base}/v1/health`);
+      const res = await fetchApi(`${base}/v1/health`);
       await res.arrayBuffer();
       times.push(performance.now() - t);
       expect(res.status).toBe(200);
@@ -108,7 +108,7 @@ async function probe(store: Store, workflow: object, limit: number, grown: numbe
   await engine.registerWorkflow(workflow as Parameters<Engine["registerWorkflow"]>[0]);
   const growing = started(engine, grown);
   const health = pollHealth(base);
-  const res = await fetch(`${base}/v1/runs`, {
+  const res = await fetchApi(`${base}/v1/runs`, {
     method: "POST",
     headers: auth,
     body: JSON.stringify({ workflow_id: (workflow as { id: string }).id, input: {} }),
@@ -117,7 +117,7 @@ async function probe(store: Store, workflow: object, limit: number, grown: numbe
   const { run_id } = (await res.json()) as { run_id: string };
   await growing;
   const t = performance.now();
-  const cancel = await fetch(`${base}/v1/runs/${run_id}/cancel`, { method: "POST", headers: auth, body: "{}" });
+  const cancel = await fetchApi(`${base}/v1/runs/${run_id}/cancel`, { method: "POST", headers: auth, body: "{}" });
   const cancelMs = performance.now() - t;
   expect(cancel.status).toBe(200);
   const done = await engine.waitForRun(run_id);
