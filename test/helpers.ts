@@ -11,6 +11,7 @@ import Database from "better-sqlite3";
 import pg from "pg";
 import { afterEach, describe } from "vitest";
 import { createEngine, type Engine, type EngineOptions, ManualClock } from "../src/index.js";
+import { resendOnReset } from "../src/worker/connection-reset.js";
 
 /** The store this test run uses: the project's suite runs once on each (vitest.config.ts). */
 export const onPostgres = process.env.SKEIN_TEST_DB === "postgres";
@@ -68,6 +69,21 @@ export async function testEngine(
   const engine = await createEngine({ ...options, clock, database });
   open.push(engine);
   return { engine, clock, database };
+}
+
+/** Methods a request may be sent twice with: reading, and PUT (registering the same workflow is the same version). */
+const IDEMPOTENT_METHODS = new Set(["GET", "HEAD", "PUT"]);
+
+/**
+ * `fetch` for tests that talk to a server over a real port: a request that met a reset connection
+ * before any answer (the server closing a kept-alive connection as it is reused, on a slow machine)
+ * is sent again once when that changes nothing: GET, HEAD, PUT, and a POST the caller marks
+ * `resend` (a report fenced by its attempt, a start with an idempotency key).
+ */
+export function fetchApi(url: string | URL, init: RequestInit & { resend?: boolean } = {}): Promise<Response> {
+  const { resend, ...request } = init;
+  const resendable = resend ?? IDEMPOTENT_METHODS.has((request.method ?? "GET").toUpperCase());
+  return resendOnReset(resendable, () => fetch(url, request));
 }
 
 /** Resolves when `predicate` holds for an event of the engine (no sleeping). */

@@ -28,6 +28,12 @@ from typing import Any, Callable, Dict
 log = logging.getLogger("agent")
 Task = Dict[str, Any]
 WAIT_SECONDS = 20  # long poll; the server allows up to 30
+# Routes whose request may arrive twice without changing anything: a heartbeat renews the same
+# lease and a report is fenced by its attempt (the same report again is answered "duplicate").
+# Not a claim: one the server read has leased tasks that would wait out their lease.
+RESENDABLE = ("/heartbeat", "/complete", "/fail")
+# A connection closed before any answer: the server closing it (a restart, an idle timeout).
+RESET = (ConnectionResetError, BrokenPipeError)
 
 
 class NonRetryable(Exception):
@@ -100,14 +106,18 @@ def parse_error(body: bytes) -> dict[str, Any]:
 
 
 class Api:
-    """The task routes over urllib, retrying connection errors and 5xx with a short backoff."""
+    """The task routes over urllib, retrying connection errors and 5xx with a short backoff.
+
+    A resendable request cut by a reset connection before any answer is sent again once at once,
+    whatever ``retries`` says: heartbeats, which are not otherwise retried, get through too.
+    """
 
     def __init__(self, server: str, token: str) -> None:
         self.server, self.token = server.rstrip("/"), token
 
     def post(self, path: str, body: dict[str, Any], timeout: float = 15, retries: int | None = 5) -> Any:
         """POSTs JSON and returns the decoded answer; ``retries=None`` retries for ever."""
-        delay, tries = 0.5, 0
+        delay, tries, resent = 0.5, 0, False
         while True:
             headers = {"Content-Type": "application/json"}
             if self.token:  # a server without tokens is open (and listens on loopback only)
@@ -125,6 +135,11 @@ class Api:
                     raise ApiError(message) from None
                 problem: object = message
             except (OSError, http.client.HTTPException) as e:  # refused, reset, timed out: restarting?
+                # urllib wraps an error while sending in URLError; one while reading the answer is bare.
+                reason = e.reason if isinstance(e, urllib.error.URLError) else e
+                if isinstance(reason, RESET) and path.endswith(RESENDABLE) and not resent:
+                    resent = True
+                    continue
                 problem = e
             tries += 1
             if retries is not None and tries > retries:

@@ -19,11 +19,18 @@ export interface ServerLimits {
   requestTimeoutMs?: number;
   /** Time to receive a request's headers, ms (at most requestTimeoutMs); then 408. @defaultValue 10000 */
   headersTimeoutMs?: number;
-  /** A kept-alive connection with no request for this long is closed, ms. @defaultValue 5000 */
+  /**
+   * A kept-alive connection with no request for this long is closed, ms. Longer than the clients
+   * that reuse connections keep them idle (undici's fetch 4 s, load balancers 60 s; Node's agents
+   * and undici follow the `Keep-Alive: timeout=72` the server sends, less a second): a client must
+   * give up a connection before the server closes it, or its next request may meet the close
+   * (ECONNRESET). Closing the server does not wait for it. @defaultValue 72000
+   */
   keepAliveTimeoutMs?: number;
   /**
-   * A connection with no traffic either way for this long is closed, ms: longer than the longest
-   * long poll (30 s) and the event streams' heartbeat (15 s), which keep theirs busy. @defaultValue 60000
+   * A connection with no traffic either way for this long while a request is open is closed, ms:
+   * longer than the longest long poll (30 s) and the event streams' heartbeat (15 s), which keep
+   * theirs busy. Between requests keepAliveTimeoutMs applies instead. @defaultValue 60000
    */
   idleTimeoutMs?: number;
   /**
@@ -49,7 +56,7 @@ export const DEFAULT_LIMITS: Required<ServerLimits> = {
   streams: 500,
   requestTimeoutMs: 30_000,
   headersTimeoutMs: 10_000,
-  keepAliveTimeoutMs: 5_000,
+  keepAliveTimeoutMs: 72_000,
   idleTimeoutMs: 60_000,
   startRate: { perSecond: 50, burst: 200 },
   eventRate: { perSecond: 100, burst: 500 },

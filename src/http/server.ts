@@ -258,6 +258,12 @@ export async function createServer(options: ServerOptions): Promise<FastifyInsta
     if (address !== null && typeof address === "object") options.engine.noteListening(address.address, address.port);
     done();
   });
+  // A connection kept alive after the server started closing would hold app.close() for the
+  // keep-alive timeout (72 s): answers from then on close theirs (server.close() ends the idle ones).
+  app.addHook("onSend", (_request, reply, payload, done) => {
+    if (!accepting) void reply.header("connection", "close");
+    done(null, payload);
+  });
   app.addHook("preClose", async () => {
     accepting = false;
     // Open event streams would keep the server from closing: end them (clients reconnect elsewhere).

@@ -7,8 +7,10 @@
  * carries the claim's worker_id: the server binds an attempt to it (DESIGN §13). A claim
  * refused for being over a limit (429, 503) is tried again after its `Retry-After`. A handler's
  * `task.progress(data)` is posted to `/v1/tasks/{id}/progress`, one request at a time and at most
- * every 50 ms (the latest value wins), without waiting and without failing the task.
- * `skein worker` runs it.
+ * every 50 ms (the latest value wins), without waiting and without failing the task. A request
+ * that meets a connection closed before any answer (the server closing a kept-alive connection
+ * as it is reused) is sent again once when sending it twice changes nothing: heartbeats, reports
+ * and progress, not claims (see `RESENDABLE`). `skein worker` runs it.
  *
  * @example
  * const worker = new HttpWorker({ server: "http://127.0.0.1:8080", token, agents, concurrency: 4 });
@@ -26,6 +28,7 @@ import type { SecretUse } from "../definition/expressions.js";
 import { notConfigured, type SecretOption, Secrets } from "../engine/secrets.js";
 import { withRemoteParent } from "../engine/tracing.js";
 import { RetryableError } from "../errors.js";
+import { resendOnReset } from "./connection-reset.js";
 
 export interface HttpWorkerOptions {
   /** The server's base URL, e.g. `http://127.0.0.1:8080`. */
@@ -57,6 +60,16 @@ type WireTask = Omit<Task, "signal" | "heartbeat" | "progress" | "reportUsage" |
   workflow_id: string;
   secrets?: SecretUse[];
 };
+
+/**
+ * The task routes a reset connection may send again (connection-reset.ts): those where a second
+ * copy changes nothing. A heartbeat renews the same lease, fenced by attempt and worker; a report
+ * (complete, fail) is fenced by execution_id and attempt, and the same report again is answered
+ * `duplicate`; progress is not stored, and a repeat shows the same latest value. Not a claim: one
+ * the server read has leased tasks, and another would lease more while those wait out their lease
+ * (the claim loop tries again after its backoff instead).
+ */
+const RESENDABLE = new Set(["heartbeat", "complete", "fail", "progress"]);
 
 /** How often one task's progress is posted at most, ms (the server throttles it the same way). */
 const PROGRESS_INTERVAL_MS = 50;
@@ -281,7 +294,9 @@ export class HttpWorker {
   }
 
   private async call(path: string, body: object, signal?: AbortSignal): Promise<unknown> {
-    const res = await postJson(new URL(path, this.o.server), body, this.o.token, signal);
+    const url = new URL(path, this.o.server);
+    const route = path.slice(path.lastIndexOf("/") + 1);
+    const res = await resendOnReset(RESENDABLE.has(route), () => postJson(url, body, this.o.token, signal));
     const parsed = res.body as ErrorAnswer | null;
     if (res.status >= 300) throw new ApiError(res.status, errorText(parsed, res.status), res.retryAfterSeconds);
     return parsed;
@@ -391,6 +406,9 @@ export function postJson(
         ...(signal ? { signal } : {}),
       },
       (res) => {
+        // A reset from here on cut an answer the server may have acted on: not the error of a
+        // request that never arrived, which is the only one sent again (connection-reset.ts).
+        res.on("error", (e) => reject(new Error(`${url.pathname}: the answer was cut off (${e.message})`)));
         const chunks: Buffer[] = [];
         res.on("data", (c: Buffer) => chunks.push(c));
         res.on("end", () => {
@@ -406,7 +424,6 @@ export function postJson(
             reject(new Error(`${url.pathname}: the server answered ${res.statusCode} with something not JSON`));
           }
         });
-        res.on("error", reject);
       },
     );
     req.on("error", reject);

@@ -23,6 +23,16 @@ export const ORDER_APPROVAL = {
 /** Bound on one CLI command (a cold start that loads tsx takes a second or two on a loaded machine). */
 const COMMAND_MS = 25_000;
 
+/**
+ * The bound of a test that runs `commands` CLI processes (one after another, or at once on a
+ * machine with one free core): each is bounded by COMMAND_MS, so the test's bound is their sum
+ * and a slow command fails with its own message, not the test's timeout. vitest's default 30 s
+ * held a dozen cold starts only on an idle machine (a 2.5x slower one took over 3 s each).
+ */
+export function commandsMs(commands: number): number {
+  return commands * COMMAND_MS;
+}
+
 /** Fails the file early, with what to do, when the CLI is not built. */
 export function requireBuiltCli(): void {
   beforeAll(() => {

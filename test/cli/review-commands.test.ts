@@ -5,7 +5,17 @@
  * never for a fixed time.
  */
 import { describe, expect, it } from "vitest";
-import { json, ORDER_APPROVAL, type Result, requireBuiltCli, Skein, skein, until, workspace } from "./helpers.js";
+import {
+  commandsMs,
+  json,
+  ORDER_APPROVAL,
+  type Result,
+  requireBuiltCli,
+  Skein,
+  skein,
+  until,
+  workspace,
+} from "./helpers.js";
 
 requireBuiltCli();
 
@@ -342,50 +352,63 @@ describe("skein cancel and skein retry", () => {
 });
 
 describe("review, cancel and retry refusals (no engine needed)", () => {
-  it("exits 2 with what is wrong: unknown run, bad decision or --output, a review not requested, a running run retried", async () => {
-    const ws = workspace();
-    const db = ["--db", ws.db];
-    await skein(["workflows", "put", ORDER_APPROVAL.workflow, ...db], ws.dir);
-    const runId = (
-      await skein(["start", "order-approval", "--input", JSON.stringify(ORDER), ...db], ws.dir)
-    ).stdout.trim();
-    const cli = (...args: string[]) => skein([...args, ...db], ws.dir);
+  it(
+    "exits 2 with what is wrong: unknown run, bad decision or --output, a review not requested, a running run retried",
+    async () => {
+      const ws = workspace();
+      const db = ["--db", ws.db];
+      await skein(["workflows", "put", ORDER_APPROVAL.workflow, ...db], ws.dir);
+      const runId = (
+        await skein(["start", "order-approval", "--input", JSON.stringify(ORDER), ...db], ws.dir)
+      ).stdout.trim();
+      const cli = (...args: string[]) => skein([...args, ...db], ws.dir);
 
-    const results = await Promise.all([
-      cli("review", "nope", "approval", "approve"),
-      cli("cancel", "nope"),
-      cli("retry", "nope"),
-      cli("review", runId, "approval", "maybe"),
-      cli("review", runId, "approval", "approve", "--output", "{bad"),
-      cli("review", runId, "approval", "reject", "--output", "{}"),
-      cli("review", runId, "nope", "reject"),
-      // No engine ran the run: the review was never requested.
-      cli("review", runId, "approval", "approve", "--by", "ops-lead"),
-      cli("retry", runId),
-    ]);
-    const [unknownReview, unknownCancel, unknownRetry, badDecision, badOutput, rejectOutput, noNode, notYet, running] =
-      results;
-    for (const r of [unknownReview, unknownCancel, unknownRetry])
-      refused(r as Result, /^skein: run nope does not exist in (sqlite|postgres):.*; skein list shows the runs\n$/);
-    refused(
-      badDecision as Result,
-      /value 'maybe' is invalid for argument 'decision'\. Allowed choices are approve, reject/,
-    );
-    refused(badOutput as Result, /^skein: --output is not valid JSON: /);
-    refused(rejectOutput as Result, /^skein: --output is for approve/);
-    refused(noNode as Result, new RegExp(`^skein: run ${runId} has no node "nope"`));
-    refused(notYet as Result, /is not waiting for this decision: it is PENDING/);
-    refused(running as Result, /is RUNNING; only a FAILED or CANCELLED run can be retried/);
-    expect((await cli("reviews")).stdout).toBe("no reviews waiting\n");
+      const results = await Promise.all([
+        cli("review", "nope", "approval", "approve"),
+        cli("cancel", "nope"),
+        cli("retry", "nope"),
+        cli("review", runId, "approval", "maybe"),
+        cli("review", runId, "approval", "approve", "--output", "{bad"),
+        cli("review", runId, "approval", "reject", "--output", "{}"),
+        cli("review", runId, "nope", "reject"),
+        // No engine ran the run: the review was never requested.
+        cli("review", runId, "approval", "approve", "--by", "ops-lead"),
+        cli("retry", runId),
+      ]);
+      const [
+        unknownReview,
+        unknownCancel,
+        unknownRetry,
+        badDecision,
+        badOutput,
+        rejectOutput,
+        noNode,
+        notYet,
+        running,
+      ] = results;
+      for (const r of [unknownReview, unknownCancel, unknownRetry])
+        refused(r as Result, /^skein: run nope does not exist in (sqlite|postgres):.*; skein list shows the runs\n$/);
+      refused(
+        badDecision as Result,
+        /value 'maybe' is invalid for argument 'decision'\. Allowed choices are approve, reject/,
+      );
+      refused(badOutput as Result, /^skein: --output is not valid JSON: /);
+      refused(rejectOutput as Result, /^skein: --output is for approve/);
+      refused(noNode as Result, new RegExp(`^skein: run ${runId} has no node "nope"`));
+      refused(notYet as Result, /is not waiting for this decision: it is PENDING/);
+      refused(running as Result, /is RUNNING; only a FAILED or CANCELLED run can be retried/);
+      expect((await cli("reviews")).stdout).toBe("no reviews waiting\n");
 
-    // A cancelled run retried from a node the workflow does not have.
-    const cancelled = await cli("cancel", runId);
-    expect(cancelled.stdout).toBe(`run ${runId} CANCELLED\n`);
-    refused(
-      await cli("retry", runId, "--from", "nope"),
-      /^skein: workflow order-approval has no node "nope" to retry from/,
-    );
-  });
+      // A cancelled run retried from a node the workflow does not have.
+      const cancelled = await cli("cancel", runId);
+      expect(cancelled.stdout).toBe(`run ${runId} CANCELLED\n`);
+      refused(
+        await cli("retry", runId, "--from", "nope"),
+        /^skein: workflow order-approval has no node "nope" to retry from/,
+      );
+    },
+    commandsMs(15),
+  );
 
   it("refuses an approval for a node the run does not have, like a rejection (exit 2)", async () => {
     const ws = workspace();

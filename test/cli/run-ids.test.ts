@@ -3,7 +3,7 @@
  * run id is taken; an ambiguous one exits 2 listing the runs. And --json's ISO times.
  */
 import { describe, expect, it } from "vitest";
-import { json, type Result, requireBuiltCli, skein, WORKFLOWS, workspace } from "./helpers.js";
+import { commandsMs, json, type Result, requireBuiltCli, skein, WORKFLOWS, workspace } from "./helpers.js";
 
 requireBuiltCli();
 
@@ -25,29 +25,33 @@ async function threeRuns() {
 const runIdOf = (r: Result) => json<{ run_id: string }>(r).run_id;
 
 describe("abbreviated run ids", () => {
-  it("finds a run by a unique end of its id (the random part) or a unique start, in every command", async () => {
-    const { cli, ids } = await threeRuns();
-    const [first, second] = ids as [string, string];
-    const tail = first.slice(-8);
-    const status = await cli("status", tail, "--json");
-    expect(status.code, status.stderr).toBe(0);
-    expect(runIdOf(status)).toBe(first);
-    // Uppercase, as copied from elsewhere.
-    expect(runIdOf(await cli("status", first.slice(-12).toUpperCase(), "--json"))).toBe(first);
-    // A start long enough to be unique (the head is the start time, which the runs share).
-    const head = await cli("status", second.slice(0, 34), "--json");
-    expect(runIdOf(head)).toBe(second);
-    const events = await cli("events", tail, "--json");
-    expect(events.code, events.stderr).toBe(0);
-    expect(events.stdout).toContain(`"run_id":"${first}"`);
-    const graph = await cli("graph", tail);
-    expect(graph.code, graph.stderr).toBe(0);
-    const sent = await cli("send", second.slice(-6), "ping");
-    expect(sent.code, sent.stderr).toBe(0);
-    const cancelled = await cli("cancel", tail);
-    expect(cancelled.code, cancelled.stderr).toBe(0);
-    expect(cancelled.stdout).toBe(`run ${first} CANCELLED\n`);
-  });
+  it(
+    "finds a run by a unique end of its id (the random part) or a unique start, in every command",
+    async () => {
+      const { cli, ids } = await threeRuns();
+      const [first, second] = ids as [string, string];
+      const tail = first.slice(-8);
+      const status = await cli("status", tail, "--json");
+      expect(status.code, status.stderr).toBe(0);
+      expect(runIdOf(status)).toBe(first);
+      // Uppercase, as copied from elsewhere.
+      expect(runIdOf(await cli("status", first.slice(-12).toUpperCase(), "--json"))).toBe(first);
+      // A start long enough to be unique (the head is the start time, which the runs share).
+      const head = await cli("status", second.slice(0, 34), "--json");
+      expect(runIdOf(head)).toBe(second);
+      const events = await cli("events", tail, "--json");
+      expect(events.code, events.stderr).toBe(0);
+      expect(events.stdout).toContain(`"run_id":"${first}"`);
+      const graph = await cli("graph", tail);
+      expect(graph.code, graph.stderr).toBe(0);
+      const sent = await cli("send", second.slice(-6), "ping");
+      expect(sent.code, sent.stderr).toBe(0);
+      const cancelled = await cli("cancel", tail);
+      expect(cancelled.code, cancelled.stderr).toBe(0);
+      expect(cancelled.stdout).toBe(`run ${first} CANCELLED\n`);
+    },
+    commandsMs(12),
+  );
 
   it("exits 2 for an ambiguous abbreviation, listing the runs it names with their workflow and start", async () => {
     const { cli, ids } = await threeRuns();

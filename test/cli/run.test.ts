@@ -290,7 +290,13 @@ describe("skein run", () => {
 
   it.skipIf(onPostgres)("exits 2 when the database is in use by another engine", async () => {
     const ws = workspace();
-    const file = ws.file("long.json", WORKFLOWS.long);
+    // b outlasts the test (killed at its end): a b of 2.5 s had ended, and the first engine closed
+    // the database, before the second command's cold start on a loaded machine.
+    const held = {
+      ...WORKFLOWS.long,
+      nodes: WORKFLOWS.long.nodes.map((n) => (n.node_id === "b" ? { ...n, payload: { ms: 55_000 } } : n)),
+    };
+    const file = ws.file("long.json", held);
     const first = new Skein(["run", file, "--agents", AGENTS, "--db", ws.db], ws.dir);
     await first.waitFor(/node\.started +b#1/);
     const second = await skein(["run", file, "--agents", AGENTS, "--db", ws.db], ws.dir);

@@ -4,7 +4,7 @@
  * zone, an unknown schedule, a file that is not a schedule).
  */
 import { describe, expect, it } from "vitest";
-import { json, requireBuiltCli, skein, WORKFLOWS, workspace } from "./helpers.js";
+import { commandsMs, json, requireBuiltCli, skein, WORKFLOWS, workspace } from "./helpers.js";
 
 requireBuiltCli();
 
@@ -29,70 +29,74 @@ async function withWorkflow() {
 }
 
 describe("skein schedules", () => {
-  it("puts a list of schedules, lists them, shows one with its next fire times, pauses, resumes and deletes", async () => {
-    const { ws, run } = await withWorkflow();
-    const empty = await run("schedules");
-    expect(empty.code).toBe(0);
-    expect(empty.stdout).toBe("no schedules; create one with skein schedules put <file>\n");
+  it(
+    "puts a list of schedules, lists them, shows one with its next fire times, pauses, resumes and deletes",
+    async () => {
+      const { ws, run } = await withWorkflow();
+      const empty = await run("schedules");
+      expect(empty.code).toBe(0);
+      expect(empty.stdout).toBe("no schedules; create one with skein schedules put <file>\n");
 
-    const file = ws.file("schedules.json", [
-      { schedule_id: "nightly", workflow_id: "small", cron: "0 2 * * *", timezone: "Europe/Paris" },
-      { schedule_id: "weekdays", workflow_id: "small", cron: "0 30 9 * * 1-5", input: { n: 1 }, paused: true },
-    ]);
-    const put = await run("schedules", "put", file);
-    expect(put.code, put.stderr).toBe(0);
-    expect(put.stdout).toMatch(
-      /^nightly created: next fire \d{4}-\d\d-\d\dT\d\d:00:00\.000Z\nweekdays created: next fire none \(paused\)\n$/,
-    );
-    const again = await run("schedules", "put", file);
-    expect(again.stdout).toMatch(/^nightly replaced: .*\nweekdays replaced: /);
+      const file = ws.file("schedules.json", [
+        { schedule_id: "nightly", workflow_id: "small", cron: "0 2 * * *", timezone: "Europe/Paris" },
+        { schedule_id: "weekdays", workflow_id: "small", cron: "0 30 9 * * 1-5", input: { n: 1 }, paused: true },
+      ]);
+      const put = await run("schedules", "put", file);
+      expect(put.code, put.stderr).toBe(0);
+      expect(put.stdout).toMatch(
+        /^nightly created: next fire \d{4}-\d\d-\d\dT\d\d:00:00\.000Z\nweekdays created: next fire none \(paused\)\n$/,
+      );
+      const again = await run("schedules", "put", file);
+      expect(again.stdout).toMatch(/^nightly replaced: .*\nweekdays replaced: /);
 
-    const list = await run("schedules");
-    expect(list.code).toBe(0);
-    const [header, ...rows] = list.stdout.trimEnd().split("\n");
-    expect(header).toMatch(/^id +workflow +cron +timezone +next fire +last run +paused$/);
-    expect(rows).toHaveLength(2);
-    expect(rows[0]).toMatch(/^nightly +small +0 2 \* \* \* +Europe\/Paris +\d{4}-\S+ +- +no$/);
-    expect(rows[1]).toMatch(/^weekdays +small +0 30 9 \* \* 1-5 +UTC +- +- +yes$/);
-    const listed = json<ScheduleJson[]>(await run("schedules", "--json"));
-    expect(listed.map((s) => [s.schedule_id, s.paused])).toEqual([
-      ["nightly", false],
-      ["weekdays", true],
-    ]);
-    expect(listed[0]?.next_fire_at_iso).toMatch(/T\d\d:00:00\.000Z$/);
-    expect(json<ScheduleJson[]>(await run("schedules", "--workflow", "other", "--json"))).toEqual([]);
+      const list = await run("schedules");
+      expect(list.code).toBe(0);
+      const [header, ...rows] = list.stdout.trimEnd().split("\n");
+      expect(header).toMatch(/^id +workflow +cron +timezone +next fire +last run +paused$/);
+      expect(rows).toHaveLength(2);
+      expect(rows[0]).toMatch(/^nightly +small +0 2 \* \* \* +Europe\/Paris +\d{4}-\S+ +- +no$/);
+      expect(rows[1]).toMatch(/^weekdays +small +0 30 9 \* \* 1-5 +UTC +- +- +yes$/);
+      const listed = json<ScheduleJson[]>(await run("schedules", "--json"));
+      expect(listed.map((s) => [s.schedule_id, s.paused])).toEqual([
+        ["nightly", false],
+        ["weekdays", true],
+      ]);
+      expect(listed[0]?.next_fire_at_iso).toMatch(/T\d\d:00:00\.000Z$/);
+      expect(json<ScheduleJson[]>(await run("schedules", "--workflow", "other", "--json"))).toEqual([]);
 
-    const shown = await run("schedules", "show", "nightly");
-    expect(shown.code, shown.stderr).toBe(0);
-    expect(shown.stdout).toContain("cron:      0 2 * * * (Europe/Paris)");
-    const times = shown.stdout.split("next fire times:\n")[1]?.trimEnd().split("\n") ?? [];
-    // 02:00 in Paris is 01:00 UTC in winter and 00:00 UTC in summer.
-    expect(times).toHaveLength(5);
-    for (const t of times) expect(t).toMatch(/^ {2}\d{4}-\d\d-\d\dT0[01]:00:00\.000Z$/);
-    const showJson = json<ScheduleJson>(await run("schedules", "show", "nightly", "--json"));
-    expect(showJson.next_fire_times).toHaveLength(5);
-    expect(showJson.next_fire_times?.[0]).toBe(showJson.next_fire_at);
+      const shown = await run("schedules", "show", "nightly");
+      expect(shown.code, shown.stderr).toBe(0);
+      expect(shown.stdout).toContain("cron:      0 2 * * * (Europe/Paris)");
+      const times = shown.stdout.split("next fire times:\n")[1]?.trimEnd().split("\n") ?? [];
+      // 02:00 in Paris is 01:00 UTC in winter and 00:00 UTC in summer.
+      expect(times).toHaveLength(5);
+      for (const t of times) expect(t).toMatch(/^ {2}\d{4}-\d\d-\d\dT0[01]:00:00\.000Z$/);
+      const showJson = json<ScheduleJson>(await run("schedules", "show", "nightly", "--json"));
+      expect(showJson.next_fire_times).toHaveLength(5);
+      expect(showJson.next_fire_times?.[0]).toBe(showJson.next_fire_at);
 
-    const paused = await run("schedules", "pause", "nightly");
-    expect(paused.code).toBe(0);
-    expect(paused.stdout).toBe("nightly paused\n");
-    const resumed = await run("schedules", "resume", "weekdays");
-    expect(resumed.code).toBe(0);
-    expect(resumed.stdout).toMatch(/^weekdays active: next fire \d{4}-\d\d-\d\dT09:30:00\.000Z\n$/);
-    const states = json<ScheduleJson[]>(await run("schedules", "--json")).map((s) => [s.schedule_id, s.paused]);
-    expect(states).toEqual([
-      ["nightly", true],
-      ["weekdays", false],
-    ]);
+      const paused = await run("schedules", "pause", "nightly");
+      expect(paused.code).toBe(0);
+      expect(paused.stdout).toBe("nightly paused\n");
+      const resumed = await run("schedules", "resume", "weekdays");
+      expect(resumed.code).toBe(0);
+      expect(resumed.stdout).toMatch(/^weekdays active: next fire \d{4}-\d\d-\d\dT09:30:00\.000Z\n$/);
+      const states = json<ScheduleJson[]>(await run("schedules", "--json")).map((s) => [s.schedule_id, s.paused]);
+      expect(states).toEqual([
+        ["nightly", true],
+        ["weekdays", false],
+      ]);
 
-    // No engine ran, so no slot fired: the schedule has no runs yet.
-    expect((await run("list", "--schedule", "nightly")).stdout).toBe("no runs\n");
+      // No engine ran, so no slot fired: the schedule has no runs yet.
+      expect((await run("list", "--schedule", "nightly")).stdout).toBe("no runs\n");
 
-    const deleted = await run("schedules", "delete", "nightly");
-    expect(deleted.code).toBe(0);
-    expect(deleted.stdout).toBe("nightly deleted\n");
-    expect(json<ScheduleJson[]>(await run("schedules", "--json")).map((s) => s.schedule_id)).toEqual(["weekdays"]);
-  });
+      const deleted = await run("schedules", "delete", "nightly");
+      expect(deleted.code).toBe(0);
+      expect(deleted.stdout).toBe("nightly deleted\n");
+      expect(json<ScheduleJson[]>(await run("schedules", "--json")).map((s) => s.schedule_id)).toEqual(["weekdays"]);
+    },
+    commandsMs(15),
+  );
 
   it("exits 2 with the problem for a bad cron expression or time zone, and writes nothing", async () => {
     const { ws, run } = await withWorkflow();

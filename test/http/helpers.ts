@@ -8,6 +8,7 @@ import type { TokenEntry } from "../../src/http/auth.js";
 import { createServer, type ServerOptions } from "../../src/http/server.js";
 import { type EngineOptions, NonRetryableError, type Task } from "../../src/index.js";
 import { testEngine } from "../helpers.js";
+import { json, startServer, type TestServer } from "../local-server.js";
 
 export const TOKENS = {
   admin: "admin-0123456789abcdef",
@@ -78,4 +79,31 @@ export async function testApi(
   });
   apps.push(app);
   return { ...t, app };
+}
+
+const proxies: TestServer[] = [];
+afterEach(async () => {
+  await Promise.all(proxies.splice(0).map((p) => p.close()));
+});
+
+/**
+ * A real HTTP server in front of `app` that resets the connection of the next `resets[name]`
+ * requests whose path ends in `/<name>` (`claim`, `heartbeat`, `complete`, ...) before any
+ * answer, as a server closing a kept-alive connection does, and hands every other one to the API.
+ * `sent(name)` counts the requests that arrived, reset ones too. Closed after the test.
+ */
+export async function resettingProxy(app: FastifyInstance, resets: Record<string, number>) {
+  const proxy = await startServer((req, res, raw) => {
+    const name = req.url.slice(req.url.lastIndexOf("/") + 1);
+    if ((resets[name] ?? 0) > 0) {
+      resets[name] = (resets[name] ?? 0) - 1;
+      raw.socket.resetAndDestroy();
+      return;
+    }
+    void app
+      .inject({ method: req.method as "POST", url: req.url, headers: req.headers, payload: req.body })
+      .then((answer) => json(res, answer.statusCode, answer.json()));
+  });
+  proxies.push(proxy);
+  return { url: proxy.url, sent: (name: string) => proxy.requests.filter((r) => r.url.endsWith(`/${name}`)).length };
 }

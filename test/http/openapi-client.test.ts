@@ -6,12 +6,13 @@
  * beside the generated types and type-checked by tsc before the same module runs, so a
  * document whose types do not fit the API fails here.
  */
-import { spawnSync } from "node:child_process";
+import { execFile } from "node:child_process";
 import { mkdirSync, rmSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { createConfig, lintFromString } from "@redocly/openapi-core";
 import openapiTS, { astToString } from "openapi-typescript";
 import { afterAll, describe, expect, it } from "vitest";
+import { fetchApi } from "../helpers.js";
 import { bearer, TOKENS, testApi } from "./helpers.js";
 
 const AGENT_TOKEN = "agent-generated-client-0123";
@@ -109,7 +110,7 @@ describe("a client generated from GET /v1/openapi.json", () => {
       },
     });
     const base = await app.listen({ host: "127.0.0.1", port: 0 });
-    const res = await fetch(`${base}/v1/openapi.json`);
+    const res = await fetchApi(`${base}/v1/openapi.json`);
     expect(res.status).toBe(200);
     const text = await res.text();
     const document = JSON.parse(text) as Record<string, unknown>;
@@ -140,12 +141,18 @@ describe("a client generated from GET /v1/openapi.json", () => {
       join(dir, "tsconfig.json"),
       JSON.stringify({ extends: "../../tsconfig.json", compilerOptions: { noEmit: true }, include: ["*.ts"] }),
     );
-    const tsc = spawnSync(process.execPath, ["node_modules/typescript/bin/tsc", "-p", join(dir, "tsconfig.json")], {
-      cwd: join(import.meta.dirname, "../.."),
-      encoding: "utf8",
+    // Not spawnSync: the server answers from this process, and a loop blocked for tsc's seconds froze
+    // its kept-alive connection's timers with the client's (which ran out first was then a race).
+    const tsc = await new Promise<{ output: string; code: number | null }>((resolve) => {
+      const child = execFile(
+        process.execPath,
+        ["node_modules/typescript/bin/tsc", "-p", join(dir, "tsconfig.json")],
+        { cwd: join(import.meta.dirname, "../..") },
+        (_error, stdout, stderr) => resolve({ output: `${stdout}${stderr}`, code: child.exitCode }),
+      );
     });
-    expect(`${tsc.stdout}${tsc.stderr}`).toBe("");
-    expect(tsc.status).toBe(0);
+    expect(tsc.output).toBe("");
+    expect(tsc.code).toBe(0);
 
     const client = (await import(join(dir, "client.ts"))) as ClientModule;
     const cycle = await client.externalAgentCycle(base, TOKENS.admin, AGENT_TOKEN);

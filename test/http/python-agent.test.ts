@@ -10,7 +10,7 @@ import { fileURLToPath } from "node:url";
 import { afterEach, describe, expect, it, onTestFailed } from "vitest";
 import type { WorkflowInput } from "../../src/index.js";
 import { systemClock } from "../../src/index.js";
-import { testApi } from "./helpers.js";
+import { resettingProxy, testApi } from "./helpers.js";
 
 const AGENT = fileURLToPath(new URL("../../examples/python-agent/agent.py", import.meta.url));
 const WORKFLOW = JSON.parse(
@@ -77,10 +77,11 @@ async function serve() {
   });
   await t.engine.registerWorkflow(WORKFLOW);
   const url = await t.app.listen({ port: 0, host: "127.0.0.1" });
-  /** Starts agent.py against the server; `--lease-seconds 3` makes it heartbeat every second. */
-  const agent = (...args: string[]) =>
-    new PythonAgent(["--server", url, "--worker-id", "py-test", "--lease-seconds", "3", ...args]);
-  return { ...t, agent };
+  /** Starts agent.py against the server (or `server`); `--lease-seconds 3` makes it heartbeat every second. */
+  const agent = (...args: string[]) => agentOn(url, ...args);
+  const agentOn = (server: string, ...args: string[]) =>
+    new PythonAgent(["--server", server, "--worker-id", "py-test", "--lease-seconds", "3", ...args]);
+  return { ...t, agent, agentOn };
 }
 
 describe.skipIf(!hasPython)("examples/python-agent (needs python3 on PATH)", () => {
@@ -109,6 +110,19 @@ describe.skipIf(!hasPython)("examples/python-agent (needs python3 on PATH)", () 
     });
     expect(await py.exited, py.log).toBe(0);
     expect(py.log).toContain("stopped after 6 task(s)");
+  }, 20_000);
+
+  it("sends a heartbeat and a report cut by a reset connection again at once, once", async () => {
+    const { app, engine, agentOn } = await serve();
+    const proxy = await resettingProxy(app, { heartbeat: 1, complete: 1 });
+    const run = await engine.startRun(WORKFLOW.id, { input: { text: ROUTINE, work_seconds: 2.5 } });
+    const py = agentOn(proxy.url, "--agent-types", "summarize", "--max-tasks", "1");
+    expect(await py.exited, py.log).toBe(0);
+    expect(py.log).toContain(`completed ${run.run_id}:summarize:1`);
+    // Neither the heartbeat's warning nor the backoff of a report tried again later.
+    expect(py.log).not.toMatch(/heartbeat for|again in/);
+    expect([proxy.sent("heartbeat") >= 2, proxy.sent("complete")]).toEqual([true, 2]);
+    expect((await engine.getRun(run.run_id)).nodes[0]).toMatchObject({ node_id: "summarize", state: "SUCCEEDED" });
   }, 20_000);
 
   it("fails a task for good when the handler raises NonRetryable", async () => {

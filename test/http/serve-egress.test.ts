@@ -5,6 +5,7 @@
  */
 import { afterEach, describe, expect, it } from "vitest";
 import { requireBuiltCli, Skein, until, workspace } from "../cli/helpers.js";
+import { fetchApi } from "../helpers.js";
 import { json, startServer, type TestServer } from "../local-server.js";
 import { TOKEN_LIST, TOKENS } from "./helpers.js";
 
@@ -30,7 +31,7 @@ async function serve(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ url
     ...env,
   });
   const [, url] = await server.waitFor(/serving the HTTP API on (http:\/\/\S+)\/v1/, undefined, "stderr");
-  const put = await fetch(`${url}/v1/workflows/call`, {
+  const put = await fetchApi(`${url}/v1/workflows/call`, {
     method: "PUT",
     headers: admin,
     body: JSON.stringify({
@@ -44,7 +45,7 @@ async function serve(args: string[], env: NodeJS.ProcessEnv = {}): Promise<{ url
 
 /** Starts `call` with `target` as its URL (admin token) and waits for its end. */
 async function call(base: string, target: string): Promise<RunView> {
-  const started = await fetch(`${base}/v1/runs`, {
+  const started = await fetchApi(`${base}/v1/runs`, {
     method: "POST",
     headers: admin,
     body: JSON.stringify({ workflow_id: "call", input: { url: target } }),
@@ -53,7 +54,7 @@ async function call(base: string, target: string): Promise<RunView> {
   const { run_id } = (await started.json()) as { run_id: string };
   return until(
     "the run to end",
-    async () => (await (await fetch(`${base}/v1/runs/${run_id}`, { headers: admin })).json()) as RunView,
+    async () => (await (await fetchApi(`${base}/v1/runs/${run_id}`, { headers: admin })).json()) as RunView,
     (run) => run.status !== "RUNNING",
   );
 }

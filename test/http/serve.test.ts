@@ -1,6 +1,7 @@
 /** `skein serve` as a child process (the built CLI): refusals, start, a run over HTTP, SIGTERM. */
 import { describe, expect, it } from "vitest";
 import { AGENTS, requireBuiltCli, Skein, skein, until, workspace } from "../cli/helpers.js";
+import { fetchApi } from "../helpers.js";
 import { TOKEN_LIST, TOKENS } from "./helpers.js";
 
 requireBuiltCli();
@@ -34,18 +35,18 @@ describe("skein serve", () => {
     const [, listening] = await server.waitFor(/serving the HTTP API on (http:\/\/\S+)\/v1/, undefined, "stderr");
     const url = (listening as string).replace("0.0.0.0", "127.0.0.1");
 
-    const health = await fetch(`${url}/v1/health`);
+    const health = await fetchApi(`${url}/v1/health`);
     expect(health.status).toBe(200);
     expect(await health.json()).toEqual({ status: "ok" });
-    expect((await fetch(`${url}/v1/runs`)).status).toBe(401);
+    expect((await fetchApi(`${url}/v1/runs`)).status).toBe(401);
 
-    const put = await fetch(`${url}/v1/workflows/echo`, {
+    const put = await fetchApi(`${url}/v1/workflows/echo`, {
       method: "PUT",
       headers: admin,
       body: JSON.stringify({ id: "echo", nodes: [{ node_id: "a", agent_type: "echo" }] }),
     });
     expect(put.status).toBe(201);
-    const started = await fetch(`${url}/v1/runs`, {
+    const started = await fetchApi(`${url}/v1/runs`, {
       method: "POST",
       headers: admin,
       body: JSON.stringify({ workflow_id: "echo", input: { topic: "x" } }),
@@ -54,12 +55,12 @@ describe("skein serve", () => {
     const { run_id } = (await started.json()) as { run_id: string };
     const done = await until(
       "the run to succeed",
-      async () => (await (await fetch(`${url}/v1/runs/${run_id}`, { headers: admin })).json()) as { status: string },
+      async () => (await (await fetchApi(`${url}/v1/runs/${run_id}`, { headers: admin })).json()) as { status: string },
       (run) => run.status !== "RUNNING",
     );
     expect(done.status).toBe("SUCCEEDED");
     // skein serve wires the engine's metrics to GET /metrics (test/http/metrics.test.ts parses them).
-    const scraped = await fetch(`${url}/metrics`, { headers: admin });
+    const scraped = await fetchApi(`${url}/metrics`, { headers: admin });
     expect(scraped.status).toBe(200);
     expect(scraped.headers.get("content-type")).toBe("text/plain; version=0.0.4; charset=utf-8");
     const text = await scraped.text();

@@ -4,6 +4,7 @@
  */
 import { get, type IncomingMessage } from "node:http";
 import type { LiveEvent, RunEvent } from "../../src/index.js";
+import { resendOnReset } from "../../src/worker/connection-reset.js";
 
 /** One event as sent: its `event:` and `id:` lines (null when absent) and its parsed `data:`. */
 export interface SseMessage {
@@ -96,6 +97,11 @@ export function closeStreams(): void {
  * `: connected` comment), or at once with the status when it refused it.
  */
 export function openStream(base: string, path: string, headers: Record<string, string>): Promise<SseStream> {
+  // A GET: sent again once when a reset connection cut it before any answer (connection-reset.ts).
+  return resendOnReset(true, () => requestStream(base, path, headers));
+}
+
+function requestStream(base: string, path: string, headers: Record<string, string>): Promise<SseStream> {
   return new Promise((resolve, reject) => {
     const req = get(`${base}${path}`, { headers }, (res) => {
       const stream = new SseStream(res.statusCode ?? 0, res);

@@ -13,7 +13,7 @@ import { afterEach, describe, expect, it } from "vitest";
 import { createEngine } from "../../src/index.js";
 import { AGENTS, requireBuiltCli, Skein, until } from "../cli/helpers.js";
 import { within } from "../fixtures/child.js";
-import { PG_URL } from "../helpers.js";
+import { fetchApi, PG_URL } from "../helpers.js";
 
 requireBuiltCli();
 
@@ -51,10 +51,10 @@ describe("a SIGKILLed skein serve on PostgreSQL", () => {
       nodes: [{ node_id: "a", agent_type: "slow", payload: { ms: 600_000 } }],
     };
     expect(
-      (await fetch(`${api}/v1/workflows/long`, { method: "PUT", headers: json, body: JSON.stringify(workflow) }))
+      (await fetchApi(`${api}/v1/workflows/long`, { method: "PUT", headers: json, body: JSON.stringify(workflow) }))
         .status,
     ).toBe(201);
-    const started = await fetch(`${api}/v1/runs`, {
+    const started = await fetchApi(`${api}/v1/runs`, {
       method: "POST",
       headers: json,
       body: JSON.stringify({ workflow_id: "long" }),
@@ -62,7 +62,7 @@ describe("a SIGKILLed skein serve on PostgreSQL", () => {
     const { run_id } = (await started.json()) as { run_id: string };
     await until(
       "the node to run on the server",
-      async () => (await (await fetch(`${api}/v1/runs/${run_id}`)).json()) as { nodes: { state: string }[] },
+      async () => (await (await fetchApi(`${api}/v1/runs/${run_id}`)).json()) as { nodes: { state: string }[] },
       (run) => run.nodes[0]?.state === "RUNNING",
     );
 

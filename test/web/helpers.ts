@@ -14,6 +14,7 @@ import type { Browser, BrowserContext, Locator, Page } from "playwright-core";
 import { afterAll, afterEach, beforeAll, expect } from "vitest";
 import { launchChromium } from "../../scripts/chromium.js";
 import { AGENTS, requireBuiltCli, Skein, workspace } from "../cli/helpers.js";
+import { fetchApi } from "../helpers.js";
 import { TOKEN_LIST, TOKENS } from "../http/helpers.js";
 
 /** Bound on any one wait for the page: generous, as the machine may be busy with other tests. */
@@ -104,13 +105,15 @@ export async function serve(options: { open?: boolean } = {}): Promise<Served> {
   });
 
   const api = async <T>(method: string, path: string, body?: unknown, token: string = TOKENS.admin): Promise<T> => {
-    const res = await fetch(`${base}${path}`, {
+    const res = await fetchApi(`${base}${path}`, {
       method,
       headers: {
         ...(options.open ? {} : { authorization: `Bearer ${token}` }),
         ...(body === undefined ? {} : { "content-type": "application/json" }),
       },
       ...(body === undefined ? {} : { body: JSON.stringify(body) }),
+      // A task's report is fenced by its attempt: the same one twice is answered `duplicate`.
+      resend: method !== "POST" || /^\/v1\/tasks\/[^/]+\/(complete|fail|heartbeat)$/.test(path),
     });
     const text = await res.text();
     if (!res.ok) throw new Error(`${method} ${path}: ${res.status} ${text}`);
