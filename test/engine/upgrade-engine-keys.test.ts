@@ -175,6 +175,7 @@ describe("upgrading to engine keys under skein: (migration 014)", () => {
        ALTER TABLE inbox DROP COLUMN size;
        DROP INDEX visits_held_by_map;
        ALTER TABLE inbox DROP COLUMN scope;
+       ALTER TABLE engines DROP COLUMN served_types;
        DELETE FROM skein_migrations WHERE version > ${BEFORE};
        UPDATE schedules SET next_fire_at = last_slot_at WHERE schedule_id = 'nightly';`,
     );
