@@ -19,6 +19,7 @@ export type {
   Catchup,
   Compensation,
   EventType,
+  FailedItem,
   Json,
   LiveEvent,
   MapCounts,
