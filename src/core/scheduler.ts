@@ -227,7 +227,18 @@ export function succeed(rs: RunState, v: Visit, output: Json, decision: Decision
   v.ended_at = now;
   clearAttempt(v);
   const fired = decision.kind === "targets" ? decision.targets : [];
-  event(rs, "node.succeeded", v, now, { attempt: v.attempt, fired, ...(decision.kind === "end" ? { end: true } : {}) });
+  event(rs, "node.succeeded", v, now, {
+    attempt: v.attempt,
+    fired,
+    ...(decision.kind === "end" ? { end: true } : {}),
+    // A map that succeeded within its tolerated failures says which items failed (DESIGN §11.1).
+    ...(v.items?.failed_items
+      ? {
+          failed_items: v.items.failed_items as unknown as Json,
+          failed_items_count: v.items.failed + v.items.cancelled,
+        }
+      : {}),
+  });
   if (decision.kind === "none") event(rs, "branch.none", v, now, {});
   if (decision.kind === "end") {
     v.fired = [];

@@ -169,17 +169,8 @@ async function advance(f: Flush, rs: RunState, v: Visit): Promise<void> {
   const node = nodeOf(rs, v.node_id);
   const failed = c.failed + c.cancelled > 0 ? await failedItems(f, v) : null;
   if (failed) c.failed_items = failed;
+  // The node.succeeded event says them too (scheduler.ts `succeed`, from the visit's counts).
   a.succeed(JSON.parse(out.text) as Json, { kind: "targets", targets: [...node.successTargets] }, f.now);
-  if (failed) {
-    // The node.succeeded event just made says it too (DESIGN §11.1: "SUCCEEDED with failed_items recorded").
-    const succeeded = [...rs.changes.events]
-      .reverse()
-      .find((e) => e.type === "node.succeeded" && e.node_id === v.node_id && e.visit === v.visit);
-    if (succeeded) {
-      succeeded.data.failed_items = failed as unknown as Json;
-      succeeded.data.failed_items_count = c.failed + c.cancelled;
-    }
-  }
 }
 
 /** The items a map that succeeded within its tolerated failures did not run to success: the first ones, read from its rows. */
