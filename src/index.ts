@@ -5,6 +5,7 @@ export type { StandardSchemaV1 } from "./agents/standard-schema.js";
 export type { AgentHandler, DecideHook, DepResult, Routed, Task } from "./agents/task.js";
 export type { EgressOptions } from "./calls/egress.js";
 export type { LlmOptions, LlmProvider } from "./calls/llm/providers.js";
+export { type Clock, ManualClock, systemClock, type TimerHandle } from "./clock.js";
 export {
   canTransition,
   deriveRunStatus,
@@ -58,7 +59,17 @@ export type {
   Template,
   WorkflowInput,
 } from "./definition/workflow-input.js";
-export { type Clock, ManualClock, systemClock, type TimerHandle } from "./engine/clock.js";
+export type {
+  ClaimRequest,
+  CompleteRequest,
+  ExternalTask,
+  FailRequest,
+  HeartbeatRequest,
+  ProgressRequest,
+  WorkerIdentity,
+} from "./engine/attempts/external-requests.js";
+export type { SecretOption } from "./engine/attempts/secrets.js";
+export type { TaskLimits } from "./engine/attempts/task-limits.js";
 export {
   createClient,
   createEngine,
@@ -84,21 +95,10 @@ export {
   type StartRunOptions,
   type SubscribeFilter,
 } from "./engine/engine.js";
-export type {
-  ClaimRequest,
-  CompleteRequest,
-  ExternalTask,
-  FailRequest,
-  HeartbeatRequest,
-  ProgressRequest,
-  WorkerIdentity,
-} from "./engine/external-requests.js";
-export type { Notification, NotifyOptions } from "./engine/notifier.js";
 export type { RegisteredWorkflow, WorkflowCheck } from "./engine/registry.js";
 export type { Duration, RetentionOptions } from "./engine/retention.js";
-export type { SecretOption } from "./engine/secrets.js";
 export type { NodeWaiting } from "./engine/served-types.js";
-export type { TaskLimits } from "./engine/task-limits.js";
+export type { Notification, NotifyOptions } from "./engine/telemetry/notifier.js";
 export {
   ConflictError,
   DatabaseError,

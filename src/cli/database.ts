@@ -48,7 +48,7 @@ export function getRunOrFail(client: Engine, runId: string, db: string): Promise
 /** An engine serving `db` with the given agents (it recovers what a dead engine left). */
 export async function openEngine(db: string, agents: Record<string, AgentHandler>, logger?: Logger): Promise<Engine> {
   const { createEngine } = await library();
-  const { secretsFromEnv } = await import("../engine/secrets.js");
+  const { secretsFromEnv } = await import("../engine/attempts/secrets.js");
   return createEngine({
     database: db,
     ...listenDatabaseOption(),

@@ -125,7 +125,7 @@ function onTime(s: Pick<Schedule, "catchup">, slots: number[], now: number): num
 
 /**
  * A slot as its runs' idempotency keys name it: ISO 8601 in UTC, under the engine's reserved
- * prefix `skein:` (engine/engine-keys.ts).
+ * prefix `skein:` (engine/writer/engine-keys.ts).
  */
 export function slotKey(scheduleId: string, slot: number): string {
   return `${ENGINE_KEY_PREFIX}schedule:${scheduleId}:${new Date(slot).toISOString()}`;

@@ -37,7 +37,7 @@ export interface Changes {
   undo: boolean;
   /** Ready `workflow` visits whose child run the flush starts (it needs the registry and a run id). */
   children: Set<Visit>;
-  /** Ready `map` visits whose items the flush writes and starts (engine/flush-maps.ts). */
+  /** Ready `map` visits whose items the flush writes and starts (engine/writer/kinds/maps.ts). */
   maps: Set<Visit>;
 }
 

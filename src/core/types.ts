@@ -66,7 +66,7 @@ export interface Visit {
 /** A run; `O` is its output's type when the caller knows it (`getRun<O>`), else Json. */
 /**
  * The prefix of the idempotency keys the engine makes (child runs, map items, schedule slots:
- * engine/engine-keys.ts), which clients may not use (DESIGN §13.1).
+ * engine/writer/engine-keys.ts), which clients may not use (DESIGN §13.1).
  */
 export const ENGINE_KEY_PREFIX = "skein:";
 
@@ -172,7 +172,7 @@ export interface MapCounts {
   next: number;
   /**
    * How many of the list's items are rows yet: a long list is written a chunk per flush
-   * (engine/bounded-work.ts). Absent (visits before schema v15): all of them.
+   * (engine/writer/bounded-work.ts). Absent (visits before schema v15): all of them.
    */
   written?: number;
   /**

@@ -20,7 +20,7 @@
  *   since one built-in call (`$pad`, `$join`, a backtracking regex) is beyond JSONata's own checks.
  * - `secrets.NAME` (DESIGN §12) is read only in node payloads that allow it, and only by name:
  *   the paths of the strings that read each name are kept (`secretUses`) so that the engine puts
- *   values in there only (engine/secrets.ts); `secrets` read any other way is refused. Only an
+ *   values in there only (engine/attempts/secrets.ts); `secrets` read any other way is refused. Only an
  *   expression that reads a secret by name sees `secrets`, holding only the names it reads, as a
  *   property no enumeration shows (`$string($)`, `$keys`, `**`, `$sift`, `$each`); `$lookup`,
  *   which could reach it by a computed name, is refused in such an expression, and
@@ -38,7 +38,7 @@ import { RESERVED_NAMES } from "./schema.js";
 /** What an expression sees: `input`, `nodes.<id>`, `run`, and `output` (in `when`) / `self` (in compensation). */
 export interface ExpressionContext {
   input: unknown;
-  /** In payloads: a marker per secret name the payload reads (engine/secrets.ts), never a value. */
+  /** In payloads: a marker per secret name the payload reads (engine/attempts/secrets.ts), never a value. */
   secrets?: Record<string, string>;
   nodes: Record<string, { output: unknown; status: string; error: unknown } | null>;
   run: { run_id: string; trace_id: string };

@@ -5,15 +5,15 @@ import type { Logger } from "pino";
 import type { AgentHandler, DecideHook } from "../agents/task.js";
 import type { EgressOptions } from "../calls/egress.js";
 import type { LlmOptions } from "../calls/llm/providers.js";
+import type { Clock } from "../clock.js";
 import type { Budget, Compensation, Json, LiveEvent, Run, RunEvent, Visit } from "../core/types.js";
 import type { ChildRun, PrunedStatus } from "../store/store.js";
-import type { Clock } from "./clock.js";
+import type { SecretOption } from "./attempts/secrets.js";
+import type { TaskLimits } from "./attempts/task-limits.js";
 import type { MapProgress } from "./map-items.js";
-import type { NotifyOptions } from "./notifier.js";
 import type { Duration, RetentionOptions } from "./retention.js";
-import type { SecretOption } from "./secrets.js";
 import type { NodeWaiting } from "./served-types.js";
-import type { TaskLimits } from "./task-limits.js";
+import type { NotifyOptions } from "./telemetry/notifier.js";
 
 /** A rate limit of one agent type: `per_second` or `per_minute` (one of them), and how many tokens may gather. */
 export interface RateLimit {

@@ -7,14 +7,25 @@ import { hostname } from "node:os";
 import { createNoopMeter, metrics } from "@opentelemetry/api";
 import { type Logger, pino } from "pino";
 import { Egress, egressProblems } from "../calls/egress.js";
+import { type Clock, systemClock } from "../clock.js";
 import type { Json, Run, RunEvent, Schedule, ScheduleInput, Visit } from "../core/types.js";
 import type { WorkflowInput } from "../definition/workflow-input.js";
 import { EngineClosedError, NotFoundError, type UnavailableError, ValidationError } from "../errors.js";
+import { randomHex } from "../ids.js";
 import { MIN_SEARCH_CHARS, type RunFilter, type ScheduleFilter, type Store } from "../store/store.js";
-import type { AttemptRunner } from "./attempts.js";
-import { type Clock, systemClock } from "./clock.js";
-import { untilDeadline } from "./deadline.js";
-import type { Dispatcher } from "./dispatcher.js";
+import { untilDeadline } from "./attempts/deadline.js";
+import type { ExternalWorkers } from "./attempts/external.js";
+import type {
+  ClaimRequest,
+  CompleteRequest,
+  ExternalTask,
+  FailRequest,
+  HeartbeatRequest,
+  ProgressRequest,
+} from "./attempts/external-requests.js";
+import type { ProgressStreams } from "./attempts/progress.js";
+import type { AttemptRunner } from "./attempts/runner.js";
+import { Secrets } from "./attempts/secrets.js";
 import type {
   EngineOptions,
   EventListener,
@@ -28,23 +39,9 @@ import type {
 } from "./engine-options.js";
 import { createParts } from "./engine-parts.js";
 import { newEvent, type PublishEventOptions, type SendEventOptions } from "./events.js";
-import type { ExternalWorkers } from "./external.js";
-import type {
-  ClaimRequest,
-  CompleteRequest,
-  ExternalTask,
-  FailRequest,
-  HeartbeatRequest,
-  ProgressRequest,
-} from "./external-requests.js";
 import { refuseNul } from "./identifiers.js";
-import { randomHex } from "./ids.js";
-import type { PublishEventAnswer, ReportAnswer, SendEventAnswer } from "./inputs.js";
 import { type ListMapItemsOptions, listMapItems, type MapItemPage } from "./map-items.js";
-import { EngineMetrics } from "./metrics.js";
-import type { Notifier } from "./notifier.js";
 import { openStore } from "./open-store.js";
-import type { ProgressStreams } from "./progress.js";
 import { ITEM_SEPARATOR, type RegisteredWorkflow, type WorkflowCheck, type WorkflowRegistry } from "./registry.js";
 import { PRUNE_BATCH, parseDuration, pruneOnce, Retention, type RetentionAges, retentionAges } from "./retention.js";
 import { pendingReviews, reviewInput } from "./reviews.js";
@@ -52,11 +49,14 @@ import { readRunWithNodes } from "./run-read.js";
 import { newRun } from "./run-start.js";
 import * as schedules from "./schedules.js";
 import { scopeProblem } from "./scope.js";
-import { Secrets } from "./secrets.js";
 import type { ServedTypes } from "./served-types.js";
 import { type ReadEvents, Subscribers } from "./subscribers.js";
-import { inRunStartSpan } from "./tracing.js";
+import { EngineMetrics } from "./telemetry/metrics.js";
+import type { Notifier } from "./telemetry/notifier.js";
+import { inRunStartSpan } from "./telemetry/tracing.js";
 import { waitForRun } from "./wait-for-run.js";
+import type { Dispatcher } from "./writer/dispatcher.js";
+import type { PublishEventAnswer, ReportAnswer, SendEventAnswer } from "./writer/inputs.js";
 
 /** The events that end a run (a redrive starts it again, with run.retried). */
 const RUN_END_EVENTS: ReadonlySet<string> = new Set(["run.succeeded", "run.failed", "run.cancelled"]);
@@ -75,9 +75,9 @@ export type {
   SubscribeFilter,
 } from "./engine-options.js";
 export type { PublishEventOptions, SendEventOptions } from "./events.js";
-export type { PublishEventAnswer, ReportAnswer, SendEventAnswer } from "./inputs.js";
 export type { ListMapItemsOptions, MapItemPage, MapProgress } from "./map-items.js";
 export type { ScheduleWithTimes } from "./schedules.js";
+export type { PublishEventAnswer, ReportAnswer, SendEventAnswer } from "./writer/inputs.js";
 
 /**
  * Opens the database and starts an engine.

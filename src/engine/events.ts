@@ -1,11 +1,11 @@
 /**
  * The checks of `sendEvent` and `publishEvent` (DESIGN §11.2–11.3) before they are queued: a
  * name, a key, a JSON payload within the size limit, an idempotency key. What they do is in
- * flush-events.ts.
+ * engine/writer/kinds/events.ts.
  */
 import type { InboxEvent, Json } from "../core/types.js";
 import { type Problem, ValidationError } from "../errors.js";
-import { uuidv7 } from "./ids.js";
+import { uuidv7 } from "../ids.js";
 import { jsonProblem } from "./json.js";
 
 export interface SendEventOptions {

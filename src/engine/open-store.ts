@@ -1,8 +1,9 @@
 /** The store a database URL names: a SQLite file, or a PostgreSQL schema (pg loaded only then). */
+
+import { systemClock } from "../clock.js";
 import { ValidationError } from "../errors.js";
 import { SqliteStore } from "../store/sqlite/sqlite-store.js";
 import type { Store } from "../store/store.js";
-import { systemClock } from "./clock.js";
 import type { EngineOptions } from "./engine-options.js";
 
 export async function openStore(url: string, options: EngineOptions): Promise<Store> {

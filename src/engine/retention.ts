@@ -3,9 +3,9 @@
  * Ages are durations: seconds, or text such as "90s", "45m", "12h", "30d".
  */
 import type { Logger } from "pino";
+import type { Clock } from "../clock.js";
 import { ValidationError } from "../errors.js";
 import type { PruneCut, PrunedStatus, Store } from "../store/store.js";
-import type { Clock } from "./clock.js";
 
 /** A duration: seconds, or a whole number followed by s, m, h or d ("30d"). */
 export type Duration = number | string;

@@ -6,10 +6,10 @@
 import type { Json } from "../core/types.js";
 import { NotFoundError, ValidationError } from "../errors.js";
 import type { Store } from "../store/store.js";
-import type { AttemptRunner } from "./attempts.js";
+import type { AttemptRunner } from "./attempts/runner.js";
 import type { PendingReview, ReviewOptions } from "./engine-options.js";
-import type { Input } from "./inputs.js";
 import { jsonProblem } from "./json.js";
+import type { Input } from "./writer/inputs.js";
 
 /** The review input to queue, without its callback. */
 export type ReviewInput = Omit<Extract<Input, { kind: "review" }>, "done">;

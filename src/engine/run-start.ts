@@ -6,12 +6,12 @@ import { budgetOf, budgetProblem, NO_USAGE } from "../core/budget.js";
 import { scopeAllows } from "../core/scope.js";
 import type { Budget, Json, Run } from "../core/types.js";
 import { ValidationError } from "../errors.js";
-import { checkClientKey } from "./engine-keys.js";
+import { uuidv7 } from "../ids.js";
 import type { StartRunOptions } from "./engine-options.js";
-import { uuidv7 } from "./ids.js";
 import { canonicalJson, jsonProblem, sha256 } from "./json.js";
 import type { LoadedWorkflow } from "./registry.js";
 import { scopeProblem } from "./scope.js";
+import { checkClientKey } from "./writer/engine-keys.js";
 
 /**
  * `traceparent`: the run's trace context (its start span's: tracing.ts).

@@ -3,16 +3,16 @@
  * cron and time zone, its workflow and input) and stores it with its next slot; pause, resume
  * and delete change the row under its lock. Each write is one transaction whose time is the
  * store's (the database's on PostgreSQL), the clock every slot is judged by. Firing is the
- * sweep's (flush-schedules.ts).
+ * sweep's (engine/writer/schedules.ts).
  */
 import type { Cron } from "croner";
+import type { Clock } from "../clock.js";
 import { compileCron, nextSlot, nextSlots } from "../core/schedule-slots.js";
 import { scopeAllows } from "../core/scope.js";
 import type { Json, Schedule, ScheduleInput } from "../core/types.js";
 import { issuesToProblems } from "../definition/zod-issues.js";
 import { NotFoundError, type Problem, ValidationError } from "../errors.js";
 import type { ScheduleFilter, Store, StoreTx } from "../store/store.js";
-import type { Clock } from "./clock.js";
 import type { PutScheduleOptions } from "./engine-options.js";
 import { canonicalJson, jsonProblem } from "./json.js";
 import { ITEM_SEPARATOR, type WorkflowRegistry } from "./registry.js";

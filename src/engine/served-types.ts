@@ -8,11 +8,11 @@
  * union of the live engines' rows, with this engine's own memory on top (its workers count at once).
  */
 import type { Logger } from "pino";
+import type { Clock } from "../clock.js";
 import { kindOf } from "../core/kinds/index.js";
 import type { Visit } from "../core/types.js";
 import { nearest } from "../definition/suggest.js";
 import type { Store } from "../store/store.js";
-import type { Clock } from "./clock.js";
 
 /** A worker that claimed, heartbeated or reported a type within this long still serves it, ms. */
 export const WORKER_SEEN_MS = 60_000;

@@ -2,11 +2,12 @@
  * `waitForRun`: resolves once a run has ended, told by this engine's events and, on a store
  * other engines share, by polling at the sweep interval (another engine may end it).
  */
+
+import type { Clock } from "../clock.js";
 import type { RunStatus } from "../core/states.js";
 import type { LiveEvent } from "../core/types.js";
 import { NotFoundError } from "../errors.js";
 import type { Store } from "../store/store.js";
-import type { Clock } from "./clock.js";
 
 const FINAL: ReadonlySet<RunStatus> = new Set(["SUCCEEDED", "FAILED", "CANCELLED"]);
 

@@ -3,8 +3,8 @@
  * total, and how long a connection may take to send a request or sit idle. Every live stream
  * costs each committed event a write, so 10,000 of them slowed runs 130 times: the caps bound it.
  */
-import { Slots } from "../engine/slots.js";
-import type { Rate } from "../engine/token-rate.js";
+import { Slots } from "../engine/attempts/slots.js";
+import type { Rate } from "../engine/attempts/token-rate.js";
 
 /** A rate per token: `perSecond` on average, up to `burst` at once after a quiet spell. */
 export interface ServerLimits {

@@ -1,5 +1,5 @@
 /**
- * The engine's OpenTelemetry instruments (engine/metrics.ts) as Prometheus text, for
+ * The engine's OpenTelemetry instruments (engine/telemetry/metrics.ts) as Prometheus text, for
  * `GET /metrics`. `prometheusMetrics()` makes the pair `skein serve` wires: a MeterProvider to
  * give the engine (`meterProvider`) and its reader to give the server (`metrics`). The reader is
  * the OpenTelemetry Prometheus exporter without its own HTTP server: the API's port and tokens

@@ -18,10 +18,10 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController, t
 import { type Logger, pino } from "pino";
 import type { z } from "zod";
 import { issuesToProblems } from "../definition/zod-issues.js";
+import type { Slots } from "../engine/attempts/slots.js";
+import { TokenRate } from "../engine/attempts/token-rate.js";
 import type { Engine } from "../engine/engine.js";
 import { refuseNul } from "../engine/identifiers.js";
-import type { Slots } from "../engine/slots.js";
-import { TokenRate } from "../engine/token-rate.js";
 import { ValidationError } from "../errors.js";
 import { parseJsonText } from "../json-text.js";
 import { type Access, type Principal, type TokenEntry, Tokens } from "./auth.js";
@@ -309,7 +309,7 @@ function depthOver(value: unknown, max: number): boolean {
   return false;
 }
 
-export type { Rate } from "../engine/token-rate.js";
+export type { Rate } from "../engine/attempts/token-rate.js";
 export type { TokenEntry } from "./auth.js";
 export type { ServerLimits } from "./limits.js";
 export { prometheusMetrics } from "./metrics.js";

@@ -377,7 +377,7 @@ export interface MapTx {
    * (`visit - 1`) did not succeed (a redrive), its SUCCEEDED items whose index and value are the
    * same are carried over as SUCCEEDED with their child run, output and times. Returns how many
    * rows it inserted and how many were carried over. `offset`: the index of `items[0]` (a long
-   * list is written a chunk per transaction, flush-maps.ts).
+   * list is written a chunk per transaction, engine/writer/kinds/maps.ts).
    */
   insertMapItems(
     key: VisitKey,

@@ -6,13 +6,13 @@
  */
 import { pino } from "pino";
 import type { AgentHandler } from "../agents/task.js";
+import { ManualClock } from "../clock.js";
 import type { Json, LiveEvent, Visit } from "../core/types.js";
-import { ManualClock } from "../engine/clock.js";
 import { createEngine, type Engine } from "../engine/engine.js";
 import type { EngineOptions, ReviewOptions, RunWithNodes } from "../engine/engine-options.js";
 import type { SendEventOptions } from "../engine/events.js";
-import type { SendEventAnswer } from "../engine/inputs.js";
 import { type Duration, parseDuration } from "../engine/retention.js";
+import type { SendEventAnswer } from "../engine/writer/inputs.js";
 import { EngineClosedError, ValidationError } from "../errors.js";
 import { AgentActivity, type AgentCall } from "./agent-activity.js";
 import { nextTimeDue } from "./due-work.js";

@@ -25,8 +25,8 @@ import { isRouted, route } from "../agents/task.js";
 import { addUsage, isEmptyUsage, NO_USAGE, usageProblem } from "../core/budget.js";
 import type { Json, RunUsage, Usage } from "../core/types.js";
 import type { SecretUse } from "../definition/expressions.js";
-import { notConfigured, type SecretOption, Secrets } from "../engine/secrets.js";
-import { withRemoteParent } from "../engine/tracing.js";
+import { notConfigured, type SecretOption, Secrets } from "../engine/attempts/secrets.js";
+import { withRemoteParent } from "../engine/telemetry/tracing.js";
 import { RetryableError } from "../errors.js";
 import { resendOnReset } from "./connection-reset.js";
 

@@ -2,8 +2,8 @@ import { createServer, type IncomingHttpHeaders, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { pino } from "pino";
 import { afterEach, describe, expect, it } from "vitest";
-import type { TimerHandle } from "../../src/engine/clock.js";
-import { Notifier } from "../../src/engine/notifier.js";
+import type { TimerHandle } from "../../src/clock.js";
+import { Notifier } from "../../src/engine/telemetry/notifier.js";
 import {
   type Engine,
   type Json,

@@ -342,7 +342,7 @@ describe("a secret's hosts and workflows", () => {
   });
 
   it("workflows: registration refuses another workflow's read; the env gives hosts and workflows", async () => {
-    const { secretsFromEnv } = await import("../../src/engine/secrets.js");
+    const { secretsFromEnv } = await import("../../src/engine/attempts/secrets.js");
     expect(
       secretsFromEnv({
         SKEIN_SECRET_PAY: "pay-secret-1",

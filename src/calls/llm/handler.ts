@@ -21,7 +21,7 @@
 import type { AgentHandler, Task } from "../../agents/task.js";
 import { DEFAULT_PROVIDER, type LlmMessage, type LlmPayload } from "../../core/kinds/llm.js";
 import type { Json, Usage } from "../../core/types.js";
-import type { Secrets } from "../../engine/secrets.js";
+import type { Secrets } from "../../engine/attempts/secrets.js";
 import { NonRetryableError, RetryableError } from "../../errors.js";
 import { readUpTo, retryAfterOf } from "../http.js";
 import { type Completion, causeOf, readJson, readJsonBody, readStream } from "./completion.js";

@@ -63,7 +63,7 @@ export function registerServe(program: Command): void {
       const { createServer, prometheusMetrics } = await import("../../http/server.js");
       // The engine's instruments go to this provider, whose reader GET /metrics serves.
       const metrics = prometheusMetrics();
-      const { secretsFromEnv } = await import("../../engine/secrets.js");
+      const { secretsFromEnv } = await import("../../engine/attempts/secrets.js");
       const engine = await createEngine({
         database: dbOf(command),
         ...listenDatabaseOption(),

@@ -43,7 +43,7 @@ export function registerWorker(program: Command): void {
       }
       const agents = await loadAgents(options.agents);
       const { HttpWorker } = await import("../../worker/http-worker.js");
-      const { secretsFromEnv } = await import("../../engine/secrets.js");
+      const { secretsFromEnv } = await import("../../engine/attempts/secrets.js");
       const token = options.token ?? process.env.SKEIN_TOKEN;
       const worker = new HttpWorker({
         server: server.toString(),

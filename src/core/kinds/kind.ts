@@ -8,8 +8,8 @@
  * task, aggregator, human_review, sleep, `wait_event` (§11.2: `prepare` reads the run's oldest events of its name
  * (never the whole inbox),
  * `begin` takes the oldest event or goes WAITING, `due` fails it `event_timeout`; inputs in
- * engine/flush-events.ts), `workflow` (§11.1: a child run per attempt, engine/flush-children.ts)
- * and `map` (§11.1: a child run per item, items as rows, engine/flush-maps.ts).
+ * engine/writer/kinds/events.ts), `workflow` (§11.1: a child run per attempt, engine/writer/kinds/children.ts)
+ * and `map` (§11.1: a child run per item, items as rows, engine/writer/kinds/maps.ts).
  */
 
 import type { AgentHandler } from "../../agents/task.js";

@@ -7,9 +7,9 @@
  * definition), so an item has the node's retry settings and timeout as its own (its node's) and
  * its templates resolve in the item run (they see `item` and `index`). `{ workflow_id, input }`:
  * a run of that workflow itself, `each.input` resolved for the item as it starts
- * (engine/map-item-runs.ts). Either is started, recovered and cancelled like any child run. The visit is
+ * (engine/writer/kinds/map-item-runs.ts). Either is started, recovered and cancelled like any child run. The visit is
  * held by `map` for as long as items run (no lease: the run's TTL bounds it); its items are rows
- * (`map_items`), started and settled by engine/flush-maps.ts.
+ * (`map_items`), started and settled by engine/writer/kinds/maps.ts.
  */
 import type { Problem } from "../../errors.js";
 import type { Json, MapCounts } from "../types.js";
@@ -88,7 +88,7 @@ export const map: NodeKind = {
 
 /**
  * True when the map's items declare compensation: a failed run then undoes the items that
- * succeeded, newest first, one at a time (each item run compensates; engine/flush-maps.ts).
+ * succeeded, newest first, one at a time (each item run compensates; engine/writer/kinds/maps.ts).
  */
 export function undoesItems(payload: Json): boolean {
   const each = (payload as { each?: { compensation?: unknown } } | null)?.each;

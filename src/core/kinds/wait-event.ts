@@ -95,7 +95,7 @@ export const waitEvent: NodeKind = {
 
 /**
  * Puts the run's oldest stored events named `name` that no wait took yet into `rs.inbox`, the
- * events this flush knows of (flush-events.ts keeps it: sends of this flush, not written yet, at
+ * events this flush knows of (engine/writer/kinds/events.ts keeps it: sends of this flush, not written yet, at
  * the end; cleared as the flush writes). Reads one more than this flush already delivered or
  * knows of that name, so the next one in arrival order is among them.
  */

@@ -1,7 +1,7 @@
 /**
  * `workflow` (DESIGN §11.1): the visit's attempt is a child run of `payload.workflow_id`
  * (`payload.version`, else the latest at start) with `payload.input`. `begin` only asks for
- * the child: the flush (engine/flush-children.ts) resolves the workflow, claims the visit for
+ * the child: the flush (engine/writer/kinds/children.ts) resolves the workflow, claims the visit for
  * `run:<child run id>` and inserts the child in the same transaction (idempotency key
  * `<execution_id>:<attempt>`), so a crash never starts it twice. The child's end is the result
  * of that attempt; the node's retry settings and timeout apply as to an agent's attempt.

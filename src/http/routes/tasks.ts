@@ -19,7 +19,7 @@ import {
   MAX_WAIT_SECONDS,
   WORKER_ID_PATTERN,
   type WorkerIdentity,
-} from "../../engine/external-requests.js";
+} from "../../engine/attempts/external-requests.js";
 import { AGENTS, type Principal } from "../auth.js";
 import { errorResponses, TaskSchema, UsageSchema } from "../schemas.js";
 import type { RouteContext } from "../server.js";

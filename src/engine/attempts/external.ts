@@ -1,0 +1,495 @@
+/**
+ * The external-agent protocol (DESIGN §5): workers in any language, over the HTTP API, claim
+ * ready visits of their agent types with a lease, heartbeat, and report success or failure.
+ * Claims and reports are dispatcher inputs like any other, applied and fenced in a flush; a
+ * report for an attempt the worker no longer holds is a ConflictError (409). A claim that finds
+ * nothing waits (long poll) until a flush leaves visits of its types ready, another engine says
+ * so, or the poll interval passes (a retry falling due announces nothing).
+ *
+ * A claimed attempt is bound to its holder (DESIGN §13): `worker:<token name>/<worker_id>`
+ * (`worker:<worker_id>` without a token). Heartbeats and reports must come from that holder,
+ * for an agent type its token may claim; anything else is refused and changes nothing. A
+ * report's `when` is evaluated only once its sender is known to hold the running attempt.
+ */
+import { route } from "../../agents/task.js";
+import type { Clock } from "../../clock.js";
+import { notHeldBy, parseExecutionId, runOfExecution } from "../../core/attempt.js";
+import { checkRoute } from "../../core/branching.js";
+import { isEmptyUsage, usageProblem, usageRuns } from "../../core/budget.js";
+import { undoneExecutionId } from "../../core/compensation.js";
+import { kindOf } from "../../core/kinds/index.js";
+import type { Json, Usage } from "../../core/types.js";
+import type { CompiledNode, WorkflowGraph } from "../../definition/graph.js";
+import { ConflictError, ForbiddenError, NotFoundError, ValidationError } from "../../errors.js";
+import type { Store, VisitKey } from "../../store/store.js";
+import type { WorkflowRegistry } from "../registry.js";
+import type { Dispatcher } from "../writer/dispatcher.js";
+import type { ClaimedTask, Input, Report, ReportAnswer } from "../writer/inputs.js";
+import { AttemptHolders } from "./attempt-holders.js";
+import {
+  badNumber,
+  badWorkerId,
+  type ClaimRequest,
+  type CompleteRequest,
+  checkReport,
+  type ExternalTask,
+  type FailRequest,
+  type HeartbeatRequest,
+  holderOf,
+  MAX_TASKS,
+  MAX_WAIT_SECONDS,
+  type ProgressRequest,
+  type WorkerIdentity,
+} from "./external-requests.js";
+import type { ProgressStreams } from "./progress.js";
+import type { AttemptRunner, ResultOf } from "./runner.js";
+import { TaskLimiter, type TaskLimits } from "./task-limits.js";
+
+interface Waiter {
+  types: ReadonlySet<string>;
+  wake(): void;
+}
+
+/** What deciding a result's edges needs of its run; immutable, so kept from the claim to the report. */
+type RunFacts = Pick<ClaimedTask, "run_id" | "input" | "trace_id" | "workflow_id" | "workflow_version" | "usage_runs">;
+
+/** Claimed tasks whose run facts are kept (the oldest are forgotten first; a miss reads the run). */
+const FACTS_KEPT = 10_000;
+
+export class ExternalWorkers {
+  private readonly waiters = new Set<Waiter>();
+  private readonly facts = new Map<string, RunFacts>();
+  private readonly holders: AttemptHolders;
+  private readonly limiter: TaskLimiter;
+
+  constructor(
+    private readonly o: {
+      dispatcher: Dispatcher;
+      attempts: AttemptRunner;
+      registry: WorkflowRegistry;
+      store: Store;
+      clock: Clock;
+      progress: ProgressStreams;
+      limits: TaskLimits;
+      /** How often a waiting claim looks again by itself, ms. */
+      pollMs: number;
+      /** True once the engine closes: waiting claims return empty. */
+      closed: () => boolean;
+      /** A worker claimed, heartbeated or reported these agent types: they are served (served-types.ts). */
+      workerSeen?: (agentTypes: readonly string[]) => void;
+    },
+  ) {
+    o.store.onReady(({ agentType }) => this.readyWaiting([agentType]));
+    this.holders = new AttemptHolders(o.store);
+    this.limiter = new TaskLimiter(o.limits, o.clock);
+  }
+
+  /** Wakes the claims waiting for any of these agent types (`*`: all). */
+  readyWaiting(agentTypes: string[]): void {
+    for (const w of this.waiters) {
+      if (agentTypes.some((t) => t === "*" || w.types.has(t))) w.wake();
+    }
+  }
+
+  /**
+   * Claims up to `max_tasks` ready visits of the agent types; with `wait_seconds`, waits for
+   * some when none is ready.
+   * @throws ValidationError for a bad request; ForbiddenError for agent types the token may not
+   *   claim; LimitError over its token's rate or the long-poll caps
+   */
+  async claim(request: ClaimRequest): Promise<ExternalTask[]> {
+    const types = request.agent_types;
+    if (!Array.isArray(types) || types.length === 0 || types.some((t) => typeof t !== "string" || t === "")) {
+      throw new ValidationError("Claim is invalid", [
+        { path: "agent_types", message: "must be a non-empty list of agent types" },
+      ]);
+    }
+    // Engine-started kinds, and built-in agents that run only in the engine (http).
+    const engineOnly = types.map(kindOf).find((k) => k.notClaimable !== undefined);
+    if (engineOnly) {
+      throw new ValidationError("Claim is invalid", [
+        { path: "agent_types", message: `${engineOnly.name} nodes ${engineOnly.notClaimable}, not for a worker` },
+      ]);
+    }
+    const max = request.max_tasks ?? 1;
+    const leaseSeconds = request.lease_seconds ?? 60;
+    const waitSeconds = request.wait_seconds ?? 0;
+    const problems = [
+      badWorkerId(request.worker_id),
+      badNumber(max, 1, MAX_TASKS, "max_tasks", true),
+      badNumber(leaseSeconds, 1, 24 * 3600, "lease_seconds", false),
+      badNumber(waitSeconds, 0, MAX_WAIT_SECONDS, "wait_seconds", false),
+    ].filter((p) => p !== null);
+    if (problems.length > 0) throw new ValidationError("Claim is invalid", problems);
+    const allowed = request.token?.agent_types;
+    const refused = allowed ? types.filter((t) => !allowed.includes(t)) : [];
+    if (allowed && refused.length > 0) {
+      throw new ForbiddenError(
+        `this token may claim ${allowed.join(", ")}, not ${refused.join(", ")}; ask for a token that lists them`,
+      );
+    }
+    this.limiter.take(request.token?.name);
+    this.o.workerSeen?.(types);
+    const release = waitSeconds > 0 ? this.limiter.wait(request.token?.name) : null;
+    try {
+      return await this.claimWaiting(request, types, holderOf(request), max, leaseSeconds, waitSeconds);
+    } finally {
+      release?.();
+    }
+  }
+
+  private async claimWaiting(
+    request: ClaimRequest,
+    types: string[],
+    holder: string,
+    max: number,
+    leaseSeconds: number,
+    waitSeconds: number,
+  ): Promise<ExternalTask[]> {
+    const giveUpAt = this.o.clock.now() + waitSeconds * 1000;
+    const gone = () => this.o.closed() || request.signal?.aborted === true;
+    request.signal?.addEventListener("abort", () => this.readyWaiting(types), { once: true });
+    for (;;) {
+      if (gone()) return [];
+      // Listening before claiming: a wake-up between the claim's commit and the wait is not lost.
+      const waiting =
+        waitSeconds > 0 ? this.waitFor(new Set(types), Math.min(this.o.pollMs, giveUpAt - this.o.clock.now())) : null;
+      const tasks = await new Promise<ClaimedTask[]>((resolve, reject) =>
+        this.o.dispatcher.push({
+          kind: "claim",
+          agent_types: types,
+          holder,
+          max,
+          lease_ms: leaseSeconds * 1000,
+          done: { resolve, reject },
+        }),
+      );
+      if (!waiting || tasks.length > 0 || this.o.clock.now() >= giveUpAt || gone()) {
+        waiting?.cancel();
+        for (const t of tasks) this.remember(t, holder);
+        const ready = (await Promise.all(tasks.map((t) => this.withPayload(t, holder)))).filter((t) => t !== null);
+        return Promise.all(ready.map((t) => this.handedOut(t, holder)));
+      }
+      await waiting.done;
+    }
+  }
+
+  /** A claimed task as the worker gets it: its attempt span starts here, and its traceparent is that span's. */
+  private async handedOut(claimed: ClaimedTask, holder: string): Promise<ExternalTask> {
+    // The worker fills secrets in from its own: it is told where they go, never their values.
+    const { graph } = await this.o.registry.get(claimed.workflow_id, claimed.workflow_version);
+    const uses = claimed.compensates ? [] : (graph.nodes.get(claimed.node_id)?.secretUses ?? []);
+    const { traceparent } = this.o.attempts.spans.startAttempt(claimed, holder);
+    const { run_traceparent: _, usage_runs: __, ...task } = claimed;
+    return {
+      ...task,
+      traceparent,
+      lease_expires_at: task.lease_expires_at ?? task.deadline_at,
+      ...(uses.length > 0 ? { secrets: uses.map((u) => ({ at: [...u.at], names: [...u.names] })) } : {}),
+    };
+  }
+
+  /**
+   * Renews the lease of an attempt the worker holds.
+   * @throws ConflictError when it does not hold it; ForbiddenError for an agent type its token
+   *   may not claim; LimitError over its token's rate
+   */
+  async heartbeat(executionId: string, request: HeartbeatRequest): Promise<ReportAnswer> {
+    const leaseSeconds = request.lease_seconds ?? 60;
+    const problems = [
+      ...checkReport(executionId, request),
+      badNumber(leaseSeconds, 1, 24 * 3600, "lease_seconds", false),
+    ].filter((p) => p !== null);
+    if (problems.length > 0) throw new ValidationError("Heartbeat is invalid", problems);
+    this.limiter.take(request.token?.name);
+    // Only a running attempt's lease is renewed, and the flush checks its holder: nothing to verify first.
+    const answer = await this.report(executionId, request, { kind: "heartbeat", lease_ms: leaseSeconds * 1000 });
+    // A busy worker claims nothing, but still serves its types (a task handed out here: its type is known).
+    const type = this.holders.agentTypeOf(executionId, request.attempt);
+    if (type !== undefined) this.o.workerSeen?.([type]);
+    return answer;
+  }
+
+  /**
+   * Partial output of an attempt the worker holds (DESIGN §11.6), delivered live and throttled
+   * per attempt like an in-process agent's: checked like a heartbeat (holder, token), but read
+   * only, never a write. `delivered: false` when the attempt no longer runs (its value dropped).
+   * @throws ConflictError when another holds (or held) it; ForbiddenError for an agent type its
+   *   token may not claim; NotFoundError; LimitError over its token's rate
+   */
+  async progress(executionId: string, request: ProgressRequest): Promise<{ delivered: boolean }> {
+    const key = this.checked(executionId, request, "Progress is invalid");
+    const holder = holderOf(request);
+    // The holder's stream, checked a moment ago, costs no read and no share of the token's rate
+    // (a worker streaming many tasks must not starve its own heartbeats); anything else is checked.
+    let checkedNow: string | undefined;
+    if (!this.o.progress.heldBy(executionId, request.attempt, holder)) {
+      this.limiter.take(request.token?.name);
+      if (!(await this.verify(executionId, key, request, true))) {
+        this.o.progress.end(executionId, request.attempt);
+        return { delivered: false };
+      }
+      checkedNow = holder;
+    }
+    const run = this.facts.get(executionId) ?? (await this.o.store.getRun(key.run_id));
+    if (!run) throw new NotFoundError(`no task ${executionId}; check the execution_id`);
+    const source = { ...key, attempt: request.attempt, execution_id: executionId, trace_id: run.trace_id };
+    if (!this.o.progress.offer(source, request.progress, checkedNow)) {
+      throw new ValidationError("Progress is invalid", [
+        { path: "progress", message: "must be JSON within the engine's payload size limit" },
+      ]);
+    }
+    return { delivered: true };
+  }
+
+  /**
+   * Reports success: `output`, and optionally the route `next` (DESIGN §4's precedence: an
+   * agent's route first). The output is checked like an in-process agent's; the edges are
+   * decided the same way, only once the sender is known to hold the running attempt.
+   * @throws ConflictError, ForbiddenError, NotFoundError, ValidationError (output not JSON or too large)
+   */
+  async complete(executionId: string, request: CompleteRequest): Promise<ReportAnswer> {
+    const key = this.checked(executionId, request, "Report is invalid");
+    const at = { execution_id: executionId, attempt: request.attempt };
+    let input: Input;
+    if (undoneExecutionId(executionId) !== null) {
+      if (request.next !== undefined) {
+        throw new ValidationError("Report is invalid", [
+          { path: "next", message: "a compensation has no edges to route" },
+        ]);
+      }
+      await this.verify(executionId, key, request, false);
+      input = this.o.attempts.compensationOutcome(at, request.output);
+    } else {
+      const task = await this.taskOf(executionId, key, request.attempt);
+      const { graph } = await this.o.registry.get(task.workflow_id, task.workflow_version);
+      const node = graph.nodes.get(key.node_id);
+      if (!node) {
+        throw new NotFoundError(`no task ${executionId}: its run has no node "${key.node_id}"; check the execution_id`);
+      }
+      // Deciding runs code (a decide hook, `when` expressions): only for the holder of a running attempt.
+      const runsCode =
+        request.next === undefined &&
+        (node.def.decide !== undefined || (node.successCases ?? []).some((c) => c.when !== null));
+      const running = await this.verify(executionId, key, request, runsCode);
+      if (request.next !== undefined) refuseRoute(graph, node, request.next);
+      if (!running) {
+        // Ended: this can only be the same report again (duplicate) or a late one (409); its usage is not applied.
+        const late = { kind: "success" as const, output: jsonOf(request.output), decision: null };
+        return this.push(executionId, request.attempt, holderOf(request), request.token?.agent_types ?? null, late, []);
+      }
+      const value = request.next === undefined ? (request.output ?? null) : route(request.next, request.output ?? null);
+      input = await this.o.attempts.outcome(task, value);
+    }
+    if (input.kind === "failure")
+      throw new ValidationError("Output is invalid", [{ path: "output", message: input.error.message }]);
+    if (input.kind === "success") {
+      return this.report(executionId, request, { kind: "success", output: input.output, decision: input.decision });
+    }
+    if (input.kind === "fail_visit") {
+      return this.report(executionId, request, { kind: "fail_visit", reason: input.reason, error: input.error });
+    }
+    throw new Error(`skein: unexpected outcome ${input.kind}`);
+  }
+
+  /**
+   * Reports failure; `retryable: false` fails the visit without retries.
+   * @throws ConflictError, ForbiddenError, NotFoundError
+   */
+  async fail(executionId: string, request: FailRequest): Promise<ReportAnswer> {
+    const key = this.checked(executionId, request, "Report is invalid");
+    await this.verify(executionId, key, request, false);
+    const { message, retry_after_ms, ...details } = request.error;
+    if (retry_after_ms !== undefined && !(Number.isSafeInteger(retry_after_ms) && (retry_after_ms as number) >= 0)) {
+      throw new ValidationError("Report is invalid", [
+        {
+          path: "error.retry_after_ms",
+          message: `must be a non-negative integer of milliseconds (when to retry), got ${JSON.stringify(retry_after_ms)}`,
+        },
+      ]);
+    }
+    return this.report(executionId, request, {
+      kind: "failure",
+      error: {
+        message,
+        reason: "error",
+        ...(Object.keys(details).length > 0 ? { details: details as Json } : {}),
+        ...(retry_after_ms === undefined ? {} : { retry_after_ms: retry_after_ms as number }),
+      },
+      retryable: request.retryable ?? true,
+    });
+  }
+
+  /** The visit an execution id names. @throws ValidationError for a malformed id, worker_id or attempt */
+  private checked(
+    executionId: string,
+    request: WorkerIdentity & { attempt: number; usage?: unknown },
+    what: string,
+  ): VisitKey {
+    const problems = checkReport(executionId, request);
+    const badUsage = request.usage === undefined ? null : usageProblem(request.usage);
+    if (badUsage) problems.push({ path: "usage", message: badUsage });
+    const key = parseExecutionId(undoneExecutionId(executionId) ?? executionId);
+    if (problems.length > 0 || !key) throw new ValidationError(what, problems);
+    return key;
+  }
+
+  /**
+   * Checks that the sender held the attempt it reports (DESIGN §13) before anything is
+   * evaluated or queued. Refusals record nothing. With `needRunning`, answers whether the
+   * attempt still runs (else true: the flush fences it either way).
+   * @throws NotFoundError, ForbiddenError (an agent type its token may not claim), ConflictError
+   */
+  private async verify(
+    executionId: string,
+    key: VisitKey,
+    request: WorkerIdentity & { attempt: number },
+    needRunning: boolean,
+  ): Promise<boolean> {
+    // The engine's clock judges leases on SQLite; on PostgreSQL the database's does, in the flush.
+    const now = this.o.store.exclusive ? this.o.clock.now() : null;
+    const facts = await this.holders.find(executionId, key, request.attempt, needRunning, now);
+    if (!facts) throw new NotFoundError(`no task ${executionId}; check the execution_id`);
+    const allowed = request.token?.agent_types;
+    if (allowed && !allowed.includes(facts.agent_type)) {
+      throw new ForbiddenError(
+        `this token may report tasks of ${allowed.join(", ")}, not ${facts.agent_type} (${executionId})`,
+      );
+    }
+    // After the agent type: a token that may not report this task never makes the engine read its history.
+    const holder =
+      facts.holder === undefined ? await this.holders.startedBy(executionId, key, request.attempt) : facts.holder;
+    if (holder === null) {
+      throw new ConflictError(`attempt ${request.attempt} of ${executionId} was never claimed; check the attempt`);
+    }
+    if (holder !== holderOf(request)) {
+      throw new ConflictError(notHeldBy(executionId, request.attempt, holder));
+    }
+    this.o.workerSeen?.([facts.agent_type]); // a report: its worker serves the type
+    return facts.running !== false;
+  }
+
+  /** Queues a report, with the usage the worker sent (DESIGN §12): applied only if the report is. */
+  private async report(
+    executionId: string,
+    who: WorkerIdentity & { attempt: number; usage?: Usage },
+    report: Report,
+  ): Promise<ReportAnswer> {
+    const usage = report.kind !== "heartbeat" && who.usage !== undefined && !isEmptyUsage(who.usage) ? who.usage : null;
+    const runs = usage ? await this.usageRunsOf(executionId) : [];
+    const sent = usage && report.kind !== "heartbeat" ? { ...report, usage: { ...usage } } : report;
+    return this.push(executionId, who.attempt, holderOf(who), who.token?.agent_types ?? null, sent, runs);
+  }
+
+  /** The runs a task's usage adds to: kept from its claim, else read (the chain never changes). */
+  private async usageRunsOf(executionId: string): Promise<string[]> {
+    const kept = this.facts.get(executionId);
+    if (kept) return kept.usage_runs;
+    const runId = runOfExecution(executionId);
+    const run = runId === null ? null : await this.o.store.getRun(runId);
+    return run ? usageRuns(run) : [];
+  }
+
+  private push(
+    executionId: string,
+    attempt: number,
+    holder: string,
+    agentTypes: readonly string[] | null,
+    report: Report,
+    usageRuns: string[] = [],
+  ): Promise<ReportAnswer> {
+    return new Promise<ReportAnswer>((resolve, reject) =>
+      this.o.dispatcher.push({
+        kind: "report",
+        execution_id: executionId,
+        attempt,
+        report,
+        holder,
+        agent_types: agentTypes,
+        usage_runs: usageRuns,
+        done: { resolve, reject },
+      }),
+    );
+  }
+
+  /**
+   * A compensation's task with its payload resolved (its templates see what it undoes), as an
+   * in-process attempt gets it; null when that fails: the attempt is failed for good, as an
+   * in-process one would be, and not handed out.
+   */
+  private async withPayload(t: ClaimedTask, holder: string): Promise<ClaimedTask | null> {
+    if (!t.compensates) return t;
+    try {
+      return { ...t, payload: await this.o.attempts.compensationPayload(t) };
+    } catch (e) {
+      const error = { message: e instanceof Error ? e.message : String(e), reason: "template_error" };
+      const failure: Report = { kind: "failure", error, retryable: false };
+      this.push(t.execution_id, t.attempt, holder, null, failure).catch(() => undefined);
+      return null;
+    }
+  }
+
+  private remember(t: ClaimedTask, holder: string): void {
+    const { run_id, input, trace_id, workflow_id, workflow_version, usage_runs } = t;
+    this.facts.set(t.execution_id, { run_id, input, trace_id, workflow_id, workflow_version, usage_runs });
+    if (this.facts.size > FACTS_KEPT) this.facts.delete(this.facts.keys().next().value as string);
+    this.holders.remember(t.execution_id, t.attempt, t.agent_type, holder);
+  }
+
+  /** What deciding the edges of a result needs: the visit's run and workflow. */
+  private async taskOf(executionId: string, key: VisitKey, attempt: number): Promise<ResultOf> {
+    const facts = this.facts.get(executionId) ?? (await this.o.store.getRun(key.run_id));
+    if (!facts) throw new NotFoundError(`no task ${executionId}; use the execution_id of a claimed task`);
+    const { run_id, input, trace_id, workflow_id, workflow_version } = facts;
+    return {
+      run_id,
+      input,
+      trace_id,
+      workflow_id,
+      workflow_version,
+      node_id: key.node_id,
+      attempt,
+      execution_id: executionId,
+    };
+  }
+
+  /** Resolves when a flush leaves visits of these types ready, or after `ms`. */
+  private waitFor(types: ReadonlySet<string>, ms: number): { done: Promise<void>; cancel(): void } {
+    let wake!: () => void;
+    const done = new Promise<void>((resolve) => {
+      wake = resolve;
+    });
+    const timer = this.o.clock.setTimeout(() => w.wake(), Math.max(0, ms));
+    const w: Waiter = {
+      types,
+      wake: () => {
+        this.waiters.delete(w);
+        this.o.clock.clearTimeout(timer);
+        wake();
+      },
+    };
+    this.waiters.add(w);
+    return { done, cancel: () => w.wake() };
+  }
+}
+
+/**
+ * Refuses a worker's route its node does not allow, before anything is queued: the worker is
+ * there to hear it and report again, so its attempt stays held (an in-process agent's bad route
+ * fails the visit `invalid_next` instead: nobody could answer it).
+ * @throws ValidationError naming the node's declared targets
+ */
+function refuseRoute(graph: WorkflowGraph, node: CompiledNode, next: string | string[]): void {
+  const targets = typeof next === "string" ? [next] : next;
+  const checked = Array.isArray(targets) ? checkRoute(graph, node, targets.map(String)) : null;
+  if (checked !== null && !("invalid" in checked)) return;
+  const problem = checked === null ? "must be a node id or a list of node ids" : checked.invalid;
+  throw new ValidationError("Report is invalid", [
+    { path: "next", message: `${problem}; the attempt is still held: report it again with an allowed route` },
+  ]);
+}
+
+/** A report's output as sent, for comparing with the stored one (it is not applied). */
+function jsonOf(value: unknown): Json {
+  return (value ?? null) as Json;
+}

@@ -1,0 +1,155 @@
+/**
+ * What the dispatcher queues for a flush: one variant per kind of input (results, reports,
+ * claims, decisions, cancels, redrives, starts), and the task a claim answers with.
+ */
+import type { Task } from "../../agents/task.js";
+import { runOfExecution } from "../../core/attempt.js";
+import type { Decision, ReviewDecision } from "../../core/scheduler.js";
+import type { InboxEvent, Json, NewEvent, Run, RunUsage, Usage, Visit, VisitError } from "../../core/types.js";
+import type { VisitKey } from "../../store/store.js";
+
+/** A task as claimed in the transaction: the agent's task without its signal and callbacks. */
+export type ClaimedTask = Omit<Task, "signal" | "heartbeat" | "progress" | "reportUsage" | "route" | "traceparent"> & {
+  workflow_id: string;
+  workflow_version: number;
+  /** The run's stored traceparent: the parent of the attempt's span (DESIGN §9). */
+  run_traceparent: string;
+  deadline_at: number;
+  lease_expires_at: number | null;
+  /** The runs its usage reports add to: its run, then every run above it (DESIGN §12). */
+  usage_runs: string[];
+};
+
+export type Input =
+  | { kind: "start"; run: Run; done: Callback<Run> }
+  | { kind: "success"; execution_id: string; attempt: number; output: Json; decision: Decision }
+  | { kind: "failure"; execution_id: string; attempt: number; error: VisitError; retryable: boolean }
+  /** A failure of the visit itself, not retried: invalid_next, when_error. */
+  | { kind: "fail_visit"; execution_id: string; attempt: number; reason: string; error: VisitError }
+  /** A visit's resolved payload, and the value of its node's `concurrency.key` (null without one). */
+  | { kind: "payload"; key: VisitKey; payload: Json; concurrency_key: string | null }
+  | { kind: "payload_error"; key: VisitKey; error: VisitError }
+  /**
+   * Usage an in-process attempt reported (DESIGN §12), fenced by attempt like a result (dropped
+   * when the attempt no longer holds its row). Added to each of `usage_runs` (the attempt's run
+   * and every run above it, all locked as the flush begins). Later calls add to it until a
+   * flush takes it (`taken`), so a burst of calls is one input.
+   */
+  | { kind: "usage"; execution_id: string; attempt: number; usage: RunUsage; usage_runs: string[]; taken: boolean }
+  | { kind: "heartbeat"; execution_id: string; attempt: number; done: Callback<boolean> }
+  | {
+      kind: "review";
+      run_id: string;
+      node_id: string;
+      execution_id?: string;
+      decision: ReviewDecision;
+      /** The edges an approval fires, worked out beforehand (JSONata is async), or why that failed. */
+      next: Decision | { reason: string; message: string };
+      done: Callback<Visit>;
+    }
+  /** An event sent to a run (DESIGN §11.2): delivered to its oldest waiting wait_event, else kept in its inbox. */
+  | { kind: "send_event"; run_id: string; event: InboxEvent; done: Callback<SendEventAnswer> }
+  /** An event by key (§11.3): delivered to every run of `run_ids` still waiting on it, and kept for buffers. */
+  | {
+      kind: "publish_event";
+      run_ids: string[];
+      event: InboxEvent;
+      /** The publisher's scope (DESIGN §13.1): only runs of workflows it covers receive it; null: every run. */
+      scope: string[] | null;
+      done: Callback<PublishEventAnswer>;
+    }
+  | { kind: "cancel"; run_id: string; reason?: string; compensate: boolean; done: Callback<Run> }
+  | { kind: "retry"; run_id: string; from: string | null; force: boolean; done: Callback<Run> }
+  /**
+   * A held map visit a flush left work for (bounded-work.ts): its next items to write and start
+   * (`advance`), or, once it ended, its running items still to cancel (`cancel`).
+   */
+  | { kind: "continue_map"; execution_id: string; step: "advance" | "cancel" }
+  /** An event about a run that changes no state (a notifier that failed for good). */
+  | { kind: "event"; event: NewEvent }
+  /** An external worker claims ready visits of some agent types (DESIGN §5, HTTP API). */
+  | {
+      kind: "claim";
+      agent_types: string[];
+      holder: string;
+      max: number;
+      lease_ms: number;
+      done: Callback<ClaimedTask[]>;
+    }
+  /**
+   * An external worker's report or heartbeat: answered, or refused with a ForbiddenError (an
+   * agent type the token may not report) or a ConflictError (an attempt it does not hold).
+   */
+  | {
+      kind: "report";
+      execution_id: string;
+      attempt: number;
+      report: Report;
+      /** Who sends it: the holder its claim recorded (`worker:...`, DESIGN §13). */
+      holder: string;
+      /** The agent types the sender's token may report; null: any. */
+      agent_types: readonly string[] | null;
+      /** With a report's `usage`: the runs it adds to (the attempt's and every run above it); else empty. */
+      usage_runs: string[];
+      done: Callback<ReportAnswer>;
+    };
+
+/**
+ * What an external worker reports for an attempt it holds. A success's `decision` is null when
+ * it was not worked out because the attempt had already ended (DESIGN §13: a `when` is
+ * evaluated only for the holder of a running attempt): such a report is never applied.
+ */
+export type Report =
+  | { kind: "success"; output: Json; decision: Decision | null; usage?: Usage }
+  | { kind: "failure"; error: VisitError; retryable: boolean; usage?: Usage }
+  | { kind: "fail_visit"; reason: string; error: VisitError; usage?: Usage }
+  | { kind: "heartbeat"; lease_ms: number };
+
+export interface ReportAnswer {
+  /** `duplicate`: the same report was applied before; nothing changed this time. */
+  status: "accepted" | "duplicate";
+  /** The attempt's lease after a heartbeat. */
+  lease_expires_at: number | null;
+}
+
+/** What sending an event did (DESIGN §11.2). `duplicate`: its idempotency key was sent before; nothing changed. */
+export interface SendEventAnswer {
+  event_id: string;
+  delivered_to: { node_id: string; visit: number } | null;
+  buffered: boolean;
+  duplicate: boolean;
+}
+
+/** What publishing an event by key did: the waits it reached (DESIGN §11.3). */
+export interface PublishEventAnswer {
+  event_id: string;
+  delivered_to: { run_id: string; node_id: string; visit: number }[];
+  duplicate: boolean;
+}
+
+export type Callback<T> = { resolve(value: T): void; reject(error: unknown): void };
+
+export type ClaimInput = Extract<Input, { kind: "claim" }>;
+
+/** One attempt of a visit or compensation row. */
+export type AttemptRef = { execution_id: string; attempt: number };
+
+/** How many rows one sweep or recovery query takes. */
+export const SWEEP_BATCH = 500;
+
+/** The runs that inputs name, sorted (the lock order): the flush's transaction locks them as it begins. */
+export function inputRuns(inputs: Input[]): string[] {
+  const ids = new Set<string>();
+  for (const input of inputs) {
+    // Usage adds to the runs above the attempt's too: locked with the rest, in the same order.
+    if (input.kind === "usage" || input.kind === "report") for (const id of input.usage_runs) ids.add(id);
+    if ("run_id" in input) ids.add(input.run_id);
+    else if ("key" in input) ids.add(input.key.run_id);
+    else if ("execution_id" in input) {
+      const runId = runOfExecution(input.execution_id);
+      if (runId !== null) ids.add(runId);
+    } else if (input.kind === "event") ids.add(input.event.run_id);
+    else if (input.kind === "publish_event") for (const id of input.run_ids) ids.add(id);
+  }
+  return [...ids].sort();
+}

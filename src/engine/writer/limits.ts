@@ -1,0 +1,211 @@
+/**
+ * Concurrency limits across engines and workers (`agentConcurrency`): a limited agent type has
+ * at most its limit of attempts RUNNING in the whole database, whoever claimed them (this
+ * engine's handlers, external workers it serves, other engines). The limits are the engine's
+ * options: each engine enforces its own for the claims it makes, so every engine of a database
+ * should be given the same ones.
+ *
+ * The count is taken once per flush, at its first claim of a limited type, under the store's
+ * limits lock (`countRunningForLimits`), which no other engine's limited claim passes until this
+ * transaction commits; claims made after it are added as they are made.
+ */
+import { nodeOf, type RunState } from "../../core/scheduler.js";
+import type { Visit } from "../../core/types.js";
+import { ValidationError } from "../../errors.js";
+import type { ConcurrencyGroup, RateBucket } from "../../store/store.js";
+import type { RateLimit } from "../engine-options.js";
+import type { Flush } from "./flush.js";
+
+export class ClaimLimits {
+  /** Attempts running per limited type: the database's, this flush's changes included; null until counted. */
+  private running: Map<string, number> | null = null;
+  /** Running visits per (workflow, node, concurrency key) counted so far, the same way. */
+  private readonly byKey = new Map<string, number>();
+  /** The groups among them found full: their waiting visits are left out of later claim queries. */
+  private readonly full = new Map<string, ConcurrencyGroup>();
+  /** Rate-limited types' token buckets, refilled to this flush's time; null until read. */
+  private buckets: Map<string, RateBucket> | null = null;
+  /** Buckets this flush took tokens from: written back before the flush's other writes. */
+  private readonly spent = new Set<string>();
+  /** When the next token of a type this flush found empty is due (to arm the wake-up timer), or null. */
+  nextToken: number | null = null;
+
+  constructor(private readonly f: Flush) {}
+
+  /** The limit of an agent type across the database, or undefined when it has none. */
+  limitOf(agentType: string): number | undefined {
+    return limitOf(this.f.o.agentConcurrency, agentType);
+  }
+
+  /** How many more attempts of the type may be claimed now (Infinity when it has no limit). */
+  async room(agentType: string): Promise<number> {
+    const byRate = await this.tokens(agentType);
+    const limit = this.limitOf(agentType);
+    if (limit === undefined) return byRate;
+    const running = await this.count();
+    return Math.min(byRate, limit - (running.get(agentType) ?? 0));
+  }
+
+  /** Whole tokens left in the type's bucket (Infinity without a rate limit); notes when an empty one refills. */
+  private async tokens(agentType: string): Promise<number> {
+    const rate = this.f.o.rateLimits.get(agentType);
+    if (!rate) return Number.POSITIVE_INFINITY;
+    const buckets = await this.readBuckets();
+    const bucket = buckets.get(agentType) ?? { tokens: rate.burst, updated_at: this.f.now };
+    if (bucket.tokens < 1) {
+      const due = this.f.now + Math.ceil((1 - bucket.tokens) / rate.perMs);
+      if (this.nextToken === null || due < this.nextToken) this.nextToken = due;
+    }
+    return Math.floor(bucket.tokens);
+  }
+
+  private async readBuckets(): Promise<Map<string, RateBucket>> {
+    if (this.buckets) return this.buckets;
+    const rates = this.f.o.rateLimits;
+    const stored = await this.f.tx.rateBuckets([...rates.keys()]);
+    const now = this.f.now;
+    const buckets = new Map<string, RateBucket>();
+    for (const [type, rate] of rates) {
+      const b = stored.get(type);
+      // A bucket never written is full; time never runs backwards for it (another engine's clock).
+      const tokens = b ? Math.min(rate.burst, b.tokens + Math.max(0, now - b.updated_at) * rate.perMs) : rate.burst;
+      buckets.set(type, { tokens, updated_at: now });
+    }
+    this.buckets = buckets;
+    return buckets;
+  }
+
+  /** Rate-limited types with a whole token left, once this flush has looked (waiting workers may claim). */
+  withTokens(): string[] {
+    return [...(this.buckets ?? [])].filter(([, b]) => b.tokens >= 1).map(([type]) => type);
+  }
+
+  /** Writes back the buckets this flush took tokens from. */
+  async save(): Promise<void> {
+    if (!this.buckets || this.spent.size === 0) return;
+    const changed = new Map([...this.buckets].filter(([type]) => this.spent.has(type)));
+    await this.f.tx.writeRateBuckets(changed);
+  }
+
+  /**
+   * Whether the visit's node `concurrency` leaves room for one more attempt of its key (true
+   * for a node without one). A visit is counted with the runs of its workflow id, all versions.
+   */
+  async nodeAllows(rs: RunState, v: Visit): Promise<boolean> {
+    const limit = nodeOf(rs, v.node_id).concurrency?.limit;
+    if (limit === undefined || v.concurrency_key === null) return true;
+    const group = JSON.stringify([rs.run.workflow_id, v.node_id, v.concurrency_key]);
+    let running = this.byKey.get(group);
+    if (running === undefined) {
+      const held = [...this.f.states.keys()];
+      running = await this.f.tx.countRunningByKey(rs.run.workflow_id, v.node_id, v.concurrency_key, held);
+      for (const other of this.f.states.values()) {
+        if (other.run.workflow_id !== rs.run.workflow_id) continue;
+        const w = other.current.get(v.node_id);
+        if (w?.state === "RUNNING" && w.concurrency_key === v.concurrency_key) running += 1;
+      }
+      this.byKey.set(group, running);
+    }
+    if (running < limit) return true;
+    this.full.set(group, { workflow_id: rs.run.workflow_id, node_id: v.node_id, key: v.concurrency_key });
+    return false;
+  }
+
+  /** Node concurrency keys this flush found full (their ready visits wait for a slot). */
+  fullKeys(): ConcurrencyGroup[] {
+    return [...this.full.values()];
+  }
+
+  /** Records a claim of this flush (after `room` and `nodeAllows` said there was room). */
+  took(rs: RunState, row: { agent_type: string; node_id: string; concurrency_key?: string | null }): void {
+    if (this.running && this.limitOf(row.agent_type) !== undefined) {
+      this.running.set(row.agent_type, (this.running.get(row.agent_type) ?? 0) + 1);
+    }
+    const bucket = this.buckets?.get(row.agent_type);
+    if (bucket && this.f.o.rateLimits.has(row.agent_type)) {
+      bucket.tokens -= 1;
+      this.spent.add(row.agent_type);
+    }
+    if (row.concurrency_key) {
+      const group = JSON.stringify([rs.run.workflow_id, row.node_id, row.concurrency_key]);
+      const running = this.byKey.get(group);
+      if (running !== undefined) this.byKey.set(group, running + 1);
+    }
+  }
+
+  /**
+   * The runs this flush holds in memory may differ from their rows (attempts it ended or
+   * claimed are not written yet): they are counted from memory, every other run from the
+   * database. A run loaded later was read as stored, so the database's count holds for it.
+   */
+  private async count(): Promise<Map<string, number>> {
+    if (this.running) return this.running;
+    const types = Object.keys(this.f.o.agentConcurrency);
+    const held = [...this.f.states.keys()];
+    const running = await this.f.tx.countRunningForLimits(types, held);
+    const limited = (type: string) => this.limitOf(type) !== undefined;
+    const add = (type: string) => running.set(type, (running.get(type) ?? 0) + 1);
+    for (const rs of this.f.states.values()) {
+      for (const v of rs.current.values()) if (v.state === "RUNNING" && limited(v.agent_type)) add(v.agent_type);
+      for (const c of rs.compensations) if (c.state === "RUNNING" && limited(c.agent_type)) add(c.agent_type);
+    }
+    this.running = running;
+    return running;
+  }
+}
+
+/**
+ * Limited agent types whose attempts this flush ended (a result, an expiry, a cancel): a slot
+ * may have freed, for this engine's next claim and for other engines and waiting workers, which
+ * are told (`notifyOthers`). A visit that never ran, or one claimed again, is no slot freed,
+ * but telling of one too many costs only a look.
+ */
+export function freedLimitedTypes(f: Flush): Set<string> {
+  const freed = new Set<string>();
+  const limits = f.o.agentConcurrency;
+  const ended = (row: { attempt: number; state: string; agent_type: string }) =>
+    row.attempt > 0 && row.state !== "RUNNING" && limitOf(limits, row.agent_type) !== undefined;
+  for (const rs of f.states.values()) {
+    for (const v of rs.changes.updated) {
+      const keyed = v.concurrency_key !== null && v.attempt > 0 && v.state !== "RUNNING";
+      if (keyed || ended(v)) freed.add(v.agent_type);
+    }
+    for (const c of rs.changes.compensations) if (ended(c)) freed.add(c.agent_type);
+  }
+  return freed;
+}
+
+/** The limit an engine's `agentConcurrency` sets for an agent type (own keys only: `constructor` is an agent type too). */
+export function limitOf(limits: Readonly<Record<string, number>>, agentType: string): number | undefined {
+  return Object.hasOwn(limits, agentType) ? limits[agentType] : undefined;
+}
+
+/**
+ * The engine's `rateLimits`, checked: each type's rate as tokens per ms and its burst.
+ * @throws ValidationError naming every rate that is not one positive `per_second` or `per_minute`, or a burst below 1
+ */
+export function rateLimitsOf(
+  limits: Readonly<Record<string, RateLimit>>,
+): Map<string, { perMs: number; burst: number }> {
+  const out = new Map<string, { perMs: number; burst: number }>();
+  const problems: { path: string; message: string }[] = [];
+  const positive = (n: unknown) => typeof n === "number" && Number.isFinite(n) && n > 0;
+  for (const [type, limit] of Object.entries(limits)) {
+    const path = `rateLimits.${type}`;
+    const { per_second, per_minute, burst = 1 } = limit ?? {};
+    if ((per_second === undefined) === (per_minute === undefined)) {
+      problems.push({ path, message: "give one of per_second or per_minute" });
+      continue;
+    }
+    const perSecond = per_second ?? (per_minute as number) / 60;
+    if (!positive(per_second ?? per_minute)) {
+      problems.push({ path, message: "the rate must be a number above 0" });
+    } else if (!Number.isInteger(burst) || burst < 1) {
+      problems.push({ path: `${path}.burst`, message: "must be a whole number, 1 or more" });
+    } else {
+      out.set(type, { perMs: perSecond / 1000, burst });
+    }
+  }
+  if (problems.length > 0) throw new ValidationError("rateLimits is invalid", problems);
+  return out;
+}
