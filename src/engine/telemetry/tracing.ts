@@ -22,7 +22,7 @@ import {
 import type { Run } from "../../core/types.js";
 import { randomHex } from "../../ids.js";
 
-const VERSION = (createRequire(import.meta.url)("../../package.json") as { version: string }).version;
+const VERSION = (createRequire(import.meta.url)("../../../package.json") as { version: string }).version;
 
 let cached: { provider: TracerProvider; tracer: Tracer } | null = null;
 
