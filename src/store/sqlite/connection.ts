@@ -5,11 +5,22 @@
 import { statSync } from "node:fs";
 import { dirname } from "node:path";
 import Database from "better-sqlite3";
+import type { Logger } from "pino";
 import { DatabaseError } from "../../errors.js";
 import { databaseError } from "./sqlite-errors.js";
-import type { SqliteOptions } from "./sqlite-store.js";
 
 type Db = Database.Database;
+
+/** How the SQLite store opens its file (`SqliteStore.open`). */
+export interface SqliteOptions {
+  /** A file path, or `:memory:`. */
+  path: string;
+  /** `normal` (default: durable across process crashes, may lose the last commits on power loss) or `full`. */
+  synchronous?: "normal" | "full";
+  /** How long a write waits for a lock held by another connection, in ms. Default 5000. */
+  busyTimeoutMs?: number;
+  logger?: Pick<Logger, "warn">;
+}
 
 /** Checkpoint once the WAL passes this size: pages written many times between checkpoints are copied once. */
 export const WAL_CHECKPOINT_BYTES = 16 * 1024 * 1024;

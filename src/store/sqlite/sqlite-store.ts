@@ -36,7 +36,17 @@ import type {
 } from "../store.js";
 import { likeLiteral, searchTextOf } from "../store.js";
 import { Checkpointer } from "./checkpointer.js";
-import { assertDirectory, configure, openConnection, WAL_CHECKPOINT_BYTES, walBytes } from "./connection.js";
+import {
+  assertDirectory,
+  configure,
+  openConnection,
+  type SqliteOptions,
+  WAL_CHECKPOINT_BYTES,
+  walBytes,
+} from "./connection.js";
+
+export type { SqliteOptions } from "./connection.js";
+
 import { EngineLock, engineLockPath } from "./engine-lock.js";
 import { PENDING_AND_HEARTBEAT, READY_BY_AGENT_TYPE } from "./gauges.js";
 import { RUNS_WAITING_ON_KEY, sqliteInbox } from "./inbox.js";
@@ -61,16 +71,6 @@ import { type DbSchedule, listSchedulesSql, SCHEDULE_BY_ID, scheduleFromDb, sqli
 import { databaseError } from "./sqlite-errors.js";
 
 type Holder = Pick<EngineRow, "engine_id" | "pid" | "host">;
-
-export interface SqliteOptions {
-  /** A file path, or `:memory:`. */
-  path: string;
-  /** `normal` (default: durable across process crashes, may lose the last commits on power loss) or `full`. */
-  synchronous?: "normal" | "full";
-  /** How long a write waits for a lock held by another connection, in ms. Default 5000. */
-  busyTimeoutMs?: number;
-  logger?: Pick<Logger, "warn">;
-}
 
 type Db = Database.Database;
 
