@@ -16,7 +16,7 @@ import type { Visit } from "../src/core/types.js";
 import { createEngine } from "../src/index.js";
 import { PostgresStore } from "../src/store/postgres/postgres-store.js";
 import { SqliteStore } from "../src/store/sqlite/sqlite-store.js";
-import type { LoadedRun, Store } from "../src/store/store.js";
+import { EMPTY_BATCH, type LoadedRun, type Store } from "../src/store/store.js";
 import { type BenchDb, percentile, progress, tempDb } from "./lib.js";
 import { tempSchema } from "./postgres.js";
 import { PARKED } from "./workloads.js";
@@ -70,8 +70,8 @@ async function measure(
         const t0 = performance.now();
         await store.transaction(async (tx) => {
           const event = flip(v, traces.get(v.run_id) ?? "");
-          await tx.updateVisits([v]);
-          await tx.insertEvents([event]);
+          await tx.write({ ...EMPTY_BATCH, updateVisits: [v] });
+          await tx.write({ ...EMPTY_BATCH, events: [event] });
         });
         const t1 = performance.now();
         if (i >= warmup) times.push(t1 - t0);

@@ -4,11 +4,10 @@
  */
 import { afterEach, describe, expect, it } from "vitest";
 import type { Visit } from "../../src/core/types.js";
-import { openStore } from "../../src/engine/open-store.js";
 import { ManualClock } from "../../src/index.js";
 import type { Store } from "../../src/store/store.js";
 import { makeRun, visit } from "../core/helpers.js";
-import { tempDb } from "../helpers.js";
+import { STORES, writeRows } from "./stores.js";
 
 const NOW = Date.UTC(2026, 0, 1);
 
@@ -16,7 +15,7 @@ function at(node_id: string, state: Visit["state"], extra: Partial<Visit>): Visi
   return visit(node_id, state, { run_id: "r1", created_at: NOW, ...extra });
 }
 
-for (const kind of ["sqlite", "postgres"] as const) {
+for (const { name: kind, open: openStore } of STORES) {
   describe(`readGauges (${kind})`, () => {
     const stores: Store[] = [];
 
@@ -25,14 +24,14 @@ for (const kind of ["sqlite", "postgres"] as const) {
     });
 
     async function open(visits: Visit[], options = { clock: true }): Promise<Store> {
-      const store = await openStore(tempDb(kind), options.clock ? { clock: new ManualClock(NOW) } : {});
+      const store = await openStore(options.clock ? { clock: new ManualClock(NOW) } : {});
       stores.push(store);
       await store.putWorkflow("core-test", "hash-1", JSON.stringify({ id: "core-test", nodes: [] }), NOW);
       await store.transaction(async (tx) => {
-        await tx.insertRuns([
-          makeRun({ run_id: "r1", created_at: NOW, updated_at: NOW, deadline_at: NOW + 3_600_000 }),
-        ]);
-        await tx.insertVisits(visits);
+        await writeRows(tx, {
+          insertRuns: [makeRun({ run_id: "r1", created_at: NOW, updated_at: NOW, deadline_at: NOW + 3_600_000 })],
+        });
+        await writeRows(tx, { insertVisits: visits });
       });
       return store;
     }

@@ -4,11 +4,10 @@
  */
 import { afterEach, describe, expect, it } from "vitest";
 import type { Json, MapCounts, MapItem, Run, RunParent, Visit } from "../../src/core/types.js";
-import { openStore } from "../../src/engine/open-store.js";
 import { ManualClock } from "../../src/index.js";
 import type { LoadedRun, MapItemUpdate, Store, VisitKey } from "../../src/store/store.js";
 import { makeRun, visit } from "../core/helpers.js";
-import { tempDb } from "../helpers.js";
+import { STORES, writeRows } from "./stores.js";
 
 const NOW = Date.UTC(2026, 0, 1);
 const WORKFLOW = JSON.stringify({ id: "wf", nodes: [{ id: "m", agent: "map" }] });
@@ -48,7 +47,7 @@ function child(run_id: string, parent: Partial<RunParent> & { run_id: string }, 
 
 const ended = (status: Run["status"]): Partial<Run> => ({ status, ended_at: NOW + 1 });
 
-for (const kind of ["sqlite", "postgres"] as const) {
+for (const { name: kind, open: openStore } of STORES) {
   describe(`map items (${kind})`, () => {
     const stores: Store[] = [];
 
@@ -58,12 +57,12 @@ for (const kind of ["sqlite", "postgres"] as const) {
 
     /** A fresh store holding run `r1` with its map visit m#1 RUNNING (and more rows when asked). */
     async function open(setup: { runs?: Run[]; visits?: Visit[] } = {}): Promise<Store> {
-      const store = await openStore(tempDb(kind), { clock: new ManualClock(NOW) });
+      const store = await openStore({ clock: new ManualClock(NOW) });
       stores.push(store);
       await store.putWorkflow("wf", "hash-1", WORKFLOW, NOW);
       await store.transaction(async (tx) => {
-        await tx.insertRuns([run("r1"), ...(setup.runs ?? [])]);
-        await tx.insertVisits(setup.visits ?? [mapVisit("r1", 1)]);
+        await writeRows(tx, { insertRuns: [run("r1"), ...(setup.runs ?? [])] });
+        await writeRows(tx, { insertVisits: setup.visits ?? [mapVisit("r1", 1)] });
       });
       return store;
     }
@@ -404,11 +403,13 @@ for (const kind of ["sqlite", "postgres"] as const) {
 
         // Held by something else than the map: its items are orphaned.
         const v = (await store.transaction((tx) => tx.getVisit(key("r1")))) as Visit;
-        await store.transaction((tx) => tx.updateVisits([{ ...v, holder: "engine-1" }]));
+        await store.transaction((tx) => writeRows(tx, { updateVisits: [{ ...v, holder: "engine-1" }] }));
         expect(await orphaned()).toEqual(["i-current", "i-earlier-attempt", "w-not-held"]);
 
         // The map visit ended (its item runs are to cancel), held by map or not.
-        await store.transaction((tx) => tx.updateVisits([{ ...v, state: "FAILED", ended_at: NOW + 2 }]));
+        await store.transaction((tx) =>
+          writeRows(tx, { updateVisits: [{ ...v, state: "FAILED", ended_at: NOW + 2 }] }),
+        );
         expect(await orphaned()).toEqual(["i-current", "i-earlier-attempt", "w-not-held"]);
       });
     });

@@ -5,9 +5,10 @@
  */
 import { randomBytes } from "node:crypto";
 import pg from "pg";
-import { afterAll, beforeAll, describe, expect, it } from "vitest";
+import { afterAll, beforeAll, expect, it } from "vitest";
 import { createEngine } from "../../src/index.js";
 import { PG_URL } from "../helpers.js";
+import { describeStore } from "./stores.js";
 
 const name = `skein_notrgm_${randomBytes(4).toString("hex")}`;
 const admin = (database: string) => {
@@ -16,29 +17,29 @@ const admin = (database: string) => {
   return new pg.Client({ connectionString: u.toString() });
 };
 
-beforeAll(async () => {
-  const server = admin("postgres");
-  await server.connect();
-  await server.query(`CREATE ROLE ${name} LOGIN`);
-  await server.query(`CREATE DATABASE ${name}`);
-  await server.end();
-  const db = admin(name);
-  await db.connect();
-  // The role may use its own schema but create nothing else in the database (no extension).
-  await db.query(`REVOKE CREATE ON DATABASE ${name} FROM PUBLIC`);
-  await db.query(`CREATE SCHEMA skein AUTHORIZATION ${name}`);
-  await db.end();
-});
+describeStore("postgres")("text search without pg_trgm", () => {
+  beforeAll(async () => {
+    const server = admin("postgres");
+    await server.connect();
+    await server.query(`CREATE ROLE ${name} LOGIN`);
+    await server.query(`CREATE DATABASE ${name}`);
+    await server.end();
+    const db = admin(name);
+    await db.connect();
+    // The role may use its own schema but create nothing else in the database (no extension).
+    await db.query(`REVOKE CREATE ON DATABASE ${name} FROM PUBLIC`);
+    await db.query(`CREATE SCHEMA skein AUTHORIZATION ${name}`);
+    await db.end();
+  });
 
-afterAll(async () => {
-  const server = admin("postgres");
-  await server.connect();
-  await server.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-  await server.query(`DROP ROLE IF EXISTS ${name}`);
-  await server.end();
-});
+  afterAll(async () => {
+    const server = admin("postgres");
+    await server.connect();
+    await server.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+    await server.query(`DROP ROLE IF EXISTS ${name}`);
+    await server.end();
+  });
 
-describe("text search without pg_trgm", () => {
   it("opens, migrates without the trigram indexes, and still finds a run by its input", async () => {
     const u = new URL(PG_URL);
     u.username = name;

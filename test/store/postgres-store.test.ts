@@ -15,6 +15,7 @@ import { type PostgresOptions, PostgresStore } from "../../src/store/postgres/po
 import { EMPTY_BATCH, type LoadedRun, type ReadyNotice, type StoreTx } from "../../src/store/store.js";
 import { visit } from "../core/helpers.js";
 import { PG_URL } from "../helpers.js";
+import { describeStore, writeRows } from "./stores.js";
 
 const NOW = Date.UTC(2026, 0, 1);
 const clock = { now: () => NOW };
@@ -119,13 +120,15 @@ function event(run_id: string, type: NewEvent["type"], node_id: string | null, d
 async function readyRuns(store: PostgresStore, ids: string[]): Promise<void> {
   await store.putWorkflow("wf", "hash-1", WORKFLOW, NOW);
   await store.transaction(async (tx) => {
-    for (const id of ids) await tx.insertRuns([newRun(id)]);
-    await tx.insertVisits(ids.map((id, i) => newVisit(id, "a", { ready_at: NOW - 100 + i, payload: { n: i } })));
+    for (const id of ids) await writeRows(tx, { insertRuns: [newRun(id)] });
+    await writeRows(tx, {
+      insertVisits: ids.map((id, i) => newVisit(id, "a", { ready_at: NOW - 100 + i, payload: { n: i } })),
+    });
   });
 }
 
-// PostgreSQL is part of the project: never skipped (a missing server fails the suite).
-describe("PostgresStore", () => {
+// PostgreSQL is part of the project: run unless SKEIN_TEST_STORES leaves it out (a missing server fails the suite).
+describeStore("postgres")("PostgresStore", () => {
   beforeAll(async () => {
     admin = new pg.Client({ connectionString: PG_URL });
     await admin.connect();
@@ -222,9 +225,12 @@ describe("PostgresStore", () => {
       const a = newVisit("r1", "a", { payload: [1, "two"], trigger: { node_id: "start", visit: 2 } });
       const b = newVisit("r1", "b", { agent_type: "reviewer" });
       const events = await store.transaction(async (tx) => {
-        await tx.insertRuns([r]);
-        await tx.insertVisits([a, b]);
-        return tx.insertEvents([event("r1", "run.started", null, { input: null }), event("r1", "node.ready", "a")]);
+        await writeRows(tx, { insertRuns: [r] });
+        await writeRows(tx, { insertVisits: [a, b] });
+        const written = await writeRows(tx, {
+          events: [event("r1", "run.started", null, { input: null }), event("r1", "node.ready", "a")],
+        });
+        return written.events;
       });
       expect(events.map((e) => e.type)).toEqual(["run.started", "node.ready"]);
       expect(events[1]!.seq).toBeGreaterThan(events[0]!.seq);
@@ -249,11 +255,11 @@ describe("PostgresStore", () => {
       const r2: Run = { ...r, status: "COMPENSATING", needs_attention: true, updated_at: NOW + 3, end_cause: "failed" };
       const comps = [newCompensation("r1", 1, "a"), newCompensation("r1", 2, "b", { state: "SKIPPED" })];
       const more = await store.transaction(async (tx) => {
-        await tx.updateRuns([r2]);
-        await tx.updateVisits([a2, b2]);
-        await tx.writeCompensations(comps);
-        await tx.writeCompensations([{ ...comps[0]!, state: "RUNNING", attempt: 1, holder: "engine-1" }]);
-        return tx.insertEvents([event("r1", "node.succeeded", "a", { output })]);
+        await writeRows(tx, { updateRuns: [r2] });
+        await writeRows(tx, { updateVisits: [a2, b2] });
+        await writeRows(tx, { compensations: comps });
+        await writeRows(tx, { compensations: [{ ...comps[0]!, state: "RUNNING", attempt: 1, holder: "engine-1" }] });
+        return (await writeRows(tx, { events: [event("r1", "node.succeeded", "a", { output })] })).events;
       });
 
       const loaded = (await store.transaction((tx) => tx.loadRun("r1"))) as LoadedRun | null;
@@ -268,7 +274,7 @@ describe("PostgresStore", () => {
 
       expect(await store.getRun("r1")).toEqual(r2);
       expect(await store.getRun("nope")).toBeNull();
-      expect(await store.listCompensations("r1")).toEqual(loaded?.compensations);
+      expect((await store.readRun("r1"))?.compensations).toEqual(loaded?.compensations);
       expect(await store.latestTerminalVisits("r1")).toHaveLength(2);
       const all = await store.listEvents("r1");
       expect(all).toEqual([...events, ...more]);
@@ -284,8 +290,8 @@ describe("PostgresStore", () => {
       const store = await open(freshSchema());
       await store.putWorkflow("wf", "hash-1", WORKFLOW, NOW);
       await store.transaction(async (tx) => {
-        await tx.insertRuns([newRun("r1")]);
-        await tx.insertVisits([newVisit("r1", "a")]);
+        await writeRows(tx, { insertRuns: [newRun("r1")] });
+        await writeRows(tx, { insertVisits: [newVisit("r1", "a")] });
       });
       // A loop-back's shape: the old visit updated, a new one inserted; and a new run with its visit.
       const r1: Run = { ...newRun("r1"), needs_attention: true, updated_at: NOW + 5 };
@@ -321,7 +327,7 @@ describe("PostgresStore", () => {
         [1, "SUCCEEDED", false],
         [2, "PENDING", true],
       ]);
-      expect(await store.listCompensations("r1")).toHaveLength(1);
+      expect((await store.readRun("r1"))?.compensations).toHaveLength(1);
       expect(await store.listEvents("r2")).toEqual([events[1]]);
     });
 
@@ -435,7 +441,7 @@ describe("PostgresStore", () => {
     it("numbers a batch of events in the batch's order", async () => {
       const store = await open(freshSchema());
       const batch = Array.from({ length: 300 }, (_, i) => event("r1", "node.ready", "a", { i }));
-      const stored = await store.transaction((tx) => tx.insertEvents(batch));
+      const { events: stored } = await store.transaction((tx) => writeRows(tx, { events: batch }));
       const listed = await store.listEvents("r1");
       expect(listed).toEqual(stored);
       expect(listed.map((e) => e.data.i)).toEqual(batch.map((_, i) => i));
@@ -446,7 +452,9 @@ describe("PostgresStore", () => {
       await store.putWorkflow("wf", "hash-1", WORKFLOW, NOW);
       await store.transaction(async (tx) => {
         for (let i = 0; i < 5; i++) {
-          await tx.insertRuns([newRun(`r${i}`, { created_at: NOW + i, status: i % 2 ? "FAILED" : "RUNNING" })]);
+          await writeRows(tx, {
+            insertRuns: [newRun(`r${i}`, { created_at: NOW + i, status: i % 2 ? "FAILED" : "RUNNING" })],
+          });
         }
       });
       const first = await store.listRuns({ limit: 2 });
@@ -461,19 +469,21 @@ describe("PostgresStore", () => {
       const store = await open(freshSchema());
       await store.putWorkflow("wf", "hash-1", WORKFLOW, NOW);
       await store.transaction(async (tx) => {
-        await tx.insertRuns([newRun("r1")]);
-        await tx.insertRuns([newRun("r2", { deadline_at: NOW - 1 })]);
-        await tx.insertRuns([newRun("r3", { status: "COMPENSATING", deadline_at: NOW + 500 })]);
-        await tx.insertVisits([
-          newVisit("r1", "unresolved", { ready_at: NOW - 5 }),
-          newVisit("r1", "later", { ready_at: NOW + 100, payload: {} }),
-          newVisit("r1", "running", { state: "RUNNING", lease_expires_at: NOW - 1, holder: "e1" }),
-          newVisit("r1", "running2", { state: "RUNNING", lease_expires_at: NOW + 50, holder: "e2" }),
-          newVisit("r1", "review", { state: "IN_REVIEW", lease_expires_at: NOW - 2, agent_type: "human_review" }),
-          newVisit("r1", "nap", { state: "WAITING", lease_expires_at: NOW - 3, agent_type: "sleep" }),
-          newVisit("r1", "nap2", { state: "WAITING", lease_expires_at: NOW + 10, agent_type: "sleep" }),
-        ]);
-        await tx.writeCompensations([newCompensation("r3", 1, "x", { ready_at: NOW + 20 })]);
+        await writeRows(tx, { insertRuns: [newRun("r1")] });
+        await writeRows(tx, { insertRuns: [newRun("r2", { deadline_at: NOW - 1 })] });
+        await writeRows(tx, { insertRuns: [newRun("r3", { status: "COMPENSATING", deadline_at: NOW + 500 })] });
+        await writeRows(tx, {
+          insertVisits: [
+            newVisit("r1", "unresolved", { ready_at: NOW - 5 }),
+            newVisit("r1", "later", { ready_at: NOW + 100, payload: {} }),
+            newVisit("r1", "running", { state: "RUNNING", lease_expires_at: NOW - 1, holder: "e1" }),
+            newVisit("r1", "running2", { state: "RUNNING", lease_expires_at: NOW + 50, holder: "e2" }),
+            newVisit("r1", "review", { state: "IN_REVIEW", lease_expires_at: NOW - 2, agent_type: "human_review" }),
+            newVisit("r1", "nap", { state: "WAITING", lease_expires_at: NOW - 3, agent_type: "sleep" }),
+            newVisit("r1", "nap2", { state: "WAITING", lease_expires_at: NOW + 10, agent_type: "sleep" }),
+          ],
+        });
+        await writeRows(tx, { compensations: [newCompensation("r3", 1, "x", { ready_at: NOW + 20 })] });
       });
       const due = await store.transaction(async (tx) => ({
         unresolved: await tx.unresolved(NOW, 10),
@@ -569,8 +579,8 @@ describe("PostgresStore", () => {
           locked.resolve();
           await release.promise;
           // Written under the lock: the waiting reader must see both, the visit without any run update.
-          await tx.updateRuns([newRun("r1", { needs_attention: true })]);
-          await tx.insertVisits([newVisit("r1", "b")]);
+          await writeRows(tx, { updateRuns: [newRun("r1", { needs_attention: true })] });
+          await writeRows(tx, { insertVisits: [newVisit("r1", "b")] });
         },
         { lock: ["r1"] },
       );
@@ -691,7 +701,9 @@ describe("PostgresStore", () => {
       expect(await a.registerEngine(engine("dead-idle", NOW - 60_000), NOW - 120_000)).toEqual([]);
       await readyRuns(a, ["r1"]);
       await a.transaction((tx) =>
-        tx.updateVisits([newVisit("r1", "a", { state: "RUNNING", holder: "dead-busy", lease_expires_at: NOW })]),
+        writeRows(tx, {
+          updateVisits: [newVisit("r1", "a", { state: "RUNNING", holder: "dead-busy", lease_expires_at: NOW })],
+        }),
       );
 
       const taken = deferred();
@@ -730,7 +742,9 @@ describe("PostgresStore", () => {
       await store.registerEngine(engine("old", NOW - 60_000), NOW - 90_000);
       await readyRuns(store, ["r1"]);
       await store.transaction((tx) =>
-        tx.updateVisits([newVisit("r1", "a", { state: "RUNNING", holder: "old", lease_expires_at: NOW })]),
+        writeRows(tx, {
+          updateVisits: [newVisit("r1", "a", { state: "RUNNING", holder: "old", lease_expires_at: NOW })],
+        }),
       );
       expect(await store.registerEngine(engine("new", NOW), NOW - 30_000)).toEqual(["old"]);
       expect(await store.registerEngine(engine("newer", NOW), NOW - 30_000)).toEqual([]);
@@ -744,7 +758,9 @@ describe("PostgresStore", () => {
       await store.registerEngine(engine("idle"), NOW - 30_000);
       await readyRuns(store, ["r1"]);
       await store.transaction((tx) =>
-        tx.updateVisits([newVisit("r1", "a", { state: "RUNNING", holder: "busy", lease_expires_at: NOW + 60_000 })]),
+        writeRows(tx, {
+          updateVisits: [newVisit("r1", "a", { state: "RUNNING", holder: "busy", lease_expires_at: NOW + 60_000 })],
+        }),
       );
       await store.stopEngine("busy", NOW);
       await store.stopEngine("idle", NOW);
@@ -806,10 +822,12 @@ describe("PostgresStore", () => {
       }
       await readyRuns(a, ["r1", "r2"]);
       await a.transaction((tx) =>
-        tx.updateVisits([
-          newVisit("r1", "a", { state: "RUNNING", holder: "live", lease_expires_at: t + 600_000 }),
-          newVisit("r2", "a", { state: "RUNNING", holder: "gone", lease_expires_at: t + 600_000 }),
-        ]),
+        writeRows(tx, {
+          updateVisits: [
+            newVisit("r1", "a", { state: "RUNNING", holder: "live", lease_expires_at: t + 600_000 }),
+            newVisit("r2", "a", { state: "RUNNING", holder: "gone", lease_expires_at: t + 600_000 }),
+          ],
+        }),
       );
       const take = () => a.transaction((tx) => tx.takeDeadEngines("a", t - 30_000));
       expect(await take()).toEqual([]);
@@ -931,8 +949,8 @@ describe("PostgresStore", () => {
       const schema = freshSchema();
       const [a, b] = await Promise.all([open(schema), open(schema)]);
       await a.putWorkflow("wf", "hash-1", WORKFLOW, NOW);
-      await a.transaction((tx) => tx.insertRuns([newRun("r1", { idempotency_key: "k" })]));
-      const second = b.transaction((tx) => tx.insertRuns([newRun("r2", { idempotency_key: "k" })]));
+      await a.transaction((tx) => writeRows(tx, { insertRuns: [newRun("r1", { idempotency_key: "k" })] }));
+      const second = b.transaction((tx) => writeRows(tx, { insertRuns: [newRun("r2", { idempotency_key: "k" })] }));
       await expect(second).rejects.toMatchObject({ name: "DatabaseError", transient: true });
     });
   });

@@ -5,11 +5,10 @@
  */
 import { afterEach, describe, expect, it } from "vitest";
 import type { Run, RunParent } from "../../src/core/types.js";
-import { openStore } from "../../src/engine/open-store.js";
 import { ManualClock } from "../../src/index.js";
 import type { PruneCut, Store } from "../../src/store/store.js";
 import { makeRun } from "../core/helpers.js";
-import { tempDb } from "../helpers.js";
+import { STORES, writeRows } from "./stores.js";
 
 const NOW = Date.UTC(2026, 0, 1);
 const OLD = NOW - 10 * 86_400_000;
@@ -38,7 +37,7 @@ const childOf = (parent: string, overrides: Partial<Run> = {}, item?: number): P
   ...overrides,
 });
 
-for (const kind of ["sqlite", "postgres"] as const) {
+for (const { name: kind, open: openStore } of STORES) {
   describe(`pruning trees (${kind})`, () => {
     const stores: Store[] = [];
     afterEach(async () => {
@@ -46,10 +45,10 @@ for (const kind of ["sqlite", "postgres"] as const) {
     });
 
     async function open(runs: Run[]): Promise<Store> {
-      const store = await openStore(tempDb(kind), { clock: new ManualClock(NOW) });
+      const store = await openStore({ clock: new ManualClock(NOW) });
       stores.push(store);
       await store.putWorkflow("wf", "hash-1", JSON.stringify({ id: "wf", nodes: [] }), OLD);
-      await store.transaction((tx) => tx.insertRuns(runs));
+      await store.transaction((tx) => writeRows(tx, { insertRuns: runs }));
       return store;
     }
     const prune = (store: Store, limit = 500) => store.transaction((tx) => tx.pruneRuns(CUT, limit));
@@ -65,7 +64,7 @@ for (const kind of ["sqlite", "postgres"] as const) {
       expect(await store.transaction((tx) => tx.countPrunable(CUT))).toBe(0);
       expect(await prune(store)).toBe(0);
       expect(await exists(store, ["p", "c", "g"])).toEqual([true, true, true]);
-      await store.transaction((tx) => tx.updateRuns([run("g", childOf("c", { status: "CANCELLED" }))]));
+      await store.transaction((tx) => writeRows(tx, { updateRuns: [run("g", childOf("c", { status: "CANCELLED" }))] }));
       expect(await prune(store)).toBe(3);
       expect(await exists(store, ["p", "c", "g"])).toEqual([false, false, false]);
     });

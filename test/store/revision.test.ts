@@ -6,11 +6,10 @@
  */
 import { afterEach, describe, expect, it } from "vitest";
 import type { Run, Visit } from "../../src/core/types.js";
-import { openStore } from "../../src/engine/open-store.js";
 import { ManualClock } from "../../src/index.js";
 import { EMPTY_BATCH, type LoadedRun, type Store } from "../../src/store/store.js";
 import { makeRun, visit } from "../core/helpers.js";
-import { tempDb } from "../helpers.js";
+import { STORES, writeRows } from "./stores.js";
 
 const NOW = Date.UTC(2026, 0, 1);
 const WORKFLOW = JSON.stringify({ id: "wf", nodes: [{ node_id: "a", agent_type: "step" }] });
@@ -28,7 +27,7 @@ const run = (run_id: string, overrides: Partial<Run> = {}): Run =>
 const visitOf = (run_id: string, overrides: Partial<Visit> = {}): Visit =>
   visit("a", "PENDING", { run_id, created_at: NOW, is_current: true, ...overrides });
 
-for (const kind of ["sqlite", "postgres"] as const) {
+for (const { name: kind, open: openStore } of STORES) {
   describe(`run revisions (${kind})`, () => {
     const stores: Store[] = [];
     afterEach(async () => {
@@ -36,7 +35,7 @@ for (const kind of ["sqlite", "postgres"] as const) {
     });
 
     async function open(): Promise<Store> {
-      const store = await openStore(tempDb(kind), { clock: new ManualClock(NOW) });
+      const store = await openStore({ clock: new ManualClock(NOW) });
       stores.push(store);
       await store.putWorkflow("wf", "hash-1", WORKFLOW, NOW);
       return store;
@@ -92,7 +91,9 @@ for (const kind of ["sqlite", "postgres"] as const) {
       });
 
       // Another writer (an engine, a client) changes the visit: the revision moved, the rows are read.
-      await store.transaction((tx) => tx.updateVisits([visitOf("r1", { state: "RUNNING", attempt: 1 })]));
+      await store.transaction((tx) =>
+        writeRows(tx, { updateVisits: [visitOf("r1", { state: "RUNNING", attempt: 1 })] }),
+      );
       const [again] = (await store.transaction((tx) => tx.loadRuns(["r1"], options.known), options)) as LoadedRun[];
       expect(again?.revision).toBeGreaterThan(known);
       expect(again?.visits.map((v) => v.state)).toEqual(["RUNNING"]);

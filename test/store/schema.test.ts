@@ -1,7 +1,8 @@
 import { readFileSync, writeFileSync } from "node:fs";
 import Database from "better-sqlite3";
-import { describe, expect, it } from "vitest";
+import { expect, it } from "vitest";
 import { migrate } from "../../src/store/sqlite/migrate.js";
+import { describeStore } from "./stores.js";
 
 // The committed schema makes every schema change visible in review.
 // After changing a migration on purpose: UPDATE_SCHEMA=1 npx vitest run test/store/schema.test.ts
@@ -16,7 +17,7 @@ function dump(db: Database.Database): string {
   return `${rows.map((r) => `${r.sql};`).join("\n\n")}\n`;
 }
 
-describe("SQLite schema", () => {
+describeStore("sqlite")("SQLite schema", () => {
   it("matches the committed schema dump", () => {
     const db = new Database(":memory:");
     migrate(db, ":memory:");
