@@ -1,0 +1,35 @@
+/** Claiming ready work and counting it against limits (DESIGN §12), inside a write transaction. */
+import type { VisitKey } from "./runs.js";
+
+/** The visits a node's `concurrency` limits together: a node of a workflow (any version), one key value. */
+export interface ConcurrencyGroup {
+  workflow_id: string;
+  node_id: string;
+  key: string;
+}
+
+/** A rate limit's token bucket: tokens left at `updated_at` (epoch ms), refilled with time from there. */
+export interface RateBucket {
+  tokens: number;
+  updated_at: number;
+}
+
+/**
+ * Claims and limits. The limits lock (PostgreSQL: a transaction-level advisory lock on the
+ * schema; SQLite: one writer, nothing to take) is held from the first count to the end of the
+ * transaction, so no two transactions fill the same free slot. DatabaseError on a failure.
+ */
+export interface ClaimsTx {
+  /** Ready, resolved visits of the type due by `now`, oldest first, at most `limit`, runs locked (held ones skipped); `skip`: full keys left out. */
+  claimable(agentType: string, now: number, limit: number, skip?: readonly ConcurrencyGroup[]): Promise<VisitKey[]>;
+  /** Compensating runs whose next row is of this type and due by `now`, oldest first, at most `limit`, locked as `claimable`'s. */
+  claimableCompensations(agentType: string, now: number, limit: number): Promise<string[]>;
+  /** RUNNING attempts (visits and compensations) per agent type, but of runs `except`, under the limits lock; types at 0 left out. */
+  countRunningForLimits(agentTypes: string[], except: string[]): Promise<Map<string, number>>;
+  /** RUNNING visits of the workflow's node with this concurrency key, but of runs `except`, under the limits lock. */
+  countRunningByKey(workflowId: string, nodeId: string, key: string, except: string[]): Promise<number>;
+  /** These types' token buckets as last written, under the limits lock; a type never written is left out. */
+  rateBuckets(agentTypes: string[]): Promise<Map<string, RateBucket>>;
+  /** Inserts or replaces these buckets, under the limits lock the transaction holds. Idempotent. */
+  writeRateBuckets(buckets: Map<string, RateBucket>): Promise<void>;
+}
