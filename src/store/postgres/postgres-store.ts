@@ -14,25 +14,13 @@
 
 import pg from "pg";
 import type { Logger } from "pino";
-import type { Compensation, MapItem, Run, RunEvent, Schedule, Visit } from "../../core/types.js";
 import { DatabaseError, ValidationError } from "../../errors.js";
+import type { EngineRow } from "../engines.js";
+import type { StoreReads } from "../reads.js";
+import type { ReadyNotice, RunRead } from "../runs.js";
 import { Serial } from "../serial.js";
-import type {
-  ChildRun,
-  EngineRow,
-  LoadedRun,
-  ReadyNotice,
-  RunFilter,
-  RunRead,
-  ScheduleFilter,
-  Store,
-  StoredWorkflow,
-  StoreGauges,
-  StoreTx,
-  TransactionOptions,
-  VisitKey,
-} from "../store.js";
-import { likeLiteral, searchTextOf } from "../store.js";
+import type { Store, StoreTx, TransactionOptions } from "../store.js";
+import type { WorkflowStore } from "../workflows.js";
 import {
   type ConnectionSettings,
   connectionSettings,
@@ -40,32 +28,16 @@ import {
   DEFAULT_SCHEMA,
 } from "./connection.js";
 import { ENGINE_LOCK_HELD_BY, engineLockName } from "./engine-lock.js";
-import { gaugeStatements } from "./gauges.js";
-import { RUNS_WAITING_ON_KEY } from "./inbox.js";
-import { type DbMapItem, LIST_MAP_ITEMS, mapItemFromDb } from "./map-items.js";
+import { ENGINE_SQL } from "./engines.js";
 import { migrate } from "./migrate.js";
 import { connectError } from "./pg-errors.js";
-import { HOLDS_ATTEMPTS, type LoadedRunRow, loadRunsSql, loadRunsValues, PostgresTx, runRead } from "./postgres-tx.js";
+import { PostgresTx } from "./postgres-tx.js";
+import { postgresReads } from "./reads.js";
 import { ReadyListener } from "./ready-listener.js";
-import {
-  COMPENSATION_COLUMNS,
-  compensationFromDb,
-  type DbCompensation,
-  type DbEvent,
-  type DbRun,
-  type DbVisit,
-  eventFromDb,
-  RUN_COLUMNS,
-  runFromDb,
-  STORED_EVENT_COLUMNS,
-  selectList,
-  VISIT_COLUMNS,
-  visitFromDb,
-  WORKFLOW_COLUMNS,
-} from "./rows.js";
-import { runIdStatements } from "./run-ids.js";
-import { listSchedulesSql, SCHEDULE_BY_ID, scheduleFromDb } from "./schedules.js";
+import { type LoadedRunRow, loadRunsSql, loadRunsValues, runRead } from "./runs.js";
 import { Session, watchConnection } from "./session.js";
+import { DB_NOW } from "./tx-query.js";
+import { postgresWorkflows } from "./workflows.js";
 
 export interface PostgresOptions {
   /** A connection URL: `postgres://user:password@host:5432/database`. */
@@ -96,9 +68,6 @@ export interface PostgresOptions {
 
 export const DEFAULT_POOL_SIZE = 5;
 
-/** The database's time in epoch ms. clock_timestamp(), not now(): now() is the transaction's start. */
-const DB_NOW = "floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint";
-
 const BEGIN = "BEGIN ISOLATION LEVEL READ COMMITTED";
 
 /**
@@ -120,46 +89,8 @@ const BEGIN_STATEMENTS = {
   load: { name: "skein_load_locked", text: loadRunsSql("$1::text[]", "$2::bigint[]") },
 } as const satisfies Record<string, { name: string; text: string }>;
 
-/** First key of workflow registration locks ("skwf"); the second is a hash of schema and id. */
-const WORKFLOW_LOCK = 0x736b7766;
-
-const SQL = {
-  // $4: the clock's time, or null for the database's. $5: how long a heartbeat stays fresh.
-  // Engines found dead by their free lock are left to the sweeps, which give a lock its grace.
-  registerEngine: `
-    WITH t AS (SELECT coalesce($4::bigint, ${DB_NOW}) AS now),
-    me AS (INSERT INTO engines (engine_id, host, pid, started_at, heartbeat_at, served_types)
-           SELECT $1, $2, $3, t.now, t.now, $6::json FROM t),
-    d AS (UPDATE engines e SET stopped_at = t.now FROM t
-           WHERE e.stopped_at IS NULL AND e.heartbeat_at < t.now - $5::bigint AND e.engine_id <> $1
-          RETURNING e.engine_id)
-    SELECT engine_id FROM d WHERE ${HOLDS_ATTEMPTS}`,
-  // A heartbeat also revives an engine another one took for dead while it was merely slow: if
-  // it dies later, its newer attempts are recovered as soon as its heartbeat goes stale again.
-  heartbeat: `UPDATE engines SET heartbeat_at = coalesce($2::bigint, ${DB_NOW}), stopped_at = NULL,
-                               served_types = coalesce($3::json, served_types)
-              WHERE engine_id = $1`,
-  servedTypes: `SELECT DISTINCT json_array_elements_text(served_types) AS agent_type FROM engines
-                WHERE stopped_at IS NULL AND heartbeat_at >= coalesce($1::bigint, ${DB_NOW}) - $2::bigint
-                  AND served_types IS NOT NULL`,
-  // An engine that stops while attempts it held still run (closed before they returned) is
-  // not stopped but made stale at once, so the next engine to look takes it and recovers them.
-  stopEngine: `
-    WITH d AS (SELECT $1::text AS engine_id),
-    h AS (SELECT ${HOLDS_ATTEMPTS} AS held FROM d)
-    UPDATE engines e SET stopped_at = CASE WHEN h.held THEN NULL ELSE coalesce($2::bigint, ${DB_NOW}) END,
-                         heartbeat_at = CASE WHEN h.held THEN 0 ELSE e.heartbeat_at END
-      FROM h WHERE e.engine_id = $1`,
-} as const;
-
-const RUNS = selectList(RUN_COLUMNS);
-const RUN_ID_STATEMENTS = runIdStatements(RUNS);
-const VISITS = selectList(VISIT_COLUMNS);
-const WORKFLOWS = selectList(WORKFLOW_COLUMNS);
-
 /** How many times a read that lost its connection is tried. */
 const READ_ATTEMPTS = 3;
-const GAUGES = gaugeStatements(DB_NOW);
 /** The same for marking an engine stopped, which closing waits for. */
 const STOP_ATTEMPTS = 5;
 
@@ -171,6 +102,8 @@ export class PostgresStore implements Store {
   private readonly lockFree = new Map<string, number>();
   private closing: Promise<void> | null = null;
   private closed = false;
+  private readonly reads: StoreReads;
+  private readonly workflows: WorkflowStore;
 
   private constructor(
     private readonly pool: pg.Pool,
@@ -183,6 +116,9 @@ export class PostgresStore implements Store {
     this.listener = new ReadyListener(settings.listen.config, settings.channel, settings.channelSql, logger, () =>
       this.lockFree.clear(),
     );
+    const read = this.read.bind(this) as <R extends object>(config: pg.QueryConfig, attempts?: number) => Promise<R[]>;
+    this.reads = postgresReads(read, clock);
+    this.workflows = postgresWorkflows(read, (fn) => this.inTransaction(fn), settings.schemaSql);
   }
 
   /**
@@ -228,6 +164,30 @@ export class PostgresStore implements Store {
     return new PostgresStore(pool, settings, options.clock, logger);
   }
 
+  // The facets outside transactions.
+  readonly getRun: Store["getRun"] = (runId) => this.reads.getRun(runId);
+  readonly readRun: Store["readRun"] = (runId) => this.reads.readRun(runId);
+  readonly listRuns: Store["listRuns"] = (filter) => this.reads.listRuns(filter);
+  readonly findRunsByIdPart: Store["findRunsByIdPart"] = (part, limit) => this.reads.findRunsByIdPart(part, limit);
+  readonly listChildren: Store["listChildren"] = (runId) => this.reads.listChildren(runId);
+  readonly listMapItems: Store["listMapItems"] = (key, options) => this.reads.listMapItems(key, options);
+  readonly listVisits: Store["listVisits"] = (runId, options) => this.reads.listVisits(runId, options);
+  readonly latestTerminalVisits: Store["latestTerminalVisits"] = (runId) => this.reads.latestTerminalVisits(runId);
+  readonly listEvents: Store["listEvents"] = (runId, options) => this.reads.listEvents(runId, options);
+  readonly runsWaitingOnKey: Store["runsWaitingOnKey"] = (name, key, limit) =>
+    this.reads.runsWaitingOnKey(name, key, limit);
+  readonly listReviews: Store["listReviews"] = (runIds) => this.reads.listReviews(runIds);
+  readonly readGauges: Store["readGauges"] = (engineId, now) => this.reads.readGauges(engineId, now);
+  readonly getSchedule: Store["getSchedule"] = (scheduleId) => this.reads.getSchedule(scheduleId);
+  readonly listSchedules: Store["listSchedules"] = (filter) => this.reads.listSchedules(filter);
+  readonly putWorkflow: Store["putWorkflow"] = (id, hash, definition, now) =>
+    this.workflows.putWorkflow(id, hash, definition, now);
+  readonly putWorkflowVersion: Store["putWorkflowVersion"] = (id, version, hash, definition, now) =>
+    this.workflows.putWorkflowVersion(id, version, hash, definition, now);
+  readonly getWorkflow: Store["getWorkflow"] = (id, version) => this.workflows.getWorkflow(id, version);
+  readonly latestWorkflowVersion: Store["latestWorkflowVersion"] = (id) => this.workflows.latestWorkflowVersion(id);
+  readonly listWorkflows: Store["listWorkflows"] = () => this.workflows.listWorkflows();
+
   async registerEngine(engine: EngineRow, staleBefore: number): Promise<string[]> {
     // The liveness lock first: once the row is committed another engine's sweep may look, and
     // a registered engine without its lock would look dead to it.
@@ -240,7 +200,7 @@ export class PostgresStore implements Store {
     // freshness window is the caller's (its now - staleBefore), judged by the database's now.
     const rows = await this.read<{ engine_id: string }>({
       name: "skein_register_engine",
-      text: SQL.registerEngine,
+      text: ENGINE_SQL.registerEngine,
       values: [
         engine.engine_id,
         engine.host,
@@ -276,7 +236,7 @@ export class PostgresStore implements Store {
   async heartbeat(engineId: string, now: number, servedTypes?: string[]): Promise<void> {
     await this.read({
       name: "skein_heartbeat",
-      text: SQL.heartbeat,
+      text: ENGINE_SQL.heartbeat,
       values: [engineId, this.clock ? now : null, servedTypes ? JSON.stringify(servedTypes) : null],
     });
   }
@@ -284,7 +244,7 @@ export class PostgresStore implements Store {
   async servedTypes(now: number, freshMs: number): Promise<string[]> {
     const rows = await this.read<{ agent_type: string }>({
       name: "skein_served_types",
-      text: SQL.servedTypes,
+      text: ENGINE_SQL.servedTypes,
       values: [this.clock ? now : null, freshMs],
     });
     return rows.map((r) => r.agent_type);
@@ -297,7 +257,7 @@ export class PostgresStore implements Store {
   async stopEngine(engineId: string, now: number): Promise<void> {
     try {
       await this.read(
-        { name: "skein_stop_engine", text: SQL.stopEngine, values: [engineId, this.clock ? now : null] },
+        { name: "skein_stop_engine", text: ENGINE_SQL.stopEngine, values: [engineId, this.clock ? now : null] },
         STOP_ATTEMPTS,
       );
     } catch (e) {
@@ -307,251 +267,6 @@ export class PostgresStore implements Store {
         "skein: could not mark the engine stopped; other engines take over its row once its heartbeat expires",
       );
     }
-  }
-
-  async putWorkflow(id: string, hash: string, definition: string, now: number) {
-    const [known] = await this.read<{ version: number }>({
-      name: "skein_workflow_by_hash",
-      text: "SELECT version FROM workflows WHERE id = $1 AND hash = $2",
-      values: [id, hash],
-    });
-    if (known) return { version: known.version, created: false };
-    // Two processes registering at once: the lock orders them, and the second finds the first's version.
-    return this.inTransaction(async (session) => {
-      await session.query({
-        text: "SELECT pg_advisory_xact_lock($1, hashtext($2))",
-        values: [WORKFLOW_LOCK, `${this.settings.schemaSql}.${id}`],
-      });
-      const { rows } = await session.query<{ same: number | null; latest: number | null }>({
-        text: `SELECT (SELECT version FROM workflows WHERE id = $1 AND hash = $2) AS same,
-                      (SELECT max(version) FROM workflows WHERE id = $1) AS latest`,
-        values: [id, hash],
-      });
-      const same = rows[0]?.same ?? null;
-      if (same !== null) return { version: same, created: false };
-      const version = (rows[0]?.latest ?? 0) + 1;
-      const stored = JSON.stringify({ ...JSON.parse(definition), version });
-      const inserted = await session.query({
-        text: `INSERT INTO workflows (id, version, hash, definition, created_at) VALUES ($1, $2, $3, $4, $5)
-               ON CONFLICT DO NOTHING`,
-        values: [id, version, hash, stored, now],
-      });
-      if (inserted.rowCount === 1) return { version, created: true };
-      const again = await session.query<{ version: number }>({
-        text: "SELECT version FROM workflows WHERE id = $1 AND hash = $2",
-        values: [id, hash],
-      });
-      const found = again.rows[0];
-      if (!found) throw new Error(`skein: workflow ${id} version ${version} was taken by another definition`);
-      return { version: found.version, created: false };
-    });
-  }
-
-  async getWorkflow(id: string, version?: number): Promise<StoredWorkflow | null> {
-    const [row] =
-      version === undefined
-        ? await this.read<StoredWorkflow>({
-            name: "skein_latest_workflow",
-            text: `SELECT ${WORKFLOWS} FROM workflows WHERE id = $1 ORDER BY version DESC LIMIT 1`,
-            values: [id],
-          })
-        : await this.read<StoredWorkflow>({
-            name: "skein_workflow",
-            text: `SELECT ${WORKFLOWS} FROM workflows WHERE id = $1 AND version = $2`,
-            values: [id, version],
-          });
-    return row ?? null;
-  }
-
-  async latestWorkflowVersion(id: string): Promise<number | null> {
-    const [row] = await this.read<{ version: number | null }>({
-      name: "skein_latest_workflow_version",
-      text: "SELECT max(version) AS version FROM workflows WHERE id = $1",
-      values: [id],
-    });
-    return row?.version ?? null;
-  }
-
-  async putWorkflowVersion(id: string, version: number, hash: string, definition: string, now: number) {
-    await this.inTransaction(async (session) => {
-      await session.query({
-        text: `INSERT INTO workflows (id, version, hash, definition, created_at) VALUES ($1, $2, $3, $4, $5)
-               ON CONFLICT DO NOTHING`,
-        values: [id, version, hash, definition, now],
-      });
-    });
-  }
-
-  async listWorkflows(): Promise<{ id: string; version: number; created_at: number }[]> {
-    return this.read({
-      text: "SELECT id, max(version) AS version, max(created_at) AS created_at FROM workflows WHERE strpos(id, '/') = 0 GROUP BY id ORDER BY id",
-    });
-  }
-
-  async getRun(runId: string): Promise<Run | null> {
-    const [row] = await this.read<DbRun>({
-      name: "skein_get_run",
-      text: `SELECT ${RUNS} FROM runs WHERE run_id = $1`,
-      values: [runId],
-    });
-    return row ? runFromDb(row) : null;
-  }
-
-  async readRun(runId: string): Promise<LoadedRun | null> {
-    const [row] = await this.read<LoadedRunRow>({
-      name: "skein_read_run",
-      text: loadRunsSql("ARRAY[$1::text]", "ARRAY[NULL::bigint]"),
-      values: [runId],
-    });
-    const read = row ? runRead(row) : null;
-    return read && "run" in read ? read : null;
-  }
-
-  async listChildren(runId: string): Promise<ChildRun[]> {
-    return this.read<ChildRun>({
-      name: "skein_list_children",
-      text: `SELECT parent->>'node_id' AS node_id, (parent->>'visit')::int AS visit, (parent->>'attempt')::int AS attempt,
-          run_id, workflow_id, status
-        FROM runs WHERE parent->>'run_id' = $1 AND parent IS NOT NULL AND parent->>'item' IS NULL
-        ORDER BY 1, 2, 3`,
-      values: [runId],
-    });
-  }
-
-  async listMapItems(key: VisitKey, options: { after: number; limit: number }): Promise<MapItem[]> {
-    const rows = await this.read<DbMapItem>({
-      ...LIST_MAP_ITEMS,
-      values: [key.run_id, key.node_id, key.visit, options.after, options.limit],
-    });
-    return rows.map(mapItemFromDb);
-  }
-
-  async findRunsByIdPart(part: string, limit: number): Promise<{ prefix: Run[]; suffix: Run[] }> {
-    const [prefix, suffix] = await Promise.all([
-      this.read<DbRun>({ ...RUN_ID_STATEMENTS.prefix, values: [part, limit] }),
-      this.read<DbRun>({ ...RUN_ID_STATEMENTS.suffix, values: [part, limit] }),
-    ]);
-    return { prefix: prefix.map(runFromDb), suffix: suffix.map(runFromDb) };
-  }
-
-  async listRuns(filter: RunFilter): Promise<Run[]> {
-    const where: string[] = [];
-    const values: unknown[] = [];
-    const param = (value: unknown) => {
-      values.push(value);
-      return `$${values.length}`;
-    };
-    if (filter.status) where.push(`status = ${param(filter.status)}`);
-    if (filter.workflow_id) where.push(`workflow_id = ${param(filter.workflow_id)}`);
-    else where.push("strpos(workflow_id, '/') = 0"); // not a map's item runs, unless asked for by id
-    if (filter.workflow_ids) where.push(`workflow_id = ANY(${param(filter.workflow_ids)}::text[])`);
-    if (filter.schedule_id !== undefined) where.push(`schedule_id = ${param(filter.schedule_id)}`);
-    if (filter.id_prefix !== undefined) {
-      const prefix = param(filter.id_prefix);
-      where.push(`run_id >= ${prefix} AND run_id < ${prefix} || chr(65535)`);
-    }
-    if (filter.id_contains !== undefined) where.push(`run_id ILIKE ${param(`%${likeLiteral(filter.id_contains)}%`)}`);
-    if (filter.created_after !== undefined) where.push(`created_at >= ${param(filter.created_after)}`);
-    if (filter.created_before !== undefined) where.push(`created_at < ${param(filter.created_before)}`);
-    if (filter.q !== undefined) {
-      // ILIKE with the trigram indexes of migration 012; \, % and _ are taken literally.
-      const pattern = param(`%${likeLiteral(searchTextOf(filter.q))}%`);
-      // Map item runs are not searched (nor indexed), as on SQLite.
-      where.push(`strpos(workflow_id, '/') = 0 AND (input::text ILIKE ${pattern} OR output::text ILIKE ${pattern})`);
-    }
-    if (filter.before) {
-      where.push(`(created_at, run_id) < (SELECT created_at, run_id FROM runs WHERE run_id = ${param(filter.before)})`);
-    }
-    const text = `SELECT ${RUNS} FROM runs ${where.length ? `WHERE ${where.join(" AND ")}` : ""}
-      ORDER BY created_at DESC, run_id DESC LIMIT ${param(filter.limit ?? 100)}`;
-    return (await this.read<DbRun>({ text, values })).map(runFromDb);
-  }
-
-  async listVisits(runId: string, options: { currentOnly?: boolean } = {}): Promise<Visit[]> {
-    const rows = await this.read<DbVisit>(
-      options.currentOnly
-        ? {
-            name: "skein_current_visits",
-            text: `SELECT ${VISITS} FROM visits WHERE run_id = $1 AND is_current ORDER BY created_at, node_id`,
-            values: [runId],
-          }
-        : {
-            name: "skein_visits",
-            text: `SELECT ${VISITS} FROM visits WHERE run_id = $1 ORDER BY created_at, node_id, visit`,
-            values: [runId],
-          },
-    );
-    return rows.map(visitFromDb);
-  }
-
-  async latestTerminalVisits(runId: string): Promise<Visit[]> {
-    const rows = await this.read<DbVisit>({
-      name: "skein_latest_terminal_visits",
-      text: `SELECT DISTINCT ON (node_id) ${VISITS} FROM visits
-              WHERE run_id = $1 AND state IN ('SUCCEEDED', 'FAILED', 'SKIPPED', 'CANCELLED')
-              ORDER BY node_id, visit DESC`,
-      values: [runId],
-    });
-    return rows.map(visitFromDb);
-  }
-
-  async listEvents(runId: string, options: { afterSeq?: number; limit?: number } = {}): Promise<RunEvent[]> {
-    const rows = await this.read<DbEvent>({
-      name: "skein_events",
-      text: `SELECT ${selectList(STORED_EVENT_COLUMNS)} FROM events WHERE run_id = $1 AND seq > $2 ORDER BY seq LIMIT $3`,
-      values: [runId, options.afterSeq ?? 0, options.limit ?? 10_000],
-    });
-    return rows.map(eventFromDb);
-  }
-
-  async runsWaitingOnKey(name: string, key: string, limit: number): Promise<string[]> {
-    const rows = await this.read<{ run_id: string }>({ text: RUNS_WAITING_ON_KEY, values: [name, key, limit] });
-    return rows.map((r) => r.run_id);
-  }
-
-  async listReviews(runIds?: readonly string[]): Promise<(Visit & { trace_id: string; workflow_id: string })[]> {
-    const rows = await this.read<DbVisit & { run_trace_id: string; run_workflow_id: string }>({
-      name: "skein_reviews",
-      // NULLS FIRST: SQLite's order. A null array is every run's reviews.
-      text: `SELECT ${selectList(VISIT_COLUMNS, "v")}, r.trace_id AS run_trace_id, r.workflow_id AS run_workflow_id
-               FROM visits v JOIN runs r ON r.run_id = v.run_id
-              WHERE v.state = 'IN_REVIEW' AND ($1::text[] IS NULL OR v.run_id = ANY ($1::text[]))
-              ORDER BY v.started_at NULLS FIRST, v.run_id`,
-      values: [runIds ?? null],
-    });
-    return rows.map(({ run_trace_id, run_workflow_id, ...row }) => ({
-      ...visitFromDb(row),
-      trace_id: run_trace_id,
-      workflow_id: run_workflow_id,
-    }));
-  }
-
-  async readGauges(engineId: string, now: number): Promise<StoreGauges> {
-    const at = this.clock ? now : null;
-    const [ready, [rest]] = await Promise.all([
-      this.read<StoreGauges["ready"][number]>({ ...GAUGES.ready, values: [at] }),
-      this.read<Omit<StoreGauges, "ready">>({ ...GAUGES.pending, values: [at, engineId] }),
-    ]);
-    return { ready, ...(rest as Omit<StoreGauges, "ready">) };
-  }
-
-  async listCompensations(runId: string): Promise<Compensation[]> {
-    const rows = await this.read<DbCompensation>({
-      name: "skein_compensations",
-      text: `SELECT ${selectList(COMPENSATION_COLUMNS)} FROM compensations WHERE run_id = $1 ORDER BY seq`,
-      values: [runId],
-    });
-    return rows.map(compensationFromDb);
-  }
-
-  async getSchedule(scheduleId: string): Promise<Schedule | null> {
-    const [row] = await this.read<Parameters<typeof scheduleFromDb>[0]>({ ...SCHEDULE_BY_ID, values: [scheduleId] });
-    return row ? scheduleFromDb(row) : null;
-  }
-
-  async listSchedules(filter: ScheduleFilter): Promise<Schedule[]> {
-    const rows = await this.read<Parameters<typeof scheduleFromDb>[0]>(listSchedulesSql(filter));
-    return rows.map(scheduleFromDb);
   }
 
   async checkpoint(): Promise<void> {
