@@ -1,6 +1,6 @@
 /** The inbox table on PostgreSQL (migration 005): events sent to runs and published by key. */
 import type { InboxEvent, Json } from "../../core/types.js";
-import type { InboxTx } from "../store.js";
+import type { InboxTx } from "../inbox.js";
 
 interface DbInbox {
   seq: number;

@@ -4,7 +4,7 @@
  * parameter, expanded by the server.
  */
 import type { MapItem, MapItemState } from "../../core/types.js";
-import { type MapItemUpdate, type MapTx, missingMapItem } from "../store.js";
+import { type MapItemUpdate, type MapTx, missingMapItem } from "../map-items.js";
 
 export type DbMapItem = Omit<MapItem, "index" | "state"> & { idx: number; state: string };
 

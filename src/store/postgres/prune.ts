@@ -3,8 +3,9 @@
  * DELETEs of one batch in a short transaction, so autovacuum reclaims the rows as it does any
  * others and no lock is held long enough to stall another engine's dispatch.
  */
+
+import type { PruneTx } from "../prune.js";
 import { type PruneRow, type PruneStatements, pruneBatch } from "../prune-trees.js";
-import type { PruneTx } from "../store.js";
 
 type Query = <R extends object>(config: { name?: string; text: string }, values: unknown[]) => Promise<R[]>;
 

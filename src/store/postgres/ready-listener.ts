@@ -15,7 +15,7 @@
 
 import pg from "pg";
 import type { Logger } from "pino";
-import type { ReadyNotice } from "../store.js";
+import type { ReadyNotice } from "../runs.js";
 import { TAKE_ENGINE_LOCK } from "./engine-lock.js";
 
 const EVERYTHING: ReadyNotice = { agentType: "*", runIds: [] };

@@ -7,7 +7,7 @@
 import type { EndCause, RunStatus, VisitState } from "../../core/states.js";
 import type { Compensation, NewEvent, Run, RunEvent, Visit } from "../../core/types.js";
 import { frozenJsonText } from "../frozen-json.js";
-import type { StoredWorkflow } from "../store.js";
+import type { StoredWorkflow } from "../workflows.js";
 
 type Row<T, K extends keyof T> = Omit<T, K> & { [P in K]: string | null };
 

@@ -4,7 +4,7 @@
  * two engines never fire one schedule at once and neither waits for the other.
  */
 import type { Catchup, Overlap, Schedule } from "../../core/types.js";
-import type { ScheduleFilter, ScheduleTx } from "../store.js";
+import type { ScheduleFilter, ScheduleTx } from "../schedules.js";
 import { type Columns, placeholders, rowValues, selectList } from "./rows.js";
 
 type DbSchedule = Omit<Schedule, "overlap" | "catchup"> & { overlap: string; catchup: string };

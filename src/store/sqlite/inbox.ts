@@ -1,7 +1,7 @@
 /** The inbox table on SQLite (migration 005): events sent to runs and published by key. */
 import type Database from "better-sqlite3";
 import type { InboxEvent, Json } from "../../core/types.js";
-import type { InboxTx } from "../store.js";
+import type { InboxTx } from "../inbox.js";
 
 interface DbInbox {
   size?: number | null;

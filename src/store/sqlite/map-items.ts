@@ -1,7 +1,8 @@
 /** The map_items table on SQLite (migration 006): the items of `map` visits (DESIGN §11.1). */
 import type Database from "better-sqlite3";
 import type { Json, MapItem, MapItemState, VisitError } from "../../core/types.js";
-import { type MapItemUpdate, type MapTx, missingMapItem, type VisitKey } from "../store.js";
+import { type MapItemUpdate, type MapTx, missingMapItem } from "../map-items.js";
+import type { VisitKey } from "../runs.js";
 
 export interface DbMapItem {
   run_id: string;

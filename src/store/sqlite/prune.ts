@@ -1,7 +1,7 @@
 /** Pruning finished runs on SQLite (DESIGN §8): the statements of prune-trees.ts. */
 import type Database from "better-sqlite3";
+import type { PruneCut, PruneTx } from "../prune.js";
 import { type PruneRow, type PruneStatements, pruneBatch } from "../prune-trees.js";
-import type { PruneCut, PruneTx } from "../store.js";
 
 /** Run ids are bound as one JSON array, read back with json_each. */
 const IDS = "(SELECT value FROM json_each(?))";

@@ -1,7 +1,7 @@
 /** The schedules table on SQLite (migration 010, DESIGN §11.5): rows, reads, and the transaction's statements. */
 import type Database from "better-sqlite3";
 import type { Catchup, Json, Overlap, Schedule } from "../../core/types.js";
-import type { ScheduleFilter, ScheduleTx } from "../store.js";
+import type { ScheduleFilter, ScheduleTx } from "../schedules.js";
 
 export interface DbSchedule {
   schedule_id: string;
