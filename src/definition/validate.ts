@@ -5,8 +5,8 @@
 
 import { BUILTIN_KINDS, kindOf, secretsRefusal } from "../core/kinds/index.js";
 import { dueTime, sleep } from "../core/kinds/sleep.js";
-import type { Json } from "../core/types.js";
 import { type Problem, ValidationError } from "../errors.js";
+import type { Json } from "../json-text.js";
 import { checkStructure } from "./check-structure.js";
 import { type CompiledPayload, compilePayload, compileWhen } from "./expressions.js";
 import { compileGraph, type WorkflowGraph } from "./graph.js";
