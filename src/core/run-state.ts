@@ -4,7 +4,7 @@
  * bookkeeping every move shares (`transition` checks the table, `touch` marks the row, `event`
  * records what happened). No I/O, and no move here goes on to settle the run: those (succeed,
  * fail, fire edges, end the run) are the scheduler's (scheduler.ts), which the kinds' states
- * reach as `Moves` (kinds/kind.ts). The store persists `changes`.
+ * reach as `Moves` (core/kinds/kind.ts). The store persists `changes`.
  */
 import type { CompiledNode, WorkflowGraph } from "../definition/graph.js";
 import { assertTransition, type VisitState } from "./states.js";

@@ -8,6 +8,8 @@
  */
 import type { CompiledNode, WorkflowGraph } from "../definition/graph.js";
 import { retryDelayMs } from "./backoff.js";
+import { type InboxReader, type Moves, statesOf } from "./kinds/index.js";
+import { deliver as deliverEvent } from "./kinds/wait-event.js";
 import { readiness } from "./readiness.js";
 import {
   clearAttempt,
@@ -23,7 +25,7 @@ import {
   transition,
 } from "./run-state.js";
 import { ACTIVE_STATES, deriveRunStatus, type EndCause } from "./states.js";
-import type { EventType, Json, Run, Visit, VisitError } from "./types.js";
+import type { EventType, InboxEvent, Json, Run, Visit, VisitError } from "./types.js";
 
 // The run state and the moves on one visit live in run-state.ts; named here too, as before the split.
 export {
@@ -47,6 +49,29 @@ export {
   runState,
   wait,
 } from "./run-state.js";
+
+/** The moves the kinds' states make that go on to settle the run (core/kinds/kind.ts). */
+const MOVES: Moves = { succeed, failVisit, failAttempt };
+
+/**
+ * A ready visit of a kind the engine starts (`start: "engine"`) leaves PENDING, in the claiming
+ * flush: its kind's `prepare` reads what it needs from the inbox, then its `begin` starts it.
+ */
+export async function beginVisit(rs: RunState, v: Visit, now: number, inbox: InboxReader): Promise<void> {
+  const states = statesOf(nodeOf(rs, v.node_id).kind);
+  states.begin?.(rs, v, now, await states.prepare?.(rs, v, inbox, now), MOVES);
+}
+
+/** The due time of a held visit (IN_REVIEW or WAITING) passed: its kind says what that means. */
+export function holdDue(rs: RunState, v: Visit, now: number): void {
+  const node = rs.graph.nodes.get(v.node_id);
+  if (node) statesOf(node.kind).due?.(rs, v, now, MOVES);
+}
+
+/** Hands an event to a WAITING wait_event visit: it succeeds with the event's payload. */
+export function deliver(rs: RunState, v: Visit, e: InboxEvent, now: number): void {
+  deliverEvent(rs, v, e, now, MOVES);
+}
 
 /**
  * Creates a run's first visits and makes its start nodes ready. The run's times, its TTL
@@ -275,7 +300,7 @@ export function settle(rs: RunState, nodeIds: Iterable<string>, now: number): vo
         failVisit(rs, v, "max_visits_exceeded", maxVisitsError(node), now);
       } else {
         makeReady(rs, node, v, now);
-        node.kind.inline?.(rs, node, v, now);
+        statesOf(node.kind).inline?.(rs, node, v, now, MOVES);
       }
     }
   } finally {
