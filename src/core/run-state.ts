@@ -1,10 +1,10 @@
 /**
- * One run's in-memory state inside a write transaction, and the moves on a visit that change
- * only that visit (claim it, hold it for a review or a wait, renew or drop its lease), with the
- * bookkeeping every move shares (`transition` checks the table, `touch` marks the row, `event`
- * records what happened). No I/O, and no move here goes on to settle the run: those (succeed,
- * fail, fire edges, end the run) are the scheduler's (scheduler.ts), which the kinds' states
- * reach as `Moves` (core/kinds/kind.ts). The store persists `changes`.
+ * One run's in-memory state inside a write transaction, and the moves that change only one
+ * visit (claim it, hold it for a review or a wait, renew or drop its lease, skip or cancel it),
+ * with the bookkeeping every move shares (`transition` checks the table, `touch` marks the row,
+ * `event` records what happened). No I/O, and no move here goes on to settle the run: those
+ * (succeed, fail, fire edges) are the scheduler's (scheduler.ts), which the kinds' states reach
+ * as `Moves` (core/kinds/kind.ts); ending a run is run-end.ts. The store persists `changes`.
  */
 import type { CompiledNode, WorkflowGraph } from "../definition/graph.js";
 import { assertTransition, type VisitState } from "./states.js";
@@ -265,4 +265,30 @@ export function event(
 
 export function errorJson(e: VisitError): Json {
   return e as unknown as Json;
+}
+
+export function skip(rs: RunState, v: Visit, reason: string, now: number): void {
+  transition(rs, v, "SKIPPED");
+  v.reason = reason;
+  v.ended_at = now;
+  v.ready_at = null;
+  event(rs, "node.skipped", v, now, { reason });
+}
+
+/**
+ * Cancels an active visit. A running attempt keeps its holder and deadline until it returns
+ * (its late result is fenced and releases it, see `releaseCancelled`) or its deadline passes:
+ * compensation waits for it (DESIGN §6).
+ */
+export function cancel(rs: RunState, v: Visit, reason: string, now: number): void {
+  const running = v.state === "RUNNING" ? { holder: v.holder, deadline_at: v.deadline_at } : null;
+  transition(rs, v, "CANCELLED");
+  v.reason = reason;
+  v.ended_at = now;
+  clearAttempt(v);
+  if (running) {
+    Object.assign(v, running);
+    rs.changes.cancelled.push(v);
+  }
+  event(rs, "node.cancelled", v, now, { reason, attempt: v.attempt });
 }

@@ -11,7 +11,9 @@ import { retryDelayMs } from "./backoff.js";
 import { type InboxReader, type Moves, statesOf } from "./kinds/index.js";
 import { deliver as deliverEvent } from "./kinds/wait-event.js";
 import { readiness } from "./readiness.js";
+import { endRun, finishIfIdle } from "./run-end.js";
 import {
+  cancel,
   clearAttempt,
   currentVisit,
   type Decision,
@@ -21,13 +23,16 @@ import {
   nodeOf,
   type RunState,
   runState,
+  skip,
   touch,
   transition,
 } from "./run-state.js";
-import { ACTIVE_STATES, deriveRunStatus, type EndCause } from "./states.js";
-import type { EventType, InboxEvent, Json, Run, Visit, VisitError } from "./types.js";
+import { ACTIVE_STATES } from "./states.js";
+import type { InboxEvent, Json, Run, Visit, VisitError } from "./types.js";
 
-// The run state and the moves on one visit live in run-state.ts; named here too, as before the split.
+// How a run ends is run-end.ts; the run state and the moves on one visit are run-state.ts: named
+// here too, as before the split.
+export { endRun, finishRun } from "./run-end.js";
 export {
   type Changes,
   claim,
@@ -325,124 +330,4 @@ function maxVisitsError(node: CompiledNode): VisitError {
     message: `node ${node.id} reached max_visits (${node.max_visits}); raise max_visits or fix the loop's exit condition`,
     reason: "max_visits_exceeded",
   };
-}
-
-function skip(rs: RunState, v: Visit, reason: string, now: number): void {
-  transition(rs, v, "SKIPPED");
-  v.reason = reason;
-  v.ended_at = now;
-  v.ready_at = null;
-  event(rs, "node.skipped", v, now, { reason });
-}
-
-/**
- * Cancels an active visit. A running attempt keeps its holder and deadline until it returns
- * (its late result is fenced and releases it, see `releaseCancelled`) or its deadline passes:
- * compensation waits for it (DESIGN §6).
- */
-function cancel(rs: RunState, v: Visit, reason: string, now: number): void {
-  const running = v.state === "RUNNING" ? { holder: v.holder, deadline_at: v.deadline_at } : null;
-  transition(rs, v, "CANCELLED");
-  v.reason = reason;
-  v.ended_at = now;
-  clearAttempt(v);
-  if (running) {
-    Object.assign(v, running);
-    rs.changes.cancelled.push(v);
-  }
-  event(rs, "node.cancelled", v, now, { reason, attempt: v.attempt });
-}
-
-/** The safety net of DESIGN §3: when nothing is active, ready or due, the run ends. */
-function finishIfIdle(rs: RunState, now: number): void {
-  if (rs.run.ended_at !== null) return;
-  const stuck: Visit[] = [];
-  for (const v of rs.current.values()) {
-    if (ACTIVE_STATES.has(v.state) || (v.state === "PENDING" && v.ready_at !== null)) return;
-    if (v.state === "PENDING") stuck.push(v);
-  }
-  if (stuck.length > 0) {
-    event(rs, "run.warning", null, now, {
-      message: `nodes ${stuck.map((v) => v.node_id).join(", ")} can never run; skipped as unreachable`,
-    });
-    for (const v of stuck) skip(rs, v, "unreachable", now);
-  }
-  endRun(rs, null, null, now);
-}
-
-/**
- * Ends the run: active visits CANCELLED (their attempts aborted, late results fenced), PENDING
- * ones SKIPPED. A failure, a TTL expiry, or a cancel asked to compensate then goes through
- * COMPENSATING when the workflow declares compensations (the engine plans them, see
- * `Changes.plan`); otherwise the run takes its final status now.
- */
-export function endRun(
-  rs: RunState,
-  cause: EndCause | null,
-  error: VisitError | null,
-  now: number,
-  options: { failing?: Visit; compensate?: boolean } = {},
-): void {
-  if (rs.run.ended_at !== null) return;
-  const run = rs.run;
-  run.end_cause = cause;
-  if (error) run.error = error;
-  for (const v of rs.current.values()) {
-    if (ACTIVE_STATES.has(v.state)) cancel(rs, v, `run_${cause ?? "ended"}`, now);
-    else if (v.state === "PENDING") skip(rs, v, `run_${cause ?? "ended"}`, now);
-  }
-  run.ended_at = now;
-  run.updated_at = now;
-  rs.changes.runUpdated = true;
-  rs.changes.ended = true;
-  const undo = cause === "failed" || cause === "ttl" || (cause === "cancelled" && options.compensate === true);
-  rs.changes.undo = undo;
-  if (undo && rs.graph.compensates) {
-    run.status = "COMPENSATING";
-    run.output = null;
-    rs.changes.plan = { failing: options.failing ?? null };
-    return;
-  }
-  finishRun(rs, now);
-}
-
-/**
- * The run's final status, output and event, once nothing runs or compensates any more. While
- * compensation is owed (planned but its rows not made yet, or a row not finished) this changes
- * nothing: the run stays COMPENSATING, whatever called it (DESIGN §6).
- */
-export function finishRun(rs: RunState, now: number): void {
-  const run = rs.run;
-  const cause = run.end_cause;
-  const status = deriveRunStatus({
-    visits: rs.current.values(),
-    compensations: rs.compensations,
-    compensationPlanned: rs.changes.plan !== null,
-    endCause: cause,
-  });
-  if (status === "COMPENSATING") return;
-  run.status = status;
-  if (run.status === "SUCCEEDED" && cause !== "end") run.output = sinkOutputs(rs);
-  if (run.status !== "SUCCEEDED") run.output = null;
-  run.ended_at = now;
-  run.updated_at = now;
-  rs.changes.runUpdated = true;
-  rs.changes.ended = true;
-  const type: EventType =
-    run.status === "SUCCEEDED" ? "run.succeeded" : run.status === "CANCELLED" ? "run.cancelled" : "run.failed";
-  event(rs, type, null, now, {
-    status: run.status,
-    ...(cause ? { end_cause: cause } : {}),
-    ...(run.error ? { error: errorJson(run.error) } : {}),
-    ...(run.needs_attention ? { needs_attention: true } : {}),
-  });
-}
-
-function sinkOutputs(rs: RunState): Json {
-  const out: Record<string, Json> = {};
-  for (const id of rs.graph.sinks) {
-    const v = currentVisit(rs, id);
-    if (v.state === "SUCCEEDED") out[id] = v.output;
-  }
-  return out;
 }
