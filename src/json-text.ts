@@ -23,6 +23,9 @@ import { isUtf8 } from "node:buffer";
 import { joinPath } from "./definition/path.js";
 import { type Problem, ValidationError } from "./errors.js";
 
+/** Any JSON value (the ground floor's: the definition, the core and the stores all speak it). */
+export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
+
 // From secure-json-parse: a quoted "__proto__" or "constructor" key, escapes included.
 const SUSPECT_PROTO =
   /"(?:_|\\u005[Ff])(?:_|\\u005[Ff])(?:p|\\u0070)(?:r|\\u0072)(?:o|\\u006[Ff])(?:t|\\u0074)(?:o|\\u006[Ff])(?:_|\\u005[Ff])(?:_|\\u005[Ff])"\s*:/;

@@ -1,6 +1,6 @@
 /**
  * The `http` node's built-in agent (DESIGN §12): one request per attempt, with node:http(s).
- * The payload's rules are core/kinds/http.ts; this is the I/O.
+ * The payload's rules are definition/kinds/http.ts; this is the I/O.
  *
  * - `Idempotency-Key: <execution_id>` unless the payload sets one (any case): the same on every
  *   attempt of the visit, so a service that honours it does the work once.
@@ -31,8 +31,8 @@ import https from "node:https";
 import { Readable } from "node:stream";
 import type { AgentHandler, Task } from "../agents/task.js";
 import type { Clock } from "../clock.js";
-import { type HttpRequestSpec, httpRequestOf, isOkStatus } from "../core/kinds/http.js";
 import type { Json } from "../core/types.js";
+import { type HttpRequestSpec, httpRequestOf, isOkStatus } from "../definition/kinds/http.js";
 import type { Secrets } from "../engine/attempts/secrets.js";
 import { NonRetryableError, RetryableError } from "../errors.js";
 import { parseJsonText } from "../json-text.js";

@@ -4,8 +4,9 @@
  * status once the last row ends. The engine calls `planCompensation` when a run that ended
  * with `Changes.plan` set is about to be written, with the run's whole visit history.
  */
+
+import { undoAgent } from "../definition/kinds/index.js";
 import { retryDelayMs } from "./backoff.js";
-import { undoAgent } from "./kinds/index.js";
 import { errorJson, event, finishRun, leaseExpiry, nodeOf, notStarted, type RunState } from "./scheduler.js";
 import { assertTransition, type VisitState } from "./states.js";
 import type { Compensation, Json, Visit, VisitError } from "./types.js";

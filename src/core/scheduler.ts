@@ -8,93 +8,74 @@
  */
 import type { CompiledNode, WorkflowGraph } from "../definition/graph.js";
 import { retryDelayMs } from "./backoff.js";
+import { type InboxReader, type Moves, statesOf } from "./kinds/index.js";
+import { deliver as deliverEvent } from "./kinds/wait-event.js";
 import { readiness } from "./readiness.js";
-import { ACTIVE_STATES, assertTransition, deriveRunStatus, type EndCause, type VisitState } from "./states.js";
-import type { Compensation, EventType, InboxEvent, Json, NewEvent, Run, Visit, VisitError } from "./types.js";
+import { endRun, finishIfIdle } from "./run-end.js";
+import {
+  cancel,
+  clearAttempt,
+  currentVisit,
+  type Decision,
+  errorJson,
+  event,
+  newVisit,
+  nodeOf,
+  type RunState,
+  runState,
+  skip,
+  touch,
+  transition,
+} from "./run-state.js";
+import { ACTIVE_STATES } from "./states.js";
+import type { InboxEvent, Json, Run, Visit, VisitError } from "./types.js";
 
-/** What a transaction changed in one run; the store writes it, the engine acts on it after commit. */
-export interface Changes {
-  inserted: Set<Visit>;
-  updated: Set<Visit>;
-  runUpdated: boolean;
-  events: NewEvent[];
-  /** Visits whose attempt was cancelled: the engine aborts their signals after commit. */
-  cancelled: Visit[];
-  /** Visits that became ready, or RETRYING with a due time: claimable once resolved and due. */
-  readied: Visit[];
-  /** The run ended in this change. */
-  ended: boolean;
-  /** Compensation rows created or changed. */
-  compensations: Set<Compensation>;
-  /**
-   * The run ended and has work to undo: the engine loads the run's visit history and plans the
-   * compensations (`planCompensation`) before it writes this change.
-   */
-  plan: { failing: Visit | null } | null;
-  /** Inbox rows created or delivered (events sent to the run, DESIGN §11.2). */
-  inbox: InboxEvent[];
-  /** The run ended in this change and its ending compensates (a failure, the TTL, a cancel asked to): so do its children's. */
-  undo: boolean;
-  /** Ready `workflow` visits whose child run the flush starts (it needs the registry and a run id). */
-  children: Set<Visit>;
-  /** Ready `map` visits whose items the flush writes and starts (engine/writer/kinds/maps.ts). */
-  maps: Set<Visit>;
+// How a run ends is run-end.ts; the run state and the moves on one visit are run-state.ts: named
+// here too, as before the split.
+export { endRun, finishRun } from "./run-end.js";
+export {
+  type Changes,
+  claim,
+  currentVisit,
+  type Decision,
+  ENGINE_HOLDER,
+  emptyChanges,
+  enterReview,
+  errorJson,
+  event,
+  executionId,
+  leaseExpiry,
+  newVisit,
+  nodeOf,
+  notStarted,
+  type RunState,
+  releaseCancelled,
+  renewLease,
+  runState,
+  wait,
+} from "./run-state.js";
+
+/** The moves the kinds' states make that go on to settle the run (core/kinds/kind.ts). */
+const MOVES: Moves = { succeed, failVisit, failAttempt };
+
+/**
+ * A ready visit of a kind the engine starts (`start: "engine"`) leaves PENDING, in the claiming
+ * flush: its kind's `prepare` reads what it needs from the inbox, then its `begin` starts it.
+ */
+export async function beginVisit(rs: RunState, v: Visit, now: number, inbox: InboxReader): Promise<void> {
+  const states = statesOf(nodeOf(rs, v.node_id).kind);
+  states.begin?.(rs, v, now, await states.prepare?.(rs, v, inbox, now), MOVES);
 }
 
-export interface RunState {
-  run: Run;
-  graph: WorkflowGraph;
-  /** The current visit of every node. */
-  current: Map<string, Visit>;
-  /** The run's compensation rows, by seq (empty unless it ended and had work to undo). */
-  compensations: Compensation[];
-  changes: Changes;
-  /** Nodes waiting to be re-checked while `settle` runs (nested calls append here). */
-  settling: string[] | null;
-  /**
-   * The run's events no wait_event took yet that this flush knows of, oldest first: those it
-   * read by name (a wait's `prepare`) and those sent in it. Never the whole inbox (DESIGN §13.1);
-   * cleared when the flush writes.
-   */
-  inbox?: InboxEvent[];
+/** The due time of a held visit (IN_REVIEW or WAITING) passed: its kind says what that means. */
+export function holdDue(rs: RunState, v: Visit, now: number): void {
+  const node = rs.graph.nodes.get(v.node_id);
+  if (node) statesOf(node.kind).due?.(rs, v, now, MOVES);
 }
 
-/** The decision of a succeeded visit: the targets it fires, `$end`, or no case held. */
-export type Decision = { kind: "targets"; targets: string[] } | { kind: "end" } | { kind: "none" };
-
-export const ENGINE_HOLDER = "engine";
-
-export function emptyChanges(): Changes {
-  return {
-    inserted: new Set(),
-    updated: new Set(),
-    runUpdated: false,
-    events: [],
-    cancelled: [],
-    readied: [],
-    ended: false,
-    compensations: new Set(),
-    plan: null,
-    inbox: [],
-    undo: false,
-    children: new Set(),
-    maps: new Set(),
-  };
-}
-
-export function runState(
-  run: Run,
-  graph: WorkflowGraph,
-  currentVisits: Iterable<Visit>,
-  compensations: Compensation[] = [],
-): RunState {
-  const current = new Map<string, Visit>();
-  for (const v of currentVisits) current.set(v.node_id, v);
-  return { run, graph, current, compensations, changes: emptyChanges(), settling: null };
-}
-
-export function executionId(runId: string, nodeId: string, visit: number): string {
-  return `${runId}:${nodeId}:${visit}`;
+/** Hands an event to a WAITING wait_event visit: it succeeds with the event's payload. */
+export function deliver(rs: RunState, v: Visit, e: InboxEvent, now: number): void {
+  deliverEvent(rs, v, e, now, MOVES);
 }
 
 /**
@@ -108,70 +89,6 @@ export function startRunState(run: Run, graph: WorkflowGraph, now: number): RunS
   for (const id of graph.order) newVisit(rs, id, 1, 0, now);
   settle(rs, graph.order, now);
   return rs;
-}
-
-/** The current visit of a node (every node of a run has one). */
-export function currentVisit(rs: RunState, nodeId: string): Visit {
-  const v = rs.current.get(nodeId);
-  if (!v) throw new Error(`run ${rs.run.run_id} has no visit of node "${nodeId}"; this is a Skein bug`);
-  return v;
-}
-
-export function nodeOf(rs: RunState, nodeId: string): CompiledNode {
-  const n = rs.graph.nodes.get(nodeId);
-  if (!n) throw new Error(`workflow ${rs.run.workflow_id}@${rs.run.workflow_version} has no node "${nodeId}"`);
-  return n;
-}
-
-/** Hands a ready visit to `holder`: a new attempt with its deadline and lease. */
-export function claim(rs: RunState, v: Visit, holder: string, now: number): void {
-  const node = nodeOf(rs, v.node_id);
-  transition(rs, v, "RUNNING");
-  v.attempt += 1;
-  v.ready_at = null;
-  v.holder = holder;
-  v.started_at ??= now;
-  v.deadline_at = now + node.timeout * 1000;
-  v.lease_expires_at = leaseExpiry(node, v, now);
-  event(rs, "node.started", v, now, { attempt: v.attempt, holder });
-}
-
-/**
- * A `human_review` visit waits for a person: IN_REVIEW until a decision or its timeout (the
- * deadline; the node's timeout defaults to the workflow's). The payload is what to review.
- */
-export function enterReview(rs: RunState, v: Visit, now: number): void {
-  const node = nodeOf(rs, v.node_id);
-  transition(rs, v, "IN_REVIEW");
-  v.attempt += 1;
-  v.ready_at = null;
-  v.started_at ??= now;
-  v.deadline_at = now + node.timeout * 1000;
-  v.lease_expires_at = v.deadline_at;
-  const payload = (v.payload ?? {}) as Record<string, Json>;
-  event(rs, "review.requested", v, now, {
-    execution_id: v.execution_id,
-    title: payload.title ?? null,
-    instructions: payload.instructions ?? null,
-    assignees: payload.assignees ?? null,
-    data: payload,
-    deadline_at: v.deadline_at,
-  });
-}
-
-/**
- * A visit that waits without an attempt (`sleep`, `wait_event`): WAITING until `until` (its
- * due time, `lease_expires_at`, as a review's timeout) or until something it waits for arrives.
- * `what` it waits for goes into the `node.waiting` event (a wait_event's event name and key).
- */
-export function wait(rs: RunState, v: Visit, until: number, now: number, what: Record<string, Json> = {}): void {
-  transition(rs, v, "WAITING");
-  v.attempt += 1;
-  v.ready_at = null;
-  v.started_at ??= now;
-  v.deadline_at = until;
-  v.lease_expires_at = until;
-  event(rs, "node.waiting", v, now, { attempt: v.attempt, until, ...what });
 }
 
 export interface ReviewDecision {
@@ -207,17 +124,6 @@ export function decideReview(rs: RunState, v: Visit, d: ReviewDecision, next: De
       now,
     );
   }
-}
-
-/** Renews the lease of a running attempt; never past its deadline. */
-export function renewLease(rs: RunState, v: Visit, now: number): void {
-  v.lease_expires_at = leaseExpiry(nodeOf(rs, v.node_id), v, now);
-  touch(rs, v);
-}
-
-export function leaseExpiry(node: CompiledNode, v: { deadline_at: number | null }, now: number): number | null {
-  if (v.deadline_at === null) return null;
-  return node.heartbeat_timeout === null ? v.deadline_at : Math.min(v.deadline_at, now + node.heartbeat_timeout * 1000);
 }
 
 /** Records a successful attempt and fires its decision. */
@@ -399,7 +305,7 @@ export function settle(rs: RunState, nodeIds: Iterable<string>, now: number): vo
         failVisit(rs, v, "max_visits_exceeded", maxVisitsError(node), now);
       } else {
         makeReady(rs, node, v, now);
-        node.kind.inline?.(rs, node, v, now);
+        statesOf(node.kind).inline?.(rs, node, v, now, MOVES);
       }
     }
   } finally {
@@ -424,221 +330,4 @@ function maxVisitsError(node: CompiledNode): VisitError {
     message: `node ${node.id} reached max_visits (${node.max_visits}); raise max_visits or fix the loop's exit condition`,
     reason: "max_visits_exceeded",
   };
-}
-
-function skip(rs: RunState, v: Visit, reason: string, now: number): void {
-  transition(rs, v, "SKIPPED");
-  v.reason = reason;
-  v.ended_at = now;
-  v.ready_at = null;
-  event(rs, "node.skipped", v, now, { reason });
-}
-
-/**
- * Cancels an active visit. A running attempt keeps its holder and deadline until it returns
- * (its late result is fenced and releases it, see `releaseCancelled`) or its deadline passes:
- * compensation waits for it (DESIGN §6).
- */
-function cancel(rs: RunState, v: Visit, reason: string, now: number): void {
-  const running = v.state === "RUNNING" ? { holder: v.holder, deadline_at: v.deadline_at } : null;
-  transition(rs, v, "CANCELLED");
-  v.reason = reason;
-  v.ended_at = now;
-  clearAttempt(v);
-  if (running) {
-    Object.assign(v, running);
-    rs.changes.cancelled.push(v);
-  }
-  event(rs, "node.cancelled", v, now, { reason, attempt: v.attempt });
-}
-
-/** The attempt of a cancelled visit returned (its result was fenced): it holds nothing any more. */
-export function releaseCancelled(rs: RunState, v: Visit): void {
-  if (v.state !== "CANCELLED" || v.holder === null) return;
-  v.holder = null;
-  v.deadline_at = null;
-  touch(rs, v);
-}
-
-/** The safety net of DESIGN §3: when nothing is active, ready or due, the run ends. */
-function finishIfIdle(rs: RunState, now: number): void {
-  if (rs.run.ended_at !== null) return;
-  const stuck: Visit[] = [];
-  for (const v of rs.current.values()) {
-    if (ACTIVE_STATES.has(v.state) || (v.state === "PENDING" && v.ready_at !== null)) return;
-    if (v.state === "PENDING") stuck.push(v);
-  }
-  if (stuck.length > 0) {
-    event(rs, "run.warning", null, now, {
-      message: `nodes ${stuck.map((v) => v.node_id).join(", ")} can never run; skipped as unreachable`,
-    });
-    for (const v of stuck) skip(rs, v, "unreachable", now);
-  }
-  endRun(rs, null, null, now);
-}
-
-/**
- * Ends the run: active visits CANCELLED (their attempts aborted, late results fenced), PENDING
- * ones SKIPPED. A failure, a TTL expiry, or a cancel asked to compensate then goes through
- * COMPENSATING when the workflow declares compensations (the engine plans them, see
- * `Changes.plan`); otherwise the run takes its final status now.
- */
-export function endRun(
-  rs: RunState,
-  cause: EndCause | null,
-  error: VisitError | null,
-  now: number,
-  options: { failing?: Visit; compensate?: boolean } = {},
-): void {
-  if (rs.run.ended_at !== null) return;
-  const run = rs.run;
-  run.end_cause = cause;
-  if (error) run.error = error;
-  for (const v of rs.current.values()) {
-    if (ACTIVE_STATES.has(v.state)) cancel(rs, v, `run_${cause ?? "ended"}`, now);
-    else if (v.state === "PENDING") skip(rs, v, `run_${cause ?? "ended"}`, now);
-  }
-  run.ended_at = now;
-  run.updated_at = now;
-  rs.changes.runUpdated = true;
-  rs.changes.ended = true;
-  const undo = cause === "failed" || cause === "ttl" || (cause === "cancelled" && options.compensate === true);
-  rs.changes.undo = undo;
-  if (undo && rs.graph.compensates) {
-    run.status = "COMPENSATING";
-    run.output = null;
-    rs.changes.plan = { failing: options.failing ?? null };
-    return;
-  }
-  finishRun(rs, now);
-}
-
-/**
- * The run's final status, output and event, once nothing runs or compensates any more. While
- * compensation is owed (planned but its rows not made yet, or a row not finished) this changes
- * nothing: the run stays COMPENSATING, whatever called it (DESIGN §6).
- */
-export function finishRun(rs: RunState, now: number): void {
-  const run = rs.run;
-  const cause = run.end_cause;
-  const status = deriveRunStatus({
-    visits: rs.current.values(),
-    compensations: rs.compensations,
-    compensationPlanned: rs.changes.plan !== null,
-    endCause: cause,
-  });
-  if (status === "COMPENSATING") return;
-  run.status = status;
-  if (run.status === "SUCCEEDED" && cause !== "end") run.output = sinkOutputs(rs);
-  if (run.status !== "SUCCEEDED") run.output = null;
-  run.ended_at = now;
-  run.updated_at = now;
-  rs.changes.runUpdated = true;
-  rs.changes.ended = true;
-  const type: EventType =
-    run.status === "SUCCEEDED" ? "run.succeeded" : run.status === "CANCELLED" ? "run.cancelled" : "run.failed";
-  event(rs, type, null, now, {
-    status: run.status,
-    ...(cause ? { end_cause: cause } : {}),
-    ...(run.error ? { error: errorJson(run.error) } : {}),
-    ...(run.needs_attention ? { needs_attention: true } : {}),
-  });
-}
-
-function sinkOutputs(rs: RunState): Json {
-  const out: Record<string, Json> = {};
-  for (const id of rs.graph.sinks) {
-    const v = currentVisit(rs, id);
-    if (v.state === "SUCCEEDED") out[id] = v.output;
-  }
-  return out;
-}
-
-export function newVisit(rs: RunState, nodeId: string, visitNo: number, priorStarts: number, now: number): Visit {
-  const node = nodeOf(rs, nodeId);
-  const previous = rs.current.get(nodeId);
-  if (previous) {
-    previous.is_current = false;
-    touch(rs, previous);
-  }
-  const v: Visit = {
-    run_id: rs.run.run_id,
-    node_id: nodeId,
-    visit: visitNo,
-    execution_id: executionId(rs.run.run_id, nodeId, visitNo),
-    agent_type: node.agent_type,
-    ...notStarted(now),
-    is_current: true,
-    loop_activated: false,
-    trigger: null,
-    payload: null,
-    handled: false,
-    fired: null,
-    prior_starts: priorStarts,
-    items: null,
-    concurrency_key: null,
-  };
-  rs.current.set(nodeId, v);
-  rs.changes.inserted.add(v);
-  return v;
-}
-
-/** What a new visit and a new compensation row share: PENDING, never attempted, nothing due. */
-export function notStarted(now: number) {
-  return {
-    state: "PENDING" as const,
-    output: null,
-    error: null,
-    reason: null,
-    failures: 0,
-    attempt: 0,
-    interruptions: 0,
-    ready_at: null,
-    deadline_at: null,
-    lease_expires_at: null,
-    holder: null,
-    created_at: now,
-    started_at: null,
-    ended_at: null,
-  };
-}
-
-function transition(rs: RunState, v: Visit, to: VisitState): void {
-  assertTransition(v.state, to, `${v.execution_id}`);
-  v.state = to;
-  touch(rs, v);
-}
-
-/** Drops the attempt's hold and any pending readiness (a terminal visit must never be claimable). */
-function clearAttempt(v: Visit): void {
-  v.ready_at = null;
-  v.holder = null;
-  v.deadline_at = null;
-  v.lease_expires_at = null;
-}
-
-function touch(rs: RunState, v: Visit): void {
-  if (!rs.changes.inserted.has(v)) rs.changes.updated.add(v);
-}
-
-export function event(
-  rs: RunState,
-  type: EventType,
-  v: { node_id: string; visit: number } | null,
-  now: number,
-  data: Record<string, Json>,
-): void {
-  rs.changes.events.push({
-    run_id: rs.run.run_id,
-    type,
-    node_id: v?.node_id ?? null,
-    visit: v?.visit ?? null,
-    trace_id: rs.run.trace_id,
-    at: now,
-    data,
-  });
-}
-
-export function errorJson(e: VisitError): Json {
-  return e as unknown as Json;
 }

@@ -3,7 +3,7 @@
  * records for its whole tree. `*` is the only wildcard. Pure: the engine checks what a run may
  * start with them, a `wait_event` which events by key it may take, the HTTP API what a token sees.
  */
-import { ITEM_SEPARATOR } from "./kinds/map.js";
+import { ITEM_SEPARATOR } from "../definition/kinds/map.js";
 
 /** A pattern: workflow id characters and `*` (a workflow id is 1-64 of a-z, 0-9, '_', '-'). */
 export const WORKFLOW_PATTERN = /^[a-z0-9_*-]{1,64}$/;

@@ -3,10 +3,10 @@
  * snake_case (DESIGN §1), the same as in the database and the HTTP API; stores convert their
  * rows to these types at their edge.
  */
+import type { Json } from "../json-text.js";
 import type { EndCause, RunStatus, VisitState } from "./states.js";
 
-/** Any JSON value. */
-export type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
+export type { Json };
 
 /** Why an attempt or a visit failed. `reason` is one of DESIGN §3's failure reasons or an attempt failure (`timeout`, `lease_expired`, `error`). */
 export interface VisitError {

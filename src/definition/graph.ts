@@ -3,9 +3,9 @@
  * readiness stays incremental: who is gated, who depends on whom, what a terminal visit can
  * change, and what a loop-back resets.
  */
-import { kindOf, type NodeKind, secretsRefusal, undoAgent } from "../core/kinds/index.js";
 import { ValidationError } from "../errors.js";
 import { type CompiledPayload, type CompiledWhen, compilePayload, compileWhen, type SecretUse } from "./expressions.js";
+import { type KindRules, kindOf, secretsRefusal, undoAgent } from "./kinds/index.js";
 import { BUILTIN_DEFAULTS, type NodeDefinition, type WorkflowDefinition } from "./schema.js";
 import { buildTopology, reachable, successCases } from "./topology.js";
 
@@ -17,7 +17,7 @@ export interface CompiledNode {
   readonly def: NodeDefinition;
   readonly agent_type: string;
   /** What a visit of it does: the built-in kind of its agent_type, else `task`. */
-  readonly kind: NodeKind;
+  readonly kind: KindRules;
   /** Effective settings: node value, else `defaults`, else the built-in default. */
   readonly retry_count: number;
   readonly retry_interval: number;
@@ -190,7 +190,7 @@ type Settings = Pick<
   | "max_visits"
 >;
 
-function effectiveSettings(node: NodeDefinition, def: WorkflowDefinition, kind: NodeKind): Settings {
+function effectiveSettings(node: NodeDefinition, def: WorkflowDefinition, kind: KindRules): Settings {
   const d = def.defaults;
   const b = BUILTIN_DEFAULTS;
   const shared = {
@@ -221,8 +221,8 @@ function effectiveSettings(node: NodeDefinition, def: WorkflowDefinition, kind: 
   };
 }
 
-/** The payload without the fields its kind resolves later (`NodeKind.deferred`). */
-function withoutDeferred(payload: NodeDefinition["payload"], kind: NodeKind): NodeDefinition["payload"] {
+/** The payload without the fields its kind resolves later (`KindRules.deferred`). */
+function withoutDeferred(payload: NodeDefinition["payload"], kind: KindRules): NodeDefinition["payload"] {
   if (!kind.deferred) return payload;
   const rest = { ...payload };
   for (const field of kind.deferred) delete rest[field];

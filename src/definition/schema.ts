@@ -40,7 +40,7 @@ const nodeId = z
   .describe("Unique id of the node in the workflow: [A-Za-z0-9_-]{1,64}, not __proto__, constructor or prototype.");
 
 /**
- * The agent types the engine runs itself (core/kinds; a test keeps the two lists equal). Listed
+ * The agent types the engine runs itself (definition/kinds; a test keeps the two lists equal). Listed
  * as the schema's `examples`, which editors offer as completions.
  */
 export const BUILT_IN_AGENT_TYPES = [

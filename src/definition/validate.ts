@@ -3,13 +3,13 @@
  * expression checks, reporting every problem at once with its path.
  */
 
-import { BUILTIN_KINDS, kindOf, secretsRefusal } from "../core/kinds/index.js";
-import { dueTime, sleep } from "../core/kinds/sleep.js";
-import type { Json } from "../core/types.js";
 import { type Problem, ValidationError } from "../errors.js";
+import type { Json } from "../json-text.js";
 import { checkStructure } from "./check-structure.js";
 import { type CompiledPayload, compilePayload, compileWhen } from "./expressions.js";
 import { compileGraph, type WorkflowGraph } from "./graph.js";
+import { BUILTIN_KINDS, kindOf, secretsRefusal } from "./kinds/index.js";
+import { dueTime, sleep } from "./kinds/sleep.js";
 import { salvage } from "./salvage.js";
 import { type NodeDefinition, type WorkflowDefinition, WorkflowSchema } from "./schema.js";
 import { nearest } from "./suggest.js";

@@ -3,7 +3,7 @@
  *
  * Everything but the built-in kinds' payloads is derived from the zod schema (`z.input`), so a
  * field added to the schema appears here without an edit. The schema types every payload as a
- * free record (its kinds check it, core/kinds/), so the built-in kinds' payloads are spelt out
+ * free record (its kinds check it, definition/kinds/), so the built-in kinds' payloads are spelt out
  * below, as their `validate` and `checkResolved` accept them; test/types/ type-checks them
  * against the schema and the kinds (a literal that compiles here is accepted at run time).
  * A string field of a payload may be a `"{{ expr }}"` template wherever the kind resolves it
@@ -35,7 +35,7 @@ export type MapEachInput =
       input?: unknown;
     };
 
-/** The payloads of the built-in kinds, by agent_type (DESIGN §11; core/kinds/). */
+/** The payloads of the built-in kinds, by agent_type (DESIGN §11; definition/kinds/). */
 export interface BuiltinPayloads {
   /** Collects `{ <source>: output }` of its succeeded sources. */
   aggregator: {

@@ -5,11 +5,11 @@
  */
 import type { Logger } from "pino";
 import type { AgentHandler } from "../agents/task.js";
+import { aggregatorHandler } from "../calls/aggregator.js";
 import type { Egress } from "../calls/egress.js";
 import { httpAgent } from "../calls/http.js";
 import { llmHandler } from "../calls/llm/handler.js";
 import type { Clock } from "../clock.js";
-import { BUILTIN_HANDLERS } from "../core/kinds/index.js";
 import { ValidationError } from "../errors.js";
 import type { Store } from "../store/store.js";
 import { ExternalWorkers } from "./attempts/external.js";
@@ -59,9 +59,7 @@ export function createParts(c: PartsContext): EngineParts {
   const { store, options, clock, logger } = c;
   const handlers = new Map<string, AgentHandler>(Object.entries(options.agents ?? {}));
   // Built-in kinds that run as in-process agents (the aggregator), unless the caller brought one.
-  for (const kind of BUILTIN_HANDLERS) {
-    if (!handlers.has(kind.name)) handlers.set(kind.name, kind.handler({ maxOutputBytes: c.maxPayloadBytes }));
-  }
+  if (!handlers.has("aggregator")) handlers.set("aggregator", aggregatorHandler({ maxOutputBytes: c.maxPayloadBytes }));
   // Built-in agents that do I/O (DESIGN §12) live outside the pure core: src/calls/.
   if (!handlers.has("http"))
     handlers.set(

@@ -3,8 +3,9 @@
  * with `pending` worked out (the store keeps only the counts that change as items start and end).
  * Items are read a page at a time because a map may have 10,000 of them: getRun lists none.
  */
-import { map as mapKind, pendingItems } from "../core/kinds/map.js";
+import { pendingItems } from "../core/kinds/map.js";
 import type { MapCounts, MapItem, Visit } from "../core/types.js";
+import { map as mapKind } from "../definition/kinds/map.js";
 import { NotFoundError, ValidationError } from "../errors.js";
 import type { Store } from "../store/store.js";
 import type { WorkflowRegistry } from "./registry.js";

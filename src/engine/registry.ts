@@ -3,10 +3,10 @@
  * version, and keeps compiled graphs of the versions runs use.
  */
 import type { Ajv, ValidateFunction } from "ajv";
-import { kindOf } from "../core/kinds/index.js";
-import { ITEM_SEPARATOR, type MapPayload, map as mapKind } from "../core/kinds/map.js";
-import { workflow as workflowKind } from "../core/kinds/workflow.js";
 import type { CompiledNode, WorkflowGraph } from "../definition/graph.js";
+import { kindOf } from "../definition/kinds/index.js";
+import { ITEM_SEPARATOR, type MapPayload, map as mapKind } from "../definition/kinds/map.js";
+import { workflow as workflowKind } from "../definition/kinds/workflow.js";
 import type { WorkflowDefinition } from "../definition/schema.js";
 import { parseWorkflowOrThrow, type ValidateOptions, validateWorkflow } from "../definition/validate.js";
 import { NotFoundError, type Problem, ValidationError } from "../errors.js";

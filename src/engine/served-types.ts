@@ -9,8 +9,8 @@
  */
 import type { Logger } from "pino";
 import type { Clock } from "../clock.js";
-import { kindOf } from "../core/kinds/index.js";
 import type { Visit } from "../core/types.js";
+import { kindOf } from "../definition/kinds/index.js";
 import { nearest } from "../definition/suggest.js";
 import type { Store } from "../store/store.js";
 

@@ -9,9 +9,9 @@ import {
   parseExecutionId,
   sameReport,
 } from "../../src/core/attempt.js";
-import { kindOf } from "../../src/core/kinds/index.js";
 import { assigneeRefusal, cancelRefusal, retryRefusal, reviewRoundRefusal } from "../../src/core/preconditions.js";
-import { claim, currentVisit, startRunState } from "../../src/core/scheduler.js";
+import { beginVisit, claim, currentVisit, holdDue, startRunState } from "../../src/core/scheduler.js";
+import { kindOf } from "../../src/definition/kinds/index.js";
 import { ConflictError, ForbiddenError, NotFoundError } from "../../src/errors.js";
 import { graphOf, makeRun, visit } from "./helpers.js";
 
@@ -136,17 +136,17 @@ describe("node kinds (core/kinds)", () => {
     expect(kindOf("my_agent")).toMatchObject({ name: "task", start: "agent", retries: true });
   });
 
-  it("a sleep waits from the transaction's time and wakes with slept_until", () => {
+  it("a sleep waits from the transaction's time and wakes with slept_until", async () => {
     const rs = startRunState(
       makeRun(),
       graphOf([{ node_id: "nap", agent_type: "sleep", payload: { seconds: 60 } }]),
       T0,
     );
     const v = currentVisit(rs, "nap");
-    const kind = kindOf("sleep");
-    kind.begin?.(rs, v, T0 + 5);
+    const noInbox = { waitingEvents: async () => [], keyedEvents: async () => [] };
+    await beginVisit(rs, v, T0 + 5, noInbox);
     expect(v).toMatchObject({ state: "WAITING", lease_expires_at: T0 + 5 + 60_000, holder: null });
-    kind.due?.(rs, v, T0 + 5 + 60_000);
+    holdDue(rs, v, T0 + 5 + 60_000);
     expect(v).toMatchObject({ state: "SUCCEEDED", output: { slept_until: new Date(T0 + 5 + 60_000).toISOString() } });
     expect(rs.run.ended_at).toBe(T0 + 5 + 60_000);
   });

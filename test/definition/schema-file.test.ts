@@ -1,8 +1,8 @@
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 import { describe, expect, it } from "vitest";
-import { BUILTIN_KINDS } from "../../src/core/kinds/index.js";
 import { workflowJsonSchema, workflowJsonSchemaText } from "../../src/definition/index.js";
+import { BUILTIN_KINDS } from "../../src/definition/kinds/index.js";
 import { BUILT_IN_AGENT_TYPES } from "../../src/definition/schema.js";
 
 const FILE = fileURLToPath(new URL("../../schema/workflow.schema.json", import.meta.url));

@@ -420,3 +420,51 @@ describe("every problem at once (schema and graph together)", () => {
     expect(errors.map((e) => e.path)).toEqual(["nodes[0].node_id"]);
   });
 });
+
+describe("kinds whose output is fixed take plain edges only", () => {
+  const cases = [
+    {
+      kind: "sleep",
+      payload: { seconds: 5 },
+      decide: "a sleep node has no decide hook: its output is always { slept_until }; decide on the node after it",
+      when: 'a sleep node cannot branch with "when": its output is always { slept_until }; list plain targets',
+    },
+    {
+      kind: "wait_event",
+      payload: { event: "paid" },
+      decide: "a wait_event node has no decide hook: its output is the event's payload; decide on the node after it",
+      when: 'a wait_event node cannot branch with "when": list plain targets, and branch on its output in the node after it',
+    },
+    {
+      kind: "workflow",
+      payload: { workflow_id: "child" },
+      decide: "a workflow node has no decide hook: its output is the child run's; decide on the node after it",
+      when: 'a workflow node cannot branch with "when" yet: list plain targets and branch on the node after it',
+    },
+    {
+      kind: "map",
+      payload: { items: [1, 2], each: { agent_type: "worker" } },
+      decide:
+        "a map node has no decide hook: its output is the list of its items' outputs; decide on the node after it",
+      when: 'a map node cannot branch with "when" yet: list plain targets and branch on the node after it',
+    },
+  ];
+  for (const c of cases) {
+    it(`refuses a decide hook and a "when" on a ${c.kind} node, each with its path`, () => {
+      const def = wf([
+        {
+          node_id: "a",
+          agent_type: c.kind,
+          payload: c.payload,
+          decide: "pick",
+          next_on_success: [{ when: "true", to: "b" }],
+        },
+        { node_id: "b" },
+      ]);
+      expect(errorsOf(def)).toEqual([
+        { path: "nodes[0].decide", message: c.decide },
+        { path: "nodes[0].next_on_success", message: c.when },
+      ]);
+    });
+  }
+});

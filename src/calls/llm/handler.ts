@@ -19,8 +19,8 @@
  * template, and a workflow registered before the providers or the secrets' hosts changed.
  */
 import type { AgentHandler, Task } from "../../agents/task.js";
-import { DEFAULT_PROVIDER, type LlmMessage, type LlmPayload } from "../../core/kinds/llm.js";
 import type { Json, Usage } from "../../core/types.js";
+import { DEFAULT_PROVIDER, type LlmMessage, type LlmPayload } from "../../definition/kinds/llm.js";
 import type { Secrets } from "../../engine/attempts/secrets.js";
 import { NonRetryableError, RetryableError } from "../../errors.js";
 import { readUpTo, retryAfterOf } from "../http.js";

@@ -5,8 +5,8 @@
  * mistake, and not retried.
  */
 import type { Ajv, ErrorObject, ValidateFunction } from "ajv";
-import type { ResponseFormat } from "../../core/kinds/llm.js";
 import type { Json } from "../../core/types.js";
+import type { ResponseFormat } from "../../definition/kinds/llm.js";
 import { NonRetryableError, RetryableError } from "../../errors.js";
 
 /** Compiled schemas by their JSON text: a workflow's few schemas are compiled once. */

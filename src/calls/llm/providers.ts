@@ -1,5 +1,5 @@
 /** The engine option `llm: { providers }` (DESIGN §12): where each named provider is and how to pay it. */
-import { DEFAULT_PROVIDER } from "../../core/kinds/llm.js";
+import { DEFAULT_PROVIDER } from "../../definition/kinds/llm.js";
 import { NonRetryableError, type Problem, ValidationError } from "../../errors.js";
 
 /** An OpenAI-compatible endpoint (OpenAI, Ollama, vLLM, LiteLLM, OpenRouter, ...). */

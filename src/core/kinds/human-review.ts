@@ -1,37 +1,17 @@
-/** `human_review`: IN_REVIEW until a person decides (`decideReview`) or its timeout passes. */
-import { assigneesProblem } from "../../definition/assignees.js";
-import { isWholeTemplate } from "../../definition/expressions.js";
-import { enterReview, failVisit, nodeOf } from "../scheduler.js";
-import type { NodeKind } from "./kind.js";
+/** `human_review`'s states: IN_REVIEW until a person decides (`decideReview`) or its timeout passes. */
+import { enterReview, nodeOf } from "../run-state.js";
+import type { KindStates } from "./kind.js";
 
-export const humanReview: NodeKind = {
-  name: "human_review",
-  start: "engine",
-  notClaimable: "wait for a person's decision",
-  retries: false,
-  validate(node, checks) {
-    // Review assignees fail closed (DESIGN §13): a list of names, or one template that gives one.
-    if (checks.stored || !("assignees" in node.payload)) return [];
-    const assignees = node.payload.assignees;
-    if (typeof assignees === "string" && isWholeTemplate(assignees)) return []; // checked when it is resolved
-    const problem = assigneesProblem(assignees);
-    if (problem === null) return [];
-    const hint =
-      typeof assignees === "string"
-        ? `; a string is allowed only as one template, "{{ expr }}", that gives such a list (write ["${assignees.slice(0, 40)}"] for one name)`
-        : "";
-    return [{ path: `${checks.at}.payload.assignees`, message: `${problem}${hint}` }];
-  },
-  checkResolved(payload) {
-    if (payload === null || typeof payload !== "object" || Array.isArray(payload) || !("assignees" in payload)) {
-      return null;
-    }
-    const problem = assigneesProblem(payload.assignees);
-    return problem === null ? null : `payload.assignees ${problem}: the review is refused rather than left to anyone`;
-  },
+export const humanReview: KindStates = {
   begin: enterReview,
-  due(rs, v, now) {
+  due(rs, v, now, moves) {
     const seconds = nodeOf(rs, v.node_id).timeout;
-    failVisit(rs, v, "review_timeout", { message: `no decision within ${seconds} s`, reason: "review_timeout" }, now);
+    moves.failVisit(
+      rs,
+      v,
+      "review_timeout",
+      { message: `no decision within ${seconds} s`, reason: "review_timeout" },
+      now,
+    );
   },
 };

@@ -1,79 +1,52 @@
 /**
- * A node kind: what a visit of one built-in agent_type does (DESIGN §11). One interface, one
- * file per kind (as Kysely's `Dialect`): validation, the graph, the scheduler and the flush ask
- * the kind of a node (`kindOf`, `CompiledNode.kind`) and never compare agent_type strings.
+ * A node kind's STATES: what a visit of one built-in kind does in the scheduler (DESIGN §11),
+ * beside its rules (definition/kinds/). One interface, one file per kind that has states (task,
+ * http and llm have none: an agent runs their attempts); the table is index.ts.
  *
- * Adding a kind is adding a file here and a line in `index.ts`, plus its store pieces when its
- * visits wait on something the database must find (a column, an index, a query). Built:
- * task, aggregator, human_review, sleep, `wait_event` (§11.2: `prepare` reads the run's oldest events of its name
- * (never the whole inbox),
- * `begin` takes the oldest event or goes WAITING, `due` fails it `event_timeout`; inputs in
- * engine/writer/kinds/events.ts), `workflow` (§11.1: a child run per attempt, engine/writer/kinds/children.ts)
- * and `map` (§11.1: a child run per item, items as rows, engine/writer/kinds/maps.ts).
+ * The states are called by the scheduler (`inline`, as a visit becomes ready) and by the flush
+ * (`prepare` and `begin` as it starts a visit, `due` as it sweeps). They move the visit with
+ * run-state.ts, and with the scheduler's moves that go on to settle the run (`Moves`), passed
+ * in: the scheduler calls the kinds, so the kinds do not import it.
  */
 
-import type { AgentHandler } from "../../agents/task.js";
 import type { CompiledNode } from "../../definition/graph.js";
-import type { NodeDefinition } from "../../definition/schema.js";
-import type { Problem } from "../../errors.js";
-import type { InboxTx } from "../../store/store.js";
-import type { RunState } from "../scheduler.js";
-import type { Json, Visit } from "../types.js";
+import type { Decision, RunState } from "../run-state.js";
+import type { InboxEvent, Json, Visit, VisitError } from "../types.js";
 
-/** What a kind's validation may ask of the workflow. */
-export interface KindChecks {
-  /** `nodes[i]`: prefix of every path a problem names. */
-  readonly at: string;
-  /** The problem for a reference to a node that does not exist (with a "did you mean"). */
-  unknownNode(path: string, id: string): Problem | null;
-  /** The document was accepted when it was stored: rules added since do not refuse it. */
-  readonly stored: boolean;
+/** The scheduler's moves that fire edges or end the run (scheduler.ts), as the kinds' states use them. */
+export interface Moves {
+  /** Records a successful attempt and fires its decision. */
+  succeed(rs: RunState, v: Visit, output: Json, decision: Decision, now: number): void;
+  /** Fails the visit for good and fires its failure edges. */
+  failVisit(rs: RunState, v: Visit, reason: string, error: VisitError | null, now: number): void;
+  /** Records a failed attempt: a retry when the budget allows and the error is retryable. */
+  failAttempt(rs: RunState, v: Visit, error: VisitError, retryable: boolean, now: number): void;
 }
 
-export interface NodeKind {
-  /** The agent_type that selects this kind; `task` is every agent_type no kind reserves. */
-  readonly name: string;
-  /**
-   * How a ready visit starts. `agent`: an attempt claimed by an in-process agent or an external
-   * worker, within the concurrency limits. `engine`: the engine starts it in the claiming flush
-   * (`begin`), with no agent and no concurrency limit; workers may not claim it.
-   */
-  readonly start: "agent" | "engine";
-  /**
-   * What a worker that asks for one is told (`<name> nodes ...`): set for every `start: "engine"`
-   * kind, and for built-in agents only the engine runs (`http`).
-   */
-  readonly notClaimable?: string;
-  /** False: the node's retry settings and `defaults` do not apply; its timeout defaults to the workflow's. */
-  readonly retries: boolean;
-  /**
-   * For `start: "agent"`: the built-in agent that runs its attempts in process (the
-   * aggregator's, for nodes whose edges need an expression), unless the engine is given one.
-   */
-  handler?(limits: { maxOutputBytes: number }): AgentHandler;
-  /**
-   * Payload fields whose templates do not resolve as the visit becomes ready: kept as written
-   * (a map's `each`, which every item resolves in its own run).
-   */
-  readonly deferred?: readonly string[];
-  /** Errors in a node of this kind beyond the schema's (its payload, its edges). */
-  validate?(node: NodeDefinition, checks: KindChecks): Problem[];
-  /** The nodes whose outputs it reads (an aggregator's sources); none by default. */
-  sources?(node: NodeDefinition): string[];
-  /** Why a payload resolved from templates is refused (becomes `template_error`), or null. */
-  checkResolved?(payload: Json): string | null;
+/**
+ * What a wait_event's `prepare` reads from the inbox, in the transaction (the store's InboxTx
+ * has it): never the whole inbox.
+ */
+export interface InboxReader {
+  /** The run's oldest events of this name no wait_event took yet, oldest first, at most `limit`. */
+  waitingEvents(runId: string, name: string, limit: number): Promise<InboxEvent[]>;
+  /** Events published by key (name, key) at `since` or later, oldest first. */
+  keyedEvents(name: string, key: string, since: number): Promise<InboxEvent[]>;
+}
+
+export interface KindStates {
   /**
    * Runs as the visit becomes ready, inside the transaction; true when it finished the visit
    * there (an aggregator whose edges need no expression).
    */
-  inline?(rs: RunState, node: CompiledNode, v: Visit, now: number): boolean;
+  inline?(rs: RunState, node: CompiledNode, v: Visit, now: number, moves: Moves): boolean;
   /**
    * For `start: "engine"`, before `begin`: reads what it needs from the store, in the
    * transaction (a wait_event's inbox); what it returns is `begin`'s `prepared`.
    */
-  prepare?(rs: RunState, v: Visit, tx: InboxTx, now: number): Promise<unknown>;
+  prepare?(rs: RunState, v: Visit, inbox: InboxReader, now: number): Promise<unknown>;
   /** For `start: "engine"`: the ready visit leaves PENDING (IN_REVIEW, WAITING, or done at once). */
-  begin?(rs: RunState, v: Visit, now: number, prepared?: unknown): void;
+  begin?(rs: RunState, v: Visit, now: number, prepared: unknown, moves: Moves): void;
   /** The due time of its hold (IN_REVIEW or WAITING: the visit's `lease_expires_at`) passed. */
-  due?(rs: RunState, v: Visit, now: number): void;
+  due?(rs: RunState, v: Visit, now: number, moves: Moves): void;
 }

@@ -1,64 +1,26 @@
 /**
- * `sleep` (DESIGN §11.4): WAITING until `payload.seconds` from when it became ready, or until
- * `payload.until` (ISO 8601 with a time zone, or epoch ms). The due time is the visit's
- * `lease_expires_at`, computed from the transaction's time, so it survives restarts and costs
- * the engine nothing while it waits; the sweep or the wake-up timer finishes it.
+ * `sleep`'s states (DESIGN §11.4): WAITING until its due time (definition/kinds/sleep.ts
+ * `dueTime`), kept as the visit's `lease_expires_at` from the transaction's time, so it survives
+ * restarts and costs the engine nothing while it waits; the sweep or the wake-up timer finishes it.
  */
-import type { Problem } from "../../errors.js";
-import { failVisit, nodeOf, succeed, wait } from "../scheduler.js";
-import type { Json } from "../types.js";
-import type { NodeKind } from "./kind.js";
+import { dueTime } from "../../definition/kinds/sleep.js";
+import { nodeOf, wait } from "../run-state.js";
+import type { KindStates } from "./kind.js";
 
-/** The latest time a JavaScript Date can hold, in ms. */
-const MAX_TIME = 8.64e15;
-const ISO_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})$/;
-const ISO_DATE = /^\d{4}-\d{2}-\d{2}$/;
-
-export const sleep: NodeKind = {
-  name: "sleep",
-  start: "engine",
-  notClaimable: "wait for a time the engine keeps",
-  retries: false,
-  validate(node, checks) {
-    const problems: Problem[] = [];
-    const payload = node.payload;
-    const hasTemplate = (v: unknown) => typeof v === "string" && v.includes("{{");
-    if (!hasTemplate(payload.seconds) && !hasTemplate(payload.until)) {
-      const problem = payloadProblem(payload as Json);
-      if (problem) problems.push({ path: `${checks.at}.payload`, message: problem });
-    }
-    if (node.decide !== undefined) {
-      problems.push({
-        path: `${checks.at}.decide`,
-        message: "a sleep node has no decide hook: its output is always { slept_until }; decide on the node after it",
-      });
-    }
-    const next = node.next_on_success;
-    if (Array.isArray(next) && next.some((c) => typeof c === "object" && c.when !== undefined)) {
-      problems.push({
-        path: `${checks.at}.next_on_success`,
-        message: 'a sleep node cannot branch with "when": its output is always { slept_until }; list plain targets',
-      });
-    }
-    return problems;
-  },
-  checkResolved: (payload) => {
-    const problem = payloadProblem(payload);
-    return problem === null ? null : `payload ${problem}`;
-  },
-  begin(rs, v, now) {
+export const sleep: KindStates = {
+  begin(rs, v, now, _prepared, moves) {
     const until = dueTime(v.payload, now);
     if (typeof until === "string") {
-      failVisit(rs, v, "template_error", { message: `payload ${until}`, reason: "template_error" }, now);
+      moves.failVisit(rs, v, "template_error", { message: `payload ${until}`, reason: "template_error" }, now);
       return;
     }
     wait(rs, v, until, now);
-    if (until <= now) this.due?.(rs, v, now);
+    if (until <= now) this.due?.(rs, v, now, moves);
   },
-  due(rs, v, now) {
+  due(rs, v, now, moves) {
     const until = v.lease_expires_at ?? now;
     const node = nodeOf(rs, v.node_id);
-    succeed(
+    moves.succeed(
       rs,
       v,
       { slept_until: new Date(until).toISOString() },
@@ -67,39 +29,3 @@ export const sleep: NodeKind = {
     );
   },
 };
-
-/** Why a sleep's payload is not one of `{ seconds }` or `{ until }`, or null. */
-function payloadProblem(payload: Json): string | null {
-  const due = dueTime(payload, 0);
-  return typeof due === "string" ? due : null;
-}
-
-/** When a sleep with this payload, ready at `now`, wakes (ms); or what is wrong with the payload. */
-export function dueTime(payload: Json, now: number): number | string {
-  const p = payload !== null && typeof payload === "object" && !Array.isArray(payload) ? payload : {};
-  const hasSeconds = "seconds" in p;
-  const hasUntil = "until" in p;
-  if (hasSeconds === hasUntil) {
-    return hasSeconds
-      ? "has both seconds and until: give one of them"
-      : 'needs seconds (how long to wait) or until (an ISO 8601 time or epoch ms), e.g. { "seconds": 3600 }';
-  }
-  if (hasSeconds) {
-    const s = p.seconds;
-    if (typeof s !== "number" || !Number.isFinite(s) || s < 0 || now + s * 1000 > MAX_TIME) {
-      return `seconds must be a number of seconds, 0 or more, got ${JSON.stringify(s)}`;
-    }
-    return now + Math.ceil(s * 1000);
-  }
-  const u = p.until;
-  if (typeof u === "number") {
-    if (!Number.isInteger(u) || u < 0 || u > MAX_TIME)
-      return `until must be epoch milliseconds (an integer, 0 or more), got ${u}`;
-    return u;
-  }
-  if (typeof u === "string" && (ISO_TIME.test(u) || ISO_DATE.test(u))) {
-    const t = Date.parse(u);
-    if (Number.isFinite(t)) return t;
-  }
-  return `until must be an ISO 8601 time with a time zone (e.g. "2030-01-31T09:00:00Z") or epoch milliseconds, got ${JSON.stringify(u)}`;
-}

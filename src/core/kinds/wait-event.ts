@@ -1,19 +1,14 @@
 /**
- * `wait_event` (DESIGN §11.2–11.3): WAITING until an event named `payload.event` is sent to the
- * run (`sendEvent`) or, with `payload.key`, published by key (`publishEvent`). An event that
- * arrived before the wait began is in the run's inbox and taken at once, oldest first (and an
- * event by key published within `payload.buffer_seconds`). The output is the event's payload;
- * no event by the node's timeout (default: the run's remaining TTL) fails it `event_timeout`.
+ * `wait_event`'s states (DESIGN §11.2–11.3): `prepare` reads the run's oldest events of its
+ * name (never the whole inbox) and events by key still in their buffer, `begin` takes the
+ * oldest or goes WAITING, `due` fails it `event_timeout`. Sends and publishes reach a waiting
+ * visit through `oldestWaiting` and `deliver` (engine/writer/kinds/events.ts).
  */
-import type { Problem } from "../../errors.js";
-import type { InboxTx } from "../../store/store.js";
-import { event, failVisit, nodeOf, type RunState, succeed, wait } from "../scheduler.js";
+import { waitEvent as waitEventRules } from "../../definition/kinds/wait-event.js";
+import { event, nodeOf, type RunState, wait } from "../run-state.js";
 import { scopeAllows } from "../scope.js";
 import type { InboxEvent, Json, Visit } from "../types.js";
-import type { NodeKind } from "./kind.js";
-
-/** The longest `buffer_seconds`: events by key are kept (then pruned) for this long. */
-export const MAX_BUFFER_SECONDS = 86_400;
+import type { InboxReader, KindStates, Moves } from "./kind.js";
 
 /** What a wait_event visit waits for, from its resolved payload. */
 export interface EventWait {
@@ -22,53 +17,26 @@ export interface EventWait {
   buffer_seconds: number;
 }
 
-export const waitEvent: NodeKind = {
-  name: "wait_event",
-  start: "engine",
-  notClaimable: "wait for an event sent to the run",
-  retries: false,
-  validate(node, checks) {
-    const problems: Problem[] = [];
-    const at = `${checks.at}.payload`;
-    const p = node.payload;
-    const template = (v: unknown) => typeof v === "string" && v.includes("{{");
-    if (!template(p.event) && !template(p.key) && !template(p.buffer_seconds)) {
-      const problem = payloadProblem(p as Json);
-      if (problem) problems.push({ path: at, message: problem });
-    }
-    if (node.decide !== undefined) {
-      problems.push({
-        path: `${checks.at}.decide`,
-        message: "a wait_event node has no decide hook: its output is the event's payload; decide on the node after it",
-      });
-    }
-    const next = node.next_on_success;
-    if (Array.isArray(next) && next.some((c) => typeof c === "object" && c.when !== undefined)) {
-      problems.push({
-        path: `${checks.at}.next_on_success`,
-        message:
-          'a wait_event node cannot branch with "when": list plain targets, and branch on its output in the node after it',
-      });
-    }
-    return problems;
-  },
-  checkResolved(payload) {
-    const problem = payloadProblem(payload);
-    return problem === null ? null : `payload ${problem}`;
-  },
+export const waitEvent: KindStates = {
   // The run's oldest waiting events of this name (by index, never the whole inbox), and events
   // by key still in the buffer.
-  async prepare(rs, v, tx, now) {
+  async prepare(rs, v, inbox, now) {
     const w = eventWait(v);
-    if (w) await readWaiting(rs, w.event, tx);
+    if (w) await readWaiting(rs, w.event, inbox);
     if (w?.key == null || w.buffer_seconds <= 0) return [];
-    return tx.keyedEvents(w.event, w.key, now - w.buffer_seconds * 1000);
+    return inbox.keyedEvents(w.event, w.key, now - w.buffer_seconds * 1000);
   },
-  begin(rs, v, now, prepared) {
+  begin(rs, v, now, prepared, moves) {
     const w = eventWait(v);
     const buffered = (prepared ?? []) as InboxEvent[];
     if (!w) {
-      failVisit(rs, v, "template_error", { message: "payload needs event (a name)", reason: "template_error" }, now);
+      moves.failVisit(
+        rs,
+        v,
+        "template_error",
+        { message: "payload needs event (a name)", reason: "template_error" },
+        now,
+      );
       return;
     }
     const node = nodeOf(rs, v.node_id);
@@ -78,12 +46,12 @@ export const waitEvent: NodeKind = {
     const own = (rs.inbox ?? []).find((e) => e.name === w.event && e.delivered_at === null);
     // An event by key a scoped token published is only for its own workflows' runs (DESIGN §13.1).
     const found = own ?? buffered.find((e) => scopeAllows(e.scope ?? null, rs.run.workflow_id));
-    if (found) deliver(rs, v, found, now);
+    if (found) deliver(rs, v, found, now, moves);
   },
-  due(rs, v, now) {
+  due(rs, v, now, moves) {
     const w = eventWait(v);
     const seconds = Math.round(((v.deadline_at ?? now) - (v.started_at ?? now)) / 1000);
-    failVisit(
+    moves.failVisit(
       rs,
       v,
       "event_timeout",
@@ -99,14 +67,14 @@ export const waitEvent: NodeKind = {
  * the end; cleared as the flush writes). Reads one more than this flush already delivered or
  * knows of that name, so the next one in arrival order is among them.
  */
-async function readWaiting(rs: RunState, name: string, tx: InboxTx): Promise<void> {
+async function readWaiting(rs: RunState, name: string, inbox: InboxReader): Promise<void> {
   const known = rs.inbox ?? [];
   const delivered = new Set(rs.changes.inbox.filter((e) => e.delivered_at !== null).map((e) => e.event_id));
   const sent = (e: InboxEvent) => rs.changes.inbox.includes(e);
   const stored = known.filter((e) => !sent(e));
   const seen = new Set(known.map((e) => e.event_id));
   const limit = 1 + delivered.size + stored.filter((e) => e.name === name).length;
-  const fresh = (await tx.waitingEvents(rs.run.run_id, name, limit)).filter(
+  const fresh = (await inbox.waitingEvents(rs.run.run_id, name, limit)).filter(
     (e) => !delivered.has(e.event_id) && !seen.has(e.event_id),
   );
   rs.inbox = [...stored, ...fresh, ...known.filter(sent)];
@@ -130,7 +98,7 @@ export function eventWait(v: Visit): EventWait | null {
 export function oldestWaiting(rs: RunState, name: string, key: string | null): Visit | undefined {
   let oldest: Visit | undefined;
   for (const v of rs.current.values()) {
-    if (v.state !== "WAITING" || nodeOf(rs, v.node_id).kind !== waitEvent) continue;
+    if (v.state !== "WAITING" || nodeOf(rs, v.node_id).kind !== waitEventRules) continue;
     const w = eventWait(v);
     if (!w || w.event !== name || (key !== null && w.key !== key)) continue;
     const older =
@@ -143,8 +111,11 @@ export function oldestWaiting(rs: RunState, name: string, key: string | null): V
   return oldest;
 }
 
-/** Hands an event to a WAITING wait_event visit: it succeeds with the event's payload. */
-export function deliver(rs: RunState, v: Visit, e: InboxEvent, now: number): void {
+/**
+ * Hands an event to a WAITING wait_event visit: it succeeds with the event's payload. The flush
+ * calls it through the scheduler's `deliver`, which passes the moves.
+ */
+export function deliver(rs: RunState, v: Visit, e: InboxEvent, now: number, moves: Moves): void {
   if (e.run_id !== null) {
     e.delivered_to = { node_id: v.node_id, visit: v.visit };
     e.delivered_at = now;
@@ -157,24 +128,5 @@ export function deliver(rs: RunState, v: Visit, e: InboxEvent, now: number): voi
     ...(e.key === null ? {} : { key: e.key }),
   });
   const node = nodeOf(rs, v.node_id);
-  succeed(rs, v, e.payload, { kind: "targets", targets: [...node.successTargets] }, now);
-}
-
-/** Why a wait_event's payload is not `{ event, key?, buffer_seconds? }`, or null. */
-function payloadProblem(payload: Json): string | null {
-  const p = payload !== null && typeof payload === "object" && !Array.isArray(payload) ? payload : {};
-  if (typeof p.event !== "string" || p.event === "") {
-    return `needs event, the name of the event to wait for (a non-empty string), e.g. { "event": "payment.received" }; got ${JSON.stringify(p.event ?? null)}`;
-  }
-  if ("key" in p && (typeof p.key !== "string" || p.key === "")) {
-    return `key must be a non-empty string (for a number, write "{{ $string(input.order_id) }}"), got ${JSON.stringify(p.key)}`;
-  }
-  if ("buffer_seconds" in p) {
-    const b = p.buffer_seconds;
-    if (typeof b !== "number" || !Number.isFinite(b) || b < 0 || b > MAX_BUFFER_SECONDS) {
-      return `buffer_seconds must be a number of seconds from 0 to ${MAX_BUFFER_SECONDS}, got ${JSON.stringify(b)}`;
-    }
-    if (!("key" in p)) return "buffer_seconds applies to events by key: give key too, or leave buffer_seconds out";
-  }
-  return null;
+  moves.succeed(rs, v, e.payload, { kind: "targets", targets: [...node.successTargets] }, now);
 }

@@ -17,9 +17,9 @@ import { notHeldBy, parseExecutionId, runOfExecution } from "../../core/attempt.
 import { checkRoute } from "../../core/branching.js";
 import { isEmptyUsage, usageProblem, usageRuns } from "../../core/budget.js";
 import { undoneExecutionId } from "../../core/compensation.js";
-import { kindOf } from "../../core/kinds/index.js";
 import type { Json, Usage } from "../../core/types.js";
 import type { CompiledNode, WorkflowGraph } from "../../definition/graph.js";
+import { kindOf } from "../../definition/kinds/index.js";
 import { ConflictError, ForbiddenError, NotFoundError, ValidationError } from "../../errors.js";
 import type { Store, VisitKey } from "../../store/store.js";
 import type { WorkflowRegistry } from "../registry.js";

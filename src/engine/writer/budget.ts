@@ -26,9 +26,9 @@ import {
   withoutReservations,
   withReservation,
 } from "../../core/budget.js";
-import { kindOf } from "../../core/kinds/index.js";
 import { failVisit, type RunState } from "../../core/scheduler.js";
 import type { RunUsage, Usage, Visit, VisitError } from "../../core/types.js";
+import { kindOf } from "../../definition/kinds/index.js";
 import type { DispatcherOptions } from "./dispatcher-options.js";
 import type { Flush } from "./flush.js";
 

@@ -7,9 +7,9 @@
 import { type Attempt, compensationAttempt, isClaimable, visitAttempt } from "../../core/attempt.js";
 import { usageRuns } from "../../core/budget.js";
 import { claimableCompensation, undoneExecutionId } from "../../core/compensation.js";
-import { ENGINE_STARTED, kindOf } from "../../core/kinds/index.js";
-import { nodeOf, type RunState } from "../../core/scheduler.js";
+import { beginVisit, nodeOf, type RunState } from "../../core/scheduler.js";
 import type { Compensation, Json, Visit } from "../../core/types.js";
+import { ENGINE_STARTED, kindOf } from "../../definition/kinds/index.js";
 import { budgetStops, reserveFor } from "./budget.js";
 import type { Flush } from "./flush.js";
 import type { ClaimedTask, ClaimInput } from "./inputs.js";
@@ -179,7 +179,7 @@ export async function claimReady(f: Flush, sweep: boolean): Promise<void> {
   const ready = async (rs: RunState, v: Visit) => {
     const { kind } = nodeOf(rs, v.node_id);
     // A kind the engine starts itself (a review, a wait) holds no attempt and takes no room.
-    if (kind.begin) kind.begin(rs, v, f.now, await kind.prepare?.(rs, v, f.tx, f.now));
+    if (kind.start === "engine") await beginVisit(rs, v, f.now, f.tx);
     else if (await budgetStops(f, rs, v))
       return; // failed budget_exceeded: no attempt starts
     else if (!(await f.limits.nodeAllows(rs, v)))

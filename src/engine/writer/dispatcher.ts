@@ -7,8 +7,8 @@
  */
 
 import type { TimerHandle } from "../../clock.js";
-import { ENGINE_STARTED } from "../../core/kinds/index.js";
 import type { RunState } from "../../core/scheduler.js";
+import { ENGINE_STARTED } from "../../definition/kinds/index.js";
 import { DatabaseError, EngineClosedError, UnavailableError } from "../../errors.js";
 import { untilDeadline } from "../attempts/deadline.js";
 import { INPUTS_PER_FLUSH } from "./bounded-work.js";

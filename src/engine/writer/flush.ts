@@ -7,7 +7,6 @@
 
 import { type Attempt, attemptOf, fenceReason, holds, parseExecutionId, runOfExecution } from "../../core/attempt.js";
 import { type PastVisit, planCompensation, undoneExecutionId } from "../../core/compensation.js";
-import { MAX_CHILD_DEPTH } from "../../core/kinds/workflow.js";
 import { cancelRefusal } from "../../core/preconditions.js";
 import {
   emptyChanges,
@@ -19,6 +18,7 @@ import {
   startRunState,
 } from "../../core/scheduler.js";
 import type { Compensation, InboxEvent, NewEvent, Run, RunEvent, Visit } from "../../core/types.js";
+import { MAX_CHILD_DEPTH } from "../../definition/kinds/workflow.js";
 import { ConflictError, NotFoundError } from "../../errors.js";
 import type { MapItemUpdate, ReadyNotice, RunRead, StoreTx, VisitKey } from "../../store/store.js";
 import { CANCELS_PER_FLUSH, FLUSH_WORK_MS, ITEM_ROWS_PER_FLUSH, startsPerFlush } from "./bounded-work.js";

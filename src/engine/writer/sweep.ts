@@ -7,7 +7,7 @@
 import { type Attempt, attemptOf, compensationAttempt, expiry, visitAttempt } from "../../core/attempt.js";
 import { advanceCompensation } from "../../core/compensation.js";
 import { childOf } from "../../core/kinds/workflow.js";
-import { endRun, type RunState, releaseCancelled } from "../../core/scheduler.js";
+import { endRun, holdDue, type RunState, releaseCancelled } from "../../core/scheduler.js";
 import { HELD_STATES } from "../../core/states.js";
 import type { Flush } from "./flush.js";
 import { SWEEP_BATCH } from "./inputs.js";
@@ -97,7 +97,7 @@ export async function sweepExpired(f: Flush): Promise<void> {
     const rs = await f.load(key.run_id);
     const v = rs?.current.get(key.node_id);
     if (!rs || v?.visit !== key.visit || !HELD_STATES.includes(v.state)) continue;
-    rs.graph.nodes.get(v.node_id)?.kind.due?.(rs, v, f.now);
+    holdDue(rs, v, f.now);
   }
   for (const runId of await f.tx.expiredRuns(f.now, SWEEP_BATCH)) {
     const rs = await f.load(runId);

@@ -10,7 +10,7 @@
 import { attemptOf, holds, visitAttempt } from "../../../core/attempt.js";
 import { budgetOf, parentLink } from "../../../core/budget.js";
 import { MAP_HOLDER } from "../../../core/kinds/map.js";
-import { CHILD_HOLDER, childOf, MAX_CHILD_DEPTH } from "../../../core/kinds/workflow.js";
+import { CHILD_HOLDER, childOf } from "../../../core/kinds/workflow.js";
 import {
   endRun,
   errorJson,
@@ -23,6 +23,7 @@ import {
 } from "../../../core/scheduler.js";
 import { scopeAllows } from "../../../core/scope.js";
 import type { Json, Visit, VisitError } from "../../../core/types.js";
+import { MAX_CHILD_DEPTH } from "../../../definition/kinds/workflow.js";
 import { NotFoundError } from "../../../errors.js";
 import { uuidv7 } from "../../../ids.js";
 import { canonicalJson } from "../../json.js";

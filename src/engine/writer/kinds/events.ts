@@ -4,11 +4,12 @@
  * run waiting on (name, key) and is kept for waits that buffer it. The run is locked, as for a
  * review, so a wait that begins in another transaction sees the event either waiting or taken.
  */
-import { deliver, MAX_BUFFER_SECONDS, oldestWaiting } from "../../../core/kinds/wait-event.js";
+import { oldestWaiting } from "../../../core/kinds/wait-event.js";
 import { eventRefusal } from "../../../core/preconditions.js";
-import { event, type RunState } from "../../../core/scheduler.js";
+import { deliver, event, type RunState } from "../../../core/scheduler.js";
 import { scopeAllows } from "../../../core/scope.js";
 import type { InboxEvent } from "../../../core/types.js";
+import { MAX_BUFFER_SECONDS } from "../../../definition/kinds/wait-event.js";
 import { LimitError, NotFoundError } from "../../../errors.js";
 import type { Flush } from "../flush.js";
 import type { Input, SendEventAnswer } from "../inputs.js";

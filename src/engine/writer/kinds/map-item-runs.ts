@@ -13,11 +13,11 @@
  * run, with the reason and message a `workflow` node would have failed with.
  */
 import { budgetOf, parentLink } from "../../../core/budget.js";
-import { mapPayload } from "../../../core/kinds/map.js";
-import { workflow as workflowKind } from "../../../core/kinds/workflow.js";
 import { nodeOf, type RunState } from "../../../core/scheduler.js";
 import type { Json, Run, Visit, VisitError } from "../../../core/types.js";
 import type { CompiledPayload, ExpressionContext } from "../../../definition/expressions.js";
+import { mapPayload } from "../../../definition/kinds/map.js";
+import { workflow as workflowKind } from "../../../definition/kinds/workflow.js";
 import { NotFoundError } from "../../../errors.js";
 import { canonicalJson, jsonProblem } from "../../json.js";
 import { itemWorkflowId, type LoadedWorkflow } from "../../registry.js";

@@ -12,18 +12,12 @@
 import { attemptOf, compensationAttempt, visitAttempt } from "../../../core/attempt.js";
 import { BUDGET_EXCEEDED, parentLink } from "../../../core/budget.js";
 import { claimableCompensation, undoRun } from "../../../core/compensation.js";
-import {
-  FAILED_ITEMS_SHOWN,
-  ITEM_SEPARATOR,
-  MAP_HOLDER,
-  mapPayload,
-  pendingItems,
-  toleratedFailures,
-} from "../../../core/kinds/map.js";
-import { MAX_CHILD_DEPTH } from "../../../core/kinds/workflow.js";
+import { MAP_HOLDER, pendingItems } from "../../../core/kinds/map.js";
 import { executionId, failVisit, nodeOf, type RunState, startRunState } from "../../../core/scheduler.js";
 import { scopeAllows } from "../../../core/scope.js";
 import type { Compensation, FailedItem, Json, MapCounts, MapItemState, Visit } from "../../../core/types.js";
+import { FAILED_ITEMS_SHOWN, ITEM_SEPARATOR, mapPayload, toleratedFailures } from "../../../definition/kinds/map.js";
+import { MAX_CHILD_DEPTH } from "../../../definition/kinds/workflow.js";
 import { uuidv7 } from "../../../ids.js";
 import type { MapItemUpdate, VisitKey } from "../../../store/store.js";
 import { OUT_OF_SCOPE, outOfScopeMessage } from "../../scope.js";

@@ -4,10 +4,10 @@
  * parsing and usage are src/calls/llm/, wired in engine-parts as the kind's in-process agent.
  */
 
-import { nearest } from "../../definition/suggest.js";
 import type { Problem } from "../../errors.js";
-import type { Json } from "../types.js";
-import type { NodeKind } from "./kind.js";
+import type { Json } from "../../json-text.js";
+import { nearest } from "../suggest.js";
+import type { KindRules } from "./kind.js";
 
 /** The provider a payload without `provider` uses. */
 export const DEFAULT_PROVIDER = "default";
@@ -49,7 +49,7 @@ const FIELDS = [
 ] as const;
 const ROLES = ["system", "developer", "user", "assistant", "tool"];
 
-export const llm: NodeKind = {
+export const llm: KindRules = {
   name: "llm",
   start: "agent",
   notClaimable: "run in the engine (its built-in llm agent, with the engine's providers and secrets)",

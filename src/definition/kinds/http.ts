@@ -15,10 +15,11 @@
  * - `max_redirects`: 0 to 10, default 5; 0 returns a 3xx response as it is (judged by ok_status).
  * - Workers may not claim `http` nodes: the engine runs them (its secrets, its limits).
  */
-import type { NodeDefinition } from "../../definition/schema.js";
+
 import type { Problem } from "../../errors.js";
-import type { Json } from "../types.js";
-import type { NodeKind } from "./kind.js";
+import type { Json } from "../../json-text.js";
+import type { NodeDefinition } from "../schema.js";
+import type { KindRules } from "./kind.js";
 
 export const HTTP_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"] as const;
 export type HttpMethod = (typeof HTTP_METHODS)[number];
@@ -45,7 +46,7 @@ export interface HttpRequestSpec {
   max_redirects: number;
 }
 
-export const http: NodeKind = {
+export const http: KindRules = {
   name: "http",
   start: "agent",
   notClaimable: "run in the engine (its built-in http agent, with the engine's secrets and limits)",
