@@ -24,7 +24,7 @@ import { ConflictError, ForbiddenError, NotFoundError, ValidationError } from ".
 import type { Store, VisitKey } from "../../store/store.js";
 import type { WorkflowRegistry } from "../registry.js";
 import type { Dispatcher } from "../writer/dispatcher.js";
-import type { ClaimedTask, Input, Report, ReportAnswer } from "../writer/inputs.js";
+import type { AttemptResult, ClaimedTask, ReportAnswer } from "../writer/inputs.js";
 import { AttemptHolders } from "./attempt-holders.js";
 import {
   badNumber,
@@ -203,7 +203,17 @@ export class ExternalWorkers {
     if (problems.length > 0) throw new ValidationError("Heartbeat is invalid", problems);
     this.limiter.take(request.token?.name);
     // Only a running attempt's lease is renewed, and the flush checks its holder: nothing to verify first.
-    const answer = await this.report(executionId, request, { kind: "heartbeat", lease_ms: leaseSeconds * 1000 });
+    const answer = await new Promise<ReportAnswer>((resolve, reject) =>
+      this.o.dispatcher.push({
+        kind: "worker_heartbeat",
+        execution_id: executionId,
+        attempt: request.attempt,
+        lease_ms: leaseSeconds * 1000,
+        holder: holderOf(request),
+        agent_types: request.token?.agent_types ?? null,
+        done: { resolve, reject },
+      }),
+    );
     // A busy worker claims nothing, but still serves its types (a task handed out here: its type is known).
     const type = this.holders.agentTypeOf(executionId, request.attempt);
     if (type !== undefined) this.o.workerSeen?.([type]);
@@ -251,7 +261,7 @@ export class ExternalWorkers {
   async complete(executionId: string, request: CompleteRequest): Promise<ReportAnswer> {
     const key = this.checked(executionId, request, "Report is invalid");
     const at = { execution_id: executionId, attempt: request.attempt };
-    let input: Input;
+    let result: AttemptResult;
     if (undoneExecutionId(executionId) !== null) {
       if (request.next !== undefined) {
         throw new ValidationError("Report is invalid", [
@@ -259,7 +269,7 @@ export class ExternalWorkers {
         ]);
       }
       await this.verify(executionId, key, request, false);
-      input = this.o.attempts.compensationOutcome(at, request.output);
+      result = this.o.attempts.compensationOutcome(at, request.output);
     } else {
       const task = await this.taskOf(executionId, key, request.attempt);
       const { graph } = await this.o.registry.get(task.workflow_id, task.workflow_version);
@@ -275,21 +285,15 @@ export class ExternalWorkers {
       if (request.next !== undefined) refuseRoute(graph, node, request.next);
       if (!running) {
         // Ended: this can only be the same report again (duplicate) or a late one (409); its usage is not applied.
-        const late = { kind: "success" as const, output: jsonOf(request.output), decision: null };
-        return this.push(executionId, request.attempt, holderOf(request), request.token?.agent_types ?? null, late, []);
+        const late: AttemptResult = { kind: "success", ...at, output: jsonOf(request.output), decision: null };
+        return this.push(late, holderOf(request), request.token?.agent_types ?? null);
       }
       const value = request.next === undefined ? (request.output ?? null) : route(request.next, request.output ?? null);
-      input = await this.o.attempts.outcome(task, value);
+      result = await this.o.attempts.outcome(task, value);
     }
-    if (input.kind === "failure")
-      throw new ValidationError("Output is invalid", [{ path: "output", message: input.error.message }]);
-    if (input.kind === "success") {
-      return this.report(executionId, request, { kind: "success", output: input.output, decision: input.decision });
-    }
-    if (input.kind === "fail_visit") {
-      return this.report(executionId, request, { kind: "fail_visit", reason: input.reason, error: input.error });
-    }
-    throw new Error(`skein: unexpected outcome ${input.kind}`);
+    if (result.kind === "failure")
+      throw new ValidationError("Output is invalid", [{ path: "output", message: result.error.message }]);
+    return this.report(request, result);
   }
 
   /**
@@ -308,8 +312,10 @@ export class ExternalWorkers {
         },
       ]);
     }
-    return this.report(executionId, request, {
+    return this.report(request, {
       kind: "failure",
+      execution_id: executionId,
+      attempt: request.attempt,
       error: {
         message,
         reason: "error",
@@ -369,16 +375,14 @@ export class ExternalWorkers {
     return facts.running !== false;
   }
 
-  /** Queues a report, with the usage the worker sent (DESIGN §12): applied only if the report is. */
+  /** Queues a worker's result, with the usage it sent (DESIGN §12): applied only if the result is. */
   private async report(
-    executionId: string,
     who: WorkerIdentity & { attempt: number; usage?: Usage },
-    report: Report,
+    result: AttemptResult,
   ): Promise<ReportAnswer> {
-    const usage = report.kind !== "heartbeat" && who.usage !== undefined && !isEmptyUsage(who.usage) ? who.usage : null;
-    const runs = usage ? await this.usageRunsOf(executionId) : [];
-    const sent = usage && report.kind !== "heartbeat" ? { ...report, usage: { ...usage } } : report;
-    return this.push(executionId, who.attempt, holderOf(who), who.token?.agent_types ?? null, sent, runs);
+    const usage = who.usage !== undefined && !isEmptyUsage(who.usage) ? { ...who.usage } : null;
+    const runs = usage ? await this.usageRunsOf(result.execution_id) : [];
+    return this.push(result, holderOf(who), who.token?.agent_types ?? null, usage, runs);
   }
 
   /** The runs a task's usage adds to: kept from its claim, else read (the chain never changes). */
@@ -391,21 +395,19 @@ export class ExternalWorkers {
   }
 
   private push(
-    executionId: string,
-    attempt: number,
+    result: AttemptResult,
     holder: string,
     agentTypes: readonly string[] | null,
-    report: Report,
+    usage: Usage | null = null,
     usageRuns: string[] = [],
   ): Promise<ReportAnswer> {
     return new Promise<ReportAnswer>((resolve, reject) =>
       this.o.dispatcher.push({
         kind: "report",
-        execution_id: executionId,
-        attempt,
-        report,
+        result,
         holder,
         agent_types: agentTypes,
+        usage,
         usage_runs: usageRuns,
         done: { resolve, reject },
       }),
@@ -423,8 +425,14 @@ export class ExternalWorkers {
       return { ...t, payload: await this.o.attempts.compensationPayload(t) };
     } catch (e) {
       const error = { message: e instanceof Error ? e.message : String(e), reason: "template_error" };
-      const failure: Report = { kind: "failure", error, retryable: false };
-      this.push(t.execution_id, t.attempt, holder, null, failure).catch(() => undefined);
+      const failure: AttemptResult = {
+        kind: "failure",
+        execution_id: t.execution_id,
+        attempt: t.attempt,
+        error,
+        retryable: false,
+      };
+      this.push(failure, holder, null).catch(() => undefined);
       return null;
     }
   }

@@ -21,7 +21,7 @@ import type { WorkflowRegistry } from "../registry.js";
 import { RunSpans } from "../telemetry/run-spans.js";
 import type { Dispatcher } from "../writer/dispatcher.js";
 import type { RunRef } from "../writer/dispatcher-options.js";
-import type { AttemptRef, ClaimedTask, Input } from "../writer/inputs.js";
+import type { AttemptRef, AttemptResult, ClaimedTask, Input } from "../writer/inputs.js";
 import type { ProgressSource, ProgressStreams } from "./progress.js";
 import { type Markers, markers, notConfigured, type Secrets, seal, unmark } from "./secrets.js";
 
@@ -121,7 +121,7 @@ export class AttemptRunner {
     this.byType.set(held.agent_type, (this.byType.get(held.agent_type) ?? 1) - 1);
   }
 
-  private async run(task: ClaimedTask, handler: AgentHandler | undefined, signal: LazyAbort): Promise<Input> {
+  private async run(task: ClaimedTask, handler: AgentHandler | undefined, signal: LazyAbort): Promise<AttemptResult> {
     const at = { execution_id: task.execution_id, attempt: task.attempt };
     const { span, traceparent } = this.spans.startAttempt(task);
     try {
@@ -151,7 +151,11 @@ export class AttemptRunner {
    * (DESIGN §12), or the failure when it may not have them: a name this engine lacks fails the
    * visit `template_error`, a name a `task` node's agent did not declare fails the attempt.
    */
-  private withSecrets(task: ClaimedTask, handler: AgentHandler, graph: WorkflowGraph): { task: ClaimedTask } | Input {
+  private withSecrets(
+    task: ClaimedTask,
+    handler: AgentHandler,
+    graph: WorkflowGraph,
+  ): { task: ClaimedTask } | AttemptResult {
     const node = graph.nodes.get(task.node_id);
     if (!node || node.secretUses.length === 0) return { task };
     const at = { execution_id: task.execution_id, attempt: task.attempt };
@@ -267,14 +271,17 @@ export class AttemptRunner {
   }
 
   /** A compensation's result: its output, checked like a visit's; it fires no edges. */
-  compensationOutcome(at: AttemptRef, value: unknown): Input {
+  compensationOutcome(at: AttemptRef, value: unknown): AttemptResult {
     const checked = this.checkOutput(at, value);
     if (!checked.ok) return checked.failure;
     return { kind: "success", ...at, output: checked.output, decision: { kind: "targets", targets: [] } };
   }
 
   /** An agent's output checked (JSON, within the size limit), or the failure it earns: not retried. */
-  private checkOutput(at: AttemptRef, value: unknown): { ok: true; output: Json } | { ok: false; failure: Input } {
+  private checkOutput(
+    at: AttemptRef,
+    value: unknown,
+  ): { ok: true; output: Json } | { ok: false; failure: AttemptResult } {
     const checked = this.checkJson(value === undefined ? null : value, "output");
     if (checked.ok) return { ok: true, output: checked.value };
     const error = { message: checked.problem, reason: "invalid_output" };
@@ -282,7 +289,7 @@ export class AttemptRunner {
   }
 
   /** Checks an agent's value (in process or external) and works out the edge decision. */
-  async outcome(t: ResultOf, value: unknown): Promise<Input> {
+  async outcome(t: ResultOf, value: unknown): Promise<AttemptResult> {
     const at = { execution_id: t.execution_id, attempt: t.attempt };
     const routed = isRouted(value) ? value : null;
     const checked = this.checkOutput(at, routed ? routed.output : value);
