@@ -23,8 +23,7 @@ import type { CompiledNode, WorkflowGraph } from "../../definition/graph.js";
 import { ConflictError, ForbiddenError, NotFoundError, ValidationError } from "../../errors.js";
 import type { Store, VisitKey } from "../../store/store.js";
 import type { WorkflowRegistry } from "../registry.js";
-import type { Dispatcher } from "../writer/dispatcher.js";
-import type { AttemptResult, ClaimedTask, ReportAnswer } from "../writer/inputs.js";
+import type { AttemptResult, ClaimedTask, ReportAnswer, Submit } from "../writer/inputs.js";
 import { AttemptHolders } from "./attempt-holders.js";
 import {
   badNumber,
@@ -64,7 +63,8 @@ export class ExternalWorkers {
 
   constructor(
     private readonly o: {
-      dispatcher: Dispatcher;
+      /** Where claims, reports and heartbeats go: the writer's queue. */
+      submit: Submit;
       attempts: AttemptRunner;
       registry: WorkflowRegistry;
       store: Store;
@@ -155,7 +155,7 @@ export class ExternalWorkers {
       const waiting =
         waitSeconds > 0 ? this.waitFor(new Set(types), Math.min(this.o.pollMs, giveUpAt - this.o.clock.now())) : null;
       const tasks = await new Promise<ClaimedTask[]>((resolve, reject) =>
-        this.o.dispatcher.push({
+        this.o.submit({
           kind: "claim",
           agent_types: types,
           holder,
@@ -204,7 +204,7 @@ export class ExternalWorkers {
     this.limiter.take(request.token?.name);
     // Only a running attempt's lease is renewed, and the flush checks its holder: nothing to verify first.
     const answer = await new Promise<ReportAnswer>((resolve, reject) =>
-      this.o.dispatcher.push({
+      this.o.submit({
         kind: "worker_heartbeat",
         execution_id: executionId,
         attempt: request.attempt,
@@ -402,7 +402,7 @@ export class ExternalWorkers {
     usageRuns: string[] = [],
   ): Promise<ReportAnswer> {
     return new Promise<ReportAnswer>((resolve, reject) =>
-      this.o.dispatcher.push({
+      this.o.submit({
         kind: "report",
         result,
         holder,

@@ -19,9 +19,8 @@ import type { Store, VisitKey } from "../../store/store.js";
 import { jsonProblem } from "../json.js";
 import type { WorkflowRegistry } from "../registry.js";
 import { RunSpans } from "../telemetry/run-spans.js";
-import type { Dispatcher } from "../writer/dispatcher.js";
 import type { RunRef } from "../writer/dispatcher-options.js";
-import type { AttemptRef, AttemptResult, ClaimedTask, Input } from "../writer/inputs.js";
+import type { AttemptRef, AttemptResult, ClaimedTask, Input, Submit } from "../writer/inputs.js";
 import type { ProgressSource, ProgressStreams } from "./progress.js";
 import { type Markers, markers, notConfigured, type Secrets, seal, unmark } from "./secrets.js";
 
@@ -39,6 +38,8 @@ export interface AttemptRunnerOptions {
   progress: ProgressStreams;
   /** The engine's secrets (DESIGN §12): filled into payloads at dispatch, redacted from what attempts give back. */
   secrets: Secrets;
+  /** Where results, heartbeats, usage and resolved payloads go: the writer's queue. */
+  submit: Submit;
 }
 
 interface Held {
@@ -61,7 +62,6 @@ export class AttemptRunner {
   private readonly resolving = new Set<string>();
   /** The spans of this engine's runs: attempts in process and for external workers, held visits. */
   readonly spans = new RunSpans();
-  dispatcher!: Dispatcher;
 
   constructor(private readonly o: AttemptRunnerOptions) {}
 
@@ -97,7 +97,7 @@ export class AttemptRunner {
     void this.run(task, handler, abort).then((input) => {
       finish();
       this.release(task.execution_id, task.attempt);
-      this.dispatcher.push(input);
+      this.o.submit(input);
     });
   }
 
@@ -217,7 +217,7 @@ export class AttemptRunner {
       },
       heartbeat: () =>
         new Promise<boolean>((resolve, reject) => {
-          this.dispatcher.push({
+          this.o.submit({
             kind: "heartbeat",
             execution_id: t.execution_id,
             attempt: t.attempt,
@@ -266,7 +266,7 @@ export class AttemptRunner {
       usage_runs: t.usage_runs,
       taken: false,
     };
-    this.dispatcher.push(input);
+    this.o.submit(input);
     return input;
   }
 
@@ -422,7 +422,7 @@ export class AttemptRunner {
       }
     })().then((input) => {
       this.resolving.delete(id);
-      this.dispatcher.push(input);
+      this.o.submit(input);
     });
   }
 

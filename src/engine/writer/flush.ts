@@ -9,14 +9,7 @@ import { attemptOf, holds, runOfExecution } from "../../core/attempt.js";
 import { type PastVisit, planCompensation } from "../../core/compensation.js";
 import { MAX_CHILD_DEPTH } from "../../core/kinds/workflow.js";
 import { cancelRefusal } from "../../core/preconditions.js";
-import {
-  emptyChanges,
-  endRun,
-  failVisit,
-  type RunState,
-  runState,
-  startRunState,
-} from "../../core/scheduler.js";
+import { emptyChanges, endRun, failVisit, type RunState, runState, startRunState } from "../../core/scheduler.js";
 import type { Compensation, InboxEvent, NewEvent, Run, RunEvent, Visit } from "../../core/types.js";
 import { ConflictError, NotFoundError } from "../../errors.js";
 import type { MapItemUpdate, ReadyNotice, RunRead, StoreTx, VisitKey } from "../../store/store.js";
