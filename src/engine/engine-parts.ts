@@ -145,7 +145,7 @@ export function createParts(c: PartsContext): EngineParts {
     spans: attempts.spans,
     hooks: {
       dispatch: (task) => attempts.dispatch(task),
-      resolvePayload: (key, run) => attempts.resolvePayload(key, run),
+      resolvePayload: (key, run) => attempts.payloads.resolve(key, run),
       abort: (id, reason) => attempts.abort(id, reason),
       published: (events, runs, seconds) => {
         // Counted before anyone hears of the commit: a listener that then reads the metrics sees it.

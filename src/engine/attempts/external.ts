@@ -40,8 +40,9 @@ import {
   type ProgressRequest,
   type WorkerIdentity,
 } from "./external-requests.js";
+import type { ResultOf } from "./outcomes.js";
 import type { ProgressStreams } from "./progress.js";
-import type { AttemptRunner, ResultOf } from "./runner.js";
+import type { AttemptRunner } from "./runner.js";
 import { TaskLimiter, type TaskLimits } from "./task-limits.js";
 
 interface Waiter {
@@ -269,7 +270,7 @@ export class ExternalWorkers {
         ]);
       }
       await this.verify(executionId, key, request, false);
-      result = this.o.attempts.compensationOutcome(at, request.output);
+      result = this.o.attempts.outcomes.compensationOutcome(at, request.output);
     } else {
       const task = await this.taskOf(executionId, key, request.attempt);
       const { graph } = await this.o.registry.get(task.workflow_id, task.workflow_version);
@@ -289,7 +290,7 @@ export class ExternalWorkers {
         return this.push(late, holderOf(request), request.token?.agent_types ?? null);
       }
       const value = request.next === undefined ? (request.output ?? null) : route(request.next, request.output ?? null);
-      result = await this.o.attempts.outcome(task, value);
+      result = await this.o.attempts.outcomes.outcome(task, value);
     }
     if (result.kind === "failure")
       throw new ValidationError("Output is invalid", [{ path: "output", message: result.error.message }]);
@@ -422,7 +423,7 @@ export class ExternalWorkers {
   private async withPayload(t: ClaimedTask, holder: string): Promise<ClaimedTask | null> {
     if (!t.compensates) return t;
     try {
-      return { ...t, payload: await this.o.attempts.compensationPayload(t) };
+      return { ...t, payload: await this.o.attempts.payloads.compensation(t) };
     } catch (e) {
       const error = { message: e instanceof Error ? e.message : String(e), reason: "template_error" };
       const failure: AttemptResult = {
