@@ -13,18 +13,17 @@
  */
 import { route } from "../../agents/task.js";
 import type { Clock } from "../../clock.js";
-import { notHeldBy, parseExecutionId, runOfExecution } from "../../core/attempt.js";
-import { checkRoute } from "../../core/branching.js";
-import { isEmptyUsage, usageProblem, usageRuns } from "../../core/budget.js";
+import { notHeldBy, parseExecutionId } from "../../core/attempt.js";
+import { isEmptyUsage, usageProblem } from "../../core/budget.js";
 import { undoneExecutionId } from "../../core/compensation.js";
 import { kindOf } from "../../core/kinds/index.js";
 import type { Json, Usage } from "../../core/types.js";
-import type { CompiledNode, WorkflowGraph } from "../../definition/graph.js";
 import { ConflictError, ForbiddenError, NotFoundError, ValidationError } from "../../errors.js";
 import type { Store, VisitKey } from "../../store/store.js";
 import type { WorkflowRegistry } from "../registry.js";
 import type { AttemptResult, ClaimedTask, ReportAnswer, Submit } from "../writer/inputs.js";
 import { AttemptHolders } from "./attempt-holders.js";
+import { ClaimWaiters } from "./claim-waiters.js";
 import {
   badNumber,
   badWorkerId,
@@ -40,25 +39,15 @@ import {
   type ProgressRequest,
   type WorkerIdentity,
 } from "./external-requests.js";
-import type { ResultOf } from "./outcomes.js";
+import { refuseRoute } from "./outcomes.js";
 import type { ProgressStreams } from "./progress.js";
 import type { AttemptRunner } from "./runner.js";
+import { TaskFacts } from "./task-facts.js";
 import { TaskLimiter, type TaskLimits } from "./task-limits.js";
 
-interface Waiter {
-  types: ReadonlySet<string>;
-  wake(): void;
-}
-
-/** What deciding a result's edges needs of its run; immutable, so kept from the claim to the report. */
-type RunFacts = Pick<ClaimedTask, "run_id" | "input" | "trace_id" | "workflow_id" | "workflow_version" | "usage_runs">;
-
-/** Claimed tasks whose run facts are kept (the oldest are forgotten first; a miss reads the run). */
-const FACTS_KEPT = 10_000;
-
 export class ExternalWorkers {
-  private readonly waiters = new Set<Waiter>();
-  private readonly facts = new Map<string, RunFacts>();
+  private readonly waiters: ClaimWaiters;
+  private readonly facts: TaskFacts;
   private readonly holders: AttemptHolders;
   private readonly limiter: TaskLimiter;
 
@@ -80,6 +69,8 @@ export class ExternalWorkers {
       workerSeen?: (agentTypes: readonly string[]) => void;
     },
   ) {
+    this.waiters = new ClaimWaiters(o.clock);
+    this.facts = new TaskFacts(o.store);
     o.store.onReady(({ agentType }) => this.readyWaiting([agentType]));
     this.holders = new AttemptHolders(o.store);
     this.limiter = new TaskLimiter(o.limits, o.clock);
@@ -87,9 +78,7 @@ export class ExternalWorkers {
 
   /** Wakes the claims waiting for any of these agent types (`*`: all). */
   readyWaiting(agentTypes: string[]): void {
-    for (const w of this.waiters) {
-      if (agentTypes.some((t) => t === "*" || w.types.has(t))) w.wake();
-    }
+    this.waiters.readyWaiting(agentTypes);
   }
 
   /**
@@ -154,7 +143,9 @@ export class ExternalWorkers {
       if (gone()) return [];
       // Listening before claiming: a wake-up between the claim's commit and the wait is not lost.
       const waiting =
-        waitSeconds > 0 ? this.waitFor(new Set(types), Math.min(this.o.pollMs, giveUpAt - this.o.clock.now())) : null;
+        waitSeconds > 0
+          ? this.waiters.waitFor(new Set(types), Math.min(this.o.pollMs, giveUpAt - this.o.clock.now()))
+          : null;
       const tasks = await new Promise<ClaimedTask[]>((resolve, reject) =>
         this.o.submit({
           kind: "claim",
@@ -242,7 +233,7 @@ export class ExternalWorkers {
       }
       checkedNow = holder;
     }
-    const run = this.facts.get(executionId) ?? (await this.o.store.getRun(key.run_id));
+    const run = await this.facts.runOf(executionId, key.run_id);
     if (!run) throw new NotFoundError(`no task ${executionId}; check the execution_id`);
     const source = { ...key, attempt: request.attempt, execution_id: executionId, trace_id: run.trace_id };
     if (!this.o.progress.offer(source, request.progress, checkedNow)) {
@@ -272,7 +263,7 @@ export class ExternalWorkers {
       await this.verify(executionId, key, request, false);
       result = this.o.attempts.outcomes.compensationOutcome(at, request.output);
     } else {
-      const task = await this.taskOf(executionId, key, request.attempt);
+      const task = await this.facts.taskOf(executionId, key, request.attempt);
       const { graph } = await this.o.registry.get(task.workflow_id, task.workflow_version);
       const node = graph.nodes.get(key.node_id);
       if (!node) {
@@ -382,17 +373,8 @@ export class ExternalWorkers {
     result: AttemptResult,
   ): Promise<ReportAnswer> {
     const usage = who.usage !== undefined && !isEmptyUsage(who.usage) ? { ...who.usage } : null;
-    const runs = usage ? await this.usageRunsOf(result.execution_id) : [];
+    const runs = usage ? await this.facts.usageRunsOf(result.execution_id) : [];
     return this.push(result, holderOf(who), who.token?.agent_types ?? null, usage, runs);
-  }
-
-  /** The runs a task's usage adds to: kept from its claim, else read (the chain never changes). */
-  private async usageRunsOf(executionId: string): Promise<string[]> {
-    const kept = this.facts.get(executionId);
-    if (kept) return kept.usage_runs;
-    const runId = runOfExecution(executionId);
-    const run = runId === null ? null : await this.o.store.getRun(runId);
-    return run ? usageRuns(run) : [];
   }
 
   private push(
@@ -439,63 +421,9 @@ export class ExternalWorkers {
   }
 
   private remember(t: ClaimedTask, holder: string): void {
-    const { run_id, input, trace_id, workflow_id, workflow_version, usage_runs } = t;
-    this.facts.set(t.execution_id, { run_id, input, trace_id, workflow_id, workflow_version, usage_runs });
-    if (this.facts.size > FACTS_KEPT) this.facts.delete(this.facts.keys().next().value as string);
+    this.facts.remember(t);
     this.holders.remember(t.execution_id, t.attempt, t.agent_type, holder);
   }
-
-  /** What deciding the edges of a result needs: the visit's run and workflow. */
-  private async taskOf(executionId: string, key: VisitKey, attempt: number): Promise<ResultOf> {
-    const facts = this.facts.get(executionId) ?? (await this.o.store.getRun(key.run_id));
-    if (!facts) throw new NotFoundError(`no task ${executionId}; use the execution_id of a claimed task`);
-    const { run_id, input, trace_id, workflow_id, workflow_version } = facts;
-    return {
-      run_id,
-      input,
-      trace_id,
-      workflow_id,
-      workflow_version,
-      node_id: key.node_id,
-      attempt,
-      execution_id: executionId,
-    };
-  }
-
-  /** Resolves when a flush leaves visits of these types ready, or after `ms`. */
-  private waitFor(types: ReadonlySet<string>, ms: number): { done: Promise<void>; cancel(): void } {
-    let wake!: () => void;
-    const done = new Promise<void>((resolve) => {
-      wake = resolve;
-    });
-    const timer = this.o.clock.setTimeout(() => w.wake(), Math.max(0, ms));
-    const w: Waiter = {
-      types,
-      wake: () => {
-        this.waiters.delete(w);
-        this.o.clock.clearTimeout(timer);
-        wake();
-      },
-    };
-    this.waiters.add(w);
-    return { done, cancel: () => w.wake() };
-  }
-}
-
-/**
- * Refuses a worker's route its node does not allow, before anything is queued: the worker is
- * there to hear it and report again, so its attempt stays held (an in-process agent's bad route
- * fails the visit `invalid_next` instead: nobody could answer it).
- * @throws ValidationError naming the node's declared targets
- */
-function refuseRoute(graph: WorkflowGraph, node: CompiledNode, next: string | string[]): void {
-  const targets = typeof next === "string" ? [next] : next;
-  const checked = Array.isArray(targets) ? checkRoute(graph, node, targets.map(String)) : null;
-  if (checked !== null && !("invalid" in checked)) return;
-  const problem = checked === null ? "must be a node id or a list of node ids" : checked.invalid;
-  throw new ValidationError("Report is invalid", [
-    { path: "next", message: `${problem}; the attempt is still held: report it again with an allowed route` },
-  ]);
 }
 
 /** A report's output as sent, for comparing with the stored one (it is not applied). */

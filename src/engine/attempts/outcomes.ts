@@ -10,7 +10,7 @@ import { checkRoute } from "../../core/branching.js";
 import type { Decision } from "../../core/scheduler.js";
 import type { Json } from "../../core/types.js";
 import type { CompiledNode, WorkflowGraph } from "../../definition/graph.js";
-import { NotFoundError } from "../../errors.js";
+import { NotFoundError, ValidationError } from "../../errors.js";
 import type { Store } from "../../store/store.js";
 import { jsonProblem } from "../json.js";
 import type { WorkflowRegistry } from "../registry.js";
@@ -124,6 +124,22 @@ export class Outcomes {
     }
     return { decision: { kind: "none" } };
   }
+}
+
+/**
+ * Refuses a worker's route its node does not allow, before anything is queued: the worker is
+ * there to hear it and report again, so its attempt stays held (an in-process agent's bad route
+ * fails the visit `invalid_next` instead: nobody could answer it).
+ * @throws ValidationError naming the node's declared targets
+ */
+export function refuseRoute(graph: WorkflowGraph, node: CompiledNode, next: string | string[]): void {
+  const targets = typeof next === "string" ? [next] : next;
+  const checked = Array.isArray(targets) ? checkRoute(graph, node, targets.map(String)) : null;
+  if (checked !== null && !("invalid" in checked)) return;
+  const problem = checked === null ? "must be a node id or a list of node ids" : checked.invalid;
+  throw new ValidationError("Report is invalid", [
+    { path: "next", message: `${problem}; the attempt is still held: report it again with an allowed route` },
+  ]);
 }
 
 /** The value as it will be stored (an output or a resolved payload), or why it cannot be stored. */
