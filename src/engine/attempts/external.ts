@@ -1,7 +1,8 @@
 /**
  * The external-agent protocol (DESIGN §5): workers in any language, over the HTTP API, claim
  * ready visits of their agent types with a lease, heartbeat, and report success or failure.
- * Claims and reports are dispatcher inputs like any other, applied and fenced in a flush; a
+ * Claims and reports are inputs submitted to the writer like any other, applied and fenced in a
+ * flush (a report's result by the same call as an in-process one, writer/results.ts); a
  * report for an attempt the worker no longer holds is a ConflictError (409). A claim that finds
  * nothing waits (long poll) until a flush leaves visits of its types ready, another engine says
  * so, or the poll interval passes (a retry falling due announces nothing).

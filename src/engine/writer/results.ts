@@ -106,6 +106,7 @@ export async function heartbeat(f: Flush, input: Extract<Input, { kind: "heartbe
 /** The transition a held attempt's result makes (core/attempt.ts: one lifecycle for visits and compensation rows). */
 function settle(f: Flush, a: Attempt, r: AttemptResult): void {
   if (r.kind === "success") {
+    // Always decided in process; a worker's undecided (late) success was refused before this.
     if (r.decision !== null) a.succeed(r.output, r.decision, f.now);
   } else if (r.kind === "failure") a.fail(r.error, r.retryable, f.now, f.o.random);
   else a.failForGood(r.reason, r.error, f.now, f.o.random);
