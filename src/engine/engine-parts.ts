@@ -25,6 +25,7 @@ import type { EngineMetrics } from "./telemetry/metrics.js";
 import { Notifier } from "./telemetry/notifier.js";
 import { DEFAULT_MAX_RUNS_PER_TREE } from "./writer/bounded-work.js";
 import { Dispatcher } from "./writer/dispatcher.js";
+import type { Submit } from "./writer/inputs.js";
 import { rateLimitsOf } from "./writer/limits.js";
 
 export interface EngineParts {
@@ -104,6 +105,9 @@ export function createParts(c: PartsContext): EngineParts {
     logger,
     maxBytes: c.maxPayloadBytes,
   });
+  // The runner and the external workers hand the writer their inputs through this port; the
+  // dispatcher, made after the runner (its hooks call the runner), is there before any is sent.
+  const submit: Submit = (input) => dispatcher.push(input);
   const attempts = new AttemptRunner({
     handlers,
     secrets: c.secrets,
@@ -113,6 +117,7 @@ export function createParts(c: PartsContext): EngineParts {
     logger,
     maxOutputBytes: c.maxPayloadBytes,
     progress,
+    submit,
   });
   // The dispatcher's hooks reach parts made after it (external, notifier) only once it runs.
   let external: ExternalWorkers | null = null;
@@ -138,7 +143,7 @@ export function createParts(c: PartsContext): EngineParts {
     spans: attempts.spans,
     hooks: {
       dispatch: (task) => attempts.dispatch(task),
-      resolvePayload: (key, run) => attempts.resolvePayload(key, run),
+      resolvePayload: (key, run) => attempts.payloads.resolve(key, run),
       abort: (id, reason) => attempts.abort(id, reason),
       published: (events, runs, seconds) => {
         // Counted before anyone hears of the commit: a listener that then reads the metrics sees it.
@@ -154,9 +159,8 @@ export function createParts(c: PartsContext): EngineParts {
       readyWaiting: (types) => external?.readyWaiting(types),
     },
   });
-  attempts.dispatcher = dispatcher;
   external = new ExternalWorkers({
-    dispatcher,
+    submit,
     attempts,
     registry,
     store,

@@ -42,7 +42,7 @@ export async function reviewInput(
   const approved = { decision: decision.decision, by: decision.by, comment: decision.comment, output };
   const next =
     options.decision === "approve"
-      ? await attempts.decideOutput(run, nodeId, approved)
+      ? await attempts.outcomes.decideOutput(run, nodeId, approved)
       : { decision: { kind: "none" as const } };
   return {
     kind: "review",

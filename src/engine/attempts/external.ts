@@ -1,7 +1,8 @@
 /**
  * The external-agent protocol (DESIGN §5): workers in any language, over the HTTP API, claim
  * ready visits of their agent types with a lease, heartbeat, and report success or failure.
- * Claims and reports are dispatcher inputs like any other, applied and fenced in a flush; a
+ * Claims and reports are inputs submitted to the writer like any other, applied and fenced in a
+ * flush (a report's result by the same call as an in-process one, writer/results.ts); a
  * report for an attempt the worker no longer holds is a ConflictError (409). A claim that finds
  * nothing waits (long poll) until a flush leaves visits of its types ready, another engine says
  * so, or the poll interval passes (a retry falling due announces nothing).
@@ -13,19 +14,17 @@
  */
 import { route } from "../../agents/task.js";
 import type { Clock } from "../../clock.js";
-import { notHeldBy, parseExecutionId, runOfExecution } from "../../core/attempt.js";
-import { checkRoute } from "../../core/branching.js";
-import { isEmptyUsage, usageProblem, usageRuns } from "../../core/budget.js";
+import { notHeldBy, parseExecutionId } from "../../core/attempt.js";
+import { isEmptyUsage, usageProblem } from "../../core/budget.js";
 import { undoneExecutionId } from "../../core/compensation.js";
 import type { Json, Usage } from "../../core/types.js";
-import type { CompiledNode, WorkflowGraph } from "../../definition/graph.js";
 import { kindOf } from "../../definition/kinds/index.js";
 import { ConflictError, ForbiddenError, NotFoundError, ValidationError } from "../../errors.js";
 import type { Store, VisitKey } from "../../store/store.js";
 import type { WorkflowRegistry } from "../registry.js";
-import type { Dispatcher } from "../writer/dispatcher.js";
-import type { ClaimedTask, Input, Report, ReportAnswer } from "../writer/inputs.js";
+import type { AttemptResult, ClaimedTask, ReportAnswer, Submit } from "../writer/inputs.js";
 import { AttemptHolders } from "./attempt-holders.js";
+import { ClaimWaiters } from "./claim-waiters.js";
 import {
   badNumber,
   badWorkerId,
@@ -41,30 +40,22 @@ import {
   type ProgressRequest,
   type WorkerIdentity,
 } from "./external-requests.js";
+import { refuseRoute } from "./outcomes.js";
 import type { ProgressStreams } from "./progress.js";
-import type { AttemptRunner, ResultOf } from "./runner.js";
+import type { AttemptRunner } from "./runner.js";
+import { TaskFacts } from "./task-facts.js";
 import { TaskLimiter, type TaskLimits } from "./task-limits.js";
 
-interface Waiter {
-  types: ReadonlySet<string>;
-  wake(): void;
-}
-
-/** What deciding a result's edges needs of its run; immutable, so kept from the claim to the report. */
-type RunFacts = Pick<ClaimedTask, "run_id" | "input" | "trace_id" | "workflow_id" | "workflow_version" | "usage_runs">;
-
-/** Claimed tasks whose run facts are kept (the oldest are forgotten first; a miss reads the run). */
-const FACTS_KEPT = 10_000;
-
 export class ExternalWorkers {
-  private readonly waiters = new Set<Waiter>();
-  private readonly facts = new Map<string, RunFacts>();
+  private readonly waiters: ClaimWaiters;
+  private readonly facts: TaskFacts;
   private readonly holders: AttemptHolders;
   private readonly limiter: TaskLimiter;
 
   constructor(
     private readonly o: {
-      dispatcher: Dispatcher;
+      /** Where claims, reports and heartbeats go: the writer's queue. */
+      submit: Submit;
       attempts: AttemptRunner;
       registry: WorkflowRegistry;
       store: Store;
@@ -79,6 +70,8 @@ export class ExternalWorkers {
       workerSeen?: (agentTypes: readonly string[]) => void;
     },
   ) {
+    this.waiters = new ClaimWaiters(o.clock);
+    this.facts = new TaskFacts(o.store);
     o.store.onReady(({ agentType }) => this.readyWaiting([agentType]));
     this.holders = new AttemptHolders(o.store);
     this.limiter = new TaskLimiter(o.limits, o.clock);
@@ -86,9 +79,7 @@ export class ExternalWorkers {
 
   /** Wakes the claims waiting for any of these agent types (`*`: all). */
   readyWaiting(agentTypes: string[]): void {
-    for (const w of this.waiters) {
-      if (agentTypes.some((t) => t === "*" || w.types.has(t))) w.wake();
-    }
+    this.waiters.readyWaiting(agentTypes);
   }
 
   /**
@@ -153,9 +144,11 @@ export class ExternalWorkers {
       if (gone()) return [];
       // Listening before claiming: a wake-up between the claim's commit and the wait is not lost.
       const waiting =
-        waitSeconds > 0 ? this.waitFor(new Set(types), Math.min(this.o.pollMs, giveUpAt - this.o.clock.now())) : null;
+        waitSeconds > 0
+          ? this.waiters.waitFor(new Set(types), Math.min(this.o.pollMs, giveUpAt - this.o.clock.now()))
+          : null;
       const tasks = await new Promise<ClaimedTask[]>((resolve, reject) =>
-        this.o.dispatcher.push({
+        this.o.submit({
           kind: "claim",
           agent_types: types,
           holder,
@@ -203,7 +196,17 @@ export class ExternalWorkers {
     if (problems.length > 0) throw new ValidationError("Heartbeat is invalid", problems);
     this.limiter.take(request.token?.name);
     // Only a running attempt's lease is renewed, and the flush checks its holder: nothing to verify first.
-    const answer = await this.report(executionId, request, { kind: "heartbeat", lease_ms: leaseSeconds * 1000 });
+    const answer = await new Promise<ReportAnswer>((resolve, reject) =>
+      this.o.submit({
+        kind: "worker_heartbeat",
+        execution_id: executionId,
+        attempt: request.attempt,
+        lease_ms: leaseSeconds * 1000,
+        holder: holderOf(request),
+        agent_types: request.token?.agent_types ?? null,
+        done: { resolve, reject },
+      }),
+    );
     // A busy worker claims nothing, but still serves its types (a task handed out here: its type is known).
     const type = this.holders.agentTypeOf(executionId, request.attempt);
     if (type !== undefined) this.o.workerSeen?.([type]);
@@ -231,7 +234,7 @@ export class ExternalWorkers {
       }
       checkedNow = holder;
     }
-    const run = this.facts.get(executionId) ?? (await this.o.store.getRun(key.run_id));
+    const run = await this.facts.runOf(executionId, key.run_id);
     if (!run) throw new NotFoundError(`no task ${executionId}; check the execution_id`);
     const source = { ...key, attempt: request.attempt, execution_id: executionId, trace_id: run.trace_id };
     if (!this.o.progress.offer(source, request.progress, checkedNow)) {
@@ -251,7 +254,7 @@ export class ExternalWorkers {
   async complete(executionId: string, request: CompleteRequest): Promise<ReportAnswer> {
     const key = this.checked(executionId, request, "Report is invalid");
     const at = { execution_id: executionId, attempt: request.attempt };
-    let input: Input;
+    let result: AttemptResult;
     if (undoneExecutionId(executionId) !== null) {
       if (request.next !== undefined) {
         throw new ValidationError("Report is invalid", [
@@ -259,9 +262,9 @@ export class ExternalWorkers {
         ]);
       }
       await this.verify(executionId, key, request, false);
-      input = this.o.attempts.compensationOutcome(at, request.output);
+      result = this.o.attempts.outcomes.compensationOutcome(at, request.output);
     } else {
-      const task = await this.taskOf(executionId, key, request.attempt);
+      const task = await this.facts.taskOf(executionId, key, request.attempt);
       const { graph } = await this.o.registry.get(task.workflow_id, task.workflow_version);
       const node = graph.nodes.get(key.node_id);
       if (!node) {
@@ -275,21 +278,15 @@ export class ExternalWorkers {
       if (request.next !== undefined) refuseRoute(graph, node, request.next);
       if (!running) {
         // Ended: this can only be the same report again (duplicate) or a late one (409); its usage is not applied.
-        const late = { kind: "success" as const, output: jsonOf(request.output), decision: null };
-        return this.push(executionId, request.attempt, holderOf(request), request.token?.agent_types ?? null, late, []);
+        const late: AttemptResult = { kind: "success", ...at, output: jsonOf(request.output), decision: null };
+        return this.push(late, holderOf(request), request.token?.agent_types ?? null);
       }
       const value = request.next === undefined ? (request.output ?? null) : route(request.next, request.output ?? null);
-      input = await this.o.attempts.outcome(task, value);
+      result = await this.o.attempts.outcomes.outcome(task, value);
     }
-    if (input.kind === "failure")
-      throw new ValidationError("Output is invalid", [{ path: "output", message: input.error.message }]);
-    if (input.kind === "success") {
-      return this.report(executionId, request, { kind: "success", output: input.output, decision: input.decision });
-    }
-    if (input.kind === "fail_visit") {
-      return this.report(executionId, request, { kind: "fail_visit", reason: input.reason, error: input.error });
-    }
-    throw new Error(`skein: unexpected outcome ${input.kind}`);
+    if (result.kind === "failure")
+      throw new ValidationError("Output is invalid", [{ path: "output", message: result.error.message }]);
+    return this.report(request, result);
   }
 
   /**
@@ -308,8 +305,10 @@ export class ExternalWorkers {
         },
       ]);
     }
-    return this.report(executionId, request, {
+    return this.report(request, {
       kind: "failure",
+      execution_id: executionId,
+      attempt: request.attempt,
       error: {
         message,
         reason: "error",
@@ -369,43 +368,30 @@ export class ExternalWorkers {
     return facts.running !== false;
   }
 
-  /** Queues a report, with the usage the worker sent (DESIGN §12): applied only if the report is. */
+  /** Queues a worker's result, with the usage it sent (DESIGN §12): applied only if the result is. */
   private async report(
-    executionId: string,
     who: WorkerIdentity & { attempt: number; usage?: Usage },
-    report: Report,
+    result: AttemptResult,
   ): Promise<ReportAnswer> {
-    const usage = report.kind !== "heartbeat" && who.usage !== undefined && !isEmptyUsage(who.usage) ? who.usage : null;
-    const runs = usage ? await this.usageRunsOf(executionId) : [];
-    const sent = usage && report.kind !== "heartbeat" ? { ...report, usage: { ...usage } } : report;
-    return this.push(executionId, who.attempt, holderOf(who), who.token?.agent_types ?? null, sent, runs);
-  }
-
-  /** The runs a task's usage adds to: kept from its claim, else read (the chain never changes). */
-  private async usageRunsOf(executionId: string): Promise<string[]> {
-    const kept = this.facts.get(executionId);
-    if (kept) return kept.usage_runs;
-    const runId = runOfExecution(executionId);
-    const run = runId === null ? null : await this.o.store.getRun(runId);
-    return run ? usageRuns(run) : [];
+    const usage = who.usage !== undefined && !isEmptyUsage(who.usage) ? { ...who.usage } : null;
+    const runs = usage ? await this.facts.usageRunsOf(result.execution_id) : [];
+    return this.push(result, holderOf(who), who.token?.agent_types ?? null, usage, runs);
   }
 
   private push(
-    executionId: string,
-    attempt: number,
+    result: AttemptResult,
     holder: string,
     agentTypes: readonly string[] | null,
-    report: Report,
+    usage: Usage | null = null,
     usageRuns: string[] = [],
   ): Promise<ReportAnswer> {
     return new Promise<ReportAnswer>((resolve, reject) =>
-      this.o.dispatcher.push({
+      this.o.submit({
         kind: "report",
-        execution_id: executionId,
-        attempt,
-        report,
+        result,
         holder,
         agent_types: agentTypes,
+        usage,
         usage_runs: usageRuns,
         done: { resolve, reject },
       }),
@@ -420,73 +406,25 @@ export class ExternalWorkers {
   private async withPayload(t: ClaimedTask, holder: string): Promise<ClaimedTask | null> {
     if (!t.compensates) return t;
     try {
-      return { ...t, payload: await this.o.attempts.compensationPayload(t) };
+      return { ...t, payload: await this.o.attempts.payloads.compensation(t) };
     } catch (e) {
       const error = { message: e instanceof Error ? e.message : String(e), reason: "template_error" };
-      const failure: Report = { kind: "failure", error, retryable: false };
-      this.push(t.execution_id, t.attempt, holder, null, failure).catch(() => undefined);
+      const failure: AttemptResult = {
+        kind: "failure",
+        execution_id: t.execution_id,
+        attempt: t.attempt,
+        error,
+        retryable: false,
+      };
+      this.push(failure, holder, null).catch(() => undefined);
       return null;
     }
   }
 
   private remember(t: ClaimedTask, holder: string): void {
-    const { run_id, input, trace_id, workflow_id, workflow_version, usage_runs } = t;
-    this.facts.set(t.execution_id, { run_id, input, trace_id, workflow_id, workflow_version, usage_runs });
-    if (this.facts.size > FACTS_KEPT) this.facts.delete(this.facts.keys().next().value as string);
+    this.facts.remember(t);
     this.holders.remember(t.execution_id, t.attempt, t.agent_type, holder);
   }
-
-  /** What deciding the edges of a result needs: the visit's run and workflow. */
-  private async taskOf(executionId: string, key: VisitKey, attempt: number): Promise<ResultOf> {
-    const facts = this.facts.get(executionId) ?? (await this.o.store.getRun(key.run_id));
-    if (!facts) throw new NotFoundError(`no task ${executionId}; use the execution_id of a claimed task`);
-    const { run_id, input, trace_id, workflow_id, workflow_version } = facts;
-    return {
-      run_id,
-      input,
-      trace_id,
-      workflow_id,
-      workflow_version,
-      node_id: key.node_id,
-      attempt,
-      execution_id: executionId,
-    };
-  }
-
-  /** Resolves when a flush leaves visits of these types ready, or after `ms`. */
-  private waitFor(types: ReadonlySet<string>, ms: number): { done: Promise<void>; cancel(): void } {
-    let wake!: () => void;
-    const done = new Promise<void>((resolve) => {
-      wake = resolve;
-    });
-    const timer = this.o.clock.setTimeout(() => w.wake(), Math.max(0, ms));
-    const w: Waiter = {
-      types,
-      wake: () => {
-        this.waiters.delete(w);
-        this.o.clock.clearTimeout(timer);
-        wake();
-      },
-    };
-    this.waiters.add(w);
-    return { done, cancel: () => w.wake() };
-  }
-}
-
-/**
- * Refuses a worker's route its node does not allow, before anything is queued: the worker is
- * there to hear it and report again, so its attempt stays held (an in-process agent's bad route
- * fails the visit `invalid_next` instead: nobody could answer it).
- * @throws ValidationError naming the node's declared targets
- */
-function refuseRoute(graph: WorkflowGraph, node: CompiledNode, next: string | string[]): void {
-  const targets = typeof next === "string" ? [next] : next;
-  const checked = Array.isArray(targets) ? checkRoute(graph, node, targets.map(String)) : null;
-  if (checked !== null && !("invalid" in checked)) return;
-  const problem = checked === null ? "must be a node id or a list of node ids" : checked.invalid;
-  throw new ValidationError("Report is invalid", [
-    { path: "next", message: `${problem}; the attempt is still held: report it again with an allowed route` },
-  ]);
 }
 
 /** A report's output as sent, for comparing with the stored one (it is not applied). */

@@ -5,18 +5,10 @@
  * written once at the end, claims included.
  */
 
-import { type Attempt, attemptOf, fenceReason, holds, parseExecutionId, runOfExecution } from "../../core/attempt.js";
-import { type PastVisit, planCompensation, undoneExecutionId } from "../../core/compensation.js";
+import { attemptOf, holds, runOfExecution } from "../../core/attempt.js";
+import { type PastVisit, planCompensation } from "../../core/compensation.js";
 import { cancelRefusal } from "../../core/preconditions.js";
-import {
-  emptyChanges,
-  endRun,
-  event,
-  failVisit,
-  type RunState,
-  runState,
-  startRunState,
-} from "../../core/scheduler.js";
+import { emptyChanges, endRun, failVisit, type RunState, runState, startRunState } from "../../core/scheduler.js";
 import type { Compensation, InboxEvent, NewEvent, Run, RunEvent, Visit } from "../../core/types.js";
 import { MAX_CHILD_DEPTH } from "../../definition/kinds/workflow.js";
 import { ConflictError, NotFoundError } from "../../errors.js";
@@ -30,7 +22,7 @@ import { settleChildren, startChildren } from "./kinds/children.js";
 import { publishEvent, sendEvent } from "./kinds/events.js";
 import { continueHeldMaps, continueMap, startMaps, undoItems } from "./kinds/maps.js";
 import { ClaimLimits, freedLimitedTypes } from "./limits.js";
-import { report, retry, review } from "./results.js";
+import { applyResult, heartbeat, retry, review, workerHeartbeat } from "./results.js";
 import type { RunCache } from "./run-cache.js";
 import type { SlotOutcome } from "./schedules.js";
 import { recover, recoverLost, sweepExpired } from "./sweep.js";
@@ -286,13 +278,13 @@ export class Flush {
     switch (input.kind) {
       case "start":
         return this.start(input.run, input.done);
-      // An in-process attempt's result, of a visit or a compensation row: one lifecycle (core/attempt.ts).
+      // An attempt's result, in process or a worker's report: one call (writer/results.ts).
       case "success":
-        return (await this.held(input))?.succeed(input.output, input.decision, this.now);
       case "failure":
-        return (await this.held(input))?.fail(input.error, input.retryable, this.now, this.o.random);
       case "fail_visit":
-        return (await this.held(input))?.failForGood(input.reason, input.error, this.now, this.o.random);
+        return applyResult(this, input);
+      case "report":
+        return applyResult(this, input.result, input);
       case "usage": {
         // Later calls of the attempt make a new input from now on: this one's figures are final.
         input.taken = true;
@@ -329,14 +321,10 @@ export class Flush {
       case "claim":
         this.workerClaims.push(input);
         return;
-      case "report":
-        return report(this, input);
-      case "heartbeat": {
-        const held = await this.held(input, false);
-        held?.renew(this.now);
-        this.out.callbacks.push(() => input.done.resolve(held !== null));
-        return;
-      }
+      case "heartbeat":
+        return heartbeat(this, input);
+      case "worker_heartbeat":
+        return workerHeartbeat(this, input);
       case "payload":
       case "payload_error": {
         const rs = await this.load(input.key.run_id);
@@ -362,31 +350,6 @@ export class Flush {
         return;
       }
     }
-  }
-
-  /**
-   * The attempt a result names, if its sender still holds it (the fence of DESIGN §5): the row
-   * is current, RUNNING, at that attempt. Otherwise records `result.fenced` (not for a
-   * heartbeat), lets a cancelled attempt that returned release its row, and gives null.
-   */
-  private async held(
-    input: { kind: string; execution_id: string; attempt: number },
-    recordFence = true,
-  ): Promise<Attempt | null> {
-    const rs = await this.loadExecution(input.execution_id);
-    const a = rs ? attemptOf(rs, input.execution_id) : undefined;
-    if (a && holds(a, input.attempt)) return a;
-    if (a?.current) a.returned(input.attempt, this.now);
-    if (recordFence && rs) {
-      const key = a?.key ?? parseExecutionId(undoneExecutionId(input.execution_id) ?? input.execution_id);
-      event(rs, "result.fenced", key, this.now, {
-        execution_id: input.execution_id,
-        attempt: input.attempt,
-        result: input.kind,
-        reason: fenceReason(a, input.attempt),
-      });
-    }
-    return null;
   }
 
   private async start(run: Run, done: Callback<Run>): Promise<void> {

@@ -22,10 +22,8 @@ export type ClaimedTask = Omit<Task, "signal" | "heartbeat" | "progress" | "repo
 
 export type Input =
   | { kind: "start"; run: Run; done: Callback<Run> }
-  | { kind: "success"; execution_id: string; attempt: number; output: Json; decision: Decision }
-  | { kind: "failure"; execution_id: string; attempt: number; error: VisitError; retryable: boolean }
-  /** A failure of the visit itself, not retried: invalid_next, when_error. */
-  | { kind: "fail_visit"; execution_id: string; attempt: number; reason: string; error: VisitError }
+  /** An in-process attempt's result (the runner's outcome of its handler). */
+  | AttemptResult
   /** A visit's resolved payload, and the value of its node's `concurrency.key` (null without one). */
   | { kind: "payload"; key: VisitKey; payload: Json; concurrency_key: string | null }
   | { kind: "payload_error"; key: VisitKey; error: VisitError }
@@ -77,33 +75,53 @@ export type Input =
       done: Callback<ClaimedTask[]>;
     }
   /**
-   * An external worker's report or heartbeat: answered, or refused with a ForbiddenError (an
-   * agent type the token may not report) or a ConflictError (an attempt it does not hold).
+   * An external worker's report: its attempt's result, answered, or refused with a
+   * ForbiddenError (an agent type the token may not report) or a ConflictError (an attempt it
+   * does not hold).
    */
   | {
       kind: "report";
-      execution_id: string;
-      attempt: number;
-      report: Report;
+      result: AttemptResult;
       /** Who sends it: the holder its claim recorded (`worker:...`, DESIGN §13). */
       holder: string;
       /** The agent types the sender's token may report; null: any. */
       agent_types: readonly string[] | null;
-      /** With a report's `usage`: the runs it adds to (the attempt's and every run above it); else empty. */
+      /** The usage sent with it (DESIGN §12): counted when the report is accepted, before the attempt ends. */
+      usage: Usage | null;
+      /** With `usage`: the runs it adds to (the attempt's and every run above it); else empty. */
       usage_runs: string[];
+      done: Callback<ReportAnswer>;
+    }
+  /** An external worker's heartbeat: its lease renewed for `lease_ms`, checked like a report. */
+  | {
+      kind: "worker_heartbeat";
+      execution_id: string;
+      attempt: number;
+      lease_ms: number;
+      holder: string;
+      agent_types: readonly string[] | null;
       done: Callback<ReportAnswer>;
     };
 
 /**
- * What an external worker reports for an attempt it holds. A success's `decision` is null when
- * it was not worked out because the attempt had already ended (DESIGN §13: a `when` is
- * evaluated only for the holder of a running attempt): such a report is never applied.
+ * An attempt's result, of a visit or a compensation row: what an in-process handler's outcome
+ * became, and what an external worker reports (inside a `report` input). One vocabulary,
+ * applied by one call (writer/results.ts `applyResult`), fenced by attempt (DESIGN §5).
+ * `fail_visit`: a failure of the visit itself, not retried (invalid_next, when_error).
+ * A success's `decision` is null only in a worker's report whose edges were not worked out
+ * because the attempt had already ended (DESIGN §13: a `when` is evaluated only for the holder
+ * of a running attempt): such a result is never applied.
  */
-export type Report =
-  | { kind: "success"; output: Json; decision: Decision | null; usage?: Usage }
-  | { kind: "failure"; error: VisitError; retryable: boolean; usage?: Usage }
-  | { kind: "fail_visit"; reason: string; error: VisitError; usage?: Usage }
-  | { kind: "heartbeat"; lease_ms: number };
+export type AttemptResult =
+  | { kind: "success"; execution_id: string; attempt: number; output: Json; decision: Decision | null }
+  | { kind: "failure"; execution_id: string; attempt: number; error: VisitError; retryable: boolean }
+  | { kind: "fail_visit"; execution_id: string; attempt: number; reason: string; error: VisitError };
+
+/**
+ * The port through which the attempt runner and the external workers hand the writer what they
+ * produce (results, heartbeats, usage, payloads, claims): they never hold the dispatcher.
+ */
+export type Submit = (input: Input) => void;
 
 export interface ReportAnswer {
   /** `duplicate`: the same report was applied before; nothing changed this time. */
@@ -143,7 +161,10 @@ export function inputRuns(inputs: Input[]): string[] {
   for (const input of inputs) {
     // Usage adds to the runs above the attempt's too: locked with the rest, in the same order.
     if (input.kind === "usage" || input.kind === "report") for (const id of input.usage_runs) ids.add(id);
-    if ("run_id" in input) ids.add(input.run_id);
+    if (input.kind === "report") {
+      const runId = runOfExecution(input.result.execution_id);
+      if (runId !== null) ids.add(runId);
+    } else if ("run_id" in input) ids.add(input.run_id);
     else if ("key" in input) ids.add(input.key.run_id);
     else if ("execution_id" in input) {
       const runId = runOfExecution(input.execution_id);

@@ -1,89 +1,161 @@
 /**
- * Inputs a flush answers after checking them: external workers' reports (fenced by attempt,
- * lease and holder, DESIGN §5, §13), review decisions, redrives. The checks themselves are
- * pure (core/attempt.ts, core/preconditions.ts); this applies them to the loaded runs.
+ * Inputs a flush applies after checking them: attempts' results and heartbeats, in process or
+ * from external workers (fenced by attempt, and for a worker by lease and holder, DESIGN §5,
+ * §13), review decisions, redrives. The checks themselves are pure (core/attempt.ts,
+ * core/preconditions.ts); this applies them to the loaded runs.
  */
-import { attemptOf, notHeldBy, sameReport } from "../../core/attempt.js";
+import {
+  type Attempt,
+  type AttemptKey,
+  attemptOf,
+  fenceReason,
+  holds,
+  notHeldBy,
+  parseExecutionId,
+  sameReport,
+} from "../../core/attempt.js";
+import { undoneExecutionId } from "../../core/compensation.js";
 import { assigneeRefusal, retryRefusal, reviewRoundRefusal } from "../../core/preconditions.js";
 import { redrive } from "../../core/redrive.js";
-import { decideReview, event, failVisit, leaseExpiry } from "../../core/scheduler.js";
+import { decideReview, event, failVisit, leaseExpiry, type RunState } from "../../core/scheduler.js";
+import type { Json } from "../../core/types.js";
 import { ConflictError, ForbiddenError, NotFoundError } from "../../errors.js";
 import { addRunUsage } from "./budget.js";
 import type { Flush } from "./flush.js";
-import type { Input, ReportAnswer } from "./inputs.js";
+import type { AttemptRef, AttemptResult, Input, ReportAnswer } from "./inputs.js";
+
+type ReportInput = Extract<Input, { kind: "report" }>;
+type WorkerHeartbeat = Extract<Input, { kind: "worker_heartbeat" }>;
+type Sender = Pick<ReportInput, "holder" | "agent_types">;
 
 /**
- * An external worker's report. Held means: the row (visit or compensation) is current and
- * RUNNING at that attempt, held by this worker (DESIGN §13), and its lease has not passed (the
- * sweep may not have expired it yet). The same report sent again is answered `duplicate`;
- * anything else for an attempt not held is a conflict. Refusals for another token's or worker's
- * attempt record nothing. Who held an attempt that has ended is checked before the report is
- * queued (ExternalWorkers.verify).
+ * Applies an attempt's result (of a visit or a compensation row), the one call for both paths:
+ * in process (`sent` undefined) or reported by an external worker (`sent`, its report input).
+ * The fence of DESIGN §5: the sender must hold the attempt (the row is current, RUNNING, at that
+ * attempt); a result that does not is recorded as `result.fenced`, and a cancelled attempt that
+ * returned releases its row. A worker's report adds only the checks of its sender (DESIGN §13,
+ * refusals record nothing), its lease (the sweep may not have expired it yet), its usage, and
+ * the answer: `accepted`; `duplicate` for the same report sent again; else a conflict. Who held
+ * an attempt that has ended is checked before the report is queued (ExternalWorkers.verify).
  */
-export async function report(f: Flush, input: Extract<Input, { kind: "report" }>): Promise<void> {
-  const { report, done } = input;
+export async function applyResult(f: Flush, r: AttemptResult, sent?: ReportInput): Promise<void> {
+  const rs = await f.loadExecution(r.execution_id);
+  const a = rs ? attemptOf(rs, r.execution_id) : undefined;
+  if (sent === undefined) {
+    if (a && holds(a, r.attempt)) return settle(f, a, r);
+    if (a?.current) a.returned(r.attempt, f.now);
+    if (rs) {
+      const key = a?.key ?? parseExecutionId(undoneExecutionId(r.execution_id) ?? r.execution_id);
+      fenced(f, rs, key, r, fenceReason(a, r.attempt));
+    }
+    return;
+  }
+  const { done } = sent;
+  if (!rs || !a) return done.reject(new NotFoundError(`no task ${r.execution_id}; check the execution_id`));
+  const refused = senderRefusal(a, r.execution_id, r.attempt, sent);
+  if (refused) return done.reject(refused);
+  if (holds(a, r.attempt) && !leaseExpired(a, f.now)) {
+    // Checked as ended before it was queued, so it cannot be running again at this attempt.
+    if (r.kind === "success" && r.decision === null) return done.reject(new ConflictError(notHeld(r)));
+    // The attempt's usage counts with its accepted report (DESIGN §12), before it ends.
+    if (sent.usage) await addRunUsage(f, sent.usage_runs, sent.usage, r.execution_id);
+    settle(f, a, r);
+    return answer(f, a, done, "accepted");
+  }
+  if (a.row.attempt === r.attempt && sameReport(a.row, r)) return answer(f, a, done, "duplicate");
+  const why = unheldWhy(a, r.attempt);
+  fenced(f, a.rs, a.key, r, why, sent.holder);
+  a.returned(r.attempt, f.now);
+  f.out.callbacks.push(() => done.reject(new ConflictError(`${notHeld(r)}: ${why}`)));
+}
+
+/**
+ * An external worker's heartbeat: checked like its report, then, as at the claim, the node's
+ * lease (deadline, heartbeat_timeout) shortened by the worker's. A heartbeat for an attempt no
+ * longer held is a conflict, and records nothing.
+ */
+export async function workerHeartbeat(f: Flush, input: WorkerHeartbeat): Promise<void> {
+  const { execution_id, attempt, done } = input;
+  const rs = await f.loadExecution(execution_id);
+  const a = rs ? attemptOf(rs, execution_id) : undefined;
+  if (!rs || !a) return done.reject(new NotFoundError(`no task ${execution_id}; check the execution_id`));
+  const refused = senderRefusal(a, execution_id, attempt, input);
+  if (refused) return done.reject(refused);
+  if (holds(a, attempt) && !leaseExpired(a, f.now)) {
+    const { row } = a;
+    const node = rs.graph.nodes.get(row.node_id);
+    const nodeLease = node ? leaseExpiry(node, row, f.now) : row.deadline_at;
+    row.lease_expires_at = Math.min(nodeLease ?? Number.POSITIVE_INFINITY, f.now + input.lease_ms);
+    a.touched();
+    return answer(f, a, done, "accepted");
+  }
+  const why = unheldWhy(a, attempt);
+  f.out.callbacks.push(() => done.reject(new ConflictError(`${notHeld(input)}: ${why}`)));
+}
+
+/** An in-process attempt's heartbeat: renews its lease while it holds the attempt; answers whether it does. */
+export async function heartbeat(f: Flush, input: Extract<Input, { kind: "heartbeat" }>): Promise<void> {
   const rs = await f.loadExecution(input.execution_id);
   const a = rs ? attemptOf(rs, input.execution_id) : undefined;
-  if (!rs || !a) return done.reject(new NotFoundError(`no task ${input.execution_id}; check the execution_id`));
-  const { row, key } = a;
-  if (input.agent_types !== null && !input.agent_types.includes(row.agent_type)) {
-    return done.reject(
-      new ForbiddenError(
-        `this token may report tasks of ${input.agent_types.join(", ")}, not ${row.agent_type} (${input.execution_id})`,
-      ),
+  const held = a !== undefined && holds(a, input.attempt);
+  if (held) a.renew(f.now);
+  else if (a?.current) a.returned(input.attempt, f.now);
+  f.out.callbacks.push(() => input.done.resolve(held));
+}
+
+/** The transition a held attempt's result makes (core/attempt.ts: one lifecycle for visits and compensation rows). */
+function settle(f: Flush, a: Attempt, r: AttemptResult): void {
+  if (r.kind === "success") {
+    // Always decided in process; a worker's undecided (late) success was refused before this.
+    if (r.decision !== null) a.succeed(r.output, r.decision, f.now);
+  } else if (r.kind === "failure") a.fail(r.error, r.retryable, f.now, f.o.random);
+  else a.failForGood(r.reason, r.error, f.now, f.o.random);
+}
+
+/**
+ * Why a worker may not report or heartbeat this attempt, or null (DESIGN §13): an agent type
+ * its token may not report, an attempt another holder has, or a row superseded.
+ */
+function senderRefusal(a: Attempt, executionId: string, attempt: number, sender: Sender): Error | null {
+  const { row } = a;
+  if (sender.agent_types !== null && !sender.agent_types.includes(row.agent_type)) {
+    return new ForbiddenError(
+      `this token may report tasks of ${sender.agent_types.join(", ")}, not ${row.agent_type} (${executionId})`,
     );
   }
-  if (row.attempt === input.attempt && row.holder !== null && row.holder !== input.holder) {
-    return done.reject(new ConflictError(notHeldBy(input.execution_id, input.attempt, row.holder)));
+  if (row.attempt === attempt && row.holder !== null && row.holder !== sender.holder) {
+    return new ConflictError(notHeldBy(executionId, attempt, row.holder));
   }
-  if (!a.current) {
-    return done.reject(
-      new ConflictError(`attempt ${input.attempt} of ${input.execution_id} is no longer held: superseded`),
-    );
-  }
-  const answer = (status: ReportAnswer["status"]) => {
-    f.out.callbacks.push(() => done.resolve({ status, lease_expires_at: row.lease_expires_at }));
-  };
-  const expired = row.lease_expires_at !== null && row.lease_expires_at <= f.now;
-  if (row.state === "RUNNING" && row.attempt === input.attempt && !expired) {
-    // The attempt's usage counts with its accepted report (DESIGN §12), before it ends.
-    if (report.kind !== "heartbeat" && report.usage)
-      await addRunUsage(f, input.usage_runs, report.usage, input.execution_id);
-    if (report.kind === "heartbeat") {
-      // As at the claim: the node's lease (deadline, heartbeat_timeout), shortened by the worker's.
-      const node = rs.graph.nodes.get(row.node_id);
-      const nodeLease = node ? leaseExpiry(node, row, f.now) : row.deadline_at;
-      row.lease_expires_at = Math.min(nodeLease ?? Number.POSITIVE_INFINITY, f.now + report.lease_ms);
-      a.touched();
-    } else if (report.kind === "failure") a.fail(report.error, report.retryable, f.now, f.o.random);
-    else if (report.kind === "fail_visit") a.failForGood(report.reason, report.error, f.now, f.o.random);
-    else if (report.decision !== null) a.succeed(report.output, report.decision, f.now);
-    else {
-      // Checked as ended before it was queued, so it cannot be running again at this attempt.
-      return done.reject(new ConflictError(`attempt ${input.attempt} of ${input.execution_id} is no longer held`));
-    }
-    return answer("accepted");
-  }
-  if (row.attempt === input.attempt && sameReport(row, report)) return answer("duplicate");
-  const why =
-    row.attempt !== input.attempt
-      ? `its current attempt is ${row.attempt}`
-      : row.state === "RUNNING"
-        ? "its lease expired"
-        : `it is ${row.state}`;
-  if (report.kind !== "heartbeat") {
-    event(rs, "result.fenced", key, f.now, {
-      execution_id: input.execution_id,
-      attempt: input.attempt,
-      result: report.kind,
-      reason: why,
-      by: input.holder,
-    });
-    a.returned(input.attempt, f.now);
-  }
-  f.out.callbacks.push(() =>
-    done.reject(new ConflictError(`attempt ${input.attempt} of ${input.execution_id} is no longer held: ${why}`)),
-  );
+  if (!a.current) return new ConflictError(`attempt ${attempt} of ${executionId} is no longer held: superseded`);
+  return null;
+}
+
+/** A worker's lease that has passed: the sweep may not have expired it yet. */
+function leaseExpired(a: Attempt, now: number): boolean {
+  return a.row.lease_expires_at !== null && a.row.lease_expires_at <= now;
+}
+
+/** Why a worker's current row is not held at `attempt` (its answer and its `result.fenced`). */
+function unheldWhy(a: Attempt, attempt: number): string {
+  if (a.row.attempt !== attempt) return `its current attempt is ${a.row.attempt}`;
+  return a.row.state === "RUNNING" ? "its lease expired" : `it is ${a.row.state}`;
+}
+
+function notHeld(at: AttemptRef): string {
+  return `attempt ${at.attempt} of ${at.execution_id} is no longer held`;
+}
+
+/** Answers a worker once committed, with the attempt's lease as the transaction leaves it. */
+function answer(f: Flush, a: Attempt, done: ReportInput["done"], status: ReportAnswer["status"]): void {
+  const { row } = a;
+  f.out.callbacks.push(() => done.resolve({ status, lease_expires_at: row.lease_expires_at }));
+}
+
+/** Records a result that came for an attempt its sender no longer holds (`by`: a worker's holder). */
+function fenced(f: Flush, rs: RunState, key: AttemptKey | null, r: AttemptResult, reason: string, by?: string): void {
+  const data: Record<string, Json> = { execution_id: r.execution_id, attempt: r.attempt, result: r.kind, reason };
+  if (by !== undefined) data.by = by;
+  event(rs, "result.fenced", key, f.now, data);
 }
 
 /** A person's decision: exactly one wins, for the review round it names (DESIGN §5). */
