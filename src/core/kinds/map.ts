@@ -82,7 +82,7 @@ export const map: NodeKind = {
     return problem ? `payload${problem.path ? `.${problem.path}` : ""} ${problem.message}` : null;
   },
   begin(rs, v) {
-    rs.changes.maps.add(v);
+    rs.changes.starts.add(v);
   },
 };
 

@@ -51,7 +51,7 @@ export const workflow: NodeKind = {
     return problem === null ? null : `payload ${problem}`;
   },
   begin(rs, v) {
-    rs.changes.children.add(v);
+    rs.changes.starts.add(v);
   },
 };
 

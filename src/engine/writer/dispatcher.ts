@@ -12,8 +12,9 @@ import type { RunState } from "../../core/scheduler.js";
 import { DatabaseError, EngineClosedError, UnavailableError } from "../../errors.js";
 import { untilDeadline } from "../attempts/deadline.js";
 import { INPUTS_PER_FLUSH } from "./bounded-work.js";
+import type { FlushOutcome } from "./context.js";
 import type { DispatcherOptions } from "./dispatcher-options.js";
-import { Flush, type FlushOutcome } from "./flush.js";
+import { Flush } from "./flush.js";
 import { type AttemptRef, type Input, inputRuns } from "./inputs.js";
 import { replacementOf } from "./refused.js";
 import { RunCache } from "./run-cache.js";
@@ -41,7 +42,7 @@ export class Dispatcher {
   private sweepTimer: TimerHandle | null = null;
   /** Engines found dead at start: their in-process attempts are recovered on the first flush. */
   private deadEngines: string[] = [];
-  /** The first flush continues the maps an engine left held (engine/writer/kinds/maps.ts `continueHeldMaps`). */
+  /** The first flush continues the maps an engine left held (each kind step's `takeOver`, engine/writer/kinds). */
   private takeOver = false;
   private readonly cache: RunCache;
   /** Agent types that may have ready visits waiting in the database (see Flush.claimReady). */
@@ -271,8 +272,8 @@ export class Dispatcher {
         async (tx) => {
           // One clock judges every due time: the database's on a shared store (DESIGN §7).
           const now = (await tx.now()) ?? this.o.clock.now();
-          flush = new Flush(this.o, this.cache, this.backlog, now, this.claiming, lost, hints);
-          return flush.run(tx, inputs, dead, sweep, takeOver);
+          flush = new Flush(tx, this.o, this.cache, this.backlog, now, this.claiming, lost, hints);
+          return flush.run(inputs, dead, sweep, takeOver);
         },
         { lock, tryLock, known },
       );

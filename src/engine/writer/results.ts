@@ -9,7 +9,7 @@ import { redrive } from "../../core/redrive.js";
 import { decideReview, event, failVisit, leaseExpiry } from "../../core/scheduler.js";
 import { ConflictError, ForbiddenError, NotFoundError } from "../../errors.js";
 import { addRunUsage } from "./budget.js";
-import type { Flush } from "./flush.js";
+import type { FlushContext } from "./context.js";
 import type { Input, ReportAnswer } from "./inputs.js";
 
 /**
@@ -20,7 +20,7 @@ import type { Input, ReportAnswer } from "./inputs.js";
  * attempt record nothing. Who held an attempt that has ended is checked before the report is
  * queued (ExternalWorkers.verify).
  */
-export async function report(f: Flush, input: Extract<Input, { kind: "report" }>): Promise<void> {
+export async function report(f: FlushContext, input: Extract<Input, { kind: "report" }>): Promise<void> {
   const { report, done } = input;
   const rs = await f.loadExecution(input.execution_id);
   const a = rs ? attemptOf(rs, input.execution_id) : undefined;
@@ -87,7 +87,7 @@ export async function report(f: Flush, input: Extract<Input, { kind: "report" }>
 }
 
 /** A person's decision: exactly one wins, for the review round it names (DESIGN §5). */
-export async function review(f: Flush, input: Extract<Input, { kind: "review" }>): Promise<void> {
+export async function review(f: FlushContext, input: Extract<Input, { kind: "review" }>): Promise<void> {
   const { run_id, node_id, decision, done } = input;
   const rs = await f.load(run_id);
   const v = rs?.current.get(node_id);
@@ -108,7 +108,7 @@ export async function review(f: Flush, input: Extract<Input, { kind: "review" }>
 }
 
 /** A redrive (DESIGN §6): only a FAILED or CANCELLED run, and with `force` one that needs attention. */
-export async function retry(f: Flush, input: Extract<Input, { kind: "retry" }>): Promise<void> {
+export async function retry(f: FlushContext, input: Extract<Input, { kind: "retry" }>): Promise<void> {
   const rs = await f.load(input.run_id);
   if (!rs) return input.done.reject(new NotFoundError(`run ${input.run_id} does not exist`));
   const refused = retryRefusal(rs.run, input, (id) => rs.graph.nodes.has(id));
