@@ -6,20 +6,12 @@
  */
 
 import { type Attempt, attemptOf, fenceReason, holds, parseExecutionId, runOfExecution } from "../../core/attempt.js";
-import { type PastVisit, planCompensation, undoneExecutionId } from "../../core/compensation.js";
+import { undoneExecutionId } from "../../core/compensation.js";
 import { MAX_CHILD_DEPTH } from "../../core/kinds/workflow.js";
 import { cancelRefusal } from "../../core/preconditions.js";
-import {
-  emptyChanges,
-  endRun,
-  event,
-  failVisit,
-  type RunState,
-  runState,
-  startRunState,
-} from "../../core/scheduler.js";
+import { emptyChanges, endRun, event, failVisit, type RunState, runState } from "../../core/scheduler.js";
 import type { Compensation, InboxEvent, NewEvent, Run, Visit } from "../../core/types.js";
-import { ConflictError, NotFoundError } from "../../errors.js";
+import { NotFoundError } from "../../errors.js";
 import type { ReadyNotice, RunRead, StoreTx } from "../../store/store.js";
 import { WorkBounds } from "./bounded-work.js";
 import { addRunUsage, Budget } from "./budget.js";
@@ -30,8 +22,10 @@ import { type AttemptRef, type Callback, type Input, inputRuns } from "./inputs.
 import { Events } from "./kinds/events.js";
 import { type KindSteps, kindSteps } from "./kinds/index.js";
 import { ClaimLimits, freedLimitedTypes } from "./limits.js";
+import { planCompensations } from "./plan-compensations.js";
 import { report, retry, review } from "./results.js";
 import type { RunCache } from "./run-cache.js";
+import { startRun } from "./start-run.js";
 import { Sweep } from "./sweep.js";
 
 /**
@@ -118,7 +112,7 @@ export class Flush implements FlushContext {
     for (const input of inputs) await this.apply(input);
     await claims.claimForWorkers();
     if (sweep) await sweeps.sweepExpired();
-    await this.planCompensations();
+    await planCompensations(this);
     // A limited type's attempt that ended may leave room for a visit waiting in the database.
     for (const type of freedLimitedTypes(this)) this.backlog.add(type);
     await budget.release(); // attempts that ended leave room under their budgets
@@ -156,7 +150,7 @@ export class Flush implements FlushContext {
       if (this.claiming && (await this.startAsked())) changed = true;
       if (this.claiming) for (const step of steps.values()) if (step.undo && (await step.undo())) changed = true;
       if (!changed) return;
-      await this.planCompensations();
+      await planCompensations(this);
       await this.budget.release();
       if (this.claiming) await this.claims.claimReady(false);
     }
@@ -217,7 +211,7 @@ export class Flush implements FlushContext {
   private async apply(input: Input): Promise<unknown> {
     switch (input.kind) {
       case "start":
-        return this.start(input.run, input.done);
+        return startRun(this, input.run, input.done);
       // An in-process attempt's result, of a visit or a compensation row: one lifecycle (core/attempt.ts).
       case "success":
         return (await this.held(input))?.succeed(input.output, input.decision, this.now);
@@ -321,41 +315,6 @@ export class Flush implements FlushContext {
     return null;
   }
 
-  private async start(run: Run, done: Callback<Run>): Promise<void> {
-    // Applied again after a commit whose outcome was lost: the run may exist already.
-    const committed = this.lost ? await this.load(run.run_id) : undefined;
-    if (committed) {
-      const existing = { ...committed.run };
-      this.out.callbacks.push(() => done.resolve(existing));
-      return;
-    }
-    if (run.idempotency_key !== null) {
-      const existing =
-        this.newRuns.find((r) => r.idempotency_key === run.idempotency_key) ??
-        (await this.tx.runByIdempotencyKey(run.idempotency_key));
-      if (existing) {
-        if (existing.input_hash !== run.input_hash || existing.workflow_id !== run.workflow_id) {
-          this.out.callbacks.push(() =>
-            done.reject(
-              new ConflictError(
-                `idempotency_key "${run.idempotency_key}" was already used for run ${existing.run_id} with a different ` +
-                  "workflow or input; use a new key for a new run",
-              ),
-            ),
-          );
-        } else {
-          this.out.callbacks.push(() => done.resolve(existing));
-        }
-        return;
-      }
-    }
-    const { graph } = await this.o.registry.get(run.workflow_id, run.workflow_version);
-    const rs = startRunState(run, graph, this.now);
-    this.addRun(rs, 0);
-    const started = { ...rs.run };
-    this.out.callbacks.push(() => done.resolve(started));
-  }
-
   addRun(rs: RunState, revision?: number): void {
     this.newRuns.push(rs.run);
     this.states.set(rs.run.run_id, rs);
@@ -365,28 +324,6 @@ export class Flush implements FlushContext {
   /** Resolves a caller with the run as this transaction leaves it, once committed. */
   answer(rs: RunState, done: Callback<Run>): void {
     this.out.callbacks.push(() => done.resolve({ ...rs.run }));
-  }
-
-  /**
-   * Plans the compensation of runs that ended with work to undo (DESIGN §6), from the run's
-   * whole history: stored rows, overlaid with what this transaction changed in memory.
-   */
-  private async planCompensations(): Promise<void> {
-    for (const rs of this.states.values()) {
-      if (!rs.changes.plan) continue;
-      const byKey = new Map<string, PastVisit>();
-      for (const p of await this.tx.runHistory(rs.run.run_id)) byKey.set(`${p.visit.node_id}#${p.visit.visit}`, p);
-      // Successes of this transaction have no stored event yet: they come after every stored one, in order.
-      const fresh = new Map<string, number>();
-      rs.changes.events.forEach((e, i) => {
-        if (e.type === "node.succeeded") fresh.set(`${e.node_id}#${e.visit}`, 2 ** 50 + i);
-      });
-      for (const v of [...rs.changes.inserted, ...rs.changes.updated, ...rs.current.values()]) {
-        const k = `${v.node_id}#${v.visit}`;
-        byKey.set(k, { visit: v, successSeq: fresh.get(k) ?? byKey.get(k)?.successSeq ?? null });
-      }
-      planCompensation(rs, [...byKey.values()], this.now);
-    }
   }
 
   /** The run of an execution_id (a visit's or a compensation's). */
@@ -408,7 +345,7 @@ export class Flush implements FlushContext {
    * transaction runs nothing after this write (it may carry the COMMIT).
    */
   async persist(last: boolean): Promise<void> {
-    await this.planCompensations();
+    await planCompensations(this);
     await this.budget.release();
     this.budget.announce();
     // One write for the whole transaction: on a networked database each statement is a round trip.
