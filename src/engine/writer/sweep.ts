@@ -143,3 +143,13 @@ export class Sweep {
     a.fail(expired.error, true, f.now, f.o.random);
   }
 }
+
+/** The takeover of a dead engine (DESIGN §7), in words: which engine, how many attempts, after how long. */
+export function takeoverLine(t: FlushContext["out"]["tookOver"][number]): string {
+  const attempts = `${t.attempts} attempt${t.attempts === 1 ? "" : "s"}`;
+  const since =
+    t.silent_ms === null
+      ? "it stopped while they still ran"
+      : `its last heartbeat was ${Math.round(t.silent_ms / 1000)} s ago`;
+  return `skein: took over dead engine ${t.engine_id}: ${attempts} back to RETRYING (${since})`;
+}
