@@ -3,7 +3,7 @@
  * and one flush starts, writes and cancels a bounded number of runs and item rows, so the
  * transaction stays short and the API keeps answering while a large map or a deep tree grows or
  * is cancelled. What a flush leaves over is continued by the next (the dispatcher asks for it
- * on the next turn of the event loop, after queued requests: `Flush.continued`, `out.more`).
+ * on the next turn of the event loop, after queued requests: a kind step's `leftOver`, `out.more`).
  */
 import type { Run, VisitError } from "../../core/types.js";
 import type { StoreTx } from "../../store/store.js";

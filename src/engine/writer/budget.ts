@@ -8,7 +8,7 @@
  * budget, its expected usage goes into each budgeted run's `reserved` (`reserveFor`), those runs
  * locked by this transaction (a run another engine holds right now: the attempt waits, ready);
  * the attempt starts only while usage plus what is reserved is under the budget. Its reservation
- * is taken out when the attempt ends (`releaseReservations`, whatever ended it); one that could
+ * is taken out when the attempt ends (`release`, whatever ended it); one that could
  * not be taken out then (its budgeted run busy elsewhere) is found stale and dropped the next
  * time it stands in an attempt's way (`dropStale`).
  *

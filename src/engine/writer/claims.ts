@@ -14,10 +14,8 @@ import type { Budget } from "./budget.js";
 import type { FlushContext } from "./context.js";
 import type { ClaimedTask, ClaimInput } from "./inputs.js";
 import { SWEEP_BATCH } from "./inputs.js";
+import type { KindStep } from "./kinds/step.js";
 import { type ClaimLimits, freedLimitedTypes, limitOf } from "./limits.js";
-
-/** Kinds whose visits start runs: claimed while the flush may still start runs (bounded-work.ts). */
-const STARTS_RUNS = new Set(["workflow", "map"]);
 
 /** Claim queries per agent type in one flush: each after the first skips the keys the one before found full. */
 const CLAIM_ROUNDS = 4;
@@ -34,6 +32,8 @@ export class Claims {
     /** What the concurrency limits leave room for, across engines. */
     private readonly limits: ClaimLimits,
     private readonly budget: Budget,
+    /** The kinds whose steps start runs (kinds/index.ts): claimed while the flush may still start runs (bounded-work.ts). */
+    private readonly startsRuns: ReadonlyMap<string, KindStep>,
   ) {}
 
   /** Queues an external worker's claim for `claimForWorkers`. */
@@ -191,7 +191,8 @@ export class Claims {
     // engine cancelled may still be running here while its row says CANCELLED.
     const room = async (type: string) => {
       // Started by the engine, not attempts: no concurrency limit; runs, as many as the flush may still start.
-      if (kindOf(type).start === "engine") return STARTS_RUNS.has(type) ? Math.max(0, f.work.startsLeft) : SWEEP_BATCH;
+      if (kindOf(type).start === "engine")
+        return this.startsRuns.has(type) ? Math.max(0, f.work.startsLeft) : SWEEP_BATCH;
       const limit = limitOf(f.o.agentConcurrency, type);
       const here = limit === undefined ? free : limit - (inFlight.byType.get(type) ?? 0) - (taken.get(type) ?? 0);
       return Math.min(free, here, await this.limits.room(type)); // no database read for a type without limits

@@ -80,9 +80,9 @@ export class Flush implements FlushContext {
     this.work = new WorkBounds(o.store.exclusive);
     this.limits = new ClaimLimits(this);
     this.budget = new Budget(this);
-    this.claims = new Claims(this, this.limits, this.budget);
     this.events = new Events(this);
     this.kinds = kindSteps(this, this.budget);
+    this.claims = new Claims(this, this.limits, this.budget, this.kinds.steps);
     this.sweeps = new Sweep(this, this.kinds.children, this.kinds.steps);
   }
 
