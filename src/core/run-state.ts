@@ -33,10 +33,11 @@ export interface Changes {
   inbox: InboxEvent[];
   /** The run ended in this change and its ending compensates (a failure, the TTL, a cancel asked to): so do its children's. */
   undo: boolean;
-  /** Ready `workflow` visits whose child run the flush starts (it needs the registry and a run id). */
-  children: Set<Visit>;
-  /** Ready `map` visits whose items the flush writes and starts (engine/writer/kinds/maps.ts). */
-  maps: Set<Visit>;
+  /**
+   * Ready visits of kinds whose work the flush starts (a `workflow`'s child run, a `map`'s items:
+   * it needs the registry, run ids, the store), each by the step of its node's kind (engine/writer/kinds).
+   */
+  starts: Set<Visit>;
 }
 
 export interface RunState {
@@ -75,8 +76,7 @@ export function emptyChanges(): Changes {
     plan: null,
     inbox: [],
     undo: false,
-    children: new Set(),
-    maps: new Set(),
+    starts: new Set(),
   };
 }
 

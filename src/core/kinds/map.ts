@@ -11,7 +11,7 @@ export const MAP_HOLDER = "map";
 
 export const map: KindStates = {
   begin(rs, v) {
-    rs.changes.maps.add(v);
+    rs.changes.starts.add(v);
   },
 };
 

@@ -15,6 +15,6 @@ export function childOf(holder: string | null): string | null {
 
 export const workflow: KindStates = {
   begin(rs, v) {
-    rs.changes.children.add(v);
+    rs.changes.starts.add(v);
   },
 };

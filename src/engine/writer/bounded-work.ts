@@ -3,10 +3,10 @@
  * and one flush starts, writes and cancels a bounded number of runs and item rows, so the
  * transaction stays short and the API keeps answering while a large map or a deep tree grows or
  * is cancelled. What a flush leaves over is continued by the next (the dispatcher asks for it
- * on the next turn of the event loop, after queued requests: `Flush.continued`, `out.more`).
+ * on the next turn of the event loop, after queued requests: a kind step's `leftOver`, `out.more`).
  */
 import type { Run, VisitError } from "../../core/types.js";
-import type { Flush } from "./flush.js";
+import type { StoreTx } from "../../store/store.js";
 
 /**
  * Queued inputs one flush applies at most (results, payloads, requests): when a cancel aborts
@@ -45,16 +45,16 @@ export function rootOf(run: Pick<Run, "run_id" | "parent">): string {
 
 /**
  * Counts `runs` more in the tree of `run` (the run that starts them), or, when that would pass
- * `maxRunsPerTree`, the visit's error (`tree_limit`) and nothing counted.
+ * `limit` (the engine's `maxRunsPerTree`), the visit's error (`tree_limit`) and nothing counted.
  */
 export async function treeRefusal(
-  f: Flush,
+  tx: StoreTx,
+  limit: number,
   run: Pick<Run, "run_id" | "parent">,
   runs: number,
 ): Promise<VisitError | null> {
   const root = rootOf(run);
-  const limit = f.o.maxRunsPerTree;
-  if ((await f.tx.raiseTreeRuns(root, runs, limit)) !== null) return null;
+  if ((await tx.raiseTreeRuns(root, runs, limit)) !== null) return null;
   return {
     message:
       `the tree of root run ${root} may hold at most ${limit} runs (engine option maxRunsPerTree), and starting ` +
@@ -62,4 +62,39 @@ export async function treeRefusal(
     reason: "tree_limit",
     details: { root_run_id: root, max_runs_per_tree: limit },
   };
+}
+
+/**
+ * What one flush may still start, write and cancel: a count, and none once it has worked
+ * FLUSH_WORK_MS (a slow machine starts fewer per flush, never answers later); what it leaves
+ * over, the next flush continues.
+ */
+export class WorkBounds {
+  private readonly maxStarts: number;
+  private starts: number;
+  private cancels = CANCELS_PER_FLUSH;
+  /** Map item rows the flush may still write. */
+  rowsLeft = ITEM_ROWS_PER_FLUSH;
+  private readonly began = performance.now();
+
+  constructor(exclusive: boolean) {
+    this.maxStarts = this.starts = startsPerFlush(exclusive);
+  }
+
+  // The time bound applies once the flush has started (cancelled) some: every flush makes progress.
+  get startsLeft(): number {
+    return this.starts < this.maxStarts && this.overTime() ? Math.min(0, this.starts) : this.starts;
+  }
+  set startsLeft(n: number) {
+    this.starts = n;
+  }
+  get cancelsLeft(): number {
+    return this.cancels < CANCELS_PER_FLUSH && this.overTime() ? Math.min(0, this.cancels) : this.cancels;
+  }
+  set cancelsLeft(n: number) {
+    this.cancels = n;
+  }
+  private overTime(): boolean {
+    return performance.now() - this.began > FLUSH_WORK_MS;
+  }
 }

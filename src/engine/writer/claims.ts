@@ -10,245 +10,271 @@ import { claimableCompensation, undoneExecutionId } from "../../core/compensatio
 import { beginVisit, nodeOf, type RunState } from "../../core/scheduler.js";
 import type { Compensation, Json, Visit } from "../../core/types.js";
 import { ENGINE_STARTED, kindOf } from "../../definition/kinds/index.js";
-import { budgetStops, reserveFor } from "./budget.js";
-import type { Flush } from "./flush.js";
+import type { Budget } from "./budget.js";
+import type { FlushContext } from "./context.js";
 import type { ClaimedTask, ClaimInput } from "./inputs.js";
 import { SWEEP_BATCH } from "./inputs.js";
-import { freedLimitedTypes, limitOf } from "./limits.js";
-
-/** Kinds whose visits start runs: claimed while the flush may still start runs (bounded-work.ts). */
-const STARTS_RUNS = new Set(["workflow", "map"]);
-
-/**
- * Runs another engine said have ready visits of this engine's agent types (a NOTIFY that
- * named them): those the transaction locked as it began (no other held them) were read then,
- * and their ready visits are claimed with those this flush makes ready, without asking the
- * database. A run another transaction held is left to the claimable query: its agent types go
- * to the backlog.
- */
-export async function takeHints(f: Flush): Promise<void> {
-  if (f.hints.size === 0) return;
-  for (const read of await f.tx.tryLocked()) {
-    if (!f.states.has("run" in read ? read.run.run_id : read.run_id)) await f.take(read);
-  }
-  for (const [runId, types] of f.hints) {
-    const rs = f.states.get(runId);
-    if (!rs) {
-      for (const type of types) f.backlog.add(type);
-      continue;
-    }
-    for (const v of rs.current.values()) {
-      if (types.has(v.agent_type) && isClaimable(v, f.now)) f.hinted.push([rs, v]);
-    }
-  }
-}
-
-/** Ready visits in hand: made ready by this flush, or told of by another engine. */
-export function* inHand(f: Flush): Generator<[RunState, Visit]> {
-  for (const rs of f.states.values()) for (const v of rs.changes.readied) yield [rs, v];
-  yield* f.hinted;
-}
-
-/**
- * Ready visits this engine leaves waiting (no handler here, or over its limits) and new runs
- * of a client: external workers waiting for those types hear of them after commit, and other
- * engines at once (PostgreSQL NOTIFY).
- */
-export function notifyOthers(f: Flush): void {
-  // By agent type: the runs to look in, or null: look in the database.
-  const ready = new Map<string, Set<string> | null>();
-  const add = (type: string, runId: string | null) => {
-    const runs = ready.get(type);
-    if (runs === null) return; // already: look in the database
-    ready.set(type, runId === null ? null : (runs ?? new Set<string>()).add(runId));
-  };
-  for (const rs of f.states.values()) {
-    for (const v of rs.changes.readied) {
-      if (isClaimable(v, f.now)) add(v.agent_type, rs.run.run_id);
-      // A client resolves no templates: an engine's sweep does, so wake one up.
-      else if (!f.claiming && v.payload === null && v.state === "PENDING") add("*", null);
-    }
-    // Compensation rows are found by the sweep's query, not from a run id.
-    const c = claimableCompensation(rs, f.now);
-    if (c) add(c.agent_type, null);
-  }
-  // A limited type's attempt ended: a visit over the limit may now be claimed, by any engine or worker.
-  for (const type of freedLimitedTypes(f)) add(type, null);
-  f.out.waiting = [...ready.keys()].filter((t) => t !== "*");
-  if (!f.o.store.exclusive) {
-    f.notify = [...ready].map(([agentType, runs]) => ({ agentType, runIds: runs ? [...runs] : [] }));
-  }
-}
-
-/**
- * External workers' claims, all at once after the flush's other inputs: visits this flush
- * made ready first (not written yet), then the database's, oldest first, with one query per
- * agent type for every claim of the flush. Each claim takes up to its `max`, in the order the
- * claims arrived; the lease is the worker's, never past the deadline.
- */
-export async function claimForWorkers(f: Flush): Promise<void> {
-  const claims = f.workerClaims.splice(0);
-  if (claims.length === 0) return;
-  const tasks = new Map(claims.map((c) => [c, [] as ClaimedTask[]]));
-  const room = (c: ClaimInput) => c.max - (tasks.get(c)?.length ?? 0);
-  // The claim set the node's lease (deadline, heartbeat_timeout); the worker's may only shorten it.
-  const take = async (c: ClaimInput, a: Attempt) => {
-    a.claim(c.holder, f.now);
-    a.row.lease_expires_at = Math.min(a.row.lease_expires_at ?? Number.POSITIVE_INFINITY, f.now + c.lease_ms);
-    f.limits.took(a.rs, a.row);
-    tasks.get(c)?.push(await taskOf(f, a));
-  };
-  // The first claim with room that asked for the type, while the type's limit leaves room.
-  const taker = async (agentType: string) => {
-    const c = claims.find((c) => room(c) > 0 && c.agent_types.includes(agentType));
-    return c && (await f.limits.room(agentType)) > 0 ? c : undefined;
-  };
-  // A visit its node's `concurrency` holds back waits ready (its node's key is full); one a budget stops fails.
-  const takeVisit = async (c: ClaimInput, rs: RunState, v: Visit) => {
-    if (await budgetStops(f, rs, v)) return;
-    // Held for its budget (reserved by attempts in flight): looked for again when one ends.
-    if ((await f.limits.nodeAllows(rs, v)) && (await reserveFor(f, rs, v))) await take(c, visitAttempt(rs, v));
-  };
-  for (const [rs, v] of inHand(f)) {
-    const c = isClaimable(v, f.now) ? await taker(v.agent_type) : undefined;
-    if (c) await takeVisit(c, rs, v);
-  }
-  for (const rs of f.states.values()) {
-    const row = claimableCompensation(rs, f.now);
-    const c = row ? await taker(row.agent_type) : undefined;
-    if (row && c) await take(c, compensationAttempt(rs, row));
-  }
-  const wanted = async (type: string) => {
-    const asked = claims.reduce((n, c) => n + (c.agent_types.includes(type) ? Math.max(0, room(c)) : 0), 0);
-    return asked === 0 ? 0 : Math.min(asked, Math.max(0, await f.limits.room(type)));
-  };
-  for (const type of new Set(claims.flatMap((c) => c.agent_types))) {
-    await eachClaimable(
-      f,
-      type,
-      () => wanted(type),
-      async (rs, v) => {
-        const c = await taker(v.agent_type);
-        if (c) await takeVisit(c, rs, v);
-      },
-    );
-    // Then what failed runs have to undo with this agent type, one row per run at a time.
-    const more = await wanted(type);
-    if (more === 0) continue;
-    const runIds = await f.tx.claimableCompensations(type, f.now, more);
-    await f.preload(runIds);
-    for (const runId of runIds) {
-      const rs = await f.load(runId);
-      const row = rs ? claimableCompensation(rs, f.now) : null;
-      const c = row?.agent_type === type ? await taker(type) : undefined;
-      if (rs && row && c) await take(c, compensationAttempt(rs, row));
-    }
-  }
-  for (const c of claims) f.out.callbacks.push(() => c.done.resolve(tasks.get(c) ?? []));
-}
-
-/**
- * Claims ready visits for this engine's agents within the concurrency limits: first those
- * already waiting in the database (oldest first), then those this flush made ready, which are
- * not written yet; everything is written once, claimed, by the persist that follows.
- *
- * The database is asked only for agent types in the backlog (ready visits left waiting by an
- * earlier flush), or for every type on a sweep, which also catches retries that fell due.
- */
-export async function claimReady(f: Flush, sweep: boolean): Promise<void> {
-  const backlog = f.backlog;
-  const inFlight = f.o.hooks.inFlight();
-  let free = f.o.maxConcurrency - inFlight.total;
-  const taken = new Map<string, number>();
-  // The limit holds across the database (`f.limits`) and in this process too: an attempt this
-  // engine cancelled may still be running here while its row says CANCELLED.
-  const room = async (type: string) => {
-    // Started by the engine, not attempts: no concurrency limit; runs, as many as the flush may still start.
-    if (kindOf(type).start === "engine") return STARTS_RUNS.has(type) ? Math.max(0, f.startsLeft) : SWEEP_BATCH;
-    const limit = limitOf(f.o.agentConcurrency, type);
-    const here = limit === undefined ? free : limit - (inFlight.byType.get(type) ?? 0) - (taken.get(type) ?? 0);
-    return Math.min(free, here, await f.limits.room(type)); // no database read for a type without limits
-  };
-  const take = async (a: Attempt) => {
-    a.claim(f.o.engineId, f.now);
-    f.limits.took(a.rs, a.row);
-    f.out.claimed.push(await taskOf(f, a));
-    free -= 1;
-    taken.set(a.row.agent_type, (taken.get(a.row.agent_type) ?? 0) + 1);
-  };
-  const ready = async (rs: RunState, v: Visit) => {
-    const { kind } = nodeOf(rs, v.node_id);
-    // A kind the engine starts itself (a review, a wait) holds no attempt and takes no room.
-    if (kind.start === "engine") await beginVisit(rs, v, f.now, f.tx);
-    else if (await budgetStops(f, rs, v))
-      return; // failed budget_exceeded: no attempt starts
-    else if (!(await f.limits.nodeAllows(rs, v)))
-      f.backlog.add(v.agent_type); // its node's key is full: claimed when one of its attempts ends
-    // Held for its budget (reserved by attempts in flight): looked for again when one ends.
-    else if (await reserveFor(f, rs, v)) await take(visitAttempt(rs, v));
-  };
-  const types = [...f.o.agentTypes().filter((t) => !ENGINE_STARTED.includes(t)), ...ENGINE_STARTED];
-  for (const type of types) {
-    if (!sweep && !backlog.has(type)) continue;
-    if (await eachClaimable(f, type, () => room(type), ready)) backlog.delete(type);
-    else backlog.add(type);
-  }
-  for (const [rs, v] of inHand(f)) {
-    if (!isClaimable(v, f.now) || !types.includes(v.agent_type)) continue;
-    if ((await room(v.agent_type)) > 0) await ready(rs, v);
-    else backlog.add(v.agent_type);
-  }
-  for (const rs of f.states.values()) {
-    // A compensating run's next row; one left over a limit is found again by the sweep.
-    // A row the engine itself runs (`map`: undoing a map's items, engine/writer/kinds/maps.ts) is no agent's.
-    const c = claimableCompensation(rs, f.now);
-    const byAgent = c !== null && kindOf(c.agent_type).start === "agent";
-    if (c && byAgent && types.includes(c.agent_type) && (await room(c.agent_type)) > 0)
-      await take(compensationAttempt(rs, c));
-  }
-}
+import type { KindStep } from "./kinds/step.js";
+import { type ClaimLimits, freedLimitedTypes, limitOf } from "./limits.js";
 
 /** Claim queries per agent type in one flush: each after the first skips the keys the one before found full. */
 const CLAIM_ROUNDS = 4;
 
-/**
- * Calls `visit` for the database's claimable visits of `type`, oldest first, as many as `room`
- * says (asked again before each query). A visit its node's `concurrency` holds back waits; a
- * query after one that met such visits leaves their keys out, so one tenant's backlog does not
- * hold up another's visits behind it. True when no more visits of the type are waiting
- * (a query returned fewer than asked), false when room ran out first.
- */
-async function eachClaimable(
-  f: Flush,
-  type: string,
-  room: () => Promise<number>,
-  visit: (rs: RunState, v: Visit) => Promise<void>,
-): Promise<boolean> {
-  for (let round = 0; round < CLAIM_ROUNDS; round++) {
-    const n = await room();
-    if (n <= 0) return false;
-    const skip = f.limits.fullKeys();
-    const keys = await f.tx.claimable(type, f.now, n, skip);
-    await f.preload([...new Set(keys.map((k) => k.run_id))]); // locked by the claim: one read for all
-    for (const key of keys) {
-      const rs = await f.load(key.run_id);
-      const v = rs?.current.get(key.node_id);
-      if (rs && v && v.visit === key.visit && isClaimable(v, f.now)) await visit(rs, v);
-    }
-    if (keys.length < n) return true;
-    // No key newly full: the visits were taken, or the type's own limits stopped them.
-    if (f.limits.fullKeys().length === skip.length) return false;
+/** The flush's claims step: the ready visits other engines told of, and external workers' claims, until they are taken. */
+export class Claims {
+  /** External workers' claims of this flush: applied together, after the other inputs. */
+  private readonly workerClaims: ClaimInput[] = [];
+  /** Ready visits other engines told of, in runs this transaction locked (`takeHints`). */
+  private readonly hinted: [RunState, Visit][] = [];
+
+  constructor(
+    private readonly f: FlushContext,
+    /** What the concurrency limits leave room for, across engines. */
+    private readonly limits: ClaimLimits,
+    private readonly budget: Budget,
+    /** The kinds whose steps start runs (kinds/index.ts): claimed while the flush may still start runs (bounded-work.ts). */
+    private readonly startsRuns: ReadonlyMap<string, KindStep>,
+  ) {}
+
+  /** Queues an external worker's claim for `claimForWorkers`. */
+  queue(claim: ClaimInput): void {
+    this.workerClaims.push(claim);
   }
-  return false;
+
+  /**
+   * Runs another engine said have ready visits of this engine's agent types (a NOTIFY that
+   * named them): those the transaction locked as it began (no other held them) were read then,
+   * and their ready visits are claimed with those this flush makes ready, without asking the
+   * database. A run another transaction held is left to the claimable query: its agent types go
+   * to the backlog.
+   */
+  async takeHints(): Promise<void> {
+    const f = this.f;
+    if (f.hints.size === 0) return;
+    for (const read of await f.tx.tryLocked()) {
+      if (!f.states.has("run" in read ? read.run.run_id : read.run_id)) await f.take(read);
+    }
+    for (const [runId, types] of f.hints) {
+      const rs = f.states.get(runId);
+      if (!rs) {
+        for (const type of types) f.backlog.add(type);
+        continue;
+      }
+      for (const v of rs.current.values()) {
+        if (types.has(v.agent_type) && isClaimable(v, f.now)) this.hinted.push([rs, v]);
+      }
+    }
+  }
+
+  /** Ready visits in hand: made ready by this flush, or told of by another engine. */
+  private *inHand(): Generator<[RunState, Visit]> {
+    const f = this.f;
+    for (const rs of f.states.values()) for (const v of rs.changes.readied) yield [rs, v];
+    yield* this.hinted;
+  }
+
+  /**
+   * Ready visits this engine leaves waiting (no handler here, or over its limits) and new runs
+   * of a client: external workers waiting for those types hear of them after commit, and other
+   * engines at once (PostgreSQL NOTIFY).
+   */
+  notifyOthers(): void {
+    const f = this.f;
+    // By agent type: the runs to look in, or null: look in the database.
+    const ready = new Map<string, Set<string> | null>();
+    const add = (type: string, runId: string | null) => {
+      const runs = ready.get(type);
+      if (runs === null) return; // already: look in the database
+      ready.set(type, runId === null ? null : (runs ?? new Set<string>()).add(runId));
+    };
+    for (const rs of f.states.values()) {
+      for (const v of rs.changes.readied) {
+        if (isClaimable(v, f.now)) add(v.agent_type, rs.run.run_id);
+        // A client resolves no templates: an engine's sweep does, so wake one up.
+        else if (!f.claiming && v.payload === null && v.state === "PENDING") add("*", null);
+      }
+      // Compensation rows are found by the sweep's query, not from a run id.
+      const c = claimableCompensation(rs, f.now);
+      if (c) add(c.agent_type, null);
+    }
+    // A limited type's attempt ended: a visit over the limit may now be claimed, by any engine or worker.
+    for (const type of freedLimitedTypes(f)) add(type, null);
+    f.out.waiting = [...ready.keys()].filter((t) => t !== "*");
+    if (!f.o.store.exclusive) {
+      f.notify = [...ready].map(([agentType, runs]) => ({ agentType, runIds: runs ? [...runs] : [] }));
+    }
+  }
+
+  /**
+   * External workers' claims, all at once after the flush's other inputs: visits this flush
+   * made ready first (not written yet), then the database's, oldest first, with one query per
+   * agent type for every claim of the flush. Each claim takes up to its `max`, in the order the
+   * claims arrived; the lease is the worker's, never past the deadline.
+   */
+  async claimForWorkers(): Promise<void> {
+    const f = this.f;
+    const claims = this.workerClaims.splice(0);
+    if (claims.length === 0) return;
+    const tasks = new Map(claims.map((c) => [c, [] as ClaimedTask[]]));
+    const room = (c: ClaimInput) => c.max - (tasks.get(c)?.length ?? 0);
+    // The claim set the node's lease (deadline, heartbeat_timeout); the worker's may only shorten it.
+    const take = async (c: ClaimInput, a: Attempt) => {
+      a.claim(c.holder, f.now);
+      a.row.lease_expires_at = Math.min(a.row.lease_expires_at ?? Number.POSITIVE_INFINITY, f.now + c.lease_ms);
+      this.limits.took(a.rs, a.row);
+      tasks.get(c)?.push(await taskOf(f, a));
+    };
+    // The first claim with room that asked for the type, while the type's limit leaves room.
+    const taker = async (agentType: string) => {
+      const c = claims.find((c) => room(c) > 0 && c.agent_types.includes(agentType));
+      return c && (await this.limits.room(agentType)) > 0 ? c : undefined;
+    };
+    // A visit its node's `concurrency` holds back waits ready (its node's key is full); one a budget stops fails.
+    const takeVisit = async (c: ClaimInput, rs: RunState, v: Visit) => {
+      if (await this.budget.stops(rs, v)) return;
+      // Held for its budget (reserved by attempts in flight): looked for again when one ends.
+      if ((await this.limits.nodeAllows(rs, v)) && (await this.budget.reserveFor(rs, v)))
+        await take(c, visitAttempt(rs, v));
+    };
+    for (const [rs, v] of this.inHand()) {
+      const c = isClaimable(v, f.now) ? await taker(v.agent_type) : undefined;
+      if (c) await takeVisit(c, rs, v);
+    }
+    for (const rs of f.states.values()) {
+      const row = claimableCompensation(rs, f.now);
+      const c = row ? await taker(row.agent_type) : undefined;
+      if (row && c) await take(c, compensationAttempt(rs, row));
+    }
+    const wanted = async (type: string) => {
+      const asked = claims.reduce((n, c) => n + (c.agent_types.includes(type) ? Math.max(0, room(c)) : 0), 0);
+      return asked === 0 ? 0 : Math.min(asked, Math.max(0, await this.limits.room(type)));
+    };
+    for (const type of new Set(claims.flatMap((c) => c.agent_types))) {
+      await this.eachClaimable(
+        type,
+        () => wanted(type),
+        async (rs, v) => {
+          const c = await taker(v.agent_type);
+          if (c) await takeVisit(c, rs, v);
+        },
+      );
+      // Then what failed runs have to undo with this agent type, one row per run at a time.
+      const more = await wanted(type);
+      if (more === 0) continue;
+      const runIds = await f.tx.claimableCompensations(type, f.now, more);
+      await f.preload(runIds);
+      for (const runId of runIds) {
+        const rs = await f.load(runId);
+        const row = rs ? claimableCompensation(rs, f.now) : null;
+        const c = row?.agent_type === type ? await taker(type) : undefined;
+        if (rs && row && c) await take(c, compensationAttempt(rs, row));
+      }
+    }
+    for (const c of claims) f.out.callbacks.push(() => c.done.resolve(tasks.get(c) ?? []));
+  }
+
+  /**
+   * Claims ready visits for this engine's agents within the concurrency limits: first those
+   * already waiting in the database (oldest first), then those this flush made ready, which are
+   * not written yet; everything is written once, claimed, by the persist that follows.
+   *
+   * The database is asked only for agent types in the backlog (ready visits left waiting by an
+   * earlier flush), or for every type on a sweep, which also catches retries that fell due.
+   */
+  async claimReady(sweep: boolean): Promise<void> {
+    const f = this.f;
+    const backlog = f.backlog;
+    const inFlight = f.o.hooks.inFlight();
+    let free = f.o.maxConcurrency - inFlight.total;
+    const taken = new Map<string, number>();
+    // The limit holds across the database (`this.limits`) and in this process too: an attempt this
+    // engine cancelled may still be running here while its row says CANCELLED.
+    const room = async (type: string) => {
+      // Started by the engine, not attempts: no concurrency limit; runs, as many as the flush may still start.
+      if (kindOf(type).start === "engine")
+        return this.startsRuns.has(type) ? Math.max(0, f.work.startsLeft) : SWEEP_BATCH;
+      const limit = limitOf(f.o.agentConcurrency, type);
+      const here = limit === undefined ? free : limit - (inFlight.byType.get(type) ?? 0) - (taken.get(type) ?? 0);
+      return Math.min(free, here, await this.limits.room(type)); // no database read for a type without limits
+    };
+    const take = async (a: Attempt) => {
+      a.claim(f.o.engineId, f.now);
+      this.limits.took(a.rs, a.row);
+      f.out.claimed.push(await taskOf(f, a));
+      free -= 1;
+      taken.set(a.row.agent_type, (taken.get(a.row.agent_type) ?? 0) + 1);
+    };
+    const ready = async (rs: RunState, v: Visit) => {
+      const { kind } = nodeOf(rs, v.node_id);
+      // A kind the engine starts itself (a review, a wait) holds no attempt and takes no room.
+      if (kind.start === "engine") await beginVisit(rs, v, f.now, f.tx);
+      else if (await this.budget.stops(rs, v))
+        return; // failed budget_exceeded: no attempt starts
+      else if (!(await this.limits.nodeAllows(rs, v)))
+        f.backlog.add(v.agent_type); // its node's key is full: claimed when one of its attempts ends
+      // Held for its budget (reserved by attempts in flight): looked for again when one ends.
+      else if (await this.budget.reserveFor(rs, v)) await take(visitAttempt(rs, v));
+    };
+    const types = [...f.o.agentTypes().filter((t) => !ENGINE_STARTED.includes(t)), ...ENGINE_STARTED];
+    for (const type of types) {
+      if (!sweep && !backlog.has(type)) continue;
+      if (await this.eachClaimable(type, () => room(type), ready)) backlog.delete(type);
+      else backlog.add(type);
+    }
+    for (const [rs, v] of this.inHand()) {
+      if (!isClaimable(v, f.now) || !types.includes(v.agent_type)) continue;
+      if ((await room(v.agent_type)) > 0) await ready(rs, v);
+      else backlog.add(v.agent_type);
+    }
+    for (const rs of f.states.values()) {
+      // A compensating run's next row; one left over a limit is found again by the sweep.
+      // A row the engine itself runs (`map`: undoing a map's items, engine/writer/kinds/maps.ts) is no agent's.
+      const c = claimableCompensation(rs, f.now);
+      const byAgent = c !== null && kindOf(c.agent_type).start === "agent";
+      if (c && byAgent && types.includes(c.agent_type) && (await room(c.agent_type)) > 0)
+        await take(compensationAttempt(rs, c));
+    }
+  }
+
+  /**
+   * Calls `visit` for the database's claimable visits of `type`, oldest first, as many as `room`
+   * says (asked again before each query). A visit its node's `concurrency` holds back waits; a
+   * query after one that met such visits leaves their keys out, so one tenant's backlog does not
+   * hold up another's visits behind it. True when no more visits of the type are waiting
+   * (a query returned fewer than asked), false when room ran out first.
+   */
+  private async eachClaimable(
+    type: string,
+    room: () => Promise<number>,
+    visit: (rs: RunState, v: Visit) => Promise<void>,
+  ): Promise<boolean> {
+    const f = this.f;
+    for (let round = 0; round < CLAIM_ROUNDS; round++) {
+      const n = await room();
+      if (n <= 0) return false;
+      const skip = this.limits.fullKeys();
+      const keys = await f.tx.claimable(type, f.now, n, skip);
+      await f.preload([...new Set(keys.map((k) => k.run_id))]); // locked by the claim: one read for all
+      for (const key of keys) {
+        const rs = await f.load(key.run_id);
+        const v = rs?.current.get(key.node_id);
+        if (rs && v && v.visit === key.visit && isClaimable(v, f.now)) await visit(rs, v);
+      }
+      if (keys.length < n) return true;
+      // No key newly full: the visits were taken, or the type's own limits stopped them.
+      if (this.limits.fullKeys().length === skip.length) return false;
+    }
+    return false;
+  }
 }
 
 /** The task a claimed attempt is handed. */
-function taskOf(f: Flush, a: Attempt): Promise<ClaimedTask> {
+function taskOf(f: FlushContext, a: Attempt): Promise<ClaimedTask> {
   return a.kind === "visit" ? task(f, a.rs, a.row) : compensationTask(f, a.rs, a.row);
 }
 
 /** The task of a compensation: the visit it undoes is `compensates`; its payload is resolved at dispatch. */
-async function compensationTask(f: Flush, rs: RunState, c: Compensation): Promise<ClaimedTask> {
+async function compensationTask(f: FlushContext, rs: RunState, c: Compensation): Promise<ClaimedTask> {
   const current = rs.current.get(c.node_id);
   const v =
     current?.visit === c.visit
@@ -280,7 +306,7 @@ async function compensationTask(f: Flush, rs: RunState, c: Compensation): Promis
   };
 }
 
-async function task(f: Flush, rs: RunState, v: Visit): Promise<ClaimedTask> {
+async function task(f: FlushContext, rs: RunState, v: Visit): Promise<ClaimedTask> {
   const node = rs.graph.nodes.get(v.node_id);
   const deps: ClaimedTask["deps"] = {};
   for (const d of node?.depends_on ?? []) {

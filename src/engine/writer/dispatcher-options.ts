@@ -7,10 +7,19 @@ import type { Store, VisitKey } from "../../store/store.js";
 import type { WorkflowRegistry } from "../registry.js";
 import type { RunSpans } from "../telemetry/run-spans.js";
 import type { ClaimedTask } from "./inputs.js";
-import type { SlotOutcome } from "./schedules.js";
 
 /** What resolving a visit's payload needs of its run (none of it changes while the run lives). */
 export type RunRef = Pick<Run, "run_id" | "workflow_id" | "workflow_version" | "trace_id" | "input" | "parent">;
+
+/**
+ * What became of a schedule's slot (engine/writer/schedules.ts): `started` a run (or found the one
+ * it started), `skipped` by overlap while a run of the schedule was unfinished, `not_started`
+ * (its workflow or input refused, logged).
+ */
+export interface SlotOutcome {
+  schedule_id: string;
+  outcome: "started" | "skipped" | "not_started";
+}
 
 export interface DispatcherHooks {
   /** Starts an attempt of a committed claim. */

@@ -6,17 +6,19 @@
  * claimed attempts to their agents. Nothing runs an agent before its claim is committed.
  */
 
-import type { TimerHandle } from "../../clock.js";
 import type { RunState } from "../../core/scheduler.js";
 import { ENGINE_STARTED } from "../../definition/kinds/index.js";
-import { DatabaseError, EngineClosedError, UnavailableError } from "../../errors.js";
+import { type DatabaseError, EngineClosedError, UnavailableError } from "../../errors.js";
 import { untilDeadline } from "../attempts/deadline.js";
 import { INPUTS_PER_FLUSH } from "./bounded-work.js";
+import type { FlushOutcome } from "./context.js";
 import type { DispatcherOptions } from "./dispatcher-options.js";
-import { Flush, type FlushOutcome } from "./flush.js";
+import { Flush } from "./flush.js";
 import { type AttemptRef, type Input, inputRuns } from "./inputs.js";
-import { replacementOf } from "./refused.js";
+import { type Failure, isolate, isTransient, type Refusing } from "./refused.js";
 import { RunCache } from "./run-cache.js";
+import { takeoverLine } from "./sweep.js";
+import { WakeTimers } from "./wake-timers.js";
 
 /** Longest pause between two tries of a transaction that failed for a transient reason, ms. */
 const MAX_RETRY_PAUSE_MS = 1000;
@@ -27,26 +29,19 @@ const MAX_RETRY_PAUSE_MS = 1000;
  */
 const FAILURES_WHEN_DOWN = 2;
 
-/** A transaction that failed, and the flush that ran in it (null when it failed before that). */
-interface Failure {
-  error: unknown;
-  flush: Flush | null;
-}
-
 export class Dispatcher {
   private inbox: Input[] = [];
   private flushing: Promise<void> | null = null;
   private scheduled = false;
-  private wakeTimer: { at: number; handle: TimerHandle } | null = null;
-  private sweepTimer: TimerHandle | null = null;
+  private readonly timers: WakeTimers;
   /** Engines found dead at start: their in-process attempts are recovered on the first flush. */
   private deadEngines: string[] = [];
-  /** The first flush continues the maps an engine left held (engine/writer/kinds/maps.ts `continueHeldMaps`). */
+  /** The first flush continues the maps an engine left held (each kind step's `takeOver`, engine/writer/kinds). */
   private takeOver = false;
   private readonly cache: RunCache;
-  /** Agent types that may have ready visits waiting in the database (see Flush.claimReady). */
+  /** Agent types that may have ready visits waiting in the database (claims.ts `claimReady`). */
   private readonly backlog = new Set<string>();
-  /** Runs other engines said have ready visits, with their agent types (see Flush.takeHints). */
+  /** Runs other engines said have ready visits, with their agent types (claims.ts `takeHints`). */
   private hints = new Map<string, Set<string>>();
   private claiming = true;
   private stopped = false;
@@ -77,8 +72,20 @@ export class Dispatcher {
   /** Inputs of that transaction, not applied since: they may have committed, so they are never refused as unavailable. */
   private readonly uncertain = new Set<Input>();
 
+  /** What isolating an input the database refuses needs (refused.ts). */
+  private readonly refusing: Refusing;
+
   constructor(private readonly o: DispatcherOptions) {
     this.cache = new RunCache(o.runCacheSize);
+    this.refusing = {
+      transact: (inputs) => this.transact(inputs, false),
+      failedForNow: (inputs, failure) => this.failedForNow(inputs, failure),
+      logger: o.logger,
+    };
+    this.timers = new WakeTimers(o.clock, () => {
+      this.sweepDue = true;
+      this.wake();
+    });
   }
 
   start(deadEngines: string[]): void {
@@ -94,7 +101,9 @@ export class Dispatcher {
       else for (const id of runIds) this.hints.set(id, (this.hints.get(id) ?? new Set()).add(agentType));
       this.wake();
     });
-    this.armSweep();
+    this.timers.armSweep(this.o.sweepIntervalMs, () => {
+      this.o.store.checkpoint().catch((err) => this.o.logger.error({ err }, "skein: checkpoint failed"));
+    });
     this.wake();
   }
 
@@ -182,11 +191,8 @@ export class Dispatcher {
    */
   async stop(deadline: number): Promise<void> {
     this.stopped = true;
-    if (this.sweepTimer) this.o.clock.clearTimeout(this.sweepTimer);
-    if (this.wakeTimer) this.o.clock.clearTimeout(this.wakeTimer.handle);
+    this.timers.stop();
     if (this.retryTimer) clearTimeout(this.retryTimer);
-    this.sweepTimer = null;
-    this.wakeTimer = null;
     this.retryTimer = null;
     for (const resolve of this.retried.splice(0)) resolve();
     while (this.flushing && Date.now() < deadline) await untilDeadline(this.flushing, deadline);
@@ -239,7 +245,7 @@ export class Dispatcher {
     // Trying again will not change this: a statement error. Only the input that causes it fails.
     this.o.logger.error({ err: failure.error }, "skein: a transaction failed and was rolled back");
     if (inputs.length === 0) return false;
-    await this.isolate(inputs);
+    await isolate(this.refusing, inputs);
     return this.retryTimer === null;
   }
 
@@ -271,8 +277,8 @@ export class Dispatcher {
         async (tx) => {
           // One clock judges every due time: the database's on a shared store (DESIGN §7).
           const now = (await tx.now()) ?? this.o.clock.now();
-          flush = new Flush(this.o, this.cache, this.backlog, now, this.claiming, lost, hints);
-          return flush.run(tx, inputs, dead, sweep, takeOver);
+          flush = new Flush(tx, this.o, this.cache, this.backlog, now, this.claiming, lost, hints);
+          return flush.run(inputs, dead, sweep, takeOver);
         },
         { lock, tryLock, known },
       );
@@ -305,7 +311,7 @@ export class Dispatcher {
     this.afterCommit(outcome, states, (performance.now() - timer) / 1000);
     // Due times are the transaction's clock; the timer runs on this process's: count the time
     // this transaction took, or a slow flush arms its wake-up late by that much.
-    this.armWake(outcome.now + (this.o.clock.now() - began), outcome.nextDue);
+    if (!this.stopped && this.serving) this.timers.armWake(outcome.now + (this.o.clock.now() - began), outcome.nextDue);
     return null;
   }
 
@@ -388,38 +394,6 @@ export class Dispatcher {
     return Math.min(MAX_RETRY_PAUSE_MS, 5 * 2 ** this.transientFailures);
   }
 
-  /**
-   * The inputs of a transaction that failed for good, applied again without the sweep or
-   * recovery (which may have been the cause), then in halves, until the input that fails alone
-   * is found: the database refuses it, and only it fails. Its caller hears why (a result
-   * without one is replaced by a failure of its attempt, see `replacementOf`); every other
-   * input commits. A part that fails for a passing reason is queued again like any other.
-   */
-  private async isolate(inputs: Input[]): Promise<void> {
-    const failure = await this.transact(inputs, false);
-    if (failure === null) return;
-    if (isTransient(failure.error)) {
-      this.failedForNow(inputs, failure);
-      return;
-    }
-    const [input] = inputs;
-    if (input && inputs.length === 1) return this.refuse(input, failure.error);
-    const half = Math.ceil(inputs.length / 2);
-    await this.isolate(inputs.slice(0, half));
-    await this.isolate(inputs.slice(half));
-  }
-
-  /** An input the database refuses: its caller hears why; a result is replaced (`replacementOf`). */
-  private async refuse(input: Input, error: unknown): Promise<void> {
-    if ("done" in input) return input.done.reject(error);
-    this.o.logger.error({ err: error, input: input.kind }, "skein: the database refused an input");
-    const replacement = replacementOf(input, error);
-    if (!replacement) return;
-    const failure = await this.transact([replacement], false);
-    // One the database refuses too is dropped: its attempt expires and retries.
-    if (failure && isTransient(failure.error)) this.failedForNow([replacement], failure);
-  }
-
   private takeDead(): string[] {
     const dead = this.deadEngines;
     this.deadEngines = [];
@@ -458,47 +432,4 @@ export class Dispatcher {
       this.wake();
     });
   }
-
-  /**
-   * Arms one timer for the next moment something falls due (a retry, a deadline, a TTL, a
-   * sleep's wake-up); `now` is the transaction's time as of arming.
-   */
-  private armWake(now: number, due: number | null): void {
-    if (this.stopped || !this.serving) return;
-    if (due === null || (this.wakeTimer && this.wakeTimer.at <= due)) return;
-    if (this.wakeTimer) this.o.clock.clearTimeout(this.wakeTimer.handle);
-    const at = due;
-    this.wakeTimer = {
-      at,
-      handle: this.o.clock.setTimeout(() => {
-        this.wakeTimer = null;
-        this.sweepDue = true;
-        this.wake();
-      }, at - now),
-    };
-  }
-
-  private armSweep(): void {
-    this.sweepTimer = this.o.clock.setTimeout(() => {
-      this.o.store.checkpoint().catch((err) => this.o.logger.error({ err }, "skein: checkpoint failed"));
-      this.sweepDue = true;
-      this.wake();
-      if (!this.stopped) this.armSweep();
-    }, this.o.sweepIntervalMs);
-  }
-}
-
-/** The takeover of a dead engine (DESIGN §7), in words: which engine, how many attempts, after how long. */
-function takeoverLine(t: FlushOutcome["tookOver"][number]): string {
-  const attempts = `${t.attempts} attempt${t.attempts === 1 ? "" : "s"}`;
-  const since =
-    t.silent_ms === null
-      ? "it stopped while they still ran"
-      : `its last heartbeat was ${Math.round(t.silent_ms / 1000)} s ago`;
-  return `skein: took over dead engine ${t.engine_id}: ${attempts} back to RETRYING (${since})`;
-}
-
-/** A failure worth trying again as is: the database says so (deadlock, lost connection, full disk). */
-function isTransient(e: unknown): boolean {
-  return e instanceof DatabaseError && e.transient;
 }

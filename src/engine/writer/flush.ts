@@ -6,116 +6,43 @@
  */
 
 import { attemptOf, holds, runOfExecution } from "../../core/attempt.js";
-import { type PastVisit, planCompensation } from "../../core/compensation.js";
 import { cancelRefusal } from "../../core/preconditions.js";
-import { emptyChanges, endRun, failVisit, type RunState, runState, startRunState } from "../../core/scheduler.js";
-import type { Compensation, InboxEvent, NewEvent, Run, RunEvent, Visit } from "../../core/types.js";
+import { emptyChanges, endRun, failVisit, type RunState, runState } from "../../core/scheduler.js";
+import type { Compensation, InboxEvent, NewEvent, Run, Visit } from "../../core/types.js";
 import { MAX_CHILD_DEPTH } from "../../definition/kinds/workflow.js";
-import { ConflictError, NotFoundError } from "../../errors.js";
-import type { MapItemUpdate, ReadyNotice, RunRead, StoreTx, VisitKey } from "../../store/store.js";
-import { CANCELS_PER_FLUSH, FLUSH_WORK_MS, ITEM_ROWS_PER_FLUSH, startsPerFlush } from "./bounded-work.js";
-import { addRunUsage, announceReleased, releaseReservations } from "./budget.js";
-import { claimForWorkers, claimReady, notifyOthers, takeHints } from "./claims.js";
-import type { DispatcherOptions, RunRef } from "./dispatcher-options.js";
-import { type AttemptRef, type Callback, type ClaimedTask, type ClaimInput, type Input, inputRuns } from "./inputs.js";
-import { settleChildren, startChildren } from "./kinds/children.js";
-import { publishEvent, sendEvent } from "./kinds/events.js";
-import { continueHeldMaps, continueMap, startMaps, undoItems } from "./kinds/maps.js";
+import { NotFoundError } from "../../errors.js";
+import type { ReadyNotice, RunRead, StoreTx } from "../../store/store.js";
+import { WorkBounds } from "./bounded-work.js";
+import { addRunUsage, Budget } from "./budget.js";
+import { Claims } from "./claims.js";
+import type { FlushContext, FlushOutcome } from "./context.js";
+import type { DispatcherOptions } from "./dispatcher-options.js";
+import { type AttemptRef, type Callback, type Input, inputRuns } from "./inputs.js";
+import { Events } from "./kinds/events.js";
+import { type KindSteps, kindSteps } from "./kinds/index.js";
 import { ClaimLimits, freedLimitedTypes } from "./limits.js";
+import { planCompensations } from "./plan-compensations.js";
 import { applyResult, heartbeat, retry, review, workerHeartbeat } from "./results.js";
 import type { RunCache } from "./run-cache.js";
-import type { SlotOutcome } from "./schedules.js";
-import { recover, recoverLost, sweepExpired } from "./sweep.js";
-
-export interface FlushOutcome {
-  events: RunEvent[];
-  claimed: ClaimedTask[];
-  unresolved: (VisitKey & { run?: RunRef })[];
-  aborted: [string, string][];
-  callbacks: (() => void)[];
-  /** The next moment something falls due, to arm the wake-up timer. */
-  nextDue: number | null;
-  /** The transaction's time. */
-  now: number;
-  /** Dead engines whose attempts could not all be recovered (their runs were busy elsewhere). */
-  unrecovered: string[];
-  /** Dead engines this flush took over: how many attempts went back to RETRYING, ms since their last heartbeat (null: unknown, or it closed with them running). */
-  tookOver: { engine_id: string; attempts: number; silent_ms: number | null }[];
-  /** Agent types of visits this flush made ready and left unclaimed (for external workers). */
-  waiting: string[];
-  /** What became of each schedule slot this flush handled (engine/writer/schedules.ts), for the metrics. */
-  slots: SlotOutcome[];
-  /**
-   * Work this flush left over for the next (bounded-work.ts): inputs to apply then, and whether
-   * ready `workflow`/`map` visits wait unstarted. The dispatcher flushes again on the next turn of
-   * the event loop, after what else is queued.
-   */
-  more: { inputs: Input[]; flush: boolean };
-}
+import { startRun } from "./start-run.js";
+import { Sweep } from "./sweep.js";
 
 /**
  * One transaction's work. Run states are loaded once and shared by every input of the flush.
- * Its state is open to the flush-*.ts modules (results, claims, sweep), which are its parts.
+ * What every step shares is the context (context.ts), which the flush is; each step (claims,
+ * sweep, limits, budget, events, the kinds' steps) is built with it and keeps its own state.
  */
-export class Flush {
+export class Flush implements FlushContext {
   /** The runs this transaction read or changed. */
   readonly states = new Map<string, RunState>();
   /** Their revisions as the database has them (read, or raised by this transaction's write), for the run cache. */
   readonly revisions = new Map<string, number>();
-  tx!: StoreTx;
   /** Runs started in this transaction: inserted together by `persist`. */
-  newRuns: Run[] = [];
-  /** External workers' claims of this flush: applied together, after the other inputs. */
-  readonly workerClaims: ClaimInput[] = [];
-  /** What to tell other engines is ready (`notifyOthers`), written with the rest. */
+  readonly newRuns: Run[] = [];
   notify: ReadyNotice[] = [];
-  /** Ready visits other engines told of, in runs this transaction locked (`takeHints`). */
-  readonly hinted: [RunState, Visit][] = [];
-  /** Events published by key in this transaction (no run holds them): written with the rest. */
-  readonly keyed: InboxEvent[] = [];
-  /** Child runs whose parent attempt ended without a cancel (its timeout): cancelled by `settleChildren`. */
-  readonly orphanedChildren: { run_id: string; compensate: boolean }[] = [];
-  /** Child runs this flush cancelled, and those whose end it gave to their parent. */
-  readonly cancelledChildren = new Set<string>();
-  readonly settledChildren = new Set<string>();
-  /**
-   * What this flush may still start, write and cancel (bounded-work.ts): a count, and none once
-   * it has worked FLUSH_WORK_MS (a slow machine starts fewer per flush, never answers later);
-   * what it leaves over, the next flush continues.
-   */
-  private maxStarts = 0;
-  private starts = 0;
-  private cancels = CANCELS_PER_FLUSH;
-  rowsLeft = ITEM_ROWS_PER_FLUSH;
-  private readonly began = performance.now();
-  // The time bound applies once the flush has started (cancelled) some: every flush makes progress.
-  get startsLeft(): number {
-    return this.starts < this.maxStarts && this.overTime() ? Math.min(0, this.starts) : this.starts;
-  }
-  set startsLeft(n: number) {
-    this.starts = n;
-  }
-  get cancelsLeft(): number {
-    return this.cancels < CANCELS_PER_FLUSH && this.overTime() ? Math.min(0, this.cancels) : this.cancels;
-  }
-  set cancelsLeft(n: number) {
-    this.cancels = n;
-  }
-  private overTime(): boolean {
-    return performance.now() - this.began > FLUSH_WORK_MS;
-  }
-  /** Inputs for the next flush: maps to go on with, cancels to carry down (deduplicated by execution_id). */
-  readonly continued = new Map<string, Input>();
-  /** Map items whose runs ended, written together before the maps they belong to go on (engine/writer/kinds/maps.ts). */
-  readonly itemEnds: MapItemUpdate[] = [];
-  /** Held map visits an item of which ended in this round, by execution_id, with their runs. */
-  readonly mapsToAdvance = new Map<string, { rs: RunState; v: Visit }>();
+  readonly work: WorkBounds;
   /** The earliest future due time among the rows this transaction wrote. */
-  dueSoon: number | null = null;
-  /** Budgets and usage of runs above claimed ones, read once per flush (engine/writer/budget.ts). */
-  readonly budgets = new Map<string, Pick<Run, "run_id" | "usage" | "budget">>();
-  /** What the concurrency limits leave room for, across engines (counted at the first limited claim). */
-  readonly limits = new ClaimLimits(this);
+  private dueSoon: number | null = null;
   readonly out: FlushOutcome = {
     events: [],
     claimed: [],
@@ -130,22 +57,33 @@ export class Flush {
     slots: [],
     more: { inputs: [], flush: false },
   };
+  /** What the concurrency limits leave room for, across engines (counted at the first limited claim). */
+  private readonly limits: ClaimLimits;
+  private readonly budget: Budget;
+  private readonly claims: Claims;
+  private readonly events: Events;
+  private readonly sweeps: Sweep;
+  /** The steps of the kinds the engine starts, by kind name (kinds/index.ts). */
+  private readonly kinds: KindSteps;
 
   constructor(
+    readonly tx: StoreTx,
     readonly o: DispatcherOptions,
     readonly cache: RunCache,
-    /** Agent types with ready visits waiting in the database; shared across flushes. */
     readonly backlog: Set<string>,
     readonly now: number,
     readonly claiming: boolean,
-    /**
-     * After a transaction whose commit may have happened (its outcome was lost): its inputs are
-     * applied again, and the attempts it claimed, never started, are given back (`recoverLost`).
-     */
     readonly lost: AttemptRef[] | null = null,
-    /** Runs other engines said have ready visits of these agent types (NOTIFY), by run id. */
     readonly hints: ReadonlyMap<string, ReadonlySet<string>> = new Map(),
-  ) {}
+  ) {
+    this.work = new WorkBounds(o.store.exclusive);
+    this.limits = new ClaimLimits(this);
+    this.budget = new Budget(this);
+    this.events = new Events(this);
+    this.kinds = kindSteps(this, this.budget);
+    this.claims = new Claims(this, this.limits, this.budget, this.kinds.steps);
+    this.sweeps = new Sweep(this, this.kinds.children, this.kinds.steps);
+  }
 
   /** The attempts this flush claimed so far (to give back if its commit's outcome is lost). */
   claimed(): AttemptRef[] {
@@ -156,39 +94,34 @@ export class Flush {
    * @param takeOver the engine's first flush, or one after another engine died: held maps are
    * continued (their continuation was in the memory of an engine that is gone).
    */
-  async run(
-    tx: StoreTx,
-    inputs: Input[],
-    deadEngines: string[],
-    sweep: boolean,
-    takeOver = false,
-  ): Promise<FlushOutcome> {
-    this.tx = tx;
+  async run(inputs: Input[], deadEngines: string[], sweep: boolean, takeOver = false): Promise<FlushOutcome> {
+    const { tx, claims, sweeps, budget } = this;
     this.out.now = this.now;
-    this.maxStarts = this.starts = startsPerFlush(this.o.store.exclusive);
     // The runs the inputs change were locked as the transaction began (the dispatcher passes
     // `inputRuns` as its `lock`; later loads never wait); read them together.
     await this.preload(inputRuns(inputs));
-    await takeHints(this);
+    await claims.takeHints();
     const dead = [...deadEngines];
     if (sweep && this.claiming && !this.o.store.exclusive) {
       dead.push(...(await tx.takeDeadEngines(this.o.engineId, this.now - this.o.engineTimeoutMs)));
     }
-    await recover(this, dead);
-    if (takeOver || dead.length > 0) await continueHeldMaps(this);
-    await recoverLost(this);
+    await sweeps.recover(dead);
+    if (takeOver || dead.length > 0) for (const step of this.kinds.steps.values()) await step.takeOver?.();
+    await sweeps.recoverLost();
     for (const input of inputs) await this.apply(input);
-    await claimForWorkers(this);
-    if (sweep) await sweepExpired(this);
-    await this.planCompensations();
+    await claims.claimForWorkers();
+    if (sweep) await sweeps.sweepExpired();
+    await planCompensations(this);
     // A limited type's attempt that ended may leave room for a visit waiting in the database.
     for (const type of freedLimitedTypes(this)) this.backlog.add(type);
-    await releaseReservations(this); // attempts that ended leave room under their budgets
-    if (this.claiming) await claimReady(this, sweep);
-    await this.children();
-    // Starts this flush had no room for: ready visits wait in the backlog, held maps in `continued`.
-    this.out.more = { inputs: [...this.continued.values()], flush: this.startsLeft <= 0 || this.continued.size > 0 };
-    notifyOthers(this);
+    await budget.release(); // attempts that ended leave room under their budgets
+    if (this.claiming) await claims.claimReady(sweep);
+    await this.rounds();
+    // Starts this flush had no room for: ready visits wait in the backlog, held maps in their step's leftovers.
+    const more: Input[] = [];
+    for (const step of this.kinds.steps.values()) if (step.leftOver) more.push(...step.leftOver());
+    this.out.more = { inputs: more, flush: this.work.startsLeft <= 0 || more.length > 0 };
+    claims.notifyOthers();
     // Waiting workers may claim what a rate limit lets through now (a sweep: the timer of its next token).
     if (sweep) this.out.waiting.push(...this.limits.withTokens().filter((t) => !this.out.waiting.includes(t)));
     await this.limits.save();
@@ -196,47 +129,47 @@ export class Flush {
     await this.persist(!sweep);
     // A sweep asks the database for the next due time; other flushes only add due times, those
     // of the rows they wrote (an earlier one is armed already); a rate limit's next token too.
-    const due = sweep ? await this.tx.nextDue(this.now) : this.dueSoon;
+    const due = sweep ? await tx.nextDue(this.now) : this.dueSoon;
     const token = this.limits.nextToken;
     this.out.nextDue = due === null ? token : token === null ? due : Math.min(due, token);
     return this.out;
   }
 
   /**
-   * Child runs (DESIGN §11.1) until nothing more follows: children asked for are started and
-   * their first visits claimed; ended children end their parent attempts, ended parents cancel
-   * their children (nested children: one round per level, bounded by the depth limit).
+   * The work of the kinds the engine starts (DESIGN §11.1), round after round until nothing
+   * more follows: child runs and map items asked for are started and their first visits
+   * claimed; ended children end their parent attempts, ended parents cancel their children
+   * (nested children: one round per level, bounded by the depth limit).
    */
-  private async children(): Promise<void> {
+  private async rounds(): Promise<void> {
+    const { steps } = this.kinds;
     for (let round = 0; round <= MAX_CHILD_DEPTH * 2 + 2; round++) {
-      const settled = await settleChildren(this);
-      const started = this.claiming && ((await startChildren(this)) || (await startMaps(this)));
-      const undoing = this.claiming && (await undoItems(this));
-      if (!settled && !started && !undoing) return;
-      await this.planCompensations();
-      await releaseReservations(this);
-      if (this.claiming) await claimReady(this, false);
+      let changed = false;
+      for (const step of steps.values()) if (step.round && (await step.round())) changed = true;
+      if (this.claiming && (await this.startAsked())) changed = true;
+      if (this.claiming) for (const step of steps.values()) if (step.undo && (await step.undo())) changed = true;
+      if (!changed) return;
+      await planCompensations(this);
+      await this.budget.release();
+      if (this.claiming) await this.claims.claimReady(false);
     }
   }
 
   /**
-   * Calls `start` for each visit a kind's `begin` asked this flush to start (`pick`: which set
-   * of the run's changes: children, maps), once, while it is still current and ready; true when
-   * there were any.
+   * Hands each visit a kind's `begin` asked this flush to start (`Changes.starts`) to the step
+   * of its kind, once, while it is still current and ready; true when there were any.
    */
-  async eachAsked(
-    pick: (rs: RunState) => Set<Visit>,
-    start: (rs: RunState, v: Visit) => Promise<unknown>,
-  ): Promise<boolean> {
+  private async startAsked(): Promise<boolean> {
     let started = false;
     for (const rs of [...this.states.values()]) {
-      const set = pick(rs);
+      const set = rs.changes.starts;
       if (set.size === 0) continue;
       const asked = [...set];
       set.clear();
       for (const v of asked) {
         if (!v.is_current || (v.state !== "PENDING" && v.state !== "RETRYING")) continue;
-        await start(rs, v);
+        // A visit's agent_type is its node's kind name.
+        await this.kinds.steps.get(v.agent_type)?.start(rs, v);
         started = true;
       }
     }
@@ -277,7 +210,7 @@ export class Flush {
   private async apply(input: Input): Promise<unknown> {
     switch (input.kind) {
       case "start":
-        return this.start(input.run, input.done);
+        return startRun(this, input.run, input.done);
       // An attempt's result, in process or a worker's report: one call (writer/results.ts).
       case "success":
       case "failure":
@@ -297,9 +230,9 @@ export class Flush {
       case "review":
         return review(this, input);
       case "send_event":
-        return sendEvent(this, input);
+        return this.events.send(input);
       case "publish_event":
-        return publishEvent(this, input);
+        return this.events.publish(input);
       case "event": {
         const rs = await this.load(input.event.run_id);
         rs?.changes.events.push(input.event);
@@ -317,9 +250,9 @@ export class Flush {
       case "retry":
         return retry(this, input);
       case "continue_map":
-        return continueMap(this, input);
+        return this.kinds.maps.resume(input);
       case "claim":
-        this.workerClaims.push(input);
+        this.claims.queue(input);
         return;
       case "heartbeat":
         return heartbeat(this, input);
@@ -352,68 +285,15 @@ export class Flush {
     }
   }
 
-  private async start(run: Run, done: Callback<Run>): Promise<void> {
-    // Applied again after a commit whose outcome was lost: the run may exist already.
-    const committed = this.lost ? await this.load(run.run_id) : undefined;
-    if (committed) {
-      const existing = { ...committed.run };
-      this.out.callbacks.push(() => done.resolve(existing));
-      return;
-    }
-    if (run.idempotency_key !== null) {
-      const existing =
-        this.newRuns.find((r) => r.idempotency_key === run.idempotency_key) ??
-        (await this.tx.runByIdempotencyKey(run.idempotency_key));
-      if (existing) {
-        if (existing.input_hash !== run.input_hash || existing.workflow_id !== run.workflow_id) {
-          this.out.callbacks.push(() =>
-            done.reject(
-              new ConflictError(
-                `idempotency_key "${run.idempotency_key}" was already used for run ${existing.run_id} with a different ` +
-                  "workflow or input; use a new key for a new run",
-              ),
-            ),
-          );
-        } else {
-          this.out.callbacks.push(() => done.resolve(existing));
-        }
-        return;
-      }
-    }
-    const { graph } = await this.o.registry.get(run.workflow_id, run.workflow_version);
-    const rs = startRunState(run, graph, this.now);
+  addRun(rs: RunState, revision?: number): void {
     this.newRuns.push(rs.run);
-    this.states.set(run.run_id, rs);
-    this.revisions.set(run.run_id, 0);
-    const started = { ...rs.run };
-    this.out.callbacks.push(() => done.resolve(started));
+    this.states.set(rs.run.run_id, rs);
+    if (revision !== undefined) this.revisions.set(rs.run.run_id, revision);
   }
 
   /** Resolves a caller with the run as this transaction leaves it, once committed. */
   answer(rs: RunState, done: Callback<Run>): void {
     this.out.callbacks.push(() => done.resolve({ ...rs.run }));
-  }
-
-  /**
-   * Plans the compensation of runs that ended with work to undo (DESIGN §6), from the run's
-   * whole history: stored rows, overlaid with what this transaction changed in memory.
-   */
-  private async planCompensations(): Promise<void> {
-    for (const rs of this.states.values()) {
-      if (!rs.changes.plan) continue;
-      const byKey = new Map<string, PastVisit>();
-      for (const p of await this.tx.runHistory(rs.run.run_id)) byKey.set(`${p.visit.node_id}#${p.visit.visit}`, p);
-      // Successes of this transaction have no stored event yet: they come after every stored one, in order.
-      const fresh = new Map<string, number>();
-      rs.changes.events.forEach((e, i) => {
-        if (e.type === "node.succeeded") fresh.set(`${e.node_id}#${e.visit}`, 2 ** 50 + i);
-      });
-      for (const v of [...rs.changes.inserted, ...rs.changes.updated, ...rs.current.values()]) {
-        const k = `${v.node_id}#${v.visit}`;
-        byKey.set(k, { visit: v, successSeq: fresh.get(k) ?? byKey.get(k)?.successSeq ?? null });
-      }
-      planCompensation(rs, [...byKey.values()], this.now);
-    }
   }
 
   /** The run of an execution_id (a visit's or a compensation's). */
@@ -435,16 +315,16 @@ export class Flush {
    * transaction runs nothing after this write (it may carry the COMMIT).
    */
   async persist(last: boolean): Promise<void> {
-    await this.planCompensations();
-    await releaseReservations(this);
-    announceReleased(this);
+    await planCompensations(this);
+    await this.budget.release();
+    this.budget.announce();
     // One write for the whole transaction: on a networked database each statement is a round trip.
     const runs: Run[] = [];
     const updated: Visit[] = [];
     const inserted: Visit[] = [];
     const compensations: Compensation[] = [];
     const events: NewEvent[] = [];
-    const inbox: InboxEvent[] = this.keyed.splice(0);
+    const inbox: InboxEvent[] = this.events.written();
     const due = (t: number | null) => {
       if (t !== null && t > this.now && (this.dueSoon === null || t < this.dueSoon)) this.dueSoon = t;
     };

@@ -14,7 +14,7 @@ import type { Visit } from "../../core/types.js";
 import { ValidationError } from "../../errors.js";
 import type { ConcurrencyGroup, RateBucket } from "../../store/store.js";
 import type { RateLimit } from "../engine-options.js";
-import type { Flush } from "./flush.js";
+import type { FlushContext } from "./context.js";
 
 export class ClaimLimits {
   /** Attempts running per limited type: the database's, this flush's changes included; null until counted. */
@@ -30,7 +30,7 @@ export class ClaimLimits {
   /** When the next token of a type this flush found empty is due (to arm the wake-up timer), or null. */
   nextToken: number | null = null;
 
-  constructor(private readonly f: Flush) {}
+  constructor(private readonly f: FlushContext) {}
 
   /** The limit of an agent type across the database, or undefined when it has none. */
   limitOf(agentType: string): number | undefined {
@@ -160,7 +160,7 @@ export class ClaimLimits {
  * are told (`notifyOthers`). A visit that never ran, or one claimed again, is no slot freed,
  * but telling of one too many costs only a look.
  */
-export function freedLimitedTypes(f: Flush): Set<string> {
+export function freedLimitedTypes(f: FlushContext): Set<string> {
   const freed = new Set<string>();
   const limits = f.o.agentConcurrency;
   const ended = (row: { attempt: number; state: string; agent_type: string }) =>

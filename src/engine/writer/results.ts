@@ -21,7 +21,7 @@ import { decideReview, event, failVisit, leaseExpiry, type RunState } from "../.
 import type { Json } from "../../core/types.js";
 import { ConflictError, ForbiddenError, NotFoundError } from "../../errors.js";
 import { addRunUsage } from "./budget.js";
-import type { Flush } from "./flush.js";
+import type { FlushContext } from "./context.js";
 import type { AttemptRef, AttemptResult, Input, ReportAnswer } from "./inputs.js";
 
 type ReportInput = Extract<Input, { kind: "report" }>;
@@ -38,7 +38,7 @@ type Sender = Pick<ReportInput, "holder" | "agent_types">;
  * the answer: `accepted`; `duplicate` for the same report sent again; else a conflict. Who held
  * an attempt that has ended is checked before the report is queued (ExternalWorkers.verify).
  */
-export async function applyResult(f: Flush, r: AttemptResult, sent?: ReportInput): Promise<void> {
+export async function applyResult(f: FlushContext, r: AttemptResult, sent?: ReportInput): Promise<void> {
   const rs = await f.loadExecution(r.execution_id);
   const a = rs ? attemptOf(rs, r.execution_id) : undefined;
   if (sent === undefined) {
@@ -74,7 +74,7 @@ export async function applyResult(f: Flush, r: AttemptResult, sent?: ReportInput
  * lease (deadline, heartbeat_timeout) shortened by the worker's. A heartbeat for an attempt no
  * longer held is a conflict, and records nothing.
  */
-export async function workerHeartbeat(f: Flush, input: WorkerHeartbeat): Promise<void> {
+export async function workerHeartbeat(f: FlushContext, input: WorkerHeartbeat): Promise<void> {
   const { execution_id, attempt, done } = input;
   const rs = await f.loadExecution(execution_id);
   const a = rs ? attemptOf(rs, execution_id) : undefined;
@@ -94,7 +94,7 @@ export async function workerHeartbeat(f: Flush, input: WorkerHeartbeat): Promise
 }
 
 /** An in-process attempt's heartbeat: renews its lease while it holds the attempt; answers whether it does. */
-export async function heartbeat(f: Flush, input: Extract<Input, { kind: "heartbeat" }>): Promise<void> {
+export async function heartbeat(f: FlushContext, input: Extract<Input, { kind: "heartbeat" }>): Promise<void> {
   const rs = await f.loadExecution(input.execution_id);
   const a = rs ? attemptOf(rs, input.execution_id) : undefined;
   const held = a !== undefined && holds(a, input.attempt);
@@ -104,7 +104,7 @@ export async function heartbeat(f: Flush, input: Extract<Input, { kind: "heartbe
 }
 
 /** The transition a held attempt's result makes (core/attempt.ts: one lifecycle for visits and compensation rows). */
-function settle(f: Flush, a: Attempt, r: AttemptResult): void {
+function settle(f: FlushContext, a: Attempt, r: AttemptResult): void {
   if (r.kind === "success") {
     // Always decided in process; a worker's undecided (late) success was refused before this.
     if (r.decision !== null) a.succeed(r.output, r.decision, f.now);
@@ -146,20 +146,27 @@ function notHeld(at: AttemptRef): string {
 }
 
 /** Answers a worker once committed, with the attempt's lease as the transaction leaves it. */
-function answer(f: Flush, a: Attempt, done: ReportInput["done"], status: ReportAnswer["status"]): void {
+function answer(f: FlushContext, a: Attempt, done: ReportInput["done"], status: ReportAnswer["status"]): void {
   const { row } = a;
   f.out.callbacks.push(() => done.resolve({ status, lease_expires_at: row.lease_expires_at }));
 }
 
 /** Records a result that came for an attempt its sender no longer holds (`by`: a worker's holder). */
-function fenced(f: Flush, rs: RunState, key: AttemptKey | null, r: AttemptResult, reason: string, by?: string): void {
+function fenced(
+  f: FlushContext,
+  rs: RunState,
+  key: AttemptKey | null,
+  r: AttemptResult,
+  reason: string,
+  by?: string,
+): void {
   const data: Record<string, Json> = { execution_id: r.execution_id, attempt: r.attempt, result: r.kind, reason };
   if (by !== undefined) data.by = by;
   event(rs, "result.fenced", key, f.now, data);
 }
 
 /** A person's decision: exactly one wins, for the review round it names (DESIGN §5). */
-export async function review(f: Flush, input: Extract<Input, { kind: "review" }>): Promise<void> {
+export async function review(f: FlushContext, input: Extract<Input, { kind: "review" }>): Promise<void> {
   const { run_id, node_id, decision, done } = input;
   const rs = await f.load(run_id);
   const v = rs?.current.get(node_id);
@@ -180,7 +187,7 @@ export async function review(f: Flush, input: Extract<Input, { kind: "review" }>
 }
 
 /** A redrive (DESIGN §6): only a FAILED or CANCELLED run, and with `force` one that needs attention. */
-export async function retry(f: Flush, input: Extract<Input, { kind: "retry" }>): Promise<void> {
+export async function retry(f: FlushContext, input: Extract<Input, { kind: "retry" }>): Promise<void> {
   const rs = await f.load(input.run_id);
   if (!rs) return input.done.reject(new NotFoundError(`run ${input.run_id} does not exist`));
   const refused = retryRefusal(rs.run, input, (id) => rs.graph.nodes.has(id));

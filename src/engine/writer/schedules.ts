@@ -17,8 +17,9 @@ import { canonicalJson } from "../json.js";
 import type { LoadedWorkflow } from "../registry.js";
 import { runRow } from "../run-start.js";
 import { traceparentOf, tracer } from "../telemetry/tracing.js";
+import type { FlushContext } from "./context.js";
+import type { SlotOutcome } from "./dispatcher-options.js";
 import { ownRunProblem } from "./engine-keys.js";
-import type { Flush } from "./flush.js";
 
 /** Due schedules one sweep fires at most; more are found by the next (nextDue says they are due). */
 export const SCHEDULE_BATCH = 200;
@@ -26,24 +27,17 @@ export const SCHEDULE_BATCH = 200;
 /** Runs of one schedule that overlap cancels at most per slot (there is rarely more than one). */
 const OVERLAP_LIMIT = 100;
 
-/**
- * What became of a slot: `started` a run (or found the one it started), `skipped` by overlap
- * while a run of the schedule was unfinished, `not_started` (its workflow or input refused, logged).
- */
-export interface SlotOutcome {
-  schedule_id: string;
-  outcome: "started" | "skipped" | "not_started";
-}
+export type { SlotOutcome } from "./dispatcher-options.js";
 
 /** What became of one slot: the run it started (null: none), or busy (a run to cancel is held elsewhere: try again). */
 type Handled = { run_id: string | null } | "busy";
 
 /** Fires the due slots of the due schedules (at most SCHEDULE_BATCH schedules). */
-export async function fireSchedules(f: Flush): Promise<void> {
+export async function fireSchedules(f: FlushContext): Promise<void> {
   for (const s of await f.tx.dueSchedules(f.now, SCHEDULE_BATCH)) await fireSchedule(f, s);
 }
 
-async function fireSchedule(f: Flush, s: Schedule): Promise<void> {
+async function fireSchedule(f: FlushContext, s: Schedule): Promise<void> {
   const cron = parseCron(s.cron, s.timezone);
   if ("path" in cron) {
     // Stored by an older Skein, or a zone the runtime no longer knows: stop it, and say so.
@@ -71,7 +65,7 @@ async function fireSchedule(f: Flush, s: Schedule): Promise<void> {
 }
 
 function advance(
-  f: Flush,
+  f: FlushContext,
   s: Schedule,
   to: Pick<Schedule, "next_fire_at" | "last_slot_at" | "last_run_id">,
 ): Promise<void> {
@@ -79,7 +73,7 @@ function advance(
 }
 
 /** One slot: its run started unless it exists already, overlap skips it, or its workflow or input is refused. */
-async function fireSlot(f: Flush, s: Schedule, slot: number): Promise<Handled> {
+async function fireSlot(f: FlushContext, s: Schedule, slot: number): Promise<Handled> {
   const key = slotKey(s.schedule_id, slot);
   const existing = f.newRuns.find((r) => r.idempotency_key === key) ?? (await f.tx.runByIdempotencyKey(key));
   const handled = (outcome: SlotOutcome["outcome"]) => f.out.slots.push({ schedule_id: s.schedule_id, outcome });
@@ -133,9 +127,7 @@ async function fireSlot(f: Flush, s: Schedule, slot: number): Promise<Handled> {
   // The run's first event says which schedule and slot started it.
   const started = rs.changes.events.find((e) => e.type === "run.started");
   if (started) Object.assign(started.data, { schedule_id: s.schedule_id, slot: new Date(slot).toISOString() });
-  f.newRuns.push(rs.run);
-  f.states.set(run_id, rs);
-  f.revisions.set(run_id, 0);
+  f.addRun(rs, 0);
   handled("started");
   return { run_id };
 }
@@ -144,7 +136,7 @@ async function fireSlot(f: Flush, s: Schedule, slot: number): Promise<Handled> {
  * Runs of the schedule that have not ended: those the database has (as this transaction sees
  * them: a run this flush ended is ended) and those this flush started.
  */
-async function unfinishedRuns(f: Flush, scheduleId: string): Promise<string[]> {
+async function unfinishedRuns(f: FlushContext, scheduleId: string): Promise<string[]> {
   const ids = new Set(await f.tx.unfinishedScheduleRuns(scheduleId, OVERLAP_LIMIT));
   for (const r of f.newRuns) if (r.schedule_id === scheduleId) ids.add(r.run_id);
   return [...ids].filter((id) => (f.states.get(id)?.run.ended_at ?? null) === null);
@@ -155,7 +147,7 @@ async function unfinishedRuns(f: Flush, scheduleId: string): Promise<string[]> {
  * was deleted, or the schedule's input no longer matches its input_schema (a new version). The
  * slot is handled, not fired, and logged: a schedule never fails a sweep.
  */
-async function workflowOf(f: Flush, s: Schedule, slot: number): Promise<LoadedWorkflow | null> {
+async function workflowOf(f: FlushContext, s: Schedule, slot: number): Promise<LoadedWorkflow | null> {
   const at = new Date(slot).toISOString();
   let workflow: LoadedWorkflow;
   try {

@@ -22,8 +22,8 @@ import { NotFoundError } from "../../../errors.js";
 import { canonicalJson, jsonProblem } from "../../json.js";
 import { itemWorkflowId, type LoadedWorkflow } from "../../registry.js";
 import { runRow } from "../../run-start.js";
+import type { FlushContext } from "../context.js";
 import { itemKey } from "../engine-keys.js";
-import type { Flush } from "../flush.js";
 
 /**
  * The run an item starts with the workflow it runs and the latest it may end (`deadline_at`: the
@@ -38,7 +38,7 @@ export type ItemRun = { run: Run; workflow: LoadedWorkflow; deadline_at: number 
 export type ItemRunMaker = (row: { index: number; item: Json }, run_id: string) => ItemRun | Promise<ItemRun>;
 
 /** The maker of the item runs of map visit `v` (once per window of items started). */
-export async function itemRunMaker(f: Flush, rs: RunState, v: Visit): Promise<ItemRunMaker> {
+export async function itemRunMaker(f: FlushContext, rs: RunState, v: Visit): Promise<ItemRunMaker> {
   const itemWorkflow = await f.o.registry.get(itemWorkflowId(rs.run.workflow_id, v.node_id), rs.run.workflow_version);
   const fields = (index: number, run_id: string) => ({
     run_id,
@@ -93,7 +93,7 @@ export async function itemRunMaker(f: Flush, rs: RunState, v: Visit): Promise<It
 
 /** `each` of a map of workflows resolved for one item: its templates see `item` and `index` (and `input`, the item). */
 async function resolveEach(
-  f: Flush,
+  f: FlushContext,
   rs: RunState,
   template: CompiledPayload | null,
   written: Json,
