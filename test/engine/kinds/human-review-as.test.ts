@@ -1,7 +1,7 @@
 /** An admin deciding a review *as* one of its assignees (DESIGN §13), recorded as such. */
 import { describe, expect, it } from "vitest";
-import { ForbiddenError, type Task } from "../../src/index.js";
-import { nextEvent, testEngine } from "../helpers.js";
+import { ForbiddenError, type Task } from "../../../src/index.js";
+import { nextEvent, testEngine } from "../../helpers.js";
 
 async function reviewing(assignees: unknown) {
   const t = await testEngine({ agents: { writer: (task: Task) => ({ node: task.node_id }) } });

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { ConflictError, ForbiddenError, type RunEvent, type Task, ValidationError } from "../../src/index.js";
-import { nextEvent, testEngine } from "../helpers.js";
+import { ConflictError, ForbiddenError, type RunEvent, type Task, ValidationError } from "../../../src/index.js";
+import { nextEvent, testEngine } from "../../helpers.js";
 
 const requested = (e: RunEvent) => e.type === "review.requested";
 

@@ -4,8 +4,8 @@
  */
 import Database from "better-sqlite3";
 import { describe, expect, it } from "vitest";
-import { ForbiddenError, type RunEvent, type Task } from "../../src/index.js";
-import { describeSqlite, nextEvent, testEngine } from "../helpers.js";
+import { ForbiddenError, type RunEvent, type Task } from "../../../src/index.js";
+import { describeSqlite, nextEvent, testEngine } from "../../helpers.js";
 
 const flow = {
   id: "approve",
