@@ -1,6 +1,6 @@
 /**
  * The llm node's handler against the OpenAI-protocol fixture, through a Task that records its
- * progress and usage calls (the engine's delivery of them is tested in test/engine/llm.test.ts).
+ * progress and usage calls (the engine's delivery of them is tested in test/engine/kinds/llm.test.ts).
  */
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { Task } from "../../src/agents/task.js";

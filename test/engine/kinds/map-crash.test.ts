@@ -9,11 +9,11 @@ import { appendFileSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterEach, describe, expect, it } from "vitest";
-import { createEngine, type Engine, type Task } from "../../src/index.js";
-import { Child, within } from "../fixtures/child.js";
-import { onPostgres, tempDb, tempDir } from "../helpers.js";
+import { createEngine, type Engine, type Task } from "../../../src/index.js";
+import { Child, within } from "../../fixtures/child.js";
+import { onPostgres, tempDb, tempDir } from "../../helpers.js";
 
-const SCRIPT = fileURLToPath(new URL("../fixtures/crash-map.ts", import.meta.url));
+const SCRIPT = fileURLToPath(new URL("../../fixtures/crash-map.ts", import.meta.url));
 const cleanup: (() => Promise<void>)[] = [];
 afterEach(async () => {
   for (const f of cleanup.splice(0)) await f();

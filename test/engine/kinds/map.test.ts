@@ -4,8 +4,8 @@
  * Synchronised by the agents' own calls (promises the test resolves), never by sleeping.
  */
 import { describe, expect, it } from "vitest";
-import { type Engine, NonRetryableError, type Task, ValidationError } from "../../src/index.js";
-import { testEngine } from "../helpers.js";
+import { type Engine, NonRetryableError, type Task, ValidationError } from "../../../src/index.js";
+import { testEngine } from "../../helpers.js";
 
 const mapFlow = (payload: Record<string, unknown>, extra: Record<string, unknown> = {}) => ({
   id: "fanout",

@@ -6,8 +6,8 @@ import {
   type RunEvent,
   systemClock,
   ValidationError,
-} from "../../src/index.js";
-import { nextEvent, testEngine } from "../helpers.js";
+} from "../../../src/index.js";
+import { nextEvent, testEngine } from "../../helpers.js";
 
 const waiting = (nodeId: string) => (e: RunEvent) => e.type === "node.waiting" && e.node_id === nodeId;
 

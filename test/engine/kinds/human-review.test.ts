@@ -1,6 +1,12 @@
+/**
+ * `human_review` (DESIGN §11, §13): a visit IN_REVIEW until a person decides or its timeout
+ * passes; who may decide (assignees, fail closed, from a template) and an admin deciding as one
+ * of them.
+ */
+import Database from "better-sqlite3";
 import { describe, expect, it } from "vitest";
-import { ConflictError, ForbiddenError, type RunEvent, type Task, ValidationError } from "../../src/index.js";
-import { nextEvent, testEngine } from "../helpers.js";
+import { ConflictError, ForbiddenError, type RunEvent, type Task, ValidationError } from "../../../src/index.js";
+import { describeSqlite, nextEvent, testEngine } from "../../helpers.js";
 
 const requested = (e: RunEvent) => e.type === "review.requested";
 
@@ -191,44 +197,142 @@ describe("human_review", () => {
   });
 });
 
-describe("cancelRun", () => {
-  it("cancels active nodes, aborts their attempts, fences late results, and refuses a second cancel", async () => {
-    let aborted = false;
-    let release!: () => void;
-    const { engine } = await testEngine({
-      agents: {
-        slow: (t: Task) =>
-          new Promise((resolve) => {
-            t.signal.addEventListener("abort", () => {
-              aborted = true;
-            });
-            release = () => resolve("late");
-          }),
+/** An admin deciding a review *as* one of its assignees (DESIGN §13), recorded as such. */
+async function reviewingFor(assignees: unknown) {
+  const t = await testEngine({ agents: { writer: (task: Task) => ({ node: task.node_id }) } });
+  await t.engine.registerWorkflow({
+    id: "approve",
+    nodes: [
+      {
+        node_id: "check",
+        agent_type: "human_review",
+        timeout: 3600,
+        payload: { title: "ok?", ...(assignees === undefined ? {} : { assignees }) },
       },
+    ],
+  });
+  const asked = nextEvent(t.engine, (e) => e.type === "review.requested");
+  const run = await t.engine.startRun("approve");
+  await asked;
+  const decided = async () =>
+    (await t.engine.listEvents(run.run_id)).find((e) => e.type === "review.decided")?.data ?? null;
+  return { ...t, run, decided };
+}
+
+describe("deciding as an assignee", () => {
+  it("records the assignee as who decided and the admin who did it for them", async () => {
+    const { engine, run, decided } = await reviewingFor(["finance", "legal"]);
+    await engine.review(run.run_id, "check", { decision: "approve", by: "legal", admin: "ops" });
+    expect(await decided()).toEqual({ decision: "approve", by: "legal", comment: null, admin: "ops" });
+    const done = await engine.waitForRun(run.run_id);
+    expect(done.nodes[0]?.output).toMatchObject({ decision: "approve", by: "legal" });
+  });
+
+  it("refuses an admin deciding as itself when it is not an assignee, saying to choose one", async () => {
+    const { engine, run, decided } = await reviewingFor(["finance", "legal"]);
+    const refused = engine.review(run.run_id, "check", { decision: "approve", by: "ops", admin: "ops" });
+    await expect(refused).rejects.toThrow(ForbiddenError);
+    await expect(refused).rejects.toThrow(/choose one with by \(one of: finance, legal\)/);
+    expect(await decided()).toBeNull();
+    expect((await engine.getRun(run.run_id)).nodes[0]?.state).toBe("IN_REVIEW");
+  });
+
+  it("refuses an admin deciding as someone who is not an assignee", async () => {
+    const { engine, run } = await reviewingFor(["finance"]);
+    await expect(
+      engine.review(run.run_id, "check", { decision: "reject", by: "mallory", admin: "ops" }),
+    ).rejects.toThrow(/mallory may not decide check: assignees are finance/);
+  });
+
+  it("records an admin deciding a review without assignees as itself, once", async () => {
+    const { engine, run, decided } = await reviewingFor(undefined);
+    await engine.review(run.run_id, "check", { decision: "reject", by: "ops", admin: "ops" });
+    expect(await decided()).toEqual({ decision: "reject", by: "ops", comment: null });
+  });
+});
+
+/**
+ * Review assignees fail closed (DESIGN §13): a template that gives anything but a non-empty
+ * list of names fails the review visit (`template_error`) instead of letting anyone decide.
+ */
+const templatedFlow = {
+  id: "approve",
+  nodes: [
+    { node_id: "draft", agent_type: "writer" },
+    {
+      node_id: "check",
+      agent_type: "human_review",
+      depends_on: ["draft"],
+      timeout: 3600,
+      payload: { title: "Publish?", assignees: "{{ input.approvers }}" },
+    },
+  ],
+};
+
+async function templatedEngine() {
+  const t = await testEngine({ agents: { writer: (_task: Task) => ({ title: "t" }) } });
+  await t.engine.registerWorkflow(templatedFlow);
+  return t.engine;
+}
+
+describe("review assignees from a template", () => {
+  for (const [what, approvers] of [
+    ["a string", "alice"],
+    ["an object", { alice: true }],
+    ["an empty list", []],
+    ["a list with a non-string", ["alice", 7]],
+    ["nothing", undefined],
+  ] as const) {
+    it(`fails the review visit with template_error when the template gives ${what}`, async () => {
+      const e = await templatedEngine();
+      const input = approvers === undefined ? {} : { approvers };
+      const run = await e.waitForRun((await e.startRun("approve", { input })).run_id);
+      expect(run.status).toBe("FAILED");
+      const check = run.nodes.find((n) => n.node_id === "check");
+      expect(check).toMatchObject({ state: "FAILED", reason: "template_error" });
+      expect(check?.error?.message).toContain("payload.assignees");
+      expect(await e.listReviews({ status: "pending" })).toEqual([]);
     });
-    await engine.registerWorkflow({
-      id: "cancel",
-      nodes: [
-        { node_id: "a", agent_type: "slow" },
-        { node_id: "b", agent_type: "slow", depends_on: ["a"] },
-      ],
-    });
-    const started = nextEvent(engine, (e) => e.type === "node.started");
-    const run = await engine.startRun("cancel");
-    await started;
-    const cancelled = await engine.cancelRun(run.run_id, { reason: "changed my mind" });
-    expect(cancelled.status).toBe("CANCELLED");
-    const after = await engine.getRun(run.run_id);
-    expect(after.nodes.map((n) => [n.node_id, n.state])).toEqual([
-      ["a", "CANCELLED"],
-      ["b", "SKIPPED"],
-    ]);
-    expect(aborted).toBe(true);
-    const fenced = nextEvent(engine, (e) => e.type === "result.fenced");
-    release();
-    await fenced;
-    const released = (await engine.getRun(run.run_id)).nodes[0];
-    expect(released).toMatchObject({ state: "CANCELLED", holder: null }); // the late result released it
-    await expect(engine.cancelRun(run.run_id)).rejects.toBeInstanceOf(ConflictError);
+  }
+
+  it("lets only the resolved assignees decide", async () => {
+    const e = await templatedEngine();
+    const asked = nextEvent(e, (ev: RunEvent) => ev.type === "review.requested");
+    const run = await e.startRun("approve", { input: { approvers: ["alice", "bob"] } });
+    expect((await asked).data).toMatchObject({ assignees: ["alice", "bob"] });
+    await expect(e.review(run.run_id, "check", { decision: "approve", by: "mallory" })).rejects.toBeInstanceOf(
+      ForbiddenError,
+    );
+    await expect(e.review(run.run_id, "check", { decision: "approve" })).rejects.toBeInstanceOf(ForbiddenError);
+    await e.review(run.run_id, "check", { decision: "approve", by: "bob" });
+    expect((await e.waitForRun(run.run_id)).status).toBe("SUCCEEDED");
+  });
+});
+
+describeSqlite("a version stored before assignees were validated", () => {
+  it("still loads, and its string assignees admit nobody (fail closed)", async () => {
+    const literal = {
+      id: "old",
+      nodes: [{ node_id: "check", agent_type: "human_review", payload: { title: "ok?", assignees: ["alice"] } }],
+    };
+    const first = await testEngine();
+    await first.engine.registerWorkflow(literal);
+    await first.engine.close();
+    // What an older Skein accepted and stored: a string where a list belongs.
+    const db = new Database(first.database.slice("sqlite:".length));
+    const row = db.prepare("SELECT definition FROM workflows WHERE id = 'old'").get() as { definition: string };
+    db.prepare("UPDATE workflows SET definition = ? WHERE id = 'old'").run(
+      row.definition.replace('["alice"]', '"alice"'),
+    );
+    db.close();
+
+    const { engine } = await testEngine({ database: first.database });
+    const asked = nextEvent(engine, (ev: RunEvent) => ev.type === "review.requested");
+    const run = await engine.startRun("old");
+    expect((await asked).data).toMatchObject({ assignees: "alice" });
+    expect(await engine.getRun(run.run_id)).toMatchObject({ status: "RUNNING" });
+    await expect(engine.review(run.run_id, "check", { decision: "approve", by: "alice" })).rejects.toBeInstanceOf(
+      ForbiddenError,
+    );
   });
 });

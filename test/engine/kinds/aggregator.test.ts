@@ -3,8 +3,8 @@
  * each kept the limit, but together they may not (50 branches of 1 MB made a 50 MB output).
  */
 import { describe, expect, it } from "vitest";
-import type { Task } from "../../src/index.js";
-import { testEngine } from "../helpers.js";
+import type { Task } from "../../../src/index.js";
+import { testEngine } from "../../helpers.js";
 
 const LIMIT = 10_000;
 const agents = {

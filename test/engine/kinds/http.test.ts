@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from "vitest";
-import { type RunEvent, ValidationError } from "../../src/index.js";
-import { nextEvent, testEngine } from "../helpers.js";
-import { json, startServer, type TestServer } from "../local-server.js";
+import { type RunEvent, ValidationError } from "../../../src/index.js";
+import { nextEvent, testEngine } from "../../helpers.js";
+import { json, startServer, type TestServer } from "../../local-server.js";
 
 const servers: TestServer[] = [];
 afterEach(async () => {

@@ -1,8 +1,8 @@
 import pg from "pg";
 import { describe, expect, it } from "vitest";
-import type { NodeInput, WorkflowInput } from "../../src/index.js";
-import { NonRetryableError, type Task } from "../../src/index.js";
-import { nextEvent, onPostgres, PG_URL, testEngine } from "../helpers.js";
+import type { NodeInput, WorkflowInput } from "../../../src/index.js";
+import { NonRetryableError, type Task } from "../../../src/index.js";
+import { nextEvent, onPostgres, PG_URL, testEngine } from "../../helpers.js";
 
 const child: WorkflowInput = {
   id: "child",

@@ -4,8 +4,8 @@
  * A mid-map state is held by agents blocked on promises the test resolves, never by sleeping.
  */
 import { describe, expect, it } from "vitest";
-import { type Engine, NotFoundError, type Task, ValidationError } from "../../src/index.js";
-import { testEngine } from "../helpers.js";
+import { type Engine, NotFoundError, type Task, ValidationError } from "../../../src/index.js";
+import { testEngine } from "../../helpers.js";
 
 const FLOW = {
   id: "fanout",

@@ -5,8 +5,8 @@
  * map that succeeded within its tolerated failures records, bounded, in getRun and its event.
  */
 import { describe, expect, it } from "vitest";
-import type { Engine, Task } from "../../src/index.js";
-import { nextEvent, testEngine } from "../helpers.js";
+import type { Engine, Task } from "../../../src/index.js";
+import { nextEvent, testEngine } from "../../helpers.js";
 
 /** The child workflow: one node whose agent gets the item's input. */
 const one = {

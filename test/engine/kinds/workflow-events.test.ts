@@ -5,9 +5,9 @@
  * workflows writes none per item.
  */
 import { describe, expect, it } from "vitest";
-import { formatEventLine } from "../../src/cli/live-view.js";
-import type { RunEvent, Task } from "../../src/index.js";
-import { nextEvent, testEngine } from "../helpers.js";
+import { formatEventLine } from "../../../src/cli/live-view.js";
+import type { RunEvent, Task } from "../../../src/index.js";
+import { nextEvent, testEngine } from "../../helpers.js";
 
 const child = { id: "child", nodes: [{ node_id: "work", agent_type: "work", retry_count: 0 }] };
 const parent = {

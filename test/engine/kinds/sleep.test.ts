@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { ManualClock, type RunEvent, ValidationError } from "../../src/index.js";
-import { nextEvent, testEngine } from "../helpers.js";
+import { ManualClock, type RunEvent, ValidationError } from "../../../src/index.js";
+import { nextEvent, testEngine } from "../../helpers.js";
 
 const DAY = 24 * 3600 * 1000;
 const waiting = (e: RunEvent) => e.type === "node.waiting";

@@ -4,11 +4,11 @@
  * calls, an unknown provider, and what validation refuses.
  */
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import type { EngineOptions, LiveEvent, WorkflowInput } from "../../src/index.js";
-import { ValidationError } from "../../src/index.js";
-import { type OpenAIServer, startOpenAIServer } from "../fixtures/openai-server.js";
-import { nextEvent, testEngine } from "../helpers.js";
-import { pour, repeated, startServer } from "../local-server.js";
+import type { EngineOptions, LiveEvent, WorkflowInput } from "../../../src/index.js";
+import { ValidationError } from "../../../src/index.js";
+import { type OpenAIServer, startOpenAIServer } from "../../fixtures/openai-server.js";
+import { nextEvent, testEngine } from "../../helpers.js";
+import { pour, repeated, startServer } from "../../local-server.js";
 
 let server: OpenAIServer;
 beforeEach(async () => {
