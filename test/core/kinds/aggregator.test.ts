@@ -17,12 +17,12 @@ const agg = (extra: Record<string, unknown> = {}) => ({
   ...extra,
 });
 
-describe("aggregator", () => {
-  it("is claimed like an agent's node when it does not run inline", () => {
+describe("aggregator", async () => {
+  it("is claimed like an agent's node when it does not run inline", async () => {
     expect(engineStarts(start([...sources, agg()]), "sum")).toBe(false);
   });
 
-  it("runs inline as its last source succeeds: SUCCEEDED with its sources' outputs, by the engine", () => {
+  it("runs inline as its last source succeeds: SUCCEEDED with its sources' outputs, by the engine", async () => {
     const rs = start([...sources, agg({ next_on_success: "after" }), { node_id: "after" }]);
     complete(rs, "a", { x: 1 }, T0);
     fresh(rs);
@@ -42,7 +42,7 @@ describe("aggregator", () => {
     });
   });
 
-  it("collects only payload.sources, and only those that SUCCEEDED", () => {
+  it("collects only payload.sources, and only those that SUCCEEDED", async () => {
     const rs = start([
       ...sources,
       { node_id: "c", retry_count: 0, next_on_failure: "handle" },
@@ -58,7 +58,7 @@ describe("aggregator", () => {
     expect(cur(rs, "sum")).toMatchObject({ state: "SUCCEEDED", output: { b: 2 } });
   });
 
-  it("is left ready for its handler when an edge needs an expression, or it has a decide hook", () => {
+  it("is left ready for its handler when an edge needs an expression, or it has a decide hook", async () => {
     for (const extra of [
       { next_on_success: [{ when: "output.a.x = 1", to: "after" }, { to: "after" }] },
       { decide: "pick", next_on_success: "after" },
@@ -70,7 +70,7 @@ describe("aggregator", () => {
     }
   });
 
-  it("fails invalid_output, not retried, when the outputs together pass the output limit", () => {
+  it("fails invalid_output, not retried, when the outputs together pass the output limit", async () => {
     const { graph } = parseWorkflowOrThrow(
       { id: "core-test", nodes: [...sources, agg()].map((n) => ({ agent_type: "worker", ...n })) },
       { maxOutputBytes: 20 },

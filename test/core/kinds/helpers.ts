@@ -5,16 +5,18 @@
  * sweep does when a hold's due time passed (engine/writer/sweep.ts). No database, no engine.
  */
 import {
+  beginVisit,
   claim,
   currentVisit,
   type Decision,
   emptyChanges,
+  holdDue,
   nodeOf,
   type RunState,
   startRunState,
   succeed,
 } from "../../../src/core/scheduler.js";
-import type { Json, Visit } from "../../../src/core/types.js";
+import type { InboxEvent, Json, Visit } from "../../../src/core/types.js";
 import { graphOf, makeRun, type NodeInput } from "../helpers.js";
 
 export const T0 = 1_000;
@@ -46,28 +48,27 @@ export function engineStarts(rs: RunState, id: string): boolean {
   return nodeOf(rs, id).kind.start === "engine";
 }
 
-/** The ready visit of `id` leaves PENDING through its kind's `begin`, as the claiming flush calls it. */
-export function begin(rs: RunState, id: string, now: number, prepared?: unknown): Visit {
+/**
+ * The ready visit of `id` leaves PENDING through its kind's `prepare` and `begin`, as the claiming
+ * flush calls them (`beginVisit`); `keyed`: the events by key its inbox holds (a wait_event's buffer).
+ */
+export async function begin(rs: RunState, id: string, now: number, keyed: InboxEvent[] = []): Promise<Visit> {
   const v = cur(rs, id);
-  const { kind } = nodeOf(rs, id);
   if (v.state !== "PENDING" || v.ready_at === null) throw new Error(`test set-up: ${id} is not ready`);
-  if (!kind.begin) throw new Error(`test set-up: ${kind.name} has no begin`);
-  kind.begin(rs, v, now, prepared);
+  await beginVisit(rs, v, now, { waitingEvents: async () => [], keyedEvents: async () => keyed });
   return v;
 }
 
-/** The due time of the visit's hold passed: its kind's `due`, as the sweep calls it. */
+/** The due time of the visit's hold passed: its kind's `due`, as the sweep calls it (`holdDue`). */
 export function due(rs: RunState, id: string, now: number): Visit {
   const v = cur(rs, id);
-  const { kind } = nodeOf(rs, id);
-  if (!kind.due) throw new Error(`test set-up: ${kind.name} has no due`);
-  kind.due(rs, v, now);
+  holdDue(rs, v, now);
   return v;
 }
 
 /** The visits `begin` handed to the flush, whose work (a child run, a map's items) it starts. */
 export function startsWork(rs: RunState): Visit[] {
-  return [...rs.changes.children, ...rs.changes.maps];
+  return [...rs.changes.starts];
 }
 
 /** Claims (as an agent) and succeeds the current visit of `id`, firing its success edges. */

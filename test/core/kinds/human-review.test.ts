@@ -24,14 +24,14 @@ const decision = (d: "approve" | "reject", comment: string | null = null) => ({
   output: d === "approve" ? { edited: true } : null,
 });
 
-describe("human_review", () => {
-  it("is started by the engine, not claimed by an agent", () => {
+describe("human_review", async () => {
+  it("is started by the engine, not claimed by an agent", async () => {
     expect(engineStarts(start(nodes), "check")).toBe(true);
   });
 
-  it("waits IN_REVIEW until its timeout, asking with its payload", () => {
+  it("waits IN_REVIEW until its timeout, asking with its payload", async () => {
     const rs = fresh(start(nodes));
-    const v = begin(rs, "check", T0);
+    const v = await begin(rs, "check", T0);
     const deadline = T0 + 3_600_000;
     expect(v).toMatchObject({ state: "IN_REVIEW", attempt: 1, deadline_at: deadline, lease_expires_at: deadline });
     expect(events(rs)).toEqual(["review.requested:check"]);
@@ -45,9 +45,9 @@ describe("human_review", () => {
     });
   });
 
-  it("an approval succeeds it with the decision and fires its success edges", () => {
+  it("an approval succeeds it with the decision and fires its success edges", async () => {
     const rs = start(nodes);
-    const v = begin(rs, "check", T0);
+    const v = await begin(rs, "check", T0);
     fresh(rs);
     decideReview(rs, v, decision("approve", "fine"), { kind: "targets", targets: ["publish"] }, T0 + 10);
     expect(v.state).toBe("SUCCEEDED");
@@ -60,18 +60,18 @@ describe("human_review", () => {
     ]);
   });
 
-  it("a rejection fails it as rejected, routed by next_on_failure", () => {
+  it("a rejection fails it as rejected, routed by next_on_failure", async () => {
     const rs = start(nodes);
-    const v = begin(rs, "check", T0);
+    const v = await begin(rs, "check", T0);
     decideReview(rs, v, decision("reject", "typos"), { kind: "targets", targets: [] }, T0 + 10);
     expect(v).toMatchObject({ state: "FAILED", reason: "rejected", error: { message: "rejected by editor: typos" } });
     expect(cur(rs, "fix").ready_at).toBe(T0 + 10);
     expect(cur(rs, "publish").ready_at).toBeNull();
   });
 
-  it("its timeout passing fails it review_timeout, routed by next_on_failure", () => {
+  it("its timeout passing fails it review_timeout, routed by next_on_failure", async () => {
     const rs = start(nodes);
-    begin(rs, "check", T0);
+    await begin(rs, "check", T0);
     const v = due(rs, "check", T0 + 3_600_000);
     expect(v).toMatchObject({
       state: "FAILED",
@@ -81,8 +81,8 @@ describe("human_review", () => {
     expect(cur(rs, "fix").ready_at).toBe(T0 + 3_600_000);
   });
 
-  it("without a timeout of its own, waits the workflow's", () => {
+  it("without a timeout of its own, waits the workflow's", async () => {
     const rs = start([{ node_id: "check", agent_type: "human_review" }], { timeout: 600 });
-    expect(begin(rs, "check", T0).deadline_at).toBe(T0 + 600_000);
+    expect((await begin(rs, "check", T0)).deadline_at).toBe(T0 + 600_000);
   });
 });

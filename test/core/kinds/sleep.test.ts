@@ -7,14 +7,14 @@ const nodes = (payload: Record<string, unknown>) => [
   { node_id: "after" },
 ];
 
-describe("sleep", () => {
-  it("is started by the engine, not claimed by an agent", () => {
+describe("sleep", async () => {
+  it("is started by the engine, not claimed by an agent", async () => {
     expect(engineStarts(start(nodes({ seconds: 1 })), "nap")).toBe(true);
   });
 
-  it("waits WAITING for payload.seconds from when it begins, its due time in lease_expires_at", () => {
+  it("waits WAITING for payload.seconds from when it begins, its due time in lease_expires_at", async () => {
     const rs = fresh(start(nodes({ seconds: 30 })));
-    const v = begin(rs, "nap", T0 + 5);
+    const v = await begin(rs, "nap", T0 + 5);
     expect(v).toMatchObject({
       state: "WAITING",
       attempt: 1,
@@ -28,9 +28,9 @@ describe("sleep", () => {
     expect(cur(rs, "after").ready_at).toBeNull();
   });
 
-  it("wakes at its due time: SUCCEEDED with slept_until, its successor ready", () => {
+  it("wakes at its due time: SUCCEEDED with slept_until, its successor ready", async () => {
     const rs = start(nodes({ seconds: 30 }));
-    begin(rs, "nap", T0);
+    await begin(rs, "nap", T0);
     fresh(rs);
     const wake = T0 + 30_000;
     const v = due(rs, "nap", wake + 7); // the sweep comes a little after the due time
@@ -40,24 +40,24 @@ describe("sleep", () => {
     expect(cur(rs, "after").ready_at).toBe(wake + 7);
   });
 
-  it("finishes at once when until is already past", () => {
+  it("finishes at once when until is already past", async () => {
     const until = "1970-01-01T00:00:00.500Z";
     const rs = fresh(start(nodes({ until })));
-    const v = begin(rs, "nap", T0);
+    const v = await begin(rs, "nap", T0);
     expect(v.state).toBe("SUCCEEDED");
     expect(v.output).toEqual({ slept_until: until });
     expect(events(rs)).toEqual(["node.waiting:nap", "node.succeeded:nap", "node.ready:after"]);
   });
 
-  it("waits until an epoch-ms until in the future, whenever it begins", () => {
+  it("waits until an epoch-ms until in the future, whenever it begins", async () => {
     const rs = start(nodes({ until: T0 + 60_000 }));
-    expect(begin(rs, "nap", T0 + 10)).toMatchObject({ state: "WAITING", lease_expires_at: T0 + 60_000 });
+    expect(await begin(rs, "nap", T0 + 10)).toMatchObject({ state: "WAITING", lease_expires_at: T0 + 60_000 });
   });
 
-  it("fails template_error when its resolved payload gives no valid time", () => {
+  it("fails template_error when its resolved payload gives no valid time", async () => {
     const rs = start(nodes({ seconds: "{{ input.wait }}" }));
     cur(rs, "nap").payload = { seconds: -1 }; // what the engine resolved the template to
-    const v = begin(rs, "nap", T0);
+    const v = await begin(rs, "nap", T0);
     expect(v).toMatchObject({ state: "FAILED", reason: "template_error" });
     expect(v.error).toMatchObject({ message: expect.stringContaining("payload seconds must be a number of seconds") });
   });

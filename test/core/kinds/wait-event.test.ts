@@ -35,31 +35,31 @@ function withInbox(rs: RunState, ...es: InboxEvent[]): RunState {
   return rs;
 }
 
-describe("wait_event", () => {
-  it("is started by the engine, not claimed by an agent", () => {
+describe("wait_event", async () => {
+  it("is started by the engine, not claimed by an agent", async () => {
     expect(engineStarts(start(nodes({ event: "paid" })), "w")).toBe(true);
   });
 
-  it("with no event yet, waits WAITING until its timeout, saying what for", () => {
+  it("with no event yet, waits WAITING until its timeout, saying what for", async () => {
     const rs = fresh(start(nodes({ event: "paid", key: "o-1" }, { timeout: 60 })));
-    const v = begin(rs, "w", T0);
+    const v = await begin(rs, "w", T0);
     expect(v).toMatchObject({ state: "WAITING", attempt: 1, deadline_at: T0 + 60_000, lease_expires_at: T0 + 60_000 });
     expect(events(rs)).toEqual(["node.waiting:w"]);
     expect(lastEvent(rs, "node.waiting")).toEqual({ attempt: 1, until: T0 + 60_000, event: "paid", key: "o-1" });
   });
 
-  it("without a timeout, waits no longer than the run's TTL", () => {
+  it("without a timeout, waits no longer than the run's TTL", async () => {
     const rs = start(nodes({ event: "paid" }), { timeout: 300 });
-    expect(begin(rs, "w", T0 + 1000).deadline_at).toBe(rs.run.deadline_at);
+    expect((await begin(rs, "w", T0 + 1000)).deadline_at).toBe(rs.run.deadline_at);
     expect(rs.run.deadline_at).toBe(T0 + 300_000);
   });
 
-  it("takes the oldest undelivered event of its name from the run's inbox, at once", () => {
+  it("takes the oldest undelivered event of its name from the run's inbox, at once", async () => {
     const other = inboxEvent("e1", "shipped", { n: 0 });
     const taken = inboxEvent("e2", "paid", { n: 1 });
     const next = inboxEvent("e3", "paid", { n: 2 });
     const rs = fresh(withInbox(start(nodes({ event: "paid" })), other, taken, next));
-    const v = begin(rs, "w", T0 + 5);
+    const v = await begin(rs, "w", T0 + 5);
     expect(v).toMatchObject({ state: "SUCCEEDED", output: { n: 1 } });
     expect(events(rs)).toEqual([
       "node.waiting:w",
@@ -74,29 +74,29 @@ describe("wait_event", () => {
     expect(rs.inbox).toEqual([other, next]);
   });
 
-  it("skips an event already delivered", () => {
+  it("skips an event already delivered", async () => {
     const used = inboxEvent("e1", "paid", { n: 1 }, { delivered_at: 1, delivered_to: { node_id: "x", visit: 1 } });
     const rs = withInbox(start(nodes({ event: "paid" })), used);
-    expect(begin(rs, "w", T0).state).toBe("WAITING");
+    expect((await begin(rs, "w", T0)).state).toBe("WAITING");
   });
 
-  it("takes an event by key still in its buffer when the inbox has none, unless its publisher's scope excludes the run", () => {
+  it("takes an event by key still in its buffer when the inbox has none, unless its publisher's scope excludes the run", async () => {
     const keyed = (id: string, scope: string[] | null) =>
       inboxEvent(id, "paid", { id }, { run_id: null, key: "o-1", scope });
     const payload = { event: "paid", key: "o-1", buffer_seconds: 60 };
     const rs = start(nodes(payload));
-    const v = begin(rs, "w", T0, [keyed("k1", ["another-workflow"]), keyed("k2", null)]);
+    const v = await begin(rs, "w", T0, [keyed("k1", ["another-workflow"]), keyed("k2", null)]);
     expect(v).toMatchObject({ state: "SUCCEEDED", output: { id: "k2" } });
     expect(lastEvent(rs, "event.delivered")).toEqual({ event_id: "k2", name: "paid", key: "o-1" });
     expect(rs.changes.inbox).toEqual([]); // an event by key is not the run's row: it stays for other runs
 
     const scoped = start(nodes(payload));
-    expect(begin(scoped, "w", T0, [keyed("k1", ["another-workflow"])]).state).toBe("WAITING");
+    expect((await begin(scoped, "w", T0, [keyed("k1", ["another-workflow"])])).state).toBe("WAITING");
   });
 
-  it("no event by its due time: FAILED event_timeout, routed by next_on_failure", () => {
+  it("no event by its due time: FAILED event_timeout, routed by next_on_failure", async () => {
     const rs = start(nodes({ event: "paid" }, { timeout: 60 }));
-    begin(rs, "w", T0);
+    await begin(rs, "w", T0);
     const v = due(rs, "w", T0 + 60_000);
     expect(v).toMatchObject({
       state: "FAILED",
@@ -106,10 +106,10 @@ describe("wait_event", () => {
     expect(cur(rs, "late").ready_at).toBe(T0 + 60_000);
   });
 
-  it("fails template_error when its resolved payload names no event", () => {
+  it("fails template_error when its resolved payload names no event", async () => {
     const rs = start(nodes({ event: "{{ input.name }}" }));
     cur(rs, "w").payload = { event: 7 };
-    expect(begin(rs, "w", T0)).toMatchObject({
+    expect(await begin(rs, "w", T0)).toMatchObject({
       state: "FAILED",
       reason: "template_error",
       error: { message: "payload needs event (a name)" },
