@@ -15,7 +15,7 @@ import { workflow } from "./workflow.js";
 
 export type { InboxReader, KindStates, Moves } from "./kind.js";
 
-const STATES: ReadonlyMap<rules.KindRules, KindStates> = new Map([
+const STATES = new Map<rules.KindRules, KindStates>([
   [rules.aggregator, aggregator],
   [rules.humanReview, humanReview],
   [rules.map, map],
@@ -23,6 +23,12 @@ const STATES: ReadonlyMap<rules.KindRules, KindStates> = new Map([
   [rules.waitEvent, waitEvent],
   [rules.workflow, workflow],
 ]);
+
+/** Adds the states of a kind added to the rules' table (definition/kinds/index.ts `addKindRules`). */
+export function addKindStates(kind: rules.KindRules, states: KindStates): void {
+  if (STATES.has(kind)) throw new Error(`the ${kind.name} kind has states already`);
+  STATES.set(kind, states);
+}
 
 /** A kind that only waits for its agent (task, http, llm): no states of its own. */
 const AGENT_RUN: KindStates = {};

@@ -20,22 +20,32 @@ import { workflow } from "./workflow.js";
 export type { KindChecks, KindRules } from "./kind.js";
 export { aggregator, http, humanReview, llm, map, sleep, task, waitEvent, workflow };
 
-const BUILTIN: ReadonlyMap<string, KindRules> = new Map(
-  [aggregator, http, humanReview, llm, map, sleep, waitEvent, workflow].map((k) => [k.name, k]),
-);
+const KINDS = new Map<string, KindRules>();
 
-/** The built-in agent types (reserved names). */
-export const BUILTIN_KINDS: readonly string[] = [...BUILTIN.keys()];
+/** The agent types a kind reserves (built-in names): a node of one is that kind, never a `task`. */
+export const BUILTIN_KINDS: readonly string[] = [];
+
+/** Agent types of kinds the engine starts itself (no agent, no concurrency limit). */
+export const ENGINE_STARTED: readonly string[] = [];
+
+/**
+ * Adds a kind's rules to the table: the line each kind has below. A kind the engine starts also
+ * adds its states (core/kinds/index.ts) and, when it starts work in the flush, its step
+ * (engine/writer/kinds/index.ts); test/fixtures/noop-wait/ adds one from outside src.
+ */
+export function addKindRules(kind: KindRules): void {
+  if (KINDS.has(kind.name) || kind.name === task.name) throw new Error(`a kind named ${kind.name} exists already`);
+  KINDS.set(kind.name, kind);
+  (BUILTIN_KINDS as string[]).push(kind.name);
+  if (kind.start === "engine") (ENGINE_STARTED as string[]).push(kind.name);
+}
+
+for (const kind of [aggregator, http, humanReview, llm, map, sleep, waitEvent, workflow]) addKindRules(kind);
 
 /** The kind of a node by its agent_type: a built-in one, else `task`. */
 export function kindOf(agentType: string): KindRules {
-  return BUILTIN.get(agentType) ?? task;
+  return KINDS.get(agentType) ?? task;
 }
-
-/** Built-in agent types the engine starts itself (no agent, no concurrency limit). */
-export const ENGINE_STARTED: readonly string[] = [...BUILTIN.values()]
-  .filter((k) => k.start === "engine")
-  .map((k) => k.name);
 
 /**
  * Why a node of this kind may not read `secrets.NAME` in its payload, or null when it may
