@@ -10,7 +10,9 @@ import type { Engine } from "../../engine/engine.js";
 import { MAP_ITEMS_MAX_LIMIT } from "../../engine/map-items.js";
 import { ConflictError, ForbiddenError, ValidationError } from "../../errors.js";
 import { MIN_SEARCH_CHARS } from "../../store/store.js";
-import { ADMINS, type Principal, READERS } from "../auth.js";
+import { ADMINS, READERS } from "../auth.js";
+import type { RouteContext } from "../context.js";
+import type { Principal } from "../principal.js";
 import {
   BudgetSchema,
   EventSchema,
@@ -30,7 +32,6 @@ import {
   inScope,
   runForReader,
 } from "../scope.js";
-import type { RouteContext } from "../server.js";
 
 const StartBody = z
   .object({

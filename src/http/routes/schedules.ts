@@ -9,7 +9,9 @@ import type { Engine } from "../../engine/engine.js";
 import { unknownSchedule } from "../../engine/schedules.js";
 import { ForbiddenError, NotFoundError, ValidationError } from "../../errors.js";
 import type { ScheduleInput } from "../../index.js";
-import { ADMINS, type Principal, READERS } from "../auth.js";
+import { ADMINS, READERS } from "../auth.js";
+import type { RouteContext } from "../context.js";
+import type { Principal } from "../principal.js";
 import {
   errorResponses,
   ScheduleInputSchema,
@@ -18,7 +20,6 @@ import {
   ScheduleWithTimesSchema,
 } from "../schemas.js";
 import { inScope } from "../scope.js";
-import type { RouteContext } from "../server.js";
 
 const ListQuery = z
   .object({ workflow_id: z.string().min(1).max(200).optional().describe("only this workflow's schedules") })
