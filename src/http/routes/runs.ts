@@ -2,9 +2,9 @@
 import { randomBytes } from "node:crypto";
 import type { FastifyInstance } from "fastify";
 import { z } from "zod";
-import { graphModel, renderMermaid } from "../../cli/graph.js";
 import { budgetRaise } from "../../core/budget.js";
 import type { Run } from "../../core/types.js";
+import { graphModel, renderMermaid } from "../../definition/mermaid.js";
 import { validateWorkflow } from "../../definition/validate.js";
 import type { Engine } from "../../engine/engine.js";
 import { MAP_ITEMS_MAX_LIMIT } from "../../engine/map-items.js";
