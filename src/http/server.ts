@@ -25,7 +25,7 @@ import { ValidationError } from "../errors.js";
 import { parseJsonText } from "../json-text.js";
 import { type Access, type TokenEntry, Tokens } from "./auth.js";
 import type { RouteContext } from "./context.js";
-import { clientErrorHandler, errorBody, HttpError, handleError, MAX_PARAM_LENGTH } from "./errors.js";
+import { clientErrorHandler, errorBody, HttpError, handleError, hasCode, MAX_PARAM_LENGTH } from "./errors.js";
 import { hostChecker } from "./host-check.js";
 import { DEFAULT_LIMITS, type ServerLimits, streamSlots } from "./limits.js";
 import { assertDocumented } from "./openapi.js";
@@ -167,7 +167,7 @@ export async function createServer(options: ServerOptions): Promise<FastifyInsta
     try {
       done(null, parseJsonText(body as Buffer, { what: "The request body", base: "body" }));
     } catch (e) {
-      done(e instanceof ValidationError ? unparsableBody(e) : (e as Error), undefined);
+      done(hasCode(e, "validation") ? unparsableBody(e) : (e as Error), undefined);
     }
   });
   app.decorateRequest("principal", null);

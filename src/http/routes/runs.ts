@@ -12,6 +12,7 @@ import { ConflictError, ForbiddenError, ValidationError } from "../../errors.js"
 import { MIN_SEARCH_CHARS } from "../../store/store.js";
 import { ADMINS, READERS } from "../auth.js";
 import type { RouteContext } from "../context.js";
+import { hasCode } from "../errors.js";
 import type { Principal } from "../principal.js";
 import {
   BudgetSchema,
@@ -175,7 +176,7 @@ export function registerRunRoutes(app: FastifyInstance, { engine, rates }: Route
         })
         .catch((e: unknown) => {
           // The run that holds the key may be another workflow's, which a scoped token must not learn of.
-          if (e instanceof ConflictError && request.principal?.workflows && idempotency_key !== undefined) {
+          if (hasCode(e, "conflict") && request.principal?.workflows && idempotency_key !== undefined) {
             throw new ConflictError(
               `idempotency_key "${idempotency_key}" was already used for another run, with a different workflow or input; use a new key for a new run`,
             );
