@@ -45,7 +45,7 @@ import { openStore } from "./open-store.js";
 import { ITEM_SEPARATOR, type RegisteredWorkflow, type WorkflowCheck, type WorkflowRegistry } from "./registry.js";
 import { PRUNE_BATCH, parseDuration, pruneOnce, Retention, type RetentionAges, retentionAges } from "./retention.js";
 import { pendingReviews, reviewInput } from "./reviews.js";
-import { readRunWithNodes } from "./run-read.js";
+import { readRunWithNodes, waitForRun } from "./run-read.js";
 import { newRun } from "./run-start.js";
 import * as schedules from "./schedules.js";
 import { scopeProblem } from "./scope.js";
@@ -54,7 +54,7 @@ import { type ReadEvents, Subscribers } from "./subscribers.js";
 import { EngineMetrics } from "./telemetry/metrics.js";
 import type { Notifier } from "./telemetry/notifier.js";
 import { inRunStartSpan } from "./telemetry/tracing.js";
-import { waitForRun } from "./wait-for-run.js";
+
 import type { Dispatcher } from "./writer/dispatcher.js";
 import type { PublishEventAnswer, ReportAnswer, SendEventAnswer } from "./writer/inputs.js";
 
