@@ -6,21 +6,24 @@
  */
 import type { Clock } from "../clock.js";
 import type { RunStatus } from "../core/states.js";
-import type { LiveEvent, Visit } from "../core/types.js";
-import { NotFoundError } from "../errors.js";
-import type { Store } from "../store/store.js";
+import type { Run, Visit } from "../core/types.js";
+import { NotFoundError, ValidationError } from "../errors.js";
+import { MIN_SEARCH_CHARS, type RunFilter, type Store } from "../store/store.js";
 import type { RunWithNodes } from "./engine-options.js";
+import type { EngineParts } from "./engine-parts.js";
+import { refuseNul } from "./identifiers.js";
 import { mapProgress } from "./map-items.js";
-import type { WorkflowRegistry } from "./registry.js";
-import type { ServedTypes } from "./served-types.js";
+
+/** What reading and waiting for a run use of the engine's parts. */
+export type RunReadParts = Pick<
+  EngineParts,
+  "store" | "registry" | "served" | "clock" | "options" | "closed" | "subscribers"
+>;
 
 /** @throws NotFoundError for an unknown run */
-export async function readRunWithNodes(
-  store: Store,
-  registry: WorkflowRegistry,
-  served: ServedTypes,
-  runId: string,
-): Promise<RunWithNodes> {
+export async function readRunWithNodes(p: RunReadParts, runId: string): Promise<RunWithNodes> {
+  refuseNul({ run_id: runId });
+  const { store, registry, served } = p;
   const read = await store.readRun(runId);
   if (!read) throw new NotFoundError(`run ${runId} does not exist; check the run id and the database`);
   const { run, compensations } = read;
@@ -41,19 +44,14 @@ export async function readRunWithNodes(
 
 const FINAL: ReadonlySet<RunStatus> = new Set(["SUCCEEDED", "FAILED", "CANCELLED"]);
 
-export interface WaitContext<R> {
-  store: Store;
-  clock: Clock;
-  pollMs: number;
-  /** Polling stops once the engine is closed. */
-  closed: () => boolean;
-  subscribe: (listener: (e: LiveEvent) => void, runId: string) => () => void;
-  /** What to resolve with once the run ended (the run with its nodes). */
-  read: (runId: string) => Promise<R>;
-}
-
-export function waitForRun<R>(c: WaitContext<R>, runId: string): Promise<R> {
-  return new Promise<R>((resolve, reject) => {
+/**
+ * Engine.waitForRun: the run with its nodes once it ended. Polling (at the sweep interval, on a
+ * shared store) stops once the engine is closed.
+ */
+export function waitForRun(p: RunReadParts, runId: string): Promise<RunWithNodes> {
+  refuseNul({ run_id: runId });
+  const c = { store: p.store, clock: p.clock, pollMs: p.options.sweepIntervalMs ?? 1000, closed: p.closed };
+  return new Promise<RunWithNodes>((resolve, reject) => {
     let settled = false;
     let poll: ReturnType<Clock["setTimeout"]> | null = null;
     const finish = () => {
@@ -61,7 +59,7 @@ export function waitForRun<R>(c: WaitContext<R>, runId: string): Promise<R> {
       settled = true;
       unsubscribe();
       if (poll) c.clock.clearTimeout(poll);
-      c.read(runId).then(resolve, reject);
+      readRunWithNodes(p, runId).then(resolve, reject);
     };
     const check = () => {
       poll = null;
@@ -72,7 +70,7 @@ export function waitForRun<R>(c: WaitContext<R>, runId: string): Promise<R> {
       }, reject);
     };
     if (!c.store.exclusive) poll = c.clock.setTimeout(check, c.pollMs);
-    const unsubscribe = c.subscribe((e) => {
+    const unsubscribe = p.subscribers.add((e) => {
       if (e.type === "run.succeeded" || e.type === "run.failed" || e.type === "run.cancelled") finish();
     }, runId);
     c.store.getRun(runId).then((run) => {
@@ -83,4 +81,19 @@ export function waitForRun<R>(c: WaitContext<R>, runId: string): Promise<R> {
       } else if (FINAL.has(run.status)) finish();
     }, reject);
   });
+}
+
+/**
+ * Engine.listRuns: newest first, `before` pages.
+ * @throws ValidationError for a `q` shorter than 3 characters (the text index is of trigrams).
+ */
+export function listRuns(store: Store, filter: RunFilter): Promise<Run[]> {
+  const { workflow_id, workflow_ids, before, schedule_id, id_prefix, q } = filter;
+  refuseNul({ workflow_id, workflow_ids, before, schedule_id, id_prefix, q });
+  if (filter.q !== undefined && [...filter.q].length < MIN_SEARCH_CHARS) {
+    throw new ValidationError(
+      `listRuns: q must be at least ${MIN_SEARCH_CHARS} characters (the search index is of trigrams), got ${JSON.stringify(filter.q)}`,
+    );
+  }
+  return store.listRuns(filter);
 }
