@@ -2,6 +2,7 @@
  * The public engine: `createEngine` opens the database, recovers what a dead engine left, and
  * serves runs. The methods here validate and delegate: state changes go through the Dispatcher.
  */
+
 import { pino } from "pino";
 import type { Json, Run, RunEvent, Schedule, ScheduleInput, Visit } from "../core/types.js";
 import type { WorkflowInput } from "../definition/workflow-input.js";
