@@ -70,35 +70,28 @@ export type {
 } from "./engine/attempts/external-requests.js";
 export type { SecretOption } from "./engine/attempts/secrets.js";
 export type { TaskLimits } from "./engine/attempts/task-limits.js";
-export {
-  createClient,
-  createEngine,
-  Engine,
-  type EngineOptions,
-  type EventListener,
-  type ListMapItemsOptions,
-  type MapItemPage,
-  type MapProgress,
-  type NodeVisit,
-  type PendingReview,
-  type PruneOptions,
-  type PublishEventAnswer,
-  type PublishEventOptions,
-  type PutScheduleOptions,
-  type RateLimit,
-  type ReportAnswer,
-  type ReviewOptions,
-  type RunWithNodes,
-  type ScheduleWithTimes,
-  type SendEventAnswer,
-  type SendEventOptions,
-  type StartRunOptions,
-  type SubscribeFilter,
-} from "./engine/engine.js";
+export { createClient, createEngine, Engine } from "./engine/engine.js";
+export type {
+  EngineOptions,
+  EventListener,
+  NodeVisit,
+  PendingReview,
+  PruneOptions,
+  PutScheduleOptions,
+  RateLimit,
+  ReviewOptions,
+  RunWithNodes,
+  StartRunOptions,
+  SubscribeFilter,
+} from "./engine/engine-options.js";
+export type { PublishEventOptions, SendEventOptions } from "./engine/events.js";
+export type { ListMapItemsOptions, MapItemPage, MapProgress } from "./engine/map-items.js";
 export type { RegisteredWorkflow, WorkflowCheck } from "./engine/registry.js";
 export type { Duration, RetentionOptions } from "./engine/retention.js";
+export type { ScheduleWithTimes } from "./engine/schedules.js";
 export type { NodeWaiting } from "./engine/served-types.js";
 export type { Notification, NotifyOptions } from "./engine/telemetry/notifier.js";
+export type { PublishEventAnswer, ReportAnswer, SendEventAnswer } from "./engine/writer/inputs.js";
 export {
   ConflictError,
   DatabaseError,

@@ -7,11 +7,14 @@ import type { EgressOptions } from "../calls/egress.js";
 import type { LlmOptions } from "../calls/llm/providers.js";
 import type { Clock } from "../clock.js";
 import type { Budget, Compensation, Json, LiveEvent, Run, RunEvent, Visit } from "../core/types.js";
-import type { ChildRun, PrunedStatus } from "../store/store.js";
+import type { ChildRun } from "../store/store.js";
 import type { SecretOption } from "./attempts/secrets.js";
 import type { TaskLimits } from "./attempts/task-limits.js";
 import type { MapProgress } from "./map-items.js";
-import type { Duration, RetentionOptions } from "./retention.js";
+import type { RetentionOptions } from "./retention.js";
+
+export type { PruneOptions } from "./retention.js";
+
 import type { NodeWaiting } from "./served-types.js";
 import type { NotifyOptions } from "./telemetry/notifier.js";
 
@@ -179,17 +182,11 @@ export interface EngineOptions {
   progressIntervalMs?: number;
 }
 
-/** What `pruneRuns` deletes: finished runs that ended longer ago than `olderThan`. */
-export interface PruneOptions {
-  /** Seconds, or text such as `"30d"`. */
-  olderThan: Duration;
-  /** Statuses to prune. @defaultValue all three: SUCCEEDED, FAILED, CANCELLED */
-  statuses?: readonly PrunedStatus[];
-  /** Count what would go, deleting nothing. */
-  dryRun?: boolean;
-  /** Runs per transaction (whole trees: a run with many children goes in one). @defaultValue 500 */
-  batchSize?: number;
-}
+/** What `createClient` takes of the engine's options: the database and how to reach it. */
+export type ClientOptions = Pick<
+  EngineOptions,
+  "database" | "listenDatabase" | "synchronous" | "busyTimeoutMs" | "maxPayloadBytes" | "clock" | "logger"
+>;
 
 export interface StartRunOptions {
   input?: unknown;

@@ -1,34 +1,49 @@
 /**
- * How an Engine's parts are wired together (the constructor's work): the agent handlers, the
- * registry, the attempt runner, the dispatcher, external workers and the notifier. Each part
- * gets only what it needs; the Engine's methods validate and delegate to them.
+ * How an Engine's parts are wired together (the constructor's work): its identity, clock and
+ * logger, the agent handlers, the registry, the attempt runner, the dispatcher, external workers,
+ * the notifier, metrics and retention. Each part gets only what it needs; the Engine's methods
+ * validate and delegate to them.
  */
-import type { Logger } from "pino";
+import { hostname } from "node:os";
+import { createNoopMeter, metrics } from "@opentelemetry/api";
+import { type Logger, pino } from "pino";
 import type { AgentHandler } from "../agents/task.js";
 import { aggregatorHandler } from "../calls/aggregator.js";
-import type { Egress } from "../calls/egress.js";
+import { Egress, egressProblems } from "../calls/egress.js";
 import { httpAgent } from "../calls/http.js";
 import { llmHandler } from "../calls/llm/handler.js";
-import type { Clock } from "../clock.js";
+import { type Clock, systemClock } from "../clock.js";
 import { ValidationError } from "../errors.js";
+import { randomHex } from "../ids.js";
 import type { Store } from "../store/store.js";
 import { ExternalWorkers } from "./attempts/external.js";
 import { ProgressStreams } from "./attempts/progress.js";
 import { AttemptRunner } from "./attempts/runner.js";
 import { secretOwnerProblems } from "./attempts/secret-owners.js";
-import type { Secrets } from "./attempts/secrets.js";
+import { Secrets } from "./attempts/secrets.js";
 import type { EngineOptions } from "./engine-options.js";
 import { WorkflowRegistry } from "./registry.js";
+import { Retention, retentionAges } from "./retention.js";
+import type { ScheduleDeps } from "./schedules.js";
 import { ServedTypes } from "./served-types.js";
-import type { Subscribers } from "./subscribers.js";
-import type { EngineMetrics } from "./telemetry/metrics.js";
+import { type ReadEvents, Subscribers } from "./subscribers.js";
+import { EngineMetrics } from "./telemetry/metrics.js";
 import { Notifier } from "./telemetry/notifier.js";
 import { DEFAULT_MAX_RUNS_PER_TREE } from "./writer/bounded-work.js";
 import { Dispatcher } from "./writer/dispatcher.js";
 import type { Submit } from "./writer/inputs.js";
 import { rateLimitsOf } from "./writer/limits.js";
 
-export interface EngineParts {
+/** What an Engine is made of: its methods and its lifecycle (lifecycle.ts) use these. */
+export interface EngineParts extends PartsContext {
+  /** False for a client: no engine registration, no claims, no sweeps. */
+  serve: boolean;
+  /** The retention option's pruning, when it has one and the engine serves. */
+  retention: Retention | null;
+  /** What the schedule methods use (schedules.ts). */
+  schedules: ScheduleDeps;
+  /** How a replaying subscription reads the log; nothing once closed (the replay then ends quietly). */
+  readEvents: ReadEvents;
   registry: WorkflowRegistry;
   attempts: AttemptRunner;
   dispatcher: Dispatcher;
@@ -56,7 +71,60 @@ export interface PartsContext {
   closed: () => boolean;
 }
 
-export function createParts(c: PartsContext): EngineParts {
+/**
+ * An engine's parts over an open store. `closed`: whether the engine was closed.
+ * @throws ValidationError for a bad `egress` or `maxRunsPerTree` option
+ */
+export function createParts(store: Store, options: EngineOptions, serve: boolean, closed: () => boolean): EngineParts {
+  const engineId = options.engineId ?? `${hostname()}-${process.pid}-${randomHex(3)}`;
+  const clock = options.clock ?? systemClock;
+  const logger = options.logger ?? pino({ level: "silent" });
+  const maxPayloadBytes = options.maxPayloadBytes ?? 1024 * 1024;
+  const egressRefused = egressProblems(options.egress);
+  if (egressRefused.length > 0) throw new ValidationError("The egress option is invalid", egressRefused);
+  const ages = retentionAges(options.retention);
+  const retention =
+    ages && serve ? new Retention({ store, clock, ages, intervalMs: options.sweepIntervalMs ?? 1000, logger }) : null;
+  const agentTypes = Object.keys(options.agents ?? {});
+  const meterProvider = options.meterProvider ?? metrics.getMeterProvider();
+  // No SDK registered and none given: every instrument would be a no-op, so nothing is counted
+  // (counting walks each commit's events; a metrics SDK registered later is not seen).
+  const counting = meterProvider.getMeter("skein") !== createNoopMeter();
+  const c: PartsContext = {
+    store,
+    options,
+    engineId,
+    clock,
+    logger,
+    subscribers: new Subscribers(logger),
+    metrics:
+      serve && counting
+        ? new EngineMetrics({ meterProvider, store, engineId, clock, logger, agentTypes: () => agentTypes })
+        : null,
+    maxPayloadBytes,
+    secrets: new Secrets(options.secrets ?? {}),
+    egress: new Egress(options.egress),
+    closed,
+  };
+  const wired = wireParts(c);
+  return {
+    ...c,
+    ...wired,
+    serve,
+    retention,
+    schedules: {
+      store,
+      registry: wired.registry,
+      clock,
+      maxPayloadBytes,
+      moved: () => wired.dispatcher.sweepSoon(),
+    },
+    readEvents: (id, page) => (closed() ? Promise.resolve([]) : store.listEvents(id, page)),
+  };
+}
+
+/** The parts that work runs through, wired to each other. */
+function wireParts(c: PartsContext) {
   const { store, options, clock, logger } = c;
   const handlers = new Map<string, AgentHandler>(Object.entries(options.agents ?? {}));
   // Built-in kinds that run as in-process agents (the aggregator), unless the caller brought one.

@@ -3,18 +3,11 @@
  * serves runs. The methods here validate and delegate: state changes go through the Dispatcher.
  */
 
-import { hostname } from "node:os";
-import { createNoopMeter, metrics } from "@opentelemetry/api";
-import { type Logger, pino } from "pino";
-import { Egress, egressProblems } from "../calls/egress.js";
-import { type Clock, systemClock } from "../clock.js";
+import { pino } from "pino";
 import type { Json, Run, RunEvent, Schedule, ScheduleInput, Visit } from "../core/types.js";
 import type { WorkflowInput } from "../definition/workflow-input.js";
-import { EngineClosedError, NotFoundError, type UnavailableError, ValidationError } from "../errors.js";
-import { randomHex } from "../ids.js";
-import { MIN_SEARCH_CHARS, type RunFilter, type ScheduleFilter, type Store } from "../store/store.js";
-import { untilDeadline } from "./attempts/deadline.js";
-import type { ExternalWorkers } from "./attempts/external.js";
+import { EngineClosedError, type UnavailableError } from "../errors.js";
+import type { RunFilter, ScheduleFilter, Store } from "../store/store.js";
 import type {
   ClaimRequest,
   CompleteRequest,
@@ -23,10 +16,8 @@ import type {
   HeartbeatRequest,
   ProgressRequest,
 } from "./attempts/external-requests.js";
-import type { ProgressStreams } from "./attempts/progress.js";
-import type { AttemptRunner } from "./attempts/runner.js";
-import { Secrets } from "./attempts/secrets.js";
 import type {
+  ClientOptions,
   EngineOptions,
   EventListener,
   PendingReview,
@@ -37,47 +28,19 @@ import type {
   StartRunOptions,
   SubscribeFilter,
 } from "./engine-options.js";
-import { createParts } from "./engine-parts.js";
-import { newEvent, type PublishEventOptions, type SendEventOptions } from "./events.js";
+import { createParts, type EngineParts } from "./engine-parts.js";
+import type { PublishEventOptions, SendEventOptions } from "./events.js";
 import { refuseNul } from "./identifiers.js";
+import { closeEngine, Heartbeat, startEngine } from "./lifecycle.js";
 import { type ListMapItemsOptions, listMapItems, type MapItemPage } from "./map-items.js";
 import { openStore } from "./open-store.js";
-import { ITEM_SEPARATOR, type RegisteredWorkflow, type WorkflowCheck, type WorkflowRegistry } from "./registry.js";
-import { PRUNE_BATCH, parseDuration, pruneOnce, Retention, type RetentionAges, retentionAges } from "./retention.js";
-import { pendingReviews, reviewInput } from "./reviews.js";
-import { readRunWithNodes } from "./run-read.js";
-import { newRun } from "./run-start.js";
+import type { RegisteredWorkflow, WorkflowCheck } from "./registry.js";
+import { pruneRuns, type Retention } from "./retention.js";
+import { pendingReviews } from "./reviews.js";
+import { listRuns, readRunWithNodes, waitForRun } from "./run-read.js";
 import * as schedules from "./schedules.js";
-import { scopeProblem } from "./scope.js";
-import type { ServedTypes } from "./served-types.js";
-import { type ReadEvents, Subscribers } from "./subscribers.js";
-import { EngineMetrics } from "./telemetry/metrics.js";
-import type { Notifier } from "./telemetry/notifier.js";
-import { inRunStartSpan } from "./telemetry/tracing.js";
-import { waitForRun } from "./wait-for-run.js";
-import type { Dispatcher } from "./writer/dispatcher.js";
-import type { PublishEventAnswer, ReportAnswer, SendEventAnswer } from "./writer/inputs.js";
-
-/** The events that end a run (a redrive starts it again, with run.retried). */
-const RUN_END_EVENTS: ReadonlySet<string> = new Set(["run.succeeded", "run.failed", "run.cancelled"]);
-
-export type {
-  EngineOptions,
-  EventListener,
-  NodeVisit,
-  PendingReview,
-  PruneOptions,
-  PutScheduleOptions,
-  RateLimit,
-  ReviewOptions,
-  RunWithNodes,
-  StartRunOptions,
-  SubscribeFilter,
-} from "./engine-options.js";
-export type { PublishEventOptions, SendEventOptions } from "./events.js";
-export type { ListMapItemsOptions, MapItemPage, MapProgress } from "./map-items.js";
-export type { ScheduleWithTimes } from "./schedules.js";
-export type { PublishEventAnswer, ReportAnswer, SendEventAnswer } from "./writer/inputs.js";
+import type { ReportAnswer } from "./writer/inputs.js";
+import * as writes from "./writes.js";
 
 /**
  * Opens the database and starts an engine.
@@ -88,7 +51,7 @@ export type { PublishEventAnswer, ReportAnswer, SendEventAnswer } from "./writer
  * const done = await engine.waitForRun(run.run_id);
  */
 export function createEngine(options: EngineOptions = {}): Promise<Engine> {
-  return open(options, true);
+  return Engine.open(options, true);
 }
 
 /**
@@ -99,132 +62,48 @@ export function createEngine(options: EngineOptions = {}): Promise<Engine> {
  * elsewhere runs), while on PostgreSQL it also polls.
  * @example const client = await createClient({ database: "sqlite:./skein.db" });
  */
-export function createClient(
-  options: Pick<
-    EngineOptions,
-    "database" | "listenDatabase" | "synchronous" | "busyTimeoutMs" | "maxPayloadBytes" | "clock" | "logger"
-  > = {},
-): Promise<Engine> {
-  return open(options, false);
-}
-
-async function open(options: EngineOptions, serve: boolean): Promise<Engine> {
-  const logger = options.logger ?? pino({ level: process.env.SKEIN_LOG_LEVEL ?? "warn" }, pino.destination(2));
-  const store = await openStore(options.database ?? "sqlite:./skein.db", { ...options, logger });
-  try {
-    const engine = Engine.over(store, { ...options, logger }, serve);
-    await engine.start();
-    return engine;
-  } catch (e) {
-    await store.close();
-    throw e;
-  }
+export function createClient(options: ClientOptions = {}): Promise<Engine> {
+  return Engine.open(options, false);
 }
 
 export class Engine {
   readonly engineId: string;
-  private readonly clock: Clock;
-  private readonly logger: Logger;
-  private readonly registry: WorkflowRegistry;
-  private readonly attempts: AttemptRunner;
-  private readonly dispatcher: Dispatcher;
-  private readonly notifier: Notifier | null;
-  private readonly external: ExternalWorkers;
-  private readonly progress: ProgressStreams;
-  private readonly served: ServedTypes;
-  /** @internal the last heartbeat's write and check of unserved agent types (tests wait for it) */
-  lastBeat: Promise<void> = Promise.resolve();
-  /** Listeners of every event, and of one run's events (keyed by run_id, so many waiters stay cheap). */
-  private readonly subscribers: Subscribers;
-  /** Null for a client: its gauges would repeat the engines'. */
-  private readonly metrics: EngineMetrics | null;
-  private readonly maxPayloadBytes: number;
-  /** Where the http node may connect (the `egress` option; the API's own address once served). */
-  private readonly egress: Egress;
-  private heartbeatTimer: ReturnType<Clock["setTimeout"]> | null = null;
-  /** What the schedule methods use (schedules.ts). */
-  private readonly schedules: schedules.ScheduleDeps;
   /** @internal the retention option's pruning, when it has one (tests wait for its batches) */
   readonly retention: Retention | null;
+  /** What the engine is made of (engine-parts.ts): the methods below validate and delegate to them. */
+  private readonly p: EngineParts;
+  private readonly heartbeat: Heartbeat;
   private closed = false;
-  /** How a replaying subscription reads the log; nothing once closed (the replay then ends quietly). */
-  private readonly readEvents: ReadEvents = (id, page) =>
-    this.closed ? Promise.resolve([]) : this.store.listEvents(id, page);
 
-  /** @internal createEngine's and createClient's: an engine over an open store, not started yet. */
-  static over(store: Store, options: EngineOptions, serve: boolean): Engine {
-    return new Engine(store, options, serve);
+  /** @internal createEngine's and createClient's: opens the store, then registers, recovers and dispatches (lifecycle.ts). */
+  static async open(options: EngineOptions, serve: boolean): Promise<Engine> {
+    const logger = options.logger ?? pino({ level: process.env.SKEIN_LOG_LEVEL ?? "warn" }, pino.destination(2));
+    const store = await openStore(options.database ?? "sqlite:./skein.db", { ...options, logger });
+    try {
+      const engine = new Engine(store, { ...options, logger }, serve);
+      await startEngine(engine.p, engine.heartbeat);
+      return engine;
+    } catch (e) {
+      await store.close();
+      throw e;
+    }
   }
 
-  /** Use createEngine or createClient (the declarations ship it private, so `new Engine()` does not compile). */
+  /** Use createEngine or createClient (private: `new Engine()` does not compile). A test and a bench read `store`. */
   private constructor(
     private readonly store: Store,
-    private readonly options: EngineOptions,
-    /** False for a client: no engine registration, no claims, no sweeps. */
-    private readonly serve = true,
+    options: EngineOptions,
+    serve: boolean,
   ) {
-    this.engineId = options.engineId ?? `${hostname()}-${process.pid}-${randomHex(3)}`;
-    this.clock = options.clock ?? systemClock;
-    this.logger = options.logger ?? pino({ level: "silent" });
-    this.subscribers = new Subscribers(this.logger);
-    this.maxPayloadBytes = options.maxPayloadBytes ?? 1024 * 1024;
-    const egressRefused = egressProblems(options.egress);
-    if (egressRefused.length > 0) throw new ValidationError("The egress option is invalid", egressRefused);
-    this.egress = new Egress(options.egress);
-    const ages = retentionAges(options.retention);
-    this.retention =
-      ages && serve
-        ? new Retention({
-            store,
-            clock: this.clock,
-            ages,
-            intervalMs: options.sweepIntervalMs ?? 1000,
-            logger: this.logger,
-          })
-        : null;
-    const agentTypes = Object.keys(options.agents ?? {});
-    const meterProvider = options.meterProvider ?? metrics.getMeterProvider();
-    // No SDK registered and none given: every instrument would be a no-op, so nothing is counted
-    // (counting walks each commit's events; a metrics SDK registered later is not seen).
-    const counting = meterProvider.getMeter("skein") !== createNoopMeter();
-    this.metrics =
-      serve && counting
-        ? new EngineMetrics({
-            meterProvider,
-            store,
-            engineId: this.engineId,
-            clock: this.clock,
-            logger: this.logger,
-            agentTypes: () => agentTypes,
-          })
-        : null;
-    const parts = createParts({
-      store,
-      options,
-      secrets: new Secrets(options.secrets ?? {}),
-      egress: this.egress,
-      engineId: this.engineId,
-      clock: this.clock,
-      logger: this.logger,
-      subscribers: this.subscribers,
-      metrics: this.metrics,
-      maxPayloadBytes: this.maxPayloadBytes,
-      closed: () => this.closed,
-    });
-    this.registry = parts.registry;
-    this.attempts = parts.attempts;
-    this.dispatcher = parts.dispatcher;
-    this.external = parts.external;
-    this.notifier = parts.notifier;
-    this.progress = parts.progress;
-    this.served = parts.served;
-    this.schedules = {
-      store,
-      registry: this.registry,
-      clock: this.clock,
-      maxPayloadBytes: this.maxPayloadBytes,
-      moved: () => this.dispatcher.sweepSoon(),
-    };
+    this.p = createParts(store, options, serve, () => this.closed);
+    this.engineId = this.p.engineId;
+    this.retention = this.p.retention;
+    this.heartbeat = new Heartbeat(this.p);
+  }
+
+  /** @internal the last heartbeat's write and check of unserved agent types (tests wait for it) */
+  get lastBeat(): Promise<void> {
+    return this.heartbeat.lastBeat;
   }
 
   /**
@@ -234,35 +113,12 @@ export class Engine {
    * `/v1/ready` answers 503.
    */
   get unavailable(): UnavailableError | null {
-    return this.dispatcher.unavailable;
+    return this.p.dispatcher.unavailable;
   }
 
   /** @internal the HTTP server serving this engine listens at this address: the http node never calls it (DESIGN §13.1). */
   noteListening(address: string, port: number): void {
-    this.egress.addOwnAddress(address, port);
-  }
-
-  /** @internal registers the engine, then recovers attempts of dead engines and starts dispatching. */
-  async start(): Promise<void> {
-    if (!this.serve) {
-      this.dispatcher.startClient();
-      return;
-    }
-    const now = this.clock.now();
-    const dead = await this.store.registerEngine(
-      {
-        engine_id: this.engineId,
-        host: hostname(),
-        pid: process.pid,
-        started_at: now,
-        heartbeat_at: now,
-        served_types: this.served.own(),
-      },
-      now - (this.options.engineTimeoutMs ?? 30_000),
-    );
-    this.dispatcher.start(dead);
-    this.armHeartbeat();
-    this.retention?.start();
+    this.p.egress.addOwnAddress(address, port);
   }
 
   /**
@@ -274,7 +130,7 @@ export class Engine {
    */
   async registerWorkflow(definition: WorkflowInput): Promise<RegisteredWorkflow> {
     this.assertOpen();
-    return this.registry.register(definition, this.clock.now());
+    return this.p.registry.register(definition, this.p.clock.now());
   }
 
   /**
@@ -284,7 +140,7 @@ export class Engine {
    */
   async checkWorkflow(definition: unknown): Promise<WorkflowCheck> {
     this.assertOpen();
-    return this.registry.check(definition);
+    return this.p.registry.check(definition);
   }
 
   /**
@@ -294,66 +150,7 @@ export class Engine {
    */
   async startRun(workflowId: string, options: StartRunOptions = {}): Promise<Run> {
     this.assertOpen();
-    const { idempotency_key, traceparent, scope } = options;
-    refuseNul({ workflow_id: workflowId, idempotency_key, traceparent, scope });
-    if (workflowId.includes(ITEM_SEPARATOR)) {
-      throw new NotFoundError(
-        `workflow "${workflowId}" is the item workflow of a map node: its runs are started by the map; start "${workflowId.split(ITEM_SEPARATOR)[0]}" instead`,
-      );
-    }
-    const workflow = await this.registry.get(workflowId, options.version);
-    const { onEvent, ...start } = options;
-    // Set inside the span's callback (a holder, as TypeScript does not track closure assignments).
-    const listening: { stop?: () => void; runId?: string } = {};
-    let answer: Run;
-    try {
-      answer = await inRunStartSpan(workflow.id, start.traceparent, (traceparent) => {
-        const run = newRun(workflow, start, this.clock.now(), this.maxPayloadBytes, traceparent);
-        // Listening before the run exists: none of its events can be published unheard.
-        if (onEvent) Object.assign(listening, { stop: this.followRun(run.run_id, onEvent), runId: run.run_id });
-        return new Promise<Run>((resolve, reject) =>
-          this.dispatcher.push({ kind: "start", run, done: { resolve, reject } }),
-        );
-      });
-    } catch (e) {
-      listening.stop?.();
-      throw e;
-    }
-    if (onEvent && answer.run_id !== listening.runId) {
-      // An idempotency key returned an existing run: its own history, from its first event.
-      listening.stop?.();
-      this.followRun(answer.run_id, onEvent);
-    }
-    return answer;
-  }
-
-  /**
-   * startRun's onEvent: the run's events from its first, until it ends. An end in the history
-   * may have been redriven since (run.retried), so only a live end, or the history's last
-   * event being an end, stops it.
-   */
-  private followRun(runId: string, onEvent: (event: RunEvent) => void): () => void {
-    let live = false;
-    let ended = false;
-    const stop = this.subscribers.replay(
-      (e) => {
-        if (e.type === "node.progress") return; // onEvent hears the stored history only
-        if (RUN_END_EVENTS.has(e.type)) ended = true;
-        else if (e.type === "run.retried") ended = false;
-        onEvent(e);
-        if (live && ended) stop();
-      },
-      runId,
-      {
-        from: 0,
-        readEvents: this.readEvents,
-        onLive: () => {
-          live = true;
-          if (ended) stop();
-        },
-      },
-    );
-    return stop;
+    return writes.startRun(this.p, workflowId, options);
   }
 
   /**
@@ -363,8 +160,7 @@ export class Engine {
    * @example const run = await engine.getRun<{ summary: string }>(runId); run.output?.summary;
    */
   async getRun<O = Json>(runId: string): Promise<RunWithNodes<O>> {
-    refuseNul({ run_id: runId });
-    return readRunWithNodes(this.store, this.registry, this.served, runId) as Promise<RunWithNodes<O>>;
+    return readRunWithNodes(this.p, runId) as Promise<RunWithNodes<O>>;
   }
 
   /**
@@ -375,8 +171,7 @@ export class Engine {
    * @throws ValidationError for bad options, NotFoundError for an unknown run or a node that is not a map node
    */
   async listMapItems(runId: string, nodeId: string, options: ListMapItemsOptions = {}): Promise<MapItemPage> {
-    refuseNul({ run_id: runId, node_id: nodeId });
-    return listMapItems(this.store, this.registry, runId, nodeId, options);
+    return listMapItems(this.store, this.p.registry, runId, nodeId, options);
   }
 
   /**
@@ -387,15 +182,7 @@ export class Engine {
    */
   async review(runId: string, nodeId: string, options: ReviewOptions): Promise<Visit> {
     this.assertOpen();
-    refuseNul({
-      run_id: runId,
-      node_id: nodeId,
-      by: options.by,
-      admin: options.admin,
-      execution_id: options.execution_id,
-    });
-    const input = await reviewInput(this.store, this.attempts, runId, nodeId, options);
-    return new Promise<Visit>((resolve, reject) => this.dispatcher.push({ ...input, done: { resolve, reject } }));
+    return writes.review(this.p, runId, nodeId, options);
   }
 
   /**
@@ -410,7 +197,7 @@ export class Engine {
   async claimTasks(request: ClaimRequest): Promise<ExternalTask[]> {
     this.assertOpen();
     refuseNul({ agent_types: request.agent_types, worker_id: request.worker_id });
-    return this.external.claim(request);
+    return this.p.external.claim(request);
   }
 
   /**
@@ -419,7 +206,7 @@ export class Engine {
    */
   heartbeatTask(executionId: string, request: HeartbeatRequest): Promise<ReportAnswer> {
     this.assertOpen();
-    return this.external.heartbeat(executionId, request);
+    return this.p.external.heartbeat(executionId, request);
   }
 
   /**
@@ -431,7 +218,7 @@ export class Engine {
    */
   progressTask(executionId: string, request: ProgressRequest): Promise<{ delivered: boolean }> {
     this.assertOpen();
-    return this.external.progress(executionId, request);
+    return this.p.external.progress(executionId, request);
   }
 
   /**
@@ -442,18 +229,17 @@ export class Engine {
    */
   completeTask(executionId: string, request: CompleteRequest): Promise<ReportAnswer> {
     this.assertOpen();
-    return this.external.complete(executionId, request);
+    return this.p.external.complete(executionId, request);
   }
 
   /** Reports a claimed task's failure; retried unless `retryable` is false. @throws ConflictError */
   failTask(executionId: string, request: FailRequest): Promise<ReportAnswer> {
     this.assertOpen();
-    return this.external.fail(executionId, request);
+    return this.p.external.fail(executionId, request);
   }
 
   /** What waits for people, oldest first; only in the runs `runIds` names, when given (a page of runs). */
   async listReviews(filter: { status?: "pending"; runIds?: readonly string[] } = {}): Promise<PendingReview[]> {
-    refuseNul({ run_ids: filter.runIds });
     return pendingReviews(this.store, filter.runIds);
   }
 
@@ -466,14 +252,7 @@ export class Engine {
    */
   async sendEvent(runId: string, name: string, payload: Json = null, options: SendEventOptions = {}) {
     this.assertOpen();
-    refuseNul({ run_id: runId, name, idempotency_key: options.idempotency_key });
-    const event = newEvent(
-      { run_id: runId, name, payload, idempotency_key: options.idempotency_key },
-      { maxPayloadBytes: this.maxPayloadBytes, now: this.clock.now() },
-    );
-    return new Promise<SendEventAnswer>((resolve, reject) =>
-      this.dispatcher.push({ kind: "send_event", run_id: runId, event, done: { resolve, reject } }),
-    );
+    return writes.sendEvent(this.p, runId, name, payload, options);
   }
 
   /**
@@ -483,24 +262,7 @@ export class Engine {
    */
   async publishEvent(name: string, key: string, payload: Json = null, options: PublishEventOptions = {}) {
     this.assertOpen();
-    refuseNul({ name, key, idempotency_key: options.idempotency_key, scope: options.scope });
-    const bad = options.scope === undefined ? null : scopeProblem(options.scope);
-    if (bad) throw new ValidationError("The event's scope is not valid", [{ path: "scope", message: bad }]);
-    const event = newEvent(
-      { run_id: null, name, key, payload, idempotency_key: options.idempotency_key },
-      { maxPayloadBytes: this.maxPayloadBytes, now: this.clock.now() },
-    );
-    // The waiting runs are found first, so that the flush locks them as it begins (in order).
-    const run_ids = await this.store.runsWaitingOnKey(name, key, 10_000);
-    return new Promise<PublishEventAnswer>((resolve, reject) =>
-      this.dispatcher.push({
-        kind: "publish_event",
-        run_ids,
-        event,
-        scope: options.scope ? [...options.scope] : null,
-        done: { resolve, reject },
-      }),
-    );
+    return writes.publishEvent(this.p, name, key, payload, options);
   }
 
   /**
@@ -511,16 +273,7 @@ export class Engine {
    */
   async cancelRun(runId: string, options: { reason?: string; compensate?: boolean } = {}): Promise<Run> {
     this.assertOpen();
-    refuseNul({ run_id: runId });
-    return new Promise<Run>((resolve, reject) =>
-      this.dispatcher.push({
-        kind: "cancel",
-        run_id: runId,
-        ...(options.reason !== undefined ? { reason: options.reason } : {}),
-        compensate: options.compensate === true,
-        done: { resolve, reject },
-      }),
-    );
+    return writes.cancelRun(this.p, runId, options);
   }
 
   /**
@@ -532,16 +285,7 @@ export class Engine {
    */
   async retryRun(runId: string, options: { from?: string; force?: boolean } = {}): Promise<Run> {
     this.assertOpen();
-    refuseNul({ run_id: runId, from: options.from });
-    return new Promise<Run>((resolve, reject) =>
-      this.dispatcher.push({
-        kind: "retry",
-        run_id: runId,
-        from: options.from ?? null,
-        force: options.force === true,
-        done: { resolve, reject },
-      }),
-    );
+    return writes.retryRun(this.p, runId, options);
   }
 
   /**
@@ -556,26 +300,7 @@ export class Engine {
    */
   async pruneRuns(options: PruneOptions): Promise<number> {
     this.assertOpen();
-    const age = parseDuration(options.olderThan, "olderThan");
-    const statuses = options.statuses ?? ["SUCCEEDED", "FAILED", "CANCELLED"];
-    const ages: RetentionAges = {};
-    for (const status of statuses) {
-      if (status !== "SUCCEEDED" && status !== "FAILED" && status !== "CANCELLED") {
-        throw new ValidationError(`statuses: ${JSON.stringify(status)} is not SUCCEEDED, FAILED or CANCELLED`);
-      }
-      ages[status] = age;
-    }
-    const limit = options.batchSize ?? PRUNE_BATCH;
-    if (!Number.isInteger(limit) || limit < 1) {
-      throw new ValidationError(`batchSize must be a whole number of runs >= 1; got ${String(options.batchSize)}`);
-    }
-    if (options.dryRun) return pruneOnce(this.store, this.clock, ages, { dryRun: true });
-    let total = 0;
-    for (;;) {
-      const pruned = await pruneOnce(this.store, this.clock, ages, { limit });
-      if (pruned === 0) return total;
-      total += pruned;
-    }
+    return pruneRuns(this.store, this.p.clock, options);
   }
 
   /**
@@ -589,33 +314,26 @@ export class Engine {
    * @throws ValidationError listing every problem: the cron (`cron`, croner's reason), the time
    *   zone (`timezone`), an unknown workflow or version, an input not of its input_schema
    */
-  async putSchedule(
-    input: ScheduleInput,
-    options: PutScheduleOptions = {},
-  ): Promise<{ schedule: Schedule; created: boolean }> {
+  async putSchedule(input: ScheduleInput, options: PutScheduleOptions = {}) {
     this.assertOpen();
-    const { schedule_id, workflow_id, timezone } = (input ?? {}) as Partial<ScheduleInput>;
-    refuseNul({ schedule_id, workflow_id, timezone });
-    return schedules.putSchedule(this.schedules, input, options);
+    return schedules.putSchedule(this.p.schedules, input, options);
   }
 
   /** Schedules by schedule_id; of one workflow with `workflow_id`. */
   async listSchedules(options: ScheduleFilter = {}): Promise<Schedule[]> {
-    refuseNul({ workflow_id: options.workflow_id, workflow_ids: options.workflow_ids });
-    return schedules.listSchedules(this.schedules, options);
+    return schedules.listSchedules(this.p.schedules, options);
   }
 
   /** A schedule with its next 5 fire times (epoch ms; none while paused). @throws NotFoundError */
   async getSchedule(scheduleId: string): Promise<schedules.ScheduleWithTimes> {
-    refuseNul({ schedule_id: scheduleId });
-    return schedules.getSchedule(this.schedules, scheduleId);
+    return schedules.getSchedule(this.p.schedules, scheduleId);
   }
 
   /** Stops a schedule firing (next_fire_at null); a paused one is left as it is. @throws NotFoundError */
   async pauseSchedule(scheduleId: string): Promise<Schedule> {
     refuseNul({ schedule_id: scheduleId });
     this.assertOpen();
-    return schedules.pauseSchedule(this.schedules, scheduleId);
+    return schedules.pauseSchedule(this.p.schedules, scheduleId);
   }
 
   /**
@@ -625,14 +343,14 @@ export class Engine {
   async resumeSchedule(scheduleId: string): Promise<Schedule> {
     refuseNul({ schedule_id: scheduleId });
     this.assertOpen();
-    return schedules.resumeSchedule(this.schedules, scheduleId);
+    return schedules.resumeSchedule(this.p.schedules, scheduleId);
   }
 
   /** Deletes a schedule; the runs it started keep their schedule_id. @throws NotFoundError */
   async deleteSchedule(scheduleId: string): Promise<void> {
     refuseNul({ schedule_id: scheduleId });
     this.assertOpen();
-    return schedules.deleteSchedule(this.schedules, scheduleId);
+    return schedules.deleteSchedule(this.p.schedules, scheduleId);
   }
 
   /**
@@ -640,14 +358,7 @@ export class Engine {
    * @throws ValidationError for a `q` shorter than 3 characters (the text index is of trigrams).
    */
   async listRuns(filter: RunFilter = {}): Promise<Run[]> {
-    const { workflow_id, workflow_ids, before, schedule_id, id_prefix, q } = filter;
-    refuseNul({ workflow_id, workflow_ids, before, schedule_id, id_prefix, q });
-    if (filter.q !== undefined && [...filter.q].length < MIN_SEARCH_CHARS) {
-      throw new ValidationError(
-        `listRuns: q must be at least ${MIN_SEARCH_CHARS} characters (the search index is of trigrams), got ${JSON.stringify(filter.q)}`,
-      );
-    }
-    return this.store.listRuns(filter);
+    return listRuns(this.store, filter);
   }
 
   /**
@@ -680,9 +391,7 @@ export class Engine {
    * (it passed every check then), with its version. @throws NotFoundError
    */
   async getWorkflow(id: string, version?: number): Promise<{ id: string; version: number; definition: WorkflowInput }> {
-    refuseNul({ workflow_id: id });
-    const w = await this.registry.get(id, version);
-    return { id, version: w.version, definition: w.document as WorkflowInput };
+    return this.p.registry.stored(id, version);
   }
 
   /**
@@ -699,20 +408,7 @@ export class Engine {
    * @throws ValidationError for `from` without `run_id`, or a `from` that is not an integer >= 0
    */
   subscribe(listener: EventListener, filter: SubscribeFilter = {}): () => void {
-    const { run_id, from } = filter;
-    refuseNul({ run_id });
-    if (from === undefined) return this.subscribers.add(listener, run_id);
-    if (!Number.isSafeInteger(from) || from < 0) {
-      throw new ValidationError("Invalid subscription", [
-        { path: "from", message: `must be an integer >= 0 (a seq of the run's events), got ${String(from)}` },
-      ]);
-    }
-    if (typeof run_id !== "string" || run_id === "") {
-      throw new ValidationError("Invalid subscription", [
-        { path: "from", message: "needs run_id: only one run's history can be replayed; pass { run_id, from }" },
-      ]);
-    }
-    return this.subscribers.replay(listener, run_id, { from, readEvents: this.readEvents, onError: filter.onError });
+    return this.p.subscribers.subscribe(listener, filter, this.p.readEvents);
   }
 
   /**
@@ -722,28 +418,16 @@ export class Engine {
    * @example const done = await engine.waitForRun<{ summary: string }>(run.run_id);
    */
   async waitForRun<O = Json>(runId: string): Promise<RunWithNodes<O>> {
-    refuseNul({ run_id: runId });
-    return (await waitForRun(
-      {
-        store: this.store,
-        clock: this.clock,
-        pollMs: this.options.sweepIntervalMs ?? 1000,
-        closed: () => this.closed,
-        subscribe: (listener, id) => this.subscribers.add(listener, id),
-        read: (id) => this.getRun(id),
-      },
-      runId,
-    )) as RunWithNodes<O>;
+    return (await waitForRun(this.p, runId)) as RunWithNodes<O>;
   }
 
   /**
-   * @internal what this engine is doing now, for createTestEngine's idle rule: `working` while
-   * a flush is queued or running or payloads are resolving; `held` the attempts in flight in
-   * this process (a handler running, or its result being checked).
+   * @internal for createTestEngine's idle rule: `working` while a flush is queued or running or payloads
+   * are resolving; `held` the attempts in flight here (a handler running, or its result being checked).
    */
   activity(): { working: boolean; held: { execution_id: string; attempt: number }[] } {
-    const attempts = this.attempts.activity();
-    return { working: this.dispatcher.working() || attempts.resolving, held: attempts.held };
+    const attempts = this.p.attempts.activity();
+    return { working: this.p.dispatcher.working() || attempts.resolving, held: attempts.held };
   }
 
   /**
@@ -756,63 +440,10 @@ export class Engine {
   async close(options: { timeoutMs?: number } = {}): Promise<void> {
     if (this.closed) return;
     this.closed = true;
-    const deadline = Date.now() + (options.timeoutMs ?? 10_000);
-    this.external.readyWaiting(["*"]); // waiting claims return empty
-    if (this.heartbeatTimer) this.clock.clearTimeout(this.heartbeatTimer);
-    this.dispatcher.stopClaiming();
-    const retentionStopped = this.retention?.stop();
-    const pending = this.attempts.pending();
-    if (pending.length > 0) await untilDeadline(Promise.all(pending), deadline);
-    // Recording what returned gets a moment of its own, even when the attempts used up the timeout.
-    const recordBy = Math.max(deadline, Date.now() + CLOSE_GRACE_MS);
-    await this.dispatcher.drain(recordBy);
-    this.attempts.abortAll("stopped with the engine");
-    this.progress.clear(); // workers' pending progress too: nothing is delivered after close
-    await this.dispatcher.stop(recordBy);
-    this.attempts.spans.endAll(); // attempts whose end this engine did not see
-    if (retentionStopped) await untilDeadline(retentionStopped, recordBy);
-    this.notifier?.stop();
-    try {
-      if (this.serve) await untilDeadline(this.store.stopEngine(this.engineId, this.clock.now()), recordBy);
-    } catch (err) {
-      // Left to look alive until its heartbeat goes stale: the next engine then recovers its attempts.
-      this.logger.warn({ err }, "skein: could not record that the engine stopped");
-    }
-    this.metrics?.stop();
-    const released = await untilDeadline(this.store.close(), Date.now() + CLOSE_GRACE_MS);
-    if (!released) this.logger.warn("skein: the database connection did not close in time; left to the process's exit");
-    this.subscribers.clear();
-  }
-
-  private armHeartbeat(): void {
-    const interval = this.options.heartbeatIntervalMs ?? 5000;
-    this.heartbeatTimer = this.clock.setTimeout(() => {
-      if (this.closed) return;
-      this.lastBeat = this.beat();
-      this.armHeartbeat();
-    }, interval);
-  }
-
-  /** One heartbeat: the engine's row (with what it serves now), then the warning about agent types nothing serves. */
-  private async beat(): Promise<void> {
-    try {
-      await this.store.heartbeat(this.engineId, this.clock.now(), this.served.own());
-    } catch (err) {
-      this.logger.error({ err }, "skein: engine heartbeat failed");
-      return;
-    }
-    this.served.stale(); // the rows are read again with this engine's new one
-    if (this.closed) return;
-    await this.served.check(this.engineId).catch((err: unknown) => {
-      if (this.closed) return; // the store closed under it: nothing to say
-      this.logger.error({ err }, "skein: could not check which agent types are served");
-    });
+    await closeEngine(this.p, this.heartbeat, Date.now() + (options.timeoutMs ?? 10_000));
   }
 
   private assertOpen(): void {
     if (this.closed) throw new EngineClosedError("the engine is closed; create a new engine with createEngine()");
   }
 }
-
-/** How long `close` may take, past its timeout, to record results and release the database, ms. */
-const CLOSE_GRACE_MS = 2000;

@@ -8,6 +8,7 @@ import type { MapCounts, MapItem, Visit } from "../core/types.js";
 import { map as mapKind } from "../definition/kinds/map.js";
 import { NotFoundError, ValidationError } from "../errors.js";
 import type { Store } from "../store/store.js";
+import { refuseNul } from "./identifiers.js";
 import type { WorkflowRegistry } from "./registry.js";
 
 /** How many items a page has unless the caller asks for fewer. */
@@ -55,6 +56,7 @@ export async function listMapItems(
   nodeId: string,
   options: ListMapItemsOptions,
 ): Promise<MapItemPage> {
+  refuseNul({ run_id: runId, node_id: nodeId });
   const after = options.after ?? -1;
   const limit = options.limit ?? MAP_ITEMS_DEFAULT_LIMIT;
   checkPaging(options.visit, after, limit);

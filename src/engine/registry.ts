@@ -9,8 +9,10 @@ import { ITEM_SEPARATOR, type MapPayload, map as mapKind } from "../definition/k
 import { workflow as workflowKind } from "../definition/kinds/workflow.js";
 import type { WorkflowDefinition } from "../definition/schema.js";
 import { parseWorkflowOrThrow, type ValidateOptions, validateWorkflow } from "../definition/validate.js";
+import type { WorkflowInput } from "../definition/workflow-input.js";
 import { NotFoundError, type Problem, ValidationError } from "../errors.js";
 import type { Store } from "../store/store.js";
+import { refuseNul } from "./identifiers.js";
 import { canonicalJson, sha256 } from "./json.js";
 
 export interface LoadedWorkflow {
@@ -137,6 +139,13 @@ export class WorkflowRegistry {
   /** A version already loaded, without waiting (a claimed task's: its flush loaded it), else undefined. */
   cached(id: string, version: number): LoadedWorkflow | undefined {
     return this.cache.get(key(id, version));
+  }
+
+  /** Engine.getWorkflow: a version's document as registered (latest by default). @throws NotFoundError */
+  async stored(id: string, version?: number): Promise<{ id: string; version: number; definition: WorkflowInput }> {
+    refuseNul({ workflow_id: id });
+    const w = await this.get(id, version);
+    return { id, version: w.version, definition: w.document as WorkflowInput };
   }
 
   /** The given version, or the latest. @throws NotFoundError */

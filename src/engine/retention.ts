@@ -121,3 +121,39 @@ export class Retention {
     }, this.o.intervalMs);
   }
 }
+
+/** What `pruneRuns` deletes: finished runs that ended longer ago than `olderThan`. */
+export interface PruneOptions {
+  /** Seconds, or text such as `"30d"`. */
+  olderThan: Duration;
+  /** Statuses to prune. @defaultValue all three: SUCCEEDED, FAILED, CANCELLED */
+  statuses?: readonly PrunedStatus[];
+  /** Count what would go, deleting nothing. */
+  dryRun?: boolean;
+  /** Runs per transaction (whole trees: a run with many children goes in one). @defaultValue 500 */
+  batchSize?: number;
+}
+
+/** Engine.pruneRuns: batches until none is left, or with `dryRun` a count. @throws ValidationError */
+export async function pruneRuns(store: Store, clock: Clock, options: PruneOptions): Promise<number> {
+  const age = parseDuration(options.olderThan, "olderThan");
+  const statuses = options.statuses ?? ["SUCCEEDED", "FAILED", "CANCELLED"];
+  const ages: RetentionAges = {};
+  for (const status of statuses) {
+    if (status !== "SUCCEEDED" && status !== "FAILED" && status !== "CANCELLED") {
+      throw new ValidationError(`statuses: ${JSON.stringify(status)} is not SUCCEEDED, FAILED or CANCELLED`);
+    }
+    ages[status] = age;
+  }
+  const limit = options.batchSize ?? PRUNE_BATCH;
+  if (!Number.isInteger(limit) || limit < 1) {
+    throw new ValidationError(`batchSize must be a whole number of runs >= 1; got ${String(options.batchSize)}`);
+  }
+  if (options.dryRun) return pruneOnce(store, clock, ages, { dryRun: true });
+  let total = 0;
+  for (;;) {
+    const pruned = await pruneOnce(store, clock, ages, { limit });
+    if (pruned === 0) return total;
+    total += pruned;
+  }
+}

@@ -8,6 +8,7 @@ import { NotFoundError, ValidationError } from "../errors.js";
 import type { Store } from "../store/store.js";
 import type { AttemptRunner } from "./attempts/runner.js";
 import type { PendingReview, ReviewOptions } from "./engine-options.js";
+import { refuseNul } from "./identifiers.js";
 import { jsonProblem } from "./json.js";
 import type { Input } from "./writer/inputs.js";
 
@@ -56,6 +57,7 @@ export async function reviewInput(
 
 /** What waits for people, oldest first. */
 export async function pendingReviews(store: Store, runIds?: readonly string[]): Promise<PendingReview[]> {
+  refuseNul({ run_ids: runIds });
   const out: PendingReview[] = [];
   for (const v of await store.listReviews(runIds)) {
     const payload = (v.payload ?? {}) as Record<string, Json>;

@@ -14,6 +14,7 @@ import { issuesToProblems } from "../definition/zod-issues.js";
 import { NotFoundError, type Problem, ValidationError } from "../errors.js";
 import type { ScheduleFilter, Store, StoreTx } from "../store/store.js";
 import type { PutScheduleOptions } from "./engine-options.js";
+import { refuseNul } from "./identifiers.js";
 import { canonicalJson, jsonProblem } from "./json.js";
 import { ITEM_SEPARATOR, type WorkflowRegistry } from "./registry.js";
 import { DEFAULT_CATCHUP_LIMIT, scheduleInputSchema } from "./schedule-input.js";
@@ -46,6 +47,8 @@ export async function putSchedule(
   input: ScheduleInput,
   options: PutScheduleOptions = {},
 ): Promise<{ schedule: Schedule; created: boolean }> {
+  const { schedule_id, workflow_id, timezone } = (input ?? {}) as Partial<ScheduleInput>;
+  refuseNul({ schedule_id, workflow_id, timezone });
   const checked = await checkSchedule(d, input);
   if (options.scope !== undefined) {
     const bad = scopeProblem(options.scope);
@@ -83,11 +86,13 @@ export async function putSchedule(
 
 /** Schedules by schedule_id, of one workflow (or of a token's workflows) if asked. */
 export function listSchedules(d: ScheduleDeps, filter: ScheduleFilter = {}): Promise<Schedule[]> {
+  refuseNul({ workflow_id: filter.workflow_id, workflow_ids: filter.workflow_ids });
   return d.store.listSchedules(filter);
 }
 
 /** The schedule with its next NEXT_FIRE_TIMES slots (none while paused). @throws NotFoundError */
 export async function getSchedule(d: ScheduleDeps, scheduleId: string): Promise<ScheduleWithTimes> {
+  refuseNul({ schedule_id: scheduleId });
   const schedule = await d.store.getSchedule(scheduleId);
   if (!schedule) throw unknownSchedule(scheduleId);
   return { ...schedule, next_fire_times: fireTimes(schedule) };

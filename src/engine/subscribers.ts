@@ -7,7 +7,9 @@
  */
 import type { Logger } from "pino";
 import type { LiveEvent, ProgressEvent, RunEvent } from "../core/types.js";
-import type { EventListener } from "./engine-options.js";
+import { ValidationError } from "../errors.js";
+import type { EventListener, SubscribeFilter } from "./engine-options.js";
+import { refuseNul } from "./identifiers.js";
 
 /** Stored events read per page while a subscription replays a run's history. */
 const REPLAY_PAGE = 500;
@@ -44,6 +46,27 @@ export class Subscribers {
       set.delete(listener);
       if (set.size === 0 && this.byRun.get(runId) === set) this.byRun.delete(runId);
     };
+  }
+
+  /**
+   * Engine.subscribe: every event, one run's, or one run's from a seq (`from`, read with `readEvents`).
+   * @throws ValidationError for `from` without `run_id`, or a `from` that is not an integer >= 0
+   */
+  subscribe(listener: EventListener, filter: SubscribeFilter, readEvents: ReadEvents): () => void {
+    const { run_id, from } = filter;
+    refuseNul({ run_id });
+    if (from === undefined) return this.add(listener, run_id);
+    if (!Number.isSafeInteger(from) || from < 0) {
+      throw new ValidationError("Invalid subscription", [
+        { path: "from", message: `must be an integer >= 0 (a seq of the run's events), got ${String(from)}` },
+      ]);
+    }
+    if (typeof run_id !== "string" || run_id === "") {
+      throw new ValidationError("Invalid subscription", [
+        { path: "from", message: "needs run_id: only one run's history can be replayed; pass { run_id, from }" },
+      ]);
+    }
+    return this.replay(listener, run_id, { from, readEvents, onError: filter.onError });
   }
 
   /**

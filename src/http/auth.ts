@@ -15,10 +15,8 @@ import { z } from "zod";
 import { issuesToProblems } from "../definition/zod-issues.js";
 import { type Problem, ValidationError } from "../errors.js";
 import { HttpError } from "./errors.js";
-import { WORKFLOW_PATTERN, WorkflowScope } from "./scope.js";
-
-export const ROLES = ["admin", "agent", "reviewer", "metrics"] as const;
-export type Role = (typeof ROLES)[number];
+import { type Principal, ROLES, type Role, WorkflowScope } from "./principal.js";
+import { WORKFLOW_PATTERN } from "./scope.js";
 
 /** Who may call a route: `public` (no token), or the roles allowed. */
 export type Access = "public" | readonly Role[];
@@ -84,16 +82,6 @@ const TokenListSchema = z.array(TokenEntrySchema);
 
 /** One configured token, as written in the tokens file. */
 export type TokenEntry = z.input<typeof TokenEntrySchema>;
-
-/** Who called: the role and name of the token presented. */
-export interface Principal {
-  role: Role;
-  name: string;
-  /** The agent types an agent token may claim (null for other roles). */
-  agent_types: string[] | null;
-  /** The workflows whose runs the token may see and act on (null: all of them). */
-  workflows: WorkflowScope | null;
-}
 
 /**
  * Parses the text of a tokens file (or of SKEIN_TOKENS). `source` names it in messages.

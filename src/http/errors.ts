@@ -6,13 +6,16 @@
 import { STATUS_CODES } from "node:http";
 import type { Socket } from "node:net";
 import type { FastifyError, FastifyReply, FastifyRequest } from "fastify";
-import {
+import type {
   ConflictError,
   DatabaseError,
   EngineClosedError,
   ForbiddenError,
   LimitError,
+  NonRetryableError,
   NotFoundError,
+  RetryableError,
+  SkeinErrorCode,
   UnavailableError,
   ValidationError,
 } from "../errors.js";
@@ -64,47 +67,93 @@ export function errorBody(code: ErrorCode, message: string, details: Record<stri
   return { error: { code, message, details } };
 }
 
-/** The status and body an error is answered with, and a `Retry-After` (seconds) where waiting helps. */
-export function toResponse(
-  err: unknown,
-  bodyLimit: number,
-): { status: number; body: ErrorBody; unexpected: boolean; retryAfter?: number } {
-  const known = (status: number, code: ErrorCode, message: string, details: Record<string, unknown> = {}) => ({
-    status,
-    body: errorBody(code, message, details),
-    unexpected: false,
-  });
+/** How an error is answered: its status and body, whether to log it, and a `Retry-After` (seconds) where waiting helps. */
+export interface Answer {
+  status: number;
+  body: ErrorBody;
+  unexpected: boolean;
+  retryAfter?: number;
+}
+
+/** The library's error whose `code` is C (each class declares its code as a literal). */
+type ErrorWithCode<C extends SkeinErrorCode> = Extract<
+  | ValidationError
+  | NotFoundError
+  | ConflictError
+  | ForbiddenError
+  | DatabaseError
+  | EngineClosedError
+  | LimitError
+  | UnavailableError
+  | NonRetryableError
+  | RetryableError,
+  { code: C }
+>;
+
+function known(status: number, code: ErrorCode, message: string, details: Record<string, unknown> = {}): Answer {
+  return { status, body: errorBody(code, message, details), unexpected: false };
+}
+
+/**
+ * The one table of the library's errors as HTTP answers, by their stable `code` (errors.ts).
+ * Null: not the caller's to see (an agent's own errors never reach a route), answered 500.
+ */
+const ANSWERS: { readonly [C in SkeinErrorCode]: ((err: ErrorWithCode<C>) => Answer) | null } = {
+  // The message without the problem lines (they are in details, with their paths).
+  validation: (err) =>
+    known(400, "validation", (err.message.split("\n")[0] ?? "").replace(/:$/, ""), { problems: err.problems }),
+  not_found: (err) => known(404, "not_found", err.message),
+  conflict: (err) => known(409, "conflict", err.message),
+  forbidden: (err) => known(403, "forbidden", err.message),
+  limited: (err) => ({
+    ...(err.scope === "client"
+      ? known(429, "too_many_requests", err.message, { retry_after_seconds: err.retryAfterSeconds })
+      : known(503, "unavailable", err.message, { retry_after_seconds: err.retryAfterSeconds })),
+    retryAfter: err.retryAfterSeconds,
+  }),
+  // Storage failed for a reason that passes (a full disk): nothing was written; try again later.
+  unavailable: (err) => ({
+    ...known(
+      503,
+      "unavailable",
+      "the server cannot record anything now (its storage is failing); nothing was written, retry later",
+    ),
+    retryAfter: err.retryAfterSeconds,
+  }),
+  engine_closed: () => known(503, "unavailable", "the engine is stopping; try again shortly"),
+  // Its message may name files or hosts: logged, not answered.
+  database: (err) => ({
+    status: 503,
+    body: errorBody("unavailable", "the database did not answer; try again"),
+    unexpected: true,
+    ...(err.transient ? { retryAfter: 1 } : {}),
+  }),
+  non_retryable: null,
+  retryable: null,
+};
+
+/**
+ * The library's error with this code, told by its `code` as the CLI does (output.ts), not by its
+ * class: an error from another copy of the package is answered the same.
+ */
+export function hasCode<C extends SkeinErrorCode>(err: unknown, code: C): err is ErrorWithCode<C> {
+  return err instanceof Error && (err as { code?: unknown }).code === code;
+}
+
+/** How an error is answered: the HTTP layer's own errors carry their answer, the library's are looked up by code. */
+export function toResponse(err: unknown, bodyLimit: number): Answer {
   if (err instanceof HttpError) return known(err.statusCode, err.code, err.message, err.details);
-  if (err instanceof UnavailableError) {
-    // Storage failed for a reason that passes (a full disk): nothing was written; try again later.
-    const message = "the server cannot record anything now (its storage is failing); nothing was written, retry later";
-    return { ...known(503, "unavailable", message), retryAfter: err.retryAfterSeconds };
-  }
-  if (err instanceof ValidationError) {
-    // The message without the problem lines (they are in details, with their paths).
-    return known(400, "validation", (err.message.split("\n")[0] ?? "").replace(/:$/, ""), { problems: err.problems });
-  }
-  if (err instanceof NotFoundError) return known(404, "not_found", err.message);
-  if (err instanceof ConflictError) return known(409, "conflict", err.message);
-  if (err instanceof ForbiddenError) return known(403, "forbidden", err.message);
-  if (err instanceof LimitError) {
-    const retry = { retry_after_seconds: err.retryAfterSeconds };
-    const answer =
-      err.scope === "client"
-        ? known(429, "too_many_requests", err.message, retry)
-        : known(503, "unavailable", err.message, retry);
-    return { ...answer, retryAfter: err.retryAfterSeconds };
-  }
-  if (err instanceof EngineClosedError) return known(503, "unavailable", "the engine is stopping; try again shortly");
-  if (err instanceof DatabaseError) {
-    // Its message may name files or hosts: logged, not answered.
-    const body = errorBody("unavailable", "the database did not answer; try again");
-    return { status: 503, body, unexpected: true, ...(err.transient ? { retryAfter: 1 } : {}) };
-  }
+  const code = err instanceof Error ? (err as { code?: unknown }).code : undefined;
+  const answer = typeof code === "string" && Object.hasOwn(ANSWERS, code) ? ANSWERS[code as SkeinErrorCode] : null;
+  if (answer) return answer(err as never);
+  return frameworkAnswer(err, bodyLimit);
+}
+
+/** fastify's own refusals of a request (bad JSON, bad content length, ...): their messages are about the request. Else 500. */
+function frameworkAnswer(err: unknown, bodyLimit: number): Answer {
   const fastify = err as Partial<FastifyError>;
   const status = fastify.statusCode;
   if (typeof status === "number" && status >= 400 && status < 500) {
-    // fastify's own refusals of a request (bad JSON, bad content length, ...): their messages are about the request.
     if (status === 413) {
       return known(413, "payload_too_large", `the request body is over the limit of ${bodyLimit} bytes`, {
         limit_bytes: bodyLimit,

@@ -8,28 +8,14 @@
  * are answered 404 like unknown ones, so a scoped token cannot tell them from ids that do not exist.
  */
 
-import { scopeRegex, WORKFLOW_PATTERN } from "../core/scope.js";
+import { WORKFLOW_PATTERN } from "../core/scope.js";
 import type { Reservations } from "../core/types.js";
 import type { Engine } from "../engine/engine.js";
-import { ITEM_SEPARATOR } from "../engine/registry.js";
 import { NotFoundError } from "../errors.js";
-import type { Principal } from "./auth.js";
+import type { Principal } from "./principal.js";
 
+export { WorkflowScope } from "./principal.js";
 export { WORKFLOW_PATTERN };
-
-export class WorkflowScope {
-  private readonly regex: RegExp;
-
-  constructor(readonly patterns: readonly string[]) {
-    this.regex = scopeRegex(patterns);
-  }
-
-  allows(workflowId: string): boolean {
-    // A map's item workflow (`<workflow_id>/<node_id>`) is in the scope of its workflow, and only
-    // of it: a pattern never matches across the `/`.
-    return this.regex.test(workflowId.split(ITEM_SEPARATOR, 1)[0] ?? "");
-  }
-}
 
 /** True when the caller may see runs of this workflow (always, without a scoped token). */
 export function inScope(principal: Principal | null, workflowId: string): boolean {

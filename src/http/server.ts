@@ -18,17 +18,18 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController, t
 import { type Logger, pino } from "pino";
 import type { z } from "zod";
 import { issuesToProblems } from "../definition/zod-issues.js";
-import type { Slots } from "../engine/attempts/slots.js";
 import { TokenRate } from "../engine/attempts/token-rate.js";
 import type { Engine } from "../engine/engine.js";
 import { refuseNul } from "../engine/identifiers.js";
 import { ValidationError } from "../errors.js";
 import { parseJsonText } from "../json-text.js";
-import { type Access, type Principal, type TokenEntry, Tokens } from "./auth.js";
-import { clientErrorHandler, errorBody, HttpError, handleError, MAX_PARAM_LENGTH } from "./errors.js";
+import { type Access, type TokenEntry, Tokens } from "./auth.js";
+import type { RouteContext } from "./context.js";
+import { clientErrorHandler, errorBody, HttpError, handleError, hasCode, MAX_PARAM_LENGTH } from "./errors.js";
 import { hostChecker } from "./host-check.js";
 import { DEFAULT_LIMITS, type ServerLimits, streamSlots } from "./limits.js";
 import { assertDocumented } from "./openapi.js";
+import type { Principal } from "./principal.js";
 import { registerEventRoutes } from "./routes/events.js";
 import { registerHealthRoutes } from "./routes/health.js";
 import { registerMeRoutes } from "./routes/me.js";
@@ -87,26 +88,6 @@ export interface ServerOptions {
    * and metrics tokens); `prometheusMetrics()` makes the pair. @defaultValue none: no /metrics
    */
   metrics?: MetricReader;
-}
-
-/** @internal What route modules get besides the app. */
-export interface RouteContext {
-  engine: Engine;
-  /** The SSE heartbeat interval, ms. */
-  heartbeatMs: number;
-  /** Open SSE responses: ended when the server closes. */
-  streams: Set<ServerResponse>;
-  /** The caps on open SSE responses, per token and in total. */
-  streamSlots: Slots<object>;
-  /** Rates per token (DESIGN §13.1): run starts and retries, events sent or published, progress posts. */
-  rates: { starts: TokenRate; events: TokenRate; progress: TokenRate };
-  /** Every route registered, for the OpenAPI document. */
-  routes: readonly RouteOptions[];
-  publicUrl: string | undefined;
-  /** The reader `GET /metrics` serves (none: the route is not there). */
-  metrics: MetricReader | undefined;
-  /** False once the server is closing: /v1/ready answers 503. */
-  accepting(): boolean;
 }
 
 /** Deeper request JSON is refused (400): deep nesting is a denial-of-service vector, never a workflow. */
@@ -186,7 +167,7 @@ export async function createServer(options: ServerOptions): Promise<FastifyInsta
     try {
       done(null, parseJsonText(body as Buffer, { what: "The request body", base: "body" }));
     } catch (e) {
-      done(e instanceof ValidationError ? unparsableBody(e) : (e as Error), undefined);
+      done(hasCode(e, "validation") ? unparsableBody(e) : (e as Error), undefined);
     }
   });
   app.decorateRequest("principal", null);

@@ -3,7 +3,7 @@
  * text (a `when` condition, an error message, a node id) can never become Mermaid syntax.
  */
 import { describe, expect, it } from "vitest";
-import { escapeLabel, graphModel, renderMermaid } from "../../src/cli/graph.js";
+import { escapeLabel, graphModel, renderMermaid } from "../../src/definition/mermaid.js";
 import { validateWorkflow } from "../../src/index.js";
 import { AGENTS, requireBuiltCli, skein, WORKFLOWS, workspace } from "./helpers.js";
 

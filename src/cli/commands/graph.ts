@@ -1,7 +1,7 @@
 /** `skein graph <file|run_id>`: Mermaid flowchart of a workflow, or of a run with its states and path. */
 import type { Command } from "commander";
+import { graphModel, type RunOverlay, renderMermaid } from "../../definition/mermaid.js";
 import { databaseExists, getRunOrFail, library, withClient } from "../database.js";
-import { graphModel, type RunOverlay, renderMermaid } from "../graph.js";
 import { looksLikeFile, readJsonFile } from "../input.js";
 import { dbOf, examples, RUN_ID_HELP } from "../options.js";
 import { CliError, println } from "../output.js";

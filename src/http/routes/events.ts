@@ -8,9 +8,9 @@ import type { FastifyInstance } from "fastify";
 import { z } from "zod";
 import type { Json } from "../../core/types.js";
 import { ADMINS } from "../auth.js";
+import type { RouteContext } from "../context.js";
 import { errorResponses } from "../schemas.js";
 import { checkRunScope } from "../scope.js";
-import type { RouteContext } from "../server.js";
 
 const RunParams = z.object({ run_id: z.string().min(1).max(200) }).strict();
 const Name = z.string().min(1).max(200);

@@ -2,10 +2,10 @@
 import type { FastifyInstance } from "fastify";
 import { z } from "zod";
 import { PUBLIC } from "../auth.js";
+import type { RouteContext } from "../context.js";
 import { errorBody } from "../errors.js";
 import { openApiDocument } from "../openapi.js";
 import { ErrorSchema } from "../schemas.js";
-import type { RouteContext } from "../server.js";
 
 const Status = z.object({ status: z.literal("ok") });
 

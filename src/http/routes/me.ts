@@ -1,8 +1,8 @@
 /** Who the caller is: the admin page offers what the token may do (an admin decides as an assignee). */
 import type { FastifyInstance } from "fastify";
 import { z } from "zod";
-import { ROLES } from "../auth.js";
-import type { RouteContext } from "../server.js";
+import type { RouteContext } from "../context.js";
+import { ROLES } from "../principal.js";
 
 const Me = z.object({
   role: z.enum(ROLES).nullable().describe("null: the API has no tokens (open, on loopback)"),

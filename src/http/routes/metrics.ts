@@ -6,8 +6,8 @@
  */
 import type { FastifyInstance } from "fastify";
 import { SCRAPERS } from "../auth.js";
+import type { RouteContext } from "../context.js";
 import { PROMETHEUS_CONTENT_TYPE, prometheusText } from "../metrics.js";
-import type { RouteContext } from "../server.js";
 
 export function registerMetricsRoutes(app: FastifyInstance, ctx: RouteContext): void {
   const reader = ctx.metrics;

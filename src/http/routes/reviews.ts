@@ -7,9 +7,9 @@ import type { FastifyInstance } from "fastify";
 import { z } from "zod";
 import { ForbiddenError } from "../../errors.js";
 import { READERS, REVIEWERS } from "../auth.js";
+import type { RouteContext } from "../context.js";
 import { errorResponses, PendingReviewSchema, VisitSchema } from "../schemas.js";
 import { checkRunScope, inScope } from "../scope.js";
-import type { RouteContext } from "../server.js";
 
 /** The most run ids one `run_ids` may name: a page of the runs list is 50. */
 const MAX_RUN_IDS = 100;

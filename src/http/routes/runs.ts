@@ -2,15 +2,18 @@
 import { randomBytes } from "node:crypto";
 import type { FastifyInstance } from "fastify";
 import { z } from "zod";
-import { graphModel, renderMermaid } from "../../cli/graph.js";
 import { budgetRaise } from "../../core/budget.js";
 import type { Run } from "../../core/types.js";
+import { graphModel, renderMermaid } from "../../definition/mermaid.js";
 import { validateWorkflow } from "../../definition/validate.js";
 import type { Engine } from "../../engine/engine.js";
 import { MAP_ITEMS_MAX_LIMIT } from "../../engine/map-items.js";
 import { ConflictError, ForbiddenError, ValidationError } from "../../errors.js";
 import { MIN_SEARCH_CHARS } from "../../store/store.js";
-import { ADMINS, type Principal, READERS } from "../auth.js";
+import { ADMINS, READERS } from "../auth.js";
+import type { RouteContext } from "../context.js";
+import { hasCode } from "../errors.js";
+import type { Principal } from "../principal.js";
 import {
   BudgetSchema,
   EventSchema,
@@ -30,7 +33,6 @@ import {
   inScope,
   runForReader,
 } from "../scope.js";
-import type { RouteContext } from "../server.js";
 
 const StartBody = z
   .object({
@@ -174,7 +176,7 @@ export function registerRunRoutes(app: FastifyInstance, { engine, rates }: Route
         })
         .catch((e: unknown) => {
           // The run that holds the key may be another workflow's, which a scoped token must not learn of.
-          if (e instanceof ConflictError && request.principal?.workflows && idempotency_key !== undefined) {
+          if (hasCode(e, "conflict") && request.principal?.workflows && idempotency_key !== undefined) {
             throw new ConflictError(
               `idempotency_key "${idempotency_key}" was already used for another run, with a different workflow or input; use a new key for a new run`,
             );

@@ -7,9 +7,12 @@ import type { FastifyInstance } from "fastify";
 import { z } from "zod";
 import type { Engine } from "../../engine/engine.js";
 import { unknownSchedule } from "../../engine/schedules.js";
-import { ForbiddenError, NotFoundError, ValidationError } from "../../errors.js";
+import { ForbiddenError, ValidationError } from "../../errors.js";
 import type { ScheduleInput } from "../../index.js";
-import { ADMINS, type Principal, READERS } from "../auth.js";
+import { ADMINS, READERS } from "../auth.js";
+import type { RouteContext } from "../context.js";
+import { hasCode } from "../errors.js";
+import type { Principal } from "../principal.js";
 import {
   errorResponses,
   ScheduleInputSchema,
@@ -18,7 +21,6 @@ import {
   ScheduleWithTimesSchema,
 } from "../schemas.js";
 import { inScope } from "../scope.js";
-import type { RouteContext } from "../server.js";
 
 const ListQuery = z
   .object({ workflow_id: z.string().min(1).max(200).optional().describe("only this workflow's schedules") })
@@ -167,14 +169,14 @@ async function checkScheduleScope(engine: Engine, principal: Principal | null, s
 
 async function findSchedule(engine: Engine, scheduleId: string) {
   return engine.getSchedule(scheduleId).catch((e: unknown) => {
-    if (e instanceof NotFoundError) return null;
+    if (hasCode(e, "not_found")) return null;
     throw e;
   });
 }
 
 /** The library names the fields of the schedule (`cron`); here they are the request body's (`body.cron`). */
 function asBodyProblems(e: unknown): unknown {
-  if (!(e instanceof ValidationError)) return e;
+  if (!hasCode(e, "validation")) return e;
   const problems = e.problems.map((p) => ({ ...p, path: p.path === "" ? "body" : `body.${p.path}` }));
   return new ValidationError((e.message.split("\n")[0] ?? "").replace(/:$/, ""), problems);
 }

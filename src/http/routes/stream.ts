@@ -16,9 +16,9 @@ import type { LiveEvent } from "../../core/types.js";
 import type { Engine } from "../../engine/engine.js";
 import { ValidationError } from "../../errors.js";
 import { READERS } from "../auth.js";
+import type { RouteContext } from "../context.js";
 import { errorResponses } from "../schemas.js";
 import { assertRunInScope, childIdsOf, hideRuns, type WorkflowScope } from "../scope.js";
-import type { RouteContext } from "../server.js";
 
 const StreamQuery = z
   .object({

@@ -20,9 +20,10 @@ import {
   WORKER_ID_PATTERN,
   type WorkerIdentity,
 } from "../../engine/attempts/external-requests.js";
-import { AGENTS, type Principal } from "../auth.js";
+import { AGENTS } from "../auth.js";
+import type { RouteContext } from "../context.js";
+import type { Principal } from "../principal.js";
 import { errorResponses, TaskSchema, UsageSchema } from "../schemas.js";
-import type { RouteContext } from "../server.js";
 
 const json = () => z.unknown();
 

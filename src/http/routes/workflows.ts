@@ -4,9 +4,9 @@ import { z } from "zod";
 import type { WorkflowInput } from "../../definition/workflow-input.js";
 import { ForbiddenError, NotFoundError, ValidationError } from "../../errors.js";
 import { ADMINS, READERS } from "../auth.js";
+import type { RouteContext } from "../context.js";
 import { errorResponses, ProblemSchema } from "../schemas.js";
 import { inScope, type WorkflowScope } from "../scope.js";
-import type { RouteContext } from "../server.js";
 
 const Id = z.object({ id: z.string().min(1).max(200) }).strict();
 const VersionQuery = z.object({ version: z.coerce.number().int().min(1).optional() }).strict();

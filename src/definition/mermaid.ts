@@ -1,12 +1,25 @@
 /**
- * A workflow (and optionally a run of it) as Mermaid `flowchart` text. Mermaid node ids are
+ * A workflow (and optionally a run of it) as Mermaid `flowchart` text (`skein graph`, and
+ * `GET /v1/runs/:run_id/graph`). Mermaid node ids are
  * generated (`n0`, `n1`, ...), and every label is quoted with each character outside a small
  * safe set written as a Mermaid entity code (`#34;`), so no node id, `when` condition or error
  * message can close a label or inject a directive (`%%{init}%%`, `click`, a new line).
  */
-import type { WorkflowGraph } from "../definition/graph.js";
-import type { Visit } from "../index.js";
-import { oneLine } from "./output.js";
+import type { WorkflowGraph } from "./graph.js";
+
+/**
+ * What the picture reads of a visit: core's `Visit` has these fields (declared here, as the
+ * definition layer imports nothing from core).
+ */
+export interface VisitView {
+  node_id: string;
+  state: string;
+  visit: number;
+  attempt: number;
+  /** The targets its edge decision fired (null: not decided yet). */
+  fired: readonly string[] | null;
+  error: { message: string } | null;
+}
 
 export interface GraphNode {
   /** The node_id (never written to the output as an id). */
@@ -85,8 +98,8 @@ export function renderMermaid(model: GraphModel): string {
 
 /** What a run adds to the picture: its current visits (states) and every visit (the edges they fired). */
 export interface RunOverlay {
-  nodes: Visit[];
-  visits: Visit[];
+  nodes: readonly VisitView[];
+  visits: readonly VisitView[];
 }
 
 /**
@@ -122,7 +135,7 @@ export function graphModel(graph: WorkflowGraph, run?: RunOverlay): GraphModel {
   return { nodes, edges };
 }
 
-function labelLines(id: string, agentType: string, visit: Visit | undefined): string[] {
+function labelLines(id: string, agentType: string, visit: VisitView | undefined): string[] {
   const lines = [id, agentType];
   if (!visit) return lines;
   const details: string[] = [visit.state];
@@ -131,6 +144,12 @@ function labelLines(id: string, agentType: string, visit: Visit | undefined): st
   lines.push(details.join(", "));
   if (visit.state === "FAILED" && visit.error) lines.push(oneLine(visit.error.message, 60));
   return lines;
+}
+
+/** `text` on one line, at most `max` characters (the CLI's `oneLine`, which this layer does not import). */
+function oneLine(text: string, max: number): string {
+  const flat = text.replace(/\s*\n\s*/g, " ").trim();
+  return flat.length > max ? `${flat.slice(0, max - 1)}…` : flat;
 }
 
 type SuccessSpec = string | (string | { when?: string; to: string | string[] })[] | undefined;
