@@ -72,6 +72,7 @@ export type { SecretOption } from "./engine/attempts/secrets.js";
 export type { TaskLimits } from "./engine/attempts/task-limits.js";
 export { createClient, createEngine, Engine } from "./engine/engine.js";
 export type {
+  ClientOptions,
   EngineOptions,
   EventListener,
   NodeVisit,
