@@ -32,9 +32,9 @@ describe("a kind added as one file per layer (noop_wait)", () => {
       ["wait", "SUCCEEDED"],
       ["after", "SUCCEEDED"],
     ]);
-    const wait = nodes.find((n) => n.node_id === "wait");
-    expect(wait?.output).toEqual({ started_at: expect.any(Number) });
-    expect((wait?.output as { started_at: number }).started_at).toBeLessThanOrEqual(clock.now());
+    const output = nodes.find((n) => n.node_id === "wait")?.output as { started_at: number } | undefined;
+    expect(output).toEqual({ started_at: expect.any(Number) });
+    expect(output?.started_at).toBeLessThanOrEqual(clock.now());
     const events = await engine.listEvents(run.run_id);
     expect(events.filter((e) => e.node_id === "wait").map((e) => e.type)).toContain("node.succeeded");
     await engine.close();
