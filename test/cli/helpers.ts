@@ -165,9 +165,17 @@ export function skein(args: string[], cwd: string): Promise<Result> {
 }
 
 /**
+ * Between two probes of `until`, ms. A probe is a CLI process (about 0.3 s of CPU to start), and
+ * what it waits for is mostly an engine's next sweep (up to 1 s): probing back to back spawned
+ * three or four processes per wait, and three test files waiting at once kept both cores busy
+ * starting them, slowing the engines they waited for (the CLI tests took 43 % of the suite).
+ */
+const PROBE_GAP_MS = 200;
+
+/**
  * Runs `probe` (typically a CLI command) until `check` accepts its result, and returns that
- * result; fails after `ms` with `what` and the last result. No sleeps: each probe is a command
- * of its own, which paces the loop.
+ * result; fails after `ms` with `what` and the last result. Not a sleep standing in for the
+ * event: every probe checks it, and the gap only spaces the probes.
  */
 export async function until<T>(
   what: string,
@@ -180,6 +188,7 @@ export async function until<T>(
     const value = await probe();
     if (check(value)) return value;
     if (Date.now() > deadline) throw new Error(`${what}: not within ${ms} ms; last: ${JSON.stringify(value)}`);
+    await new Promise((resolve) => setTimeout(resolve, PROBE_GAP_MS));
   }
 }
 
