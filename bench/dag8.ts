@@ -8,6 +8,11 @@
  *   A run's end is seen through one global `subscribe` listener (run.succeeded/failed/cancelled);
  *   latency is from the startRun call to that event; throughput is measured runs divided by the
  *   time from the first measured start to the last end.
+ * - CPU (`dag8_cpu_us_per_run`): this process's user + system CPU over a closed loop of 32
+ *   workers (the peers bench's W2 c32), divided by the runs it finished: what a run costs the
+ *   machine, which wall time on a shared machine hides. 3,000 runs (PostgreSQL: 1,000) after the
+ *   windows above. The engine, its store driver and the loop all run in this process (on
+ *   PostgreSQL the server's own CPU is not counted).
  * - Serial (`dag8_serial_p50_ms`): one run at a time, from the startRun call to waitForRun
  *   resolving.
  */
@@ -17,6 +22,9 @@ import { DAG8, DAG8_AGENTS } from "./workloads.js";
 
 /** Stops issuing new runs after this long, so a slow engine cannot blow the bench's time budget. */
 const MAX_LOOP_MS = 60_000;
+
+/** The CPU loop's workers: the peers bench's W2 concurrency (c32). */
+const CPU_IN_FLIGHT = 32;
 
 async function withEngine<T>(newDb: NewDb, name: string, fn: (engine: Engine) => Promise<T>): Promise<T> {
   const db = newDb(name);
@@ -114,6 +122,7 @@ export async function benchDag8({
   warmup = 500,
   repetitions = 3,
   maxLoopMs = MAX_LOOP_MS,
+  cpuRuns = 3000,
 } = {}): Promise<Measured> {
   return withEngine(db, "dag8", async (engine) => {
     const ends = new RunEnds(engine);
@@ -126,6 +135,11 @@ export async function benchDag8({
       progress(`dag8: ${latencies.length} runs in ${seconds.toFixed(2)} s`);
       windows.push({ rate: latencies.length / seconds, latencies, seconds });
     }
+    const cpu = process.cpuUsage();
+    const { latencies: cpuLoop } = await closedLoop(engine, ends, cpuRuns, CPU_IN_FLIGHT, maxLoopMs);
+    const used = process.cpuUsage(cpu);
+    const cpuUsPerRun = (used.user + used.system) / cpuLoop.length;
+    progress(`dag8: ${cpuLoop.length} runs at ${CPU_IN_FLIGHT} in flight, ${cpuUsPerRun.toFixed(0)} µs of CPU each`);
     const sorted = [...windows].sort((a, b) => a.rate - b.rate);
     const median = sorted[Math.floor(sorted.length / 2)] as (typeof windows)[number];
     return {
@@ -133,6 +147,7 @@ export async function benchDag8({
         dag8_runs_per_s: median.rate,
         dag8_p50_ms: percentile(median.latencies, 50),
         dag8_p99_ms: percentile(median.latencies, 99),
+        dag8_cpu_us_per_run: cpuUsPerRun,
       },
       meta: {
         dag8: {
@@ -143,6 +158,10 @@ export async function benchDag8({
           in_flight: inFlight,
           warmup_runs: warmup,
           max_window_s: maxLoopMs / 1000,
+          cpu_runs: cpuLoop.length,
+          cpu_in_flight: CPU_IN_FLIGHT,
+          cpu_user_ms: used.user / 1000,
+          cpu_system_ms: used.system / 1000,
         },
       },
     };
