@@ -144,6 +144,26 @@ export function runToDb(r: Run): DbRun {
   };
 }
 
+/**
+ * A run's UPDATE parameters, in the order of its statement (runs.ts updateRun): only the columns
+ * a run's progress changes, so its input, parent, budget and scope are not serialised again.
+ */
+export function runUpdateParams(r: Run): unknown[] {
+  return [
+    r.status,
+    text(r.output),
+    text(r.error),
+    r.end_cause,
+    r.needs_attention ? 1 : 0,
+    r.updated_at,
+    r.deadline_at,
+    r.ended_at,
+    JSON.stringify(r.usage),
+    text(r.reserved),
+    r.run_id,
+  ];
+}
+
 export function visitFromDb(r: DbVisit): Visit {
   return {
     ...r,

@@ -14,6 +14,7 @@ import {
   type DbVisit,
   runFromDb,
   runToDb,
+  runUpdateParams,
   visitFromDb,
   visitToDb,
 } from "./rows.js";
@@ -53,59 +54,62 @@ export function sqliteRuns(db: Database.Database, kept: KeptRuns): RunsTx {
       compensations: (s.compensations.all(runId) as DbCompensation[]).map(compensationFromDb),
     };
   };
-  // Every write of a run's row, visits or compensation rows raises its revision (LoadedRun);
-  // those `write` raised, for it to return.
+  // Every write of a run's row, visits or compensation rows raises its revision (LoadedRun), once
+  // per batch: the run's own update raises it in its statement, the others' runs after their rows.
   const revised = new Map<string, number>();
   const touch = (runIds: Iterable<string>) => {
-    for (const runId of new Set(runIds)) {
+    for (const runId of runIds) {
+      if (revised.has(runId)) continue;
       const revision = s.touchRun.get(runId) as number | undefined;
       if (revision !== undefined) revised.set(runId, revision);
     }
   };
   const insertRuns = (runs: Run[]) => {
     for (const run of runs) {
-      s.insertRun.run(runToDb(run));
+      // Positional parameters, as for visits.
+      const row = runToDb(run);
+      s.insertRun.run(runColumns.map((c) => row[c]));
       kept.runs.add(run.run_id);
     }
   };
   const updateRuns = (runs: Run[]) => {
-    for (const run of runs) s.updateRun.run(runToDb(run));
-    touch(runs.map((r) => r.run_id));
+    for (const run of runs) {
+      const revision = s.updateRun.get(runUpdateParams(run)) as number | undefined;
+      if (revision !== undefined) revised.set(run.run_id, revision);
+    }
   };
-  const writeCompensations = (rows: WriteBatch["compensations"]) => {
-    const written = [...rows];
-    for (const c of written) s.upsertCompensation.run(compensationToDb(c));
-    touch(written.map((c) => c.run_id));
+  const writeCompensations = (rows: WriteBatch["compensations"], touched: Set<string>) => {
+    for (const c of rows) {
+      s.upsertCompensation.run(compensationToDb(c));
+      touched.add(c.run_id);
+    }
   };
-  const insertVisits = (visits: Visit[]) => {
-    const written = [...visits];
-    for (const v of written) s.insertVisit.run(visitToDb(v));
-    touch(written.map((v) => v.run_id));
+  const insertVisits = (visits: Visit[], touched: Set<string>) => {
+    for (const v of visits) {
+      // Positional parameters: binding 20 named ones costs more than the rest of the call.
+      const row = visitToDb(v);
+      s.insertVisit.run(VISIT_COLUMNS.map((c) => row[c]));
+      touched.add(v.run_id);
+    }
   };
-  const updateVisits = (visits: Visit[]) => {
-    const written = [...visits];
-    touch(written.map((v) => v.run_id));
-    for (const v of written) {
+  const updateVisits = (visits: Visit[], touched: Set<string>) => {
+    for (const v of visits) {
       // Positional parameters: binding 20 named ones costs more than the rest of the call.
       const row = visitToDb(v);
       const params: unknown[] = MUTABLE_VISIT_COLUMNS.map((c) => row[c]);
       params.push(row.run_id, row.node_id, row.visit);
       s.updateVisit.run(params);
+      touched.add(v.run_id);
     }
   };
+  /** One multi-row INSERT per EVENT_BATCH events: rowids are assigned in order, so its seqs are the last one and those before it. */
   const insertEvents = (events: NewEvent[]) => {
-    // Full batches go in one multi-row INSERT: rowids are assigned in order, so the batch's
-    // seqs are the last one and the ones just before it.
     const out: RunEvent[] = [];
-    let i = 0;
-    for (; i + EVENT_BATCH <= events.length; i += EVENT_BATCH) {
+    for (let i = 0; i < events.length; i += EVENT_BATCH) {
       const batch = events.slice(i, i + EVENT_BATCH);
-      const { lastInsertRowid } = s.insertEventBatch.run(batch.flatMap(eventParams));
-      const first = Number(lastInsertRowid) - EVENT_BATCH + 1;
-      out.push(...batch.map((e, k) => ({ ...e, seq: first + k })));
-    }
-    for (const e of events.slice(i)) {
-      out.push({ ...e, seq: Number(s.insertEvent.run(eventParams(e)).lastInsertRowid) });
+      const { lastInsertRowid } = s.insertEvents(batch.length).run(batch.flatMap(eventParams));
+      const first = Number(lastInsertRowid) - batch.length + 1;
+      for (let k = 0; k < batch.length; k++) out.push({ ...(batch[k] as NewEvent), seq: first + k });
     }
     return out;
   };
@@ -129,11 +133,13 @@ export function sqliteRuns(db: Database.Database, kept: KeptRuns): RunsTx {
     // One engine per file: nobody to notify.
     write: async (batch) => {
       revised.clear();
+      const touched = new Set<string>();
       insertRuns(batch.insertRuns);
       updateRuns(batch.updateRuns);
-      updateVisits(batch.updateVisits);
-      insertVisits(batch.insertVisits);
-      writeCompensations(batch.compensations);
+      updateVisits(batch.updateVisits, touched);
+      insertVisits(batch.insertVisits, touched);
+      writeCompensations(batch.compensations, touched);
+      touch(touched);
       const events = insertEvents(batch.events);
       return { events, revisions: new Map(revised) };
     },
@@ -153,7 +159,7 @@ export function sqliteRuns(db: Database.Database, kept: KeptRuns): RunsTx {
 }
 
 function prepare(db: Database.Database) {
-  const visitColumns = Object.keys(visitRowShape);
+  const insertEvents = new Map<number, Database.Statement>();
   return {
     runByKey: db.prepare("SELECT * FROM runs WHERE idempotency_key = ?"),
     runsByKeys: db.prepare("SELECT * FROM runs WHERE idempotency_key IN (SELECT value FROM json_each(?))"),
@@ -161,13 +167,16 @@ function prepare(db: Database.Database) {
     runBudgets: db.prepare("SELECT run_id, usage, budget FROM runs WHERE run_id IN (SELECT value FROM json_each(?))"),
     touchRun: db.prepare("UPDATE runs SET revision = revision + 1 WHERE run_id = ? RETURNING revision").pluck(),
     insertRun: db.prepare(
-      `INSERT INTO runs (${runColumns.join(", ")}) VALUES (${runColumns.map((c) => `@${c}`).join(", ")})`,
+      `INSERT INTO runs (${runColumns.join(", ")}) VALUES (${runColumns.map(() => "?").join(", ")})`,
     ),
-    updateRun: db.prepare(
-      `UPDATE runs SET status = @status, output = @output, error = @error, end_cause = @end_cause,
-         needs_attention = @needs_attention, updated_at = @updated_at, deadline_at = @deadline_at,
-         ended_at = @ended_at, usage = @usage, reserved = @reserved WHERE run_id = @run_id`,
-    ),
+    // Positional, in runUpdateParams' order.
+    updateRun: db
+      .prepare(
+        `UPDATE runs SET status = ?, output = ?, error = ?, end_cause = ?, needs_attention = ?, updated_at = ?,
+           deadline_at = ?, ended_at = ?, usage = ?, reserved = ?, revision = revision + 1
+         WHERE run_id = ? RETURNING revision`,
+      )
+      .pluck(),
     currentVisits: db.prepare("SELECT * FROM visits WHERE run_id = ? AND is_current = 1"),
     compensations: db.prepare("SELECT * FROM compensations WHERE run_id = ? ORDER BY seq"),
     upsertCompensation: db.prepare(
@@ -183,21 +192,26 @@ function prepare(db: Database.Database) {
     compensatingRuns: db.prepare("SELECT run_id FROM runs WHERE status = 'COMPENSATING' ORDER BY created_at LIMIT ?"),
     getVisit: db.prepare("SELECT * FROM visits WHERE run_id = @run_id AND node_id = @node_id AND visit = @visit"),
     insertVisit: db.prepare(
-      `INSERT INTO visits (${visitColumns.join(", ")}) VALUES (${visitColumns.map((c) => `@${c}`).join(", ")})`,
+      `INSERT INTO visits (${VISIT_COLUMNS.join(", ")}) VALUES (${VISIT_COLUMNS.map(() => "?").join(", ")})`,
     ),
     updateVisit: db.prepare(
       `UPDATE visits SET ${MUTABLE_VISIT_COLUMNS.map((c) => `${c} = ?`).join(", ")}
          WHERE run_id = ? AND node_id = ? AND visit = ?`,
     ),
-    insertEvent: db.prepare(
-      "INSERT INTO events (run_id, type, node_id, visit, trace_id, at, data) VALUES (?, ?, ?, ?, ?, ?, ?)",
-    ),
-    insertEventBatch: db.prepare(
-      `INSERT INTO events (run_id, type, node_id, visit, trace_id, at, data) VALUES ${Array.from(
-        { length: EVENT_BATCH },
-        () => "(?, ?, ?, ?, ?, ?, ?)",
-      ).join(", ")}`,
-    ),
+    /** The multi-row event INSERT for `n` events (1 to EVENT_BATCH), prepared on first use. */
+    insertEvents: (n: number): Database.Statement => {
+      let statement = insertEvents.get(n);
+      if (!statement) {
+        statement = db.prepare(
+          `INSERT INTO events (run_id, type, node_id, visit, trace_id, at, data) VALUES ${Array.from(
+            { length: n },
+            () => "(?, ?, ?, ?, ?, ?, ?)",
+          ).join(", ")}`,
+        );
+        insertEvents.set(n, statement);
+      }
+      return statement;
+    },
     // The root counts as one: a tree's first row starts at 1 + runs (migration 015).
     raiseTreeRuns: db
       .prepare(
@@ -213,7 +227,7 @@ function prepare(db: Database.Database) {
     ),
   };
 }
-const runColumns = [
+const runColumns: (keyof DbRun)[] = [
   "run_id",
   "workflow_id",
   "workflow_version",
@@ -294,7 +308,10 @@ const visitRowShape: Record<keyof DbVisit, true> = {
   concurrency_key: true,
 };
 
+/** What a visit's INSERT writes, in this order. */
+const VISIT_COLUMNS = Object.keys(visitRowShape) as (keyof DbVisit)[];
+
 /** What a visit's UPDATE writes: every column but its identity and creation time. */
-const MUTABLE_VISIT_COLUMNS = (Object.keys(visitRowShape) as (keyof DbVisit)[]).filter(
+const MUTABLE_VISIT_COLUMNS = VISIT_COLUMNS.filter(
   (c) => !["run_id", "node_id", "visit", "execution_id", "agent_type", "created_at"].includes(c),
 );
