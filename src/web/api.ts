@@ -38,14 +38,15 @@ export function onUnauthorized(listener: () => void): () => void {
   return () => unauthorizedListeners.delete(listener);
 }
 
-export function authHeaders(): Record<string, string> {
-  const token = storedToken();
+/** The Authorization header for `token` (the stored one unless given). */
+export function authHeaders(token: string | null = storedToken()): Record<string, string> {
   return token === null ? {} : { authorization: `Bearer ${token}` };
 }
 
 /** Calls the API and parses its JSON. @throws ApiError for any answer but 2xx */
 export async function api<T>(method: "GET" | "POST" | "PUT", path: string, body?: unknown): Promise<T> {
-  const headers: Record<string, string> = { accept: "application/json", ...authHeaders() };
+  const token = storedToken();
+  const headers: Record<string, string> = { accept: "application/json", ...authHeaders(token) };
   if (body !== undefined) headers["content-type"] = "application/json";
   const res = await fetch(path, {
     method,
@@ -54,12 +55,16 @@ export async function api<T>(method: "GET" | "POST" | "PUT", path: string, body?
     cache: "no-store",
   });
   if (res.ok) return (await res.json()) as T;
-  throw await errorOf(res);
+  throw await errorOf(res, token);
 }
 
-/** The ApiError of a refused answer (and the sign-in form for a 401). */
-export async function errorOf(res: Response): Promise<ApiError> {
-  if (res.status === 401) for (const listener of unauthorizedListeners) listener();
+/**
+ * The ApiError of a refused answer to a request sent with `sentToken`, and the sign-in form for a
+ * 401, unless the user has signed in (or out) since it was sent: requests sent before signing in
+ * may be answered after it, and their 401 says nothing of the token the page holds now.
+ */
+export async function errorOf(res: Response, sentToken: string | null): Promise<ApiError> {
+  if (res.status === 401 && sentToken === storedToken()) for (const listener of unauthorizedListeners) listener();
   let error: { code?: string; message?: string; details?: { problems?: Problem[] } } = {};
   try {
     error = ((await res.json()) as { error?: typeof error }).error ?? {};

@@ -5,7 +5,7 @@
  * after the last event it delivered (`after`), so nothing is missed or repeated. Progress
  * (`event: node.progress`, no id) goes to `onProgress` only: it is live, never replayed.
  */
-import { authHeaders, errorOf, query } from "./api.js";
+import { authHeaders, errorOf, query, storedToken } from "./api.js";
 import type { ProgressEvent, RunEvent } from "./types.js";
 
 export interface StreamOptions {
@@ -32,13 +32,14 @@ export function openStream(options: StreamOptions): () => void {
   const connect = async () => {
     try {
       const path = `/v1/stream${query({ run_id: options.runId, after: options.runId ? lastSeq : undefined })}`;
+      const token = storedToken();
       const res = await fetch(path, {
-        headers: { accept: "text/event-stream", ...authHeaders() },
+        headers: { accept: "text/event-stream", ...authHeaders(token) },
         signal: controller.signal,
         cache: "no-store",
       });
       if (!res.ok || !res.body) {
-        const error = await errorOf(res);
+        const error = await errorOf(res, token);
         // No token, a refused one or an unknown run: trying again would get the same answer.
         if (res.status === 401 || res.status === 403 || res.status === 404) return;
         throw error;

@@ -2,7 +2,7 @@
  * What the page must never do: run markup from data (hostile node ids, payloads, conditions,
  * errors and review texts stay text), put a token in a URL, or need a token when none is set.
  */
-import type { Page } from "playwright-core";
+import type { Page, Route } from "playwright-core";
 import { describe, expect, it } from "vitest";
 import { nodeInState, PUBLISH, pasteIntoEditor, runStatus, serve, signIn, TOKENS } from "./helpers.js";
 
@@ -152,6 +152,40 @@ describe("the admin page's safety", { timeout: 90_000 }, () => {
     await page.getByRole("button", { name: "Sign out" }).click();
     await page.getByRole("form", { name: "sign in" }).waitFor();
     expect(await page.evaluate(() => sessionStorage.getItem("skein.token"))).toBeNull();
+  });
+
+  it("stays signed in when a refusal of a request sent before signing in arrives after it", async () => {
+    const s = await serve();
+    await s.api("PUT", "/v1/workflows/quick", { id: "quick", nodes: [{ node_id: "only", agent_type: "echo" }] });
+    const { page } = s;
+    // The inbox count's first request, sent without a token, is held until the user has signed in
+    // (a busy server or network answers in any order).
+    const held: Route[] = [];
+    const arrived: Promise<unknown>[] = [];
+    await page.route(
+      (url) => url.pathname === "/v1/reviews",
+      (route) => {
+        if (route.request().headers().authorization) return route.continue();
+        held.push(route);
+      },
+    );
+    await page.goto(`${s.url}/`);
+    const form = page.getByRole("form", { name: "sign in" });
+    await form.getByLabel("Token").fill(TOKENS.admin);
+    await form.getByRole("button", { name: "Sign in" }).click();
+    const table = page.getByRole("table", { name: "runs" }).or(page.getByText("No runs yet."));
+    await table.waitFor();
+    expect(held.length).toBeGreaterThan(0);
+
+    // Its 401 answers a token the page no longer has: the page stays, and still follows runs live.
+    for (const route of held) {
+      arrived.push(page.waitForEvent("requestfinished", (request) => request === route.request()));
+      await route.continue();
+    }
+    await Promise.all(arrived);
+    const run = await s.api<{ run_id: string }>("POST", "/v1/runs", { workflow_id: "quick" });
+    await page.locator(`table[aria-label="runs"] tr[data-run-id="${run.run_id}"]`).waitFor();
+    expect(await form.count()).toBe(0);
   });
 
   it("works without signing in when the API has no tokens, deciding reviews as a name typed in", async () => {
