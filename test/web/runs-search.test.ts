@@ -55,8 +55,7 @@ describe("runs list search and bulk actions", { timeout: 90_000 }, () => {
     expect(await search.getByLabel("Text in input or output").inputValue()).toBe("KITTENS");
 
     // A part of a run id: the end the list shows, copied from the row as it reads ("…" and all).
-    // Ids are UUIDv7, whose start (a timestamp) these runs share. (After Clear, the list of every
-    // run shows that the cleared search took effect: a field filled before then would be emptied by it.)
+    // Ids are UUIDv7, whose start (a timestamp) these runs share.
     const all = { [alpha.run_id]: null, [beta.run_id]: null, [gamma.run_id]: null };
     await search.getByRole("button", { name: "Clear" }).click();
     await rowsAre(page, all);
@@ -114,5 +113,39 @@ describe("runs list search and bulk actions", { timeout: 90_000 }, () => {
     await retry.waitFor({ state: "detached" });
     await rowsAre(page, { [alpha.run_id]: "RUNNING", [beta.run_id]: "RUNNING", [gamma.run_id]: "RUNNING" });
     expect((await s.api<RunBody>("GET", `/v1/runs/${beta.run_id}`)).status).toBe("RUNNING");
+  });
+
+  it("keeps what is typed right after a search or a clear, before the list follows them", async () => {
+    const s = await serve();
+    await s.api("PUT", "/v1/workflows/publish", PUBLISH);
+    const kittens = await s.api<RunBody>("POST", "/v1/runs", { workflow_id: "publish", input: { topic: "kittens" } });
+    const puppies = await s.api<RunBody>("POST", "/v1/runs", { workflow_id: "publish", input: { topic: "puppies" } });
+    await signIn(s);
+    const { page } = s;
+    await rowsAre(page, { [kittens.run_id]: null, [puppies.run_id]: null });
+
+    // Searching, then typing in the same moment: the search's own change of the URL comes after.
+    const typeRightAfter = (button: string, typed: string) =>
+      page.evaluate(
+        ({ button, typed }) => {
+          const form = document.querySelector<HTMLFormElement>("form.run-search");
+          const field = form?.querySelector<HTMLInputElement>('input[name="q"]');
+          const pressed = [...(form?.querySelectorAll("button") ?? [])].find((b) => b.textContent === button);
+          if (!field || !pressed) throw new Error("no search form");
+          pressed.click();
+          field.value = typed;
+          field.dispatchEvent(new Event("input", { bubbles: true }));
+        },
+        { button, typed },
+      );
+    const text = page.getByRole("search", { name: "search runs" }).getByLabel("Text in input or output");
+    await text.fill("kittens");
+    await typeRightAfter("Search", "puppies");
+    await rowsAre(page, { [kittens.run_id]: null });
+    expect(await text.inputValue()).toBe("puppies");
+
+    await typeRightAfter("Clear", "kitt");
+    await rowsAre(page, { [kittens.run_id]: null, [puppies.run_id]: null });
+    expect(await text.inputValue()).toBe("kitt");
   });
 });

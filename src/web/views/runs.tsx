@@ -3,7 +3,7 @@
  * and creation time (all in the URL hash), live as events arrive, more on demand; rows can be
  * selected for bulk cancel and retry (runs-bulk.tsx).
  */
-import { useEffect, useState } from "preact/hooks";
+import { useEffect, useRef, useState } from "preact/hooks";
 import { api, query } from "../api.js";
 import { Badge, ErrorNote, Time } from "../components.js";
 import { elapsed, reasonTone, shortId } from "../format.js";
@@ -234,21 +234,37 @@ export function RunsPage(props: { filter: RunsFilter }) {
 /** A part of the run id, text and time range: applied together on submit (the hash changes, so a reload keeps them). */
 function SearchForm(props: { filter: RunsFilter; onSearch: (change: RunsFilter) => void }) {
   const { id, q, from, to } = props.filter;
-  const [fields, setFields] = useState({ id: id ?? "", q: q ?? "", from: from ?? "", to: to ?? "" });
-  // The hash may change under the form (back, a link): show what it says.
-  useEffect(() => setFields({ id: id ?? "", q: q ?? "", from: from ?? "", to: to ?? "" }), [id, q, from, to]);
-  const set = (name: keyof typeof fields) => (e: { currentTarget: HTMLInputElement }) =>
-    setFields({ ...fields, [name]: e.currentTarget.value });
+  const inHash = { id: id ?? "", q: q ?? "", from: from ?? "", to: to ?? "" };
+  const [fields, setFields] = useState(inHash);
+  // The hash this form last asked for: its change arrives after the click, maybe after more typing.
+  const asked = useRef<string | null>(null);
+  // The hash may change under the form (back, a link): show what it says. Not when the change is
+  // the form's own search, which would throw away what was typed since.
+  useEffect(() => {
+    const own = asked.current === JSON.stringify(inHash);
+    asked.current = null;
+    if (!own) setFields(inHash);
+  }, [id, q, from, to]);
+  const set = (name: keyof typeof fields) => (e: { currentTarget: HTMLInputElement }) => {
+    const typed = e.currentTarget.value;
+    setFields((f) => ({ ...f, [name]: typed }));
+  };
   const value = (v: string) => v.trim() || undefined;
   // An id copied as the list shows it starts with "…": the part is what follows.
   const idPart = (v: string) => value(v.trim().replace(/^…+/, ""));
+  const search = (change: Pick<RunsFilter, "id" | "q" | "from" | "to">) => {
+    const next = { id: change.id ?? "", q: change.q ?? "", from: change.from ?? "", to: change.to ?? "" };
+    // Unchanged, the hash does not change and the effect does not run to forget it.
+    if (JSON.stringify(next) !== JSON.stringify(inHash)) asked.current = JSON.stringify(next);
+    props.onSearch(change);
+  };
   return (
     <search aria-label="search runs">
       <form
         class="run-search"
         onSubmit={(e) => {
           e.preventDefault();
-          props.onSearch({ id: idPart(fields.id), q: value(fields.q), from: value(fields.from), to: value(fields.to) });
+          search({ id: idPart(fields.id), q: value(fields.q), from: value(fields.from), to: value(fields.to) });
         }}
       >
         <label>
@@ -280,7 +296,10 @@ function SearchForm(props: { filter: RunsFilter; onSearch: (change: RunsFilter) 
         </button>
         <button
           type="button"
-          onClick={() => props.onSearch({ id: undefined, q: undefined, from: undefined, to: undefined })}
+          onClick={() => {
+            setFields({ id: "", q: "", from: "", to: "" });
+            search({ id: undefined, q: undefined, from: undefined, to: undefined });
+          }}
         >
           Clear
         </button>
