@@ -40,6 +40,7 @@ async function makeSystem(config: ChildConfig): Promise<System> {
     case "mastra":
       return (await import("./systems/mastra.js")).mastra(config);
     case "bullmq":
+    case "bullmq-aof": // the same code; run.ts gives it the URL of the Redis with an AOF
       return (await import("./systems/bullmq.js")).bullmq(config);
   }
 }

@@ -70,6 +70,7 @@ export function ratios(results: Results): Record<string, number | null> {
     w2_c32_vs_langgraph: div(rps("skein-sqlite"), rps("langgraph")),
     w2_c32_vs_mastra: div(rps("skein-sqlite"), rps("mastra")),
     w2_c32_vs_bullmq: div(rps("skein-sqlite"), rps("bullmq")),
+    w2_c32_vs_bullmq_aof: div(rps("skein-sqlite"), rps("bullmq-aof")),
     w2_c32_vs_graphile_worker: div(rps("skein-sqlite"), rps("graphile-worker")),
     w2_c32_vs_pg_boss: div(rps("skein-sqlite"), rps("pg-boss")),
     w2_c32_pg_vs_dbos: div(rps("skein-pg"), rps("dbos")),
@@ -80,6 +81,7 @@ export function ratios(results: Results): Record<string, number | null> {
     w2_c1_latency_vs_langgraph: div(p50("langgraph"), p50("skein-sqlite")),
     w2_c1_latency_vs_mastra: div(p50("mastra"), p50("skein-sqlite")),
     w2_c1_latency_vs_bullmq: div(p50("bullmq"), p50("skein-sqlite")),
+    w2_c1_latency_vs_bullmq_aof: div(p50("bullmq-aof"), p50("skein-sqlite")),
     w2_c1_latency_pg_vs_dbos: div(p50("dbos"), p50("skein-pg")),
     w2_c1_latency_full_vs_langgraph: div(p50("langgraph"), p50("skein-sqlite-full")),
     w3_500_vs_best_peer: div(bestPeer("w3_500", "all_done_ms"), med(results, "w3_500", "skein-sqlite", "all_done_ms")),
@@ -498,16 +500,21 @@ const HOW = `- **Skein**: each shape is a workflow definition (JSON), every node
   plan, \`.foreach(item, { concurrency: 50 })\` (batches of 50, each waiting for its slowest item),
   join. W5: Mastra does not resume by itself; the restarted process calls the documented
   \`Run.restart()\` on each run stored as running.
-- **BullMQ**: each shape is a flow of jobs on the local Redis (FlowProducer): a parent job runs
+- **BullMQ**: each shape is a flow of jobs on a local Redis (FlowProducer): a parent job runs
   once its children completed and reads their values. A node with one successor is that
   successor's child (a sequence is a 1,000-deep nested flow); a node with several successors
   adds them itself once its step is done (a job has one parent), under its own parent. A run is
   done when its top job completes, seen on QueueEvents. One Worker per queue, concurrency 50.
-  Durability is Redis's memory only (this server keeps no snapshot and no AOF). W6: the plan job
-  adds a flow, a join parent with one child per item on a queue whose Worker has concurrency 50.
-  W5: BullMQ's own recovery with its defaults: a dead worker's active jobs go back to wait after
-  two stalled-job checks (every 30 s) once their 30 s lock expired, about a minute after the
-  restart, past the cap.
+  The same code runs on two servers: **BullMQ** on Redis's memory only (no snapshot, no AOF:
+  nothing survives a restart of Redis), **BullMQ, Redis AOF everysec** on a Redis the bench
+  starts with an append-only file (\`appendonly yes\`, \`appendfsync everysec\`, no snapshots):
+  every write is appended to the file and the file fsynced once a second, the durability closest
+  to SQLite's synchronous=normal (a crashed process loses nothing, a power cut the last second
+  or so). W6: the plan job adds a flow, a join parent with one child per item on a queue whose
+  Worker has concurrency 50. W5 (on both servers: the Worker dies, Redis does not): BullMQ's own
+  recovery with its defaults: a dead worker's active jobs go back to wait after two stalled-job
+  checks (every 30 s) once their 30 s lock expired, about a minute after the restart, past the
+  cap.
 - **graphile-worker, pg-boss**: queues have no workflows. A run is one job per step: the job runs
   its step, then, in one transaction with the queue's insert, records the step done and enqueues
   each successor whose dependencies are all done, under a lock on the run's row (so a join
@@ -550,6 +557,13 @@ function observations(results: Results): string {
   if (mastra10 !== null && mastra1000 !== null && mastra1000 > 2 * mastra10) {
     lines.push(
       `Mastra's step costs ${num(mastra10)} ms at 10 steps and ${num(mastra1000)} ms at 1,000: its default engine writes the run's whole snapshot, with every step's result so far, when each step starts and ends, so each step writes more than the last.`,
+    );
+  }
+  const bullmq = at("w2_c32", "bullmq", "runs_per_s");
+  const bullmqAof = at("w2_c32", "bullmq-aof", "runs_per_s");
+  if (bullmq !== null && bullmqAof !== null) {
+    lines.push(
+      `BullMQ's W2 at concurrency 32: ${num(bullmq)} runs/s on Redis in memory, ${num(bullmqAof)} with the append-only file fsynced every second (Redis appends each write to the file as it answers, and fsyncs it in a background thread).`,
     );
   }
   const dbosW6 = at("w6_1000", "dbos", "all_done_ms");

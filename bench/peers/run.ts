@@ -2,10 +2,12 @@
  * `npm run bench:peers`: Skein beside DBOS, LangGraph, graphile-worker, pg-boss, Mastra and BullMQ on this
  * machine, in one invocation. Installs the peers in bench/peers if they are missing or stale
  * (`npm ci` there: they are not Skein's dependencies), starts one process per system
- * (child.ts) on a fresh database of its own, runs every workload case as one warm-up and then
- * REPS repetitions, the systems taking turns within each repetition (their order rotating),
- * then W5 (w5.ts), and writes bench/results/peers.json and bench/PEERS.md (report.ts).
- * Progress goes to stderr. Exit code 1 if anything failed (what was measured is still written).
+ * (child.ts) on a fresh database of its own (BullMQ: twice, on the machine's in-memory Redis
+ * and on a Redis with an append-only file that this bench starts and stops, redis.ts), runs
+ * every workload case as one warm-up and then REPS repetitions, the systems taking turns within
+ * each repetition (their order rotating), then W5 (w5.ts), and writes bench/results/peers.json
+ * and bench/PEERS.md (report.ts). Progress goes to stderr. Exit code 1 if anything failed
+ * (what was measured is still written).
  *
  * For development, smaller runs: BENCH_PEERS_REPS (default 5), BENCH_PEERS_WINDOW_MS (W2's
  * window, default 1500), BENCH_PEERS_SYSTEMS (e.g. `skein-sqlite,dbos`) and
@@ -20,7 +22,7 @@ import { BenchChild, killChildren, type Message } from "../children.js";
 import { progress, tempDb } from "../lib.js";
 import { serverSettings } from "../postgres.js";
 import { createDatabase, dropDatabase, dropLeftoverDatabases } from "./databases.js";
-import { clearPrefix, ensureRedis } from "./redis.js";
+import { type AofRedis, clearPrefix, ensureRedis, startAofRedis } from "./redis.js";
 import { type Results, readmeBlock, writeReport } from "./report.js";
 import { W6_CONCURRENCY, W6_ITEMS } from "./shapes.js";
 import { SYSTEMS, type SystemInfo } from "./systems/list.js";
@@ -37,8 +39,10 @@ const ONLY_WORKLOADS = process.env.BENCH_PEERS_WORKLOADS?.split(",");
 /** No BENCH_PEERS_* setting made this run smaller. */
 const FULL_RUN = !Object.keys(process.env).some((k) => k.startsWith("BENCH_PEERS_"));
 const CONCURRENCIES = [1, 8, 32];
-/** BullMQ's Redis: the machine's local server (run.ts starts it if it does not answer). */
+/** `bullmq`'s Redis: the machine's local server, in memory (run.ts starts it if it does not answer). */
 const REDIS_URL = "redis://127.0.0.1:6379";
+/** `bullmq-aof`'s Redis, with an append-only file: started by main() when that system runs, stopped by finish(). */
+let aofRedis: AofRedis | null = null;
 const FANOUTS = [50, 500];
 /** W2's warm-up window: enough for pools, prepared statements and the JIT. */
 const WARMUP_WINDOW_MS = 500;
@@ -137,10 +141,12 @@ function w6Case(n: number): Case {
 /** Where a system keeps its data: a fresh SQLite file, or a fresh PostgreSQL database. */
 async function home(s: SystemInfo, suffix = ""): Promise<{ config: ChildConfig; cleanup(): Promise<void> }> {
   if (s.store === "redis") {
+    const url = s.redisAof ? aofRedis?.url : REDIS_URL;
+    if (!url) throw new Error(`${s.name}: its Redis is not started`);
     const prefix = `skein-peers-${process.pid}-${s.name}${suffix}`;
     return {
-      config: { system: s.name, redisUrl: REDIS_URL, redisPrefix: prefix },
-      cleanup: () => clearPrefix(REDIS_URL, prefix),
+      config: { system: s.name, redisUrl: url, redisPrefix: prefix },
+      cleanup: () => clearPrefix(url, prefix),
     };
   }
   if (s.store === "sqlite") {
@@ -258,6 +264,8 @@ async function main(): Promise<void> {
     finished = true;
     await killChildren();
     failures.push(...(await dropLeftoverDatabases()).map((f) => `cannot drop database ${f}`));
+    // After the children: no BullMQ process still writes to it. Its directory goes with it.
+    await aofRedis?.stop().catch((e: unknown) => failures.push(`cannot stop the AOF Redis: ${(e as Error).message}`));
     meta.duration_s = (performance.now() - t0) / 1000;
     meta.loadavg_1m_at_end = loadavg()[0];
     const { ratios: r, targets: t } = writeReport(
@@ -283,7 +291,8 @@ async function main(): Promise<void> {
   }, BENCH_TIMEOUT_MS);
 
   try {
-    if (systems.some((s) => s.store === "redis")) await ensureRedis(REDIS_URL);
+    if (systems.some((s) => s.store === "redis" && !s.redisAof)) await ensureRedis(REDIS_URL);
+    if (systems.some((s) => s.redisAof)) aofRedis = await startAofRedis();
     const list = cases();
     if (list.length > 0) await measureCases(systems, list, results, settings, failures);
     if (!ONLY_WORKLOADS || ONLY_WORKLOADS.includes("w6")) {

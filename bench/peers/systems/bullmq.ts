@@ -30,8 +30,10 @@
  * completed.
  *
  * Workers: one per queue in this process, concurrency 50 (the docs' example). Completed jobs
- * are kept (removeOnComplete: default), which W5 reads. Durability: Redis's memory only (the
- * bench's server runs with no snapshots and no AOF). Recovery: BullMQ's own, defaults: a dead
+ * are kept (removeOnComplete: default), which W5 reads. Durability is the server's, which the
+ * bench chooses (redis.ts), this code the same for both: `bullmq` on Redis's memory only (no
+ * snapshots, no AOF), `bullmq-aof` on an append-only file fsynced every second; `settings`
+ * reads which from the server (CONFIG GET). Recovery: BullMQ's own, defaults: a dead
  * worker's jobs keep their lock for up to lockDuration (30 s) and are moved back to wait by a
  * worker's stalled-job check (every stalledInterval, 30 s), which first marks the active jobs
  * and moves those still unlocked at its next pass. The restarted process's first check finds
@@ -241,10 +243,12 @@ export function bullmq(config: SystemConfig): System {
     const info = await c.info("server");
     const save = (await c.config("GET", "save")) as string[];
     const aof = (await c.config("GET", "appendonly")) as string[];
+    const fsync = (await c.config("GET", "appendfsync")) as string[];
     server = {
       version: /redis_version:(\S+)/.exec(info)?.[1] ?? "?",
       save: save[1] ?? "?",
       appendonly: aof[1] ?? "?",
+      appendfsync: fsync[1] ?? "?",
     };
     const base = { connection: c, prefix };
     steps = new Queue(STEPS, base);
@@ -344,7 +348,11 @@ export function bullmq(config: SystemConfig): System {
     settings: () => ({
       store: "redis",
       redis: server.version,
-      durability: `Redis memory only: save "${server.save}" (no snapshots), appendonly ${server.appendonly}`,
+      // What the server says, not what the bench meant to start.
+      durability:
+        server.appendonly === "yes"
+          ? `Redis append-only file: appendonly yes, appendfsync ${server.appendfsync}${server.appendfsync === "everysec" ? " (fsync every second)" : ""}, save "${server.save}"`
+          : `Redis memory only: save "${server.save}"${server.save === "" ? " (no snapshots)" : ""}, appendonly ${server.appendonly}`,
       concurrency: `${CONCURRENCY} per Worker (steps queue; W6 items queue: the run's concurrency)`,
       stalledInterval_ms: "30000 (default)",
       lockDuration_ms: "30000 (default)",

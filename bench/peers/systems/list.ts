@@ -11,6 +11,8 @@ export interface SystemInfo {
   fanOut: boolean;
   /** The package whose installed version the report records. */
   package?: string;
+  /** Redis systems: the bench's own server with an append-only file, not the in-memory one (redis.ts). */
+  redisAof?: boolean;
 }
 
 export const SYSTEMS: SystemInfo[] = [
@@ -37,4 +39,14 @@ export const SYSTEMS: SystemInfo[] = [
   { name: "pg-boss", label: "pg-boss", store: "postgres", skein: false, fanOut: false, package: "pg-boss" },
   { name: "mastra", label: "Mastra", store: "sqlite", skein: false, fanOut: true, package: "@mastra/core" },
   { name: "bullmq", label: "BullMQ", store: "redis", skein: false, fanOut: true, package: "bullmq" },
+  // The same code on a Redis that persists like SQLite's synchronous=normal: what durability costs BullMQ.
+  {
+    name: "bullmq-aof",
+    label: "BullMQ, Redis AOF everysec",
+    store: "redis",
+    skein: false,
+    fanOut: true,
+    package: "bullmq",
+    redisAof: true,
+  },
 ];

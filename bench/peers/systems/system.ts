@@ -53,7 +53,8 @@ export type SystemName =
   | "graphile-worker"
   | "pg-boss"
   | "mastra"
-  | "bullmq";
+  | "bullmq"
+  | "bullmq-aof";
 
 /** What child.ts is started with (run.ts builds it). */
 export interface ChildConfig extends SystemConfig {
