@@ -74,8 +74,17 @@ export function dueTime(payload: Json, now: number): number | string {
     return u;
   }
   if (typeof u === "string" && (ISO_TIME.test(u) || ISO_DATE.test(u))) {
+    if (!isCalendarDate(u.slice(0, 10))) return `until names a day that does not exist: ${JSON.stringify(u)}`;
     const t = Date.parse(u);
     if (Number.isFinite(t)) return t;
   }
   return `until must be an ISO 8601 time with a time zone (e.g. "2030-01-31T09:00:00Z") or epoch milliseconds, got ${JSON.stringify(u)}`;
+}
+
+/** Whether `YYYY-MM-DD` names a day that exists: Date.parse rolls 2030-02-31 over to 2030-03-03. */
+function isCalendarDate(ymd: string): boolean {
+  const [y, m, d] = ymd.split("-").map(Number) as [number, number, number];
+  const day = new Date(0);
+  day.setUTCFullYear(y, m - 1, d); // not Date.UTC, which reads years 0–99 as 1900–1999
+  return day.getUTCFullYear() === y && day.getUTCMonth() === m - 1 && day.getUTCDate() === d;
 }

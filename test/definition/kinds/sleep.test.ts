@@ -60,6 +60,20 @@ describe("sleep: payload", () => {
       );
     }
   });
+
+  it("refuses a day that does not exist, which Date.parse would roll over into the next month", () => {
+    for (const until of ["2030-02-31T09:00:00Z", "2030-04-31", "2029-02-29T00:00:00+02:00"]) {
+      expectOneError(
+        sleeping({ until }),
+        "nodes[0].payload",
+        `until names a day that does not exist: ${JSON.stringify(until)}`,
+      );
+    }
+    // A leap day, and a year before 100 (in the past: the sleep ends at once).
+    for (const until of ["2028-02-29T00:00:00Z", "0050-06-30T00:00:00Z"]) {
+      expectValid(sleeping({ until }, { next_on_success: "after" }));
+    }
+  });
 });
 
 describe("sleep: edges and hooks", () => {
