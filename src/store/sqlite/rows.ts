@@ -145,23 +145,29 @@ export function runToDb(r: Run): DbRun {
 }
 
 /**
- * A run's UPDATE parameters, in the order of its statement (runs.ts updateRun): only the columns
- * a run's progress changes, so its input, parent, budget and scope are not serialised again.
+ * The columns a run's progress changes, each with its value: its UPDATE (runs.ts updateRun) sets
+ * these only, so its input, parent, budget and scope are not serialised again.
  */
+const RUN_UPDATES: Readonly<Record<string, (r: Run) => unknown>> = {
+  status: (r) => r.status,
+  output: (r) => text(r.output),
+  error: (r) => text(r.error),
+  end_cause: (r) => r.end_cause,
+  needs_attention: (r) => (r.needs_attention ? 1 : 0),
+  updated_at: (r) => r.updated_at,
+  deadline_at: (r) => r.deadline_at,
+  ended_at: (r) => r.ended_at,
+  usage: (r) => JSON.stringify(r.usage),
+  reserved: (r) => text(r.reserved),
+};
+export const RUN_UPDATE_COLUMNS = Object.keys(RUN_UPDATES);
+const runUpdateValues = Object.values(RUN_UPDATES);
+
+/** A run's UPDATE parameters: RUN_UPDATE_COLUMNS' values, then its run_id. */
 export function runUpdateParams(r: Run): unknown[] {
-  return [
-    r.status,
-    text(r.output),
-    text(r.error),
-    r.end_cause,
-    r.needs_attention ? 1 : 0,
-    r.updated_at,
-    r.deadline_at,
-    r.ended_at,
-    JSON.stringify(r.usage),
-    text(r.reserved),
-    r.run_id,
-  ];
+  const params = runUpdateValues.map((value) => value(r));
+  params.push(r.run_id);
+  return params;
 }
 
 export function visitFromDb(r: DbVisit): Visit {

@@ -12,6 +12,7 @@ import {
   type DbCompensation,
   type DbRun,
   type DbVisit,
+  RUN_UPDATE_COLUMNS,
   runFromDb,
   runToDb,
   runUpdateParams,
@@ -172,8 +173,7 @@ function prepare(db: Database.Database) {
     // Positional, in runUpdateParams' order.
     updateRun: db
       .prepare(
-        `UPDATE runs SET status = ?, output = ?, error = ?, end_cause = ?, needs_attention = ?, updated_at = ?,
-           deadline_at = ?, ended_at = ?, usage = ?, reserved = ?, revision = revision + 1
+        `UPDATE runs SET ${RUN_UPDATE_COLUMNS.map((c) => `${c} = ?`).join(", ")}, revision = revision + 1
          WHERE run_id = ? RETURNING revision`,
       )
       .pluck(),
