@@ -6,13 +6,13 @@
  *   `synchronous=normal`, on a fresh file; the median of 5,000 commits. What one engine
  *   transaction costs at least.
  * - `roundtrip_floor_ms` (PostgreSQL): a bare one-row INSERT committed on its own, over a pool
- *   made as the store makes its own (pipeline mode), on a fresh table; the median of 500. One round
+ *   made as the store makes its own (pipeline mode), on a fresh table in a schema of its own; the median of 500. One round
  *   trip and one WAL flush: what one step costs at least.
  */
 import Database from "better-sqlite3";
 import pg from "pg";
 import { percentile, tempDb } from "./lib.js";
-import { PG_URL } from "./postgres.js";
+import { PG_URL, tempSchema } from "./postgres.js";
 
 const ROW = "x".repeat(200);
 
@@ -39,9 +39,12 @@ export function sqliteCommitFloorUs(commits = 5000): number {
 }
 
 export async function postgresRoundtripFloorMs(inserts = 500): Promise<number> {
+  // A schema of the bench's own: dropped after, or by the bench's clean-up if this is abandoned.
+  const db = tempSchema("roundtrip_floor");
+  const table = `${pg.escapeIdentifier(db.schema)}.rows`;
   const pool = new pg.Pool({ connectionString: PG_URL, max: 2, pipeline: true });
-  const table = `skein_bench_floor_${process.pid}`;
   try {
+    await pool.query(`CREATE SCHEMA ${pg.escapeIdentifier(db.schema)}`);
     await pool.query(`CREATE TABLE ${table} (id bigserial PRIMARY KEY, body text NOT NULL)`);
     const samples: number[] = [];
     for (let i = 0; i < inserts + 50; i++) {
@@ -51,7 +54,7 @@ export async function postgresRoundtripFloorMs(inserts = 500): Promise<number> {
     }
     return percentile(samples, 50);
   } finally {
-    await pool.query(`DROP TABLE IF EXISTS ${table}`).catch(() => {});
     await pool.end();
+    await db.cleanup();
   }
 }
