@@ -144,3 +144,8 @@ export class RetryableError extends SkeinError {
 export function formatProblem(p: Problem): string {
   return p.path ? `  ${p.path}: ${p.message}` : `  ${p.message}`;
 }
+
+/** `word` after "a" or "an", by its first letter, for messages: "an aggregator node", "a sleep node". */
+export function withArticle(word: string): string {
+  return `${/^[aeiou]/i.test(word) ? "an" : "a"} ${word}`;
+}

@@ -29,7 +29,7 @@
  *   `constructor` and `prototype` as path steps (they read JavaScript internals, not data).
  */
 import jsonata from "jsonata";
-import type { Problem } from "../errors.js";
+import { type Problem, withArticle } from "../errors.js";
 import { MAX_JSON_DEPTH } from "../json-text.js";
 import { joinPath } from "./path.js";
 import { EXPRESSION_LIMITS, evaluateInSandbox } from "./sandbox.js";
@@ -446,7 +446,7 @@ function toJson(value: unknown): unknown {
       return out;
     }
     default:
-      throw new Error(`the result is a ${typeof value}, not a JSON value`);
+      throw new Error(`the result is ${withArticle(typeof value)}, not a JSON value`);
   }
 }
 

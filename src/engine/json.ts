@@ -1,5 +1,6 @@
 /** JSON checks at the engine's boundaries: handler outputs, run inputs, canonical hashing. */
 import { createHash } from "node:crypto";
+import { withArticle } from "../errors.js";
 import { MAX_JSON_DEPTH } from "../json-text.js";
 
 /**
@@ -40,13 +41,13 @@ export function jsonProblem(value: unknown, path = "output"): string | null {
       if (!array) {
         const proto = Object.getPrototypeOf(v);
         if (proto !== Object.prototype && proto !== null) {
-          return `${pathOf(top, key)} is a ${v.constructor?.name ?? "class instance"}, not a plain JSON object`;
+          return `${pathOf(top, key)} is ${withArticle(v.constructor?.name ?? "class instance")}, not a plain JSON object`;
         }
       }
       onPath.add(v);
       top = { value: v, keys: array ? null : Object.keys(v), next: 0, depth, parent: top, key: key ?? "" };
     } else if (v !== null && typeof v !== "string" && typeof v !== "boolean" && typeof v !== "number") {
-      return `${pathOf(top, key)} is a ${typeof v}, not a JSON value`;
+      return `${pathOf(top, key)} is ${withArticle(typeof v)}, not a JSON value`;
     }
     // The next member to look at: of the innermost object with members left.
     for (;;) {

@@ -13,7 +13,7 @@ import { createHash, timingSafeEqual } from "node:crypto";
 import type { FastifyRequest } from "fastify";
 import { z } from "zod";
 import { issuesToProblems } from "../definition/zod-issues.js";
-import { type Problem, ValidationError } from "../errors.js";
+import { type Problem, ValidationError, withArticle } from "../errors.js";
 import { HttpError } from "./errors.js";
 import { type Principal, ROLES, type Role, WorkflowScope } from "./principal.js";
 import { WORKFLOW_PATTERN } from "./scope.js";
@@ -178,7 +178,7 @@ export class Tokens {
       throw new HttpError(
         403,
         "forbidden",
-        `a ${principal.role} token may not ${request.method} ${request.routeOptions.url ?? request.url} (allowed: ${access.join(", ")})`,
+        `${withArticle(principal.role)} token may not ${request.method} ${request.routeOptions.url ?? request.url} (allowed: ${access.join(", ")})`,
       );
     }
     if (principal.workflows && !scoped) {

@@ -4,6 +4,7 @@
  * the interface and how to add one. What a visit of a kind does is core/kinds/index.ts.
  */
 
+import { withArticle } from "../../errors.js";
 import type { Json } from "../../json-text.js";
 import type { NodeDefinition } from "../schema.js";
 import { aggregator } from "./aggregator.js";
@@ -55,7 +56,7 @@ export function kindOf(agentType: string): KindRules {
  */
 export function secretsRefusal(kind: KindRules): string | null {
   if (kind.start === "agent" && kind !== aggregator) return null;
-  return `a ${kind.name} node's payload cannot hold secrets: they go only to agents (http, llm, or an agent that declares them)`;
+  return `${withArticle(kind.name)} node's payload cannot hold secrets: they go only to agents (http, llm, or an agent that declares them)`;
 }
 
 /** Whether a node of this kind gets secrets only when its agent declares them (`defineAgent({ secrets })`). */

@@ -12,7 +12,7 @@
  * human_review, sleep, wait_event (§11.2), workflow and map (§11.1).
  */
 
-import type { Problem } from "../../errors.js";
+import { type Problem, withArticle } from "../../errors.js";
 import type { Json } from "../../json-text.js";
 import type { NodeDefinition } from "../schema.js";
 
@@ -71,14 +71,14 @@ export function plainEdgesOnly(
   if (node.decide !== undefined) {
     problems.push({
       path: `${checks.at}.decide`,
-      message: `a ${kind} node has no decide hook: its output is ${output}; decide on the node after it`,
+      message: `${withArticle(kind)} node has no decide hook: its output is ${output}; decide on the node after it`,
     });
   }
   const next = node.next_on_success;
   if (Array.isArray(next) && next.some((c) => typeof c === "object" && c.when !== undefined)) {
     problems.push({
       path: `${checks.at}.next_on_success`,
-      message: `a ${kind} node cannot branch with "when"${branch}`,
+      message: `${withArticle(kind)} node cannot branch with "when"${branch}`,
     });
   }
   return problems;

@@ -40,7 +40,7 @@ describe("aggregator: sources", () => {
     const result = validateWorkflow(collecting({ depends_on: ["a"], payload: { note: "{{ secrets.KEY }}" } }));
     expect(result.ok).toBe(false);
     expect(result.errors.map((e) => e.message).join("\n")).toContain(
-      "aggregator node's payload cannot hold secrets: they go only to agents",
+      "an aggregator node's payload cannot hold secrets: they go only to agents",
     );
   });
 
