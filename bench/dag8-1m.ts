@@ -15,7 +15,7 @@
  */
 import Database from "better-sqlite3";
 import { createEngine, type Engine } from "../src/index.js";
-import { closedLoop, RunEnds } from "./dag8.js";
+import { closedLoop, RunEnds } from "./dag8-loop.js";
 import { type Measured, progress, tempDb } from "./lib.js";
 import { DAG8, DAG8_AGENTS } from "./workloads.js";
 

@@ -17,7 +17,7 @@
 import pg from "pg";
 import { createEngine } from "../src/index.js";
 import { report, serveCommands } from "./children.js";
-import { RunEnds } from "./dag8.js";
+import { RunEnds } from "./dag8-loop.js";
 import { wallNow } from "./lib.js";
 import { DAG8, DAG8_AGENTS } from "./workloads.js";
 

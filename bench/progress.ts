@@ -17,7 +17,7 @@ import { get } from "node:http";
 import { fileURLToPath } from "node:url";
 import { createServer } from "../src/http/server.js";
 import { createEngine, type Engine, type Task } from "../src/index.js";
-import { closedLoop, RunEnds } from "./dag8.js";
+import { closedLoop, RunEnds } from "./dag8-loop.js";
 import { deferred, type Measured, progress, tempDb, within } from "./lib.js";
 import { DAG8, DAG8_AGENTS } from "./workloads.js";
 

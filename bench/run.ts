@@ -25,6 +25,7 @@ import { benchDag8OneMillion } from "./dag8-1m.js";
 import { benchDag8Otel } from "./dag8-otel.js";
 import { benchDispatch50 } from "./dispatch.js";
 import { postgresRoundtripFloorMs, sqliteCommitFloorUs } from "./floors.js";
+import { guard, MAX_CHANGE_PCT } from "./guard.js";
 import { benchClaimComplete, benchDag8External } from "./http.js";
 import { type Measured, progress, round, within } from "./lib.js";
 import { benchMap, benchPgMap } from "./map.js";
@@ -62,26 +63,6 @@ async function medianWindow(
 }
 
 /**
- * The guard on CPU per run: a change that raises it by more than 5 % over the last committed run
- * says why in its issue's note. Compared as a multiple of the commit floor measured in the same
- * run (`dag8_cpu_per_commit_floor`): this project's machines differ by 2–3× in absolute CPU. The
- * last run's figure is read from latest.json before this run writes it.
- */
-const CPU_GUARD = 1.05;
-const lastCpuPerFloor = ((): number | null => {
-  try {
-    const last = JSON.parse(readFileSync(join(here, "results", "latest.json"), "utf8")) as {
-      sqlite?: Record<string, number>;
-    };
-    const { dag8_cpu_per_commit_floor: ratio, dag8_cpu_us_per_run: cpu, commit_floor_us: floor } = last.sqlite ?? {};
-    if (ratio !== undefined) return ratio;
-    return cpu !== undefined && floor ? round(cpu / floor) : null;
-  } catch {
-    return null;
-  }
-})();
-
-/**
  * The targets the project must reach, keyed as in the table (`postgres.` for that section): a
  * metric passes when `ok(value, all)` holds, where `all` holds every metric of latest.json.
  */
@@ -101,13 +82,10 @@ const TARGETS: Record<string, { text: string; ok(v: number, all: Record<string, 
     text: "<= 15 × commit_floor_us",
     ok: (v, all) => v <= 15 * (all.commit_floor_us ?? 0),
   },
-  dag8_cpu_per_commit_floor:
-    lastCpuPerFloor === null
-      ? { text: "(no earlier run to compare)", ok: () => true }
-      : {
-          text: `<= ${CPU_GUARD} × ${lastCpuPerFloor} (the last committed run; more says why)`,
-          ok: (v) => v <= CPU_GUARD * lastCpuPerFloor,
-        },
+  dag8_cpu_change_pct: {
+    text: `<= ${MAX_CHANGE_PCT} against the last full run's commit (bench:guard); more says why`,
+    ok: (v) => v <= MAX_CHANGE_PCT,
+  },
   dag8_serial_p50_ms: { text: "< 3", ok: (v) => v < 3 },
   step_p50_ms_100: {
     text: "< 1.0 and <= 1.2 × step_p50_ms_10",
@@ -198,13 +176,15 @@ const MEASUREMENTS: [string, () => Promise<Measured>, Section?, number?][] = [
       };
     },
   ],
+  ["dag8", async () => withMetrics(await benchDag8(), { commit_floor_us: sqliteCommitFloorUs() })],
   [
-    "dag8",
+    "guard",
     async () => {
-      const measured = await benchDag8();
-      const floor = sqliteCommitFloorUs();
-      const cpu = measured.metrics.dag8_cpu_us_per_run ?? 0;
-      return withMetrics(measured, { commit_floor_us: floor, dag8_cpu_per_commit_floor: cpu / floor });
+      const g = await guard();
+      return {
+        metrics: { dag8_cpu_change_pct: g.changePct },
+        meta: { guard: { against: g.commit, before_us: g.before, after_us: g.after } },
+      };
     },
   ],
   ["dag8_otel", () => benchDag8Otel()],
