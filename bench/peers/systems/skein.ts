@@ -5,7 +5,7 @@
  */
 import type Database from "better-sqlite3";
 import { type AgentHandler, createClient, createEngine, type Engine } from "../../../src/index.js";
-import { RunEnds } from "../../dag8.js";
+import { RunEnds } from "../../dag8-loop.js";
 import { wallNow } from "../../lib.js";
 import { SHAPE_IDS, type Shape, shapeById, W6_CONCURRENCY } from "../shapes.js";
 import { PAYLOAD, plan, work } from "../steps.js";
