@@ -1,7 +1,7 @@
 /**
  * Skein on SQLite (synchronous normal or full) or PostgreSQL: every shape registered as a
  * workflow, one in-process agent per agent type calling `work`, run ends seen through one
- * `subscribe` listener (bench/dag8.ts RunEnds), as the Skein bench does.
+ * `subscribe` listener (bench/dag8-loop.ts RunEnds), as the Skein bench does.
  */
 import type Database from "better-sqlite3";
 import { type AgentHandler, createClient, createEngine, type Engine } from "../../../src/index.js";
