@@ -231,10 +231,15 @@ export function RunsPage(props: { filter: RunsFilter }) {
   );
 }
 
+/** The search fields a filter fills ("" where it has none). */
+function fieldsOf(f: Pick<RunsFilter, "id" | "q" | "from" | "to">) {
+  return { id: f.id ?? "", q: f.q ?? "", from: f.from ?? "", to: f.to ?? "" };
+}
+
 /** A part of the run id, text and time range: applied together on submit (the hash changes, so a reload keeps them). */
 function SearchForm(props: { filter: RunsFilter; onSearch: (change: RunsFilter) => void }) {
   const { id, q, from, to } = props.filter;
-  const inHash = { id: id ?? "", q: q ?? "", from: from ?? "", to: to ?? "" };
+  const inHash = fieldsOf(props.filter);
   const [fields, setFields] = useState(inHash);
   // The hash this form last asked for: its change arrives after the click, maybe after more typing.
   const asked = useRef<string | null>(null);
@@ -253,7 +258,7 @@ function SearchForm(props: { filter: RunsFilter; onSearch: (change: RunsFilter) 
   // An id copied as the list shows it starts with "…": the part is what follows.
   const idPart = (v: string) => value(v.trim().replace(/^…+/, ""));
   const search = (change: Pick<RunsFilter, "id" | "q" | "from" | "to">) => {
-    const next = { id: change.id ?? "", q: change.q ?? "", from: change.from ?? "", to: change.to ?? "" };
+    const next = fieldsOf(change);
     // Unchanged, the hash does not change and the effect does not run to forget it.
     if (JSON.stringify(next) !== JSON.stringify(inHash)) asked.current = JSON.stringify(next);
     props.onSearch(change);
@@ -297,7 +302,7 @@ function SearchForm(props: { filter: RunsFilter; onSearch: (change: RunsFilter) 
         <button
           type="button"
           onClick={() => {
-            setFields({ id: "", q: "", from: "", to: "" });
+            setFields(fieldsOf({}));
             search({ id: undefined, q: undefined, from: undefined, to: undefined });
           }}
         >
