@@ -3,6 +3,7 @@
  * each write raising its run's revision. The facet the dispatcher's every flush goes through.
  */
 import type { Compensation, NewEvent, Run, RunEvent, Visit } from "../core/types.js";
+import { DatabaseError } from "../errors.js";
 
 /** The identity of a visit row. */
 export interface VisitKey {
@@ -13,6 +14,17 @@ export interface VisitKey {
 
 /** Revisions of runs held in memory, by run id: a load of one still at its revision reads nothing more. */
 export type KnownRevisions = ReadonlyMap<string, number>;
+
+/**
+ * A transaction that trusted the caller's `known` revisions (PostgreSQL, to send its BEGIN with
+ * its writes) found one of those runs changed or gone, or its estimate of the database's clock
+ * off: nothing was written. Tried again at once, it reads the runs and the clock first.
+ */
+export class StaleRunsError extends DatabaseError {
+  constructor(message: string, cause: unknown) {
+    super(message, { cause, transient: true });
+  }
+}
 
 /** What one transaction writes; every list may be empty. */
 export interface WriteBatch {

@@ -39,6 +39,7 @@ export {
   type LoadedRun,
   type ReadyNotice,
   type RunRead,
+  StaleRunsError,
   type VisitKey,
   type WriteBatch,
   type Written,

@@ -4,8 +4,29 @@
  * second locks and reads them as its transaction begins). The manual clock never advances, so
  * no sweep can stand in for the notification.
  */
+import { Writable } from "node:stream";
+import pino from "pino";
 import { describe, expect, it } from "vitest";
 import { onPostgres, testEngine } from "../helpers.js";
+
+/** A logger whose lines the test reads, and waits for. */
+function capturedLogger() {
+  const lines: { msg: string; level: number }[] = [];
+  const waiting: { text: string; resolve: () => void }[] = [];
+  const out = new Writable({
+    write(chunk: Buffer, _enc, done) {
+      for (const line of chunk.toString().split("\n")) {
+        if (!line) continue;
+        const parsed = JSON.parse(line) as { msg: string; level: number };
+        lines.push(parsed);
+        for (const w of waiting) if (parsed.msg.includes(w.text)) w.resolve();
+      }
+      done();
+    },
+  });
+  const logged = (text: string) => new Promise<void>((resolve) => waiting.push({ text, resolve }));
+  return { logger: pino({ level: "debug" }, out), lines, logged };
+}
 
 const HANDOFF = {
   id: "handoff",
@@ -62,5 +83,59 @@ describe.skipIf(!onPostgres)("engines sharing a PostgreSQL database", () => {
     const second = ended.map((r) => r.nodes.find((n) => n.node_id === "second"));
     expect(second.map((n) => [n?.state, n?.attempt])).toEqual(runs.map(() => ["SUCCEEDED", 1]));
     expect(second.filter((n) => (n?.output as { by?: string } | null)?.by === "b")).toHaveLength(started);
+  });
+
+  it("read a run again when another engine changed it while this one held it in memory: nothing it wrote is lost", async () => {
+    // Engine a keeps the run in memory between its transactions and trusts it in the next one,
+    // sent in one round trip with a check of its revision. Engine b cancels the run while a's
+    // attempt runs: a's result then finds the run changed, writes nothing, reads it and is fenced
+    // off. Trusting blindly, a would have written its old copy back over the cancel.
+    const { logger, lines, logged } = capturedLogger();
+    const readAgain = logged("reading it again");
+    const flow = {
+      id: "trust",
+      nodes: [
+        { node_id: "start", agent_type: "first_type" },
+        { node_id: "work", agent_type: "work_type", depends_on: ["start"] },
+        { node_id: "after", agent_type: "first_type", depends_on: ["work"] },
+      ],
+    };
+    let b: Awaited<ReturnType<typeof testEngine>> | null = null;
+    const ran: string[] = [];
+    let afterRan = () => {};
+    const lostUpdate = new Promise<void>((resolve) => {
+      afterRan = resolve;
+    });
+    const a = await testEngine({
+      logger,
+      sweepIntervalMs: 3_600_000,
+      agents: {
+        first_type: (task) => {
+          ran.push(task.node_id);
+          if (task.node_id === "after") afterRan();
+          return {};
+        },
+        work_type: async (task) => {
+          ran.push(task.node_id);
+          await b?.engine.cancelRun(task.run_id, { reason: "changed elsewhere" });
+          return { stale: true };
+        },
+      },
+    });
+    b = await testEngine({ database: a.database, sweepIntervalMs: 3_600_000 });
+    await a.engine.registerWorkflow(flow);
+    const run = await a.engine.startRun(flow.id);
+    const ended = await b.engine.waitForRun(run.run_id);
+    expect(ended.status).toBe("CANCELLED");
+    // a's result found the run changed; once a is closed (its transactions done), the result was
+    // fenced off: the visit stays cancelled without output, `after` never ran.
+    await Promise.race([readAgain, lostUpdate]);
+    await a.engine.close();
+    const nodes = (await b.engine.getRun(run.run_id)).nodes;
+    expect(nodes.find((n) => n.node_id === "work")?.state).toBe("CANCELLED");
+    expect(nodes.find((n) => n.node_id === "work")?.output).toBeNull();
+    expect(ran).toEqual(["start", "work"]);
+    expect(lines.filter((l) => l.msg.includes("reading it again"))).toHaveLength(1);
+    expect(lines.filter((l) => l.level >= 40)).toEqual([]);
   });
 });

@@ -10,9 +10,17 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest";
 import { newCompensation as makeCompensation } from "../../src/core/compensation.js";
 import type { Compensation, NewEvent, Run, Schedule, Visit } from "../../src/core/types.js";
 import { DatabaseError } from "../../src/errors.js";
+import { TOLERANCE_MS } from "../../src/store/postgres/db-time.js";
 import { ENGINE_LOCK_NAMESPACE, FREE_LOCK_GRACE_MS } from "../../src/store/postgres/engine-lock.js";
 import { type PostgresOptions, PostgresStore } from "../../src/store/postgres/postgres-store.js";
-import { EMPTY_BATCH, type LoadedRun, type ReadyNotice, type StoreTx } from "../../src/store/store.js";
+import {
+  EMPTY_BATCH,
+  type LoadedRun,
+  type ReadyNotice,
+  StaleRunsError,
+  type StoreTx,
+  type Written,
+} from "../../src/store/store.js";
 import { visit } from "../core/helpers.js";
 import { PG_URL } from "../helpers.js";
 import { describeStore, writeRows } from "./stores.js";
@@ -150,13 +158,13 @@ describeStore("postgres")("PostgresStore", () => {
       const schema = freshSchema();
       await (await open(schema)).close();
       await open(schema);
-      expect(await versions(schema)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14, 15, 16, 17, 18]);
+      expect(await versions(schema)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14, 15, 16, 17, 18, 19]);
     });
 
     it("lets two stores migrate the same new schema at once", async () => {
       const schema = freshSchema();
       await Promise.all([open(schema), open(schema)]);
-      expect(await versions(schema)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14, 15, 16, 17, 18]);
+      expect(await versions(schema)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14, 15, 16, 17, 18, 19]);
     });
 
     it("refuses a schema newer than it knows", async () => {
@@ -167,7 +175,7 @@ describeStore("postgres")("PostgresStore", () => {
       );
       const opening = open(schema);
       await expect(opening).rejects.toThrow(DatabaseError);
-      await expect(opening).rejects.toThrow(/schema version 99, newer than this Skein knows \(18\); upgrade Skein/);
+      await expect(opening).rejects.toThrow(/schema version 99, newer than this Skein knows \(19\); upgrade Skein/);
     });
 
     it("refuses a schema that holds someone else's tables", async () => {
@@ -187,7 +195,7 @@ describeStore("postgres")("PostgresStore", () => {
       stores.push(store);
       await store.putWorkflow("wf", "hash-1", WORKFLOW, NOW);
       expect((await store.getWorkflow("wf"))?.version).toBe(1);
-      expect(await versions(schema)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14, 15, 16, 17, 18]);
+      expect(await versions(schema)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14, 15, 16, 17, 18, 19]);
     });
   });
 
@@ -872,6 +880,105 @@ describeStore("postgres")("PostgresStore", () => {
     });
   });
 
+  describe("transactions that trust the runs they hold (one round trip a step)", () => {
+    const revisionOf = async (store: PostgresStore, runId: string) =>
+      ((await store.transaction((tx) => tx.loadRun(runId))) as LoadedRun).revision;
+    const trusting = (store: PostgresStore, runId: string, revision: number, fn: (tx: StoreTx) => Promise<unknown>) =>
+      store.transaction(
+        async (tx) => {
+          // Answered from what the caller holds: nothing is read.
+          expect(await tx.loadRuns([runId], new Map([[runId, revision]]))).toEqual([
+            { run_id: runId, unchanged: true },
+          ]);
+          return fn(tx);
+        },
+        { lock: [runId], known: new Map([[runId, revision]]) },
+      );
+
+    it("commits when every run is still at its known revision, and writes nothing when one changed", async () => {
+      const schema = freshSchema();
+      const [a, b] = await Promise.all([
+        open(schema),
+        open(schema, { url: urlWith({ application_name: `${schema}_b` }) }),
+      ]);
+      await readyRuns(a, ["r1"]);
+      const known = await revisionOf(a, "r1");
+      const running = newVisit("r1", "a", { state: "RUNNING", attempt: 1, holder: "e1", payload: { n: 0 } });
+      const written = (await trusting(a, "r1", known, (tx) =>
+        tx.write({ ...EMPTY_BATCH, updateVisits: [running] }, { last: true }),
+      )) as Written;
+      expect(written.revisions).toEqual(new Map([["r1", known + 1]]));
+
+      // Another engine holds the run and writes it: the trusting transaction's check waits for
+      // its lock, then sees the revision it committed.
+      const locked = deferred();
+      const release = deferred();
+      const holding = b.transaction(
+        async (tx) => {
+          locked.resolve();
+          await release.promise;
+          await writeRows(tx, { updateRuns: [newRun("r1", { needs_attention: true })] });
+        },
+        { lock: ["r1"] },
+      );
+      await locked.promise;
+      const stale = trusting(a, "r1", known + 1, (tx) =>
+        tx.write({ ...EMPTY_BATCH, events: [event("r1", "node.succeeded", "a")] }, { last: true }),
+      );
+      await waitingForLock(schema);
+      release.resolve();
+      await holding;
+      await expect(stale).rejects.toBeInstanceOf(StaleRunsError);
+      await expect(stale).rejects.toThrow(/run r1 changed since this engine read it; nothing was written/);
+      expect(await a.listEvents("r1")).toEqual([]);
+      expect((await a.getRun("r1"))?.needs_attention).toBe(true);
+      // A run gone since is stale too; and the connection serves the next transaction.
+      await expect(trusting(a, "gone", 1, async () => undefined)).rejects.toBeInstanceOf(StaleRunsError);
+      expect(await revisionOf(a, "r1")).toBe(known + 2);
+    });
+
+    it("judges due times by its estimate of the database's clock, which the check refuses when off", async () => {
+      const schema = freshSchema();
+      const store = await open(schema, { clock: undefined });
+      await readyRuns(store, ["r1"]);
+      const dbNow = async () =>
+        Number(
+          (await admin.query("SELECT floor(extract(epoch FROM clock_timestamp()) * 1000)::bigint AS t")).rows[0].t,
+        );
+      const before = await dbNow();
+      const times: number[] = [];
+      for (let i = 0; i < 3; i++) {
+        const known = await revisionOf(store, "r1");
+        await trusting(store, "r1", known, async (tx) => {
+          times.push((await tx.now()) ?? 0);
+          return tx.write(
+            { ...EMPTY_BATCH, updateRuns: [newRun("r1", { updated_at: times[i] ?? 0 })] },
+            { last: true },
+          );
+        });
+      }
+      const after = await dbNow();
+      expect([...times].sort((x, y) => x - y)).toEqual(times);
+      expect(times[0]).toBeGreaterThanOrEqual(before - TOLERANCE_MS);
+      expect(times[2]).toBeLessThanOrEqual(after);
+      // The check itself: an estimate further off than the tolerance aborts the transaction.
+      const check = async (estimate: number) => {
+        await admin.query(`BEGIN; SET LOCAL search_path TO ${pg.escapeIdentifier(schema)}`);
+        try {
+          return await admin.query("SELECT skein_lock_trusted('{}'::text[], '{}'::bigint[], $1, $2) AS now", [
+            estimate,
+            TOLERANCE_MS,
+          ]);
+        } finally {
+          await admin.query("ROLLBACK");
+        }
+      };
+      await expect(check(before - 60_000)).rejects.toMatchObject({ code: "SK409" });
+      await expect(check(before - 60_000)).rejects.toThrow(/estimate of the database's clock is \d+ ms off/);
+      expect(Number((await check(await dbNow())).rows[0].now)).toBeGreaterThanOrEqual(before);
+    });
+  });
+
   describe("failures", () => {
     it("says what to do when the server is unreachable", async () => {
       const opening = PostgresStore.open({ url: "postgres://postgres@127.0.0.1:1/test", schema: freshSchema() });
@@ -902,6 +1009,7 @@ describeStore("postgres")("PostgresStore", () => {
       const schema = freshSchema();
       const store = await open(schema);
       const failed = store.transaction(async (tx) => {
+        await tx.compensatingRuns(1); // the transaction is open on the server once a statement went
         await admin.query(
           `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
             WHERE application_name = $1 AND state = 'idle in transaction'`,

@@ -9,6 +9,7 @@
 import type { RunState } from "../../core/scheduler.js";
 import { ENGINE_STARTED } from "../../definition/kinds/index.js";
 import { type DatabaseError, EngineClosedError, UnavailableError } from "../../errors.js";
+import { StaleRunsError } from "../../store/store.js";
 import { untilDeadline } from "../attempts/deadline.js";
 import { INPUTS_PER_FLUSH } from "./bounded-work.js";
 import type { FlushOutcome } from "./context.js";
@@ -255,6 +256,17 @@ export class Dispatcher {
    * done), else the failure, with the work besides the inputs put back for a later flush.
    */
   private async transact(inputs: Input[], extras: boolean): Promise<Failure | null> {
+    const failure = await this.transactOnce(inputs, extras);
+    // The store trusted the runs kept in memory and one had changed (another engine wrote it):
+    // nothing was written and they are forgotten, so trying again at once reads them.
+    if (failure?.error instanceof StaleRunsError) {
+      this.o.logger.debug({ err: failure.error }, "skein: a run changed since this engine read it; reading it again");
+      return this.transactOnce(inputs, extras);
+    }
+    return failure;
+  }
+
+  private async transactOnce(inputs: Input[], extras: boolean): Promise<Failure | null> {
     const dead = extras ? this.takeDead() : [];
     const takeOver = extras && this.takeOver;
     this.takeOver &&= !takeOver;
@@ -286,6 +298,7 @@ export class Dispatcher {
       if (done) this.cache.keep(done.states.values(), done.revisions);
     } catch (error) {
       this.cache.forget((flush as Flush | null)?.states.keys() ?? []);
+      this.cache.forget(lock);
       // A failed transaction changed nothing. Recovery and the sweep rolled back with the rest:
       // they run again on a later flush (the sweep at once only after a transient failure; the
       // sweep timer brings it back otherwise, so a sweep that fails for good cannot spin).

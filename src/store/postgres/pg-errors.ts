@@ -8,6 +8,10 @@
 import pg from "pg";
 import { ENGINE_KEY_PREFIX } from "../../core/types.js";
 import { DatabaseError, ValidationError } from "../../errors.js";
+import { StaleRunsError } from "../runs.js";
+
+/** What skein_lock_trusted raises (migrations/019_trusted_runs.sql): a run changed, or the clock is off. */
+const STALE_STATE = "SK409";
 
 /** SQLSTATEs after which trying the same transaction again may succeed. */
 const TRANSIENT_STATES: Record<string, string> = {
@@ -152,6 +156,8 @@ export function statementError(e: unknown, target: string, context: { broken: bo
       ambiguous: context.phase === "commit",
     });
   }
+  // The check of a transaction that trusted the runs it holds (migrations/019_trusted_runs.sql).
+  if (state === STALE_STATE) return new StaleRunsError(`PostgreSQL at ${target}: ${message}; nothing was written`, e);
   const transient = state === undefined ? undefined : TRANSIENT_STATES[state];
   if (transient) {
     return new DatabaseError(

@@ -17,7 +17,7 @@ import type { Logger } from "pino";
 import { DatabaseError, ValidationError } from "../../errors.js";
 import type { EngineRow } from "../engines.js";
 import type { StoreReads } from "../reads.js";
-import type { ReadyNotice, RunRead } from "../runs.js";
+import { type KnownRevisions, type ReadyNotice, type RunRead, StaleRunsError } from "../runs.js";
 import { Serial } from "../serial.js";
 import type { Store, StoreTx, TransactionOptions } from "../store.js";
 import type { WorkflowStore } from "../workflows.js";
@@ -27,6 +27,7 @@ import {
   DEFAULT_CONNECT_TIMEOUT_MS,
   DEFAULT_SCHEMA,
 } from "./connection.js";
+import { DatabaseTime, TOLERANCE_MS } from "./db-time.js";
 import { ENGINE_LOCK_HELD_BY, engineLockName } from "./engine-lock.js";
 import { ENGINE_SQL } from "./engines.js";
 import { migrate } from "./migrate.js";
@@ -87,6 +88,10 @@ const BEGIN_STATEMENTS = {
     text: "SELECT run_id FROM runs WHERE run_id = ANY($1::text[]) FOR UPDATE SKIP LOCKED",
   },
   load: { name: "skein_load_locked", text: loadRunsSql("$1::text[]", "$2::bigint[]") },
+  trusted: {
+    name: "skein_lock_trusted",
+    text: "SELECT skein_lock_trusted($1::text[], $2::bigint[], $3::bigint, $4::bigint) AS now",
+  },
 } as const satisfies Record<string, { name: string; text: string }>;
 
 /** How many times a read that lost its connection is tried. */
@@ -104,6 +109,8 @@ export class PostgresStore implements Store {
   private closed = false;
   private readonly reads: StoreReads;
   private readonly workflows: WorkflowStore;
+  /** The database's clock as last read (without an injected clock). */
+  private readonly time = new DatabaseTime();
 
   private constructor(
     private readonly pool: pg.Pool,
@@ -278,57 +285,122 @@ export class PostgresStore implements Store {
   }
 
   transaction<T>(fn: (tx: StoreTx) => Promise<T>, options: TransactionOptions = {}): Promise<T> {
-    const clock = this.clock;
-    // One round trip (pipelined): BEGIN, the database's time, the runs' locks (in run_id order:
-    // two transactions never deadlock; then those to try, skipping any another transaction
-    // holds), then the runs read by a statement of its own, whose snapshot is taken after the
-    // locks (it sees what the transactions it waited for committed).
-    const statements = this.begin();
-    const nowAt = statements.length;
-    if (!clock) statements.push(BEGIN_STATEMENTS.now);
     const locking = new Set(options.lock ?? []);
     const lock = [...locking].sort();
     const tryLock = [...new Set(options.tryLock ?? [])].filter((id) => !locking.has(id));
+    const known = options.known ?? new Map<string, number>();
+    return this.serial.run(() => {
+      // The runs to lock are all held in memory, and the time is known without asking: nothing
+      // needs an answer before `fn` runs, so BEGIN and the lock go with its first statement.
+      const estimate = this.clock ? null : this.time.estimate();
+      if (tryLock.length === 0 && lock.every((id) => known.has(id)) && (this.clock || estimate !== null)) {
+        return this.trusting(fn, lock, known, estimate);
+      }
+      return this.reading(fn, lock, tryLock, known);
+    });
+  }
+
+  /**
+   * A transaction that reads before `fn` runs: one round trip (pipelined) of BEGIN, the
+   * database's time, the runs' locks (in run_id order: two transactions never deadlock; then
+   * those to try, skipping any another transaction holds), then the runs read by a statement of
+   * their own, whose snapshot is taken after the locks (it sees what the transactions it waited
+   * for committed); a run still at its `known` revision comes back unchanged.
+   */
+  private reading<T>(
+    fn: (tx: StoreTx) => Promise<T>,
+    lock: string[],
+    tryLock: string[],
+    known: KnownRevisions,
+  ): Promise<T> {
+    const clock = this.clock;
+    const statements = this.begin();
+    const nowAt = statements.length;
+    if (!clock) statements.push(BEGIN_STATEMENTS.now);
     if (lock.length > 0) statements.push({ ...BEGIN_STATEMENTS.lock, values: [lock] });
     if (tryLock.length > 0) statements.push({ ...BEGIN_STATEMENTS.tryLock, values: [tryLock] });
     // A run tried and not locked is read too (it cannot be told apart in SQL), then left out.
     const reading = lock.length + tryLock.length > 0;
-    if (reading)
-      statements.push({ ...BEGIN_STATEMENTS.load, values: loadRunsValues([...lock, ...tryLock], options.known) });
-    return this.serial.run(() =>
-      this.inTransaction(async (session, begun) => {
-        let time: () => number;
-        if (clock) time = () => clock.now();
-        else {
-          const now = begun[nowAt]?.rows[0]?.now as number | undefined;
-          if (typeof now !== "number") throw new Error("skein: PostgreSQL did not return its time at BEGIN");
-          time = () => now;
-        }
-        const read = new Map<string, RunRead>();
-        for (const row of (reading ? (begun[begun.length - 1]?.rows ?? []) : []) as LoadedRunRow[]) {
-          read.set(row.run_id, runRead(row));
-        }
-        const tried = new Set(
-          tryLock.length > 0 ? (begun[begun.length - 2]?.rows ?? []).map((r) => r.run_id as string) : [],
-        );
-        const locked = new Map([...read].filter(([id]) => locking.has(id) || tried.has(id)));
-        const tx = new PostgresTx(
-          session,
-          time,
-          this.settings.channel,
-          this.settings.schema,
-          // Without its own listener up, an engine judges no other by its lock.
-          this.listener.listening ? this.lockFree : null,
-          locked,
-          [...tried].flatMap((id) => locked.get(id) ?? []),
-        );
-        try {
-          return await fn(tx);
-        } finally {
-          tx.end();
-        }
-      }, statements),
+    if (reading) statements.push({ ...BEGIN_STATEMENTS.load, values: loadRunsValues([...lock, ...tryLock], known) });
+    return this.inTransaction(async (session, begun) => {
+      let time: () => number;
+      if (clock) time = () => clock.now();
+      else {
+        const now = begun[nowAt]?.rows[0]?.now as number | undefined;
+        if (typeof now !== "number") throw new Error("skein: PostgreSQL did not return its time at BEGIN");
+        this.time.saw(now);
+        time = () => now;
+      }
+      const read = new Map<string, RunRead>();
+      for (const row of (reading ? (begun[begun.length - 1]?.rows ?? []) : []) as LoadedRunRow[]) {
+        read.set(row.run_id, runRead(row));
+      }
+      const tried = new Set(
+        tryLock.length > 0 ? (begun[begun.length - 2]?.rows ?? []).map((r) => r.run_id as string) : [],
+      );
+      const locking = new Set(lock);
+      const locked = new Map([...read].filter(([id]) => locking.has(id) || tried.has(id)));
+      const lockedTried = [...tried].flatMap((id) => locked.get(id) ?? []);
+      return this.run(fn, session, time, locked, lockedTried);
+    }, statements);
+  }
+
+  /**
+   * A transaction that trusts the runs held in memory (every run it locks is at a `known`
+   * revision) and the estimate of the database's time: `fn` runs at once, and BEGIN, the runs'
+   * locks and the check of their revisions and of the estimate are sent with its first statement,
+   * for a step its write and COMMIT: one round trip. When the check fails nothing is written
+   * (StaleRunsError) and the caller tries again, reading.
+   */
+  private trusting<T>(
+    fn: (tx: StoreTx) => Promise<T>,
+    lock: string[],
+    known: KnownRevisions,
+    estimate: number | null,
+  ): Promise<T> {
+    const clock = this.clock;
+    const check = {
+      ...BEGIN_STATEMENTS.trusted,
+      values: [lock, lock.map((id) => known.get(id)), estimate, TOLERANCE_MS],
+    };
+    const unchanged = new Map<string, RunRead>(lock.map((id) => [id, { run_id: id, unchanged: true }]));
+    const time = clock ? () => clock.now() : () => estimate as number;
+    return this.inTransaction(
+      (session) => {
+        session.defer([...this.begin(), check], (results) => {
+          const now = results[results.length - 1]?.rows[0]?.now;
+          if (typeof now === "number") this.time.saw(now);
+        });
+        return this.run(fn, session, time, unchanged, []);
+      },
+      [],
+      () => this.time.forget(),
     );
+  }
+
+  /** Runs `fn` with the transaction's operations. */
+  private async run<T>(
+    fn: (tx: StoreTx) => Promise<T>,
+    session: Session,
+    time: () => number,
+    locked: ReadonlyMap<string, RunRead>,
+    tried: readonly RunRead[],
+  ): Promise<T> {
+    const tx = new PostgresTx(
+      session,
+      time,
+      this.settings.channel,
+      this.settings.schema,
+      // Without its own listener up, an engine judges no other by its lock.
+      this.listener.listening ? this.lockFree : null,
+      locked,
+      tried,
+    );
+    try {
+      return await fn(tx);
+    } finally {
+      tx.end();
+    }
   }
 
   async close(): Promise<void> {
@@ -344,11 +416,13 @@ export class PostgresStore implements Store {
   /**
    * Runs `fn` in a transaction on a pooled connection of its own and commits; rolls back if it
    * throws. `begin` opens the transaction and may read something in the same round trip; `fn`
-   * gets its results.
+   * gets its results. Given no `begin`, `fn` defers it to its first statement (Session.defer).
+   * `stale`: called when the transaction failed its trust check (StaleRunsError).
    */
   private async inTransaction<T>(
     fn: (session: Session, begun: pg.QueryResult[]) => Promise<T>,
     begin: pg.QueryConfig[] = this.begin(),
+    stale?: () => void,
   ): Promise<T> {
     const session = await this.session();
     let open = false;
@@ -357,15 +431,17 @@ export class PostgresStore implements Store {
       // Open before BEGIN's round trip returns: a statement after BEGIN in it may fail (a
       // deadlock while locking), leaving a transaction to roll back.
       open = true;
-      const begun = await session.pipeline(begin);
+      const begun = begin.length > 0 ? await session.pipeline(begin) : [];
       const result = await fn(session, begun);
       open = false;
       // Committed already when the transaction's last write carried its COMMIT (StoreTx.write).
       if (!session.committed) await session.query("COMMIT", "commit");
       return result;
     } catch (e) {
-      // After a failed COMMIT the transaction is over; a broken connection took it with it.
-      if (open && !session.isBroken) {
+      if (e instanceof StaleRunsError) stale?.();
+      // After a failed COMMIT the transaction is over; a broken connection took it with it; a
+      // deferred BEGIN never sent opened none.
+      if (open && !session.isBroken && !session.unsent) {
         await session.query("ROLLBACK").catch(() => {
           destroy = true;
         });

@@ -45,6 +45,25 @@ export class Session {
   /** The transaction on this connection was committed by `commitWith`. */
   committed = false;
 
+  /**
+   * Statements that need no answer before the next one's (a transaction's BEGIN and its lock
+   * check: see `defer`), sent with it, and what to do with their results.
+   */
+  private deferred: { configs: pg.QueryConfig[]; answered: (results: pg.QueryResult[]) => void } | null = null;
+
+  /**
+   * Sends `configs` with the next statement, in the same round trip, instead of now; `answered`
+   * gets their results. When one of them fails, the next statement fails with its error.
+   */
+  defer(configs: pg.QueryConfig[], answered: (results: pg.QueryResult[]) => void): void {
+    this.deferred = { configs, answered };
+  }
+
+  /** Deferred statements were given and not sent: the server has not seen the transaction begin. */
+  get unsent(): boolean {
+    return this.deferred !== null;
+  }
+
   get isBroken(): boolean {
     return failed.has(this.client);
   }
@@ -54,6 +73,10 @@ export class Session {
     config: pg.QueryConfig | string,
     phase: Phase = "transaction",
   ): Promise<pg.QueryResult<R>> {
+    if (this.deferred) {
+      const [result] = await this.pipeline([typeof config === "string" ? { text: config } : config], phase);
+      return result as pg.QueryResult<R>;
+    }
     try {
       return await this.client.query<R>(this.statement(config));
     } catch (e) {
@@ -67,14 +90,19 @@ export class Session {
    * after it fail too (the transaction is aborted): the first failure is the one thrown.
    */
   async pipeline(configs: readonly pg.QueryConfig[], phase: Phase = "transaction"): Promise<pg.QueryResult[]> {
-    const settled = await Promise.allSettled(configs.map((config) => this.client.query(this.statement(config))));
+    const deferred = this.deferred;
+    this.deferred = null;
+    const sent = deferred ? [...deferred.configs, ...configs] : configs;
+    const settled = await Promise.allSettled(sent.map((config) => this.client.query(this.statement(config))));
     const results: pg.QueryResult[] = [];
     for (const outcome of settled) {
       if (outcome.status === "rejected")
         throw statementError(outcome.reason, this.target, { broken: this.isBroken, phase });
       results.push(outcome.value);
     }
-    return results;
+    if (!deferred) return results;
+    deferred.answered(results.slice(0, deferred.configs.length));
+    return results.slice(deferred.configs.length);
   }
 
   /**
