@@ -3,10 +3,14 @@
  * store, in process, with the ManualClock; the approval is sent before the clock moves, while it
  * moves, or once it is there (seeded). Exactly one of approved (SUCCEEDED) or `review_timeout`
  * (FAILED) wins; the loser gets a conflict; before the timeout the approval always wins.
+ * "Once it is there" means once the engine has acted on every timer up to that time (advanceTo):
+ * on PostgreSQL a flush's I/O outlasts the clock's move, so without it the approval races the
+ * sweep in every mode, and the timeout would be tried only by chance.
  */
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
 import { ConflictError, createEngine, ManualClock } from "../../src/index.js";
+import { advanceTo } from "../engine/schedule-clock.js";
 import { computeOracles, readHistory, reportLine } from "./oracles.js";
 import { caseRng, faultDir, onCleanup, pgDatabase, pollUntil } from "./setup.js";
 
@@ -43,7 +47,7 @@ describe.each(["sqlite", "postgres"])("g on %s", (store) => {
       const mode = rng.int(0, 2);
       let answer: PromiseSettledResult<unknown>;
       if (mode === 2) {
-        await move();
+        await advanceTo(engine, clock, clock.now() + wait);
         [answer] = await Promise.allSettled([approve()]);
       } else {
         const results = await Promise.allSettled(mode === 0 ? [approve(), move()] : [move(), approve()]);
