@@ -21,6 +21,28 @@ import { advanceTo, idle } from "./schedule-clock.js";
 const HOUR = 3_600_000;
 const DAY = 24 * HOUR;
 const QUIET = { sweepIntervalMs: 7 * HOUR, heartbeatIntervalMs: 7 * HOUR, engineTimeoutMs: 21 * HOUR };
+/**
+ * SQLite's events as a table of a row per event again (before migration 020), with the events
+ * the batches held: the upgrade batches them again.
+ */
+const EVENTS_BEFORE_020 = `
+  CREATE TABLE events_kept AS SELECT * FROM events;
+  DROP VIEW events;
+  DROP TABLE event_batches;
+  CREATE TABLE events (
+    seq       INTEGER PRIMARY KEY,  -- the rowid: grows with every insert (no AUTOINCREMENT: it costs a write per row)
+    run_id    TEXT    NOT NULL,
+    type      TEXT    NOT NULL,
+    node_id   TEXT,
+    visit     INTEGER,
+    trace_id  TEXT    NOT NULL,
+    at        INTEGER NOT NULL,
+    data      TEXT    NOT NULL
+  );
+  CREATE INDEX events_by_run ON events (run_id, seq);
+  INSERT INTO events SELECT * FROM events_kept;
+  DROP TABLE events_kept;`;
+
 /** The newest migration before 014 on this store (PostgreSQL has no 013). */
 const BEFORE = onPostgres ? 12 : 13;
 
@@ -159,6 +181,7 @@ describe("upgrading to engine keys under skein: (migration 014)", () => {
       keysNow.set(id, (await before.getRun(id)).idempotency_key);
     }
     expect([...keysNow.values()].every((k) => k?.startsWith("skein:"))).toBe(true);
+    const eventsBefore = await before.listEvents(parent.run_id);
     await before.close();
 
     // Back to the older schema: its keys, its columns, its versions; and the schedule's advance
@@ -176,6 +199,7 @@ describe("upgrading to engine keys under skein: (migration 014)", () => {
        DROP INDEX visits_held_by_map;
        ALTER TABLE inbox DROP COLUMN scope;
        ALTER TABLE engines DROP COLUMN served_types;
+       ${onPostgres ? "" : EVENTS_BEFORE_020}
        DELETE FROM skein_migrations WHERE version > ${BEFORE};
        UPDATE schedules SET next_fire_at = last_slot_at WHERE schedule_id = 'nightly';`,
     );
@@ -184,6 +208,8 @@ describe("upgrading to engine keys under skein: (migration 014)", () => {
     // The upgrade: opening the engine migrates.
     const { engine } = await testEngine({ ...QUIET, database, clock });
     await idle(engine);
+    // The events went over to a row per run and transaction (SQLite's migration 020) unchanged.
+    expect((await engine.listEvents(parent.run_id)).slice(0, eventsBefore.length)).toEqual(eventsBefore);
     for (const [id, key] of keysNow) expect((await engine.getRun(id)).idempotency_key).toBe(key);
     expect((await engine.getRun(child)).idempotency_key).toBe(`skein:${parent.run_id}:child:1:1`);
     expect((await engine.getRun(item?.run_id as string)).idempotency_key).toBe(`skein:${mapped.run_id}:each:1:1:0`);

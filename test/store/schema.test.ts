@@ -54,6 +54,7 @@ describeStore("sqlite")("SQLite schema", () => {
       { version: 16, name: "reserved" },
       { version: 17, name: "held_maps" },
       { version: 18, name: "served_types" },
+      { version: 20, name: "event_batches" },
     ]);
     db.close();
   });

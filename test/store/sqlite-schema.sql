@@ -1,3 +1,9 @@
+CREATE VIEW events AS
+  SELECT b.last_seq - b.count + 1 + j.key AS seq, b.run_id AS run_id, j.value ->> 0 AS type,
+         j.value ->> 1 AS node_id, j.value ->> 2 AS visit, b.trace_id AS trace_id, j.value ->> 3 AS at,
+         j.value -> 4 AS data
+    FROM event_batches b, json_each(b.events) j;
+
 CREATE TRIGGER run_text_delete AFTER DELETE ON runs WHEN instr(old.workflow_id, '/') = 0 BEGIN
   DELETE FROM run_text WHERE rowid IN (
     SELECT 2 * id FROM run_text_ids WHERE run_id = old.run_id
@@ -52,15 +58,12 @@ CREATE TABLE engines (
   stopped_at    INTEGER
 , served_types TEXT);
 
-CREATE TABLE events (
-  seq       INTEGER PRIMARY KEY,  -- the rowid: grows with every insert (no AUTOINCREMENT: it costs a write per row)
+CREATE TABLE event_batches (
+  last_seq  INTEGER PRIMARY KEY,
   run_id    TEXT    NOT NULL,
-  type      TEXT    NOT NULL,
-  node_id   TEXT,
-  visit     INTEGER,
+  count     INTEGER NOT NULL,
   trace_id  TEXT    NOT NULL,
-  at        INTEGER NOT NULL,
-  data      TEXT    NOT NULL
+  events    TEXT    NOT NULL
 );
 
 CREATE TABLE inbox (
@@ -209,7 +212,7 @@ CREATE INDEX compensations_running ON compensations (lease_expires_at) WHERE sta
 
 CREATE INDEX compensations_running_by_type ON compensations (agent_type) WHERE state = 'RUNNING';
 
-CREATE INDEX events_by_run ON events (run_id, seq);
+CREATE INDEX event_batches_by_run ON event_batches (run_id, last_seq);
 
 CREATE INDEX inbox_by_key ON inbox (name, key, created_at) WHERE run_id IS NULL;
 

@@ -11,10 +11,10 @@ import { type DbMapItem, LIST_MAP_ITEMS, mapItemFromDb } from "./map-items.js";
 import {
   compensationFromDb,
   type DbCompensation,
-  type DbEvent,
+  type DbEventBatch,
   type DbRun,
   type DbVisit,
-  eventFromDb,
+  eventsOf,
   runFromDb,
   visitFromDb,
 } from "./rows.js";
@@ -169,12 +169,14 @@ export function sqliteReads(read: Read): StoreReads {
       return rows.map(visitFromDb);
     },
     listEvents: async (runId, options = {}) => {
-      const rows = read("SELECT * FROM events WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?").all(
-        runId,
-        options.afterSeq ?? 0,
-        options.limit ?? 10_000,
-      ) as DbEvent[];
-      return rows.map(eventFromDb);
+      const after = options.afterSeq ?? 0;
+      const limit = options.limit ?? 10_000;
+      // A row per run and transaction (migration 020): each holds at least one event, so `limit`
+      // rows hold enough.
+      const rows = read(
+        "SELECT last_seq, count, trace_id, events FROM event_batches WHERE run_id = ? AND last_seq > ? ORDER BY last_seq LIMIT ?",
+      ).all(runId, after, limit) as DbEventBatch[];
+      return eventsOf(runId, rows, after, limit);
     },
     runsWaitingOnKey: async (name, key, limit) =>
       (read(RUNS_WAITING_ON_KEY).all(name, key, limit) as { run_id: string }[]).map((r) => r.run_id),

@@ -98,17 +98,6 @@ export interface DbCompensation {
   ended_at: number | null;
 }
 
-export interface DbEvent {
-  seq: number;
-  run_id: string;
-  type: string;
-  node_id: string | null;
-  visit: number | null;
-  trace_id: string;
-  at: number;
-  data: string;
-}
-
 const parse = <T>(text: string | null): T | null => (text === null ? null : (JSON.parse(text) as T));
 const text = (value: unknown): string | null => (value === null || value === undefined ? null : JSON.stringify(value));
 
@@ -203,8 +192,35 @@ export function visitToDb(v: Visit): DbVisit {
   };
 }
 
-export function eventFromDb(r: DbEvent): RunEvent {
-  return { ...r, type: r.type as RunEvent["type"], data: JSON.parse(r.data) as RunEvent["data"] };
+/** A row of event_batches (migration 020): a run's events of one transaction. */
+export interface DbEventBatch {
+  last_seq: number;
+  count: number;
+  trace_id: string;
+  /** JSON: [type, node_id, visit, at, data] per event, in seq order. */
+  events: string;
+}
+
+/** The events of `rows` (one run's, by last_seq) after seq `after`, at most `limit`. */
+export function eventsOf(run_id: string, rows: DbEventBatch[], after: number, limit: number): RunEvent[] {
+  const out: RunEvent[] = [];
+  for (const row of rows) {
+    const events = JSON.parse(row.events) as [
+      RunEvent["type"],
+      string | null,
+      number | null,
+      number,
+      RunEvent["data"],
+    ][];
+    let seq = row.last_seq - row.count;
+    for (const [type, node_id, visit, at, data] of events) {
+      seq += 1;
+      if (seq <= after) continue;
+      if (out.length >= limit) return out;
+      out.push({ seq, run_id, type, node_id, visit, trace_id: row.trace_id, at, data });
+    }
+  }
+  return out;
 }
 
 export function compensationFromDb(r: DbCompensation): Compensation {

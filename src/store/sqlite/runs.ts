@@ -20,9 +20,6 @@ import {
   visitToDb,
 } from "./rows.js";
 
-/** Events per multi-row INSERT. */
-const EVENT_BATCH = 32;
-
 /**
  * The runs whose copies the dispatcher keeps that are what the file holds: read or written by the
  * store's transactions since any other transaction wrote (SqliteStore.transaction clears them).
@@ -31,10 +28,6 @@ const EVENT_BATCH = 32;
 export interface KeptRuns {
   readonly runs: Set<string>;
   trusted: boolean;
-}
-
-function eventParams(e: NewEvent): unknown[] {
-  return [e.run_id, e.type, e.node_id, e.visit, e.trace_id, e.at, JSON.stringify(e.data)];
 }
 
 export function sqliteRuns(db: Database.Database, kept: KeptRuns): RunsTx {
@@ -103,14 +96,31 @@ export function sqliteRuns(db: Database.Database, kept: KeptRuns): RunsTx {
       touched.add(v.run_id);
     }
   };
-  /** One multi-row INSERT per EVENT_BATCH events: rowids are assigned in order, so its seqs are the last one and those before it. */
+  /**
+   * A row per run (and trace) of the batch's events, in order (migration 020): a row of n events
+   * takes the n seqs after the largest written, its last one its key.
+   */
   const insertEvents = (events: NewEvent[]) => {
     const out: RunEvent[] = [];
-    for (let i = 0; i < events.length; i += EVENT_BATCH) {
-      const batch = events.slice(i, i + EVENT_BATCH);
-      const { lastInsertRowid } = s.insertEvents(batch.length).run(batch.flatMap(eventParams));
-      const first = Number(lastInsertRowid) - batch.length + 1;
-      for (let k = 0; k < batch.length; k++) out.push({ ...(batch[k] as NewEvent), seq: first + k });
+    if (events.length === 0) return out;
+    let last = (s.lastSeq.get() as number | null) ?? 0;
+    for (let i = 0; i < events.length; ) {
+      const first = events[i] as NewEvent;
+      let end = i + 1;
+      while (end < events.length) {
+        const e = events[end] as NewEvent;
+        if (e.run_id !== first.run_id || e.trace_id !== first.trace_id) break;
+        end++;
+      }
+      const body: unknown[] = [];
+      for (let k = i; k < end; k++) {
+        const e = events[k] as NewEvent;
+        body.push([e.type, e.node_id, e.visit, e.at, e.data]);
+        out.push({ ...e, seq: last + 1 + k - i });
+      }
+      last += end - i;
+      s.insertEvents.run(last, first.run_id, end - i, first.trace_id, JSON.stringify(body));
+      i = end;
     }
     return out;
   };
@@ -148,7 +158,7 @@ export function sqliteRuns(db: Database.Database, kept: KeptRuns): RunsTx {
     loadRuns: async (runIds, known) => runIds.map((id) => load(id, known?.get(id))).filter((r) => r !== null),
     tryLocked: async () => [],
     runHistory: async (runId) => {
-      const rows = s.runHistory.all(runId) as (DbVisit & { success_seq: number | null })[];
+      const rows = s.runHistory.all({ run_id: runId }) as (DbVisit & { success_seq: number | null })[];
       return rows.map(({ success_seq, ...row }) => ({ visit: visitFromDb(row), successSeq: success_seq }));
     },
     compensatingRuns: async (limit) => (s.compensatingRuns.all(limit) as { run_id: string }[]).map((r) => r.run_id),
@@ -160,7 +170,6 @@ export function sqliteRuns(db: Database.Database, kept: KeptRuns): RunsTx {
 }
 
 function prepare(db: Database.Database) {
-  const insertEvents = new Map<number, Database.Statement>();
   return {
     runByKey: db.prepare("SELECT * FROM runs WHERE idempotency_key = ?"),
     runsByKeys: db.prepare("SELECT * FROM runs WHERE idempotency_key IN (SELECT value FROM json_each(?))"),
@@ -198,20 +207,10 @@ function prepare(db: Database.Database) {
       `UPDATE visits SET ${MUTABLE_VISIT_COLUMNS.map((c) => `${c} = ?`).join(", ")}
          WHERE run_id = ? AND node_id = ? AND visit = ?`,
     ),
-    /** The multi-row event INSERT for `n` events (1 to EVENT_BATCH), prepared on first use. */
-    insertEvents: (n: number): Database.Statement => {
-      let statement = insertEvents.get(n);
-      if (!statement) {
-        statement = db.prepare(
-          `INSERT INTO events (run_id, type, node_id, visit, trace_id, at, data) VALUES ${Array.from(
-            { length: n },
-            () => "(?, ?, ?, ?, ?, ?, ?)",
-          ).join(", ")}`,
-        );
-        insertEvents.set(n, statement);
-      }
-      return statement;
-    },
+    lastSeq: db.prepare("SELECT max(last_seq) FROM event_batches").pluck(),
+    insertEvents: db.prepare(
+      "INSERT INTO event_batches (last_seq, run_id, count, trace_id, events) VALUES (?, ?, ?, ?, ?)",
+    ),
     // The root counts as one: a tree's first row starts at 1 + runs (migration 015).
     raiseTreeRuns: db
       .prepare(
@@ -220,10 +219,13 @@ function prepare(db: Database.Database) {
          RETURNING runs`,
       )
       .pluck(),
+    // The events view (migration 020) read once for the run, not once per visit.
     runHistory: db.prepare(
-      `SELECT v.*, (SELECT max(e.seq) FROM events e WHERE e.run_id = v.run_id AND e.type = 'node.succeeded'
-                            AND e.node_id = v.node_id AND e.visit = v.visit) AS success_seq
-               FROM visits v WHERE v.run_id = ?`,
+      `SELECT v.*, s.success_seq FROM visits v LEFT JOIN (
+         SELECT node_id, visit, max(seq) AS success_seq FROM events
+          WHERE run_id = @run_id AND type = 'node.succeeded' GROUP BY node_id, visit
+       ) s ON s.node_id = v.node_id AND s.visit = v.visit
+       WHERE v.run_id = @run_id`,
     ),
   };
 }
