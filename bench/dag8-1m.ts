@@ -47,13 +47,11 @@ async function templateRun(url: string): Promise<string> {
  */
 function copyColumns(db: Database.Database, table: string, overrides: Record<string, string>): string[] {
   const columns = (db.prepare(`PRAGMA table_info(${table})`).all() as { name: string }[]).map((c) => c.name);
-  return columns
-    .filter((c) => !(table === "events" && c === "seq"))
-    .map((c) => {
-      if (overrides[c] !== undefined) return `${overrides[c]} AS ${c}`;
-      if (c.endsWith("_at")) return `t.${c} - n.delta AS ${c}`;
-      return `t.${c}`;
-    });
+  return columns.map((c) => {
+    if (overrides[c] !== undefined) return `${overrides[c]} AS ${c}`;
+    if (c.endsWith("_at")) return `t.${c} - n.delta AS ${c}`;
+    return `t.${c}`;
+  });
 }
 
 /** Fills the file with RUNS finished copies of the template run. */
@@ -74,6 +72,7 @@ function fill(path: string, templateId: string, runs: number): void {
          ${numbers} SELECT ${columns.join(", ")} FROM n CROSS JOIN ${table} t WHERE t.run_id = @template ORDER BY n.i, ${order}`,
       );
     };
+    const lastSeq = db.prepare("SELECT max(last_seq) FROM event_batches").pluck().get() as number;
     const statements = [
       insert("runs", { run_id: runId, idempotency_key: "NULL" }, "t.run_id"),
       insert(
@@ -81,7 +80,9 @@ function fill(path: string, templateId: string, runs: number): void {
         { run_id: runId, execution_id: `${runId} || ':' || t.node_id || ':' || t.visit` },
         "t.node_id, t.visit",
       ),
-      insert("events", { run_id: runId }, "t.seq"),
+      // A row per run and transaction (migration 020), keyed by its last seq: run i's copies get
+      // the template's seqs moved past every copy before it, so no two rows' seqs overlap.
+      insert("event_batches", { run_id: runId, last_seq: `t.last_seq + (n.i + 1) * ${lastSeq}` }, "t.last_seq"),
     ];
     for (let from = 0; from < runs; from += CHUNK) {
       const params = { from, to: Math.min(runs, from + CHUNK), total: runs, template: templateId };
