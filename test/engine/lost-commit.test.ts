@@ -2,39 +2,54 @@
  * A commit whose acknowledgement is lost (PostgreSQL): the connection drops after the server
  * committed, so the engine cannot know. It applies the inputs again (a started run is found,
  * not inserted twice), and attempts that transaction claimed, RUNNING under this engine but
- * never started, are recovered at once instead of waiting for their deadline.
+ * never started, are recovered at once instead of waiting for their deadline, even when another
+ * transaction holds their run as the engine tries again.
  */
 import net from "node:net";
+import pg from "pg";
 import { afterEach, describe, expect, it } from "vitest";
+import { createClient } from "../../src/index.js";
 import { onPostgres, PG_URL, testEngine } from "../helpers.js";
 
 /**
  * A TCP proxy to the PostgreSQL server that, once armed, passes the next COMMIT to the server
- * and then cuts the client's connection instead of passing back the answer.
+ * and, once the server answered it, cuts the client's connection instead of passing back what
+ * the server said since.
  */
 class CommitCutter {
   readonly server: net.Server;
   armed = false;
   cut = 0;
+  /** Done after the server answered the cut COMMIT and before the client's connection is cut. */
+  beforeCut: () => Promise<void> = async () => {};
 
   constructor(target: URL) {
     this.server = net.createServer((client) => {
       const upstream = net.connect(Number(target.port || 5432), target.hostname);
       let cutting = false;
+      let cuts = 0;
+      let held = Buffer.alloc(0);
       client.on("data", (chunk) => {
         // The simple-protocol query "COMMIT" (not "READ COMMITTED" in a BEGIN).
         if (this.armed && chunk.includes("COMMIT\0")) {
           this.armed = false;
           cutting = true;
+          cuts = this.cut;
         }
         upstream.write(chunk);
       });
       upstream.on("data", (chunk) => {
         if (cutting) {
-          // The server answered the COMMIT: it committed. The client never hears it.
-          this.cut += 1;
-          client.destroy();
-          upstream.destroy();
+          // Nothing after the COMMIT reaches the client. Once the server's answer to it came
+          // (its CommandComplete tag), it committed: the client's connection is cut.
+          held = Buffer.concat([held, chunk]);
+          if (held.includes("COMMIT\0") && this.cut === cuts) {
+            this.cut += 1;
+            void this.beforeCut().finally(() => {
+              client.destroy();
+              upstream.destroy();
+            });
+          }
           return;
         }
         client.write(chunk);
@@ -94,10 +109,79 @@ describe.skipIf(!onPostgres)("a commit whose outcome was lost (PostgreSQL)", () 
       expect(await engine.listRuns({ workflow_id: "one" })).toHaveLength(2);
     } finally {
       await engine.close();
-      const admin = new (await import("pg")).default.Client({ connectionString: PG_URL });
-      await admin.connect();
-      await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
-      await admin.end();
+      await dropSchema(schema);
+    }
+  });
+
+  it("gives back an attempt it claimed for a run another transaction holds as it tries again", async () => {
+    const target = new URL(PG_URL);
+    const cutter = new CommitCutter(target);
+    proxies.push(cutter);
+    const port = await cutter.listen();
+    const schema = `skein_t_lost_held_${process.pid}_${Date.now()}`;
+    const url = `postgres://${target.username}@127.0.0.1:${port}${target.pathname}?schema=${schema}`;
+    const calls: number[] = [];
+    const { engine, clock } = await testEngine({
+      database: url,
+      agents: {
+        work: (t) => {
+          calls.push(t.attempt);
+          return { done: t.attempt };
+        },
+      },
+    });
+    // The client starts runs on a connection of its own: the engine claims their first visits
+    // in flushes whose inputs are other runs' (or none), as it hears of them.
+    const client = await createClient({ database: `${PG_URL}?schema=${schema}`, clock });
+    const holder = new pg.Client({ connectionString: PG_URL });
+    await holder.connect();
+    try {
+      await engine.registerWorkflow({ id: "one", nodes: [{ node_id: "a", agent_type: "work", timeout: 3600 }] });
+      await engine.waitForRun((await client.startRun("one")).run_id);
+      calls.length = 0;
+      // Once the claiming transaction committed, and before the engine hears that it is cut off,
+      // another transaction takes the run's lock: the engine tries again while it is held.
+      cutter.beforeCut = async () => {
+        await holder.query("BEGIN");
+        await holder.query(`SELECT run_id FROM "${schema}".runs FOR UPDATE`);
+      };
+      cutter.armed = true;
+      const run = await client.startRun("one");
+      // The engine waits for the run: the attempt it may have claimed is given back, not left
+      // RUNNING under it until its deadline (an hour).
+      await waitUntil(async () => {
+        const { rows } = await holder.query(
+          "SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()",
+        );
+        return rows[0].n > 0;
+      });
+      await holder.query("ROLLBACK");
+      const done = await engine.waitForRun(run.run_id);
+      expect(cutter.cut).toBe(1);
+      expect(done.status).toBe("SUCCEEDED");
+      expect(calls).toEqual([2]);
+      expect(done.nodes[0]).toMatchObject({ state: "SUCCEEDED", interruptions: 1 });
+    } finally {
+      await holder.end();
+      await client.close();
+      await engine.close();
+      await dropSchema(schema);
     }
   });
 });
+
+/** Polls `check` every 20 ms, at most 10 s. */
+async function waitUntil(check: () => Promise<boolean>): Promise<void> {
+  const until = Date.now() + 10_000;
+  while (!(await check())) {
+    if (Date.now() > until) throw new Error("the engine never waited for the run another transaction holds");
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
+
+async function dropSchema(schema: string): Promise<void> {
+  const admin = new pg.Client({ connectionString: PG_URL });
+  await admin.connect();
+  await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+  await admin.end();
+}

@@ -6,8 +6,18 @@
  */
 import { join } from "node:path";
 import { expect, it } from "vitest";
+import type { Child } from "../fixtures/child.js";
 import { computeOracles, readOutcome, reportLine } from "./oracles.js";
-import { acknowledged, caseRng, engineProcess, faultDir, faultMoment, finalCount, pollUntil } from "./setup.js";
+import {
+  acknowledged,
+  caseRng,
+  engineProcess,
+  faultDir,
+  faultMoment,
+  finalCount,
+  pollUntil,
+  unfinished,
+} from "./setup.js";
 import { MIXED, mixedEnds } from "./workflows.js";
 
 const RUNS = 200;
@@ -24,7 +34,7 @@ it("a: SIGKILL of a SQLite engine at random moments over 200 mixed runs", async 
     key: `a-${i}`,
   }));
   const config = { database, sink, workflows: MIXED, start, engine: { maxConcurrency: 8 } };
-  const engines = [];
+  const engines: Child[] = [];
   let kills = 0;
   const killed = new Set<number>();
   for (;;) {
@@ -39,7 +49,12 @@ it("a: SIGKILL of a SQLite engine at random moments over 200 mixed runs", async 
     kills += 1;
   }
   // T_max: the work takes a few seconds; no timeout or retry delay here is longer than 1 s.
-  await pollUntil("every run final", 40_000, async () => ((await finalCount(database)) >= RUNS ? true : undefined));
+  await pollUntil(
+    "every run final",
+    40_000,
+    async () => ((await finalCount(database)) >= RUNS ? true : undefined),
+    () => unfinished(database, rng, engines),
+  );
   await Promise.all(engines.map((c) => c.kill()));
 
   const acked = acknowledged(engines);

@@ -11,7 +11,17 @@ import { expect, it } from "vitest";
 import { createClient } from "../../src/index.js";
 import type { Child } from "../fixtures/child.js";
 import { computeOracles, readOutcome, reportLine } from "./oracles.js";
-import { caseRng, engineProcess, faultDir, faultMoment, finalCount, PG_URL, pgDatabase, pollUntil } from "./setup.js";
+import {
+  caseRng,
+  engineProcess,
+  faultDir,
+  faultMoment,
+  finalCount,
+  PG_URL,
+  pgDatabase,
+  pollUntil,
+  unfinished,
+} from "./setup.js";
 import { MIXED, mixedEnds } from "./workflows.js";
 
 const RUNS = 200;
@@ -66,7 +76,12 @@ it("b: 3 engines on PostgreSQL, random SIGKILL and pg_terminate_backend", async 
       }
     }
     // T_max: attempts take at most 120 ms, retries 50 ms; a dead engine is recovered within about 1.3 s.
-    await pollUntil("every run final", 40_000, async () => ((await finalCount(database)) >= RUNS ? true : undefined));
+    await pollUntil(
+      "every run final",
+      40_000,
+      async () => ((await finalCount(database)) >= RUNS ? true : undefined),
+      () => unfinished(database, rng, engines),
+    );
     const crashed = engines.filter((c) => !c.alive && !killed.has(c.pid));
     const crashes = crashed.map((c) => c.errors.split("\n").find((l) => /error/i.test(l)) ?? "no stderr");
     await Promise.all(engines.map((c) => c.kill()));

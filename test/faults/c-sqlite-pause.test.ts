@@ -8,7 +8,16 @@
 import { join } from "node:path";
 import { expect, it } from "vitest";
 import { computeOracles, readOutcome, readSink, reportLine } from "./oracles.js";
-import { acknowledged, caseRng, engineProcess, faultDir, faultMoment, finalCount, pollUntil } from "./setup.js";
+import {
+  acknowledged,
+  caseRng,
+  engineProcess,
+  faultDir,
+  faultMoment,
+  finalCount,
+  pollUntil,
+  unfinished,
+} from "./setup.js";
 import { FAN } from "./workflows.js";
 
 const RUNS = 30;
@@ -45,7 +54,12 @@ it("c: a SIGSTOPped SQLite engine keeps its file; a second engine is refused", a
   first.proc.kill("SIGCONT");
 
   // T_max: every attempt is 300 ms; the second engine, if it opened, runs beside the first.
-  await pollUntil("every run final", 25_000, async () => ((await finalCount(database)) >= RUNS ? true : undefined));
+  await pollUntil(
+    "every run final",
+    25_000,
+    async () => ((await finalCount(database)) >= RUNS ? true : undefined),
+    () => unfinished(database, rng, [first, second]),
+  );
   await Promise.all([first.kill(), second.kill()]);
 
   const { history, sink: effects } = await readOutcome(database, sink);

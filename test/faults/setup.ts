@@ -115,20 +115,89 @@ export function workerProcess(
   return child;
 }
 
-/** Polls `check` every `everyMs` until it returns a value (not undefined), at most `ms`; else throws `what`. */
+/**
+ * Polls `check` every 100 ms until it returns a value (not undefined), at most `ms`; else throws
+ * `what`, followed by what `explain` says of the state it found (so a failure in CI can be read
+ * without replaying it).
+ */
 export async function pollUntil<T>(
   what: string,
   ms: number,
   check: () => Promise<T | undefined> | T | undefined,
-  everyMs = 100,
+  explain?: () => Promise<string>,
 ): Promise<T> {
   const until = Date.now() + ms;
   for (;;) {
     const value = await check();
     if (value !== undefined) return value;
-    if (Date.now() > until) throw new Error(`${what}: not within ${ms} ms`);
-    await new Promise((resolve) => setTimeout(resolve, everyMs));
+    if (Date.now() > until) {
+      const why = explain ? `\n${await explain().catch((e: unknown) => `(explaining failed: ${String(e)})`)}` : "";
+      throw new Error(`${what}: not within ${ms} ms${why}`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, 100));
   }
+}
+
+/**
+ * Why runs are not final, for a failed case: the seed, each engine process's state and last
+ * stderr lines, and the first unfinished runs with their visits (state, attempt, holder, and
+ * readiness and lease relative to the database's clock).
+ */
+export async function unfinished(database: string, rng: Rng, engines: readonly Child[] = []): Promise<string> {
+  const lines = [`seed ${rng.seed} (FAULT_SEED=${rng.seed} replays the case)`];
+  for (const c of engines) {
+    const tail = c.errors.trim().split("\n").slice(-3).join(" | ").slice(0, 600);
+    lines.push(`engine pid ${c.pid}: ${c.alive ? "alive" : "gone"}${tail ? `; stderr: ${tail}` : ""}`);
+  }
+  const query = async (sql: string, params: unknown[] = []): Promise<Record<string, unknown>[]> => {
+    if (database.startsWith("sqlite:")) {
+      const { default: Database } = await import("better-sqlite3");
+      const db = new Database(database.slice("sqlite:".length), { readonly: true, fileMustExist: true });
+      try {
+        return db.prepare(sql.replace(/\$\d+/g, "?")).all(...params) as Record<string, unknown>[];
+      } finally {
+        db.close();
+      }
+    }
+    const url = new URL(database);
+    const schema = url.searchParams.get("schema") ?? "skein";
+    url.search = "";
+    const client = new pg.Client({ connectionString: url.toString() });
+    await client.connect();
+    try {
+      await client.query(`SET search_path TO "${schema}"`);
+      return (await client.query(sql, params)).rows;
+    } finally {
+      await client.end();
+    }
+  };
+  const now = Date.now();
+  const runs = await query(
+    "SELECT run_id, workflow_id, status, revision FROM runs WHERE status NOT IN ('SUCCEEDED','FAILED','CANCELLED') ORDER BY run_id LIMIT 5",
+  );
+  lines.push(
+    `${runs.length === 5 ? "the first 5" : runs.length} unfinished runs (ms relative to this process's clock):`,
+  );
+  for (const r of runs) {
+    lines.push(`  ${r.run_id} ${r.workflow_id} ${r.status} revision ${r.revision}`);
+    const visits = await query(
+      "SELECT node_id, visit, state, attempt, interruptions, failures, holder, ready_at, lease_expires_at, is_current FROM visits WHERE run_id = $1 ORDER BY created_at, node_id, visit",
+      [r.run_id],
+    );
+    for (const v of visits) {
+      const at = (t: unknown) => (t == null ? "-" : `${Number(t) - now}`);
+      lines.push(
+        `    ${v.node_id}#${v.visit} ${v.state} attempt ${v.attempt} int ${v.interruptions} fail ${v.failures} holder ${v.holder ?? "-"} ready ${at(v.ready_at)} lease ${at(v.lease_expires_at)}${v.is_current ? "" : " (old)"}`,
+      );
+    }
+  }
+  const alive = await query("SELECT engine_id, pid, heartbeat_at, stopped_at FROM engines ORDER BY started_at");
+  for (const e of alive) {
+    lines.push(
+      `engine row ${e.engine_id} pid ${e.pid} heartbeat ${Number(e.heartbeat_at) - now}${e.stopped_at ? " stopped" : ""}`,
+    );
+  }
+  return lines.join("\n");
 }
 
 /** The moment of a fault: waits `ms` (never used to wait for an outcome). */

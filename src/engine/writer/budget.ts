@@ -1,6 +1,6 @@
 /**
  * Usage and budgets in the flush's transaction (DESIGN §12): a usage report added to its run and
- * every run above it (all locked as the flush began: `inputRuns` takes `usage_runs`), and the
+ * every run above it (all locked as the flush began: `runsToLock` takes `usage_runs`), and the
  * budget check before an attempt starts. A run without a budget above it costs nothing here: its
  * own figures are in memory, and ancestors are read only when the run names budgeted ones.
  *

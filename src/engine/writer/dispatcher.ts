@@ -15,7 +15,7 @@ import { INPUTS_PER_FLUSH } from "./bounded-work.js";
 import type { FlushOutcome } from "./context.js";
 import type { DispatcherOptions } from "./dispatcher-options.js";
 import { Flush } from "./flush.js";
-import { type AttemptRef, type Input, inputRuns } from "./inputs.js";
+import { type AttemptRef, type Input, runsToLock } from "./inputs.js";
 import { type Failure, isolate, isTransient, type Refusing } from "./refused.js";
 import { RunCache } from "./run-cache.js";
 import { takeoverLine } from "./sweep.js";
@@ -275,7 +275,7 @@ export class Dispatcher {
     if (sweep) this.sweepDue = false;
     const hints = extras ? this.hints : new Map<string, Set<string>>();
     if (extras) this.hints = new Map();
-    const lock = inputRuns(inputs);
+    const lock = runsToLock(inputs, lost);
     const tryLock = [...hints.keys()];
     // Runs kept in memory are read again only if something wrote them since (their revision moved).
     const known = this.cache.revisions([...lock, ...tryLock]);

@@ -17,7 +17,7 @@ import { addRunUsage, Budget } from "./budget.js";
 import { Claims } from "./claims.js";
 import type { FlushContext, FlushOutcome } from "./context.js";
 import type { DispatcherOptions } from "./dispatcher-options.js";
-import { type AttemptRef, type Callback, type Input, inputRuns } from "./inputs.js";
+import { type AttemptRef, type Callback, type Input, runsToLock } from "./inputs.js";
 import { Events } from "./kinds/events.js";
 import { type KindSteps, kindSteps } from "./kinds/index.js";
 import { ClaimLimits, freedLimitedTypes } from "./limits.js";
@@ -98,8 +98,8 @@ export class Flush implements FlushContext {
     const { tx, claims, sweeps, budget } = this;
     this.out.now = this.now;
     // The runs the inputs change were locked as the transaction began (the dispatcher passes
-    // `inputRuns` as its `lock`; later loads never wait); read them together.
-    await this.preload(inputRuns(inputs));
+    // `runsToLock` as its `lock`; later loads never wait); read them together.
+    await this.preload(runsToLock(inputs, this.lost));
     await claims.takeHints();
     const dead = [...deadEngines];
     if (sweep && this.claiming && !this.o.store.exclusive) {

@@ -155,9 +155,17 @@ export type AttemptRef = { execution_id: string; attempt: number };
 /** How many rows one sweep or recovery query takes. */
 export const SWEEP_BATCH = 500;
 
-/** The runs that inputs name, sorted (the lock order): the flush's transaction locks them as it begins. */
-export function inputRuns(inputs: Input[]): string[] {
+/**
+ * The runs a flush's transaction locks as it begins, sorted (the lock order): those its inputs
+ * name, and those of the attempts a transaction whose commit was lost may have claimed (they are
+ * given back in this one: a run another engine holds is waited for, never skipped).
+ */
+export function runsToLock(inputs: Input[], lost: readonly AttemptRef[] | null): string[] {
   const ids = new Set<string>();
+  for (const { execution_id } of lost ?? []) {
+    const runId = runOfExecution(execution_id);
+    if (runId !== null) ids.add(runId);
+  }
   for (const input of inputs) {
     // Usage adds to the runs above the attempt's too: locked with the rest, in the same order.
     if (input.kind === "usage" || input.kind === "report") for (const id of input.usage_runs) ids.add(id);
