@@ -7,8 +7,10 @@ import { randomBytes } from "node:crypto";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
+import { Writable } from "node:stream";
 import Database from "better-sqlite3";
 import pg from "pg";
+import pino from "pino";
 import { afterEach, describe } from "vitest";
 import { createEngine, type Engine, type EngineOptions, ManualClock } from "../src/index.js";
 import { resendOnReset } from "../src/worker/connection-reset.js";
@@ -157,4 +159,29 @@ export async function sqlOn(database: string, text: string, params?: unknown[]):
   } finally {
     await client.end();
   }
+}
+
+/** A line a `capturedLogger` logged (pino's JSON). */
+export type LogLine = { msg: string; level: number } & Record<string, unknown>;
+
+/**
+ * A logger whose lines a test reads: `lines`, and `logged(text)`, which resolves once a line
+ * whose message contains `text` is logged (no sleeping).
+ */
+export function capturedLogger(level: "debug" | "info" | "warn" = "warn") {
+  const lines: LogLine[] = [];
+  const waiting: { text: string; resolve: () => void }[] = [];
+  const out = new Writable({
+    write(chunk: Buffer, _enc, done) {
+      for (const line of chunk.toString().split("\n")) {
+        if (!line) continue;
+        const parsed = JSON.parse(line) as LogLine;
+        lines.push(parsed);
+        for (const w of waiting) if (parsed.msg.includes(w.text)) w.resolve();
+      }
+      done();
+    },
+  });
+  const logged = (text: string) => new Promise<void>((resolve) => waiting.push({ text, resolve }));
+  return { logger: pino({ level }, out), lines, logged };
 }

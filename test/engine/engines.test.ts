@@ -4,29 +4,8 @@
  * second locks and reads them as its transaction begins). The manual clock never advances, so
  * no sweep can stand in for the notification.
  */
-import { Writable } from "node:stream";
-import pino from "pino";
 import { describe, expect, it } from "vitest";
-import { onPostgres, testEngine } from "../helpers.js";
-
-/** A logger whose lines the test reads, and waits for. */
-function capturedLogger() {
-  const lines: { msg: string; level: number }[] = [];
-  const waiting: { text: string; resolve: () => void }[] = [];
-  const out = new Writable({
-    write(chunk: Buffer, _enc, done) {
-      for (const line of chunk.toString().split("\n")) {
-        if (!line) continue;
-        const parsed = JSON.parse(line) as { msg: string; level: number };
-        lines.push(parsed);
-        for (const w of waiting) if (parsed.msg.includes(w.text)) w.resolve();
-      }
-      done();
-    },
-  });
-  const logged = (text: string) => new Promise<void>((resolve) => waiting.push({ text, resolve }));
-  return { logger: pino({ level: "debug" }, out), lines, logged };
-}
+import { capturedLogger, onPostgres, testEngine } from "../helpers.js";
 
 const HANDOFF = {
   id: "handoff",
@@ -90,7 +69,7 @@ describe.skipIf(!onPostgres)("engines sharing a PostgreSQL database", () => {
     // sent in one round trip with a check of its revision. Engine b cancels the run while a's
     // attempt runs: a's result then finds the run changed, writes nothing, reads it and is fenced
     // off. Trusting blindly, a would have written its old copy back over the cancel.
-    const { logger, lines, logged } = capturedLogger();
+    const { logger, lines, logged } = capturedLogger("debug");
     const readAgain = logged("reading it again");
     const flow = {
       id: "trust",

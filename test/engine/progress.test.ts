@@ -3,7 +3,6 @@
  * value at once, the latest of a window at its end), dropped once the attempt no longer holds
  * its visit, and never stored.
  */
-import { Writable } from "node:stream";
 import { pino } from "pino";
 import { describe, expect, it } from "vitest";
 import { Subscribers } from "../../src/engine/subscribers.js";
@@ -15,7 +14,7 @@ import {
   type RunEvent,
   type Task,
 } from "../../src/index.js";
-import { testEngine } from "../helpers.js";
+import { capturedLogger, testEngine } from "../helpers.js";
 
 /** A handler that hands its task to the test and returns when told. */
 function controlled() {
@@ -37,18 +36,6 @@ function controlled() {
       started();
     });
   return { handler, tasks, finishers, running };
-}
-
-/** A logger whose lines the test reads. */
-function capturedLogger() {
-  const lines: { msg: string }[] = [];
-  const out = new Writable({
-    write(chunk: Buffer, _enc, done) {
-      for (const line of chunk.toString().split("\n")) if (line) lines.push(JSON.parse(line) as { msg: string });
-      done();
-    },
-  });
-  return { logger: pino({ level: "warn" }, out), lines };
 }
 
 const progressOf = (events: LiveEvent[]) =>

@@ -4,11 +4,9 @@
  * becomes `last_run_id`; a schedule put with a scope starts runs that carry it, so their children
  * outside it fail `out_of_scope`.
  */
-import { Writable } from "node:stream";
-import pino from "pino";
 import { describe, expect, it } from "vitest";
 import { ManualClock } from "../../src/index.js";
-import { sqlOn, testEngine } from "../helpers.js";
+import { capturedLogger, sqlOn, testEngine } from "../helpers.js";
 import { advanceTo } from "./schedule-clock.js";
 
 const HOUR = 3_600_000;
@@ -18,18 +16,6 @@ const START = Date.UTC(2026, 0, 1);
 const SLOT = START + 3 * HOUR; // the first slot of 0 3 * * *
 
 const report = { id: "report", nodes: [{ node_id: "write", agent_type: "writer" }] };
-
-/** A logger whose warnings the test reads. */
-function capturedLogger() {
-  const lines: Record<string, unknown>[] = [];
-  const out = new Writable({
-    write(chunk: Buffer, _enc, done) {
-      for (const line of chunk.toString().split("\n")) if (line) lines.push(JSON.parse(line));
-      done();
-    },
-  });
-  return { logger: pino({ level: "warn" }, out), lines };
-}
 
 async function open() {
   const clock = new ManualClock(START);
