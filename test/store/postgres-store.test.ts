@@ -937,6 +937,45 @@ describeStore("postgres")("PostgresStore", () => {
       expect(await revisionOf(a, "r1")).toBe(known + 2);
     });
 
+    it("knows that a transaction the server ended before its COMMIT did not commit", async () => {
+      const schema = freshSchema();
+      const [a, b] = await Promise.all([
+        open(schema),
+        open(schema, { url: urlWith({ application_name: `${schema}_b` }) }),
+      ]);
+      await readyRuns(a, ["r1"]);
+      const known = await revisionOf(a, "r1");
+      const locked = deferred();
+      const release = deferred();
+      const holding = b.transaction(
+        async () => {
+          locked.resolve();
+          await release.promise;
+        },
+        { lock: ["r1"] },
+      );
+      await locked.promise;
+      // BEGIN, the check, the write and COMMIT go in one round trip; the check waits for the
+      // lock, and the server ends the connection there (a failover, an administrator).
+      const cut = trusting(a, "r1", known, (tx) =>
+        tx.write({ ...EMPTY_BATCH, events: [event("r1", "node.succeeded", "a")] }, { last: true }),
+      );
+      await waitingForLock(schema);
+      await admin.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1", [schema]);
+      const error = await cut.then(
+        () => null,
+        (e: unknown) => e,
+      );
+      release.resolve();
+      await holding;
+      // Its COMMIT was never run: not "may have committed", which would make the engine give
+      // back attempts and keep callers waiting for nothing.
+      expect(error).toBeInstanceOf(DatabaseError);
+      expect(error).toMatchObject({ transient: true, ambiguous: false });
+      expect(await a.listEvents("r1")).toEqual([]);
+      expect(await revisionOf(a, "r1")).toBe(known);
+    });
+
     it("judges due times by its estimate of the database's clock, which the check refuses when off", async () => {
       const schema = freshSchema();
       const store = await open(schema, { clock: undefined });

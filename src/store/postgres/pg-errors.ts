@@ -60,7 +60,8 @@ const LOST: Record<Phase, (target: string, message: string) => string> = {
 /** The runs' unique idempotency key (migrations/001_init.sql). */
 const IDEMPOTENCY_CONSTRAINT = "runs_idempotency_key";
 
-function sqlState(e: unknown): string | undefined {
+/** The SQLSTATE of an error the server answered (none for a failed socket). */
+export function sqlState(e: unknown): string | undefined {
   return e instanceof pg.DatabaseError ? e.code : undefined;
 }
 

@@ -11,7 +11,7 @@
  * may give the next transaction another server connection, which never saw the statement.
  */
 import type pg from "pg";
-import { connectError, type Phase, statementError } from "./pg-errors.js";
+import { connectError, type Phase, sqlState, statementError } from "./pg-errors.js";
 
 /** Connections whose socket failed: what they say next is a lost connection. */
 const failed = new WeakSet<pg.ClientBase>();
@@ -95,9 +95,17 @@ export class Session {
     const sent = deferred ? [...deferred.configs, ...configs] : configs;
     const settled = await Promise.allSettled(sent.map((config) => this.client.query(this.statement(config))));
     const results: pg.QueryResult[] = [];
-    for (const outcome of settled) {
-      if (outcome.status === "rejected")
-        throw statementError(outcome.reason, this.target, { broken: this.isBroken, phase });
+    for (const [i, outcome] of settled.entries()) {
+      if (outcome.status === "rejected") {
+        // The server answered a statement before the COMMIT with an error (the FATAL of a
+        // terminated connection among them): answers come in order, so it never ran the COMMIT,
+        // and the transaction did not commit, whatever happened to the connection after.
+        const beforeCommit = phase === "commit" && i < sent.length - 1 && sqlState(outcome.reason) !== undefined;
+        throw statementError(outcome.reason, this.target, {
+          broken: this.isBroken,
+          phase: beforeCommit ? "transaction" : phase,
+        });
+      }
       results.push(outcome.value);
     }
     if (!deferred) return results;
