@@ -1,10 +1,11 @@
 /**
  * dag8_runs_per_s_1m: dag8's throughput (dag8.ts's closed loop: 200 workers, 5,000-run windows
  * after a 500-run warm-up, the median of three) on a SQLite file that already holds 1,000,000
- * finished dag8 runs, against the empty-file figure (`dag8_runs_per_s`; target: at least 0.8 of
- * it). What grows with the history must not slow a new run: no statement of the hot path may
- * scan runs, visits or events. Its windows alternate with windows on an empty file served beside
- * it, whose median and the ratio go to meta (`ratio_to_empty_alternating`).
+ * finished dag8 runs, against an empty file served beside it in the same process, windows
+ * alternating (`dag8_runs_per_s_1m_empty`; target: at least 0.8 of it): the two sides share the
+ * machine's moment, which dag8_runs_per_s, measured alone at another time, does not. What grows
+ * with the history must not slow a new run: no statement of the hot path may scan runs, visits
+ * or events.
  *
  * The file is made by Skein (migrations, the workflow, one real dag8 run as the template), then
  * filled directly with SQL, one INSERT ... SELECT per table and chunk: per run, the template's
@@ -152,7 +153,7 @@ export async function benchDag8OneMillion({
     const filledRate = median(rates.filled);
     const emptyRate = median(rates.empty);
     return {
-      metrics: { dag8_runs_per_s_1m: filledRate },
+      metrics: { dag8_runs_per_s_1m: filledRate, dag8_runs_per_s_1m_empty: emptyRate },
       meta: {
         dag8_1m: {
           history_runs: runs,

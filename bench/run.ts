@@ -70,9 +70,11 @@ const TARGETS: Record<string, { text: string; ok(v: number, all: Record<string, 
   dispatch50_p50_ms: { text: "< 5", ok: (v) => v < 5 },
   transition_p50_ms: { text: "< 0.1", ok: (v) => v < 0.1 },
   dag8_runs_per_s: { text: ">= 1000", ok: (v) => v >= 1000 },
+  // Against an empty file served beside it, windows alternating (dag8-1m.ts): dag8_runs_per_s is
+  // another moment of a shared machine, with the CPU to itself.
   dag8_runs_per_s_1m: {
-    text: ">= 0.8 × dag8_runs_per_s",
-    ok: (v, all) => v >= 0.8 * (all.dag8_runs_per_s ?? Number.POSITIVE_INFINITY),
+    text: ">= 0.8 × dag8_runs_per_s_1m_empty",
+    ok: (v, all) => v >= 0.8 * (all.dag8_runs_per_s_1m_empty ?? Number.POSITIVE_INFINITY),
   },
   dag8_runs_per_s_otel: {
     text: ">= 0.85 × dag8_runs_per_s",
