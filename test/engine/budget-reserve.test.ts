@@ -2,12 +2,13 @@
  * Budgets reserve (DESIGN §13.1): parallel attempts under a budget reserve their expected usage
  * before they start, so a map of 10 at a time overshoots its budget by at most one attempt's
  * overrun (before: every item started at once, 1,000 tokens under a 250-token budget). Runs on
- * both stores (the postgres project runs this file on PostgreSQL).
+ * both stores (the postgres project runs this file on PostgreSQL); on PostgreSQL two engines on
+ * one schema share a run's budget too.
  */
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { Task, WorkflowInput } from "../../src/index.js";
 import { type OpenAIServer, startOpenAIServer } from "../fixtures/openai-server.js";
-import { testEngine } from "../helpers.js";
+import { onPostgres, testEngine } from "../helpers.js";
 
 const BUDGET = 250;
 const PER_CALL = 100;
@@ -86,6 +87,39 @@ describe("budgets reserve", () => {
     expect((await engine.getRun(done.run_id)).reserved).toBeNull();
   });
 
+  it.skipIf(!onPostgres)(
+    "two engines on one schema share a run's budget: together at most one call past it",
+    async () => {
+      // The first call is held until a second one starts: with the first engine's one slot taken,
+      // the second engine starts it, reserving against the same run's budget.
+      const released = deferred();
+      const reply = { text: ["fine"], usage: { prompt_tokens: 10, completion_tokens: PER_CALL - 10 } };
+      server.reply({ ...reply, after: released.promise }, ...items.slice(1).map(() => reply));
+      const llm = { providers: { default: { base_url: server.baseUrl, api_key: "sk-test" } } };
+      const { engine: a, database } = await testEngine({ llm, maxConcurrency: 1 });
+      const { engine: b } = await testEngine({ database, llm, maxConcurrency: 1 });
+      await a.registerWorkflow(fanout("llm", { model: "m", prompt: "item {{ input }}", max_tokens: PER_CALL - 10 }));
+      const started = await a.startRun("fanout", { input: { items } });
+      await server.waitForRequest(2);
+      released.resolve();
+      // Whichever engine ends the run hears it at once (the other would poll on its manual clock).
+      const done = await Promise.race([a.waitForRun(started.run_id), b.waitForRun(started.run_id)]);
+
+      expect(done.nodes[0]).toMatchObject({ state: "FAILED", reason: "items_failed" });
+      const tokens = done.usage.tokens_in + done.usage.tokens_out;
+      expect(tokens).toBeGreaterThanOrEqual(BUDGET);
+      expect(tokens).toBeLessThanOrEqual(BUDGET + PER_CALL);
+      expect(server.requestsTo("/v1/chat/completions").length).toBe(tokens / PER_CALL);
+      expect((await a.getRun(done.run_id)).reserved).toBeNull();
+      // Both engines started items' calls: the budget held across them, not only within one.
+      const holders = new Set<unknown>();
+      for (const child of await a.listRuns({ workflow_id: "fanout/each" })) {
+        for (const e of await a.listEvents(child.run_id)) if (e.type === "node.started") holders.add(e.data.holder);
+      }
+      expect(holders).toEqual(new Set([a.engineId, b.engineId]));
+    },
+  );
+
   it("a failed attempt gives its reservation back: the next one starts", async () => {
     let calls = 0;
     const { engine } = await testEngine({
@@ -110,3 +144,11 @@ describe("budgets reserve", () => {
     expect((await engine.getRun(done.run_id)).reserved).toBeNull();
   });
 });
+
+function deferred(): { promise: Promise<void>; resolve: () => void } {
+  let resolve = () => {};
+  const promise = new Promise<void>((r) => {
+    resolve = r;
+  });
+  return { promise, resolve };
+}
