@@ -6,7 +6,7 @@
  * one schema share a run's budget too.
  */
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
-import type { Task, WorkflowInput } from "../../src/index.js";
+import type { Engine, RunWithNodes, Task, WorkflowInput } from "../../src/index.js";
 import { type OpenAIServer, startOpenAIServer } from "../fixtures/openai-server.js";
 import { onPostgres, testEngine } from "../helpers.js";
 
@@ -37,6 +37,22 @@ describe("budgets reserve", () => {
   afterEach(async () => {
     await server.close();
   });
+
+  /** An llm call of the map's items: PER_CALL tokens. */
+  const call = { text: ["fine"], usage: { prompt_tokens: 10, completion_tokens: PER_CALL - 10 } };
+
+  /**
+   * The map's end under the budget: failed once it was reached, at most one call past it, every
+   * token a call the server answered, every reservation taken out.
+   */
+  const expectOneCallPast = async (engine: Engine, done: RunWithNodes) => {
+    expect(done.nodes[0]).toMatchObject({ state: "FAILED", reason: "items_failed" });
+    const tokens = done.usage.tokens_in + done.usage.tokens_out;
+    expect(tokens).toBeGreaterThanOrEqual(BUDGET);
+    expect(tokens).toBeLessThanOrEqual(BUDGET + PER_CALL);
+    expect(server.requestsTo("/v1/chat/completions").length).toBe(tokens / PER_CALL);
+    expect((await engine.getRun(done.run_id)).reserved).toBeNull();
+  };
 
   it("an agent reporting usage: the first call runs alone, then only what the budget has room for", async () => {
     let calls = 0;
@@ -70,21 +86,14 @@ describe("budgets reserve", () => {
   });
 
   it("an llm node with max_tokens reserves it: a map of 10 at a time spends at most one call past the budget", async () => {
-    server.reply(
-      ...items.map(() => ({ text: ["fine"], usage: { prompt_tokens: 10, completion_tokens: PER_CALL - 10 } })),
-    );
+    server.reply(...items.map(() => call));
     const { engine } = await testEngine({
       llm: { providers: { default: { base_url: server.baseUrl, api_key: "sk-test" } } },
     });
     await engine.registerWorkflow(fanout("llm", { model: "m", prompt: "item {{ input }}", max_tokens: PER_CALL - 10 }));
     const done = await engine.waitForRun((await engine.startRun("fanout", { input: { items } })).run_id);
 
-    expect(done.nodes[0]).toMatchObject({ state: "FAILED", reason: "items_failed" });
-    const tokens = done.usage.tokens_in + done.usage.tokens_out;
-    expect(tokens).toBeGreaterThanOrEqual(BUDGET);
-    expect(tokens).toBeLessThanOrEqual(BUDGET + PER_CALL);
-    expect(server.requestsTo("/v1/chat/completions").length).toBe(tokens / PER_CALL);
-    expect((await engine.getRun(done.run_id)).reserved).toBeNull();
+    await expectOneCallPast(engine, done);
   });
 
   it.skipIf(!onPostgres)(
@@ -93,8 +102,7 @@ describe("budgets reserve", () => {
       // The first call is held until a second one starts: with the first engine's one slot taken,
       // the second engine starts it, reserving against the same run's budget.
       const released = deferred();
-      const reply = { text: ["fine"], usage: { prompt_tokens: 10, completion_tokens: PER_CALL - 10 } };
-      server.reply({ ...reply, after: released.promise }, ...items.slice(1).map(() => reply));
+      server.reply({ ...call, after: released.promise }, ...items.slice(1).map(() => call));
       const llm = { providers: { default: { base_url: server.baseUrl, api_key: "sk-test" } } };
       const { engine: a, database } = await testEngine({ llm, maxConcurrency: 1 });
       const { engine: b } = await testEngine({ database, llm, maxConcurrency: 1 });
@@ -105,12 +113,7 @@ describe("budgets reserve", () => {
       // Whichever engine ends the run hears it at once (the other would poll on its manual clock).
       const done = await Promise.race([a.waitForRun(started.run_id), b.waitForRun(started.run_id)]);
 
-      expect(done.nodes[0]).toMatchObject({ state: "FAILED", reason: "items_failed" });
-      const tokens = done.usage.tokens_in + done.usage.tokens_out;
-      expect(tokens).toBeGreaterThanOrEqual(BUDGET);
-      expect(tokens).toBeLessThanOrEqual(BUDGET + PER_CALL);
-      expect(server.requestsTo("/v1/chat/completions").length).toBe(tokens / PER_CALL);
-      expect((await a.getRun(done.run_id)).reserved).toBeNull();
+      await expectOneCallPast(a, done);
       // Both engines started items' calls: the budget held across them, not only within one.
       const holders = new Set<unknown>();
       for (const child of await a.listRuns({ workflow_id: "fanout/each" })) {

@@ -12,8 +12,7 @@
  *   number claimed twice (two holders at once) (O2, O3).
  */
 import { readFileSync } from "node:fs";
-import Database from "better-sqlite3";
-import pg from "pg";
+import { withDatabase } from "./read-db.js";
 
 export interface SinkEntry {
   phase: "start" | "done";
@@ -116,37 +115,12 @@ export async function readHistory(database: string): Promise<History> {
     compensations: "SELECT run_id, seq, node_id, execution_id, state, attempt FROM compensations",
     events: "SELECT seq, run_id, type, node_id, visit, at, data FROM events ORDER BY seq",
   };
-  let rows: Record<keyof typeof q, Record<string, unknown>[]>;
-  if (database.startsWith("sqlite:")) {
-    const db = new Database(database.slice("sqlite:".length), { readonly: true, fileMustExist: true });
-    try {
-      rows = {
-        runs: db.prepare(q.runs).all() as Record<string, unknown>[],
-        visits: db.prepare(q.visits).all() as Record<string, unknown>[],
-        compensations: db.prepare(q.compensations).all() as Record<string, unknown>[],
-        events: db.prepare(q.events).all() as Record<string, unknown>[],
-      };
-    } finally {
-      db.close();
-    }
-  } else {
-    const url = new URL(database);
-    const schema = url.searchParams.get("schema") ?? "skein";
-    url.search = "";
-    const client = new pg.Client({ connectionString: url.toString() });
-    await client.connect();
-    try {
-      await client.query(`SET search_path TO "${schema}"`);
-      rows = {
-        runs: (await client.query(q.runs)).rows,
-        visits: (await client.query(q.visits)).rows,
-        compensations: (await client.query(q.compensations)).rows,
-        events: (await client.query(q.events)).rows,
-      };
-    } finally {
-      await client.end();
-    }
-  }
+  const rows = await withDatabase(database, async (query) => ({
+    runs: await query(q.runs),
+    visits: await query(q.visits),
+    compensations: await query(q.compensations),
+    events: await query(q.events),
+  }));
   return {
     runs: rows.runs.map((r) => ({
       ...(r as unknown as RunRow),

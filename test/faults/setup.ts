@@ -12,6 +12,7 @@ import pg from "pg";
 import { afterEach } from "vitest";
 import { Child } from "../fixtures/child.js";
 import { PG_URL } from "../helpers.js";
+import { withDatabase } from "./read-db.js";
 
 export { PG_URL };
 
@@ -149,54 +150,34 @@ export async function unfinished(database: string, rng: Rng, engines: readonly C
     const tail = c.errors.trim().split("\n").slice(-3).join(" | ").slice(0, 600);
     lines.push(`engine pid ${c.pid}: ${c.alive ? "alive" : "gone"}${tail ? `; stderr: ${tail}` : ""}`);
   }
-  const query = async (sql: string, params: unknown[] = []): Promise<Record<string, unknown>[]> => {
-    if (database.startsWith("sqlite:")) {
-      const { default: Database } = await import("better-sqlite3");
-      const db = new Database(database.slice("sqlite:".length), { readonly: true, fileMustExist: true });
-      try {
-        return db.prepare(sql.replace(/\$\d+/g, "?")).all(...params) as Record<string, unknown>[];
-      } finally {
-        db.close();
+  await withDatabase(database, async (query) => {
+    const now = Date.now();
+    const runs = await query(
+      "SELECT run_id, workflow_id, status, revision FROM runs WHERE status NOT IN ('SUCCEEDED','FAILED','CANCELLED') ORDER BY run_id LIMIT 5",
+    );
+    lines.push(
+      `${runs.length === 5 ? "the first 5" : runs.length} unfinished runs (ms relative to this process's clock):`,
+    );
+    for (const r of runs) {
+      lines.push(`  ${r.run_id} ${r.workflow_id} ${r.status} revision ${r.revision}`);
+      const visits = await query(
+        "SELECT node_id, visit, state, attempt, interruptions, failures, holder, ready_at, lease_expires_at, is_current FROM visits WHERE run_id = $1 ORDER BY created_at, node_id, visit",
+        [r.run_id],
+      );
+      for (const v of visits) {
+        const at = (t: unknown) => (t == null ? "-" : `${Number(t) - now}`);
+        lines.push(
+          `    ${v.node_id}#${v.visit} ${v.state} attempt ${v.attempt} int ${v.interruptions} fail ${v.failures} holder ${v.holder ?? "-"} ready ${at(v.ready_at)} lease ${at(v.lease_expires_at)}${v.is_current ? "" : " (old)"}`,
+        );
       }
     }
-    const url = new URL(database);
-    const schema = url.searchParams.get("schema") ?? "skein";
-    url.search = "";
-    const client = new pg.Client({ connectionString: url.toString() });
-    await client.connect();
-    try {
-      await client.query(`SET search_path TO "${schema}"`);
-      return (await client.query(sql, params)).rows;
-    } finally {
-      await client.end();
-    }
-  };
-  const now = Date.now();
-  const runs = await query(
-    "SELECT run_id, workflow_id, status, revision FROM runs WHERE status NOT IN ('SUCCEEDED','FAILED','CANCELLED') ORDER BY run_id LIMIT 5",
-  );
-  lines.push(
-    `${runs.length === 5 ? "the first 5" : runs.length} unfinished runs (ms relative to this process's clock):`,
-  );
-  for (const r of runs) {
-    lines.push(`  ${r.run_id} ${r.workflow_id} ${r.status} revision ${r.revision}`);
-    const visits = await query(
-      "SELECT node_id, visit, state, attempt, interruptions, failures, holder, ready_at, lease_expires_at, is_current FROM visits WHERE run_id = $1 ORDER BY created_at, node_id, visit",
-      [r.run_id],
-    );
-    for (const v of visits) {
-      const at = (t: unknown) => (t == null ? "-" : `${Number(t) - now}`);
+    const alive = await query("SELECT engine_id, pid, heartbeat_at, stopped_at FROM engines ORDER BY started_at");
+    for (const e of alive) {
       lines.push(
-        `    ${v.node_id}#${v.visit} ${v.state} attempt ${v.attempt} int ${v.interruptions} fail ${v.failures} holder ${v.holder ?? "-"} ready ${at(v.ready_at)} lease ${at(v.lease_expires_at)}${v.is_current ? "" : " (old)"}`,
+        `engine row ${e.engine_id} pid ${e.pid} heartbeat ${Number(e.heartbeat_at) - now}${e.stopped_at ? " stopped" : ""}`,
       );
     }
-  }
-  const alive = await query("SELECT engine_id, pid, heartbeat_at, stopped_at FROM engines ORDER BY started_at");
-  for (const e of alive) {
-    lines.push(
-      `engine row ${e.engine_id} pid ${e.pid} heartbeat ${Number(e.heartbeat_at) - now}${e.stopped_at ? " stopped" : ""}`,
-    );
-  }
+  });
   return lines.join("\n");
 }
 
@@ -214,35 +195,10 @@ export function acknowledged(children: readonly Child[]): Map<string, string> {
   return out;
 }
 
-/** Counts runs by status in a database: how many are final. */
+/** How many runs of a database are final (0 while it is not created yet). */
 export async function finalCount(database: string): Promise<number> {
   const sql = "SELECT count(*) AS n FROM runs WHERE status IN ('SUCCEEDED','FAILED','CANCELLED')";
-  if (database.startsWith("sqlite:")) {
-    const { default: Database } = await import("better-sqlite3");
-    try {
-      const db = new Database(database.slice("sqlite:".length), { readonly: true, fileMustExist: true });
-      try {
-        return Number((db.prepare(sql).get() as { n: number }).n);
-      } finally {
-        db.close();
-      }
-    } catch {
-      return 0; // not created yet
-    }
-  }
-  const url = new URL(database);
-  const schema = url.searchParams.get("schema") ?? "skein";
-  url.search = "";
-  const client = new pg.Client({ connectionString: url.toString() });
-  await client.connect();
-  try {
-    await client.query(`SET search_path TO "${schema}"`);
-    return Number((await client.query(sql)).rows[0].n);
-  } catch {
-    return 0;
-  } finally {
-    await client.end();
-  }
+  return withDatabase(database, async (query) => Number((await query(sql))[0]?.n ?? 0)).catch(() => 0);
 }
 
 const LIBFAKETIME = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1";

@@ -4,7 +4,7 @@
  * carrying `schedule_id`, and no run started before its slot by the database's clock. Read from
  * the runs table by a separate connection, as committed.
  */
-import pg from "pg";
+import { withDatabase } from "./read-db.js";
 
 export interface ScheduledRunRow {
   run_id: string;
@@ -16,22 +16,14 @@ export interface ScheduledRunRow {
 
 /** The runs a schedule started, or that carry its key prefix (a run missing its schedule_id shows too). */
 export async function readScheduledRuns(database: string, scheduleId: string): Promise<ScheduledRunRow[]> {
-  const url = new URL(database);
-  const schema = url.searchParams.get("schema") ?? "skein";
-  url.search = "";
-  const client = new pg.Client({ connectionString: url.toString() });
-  await client.connect();
-  try {
-    await client.query(`SET search_path TO "${schema}"`);
-    const { rows } = await client.query(
+  const rows = await withDatabase(database, (query) =>
+    query(
       `SELECT run_id, status, idempotency_key, schedule_id, created_at FROM runs
         WHERE schedule_id = $1 OR starts_with(idempotency_key, $2)`,
       [scheduleId, `skein:schedule:${scheduleId}:`],
-    );
-    return rows.map((r) => ({ ...(r as ScheduledRunRow), created_at: Number(r.created_at) }));
-  } finally {
-    await client.end();
-  }
+    ),
+  );
+  return rows.map((r) => ({ ...(r as unknown as ScheduledRunRow), created_at: Number(r.created_at) }));
 }
 
 export interface SlotFigures {

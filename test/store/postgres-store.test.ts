@@ -64,6 +64,34 @@ function deferred<T = void>(): { promise: Promise<T>; resolve: (value: T) => voi
 }
 
 /** Waits until a backend of `app` waits for a lock: the server's word, not a timer. */
+/**
+ * Holds `runIds` locked in a transaction of `store`, as another engine would; resolves once they
+ * are locked. `release()` lets the transaction go on (`then` runs in it) and resolves once it ended.
+ */
+async function holdRuns(
+  store: PostgresStore,
+  runIds: string[],
+  then?: (tx: StoreTx) => Promise<void>,
+): Promise<{ release: () => Promise<void> }> {
+  const locked = deferred();
+  const released = deferred();
+  const holding = store.transaction(
+    async (tx) => {
+      locked.resolve();
+      await released.promise;
+      await then?.(tx);
+    },
+    { lock: runIds },
+  );
+  await locked.promise;
+  return {
+    release: async () => {
+      released.resolve();
+      await holding;
+    },
+  };
+}
+
 async function waitingForLock(app: string): Promise<void> {
   for (;;) {
     const { rows } = await admin.query(
@@ -366,23 +394,13 @@ describeStore("postgres")("PostgresStore", () => {
         poolSize: 2,
       });
       await readyRuns(a, ["r1", "r2"]);
-      const locked = deferred();
-      const release = deferred();
-      const holding = a.transaction(
-        async () => {
-          locked.resolve();
-          await release.promise;
-        },
-        { lock: ["r1"] },
-      );
-      await locked.promise;
+      const held = await holdRuns(a, ["r1"]);
       await expect(b.transaction(async () => "never", { lock: ["r1"] })).rejects.toThrow(/lock timeout/);
       // Every pooled connection of b is usable: no transaction was left open and aborted on one.
       for (let i = 0; i < 4; i++) {
         expect(await b.transaction(async (tx) => (await tx.loadRuns(["r2"])).length, { lock: ["r2"] })).toBe(1);
       }
-      release.resolve();
-      await holding;
+      await held.release();
     });
 
     it("locks due schedules SKIP LOCKED: another engine's sweep skips one being fired, a put waits for it", async () => {
@@ -553,23 +571,13 @@ describeStore("postgres")("PostgresStore", () => {
         ["r1", "r2", "r3"].map((run_id) => ({ run_id, node_id: "a", visit: 1 })),
       );
 
-      const locked = deferred();
-      const release = deferred();
-      const holding = b.transaction(
-        async () => {
-          locked.resolve();
-          await release.promise;
-        },
-        { lock: ["r2", "r1"] },
-      );
-      await locked.promise;
+      const held = await holdRuns(b, ["r2", "r1"]);
       const claimed = await a.transaction((tx) => tx.claimable("writer", NOW, 2));
       expect(claimed.map((k) => k.run_id)).toEqual(["r3", "r4"]);
       expect(await a.transaction((tx) => tx.claimable("writer", NOW, 10))).toHaveLength(3);
       expect(await a.transaction((tx) => tx.claimable("reviewer", NOW, 10))).toEqual([]);
       expect(await a.transaction((tx) => tx.claimable("writer", NOW - 99, 10))).toHaveLength(0);
-      release.resolve();
-      await holding;
+      await held.release();
       expect(await a.transaction((tx) => tx.claimable("writer", NOW, 10))).toHaveLength(5);
     });
 
@@ -580,25 +588,16 @@ describeStore("postgres")("PostgresStore", () => {
         open(schema, { url: urlWith({ application_name: `${schema}_b` }) }),
       ]);
       await readyRuns(a, ["r1"]);
-      const locked = deferred();
-      const release = deferred();
-      const holding = a.transaction(
-        async (tx) => {
-          locked.resolve();
-          await release.promise;
-          // Written under the lock: the waiting reader must see both, the visit without any run update.
-          await writeRows(tx, { updateRuns: [newRun("r1", { needs_attention: true })] });
-          await writeRows(tx, { insertVisits: [newVisit("r1", "b")] });
-        },
-        { lock: ["r1"] },
-      );
-      await locked.promise;
+      const held = await holdRuns(a, ["r1"], async (tx) => {
+        // Written under the lock: the waiting reader must see both, the visit without any run update.
+        await writeRows(tx, { updateRuns: [newRun("r1", { needs_attention: true })] });
+        await writeRows(tx, { insertVisits: [newVisit("r1", "b")] });
+      });
       expect(await b.transaction((tx) => tx.loadRun("r1", { skipLocked: true }))).toBeNull();
 
       const loading = b.transaction((tx) => tx.loadRun("r1"));
       await waitingForLock(`${schema}_b`);
-      release.resolve();
-      await holding;
+      await held.release();
       const loaded = (await loading) as LoadedRun | null;
       expect(loaded?.run.needs_attention).toBe(true);
       expect(loaded?.visits.map((v) => v.node_id).sort()).toEqual(["a", "b"]);
@@ -911,23 +910,14 @@ describeStore("postgres")("PostgresStore", () => {
 
       // Another engine holds the run and writes it: the trusting transaction's check waits for
       // its lock, then sees the revision it committed.
-      const locked = deferred();
-      const release = deferred();
-      const holding = b.transaction(
-        async (tx) => {
-          locked.resolve();
-          await release.promise;
-          await writeRows(tx, { updateRuns: [newRun("r1", { needs_attention: true })] });
-        },
-        { lock: ["r1"] },
-      );
-      await locked.promise;
+      const held = await holdRuns(b, ["r1"], async (tx) => {
+        await writeRows(tx, { updateRuns: [newRun("r1", { needs_attention: true })] });
+      });
       const stale = trusting(a, "r1", known + 1, (tx) =>
         tx.write({ ...EMPTY_BATCH, events: [event("r1", "node.succeeded", "a")] }, { last: true }),
       );
       await waitingForLock(schema);
-      release.resolve();
-      await holding;
+      await held.release();
       await expect(stale).rejects.toBeInstanceOf(StaleRunsError);
       await expect(stale).rejects.toThrow(/run r1 changed since this engine read it; nothing was written/);
       expect(await a.listEvents("r1")).toEqual([]);
@@ -945,16 +935,7 @@ describeStore("postgres")("PostgresStore", () => {
       ]);
       await readyRuns(a, ["r1"]);
       const known = await revisionOf(a, "r1");
-      const locked = deferred();
-      const release = deferred();
-      const holding = b.transaction(
-        async () => {
-          locked.resolve();
-          await release.promise;
-        },
-        { lock: ["r1"] },
-      );
-      await locked.promise;
+      const held = await holdRuns(b, ["r1"]);
       // BEGIN, the check, the write and COMMIT go in one round trip; the check waits for the
       // lock, and the server ends the connection there (a failover, an administrator).
       const cut = trusting(a, "r1", known, (tx) =>
@@ -966,8 +947,7 @@ describeStore("postgres")("PostgresStore", () => {
         () => null,
         (e: unknown) => e,
       );
-      release.resolve();
-      await holding;
+      await held.release();
       // Its COMMIT was never run: not "may have committed", which would make the engine give
       // back attempts and keep callers waiting for nothing.
       expect(error).toBeInstanceOf(DatabaseError);
