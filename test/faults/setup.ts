@@ -152,6 +152,7 @@ export async function unfinished(database: string, rng: Rng, engines: readonly C
   }
   await withDatabase(database, async (query) => {
     const now = Date.now();
+    const at = (t: unknown) => (t == null ? "-" : `${Number(t) - now}`);
     const runs = await query(
       "SELECT run_id, workflow_id, status, revision FROM runs WHERE status NOT IN ('SUCCEEDED','FAILED','CANCELLED') ORDER BY run_id LIMIT 5",
     );
@@ -165,9 +166,17 @@ export async function unfinished(database: string, rng: Rng, engines: readonly C
         [r.run_id],
       );
       for (const v of visits) {
-        const at = (t: unknown) => (t == null ? "-" : `${Number(t) - now}`);
         lines.push(
           `    ${v.node_id}#${v.visit} ${v.state} attempt ${v.attempt} int ${v.interruptions} fail ${v.failures} holder ${v.holder ?? "-"} ready ${at(v.ready_at)} lease ${at(v.lease_expires_at)}${v.is_current ? "" : " (old)"}`,
+        );
+      }
+      const compensations = await query(
+        "SELECT seq, node_id, state, attempt, interruptions, failures, holder, ready_at, lease_expires_at FROM compensations WHERE run_id = $1 ORDER BY seq",
+        [r.run_id],
+      );
+      for (const c of compensations) {
+        lines.push(
+          `    compensation ${c.seq} of ${c.node_id} ${c.state} attempt ${c.attempt} int ${c.interruptions} fail ${c.failures} holder ${c.holder ?? "-"} ready ${at(c.ready_at)} lease ${at(c.lease_expires_at)}`,
         );
       }
     }

@@ -302,7 +302,9 @@ export class Dispatcher {
       // A failed transaction changed nothing. Recovery and the sweep rolled back with the rest:
       // they run again on a later flush (the sweep at once only after a transient failure; the
       // sweep timer brings it back otherwise, so a sweep that fails for good cannot spin).
-      this.deadEngines.push(...dead);
+      // With the engines it found dead and could not recover all of: if the commit's outcome was
+      // lost and it did commit, their rows are marked taken and no sweep finds them again.
+      this.deadEngines.push(...dead, ...((flush as Flush | null)?.out.unrecovered ?? []));
       this.takeOver ||= takeOver;
       if (isTransient(error)) this.sweepDue ||= sweep;
       for (const types of hints.values()) for (const type of types) this.backlog.add(type);

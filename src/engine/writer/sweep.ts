@@ -31,9 +31,16 @@ export class Sweep {
     const dead = new Set(deadEngines);
     const taken = new Map<string, number>();
     const count = (holder: string) => taken.set(holder, (taken.get(holder) ?? 0) + 1);
+    // Runs another engine holds right now are skipped, never waited for: the dead engines are
+    // tried again on the next flush (`unrecovered`), or an attempt they held would stay RUNNING
+    // under an engine no sweep looks for again (its row is marked taken) until its deadline.
+    let busy = 0;
     for (const runId of await f.tx.compensatingRuns(SWEEP_BATCH)) {
       const rs = await f.load(runId);
-      if (!rs) continue;
+      if (!rs) {
+        busy += 1;
+        continue;
+      }
       for (const v of rs.current.values()) if (v.holder !== null && dead.has(v.holder)) releaseCancelled(rs, v);
       for (const c of rs.compensations) {
         if (c.state === "RUNNING" && c.holder !== null && dead.has(c.holder)) {
@@ -45,7 +52,6 @@ export class Sweep {
     }
     for (;;) {
       let recovered = 0;
-      let busy = 0;
       for (const key of await f.tx.attemptsHeldBy(deadEngines, SWEEP_BATCH)) {
         const rs = await f.load(key.run_id);
         if (!rs) busy += 1;
@@ -56,12 +62,11 @@ export class Sweep {
           recovered += 1;
         }
       }
-      // Runs another engine holds right now: try those again on the next flush.
-      if (busy > 0) f.out.unrecovered = deadEngines;
       if (recovered === 0) break;
       // Written now, so that the next query no longer finds them.
       await f.persist(false);
     }
+    if (busy > 0) f.out.unrecovered = deadEngines;
     await this.tookOver(taken);
   }
 
