@@ -36,6 +36,12 @@ export interface Task<P = Json, I = Json> {
    * `<its execution_id>:compensate`. Payload templates see the same as `self`.
    */
   compensates?: { execution_id: string; output: Json | null; error: Json | null };
+  /**
+   * Set when this task runs an item of a `map` (`each: { agent_type }`, DESIGN §11.1): its index in
+   * the list. `input` is the item, `payload` is `each.payload` resolved for it, and `execution_id`
+   * is `<the map visit's execution_id>#<index>`, stable across the item's attempts.
+   */
+  item?: { index: number };
   trace_id: string;
   traceparent: string;
   /** Aborted at the attempt's deadline, on lease loss, or when the run is cancelled. */

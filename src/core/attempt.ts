@@ -26,7 +26,9 @@ import {
   renewLease,
   succeed,
 } from "./scheduler.js";
-import type { Compensation, Json, Visit, VisitError } from "./types.js";
+import { itemExecutionId, itemMoves, MAP_HOLDER, parseItemExecutionId } from "./kinds/map.js";
+import { executionId, type LoadedItem } from "./run-state.js";
+import type { Compensation, Json, MapItem, Visit, VisitError } from "./types.js";
 
 /** A visit's identity: its run, node and visit number. */
 export interface AttemptKey {
@@ -35,16 +37,19 @@ export interface AttemptKey {
   visit: number;
 }
 
-export type Attempt = VisitAttempt | CompensationAttempt;
+export type Attempt = VisitAttempt | CompensationAttempt | ItemAttempt;
 
 interface AttemptLifecycle {
-  readonly kind: "visit" | "compensation";
+  readonly kind: "visit" | "compensation" | "item";
   readonly rs: RunState;
-  /** The visit's key (for a compensation row, the visit it undoes). */
+  /** The visit's key (for a compensation row, the visit it undoes; for a map item, its map's visit). */
   readonly key: AttemptKey;
-  readonly row: Visit | Compensation;
+  readonly row: Visit | Compensation | MapItem;
   /** A visit's row is still the current one of its node (a compensation row always is). */
   readonly current: boolean;
+  /** What names the attempt's row to agents and workers (stable across its attempts). */
+  readonly executionId: string;
+  readonly agentType: string;
   claim(holder: string, now: number): void;
   /** A heartbeat: the node's lease again, never past the deadline. */
   renew(now: number): void;
@@ -78,6 +83,13 @@ export function runOfExecution(executionId: string): string | null {
 
 /** The attempt an execution_id names in a loaded run: a visit's, or a compensation row's. */
 export function attemptOf(rs: RunState, executionId: string): Attempt | undefined {
+  const item = parseItemExecutionId(executionId);
+  if (item) {
+    const key = parseExecutionId(item.map);
+    const loaded = rs.items.get(executionId);
+    const map = key && key.run_id === rs.run.run_id ? rs.current.get(key.node_id) : undefined;
+    return key && loaded && map ? new ItemAttempt(rs, loaded, map, key) : undefined;
+  }
   const undone = undoneExecutionId(executionId);
   const key = parseExecutionId(undone ?? executionId);
   if (!key || key.run_id !== rs.run.run_id) return undefined;
@@ -99,6 +111,12 @@ class VisitAttempt implements AttemptLifecycle {
   ) {}
   get current(): boolean {
     return this.row.visit === this.key.visit;
+  }
+  get executionId(): string {
+    return this.row.execution_id;
+  }
+  get agentType(): string {
+    return this.row.agent_type;
   }
   claim(holder: string, now: number): void {
     claim(this.rs, this.row, holder, now);
@@ -138,6 +156,12 @@ class CompensationAttempt implements AttemptLifecycle {
     readonly row: Compensation,
     readonly key: AttemptKey,
   ) {}
+  get executionId(): string {
+    return this.row.execution_id;
+  }
+  get agentType(): string {
+    return this.row.agent_type;
+  }
   claim(holder: string, now: number): void {
     claimCompensation(this.rs, this.row, holder, now);
   }
@@ -160,6 +184,61 @@ class CompensationAttempt implements AttemptLifecycle {
   touched(): void {
     this.rs.changes.compensations.add(this.row);
   }
+}
+
+/**
+ * A map item's attempt (core/kinds/map.ts `itemMoves`): current while its map visit is its node's
+ * current one and still holds its items; its events are the map's run's, under the map's visit.
+ */
+class ItemAttempt implements AttemptLifecycle {
+  readonly kind = "item";
+  constructor(
+    readonly rs: RunState,
+    readonly item: LoadedItem,
+    /** The current visit of the map's node (`key` says which visit the item belongs to). */
+    readonly map: Visit,
+    readonly key: AttemptKey,
+  ) {}
+  get row(): MapItem {
+    return this.item.row;
+  }
+  get current(): boolean {
+    return this.map.visit === this.key.visit && this.map.holder === MAP_HOLDER;
+  }
+  get executionId(): string {
+    return itemExecutionId(executionId(this.key.run_id, this.key.node_id, this.key.visit), this.row.index);
+  }
+  get agentType(): string {
+    return this.row.agent_type ?? this.item.node.agent_type;
+  }
+  claim(holder: string, now: number): void {
+    itemMoves.claim(this.rs, this.item, holder, now);
+  }
+  renew(now: number): void {
+    itemMoves.renew(this.rs, this.item, now);
+  }
+  succeed(output: Json, _decision: Decision, now: number): void {
+    itemMoves.succeed(this.rs, this.map, this.item, output, now);
+  }
+  fail(error: VisitError, retryable: boolean, now: number, random: () => number): void {
+    itemMoves.fail(this.rs, this.map, this.item, error, retryable, now, random);
+  }
+  failForGood(reason: string, error: VisitError, now: number): void {
+    itemMoves.failForGood(this.rs, this.map, this.item, reason, error, now);
+  }
+  interrupt(now: number): void {
+    itemMoves.interrupt(this.rs, this.map, this.item, now);
+  }
+  /** A cancelled item counted as ended when it was cancelled: nothing waits for its attempt. */
+  returned(): void {}
+  touched(): void {
+    this.rs.changes.items.add(this.item.row);
+  }
+}
+
+/** The attempt of an item row this flush read (`rs.items`), of map visit `map`. */
+export function itemAttempt(rs: RunState, item: LoadedItem, map: Visit): Attempt {
+  return new ItemAttempt(rs, item, map, { run_id: map.run_id, node_id: map.node_id, visit: item.row.visit });
 }
 
 export function visitAttempt(

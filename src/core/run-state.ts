@@ -8,7 +8,17 @@
  */
 import type { CompiledNode, WorkflowGraph } from "../definition/graph.js";
 import { assertTransition, type VisitState } from "./states.js";
-import type { Compensation, EventType, InboxEvent, Json, NewEvent, Run, Visit, VisitError } from "./types.js";
+import type {
+  Compensation,
+  EventType,
+  InboxEvent,
+  Json,
+  MapItem,
+  NewEvent,
+  Run,
+  Visit,
+  VisitError,
+} from "./types.js";
 
 /** What a transaction changed in one run; the store writes it, the engine acts on it after commit. */
 export interface Changes {
@@ -38,6 +48,10 @@ export interface Changes {
    * it needs the registry, run ids, the store), each by the step of its node's kind (engine/writer/kinds).
    */
   starts: Set<Visit>;
+  /** Item rows of `map` visits whose attempts changed (core/kinds/map.ts): the store writes them. */
+  items: Set<MapItem>;
+  /** `map` visits an item of which ended (its counts changed): the map's step goes on with them. */
+  itemsEnded: Set<Visit>;
 }
 
 export interface RunState {
@@ -56,6 +70,17 @@ export interface RunState {
    * cleared when the flush writes.
    */
   inbox?: InboxEvent[];
+  /**
+   * The item rows of its `map` visits this flush read, by their execution_id (core/kinds/map.ts):
+   * only those it works on (a result's, a claim's), never a map's whole list.
+   */
+  items: Map<string, LoadedItem>;
+}
+
+/** An item row of a map visit, with its item workflow's node: the retry settings, timeout and lease its attempts have. */
+export interface LoadedItem {
+  row: MapItem;
+  node: CompiledNode;
 }
 
 /** The decision of a succeeded visit: the targets it fires, `$end`, or no case held. */
@@ -77,6 +102,8 @@ export function emptyChanges(): Changes {
     inbox: [],
     undo: false,
     starts: new Set(),
+    items: new Set(),
+    itemsEnded: new Set(),
   };
 }
 
@@ -88,7 +115,7 @@ export function runState(
 ): RunState {
   const current = new Map<string, Visit>();
   for (const v of currentVisits) current.set(v.node_id, v);
-  return { run, graph, current, compensations, changes: emptyChanges(), settling: null };
+  return { run, graph, current, compensations, changes: emptyChanges(), settling: null, items: new Map() };
 }
 
 export function executionId(runId: string, nodeId: string, visit: number): string {

@@ -190,9 +190,15 @@ export interface FailedItem {
   error: Pick<VisitError, "message" | "reason"> | null;
 }
 
-export type MapItemState = "PENDING" | "RUNNING" | "SUCCEEDED" | "FAILED" | "CANCELLED";
+/** RETRYING only for an item whose attempts are its row's own (`agent_type` set). */
+export type MapItemState = "PENDING" | "RUNNING" | "RETRYING" | "SUCCEEDED" | "FAILED" | "CANCELLED";
 
-/** One item of a `map` visit (DESIGN §11.1): a row, run as a child run of the visit's attempt. */
+/**
+ * One item of a `map` visit (DESIGN §11.1): a row. An item of `each: { workflow_id }` is run by
+ * a child run of the visit's attempt (`child_run_id`). An item of `each: { agent_type }` holds its
+ * attempts in the row itself, with a visit's attempt fields (`agent_type` set): claimed, fenced,
+ * retried, leased and interrupted as a visit's are (core/kinds/map.ts), without a run of its own.
+ */
 export interface MapItem {
   run_id: string;
   node_id: string;
@@ -209,6 +215,22 @@ export interface MapItem {
   error: VisitError | null;
   started_at: number | null;
   ended_at: number | null;
+  /** The agent that runs it when the row holds its attempts; null when a child run runs it. */
+  agent_type: string | null;
+  /** Only grows: fences results, as a visit's does. */
+  attempt: number;
+  /** Failed attempts: spend the map node's retry budget. */
+  failures: number;
+  /** Deaths of the engine holding an attempt: the third fails the item (a poison task). */
+  interruptions: number;
+  /** Set while it may be claimed: PENDING once its map started it, RETRYING at its retry time. */
+  ready_at: number | null;
+  /** The running attempt's hard cap (the map node's timeout). */
+  deadline_at: number | null;
+  /** The deadline or the heartbeat expiry, the earlier. */
+  lease_expires_at: number | null;
+  /** The engine (or `worker:<id>`) holding the running attempt. */
+  holder: string | null;
 }
 
 /**
@@ -269,6 +291,9 @@ export type EventType =
   | "event.delivered"
   | "run.needs_attention"
   | "run.retried"
+  | "item.retrying"
+  | "item.failed"
+  | "item.interrupted"
   | "compensation.planned"
   | "compensation.started"
   | "compensation.succeeded"

@@ -24,7 +24,7 @@ export interface ClaimsTx {
   claimable(agentType: string, now: number, limit: number, skip?: readonly ConcurrencyGroup[]): Promise<VisitKey[]>;
   /** Compensating runs whose next row is of this type and due by `now`, oldest first, at most `limit`, locked as `claimable`'s. */
   claimableCompensations(agentType: string, now: number, limit: number): Promise<string[]>;
-  /** RUNNING attempts (visits and compensations) per agent type, but of runs `except`, under the limits lock; types at 0 left out. */
+  /** RUNNING attempts (visits, compensations, map items) per agent type, but of runs `except`, under the limits lock; types at 0 left out. */
   countRunningForLimits(agentTypes: string[], except: string[]): Promise<Map<string, number>>;
   /** RUNNING visits of the workflow's node with this concurrency key, but of runs `except`, under the limits lock. */
   countRunningByKey(workflowId: string, nodeId: string, key: string, except: string[]): Promise<number>;

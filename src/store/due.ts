@@ -20,6 +20,6 @@ export interface DueTx {
   orphanedChildren(limit: number): Promise<string[]>;
   /** Unfinished runs whose TTL passed by `now`. */
   expiredRuns(now: number, limit: number): Promise<string[]>;
-  /** The earliest time after `now` something falls due (retry, lease, TTL, compensation, schedule slot), or null. */
+  /** The earliest time after `now` something falls due (retry, lease, TTL, compensation, map item, schedule slot), or null. */
   nextDue(now: number): Promise<number | null>;
 }

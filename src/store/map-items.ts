@@ -1,5 +1,5 @@
 /** The item rows of `map` visits (DESIGN §11.1). */
-import type { Json, MapItemState, VisitError } from "../core/types.js";
+import type { Json, MapItem, MapItemState, VisitError } from "../core/types.js";
 import type { VisitKey } from "./runs.js";
 
 /** A change to one item row of a `map` visit, written at once (later reads in the transaction see it). */
@@ -12,6 +12,11 @@ export interface MapItemUpdate {
   error?: VisitError | null;
   started_at?: number | null;
   ended_at?: number | null;
+}
+
+/** An item row's key: its map visit's and its index. */
+export interface ItemKey extends VisitKey {
+  index: number;
 }
 
 /** An item of a map visit that did not succeed, as `failedMapItems` reads it. */
@@ -57,4 +62,19 @@ export interface MapTx {
   mapOutput(key: VisitKey, maxBytes: number): Promise<{ text: string } | { tooLarge: number }>;
   /** Item child runs that ended while their item is still RUNNING: their end is owed to the map. */
   mapItemsToSettle(limit: number): Promise<string[]>;
+  /** The rows of these items (those that exist), in no particular order. */
+  loadMapItems(keys: ItemKey[]): Promise<MapItem[]>;
+  /** Writes these rows whole (all but their key and item), in order; throws missingMapItem's Error for a row that does not exist. */
+  writeMapItems(rows: MapItem[]): Promise<void>;
+  /**
+   * Items holding their attempts that were started and have not ended (ready, RUNNING, RETRYING) of
+   * the visit, by index, at most `limit`: what cancelling the map cancels.
+   */
+  activeMapItems(key: VisitKey, limit: number): Promise<MapItem[]>;
+  /** Items of the agent type ready by `now`, oldest due first, at most `limit`, their runs locked as `claimable`'s. */
+  claimableMapItems(agentType: string, now: number, limit: number): Promise<ItemKey[]>;
+  /** Items whose RUNNING attempt's lease or deadline passed by `now`, at most `limit`. */
+  expiredMapItems(now: number, limit: number): Promise<ItemKey[]>;
+  /** Items whose RUNNING attempt any of these holders holds (engines taken for dead), at most `limit`. */
+  mapItemsHeldBy(holders: string[], limit: number): Promise<ItemKey[]>;
 }

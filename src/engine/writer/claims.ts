@@ -12,6 +12,7 @@ import type { Compensation, Json, Visit } from "../../core/types.js";
 import { ENGINE_STARTED, kindOf } from "../../definition/kinds/index.js";
 import type { Budget } from "./budget.js";
 import type { FlushContext } from "./context.js";
+import { itemWorkflowId } from "../registry.js";
 import type { ClaimedTask, ClaimInput } from "./inputs.js";
 import { SWEEP_BATCH } from "./inputs.js";
 import type { KindStep } from "./kinds/step.js";
@@ -121,7 +122,7 @@ export class Claims {
     const take = async (c: ClaimInput, a: Attempt) => {
       a.claim(c.holder, f.now);
       a.row.lease_expires_at = Math.min(a.row.lease_expires_at ?? Number.POSITIVE_INFINITY, f.now + c.lease_ms);
-      this.limits.took(a.rs, a.row);
+      this.limits.took(a);
       tasks.get(c)?.push(await taskOf(f, a));
     };
     // The first claim with room that asked for the type, while the type's limit leaves room.
@@ -199,10 +200,10 @@ export class Claims {
     };
     const take = async (a: Attempt) => {
       a.claim(f.o.engineId, f.now);
-      this.limits.took(a.rs, a.row);
+      this.limits.took(a);
       f.out.claimed.push(await taskOf(f, a));
       free -= 1;
-      taken.set(a.row.agent_type, (taken.get(a.row.agent_type) ?? 0) + 1);
+      taken.set(a.agentType, (taken.get(a.agentType) ?? 0) + 1);
     };
     const ready = async (rs: RunState, v: Visit) => {
       const { kind } = nodeOf(rs, v.node_id);
@@ -270,7 +271,37 @@ export class Claims {
 
 /** The task a claimed attempt is handed. */
 function taskOf(f: FlushContext, a: Attempt): Promise<ClaimedTask> {
+  if (a.kind === "item") return Promise.resolve(itemTask(a));
   return a.kind === "visit" ? task(f, a.rs, a.row) : compensationTask(f, a.rs, a.row);
+}
+
+/**
+ * The task of a map item's attempt: its payload, `each.payload` resolved for the item, is
+ * resolved at dispatch, outside the transaction (engine/attempts/payloads.ts `item`); the
+ * workflow is the map's item workflow, whose one node says how the agent is judged.
+ */
+function itemTask(a: Extract<Attempt, { kind: "item" }>): ClaimedTask {
+  const { rs, row } = a;
+  return {
+    run_id: rs.run.run_id,
+    node_id: row.node_id,
+    agent_type: a.agentType,
+    visit: row.visit,
+    attempt: row.attempt,
+    execution_id: a.executionId,
+    payload: null,
+    input: row.item,
+    deps: {},
+    trigger: null,
+    item: { index: row.index },
+    trace_id: rs.run.trace_id,
+    run_traceparent: rs.run.traceparent,
+    workflow_id: itemWorkflowId(rs.run.workflow_id, row.node_id),
+    workflow_version: rs.run.workflow_version,
+    deadline_at: row.deadline_at ?? 0,
+    lease_expires_at: row.lease_expires_at,
+    usage_runs: usageRuns(rs.run),
+  };
 }
 
 /** The task of a compensation: the visit it undoes is `compensates`; its payload is resolved at dispatch. */

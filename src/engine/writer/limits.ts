@@ -9,6 +9,7 @@
  * limits lock (`countRunningForLimits`), which no other engine's limited claim passes until this
  * transaction commits; claims made after it are added as they are made.
  */
+import type { Attempt } from "../../core/attempt.js";
 import { nodeOf, type RunState } from "../../core/scheduler.js";
 import type { Visit } from "../../core/types.js";
 import { ValidationError } from "../../errors.js";
@@ -117,17 +118,19 @@ export class ClaimLimits {
   }
 
   /** Records a claim of this flush (after `room` and `nodeAllows` said there was room). */
-  took(rs: RunState, row: { agent_type: string; node_id: string; concurrency_key?: string | null }): void {
-    if (this.running && this.limitOf(row.agent_type) !== undefined) {
-      this.running.set(row.agent_type, (this.running.get(row.agent_type) ?? 0) + 1);
+  took(a: Attempt): void {
+    const type = a.agentType;
+    if (this.running && this.limitOf(type) !== undefined) {
+      this.running.set(type, (this.running.get(type) ?? 0) + 1);
     }
-    const bucket = this.buckets?.get(row.agent_type);
-    if (bucket && this.f.o.rateLimits.has(row.agent_type)) {
+    const bucket = this.buckets?.get(type);
+    if (bucket && this.f.o.rateLimits.has(type)) {
       bucket.tokens -= 1;
-      this.spent.add(row.agent_type);
+      this.spent.add(type);
     }
-    if (row.concurrency_key) {
-      const group = JSON.stringify([rs.run.workflow_id, row.node_id, row.concurrency_key]);
+    // Only a visit's node has a concurrency key (a map's items have their map's max_concurrency).
+    if (a.kind === "visit" && a.row.concurrency_key) {
+      const group = JSON.stringify([a.rs.run.workflow_id, a.row.node_id, a.row.concurrency_key]);
       const running = this.byKey.get(group);
       if (running !== undefined) this.byKey.set(group, running + 1);
     }

@@ -118,9 +118,9 @@ function settle(f: FlushContext, a: Attempt, r: AttemptResult): void {
  */
 function senderRefusal(a: Attempt, executionId: string, attempt: number, sender: Sender): Error | null {
   const { row } = a;
-  if (sender.agent_types !== null && !sender.agent_types.includes(row.agent_type)) {
+  if (sender.agent_types !== null && !sender.agent_types.includes(a.agentType)) {
     return new ForbiddenError(
-      `this token may report tasks of ${sender.agent_types.join(", ")}, not ${row.agent_type} (${executionId})`,
+      `this token may report tasks of ${sender.agent_types.join(", ")}, not ${a.agentType} (${executionId})`,
     );
   }
   if (row.attempt === attempt && row.holder !== null && row.holder !== sender.holder) {

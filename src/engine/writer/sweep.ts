@@ -99,7 +99,7 @@ export class Sweep {
         continue;
       }
       a.interrupt(f.now);
-      f.backlog.add(a.row.agent_type); // ready in the database once written: claimed below
+      f.backlog.add(a.agentType); // ready in the database once written: claimed below
     }
   }
 
@@ -141,7 +141,7 @@ export class Sweep {
     const f = this.f;
     const expired = expiry(a.row, rs.graph.nodes.get(a.row.node_id)?.timeout, f.now);
     if (!expired) return;
-    f.out.aborted.push([a.row.execution_id, expired.abort]);
+    f.out.aborted.push([a.executionId, expired.abort]);
     // A child run's attempt timed out: the child is cancelled, and undoes what it did.
     const child = childOf(a.row.holder);
     if (child) this.children.cancel(child, true);

@@ -34,6 +34,10 @@ export function sqliteClaims(db: Database.Database): ClaimsTx {
          SELECT agent_type FROM compensations INDEXED BY compensations_running_by_type
           WHERE state = 'RUNNING' AND agent_type IN (SELECT value FROM json_each(@types))
             AND run_id NOT IN (SELECT value FROM json_each(@except))
+         UNION ALL
+         SELECT agent_type FROM map_items INDEXED BY map_items_leased
+          WHERE state = 'RUNNING' AND agent_type IN (SELECT value FROM json_each(@types))
+            AND run_id NOT IN (SELECT value FROM json_each(@except))
        ) GROUP BY agent_type`,
     ),
     runningByKey: db.prepare(

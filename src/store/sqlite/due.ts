@@ -47,6 +47,9 @@ export function sqliteDue(db: Database.Database): DueTx {
          UNION ALL SELECT min(deadline_at) FROM runs WHERE ended_at IS NULL
          UNION ALL SELECT min(ready_at) FROM compensations WHERE ready_at IS NOT NULL AND ready_at > @now
          UNION ALL SELECT min(lease_expires_at) FROM compensations WHERE state = 'RUNNING'
+         UNION ALL SELECT min(ready_at) FROM map_items INDEXED BY map_items_ready WHERE ready_at > @now
+         UNION ALL SELECT min(lease_expires_at) FROM map_items INDEXED BY map_items_leased
+           WHERE state = 'RUNNING' AND agent_type IS NOT NULL
          UNION ALL SELECT min(next_fire_at) FROM schedules INDEXED BY schedules_due
            WHERE paused = 0 AND next_fire_at IS NOT NULL)`,
     ),

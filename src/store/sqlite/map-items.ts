@@ -1,7 +1,7 @@
 /** The map_items table on SQLite (migration 006): the items of `map` visits (DESIGN §11.1). */
 import type Database from "better-sqlite3";
 import type { Json, MapItem, MapItemState, VisitError } from "../../core/types.js";
-import { type MapItemUpdate, type MapTx, missingMapItem } from "../map-items.js";
+import { type ItemKey, type MapItemUpdate, type MapTx, missingMapItem } from "../map-items.js";
 import type { VisitKey } from "../runs.js";
 
 export interface DbMapItem {
@@ -16,6 +16,14 @@ export interface DbMapItem {
   error: string | null;
   started_at: number | null;
   ended_at: number | null;
+  agent_type: string | null;
+  attempt: number;
+  failures: number;
+  interruptions: number;
+  ready_at: number | null;
+  deadline_at: number | null;
+  lease_expires_at: number | null;
+  holder: string | null;
 }
 
 export function mapItemFromDb({ idx, ...r }: DbMapItem): MapItem {
@@ -48,6 +56,32 @@ export function canonicalJson(value: Json): string {
 }
 
 const keyParams = (key: VisitKey) => [key.run_id, key.node_id, key.visit];
+
+/** What `writeMapItems` writes of a row, in the order of its statement's parameters. */
+function writtenParams(r: MapItem): unknown[] {
+  return [
+    r.state,
+    r.child_run_id,
+    r.output === null ? null : JSON.stringify(r.output),
+    r.error === null ? null : JSON.stringify(r.error),
+    r.started_at,
+    r.ended_at,
+    r.agent_type,
+    r.attempt,
+    r.failures,
+    r.interruptions,
+    r.ready_at,
+    r.deadline_at,
+    r.lease_expires_at,
+    r.holder,
+    r.run_id,
+    r.node_id,
+    r.visit,
+    r.index,
+  ];
+}
+
+const ITEM_KEYS = "SELECT run_id, node_id, visit, idx AS \"index\" FROM map_items";
 
 /** An update's optional fields: for each, whether it is given (1/0) and its value as stored. */
 function optional(value: unknown, json: boolean): [number, unknown] {
@@ -127,7 +161,52 @@ export function sqliteMapItems(db: Database.Database): MapTx {
       )
       .pluck(),
   };
+  const attempts = {
+    load: db.prepare(`SELECT * FROM map_items WHERE ${OF_VISIT} AND idx = ?`),
+    write: db.prepare(
+      `UPDATE map_items SET state = ?, child_run_id = ?, output = ?, error = ?, started_at = ?, ended_at = ?,
+         agent_type = ?, attempt = ?, failures = ?, interruptions = ?, ready_at = ?, deadline_at = ?,
+         lease_expires_at = ?, holder = ?
+       WHERE ${OF_VISIT} AND idx = ?`,
+    ),
+    active: db.prepare(
+      `SELECT * FROM map_items WHERE ${OF_VISIT} AND agent_type IS NOT NULL
+          AND (state IN ('RUNNING', 'RETRYING') OR (state = 'PENDING' AND ready_at IS NOT NULL))
+        ORDER BY idx LIMIT ?`,
+    ),
+    claimable: db.prepare(
+      `${ITEM_KEYS} INDEXED BY map_items_ready WHERE agent_type = ? AND ready_at IS NOT NULL AND ready_at <= ?
+        ORDER BY ready_at LIMIT ?`,
+    ),
+    expired: db.prepare(
+      `${ITEM_KEYS} INDEXED BY map_items_leased
+        WHERE state = 'RUNNING' AND agent_type IS NOT NULL AND lease_expires_at <= ? ORDER BY lease_expires_at LIMIT ?`,
+    ),
+    heldBy: db.prepare(
+      `${ITEM_KEYS} INDEXED BY map_items_leased
+        WHERE state = 'RUNNING' AND agent_type IS NOT NULL AND holder IN (SELECT value FROM json_each(?)) LIMIT ?`,
+    ),
+  };
   return {
+    loadMapItems: async (keys) => {
+      const out: MapItem[] = [];
+      for (const k of keys) {
+        const row = attempts.load.get(...keyParams(k), k.index) as DbMapItem | undefined;
+        if (row) out.push(mapItemFromDb(row));
+      }
+      return out;
+    },
+    writeMapItems: async (rows) => {
+      for (const r of rows) {
+        if (attempts.write.run(writtenParams(r)).changes === 0) throw missingMapItem({ key: r, index: r.index });
+      }
+    },
+    activeMapItems: async (key, limit) =>
+      (attempts.active.all(...keyParams(key), limit) as DbMapItem[]).map(mapItemFromDb),
+    claimableMapItems: async (agentType, now, limit) => attempts.claimable.all(agentType, now, limit) as ItemKey[],
+    expiredMapItems: async (now, limit) => attempts.expired.all(now, limit) as ItemKey[],
+    mapItemsHeldBy: async (holders, limit) =>
+      holders.length === 0 ? [] : (attempts.heldBy.all(JSON.stringify(holders), limit) as ItemKey[]),
     insertMapItems: async (key, items, _now, offset = 0) => {
       const [runId, nodeId, visit] = keyParams(key);
       // A redrive's new visit keeps what the visit before it (which did not succeed) finished.
