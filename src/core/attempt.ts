@@ -15,6 +15,8 @@ import {
   renewCompensationLease,
   undoneExecutionId,
 } from "./compensation.js";
+import { itemExecutionId, itemMoves, MAP_HOLDER, parseItemExecutionId } from "./kinds/map.js";
+import { executionId, type LoadedItem } from "./run-state.js";
 import {
   claim,
   type Decision,
@@ -26,8 +28,6 @@ import {
   renewLease,
   succeed,
 } from "./scheduler.js";
-import { itemExecutionId, itemMoves, MAP_HOLDER, parseItemExecutionId } from "./kinds/map.js";
-import { executionId, type LoadedItem } from "./run-state.js";
 import type { Compensation, Json, MapItem, Visit, VisitError } from "./types.js";
 
 /** A visit's identity: its run, node and visit number. */
@@ -78,7 +78,15 @@ export function parseExecutionId(executionId: string): AttemptKey | null {
 
 /** The run an execution_id (of a visit or of a compensation) belongs to, or null. */
 export function runOfExecution(executionId: string): string | null {
-  return parseExecutionId(undoneExecutionId(executionId) ?? executionId)?.run_id ?? null;
+  const id = parseItemExecutionId(executionId)?.map ?? executionId;
+  return parseExecutionId(undoneExecutionId(id) ?? id)?.run_id ?? null;
+}
+
+/** The item row a map item's execution_id names (its map visit's key and its index); null for any other id. */
+export function itemKeyOf(executionId: string): (AttemptKey & { index: number }) | null {
+  const item = parseItemExecutionId(executionId);
+  const key = item ? parseExecutionId(item.map) : null;
+  return item && key ? { ...key, index: item.index } : null;
 }
 
 /** The attempt an execution_id names in a loaded run: a visit's, or a compensation row's. */

@@ -8,17 +8,7 @@
  */
 import type { CompiledNode, WorkflowGraph } from "../definition/graph.js";
 import { assertTransition, type VisitState } from "./states.js";
-import type {
-  Compensation,
-  EventType,
-  InboxEvent,
-  Json,
-  MapItem,
-  NewEvent,
-  Run,
-  Visit,
-  VisitError,
-} from "./types.js";
+import type { Compensation, EventType, InboxEvent, Json, MapItem, NewEvent, Run, Visit, VisitError } from "./types.js";
 
 /** What a transaction changed in one run; the store writes it, the engine acts on it after commit. */
 export interface Changes {
@@ -52,6 +42,8 @@ export interface Changes {
   items: Set<MapItem>;
   /** `map` visits an item of which ended (its counts changed): the map's step goes on with them. */
   itemsEnded: Set<Visit>;
+  /** Map items made ready (started by their map, or RETRYING): claimable once due, as `readied` visits. */
+  readiedItems: LoadedItem[];
 }
 
 export interface RunState {
@@ -104,6 +96,7 @@ export function emptyChanges(): Changes {
     starts: new Set(),
     items: new Set(),
     itemsEnded: new Set(),
+    readiedItems: [],
   };
 }
 

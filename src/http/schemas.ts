@@ -170,7 +170,7 @@ export const MapCountsSchema = z
   })
   .meta({ id: "MapCounts", description: "A map visit's items by state" });
 
-export const MAP_ITEM_STATES = ["PENDING", "RUNNING", "SUCCEEDED", "FAILED", "CANCELLED"] as const;
+export const MAP_ITEM_STATES = ["PENDING", "RUNNING", "RETRYING", "SUCCEEDED", "FAILED", "CANCELLED"] as const;
 
 /** One item of a map visit: a row, run as a child run of the visit's attempt. */
 export const MapItemSchema = z
@@ -185,14 +185,31 @@ export const MapItemSchema = z
       .string()
       .nullable()
       .describe(
-        "the run that runs the item (GET /v1/runs/{id}); null while PENDING, and for an item that failed before its run started",
+        "the child run that runs an item of a workflow (GET /v1/runs/{id}); null while PENDING, for an item that failed before its run started, and for an item of an agent",
       ),
-    output: json().nullable().describe("the item run's output once SUCCEEDED"),
-    error: VisitErrorSchema.nullable().describe("the item run's error once FAILED or CANCELLED"),
+    output: json().nullable().describe("the item's output once SUCCEEDED"),
+    error: VisitErrorSchema.nullable().describe(
+      "the item's error once FAILED or CANCELLED (the last failed attempt's while RETRYING)",
+    ),
     started_at: nullableTime(),
     ended_at: nullableTime(),
+    agent_type: z
+      .string()
+      .nullable()
+      .describe("the agent that runs an item of an agent, in attempts of its own; null for an item of a workflow"),
+    attempt: z.number().int().describe("an item of an agent: its attempts so far (fences results, as a visit's)"),
+    failures: z.number().int().describe("an item of an agent: its failed attempts (they spend the map node's retries)"),
+    interruptions: z.number().int().describe("an item of an agent: deaths of the engine holding its attempt"),
+    ready_at: nullableTime(),
+    deadline_at: nullableTime(),
+    lease_expires_at: nullableTime(),
+    holder: z.string().nullable().describe("the engine or worker holding its running attempt"),
   })
-  .meta({ id: "MapItem", description: "One item of a map visit, run as a child run" });
+  .meta({
+    id: "MapItem",
+    description:
+      "One item of a map visit: an item of an agent holds its own attempts; an item of a workflow (or one that undoes) is run by a child run",
+  });
 
 /** What a node ready to run waits for, when that is worth saying (engine/served-types.ts). */
 const NodeWaitingSchema = z

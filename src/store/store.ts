@@ -23,7 +23,7 @@ import type { WorkflowStore } from "./workflows.js";
 export type { ConcurrencyGroup, RateBucket } from "./claims.js";
 export type { EngineRow } from "./engines.js";
 export type { InboxTx } from "./inbox.js";
-export { type FailedMapItem, type MapItemUpdate, missingMapItem } from "./map-items.js";
+export { type FailedMapItem, type ItemKey, type MapItemUpdate, missingMapItem } from "./map-items.js";
 export type { PruneCut, PrunedStatus } from "./prune.js";
 export {
   type ChildRun,

@@ -4,9 +4,12 @@
  */
 import { afterEach, describe, expect, it } from "vitest";
 import type { Json, MapCounts, MapItem, Run, RunParent, Visit } from "../../src/core/types.js";
+import { openStore as openDatabase } from "../../src/engine/open-store.js";
 import { ManualClock } from "../../src/index.js";
+import type { ItemKey } from "../../src/store/map-items.js";
 import type { LoadedRun, MapItemUpdate, Store, VisitKey } from "../../src/store/store.js";
 import { makeRun, visit } from "../core/helpers.js";
+import { tempDb } from "../helpers.js";
 import { STORES, writeRows } from "./stores.js";
 
 const NOW = Date.UTC(2026, 0, 1);
@@ -47,6 +50,52 @@ function child(run_id: string, parent: Partial<RunParent> & { run_id: string }, 
 
 const ended = (status: Run["status"]): Partial<Run> => ({ status, ended_at: NOW + 1 });
 
+/** The attempt fields of an item row that holds no attempts (a child run runs it, or it was not started). */
+const NO_ATTEMPTS = {
+  agent_type: null,
+  attempt: 0,
+  failures: 0,
+  interruptions: 0,
+  ready_at: null,
+  deadline_at: null,
+  lease_expires_at: null,
+  holder: null,
+} as const;
+
+/** Item `index` of the visit `at` (default r1's m#1) as `insert` wrote it (its item `i<index>`), with `fields`. */
+function row(index: number, fields: Partial<MapItem> = {}, at: VisitKey = key("r1")): MapItem {
+  return {
+    ...at,
+    index,
+    item: `i${index}`,
+    state: "PENDING",
+    child_run_id: null,
+    output: null,
+    error: null,
+    started_at: null,
+    ended_at: null,
+    ...NO_ATTEMPTS,
+    ...fields,
+  };
+}
+
+/** Item `index` holding its own attempts, of agent type `llm` unless `fields` say otherwise. */
+const agentItem = (index: number, state: MapItem["state"], fields: Partial<MapItem> = {}, at?: VisitKey) =>
+  row(index, { agent_type: "llm", state, ...fields }, at);
+
+const itemKey = (index: number, at: VisitKey = key("r1")): ItemKey => ({ ...at, index });
+
+/** The items `i0` .. `i<n-1>`. */
+const itemsOf = (n: number): Json[] => Array.from({ length: n }, (_, i) => `i${i}`);
+
+function deferred(): { promise: Promise<void>; resolve: () => void } {
+  let resolve!: () => void;
+  const promise = new Promise<void>((r) => {
+    resolve = r;
+  });
+  return { promise, resolve };
+}
+
 for (const { name: kind, open: openStore } of STORES) {
   describe(`map items (${kind})`, () => {
     const stores: Store[] = [];
@@ -59,6 +108,10 @@ for (const { name: kind, open: openStore } of STORES) {
     async function open(setup: { runs?: Run[]; visits?: Visit[] } = {}): Promise<Store> {
       const store = await openStore({ clock: new ManualClock(NOW) });
       stores.push(store);
+      return seeded(store, setup);
+    }
+
+    async function seeded(store: Store, setup: { runs?: Run[]; visits?: Visit[] }): Promise<Store> {
       await store.putWorkflow("wf", "hash-1", WORKFLOW, NOW);
       await store.transaction(async (tx) => {
         await writeRows(tx, { insertRuns: [run("r1"), ...(setup.runs ?? [])] });
@@ -106,6 +159,7 @@ for (const { name: kind, open: openStore } of STORES) {
         error: null,
         started_at: null,
         ended_at: null,
+        ...NO_ATTEMPTS,
       });
       // Another visit's items are its own.
       expect(await store.listMapItems(key("r1", 2), { after: -1, limit: 10 })).toEqual([]);
@@ -303,6 +357,7 @@ for (const { name: kind, open: openStore } of STORES) {
           error: null,
           started_at: NOW,
           ended_at: NOW + 10,
+          ...NO_ATTEMPTS,
         });
         // The new visit's item is the one it was given.
         expect(JSON.stringify(read[3]!.item)).toBe(JSON.stringify(after[3]));
@@ -411,6 +466,250 @@ for (const { name: kind, open: openStore } of STORES) {
           writeRows(tx, { updateVisits: [{ ...v, state: "FAILED", ended_at: NOW + 2 }] }),
         );
         expect(await orphaned()).toEqual(["i-current", "i-earlier-attempt", "w-not-held"]);
+      });
+    });
+
+    describe("items that hold their own attempts", () => {
+      async function write(store: Store, rows: MapItem[]) {
+        await store.transaction((tx) => tx.writeMapItems(rows));
+      }
+
+      const load = (store: Store, keys: ItemKey[]) =>
+        store.transaction(async (tx) => (await tx.loadMapItems(keys)).sort((a, b) => a.index - b.index));
+
+      it("writes rows whole and reads them back whole; keys without a row are left out", async () => {
+        const store = await open();
+        await insert(store, key("r1"), itemsOf(3));
+        const running = agentItem(0, "RUNNING", {
+          attempt: 2,
+          failures: 1,
+          interruptions: 1,
+          started_at: NOW + 1,
+          deadline_at: NOW + 60_000,
+          lease_expires_at: NOW + 30_000,
+          holder: "engine-1",
+        });
+        const failed = agentItem(1, "FAILED", {
+          attempt: 3,
+          failures: 3,
+          output: { z: 1, a: [2] },
+          error: { message: "boom", reason: "failed", details: { code: 7 } },
+          started_at: NOW + 2,
+          ended_at: NOW + 3,
+        });
+        await write(store, [running, failed]);
+
+        expect(await load(store, [itemKey(1), itemKey(7), itemKey(0), itemKey(0, key("r1", 2))])).toEqual([
+          running,
+          failed,
+        ]);
+        expect(await load(store, [])).toEqual([]);
+        // listMapItems reads the same rows, the untouched one as it was inserted.
+        expect(await all(store)).toEqual([running, failed, row(2)]);
+        const [, read] = await load(store, [itemKey(0), itemKey(1)]);
+        expect(JSON.stringify(read?.output)).toBe('{"z":1,"a":[2]}');
+
+        // Whole rows: null clears; the item is never written; a row given twice ends as the later one.
+        const retrying = agentItem(0, "RETRYING", { attempt: 2, failures: 2, ready_at: NOW + 5_000 });
+        await write(store, [
+          { ...failed, state: "SUCCEEDED", error: null, item: "not written" },
+          { ...failed, item: "not written" },
+          retrying,
+          row(2, { state: "RUNNING", child_run_id: "c2" }),
+        ]);
+        expect(await all(store)).toEqual([retrying, failed, row(2, { state: "RUNNING", child_run_id: "c2" })]);
+
+        // Reads in the same transaction see the write.
+        const seen = await store.transaction(async (tx) => {
+          await tx.writeMapItems([agentItem(2, "PENDING", { ready_at: NOW })]);
+          return tx.loadMapItems([itemKey(2)]);
+        });
+        expect(seen).toEqual([agentItem(2, "PENDING", { ready_at: NOW })]);
+      });
+
+      it("refuses to write a row that does not exist, and writes none of that transaction", async () => {
+        const store = await open();
+        await insert(store, key("r1"), itemsOf(2));
+        await expect(
+          write(store, [agentItem(0, "RUNNING", { holder: "engine-1" }), agentItem(7, "RUNNING"), row(8)]),
+        ).rejects.toThrow(/map visit r1\/m#1 has no item 7 to update/);
+        await expect(write(store, [agentItem(1, "RUNNING", {}, key("r1", 2))])).rejects.toThrow(
+          /map visit r1\/m#2 has no item 1 to update/,
+        );
+        expect(await all(store)).toEqual([row(0), row(1)]);
+        await write(store, []);
+      });
+
+      it("lists a visit's started and unended items (ready, RUNNING, RETRYING) by index, at most the limit", async () => {
+        const store = await open();
+        await insert(store, key("r1"), itemsOf(8));
+        const active = [
+          agentItem(0, "PENDING", { ready_at: NOW }),
+          agentItem(2, "RUNNING", { attempt: 1, holder: "engine-1", lease_expires_at: NOW + 10 }),
+          agentItem(3, "RETRYING", { attempt: 1, failures: 1, ready_at: NOW + 1_000 }),
+        ];
+        await write(store, [
+          agentItem(7, "CANCELLED", { ended_at: NOW }),
+          active[2]!,
+          agentItem(1, "PENDING"), // not started by its map yet
+          agentItem(4, "SUCCEEDED", { output: 4, ended_at: NOW }),
+          active[0]!,
+          agentItem(5, "FAILED", { ended_at: NOW }),
+          row(6, { state: "RUNNING", child_run_id: "c6" }), // a child run's item
+          active[1]!,
+        ]);
+        const list = (limit: number, at = key("r1")) => store.transaction((tx) => tx.activeMapItems(at, limit));
+        expect(await list(10)).toEqual(active);
+        expect(await list(2)).toEqual(active.slice(0, 2));
+        expect(await list(10, key("r1", 2))).toEqual([]);
+      });
+
+      it("finds the items of an agent type ready by now, oldest first, at most the limit", async () => {
+        const r2 = key("r2");
+        const store = await open({ runs: [run("r2")], visits: [mapVisit("r1", 1), mapVisit("r2", 1)] });
+        await insert(store, key("r1"), itemsOf(7));
+        await insert(store, r2, itemsOf(1));
+        await write(store, [
+          agentItem(0, "PENDING", { ready_at: NOW - 10 }),
+          agentItem(1, "RETRYING", { ready_at: NOW }),
+          agentItem(2, "PENDING", { ready_at: NOW - 100 }),
+          agentItem(3, "RETRYING", { ready_at: NOW + 1 }), // not yet
+          agentItem(4, "PENDING", { agent_type: "http", ready_at: NOW - 1_000 }), // another type
+          agentItem(5, "PENDING"), // not started
+          agentItem(6, "RUNNING", { lease_expires_at: NOW - 1 }), // claimed
+          agentItem(0, "PENDING", { ready_at: NOW - 50 }, r2),
+        ]);
+        const claimable = (type: string, now: number, limit: number) =>
+          store.transaction((tx) => tx.claimableMapItems(type, now, limit));
+        expect(await claimable("llm", NOW, 10)).toEqual([itemKey(2), itemKey(0, r2), itemKey(0), itemKey(1)]);
+        expect(await claimable("llm", NOW, 2)).toEqual([itemKey(2), itemKey(0, r2)]);
+        expect(await claimable("llm", NOW + 1, 10)).toHaveLength(5);
+        expect(await claimable("llm", NOW - 101, 10)).toEqual([]);
+        expect(await claimable("http", NOW, 10)).toEqual([itemKey(4)]);
+        expect(await claimable("other", NOW, 10)).toEqual([]);
+      });
+
+      it.runIf(kind === "postgres")(
+        "locks the claimable items' runs: another transaction skips them, and its limit counts only the rest",
+        async () => {
+          const r2 = key("r2");
+          // Two stores on one schema, as two engines: a store runs its own transactions one at a time.
+          const database = tempDb("postgres");
+          const [store, other] = [
+            await openDatabase(database, { clock: new ManualClock(NOW) }),
+            await openDatabase(database, { clock: new ManualClock(NOW) }),
+          ];
+          stores.push(store, other);
+          await seeded(store, { runs: [run("r2")], visits: [mapVisit("r1", 1), mapVisit("r2", 1)] });
+          await insert(store, key("r1"), itemsOf(2));
+          await insert(store, r2, itemsOf(1));
+          await write(store, [
+            agentItem(0, "PENDING", { ready_at: NOW - 30 }),
+            agentItem(1, "PENDING", { ready_at: NOW - 10 }),
+            agentItem(0, "PENDING", { ready_at: NOW - 20 }, r2),
+          ]);
+          const claimed = deferred();
+          const release = deferred();
+          const holding = store.transaction(async (tx) => {
+            const keys = await tx.claimableMapItems("llm", NOW, 1);
+            claimed.resolve();
+            await release.promise;
+            return keys;
+          });
+          await claimed.promise;
+          try {
+            // r1 is held by the claim above: its items are skipped, the limit is filled from r2.
+            expect(await other.transaction((tx) => tx.claimableMapItems("llm", NOW, 1))).toEqual([itemKey(0, r2)]);
+            expect(await other.transaction((tx) => tx.claimableMapItems("llm", NOW, 10))).toEqual([itemKey(0, r2)]);
+          } finally {
+            release.resolve();
+          }
+          expect(await holding).toEqual([itemKey(0)]);
+          expect(await store.transaction((tx) => tx.claimableMapItems("llm", NOW, 10))).toHaveLength(3);
+        },
+      );
+
+      it("finds RUNNING items whose lease passed by now, soonest first, at most the limit", async () => {
+        const store = await open();
+        await insert(store, key("r1"), itemsOf(6));
+        await write(store, [
+          agentItem(0, "RUNNING", { lease_expires_at: NOW }),
+          agentItem(1, "RUNNING", { lease_expires_at: NOW - 5 }),
+          agentItem(2, "RUNNING", { lease_expires_at: NOW + 1 }), // not yet
+          agentItem(3, "RETRYING", { lease_expires_at: NOW - 100, ready_at: NOW + 100 }), // not running
+          agentItem(4, "SUCCEEDED", { lease_expires_at: NOW - 100 }),
+          row(5, { state: "RUNNING", child_run_id: "c5" }), // a child run's: its run's own lease
+        ]);
+        const expired = (now: number, limit: number) => store.transaction((tx) => tx.expiredMapItems(now, limit));
+        expect(await expired(NOW, 10)).toEqual([itemKey(1), itemKey(0)]);
+        expect(await expired(NOW, 1)).toEqual([itemKey(1)]);
+        expect(await expired(NOW + 1, 10)).toEqual([itemKey(1), itemKey(0), itemKey(2)]);
+        expect(await expired(NOW - 6, 10)).toEqual([]);
+      });
+
+      it("finds RUNNING items held by any of some holders, at most the limit", async () => {
+        const store = await open();
+        await insert(store, key("r1"), itemsOf(5));
+        await write(store, [
+          agentItem(0, "RUNNING", { holder: "engine-1" }),
+          agentItem(1, "RUNNING", { holder: "worker:w1" }),
+          agentItem(2, "RUNNING", { holder: "engine-2" }),
+          agentItem(3, "SUCCEEDED", { holder: "engine-1" }), // ended
+          row(4, { state: "RUNNING", child_run_id: "c4", holder: "engine-1" }), // a child run's
+        ]);
+        const heldBy = (holders: string[], limit: number) =>
+          store.transaction(async (tx) => (await tx.mapItemsHeldBy(holders, limit)).sort((a, b) => a.index - b.index));
+        expect(await heldBy(["engine-1", "worker:w1"], 10)).toEqual([itemKey(0), itemKey(1)]);
+        expect(await heldBy(["engine-1", "worker:w1"], 1)).toHaveLength(1);
+        expect(await heldBy(["engine-2"], 10)).toEqual([itemKey(2)]);
+        expect(await heldBy(["nobody"], 10)).toEqual([]);
+        expect(await heldBy([], 10)).toEqual([]);
+      });
+
+      it("makes an item's coming ready time and a running item's lease due (nextDue)", async () => {
+        const store = await open();
+        await insert(store, key("r1"), itemsOf(4));
+        const nextDue = () => store.transaction((tx) => tx.nextDue(NOW));
+        // Only the run's deadline so far.
+        expect(await nextDue()).toBe(NOW + 3_600_000);
+        await write(store, [agentItem(0, "PENDING", { ready_at: NOW })]); // ready now: not a time to come
+        expect(await nextDue()).toBe(NOW + 3_600_000);
+        await write(store, [agentItem(1, "RETRYING", { ready_at: NOW + 5_000 })]);
+        expect(await nextDue()).toBe(NOW + 5_000);
+        await write(store, [agentItem(2, "RUNNING", { lease_expires_at: NOW + 2_000 })]);
+        expect(await nextDue()).toBe(NOW + 2_000);
+        await write(store, [agentItem(2, "SUCCEEDED", { lease_expires_at: NOW + 2_000, ended_at: NOW })]);
+        expect(await nextDue()).toBe(NOW + 5_000);
+      });
+
+      it("counts RUNNING items by agent type for the limits, but of the runs left out", async () => {
+        const r2 = key("r2");
+        const store = await open({
+          runs: [run("r2")],
+          visits: [
+            mapVisit("r1", 1),
+            mapVisit("r2", 1),
+            visit("a", "RUNNING", { run_id: "r1", agent_type: "llm", attempt: 1, holder: "engine-1" }),
+          ],
+        });
+        await insert(store, key("r1"), itemsOf(6));
+        await insert(store, r2, itemsOf(1));
+        await write(store, [
+          agentItem(0, "RUNNING"),
+          agentItem(1, "RUNNING"),
+          agentItem(2, "RETRYING", { ready_at: NOW + 1 }),
+          agentItem(3, "RUNNING", { agent_type: "http" }),
+          agentItem(4, "PENDING", { ready_at: NOW }),
+          row(5, { state: "RUNNING", child_run_id: "c5" }),
+          agentItem(0, "RUNNING", {}, r2),
+        ]);
+        const count = async (types: string[], except: string[]) =>
+          Object.fromEntries(await store.transaction((tx) => tx.countRunningForLimits(types, except)));
+        // r1's RUNNING visit of llm counts with the items.
+        expect(await count(["llm", "http", "other"], [])).toEqual({ llm: 4, http: 1 });
+        expect(await count(["llm"], ["r2"])).toEqual({ llm: 3 });
+        expect(await count(["llm", "http"], ["r1"])).toEqual({ llm: 1 });
+        expect(await count(["http"], ["r1", "r2"])).toEqual({});
       });
     });
 

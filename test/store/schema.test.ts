@@ -55,6 +55,7 @@ describeStore("sqlite")("SQLite schema", () => {
       { version: 17, name: "held_maps" },
       { version: 18, name: "served_types" },
       { version: 20, name: "event_batches" },
+      { version: 21, name: "item_attempts" },
     ]);
     db.close();
   });

@@ -91,7 +91,7 @@ CREATE TABLE map_items (
   output        TEXT,              -- the child's output once SUCCEEDED
   error         TEXT,              -- the child's error once FAILED or CANCELLED
   started_at    INTEGER,
-  ended_at      INTEGER,
+  ended_at      INTEGER, agent_type TEXT, attempt INTEGER NOT NULL DEFAULT 0, failures INTEGER NOT NULL DEFAULT 0, interruptions INTEGER NOT NULL DEFAULT 0, ready_at INTEGER, deadline_at INTEGER, lease_expires_at INTEGER, holder TEXT,
   PRIMARY KEY (run_id, node_id, visit, idx)
 );
 
@@ -224,7 +224,11 @@ CREATE INDEX inbox_undelivered ON inbox (run_id, seq) WHERE delivered_at IS NULL
 
 CREATE INDEX inbox_waiting ON inbox (run_id, name, seq, size) WHERE delivered_at IS NULL AND run_id IS NOT NULL;
 
+CREATE INDEX map_items_leased ON map_items (lease_expires_at) WHERE state = 'RUNNING' AND agent_type IS NOT NULL;
+
 CREATE INDEX map_items_pending ON map_items (run_id, node_id, visit, idx) WHERE state = 'PENDING';
+
+CREATE INDEX map_items_ready ON map_items (ready_at) WHERE ready_at IS NOT NULL;
 
 CREATE INDEX map_items_running ON map_items (run_id, node_id, visit, idx) WHERE state = 'RUNNING';
 

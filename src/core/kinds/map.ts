@@ -40,6 +40,14 @@ export function parseItemExecutionId(executionId: string): { map: string; index:
   return { map: executionId.slice(0, hash), index };
 }
 
+/** An item its map starts: ready to claim now (`MapItem.ready_at`), by an engine or a worker serving its agent. */
+export function readyItem(rs: RunState, item: LoadedItem, now: number): void {
+  item.row.agent_type = item.node.agent_type;
+  item.row.ready_at = now;
+  rs.changes.items.add(item.row);
+  rs.changes.readiedItems.push(item);
+}
+
 /**
  * The moves of an item that holds its own attempts (`MapItem.agent_type`), as a visit's
  * (run-state.ts, scheduler.ts): `node` is its item workflow's node (the map node's retry settings
@@ -92,17 +100,23 @@ export const itemMoves = {
           ? retryDelayMs(node, row.failures, random)
           : Math.min(error.retry_after_ms, node.retry_max_interval * 1000);
       row.ready_at = now + delay;
+      rs.changes.readiedItems.push(item);
       event(rs, "item.retrying", map, now, itemData(row, { error: errorJson(error), retry_at: row.ready_at }));
       return;
     }
-    const reason = retryable ? "retries_exhausted" : error.reason === "invalid_output" ? "invalid_output" : "non_retryable";
+    const reason = retryable
+      ? "retries_exhausted"
+      : error.reason === "invalid_output"
+        ? "invalid_output"
+        : "non_retryable";
     itemMoves.failForGood(rs, map, item, reason, error, now);
   },
 
   failForGood(rs: RunState, map: Visit, item: LoadedItem, reason: string, error: VisitError, now: number): void {
     transitionItem(rs, item.row, "FAILED");
     clearItemAttempt(item.row);
-    item.row.error = error;
+    // Its reason says why the item failed for good (retries_exhausted, timeout, ...), as a failed item run's does.
+    item.row.error = { ...error, reason };
     event(rs, "item.failed", map, now, itemData(item.row, { reason, error: errorJson(error) }));
     ended(rs, map, item.row, now);
   },
@@ -120,6 +134,7 @@ export const itemMoves = {
     transitionItem(rs, row, "RETRYING");
     clearItemAttempt(row);
     row.ready_at = now;
+    rs.changes.readiedItems.push(item);
     event(rs, "item.interrupted", map, now, itemData(row, { interruptions: row.interruptions }));
   },
 

@@ -85,6 +85,16 @@ export function undoesItems(payload: Json): boolean {
   return each !== null && typeof each === "object" && each.compensation !== undefined;
 }
 
+/**
+ * True when the map's items hold their own attempts in their rows (DESIGN §11.1): items of an
+ * agent that undo nothing. An item of a workflow is a child run, and so is an item that declares
+ * compensation (it undoes through its run's compensation rows).
+ */
+export function itemsAreRows(payload: Json): boolean {
+  const each = (payload as { each?: object } | null)?.each;
+  return each !== null && typeof each === "object" && !("workflow_id" in each) && !undoesItems(payload);
+}
+
 /** The resolved payload with its defaults (call after `checkResolved` accepted it). */
 export function mapPayload(payload: Json): MapPayload {
   const p = payload as Record<string, Json>;

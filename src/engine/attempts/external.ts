@@ -404,6 +404,20 @@ export class ExternalWorkers {
    * in-process one would be, and not handed out.
    */
   private async withPayload(t: ClaimedTask, holder: string): Promise<ClaimedTask | null> {
+    if (t.item && t.payload === null) {
+      const resolved = await this.o.attempts.payloads.item({ ...t, item: t.item });
+      if ("payload" in resolved) return { ...t, payload: resolved.payload };
+      const error = { message: resolved.problem, reason: "template_error" };
+      const failure: AttemptResult = {
+        kind: "fail_visit",
+        execution_id: t.execution_id,
+        attempt: t.attempt,
+        reason: "template_error",
+        error,
+      };
+      this.push(failure, holder, null).catch(() => undefined);
+      return null;
+    }
     if (!t.compensates) return t;
     try {
       return { ...t, payload: await this.o.attempts.payloads.compensation(t) };

@@ -5,6 +5,8 @@
  * holds "[secret NAME]" (engine/attempts/secrets.ts).
  */
 import type { Json } from "../../core/types.js";
+import type { CompiledPayload, ExpressionContext } from "../../definition/expressions.js";
+import type { CompiledNode } from "../../definition/graph.js";
 import { NonRetryableError } from "../../errors.js";
 import type { Store, VisitKey } from "../../store/store.js";
 import type { WorkflowRegistry } from "../registry.js";
@@ -13,7 +15,7 @@ import type { ClaimedTask, Input, Submit } from "../writer/inputs.js";
 import { expressionContext } from "./expression-context.js";
 import { errorOf } from "./handler-errors.js";
 import { checkJson } from "./outcomes.js";
-import { type Markers, markers, notConfigured, type Secrets, seal, unmark } from "./secrets.js";
+import { markers, notConfigured, type Secrets, seal, unmark } from "./secrets.js";
 
 export interface PayloadsOptions {
   registry: WorkflowRegistry;
@@ -42,7 +44,6 @@ export class Payloads {
     const id = `${key.run_id}:${key.node_id}:${key.visit}`;
     if (this.resolving.has(id)) return;
     this.resolving.add(id);
-    let marks: Markers | null = null;
     void (async (): Promise<Input> => {
       try {
         const run = known ?? (await this.o.store.getRun(key.run_id));
@@ -67,40 +68,77 @@ export class Payloads {
           concurrencyKey = typeof value === "string" ? value : JSON.stringify(value);
         }
         if (!template) return { kind: "payload", key, payload: written, concurrency_key: concurrencyKey };
-        // An agent of this engine would run it: a secret it lacks fails the visit now (a worker has its own).
-        const missing = this.o.runsInProcess(node.agent_type)
-          ? template.secretNames.find((name) => !this.o.secrets.has(name))
-          : undefined;
-        if (missing !== undefined) {
-          return { kind: "payload_error", key, error: { message: notConfigured(missing), reason: "template_error" } };
+        const resolved = await this.templated(node, ctx);
+        if ("problem" in resolved) {
+          return { kind: "payload_error", key, error: { message: resolved.problem, reason: "template_error" } };
         }
-        // Templates see markers, never values; what is stored holds "[secret NAME]" (engine/attempts/secrets.ts).
-        marks = template.secretNames.length > 0 ? markers(template.secretNames) : null;
-        const raw = await template.resolve(marks ? { ...ctx, secrets: marks.secrets } : ctx);
-        const sealed = marks ? seal(raw, marks, template.secretUses) : { value: raw };
-        if ("problem" in sealed)
-          return { kind: "payload_error", key, error: { message: sealed.problem, reason: "template_error" } };
-        const resolved = sealed.value;
-        // Fields the kind resolves later (a map's `each`) are kept as written.
-        for (const field of node.kind.deferred ?? []) {
-          if (field in written) (resolved as Record<string, unknown>)[field] = written[field];
-        }
-        const payload = checkJson(resolved, "payload", this.o.maxOutputBytes);
-        if (!payload.ok)
-          return { kind: "payload_error", key, error: { message: payload.problem, reason: "template_error" } };
-        // The node's kind may refuse what the templates gave (a review's assignees, a sleep's time).
-        const refused = graph.nodes.get(key.node_id)?.kind.checkResolved?.(payload.value) ?? null;
-        if (refused) return { kind: "payload_error", key, error: { message: refused, reason: "template_error" } };
-        return { kind: "payload", key, payload: payload.value, concurrency_key: concurrencyKey };
+        return { kind: "payload", key, payload: resolved.payload, concurrency_key: concurrencyKey };
       } catch (e) {
-        // An expression's error may quote a marker (`$number(secrets.X)`): never stored as such.
-        const message = marks ? unmark(errorOf(e).message, marks) : errorOf(e).message;
-        return { kind: "payload_error", key, error: { message, reason: "template_error" } };
+        return { kind: "payload_error", key, error: { message: errorOf(e).message, reason: "template_error" } };
       }
     })().then((input) => {
       this.resolving.delete(id);
       this.o.submit(input);
     });
+  }
+
+  /**
+   * A node's payload templates resolved (`node.payload`, which must be set), as stored: secrets
+   * are markers ("[secret NAME]", engine/attempts/secrets.ts), fields its kind resolves later kept
+   * as written, checked as JSON within the limit and by its kind; or why not.
+   */
+  private async templated(
+    node: CompiledNode,
+    ctx: ExpressionContext,
+  ): Promise<{ payload: Json } | { problem: string }> {
+    const template = node.payload as CompiledPayload;
+    const written = (node.def.payload ?? {}) as Record<string, Json>;
+    // An agent of this engine would run it: a secret it lacks fails the visit now (a worker has its own).
+    const missing = this.o.runsInProcess(node.agent_type)
+      ? template.secretNames.find((name) => !this.o.secrets.has(name))
+      : undefined;
+    if (missing !== undefined) return { problem: notConfigured(missing) };
+    // Templates see markers, never values; what is stored holds "[secret NAME]" (engine/attempts/secrets.ts).
+    const marks = template.secretNames.length > 0 ? markers(template.secretNames) : null;
+    let raw: unknown;
+    try {
+      raw = await template.resolve(marks ? { ...ctx, secrets: marks.secrets } : ctx);
+    } catch (e) {
+      // An expression's error may quote a marker (`$number(secrets.X)`): never stored as such.
+      return { problem: marks ? unmark(errorOf(e).message, marks) : errorOf(e).message };
+    }
+    const sealed = marks ? seal(raw, marks, template.secretUses) : { value: raw };
+    if ("problem" in sealed) return { problem: sealed.problem };
+    const resolved = sealed.value;
+    // Fields the kind resolves later (a map's `each`) are kept as written.
+    for (const field of node.kind.deferred ?? []) {
+      if (field in written) (resolved as Record<string, unknown>)[field] = written[field];
+    }
+    const payload = checkJson(resolved, "payload", this.o.maxOutputBytes);
+    if (!payload.ok) return { problem: payload.problem };
+    // The node's kind may refuse what the templates gave (a review's assignees, a sleep's time).
+    const refused = node.kind.checkResolved?.(payload.value) ?? null;
+    return refused ? { problem: refused } : { payload: payload.value };
+  }
+
+  /**
+   * A map item's payload (DESIGN §11.1): `each.payload` (its item workflow's node's) resolved for
+   * the item at each attempt, outside any transaction; its templates see `item`, `index` and
+   * `input` (the item). Every attempt sees the same: the item and its index do not change.
+   */
+  async item(t: ClaimedTask & { item: { index: number } }): Promise<{ payload: Json } | { problem: string }> {
+    const { graph } = await this.o.registry.get(t.workflow_id, t.workflow_version);
+    const node = graph.nodes.get(t.node_id);
+    if (!node) return { problem: `the item workflow ${t.workflow_id} has no node "${t.node_id}"` };
+    if (!node.payload) return { payload: (node.def.payload ?? {}) as Json };
+    const ctx: ExpressionContext = {
+      input: t.input,
+      nodes: {},
+      run: { run_id: t.run_id, trace_id: t.trace_id },
+      item: t.input,
+      index: t.item.index,
+    };
+    return this.templated(node, ctx);
   }
 
   /**

@@ -134,6 +134,15 @@ export class AttemptRunner {
         );
         return this.outcomes.compensationOutcome(at, this.redacted(value));
       }
+      if (task.item && task.payload === null) {
+        // A map item's payload is resolved at each attempt, outside any transaction (payloads.ts).
+        const resolved = await this.payloads.item({ ...task, item: task.item });
+        if ("problem" in resolved) {
+          const error = { message: resolved.problem, reason: "template_error" };
+          return { kind: "fail_visit", ...at, reason: "template_error", error };
+        }
+        task = { ...task, payload: resolved.payload };
+      }
       // Loaded by the claim's flush: the handler starts in this tick (the test harness counts on it).
       const loaded =
         this.o.registry.cached(task.workflow_id, task.workflow_version) ??
@@ -211,6 +220,7 @@ export class AttemptRunner {
       deps: t.deps,
       trigger: t.trigger,
       ...(t.compensates ? { compensates: t.compensates } : {}),
+      ...(t.item ? { item: t.item } : {}),
       trace_id: t.trace_id,
       traceparent,
       get signal() {

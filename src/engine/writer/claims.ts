@@ -4,15 +4,15 @@
  * tasks they are handed. Kinds the engine starts itself (a review, a wait) begin here too.
  * Every claim goes through the one attempt lifecycle (core/attempt.ts).
  */
-import { type Attempt, compensationAttempt, isClaimable, visitAttempt } from "../../core/attempt.js";
+import { type Attempt, compensationAttempt, isClaimable, itemAttempt, visitAttempt } from "../../core/attempt.js";
 import { usageRuns } from "../../core/budget.js";
 import { claimableCompensation, undoneExecutionId } from "../../core/compensation.js";
 import { beginVisit, nodeOf, type RunState } from "../../core/scheduler.js";
-import type { Compensation, Json, Visit } from "../../core/types.js";
+import type { Compensation, Json, MapItem, Visit } from "../../core/types.js";
 import { ENGINE_STARTED, kindOf } from "../../definition/kinds/index.js";
+import { itemWorkflowId } from "../registry.js";
 import type { Budget } from "./budget.js";
 import type { FlushContext } from "./context.js";
-import { itemWorkflowId } from "../registry.js";
 import type { ClaimedTask, ClaimInput } from "./inputs.js";
 import { SWEEP_BATCH } from "./inputs.js";
 import type { KindStep } from "./kinds/step.js";
@@ -67,6 +67,18 @@ export class Claims {
     }
   }
 
+  /** Map items in hand that may be claimed: made ready by this flush, their map still holding them. */
+  private *itemsInHand(): Generator<Attempt> {
+    const f = this.f;
+    for (const rs of f.states.values()) {
+      for (const item of rs.changes.readiedItems) {
+        const map = rs.current.get(item.row.node_id);
+        const a = map ? itemAttempt(rs, item, map) : undefined;
+        if (a?.current && isItemClaimable(item.row, f.now)) yield a;
+      }
+    }
+  }
+
   /** Ready visits in hand: made ready by this flush, or told of by another engine. */
   private *inHand(): Generator<[RunState, Visit]> {
     const f = this.f;
@@ -98,6 +110,8 @@ export class Claims {
       const c = claimableCompensation(rs, f.now);
       if (c) add(c.agent_type, null);
     }
+    // Map items this flush made ready and did not claim: found by the claimable items query.
+    for (const a of this.itemsInHand()) add(a.agentType, null);
     // A limited type's attempt ended: a visit over the limit may now be claimed, by any engine or worker.
     for (const type of freedLimitedTypes(f)) add(type, null);
     f.out.waiting = [...ready.keys()].filter((t) => t !== "*");
@@ -141,6 +155,10 @@ export class Claims {
       const c = isClaimable(v, f.now) ? await taker(v.agent_type) : undefined;
       if (c) await takeVisit(c, rs, v);
     }
+    for (const a of this.itemsInHand()) {
+      const c = await taker(a.agentType);
+      if (c) await take(c, a);
+    }
     for (const rs of f.states.values()) {
       const row = claimableCompensation(rs, f.now);
       const c = row ? await taker(row.agent_type) : undefined;
@@ -157,6 +175,14 @@ export class Claims {
         async (rs, v) => {
           const c = await taker(v.agent_type);
           if (c) await takeVisit(c, rs, v);
+        },
+      );
+      await this.eachClaimableItem(
+        type,
+        () => wanted(type),
+        async (a) => {
+          const c = await taker(a.agentType);
+          if (c) await take(c, a);
         },
       );
       // Then what failed runs have to undo with this agent type, one row per run at a time.
@@ -219,8 +245,16 @@ export class Claims {
     const types = [...f.o.agentTypes().filter((t) => !ENGINE_STARTED.includes(t)), ...ENGINE_STARTED];
     for (const type of types) {
       if (!sweep && !backlog.has(type)) continue;
-      if (await this.eachClaimable(type, () => room(type), ready)) backlog.delete(type);
+      const visitsDone = await this.eachClaimable(type, () => room(type), ready);
+      // Map items of an agent (never of a kind the engine starts) wait in the same backlog.
+      const itemsDone = kindOf(type).start === "engine" || (await this.eachClaimableItem(type, () => room(type), take));
+      if (visitsDone && itemsDone) backlog.delete(type);
       else backlog.add(type);
+    }
+    for (const a of this.itemsInHand()) {
+      if (!types.includes(a.agentType)) continue;
+      if ((await room(a.agentType)) > 0) await take(a);
+      else backlog.add(a.agentType);
     }
     for (const [rs, v] of this.inHand()) {
       if (!isClaimable(v, f.now) || !types.includes(v.agent_type)) continue;
@@ -267,6 +301,34 @@ export class Claims {
     }
     return false;
   }
+
+  /**
+   * Calls `take` for the database's claimable map items of `type` (their runs locked, their rows
+   * read), oldest due first, as many as `room` says; true when no more are waiting.
+   */
+  private async eachClaimableItem(
+    type: string,
+    room: () => Promise<number>,
+    take: (a: Attempt) => Promise<void>,
+  ): Promise<boolean> {
+    const f = this.f;
+    const n = await room();
+    if (n <= 0) return false;
+    const keys = await f.tx.claimableMapItems(type, f.now, n);
+    if (keys.length === 0) return true;
+    await f.preload([...new Set(keys.map((k) => k.run_id))]);
+    for (const { rs, item } of await f.loadItems(keys)) {
+      const map = rs.current.get(item.row.node_id);
+      const a = map ? itemAttempt(rs, item, map) : undefined;
+      if (a?.current && isItemClaimable(item.row, f.now) && (await room()) > 0) await take(a);
+    }
+    return keys.length < n;
+  }
+}
+
+/** Ready and due (in memory, which may be ahead of the database), as `isClaimable` says of a visit. */
+function isItemClaimable(row: MapItem, now: number): boolean {
+  return (row.state === "PENDING" || row.state === "RETRYING") && row.ready_at !== null && row.ready_at <= now;
 }
 
 /** The task a claimed attempt is handed. */

@@ -4,9 +4,10 @@
  * answering callers, and the outcome every step adds to. Steps import this, never the flush:
  * what one step needs of another it is given when the flush builds it.
  */
+import type { LoadedItem } from "../../core/run-state.js";
 import type { RunState } from "../../core/scheduler.js";
-import type { Run, RunEvent } from "../../core/types.js";
-import type { ReadyNotice, RunRead, StoreTx, VisitKey } from "../../store/store.js";
+import type { MapItem, Run, RunEvent } from "../../core/types.js";
+import type { ItemKey, ReadyNotice, RunRead, StoreTx, VisitKey } from "../../store/store.js";
 import type { WorkBounds } from "./bounded-work.js";
 import type { DispatcherOptions, RunRef, SlotOutcome } from "./dispatcher-options.js";
 import type { AttemptRef, Callback, ClaimedTask, Input } from "./inputs.js";
@@ -64,10 +65,19 @@ export interface FlushContext {
   readonly out: FlushOutcome;
   /** The state of a run, loaded if this transaction has not read it; undefined when it does not exist or another engine holds it. */
   load(runId: string): Promise<RunState | undefined>;
-  /** The run of an execution_id (a visit's or a compensation's). */
+  /** The run of an execution_id (a visit's, a compensation's, or a map item's, whose row it reads too). */
   loadExecution(executionId: string): Promise<RunState | undefined>;
   /** Runs this transaction locked that it has not read yet, in one read. */
   preload(runIds: string[]): Promise<void>;
+  /**
+   * Item rows of loaded runs this flush has not read yet, in one read, each into its run's
+   * `items` with its item workflow's node; the loaded ones, in the order asked.
+   */
+  loadItems(keys: ItemKey[]): Promise<{ rs: RunState; item: LoadedItem }[]>;
+  /** Item rows of loaded runs this flush has in hand (read, or made), kept as `loadItems` keeps them. */
+  keepItems(rows: MapItem[]): Promise<{ rs: RunState; item: LoadedItem }[]>;
+  /** Writes the item rows changed so far (before a statement reads them: a map's output, its items to cancel). */
+  writeItems(): Promise<void>;
   /** The state of a run a load answered (or the one kept in memory when the database still has its revision). */
   take(read: RunRead): Promise<RunState | undefined>;
   /**

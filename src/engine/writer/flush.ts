@@ -5,19 +5,23 @@
  * written once at the end, claims included.
  */
 
-import { attemptOf, holds, runOfExecution } from "../../core/attempt.js";
+import { attemptOf, holds, itemKeyOf, runOfExecution } from "../../core/attempt.js";
+import { itemExecutionId } from "../../core/kinds/map.js";
 import { cancelRefusal } from "../../core/preconditions.js";
-import { emptyChanges, endRun, failVisit, type RunState, runState } from "../../core/scheduler.js";
-import type { Compensation, InboxEvent, NewEvent, Run, Visit } from "../../core/types.js";
+import type { LoadedItem } from "../../core/run-state.js";
+import { emptyChanges, endRun, executionId, failVisit, type RunState, runState } from "../../core/scheduler.js";
+import type { Compensation, InboxEvent, MapItem, NewEvent, Run, Visit } from "../../core/types.js";
+import type { CompiledNode, WorkflowGraph } from "../../definition/graph.js";
 import { MAX_CHILD_DEPTH } from "../../definition/kinds/workflow.js";
 import { NotFoundError } from "../../errors.js";
-import type { ReadyNotice, RunRead, StoreTx } from "../../store/store.js";
+import type { ItemKey, ReadyNotice, RunRead, StoreTx } from "../../store/store.js";
+import { itemWorkflowId } from "../registry.js";
 import { WorkBounds } from "./bounded-work.js";
 import { addRunUsage, Budget } from "./budget.js";
 import { Claims } from "./claims.js";
 import type { FlushContext, FlushOutcome } from "./context.js";
 import type { DispatcherOptions } from "./dispatcher-options.js";
-import { type AttemptRef, type Callback, type Input, runsToLock } from "./inputs.js";
+import { type AttemptRef, type Callback, type Input, itemsOf, runsToLock } from "./inputs.js";
 import { Events } from "./kinds/events.js";
 import { type KindSteps, kindSteps } from "./kinds/index.js";
 import { ClaimLimits, freedLimitedTypes } from "./limits.js";
@@ -100,6 +104,7 @@ export class Flush implements FlushContext {
     // The runs the inputs change were locked as the transaction began (the dispatcher passes
     // `runsToLock` as its `lock`; later loads never wait); read them together.
     await this.preload(runsToLock(inputs, this.lost));
+    await this.loadItems(itemsOf(inputs, this.lost));
     await claims.takeHints();
     const dead = [...deadEngines];
     if (sweep && this.claiming && !this.o.store.exclusive) {
@@ -296,10 +301,40 @@ export class Flush implements FlushContext {
     this.out.callbacks.push(() => done.resolve({ ...rs.run }));
   }
 
-  /** The run of an execution_id (a visit's or a compensation's). */
+  /** The run of an execution_id (a visit's, a compensation's, or a map item's, whose row it reads too). */
   async loadExecution(executionId: string): Promise<RunState | undefined> {
     const runId = runOfExecution(executionId);
-    return runId === null ? undefined : this.load(runId);
+    const rs = runId === null ? undefined : await this.load(runId);
+    const item = itemKeyOf(executionId);
+    if (rs && item && !rs.items.has(executionId)) await this.loadItems([item]);
+    return rs;
+  }
+
+  async loadItems(keys: ItemKey[]): Promise<{ rs: RunState; item: LoadedItem }[]> {
+    const id = (k: ItemKey) => itemExecutionId(executionId(k.run_id, k.node_id, k.visit), k.index);
+    const missing = keys.filter((k) => this.states.has(k.run_id) && !this.states.get(k.run_id)?.items.has(id(k)));
+    if (missing.length > 0) await this.keepItems(await this.tx.loadMapItems(missing));
+    const out: { rs: RunState; item: LoadedItem }[] = [];
+    for (const k of keys) {
+      const rs = this.states.get(k.run_id);
+      const item = rs?.items.get(id(k));
+      if (rs && item) out.push({ rs, item });
+    }
+    return out;
+  }
+
+  async keepItems(rows: MapItem[]): Promise<{ rs: RunState; item: LoadedItem }[]> {
+    const out: { rs: RunState; item: LoadedItem }[] = [];
+    for (const row of rows) {
+      const rs = this.states.get(row.run_id);
+      if (!rs) continue;
+      const { workflow_id, workflow_version } = rs.run;
+      const { graph } = await this.o.registry.get(itemWorkflowId(workflow_id, row.node_id), workflow_version);
+      const item = { row, node: itemNode(graph, row.node_id) };
+      rs.items.set(itemExecutionId(executionId(row.run_id, row.node_id, row.visit), row.index), item);
+      out.push({ rs, item });
+    }
+    return out;
   }
 
   async load(runId: string): Promise<RunState | undefined> {
@@ -308,6 +343,24 @@ export class Flush implements FlushContext {
     // Never waits for a run another engine holds (its inputs' runs are locked already).
     const read = await this.tx.loadRun(runId, { skipLocked: true, known: this.cache.get(runId)?.revision });
     return read ? this.take(read) : undefined;
+  }
+
+  /** Keeps the earliest future due time of the rows this transaction wrote. */
+  private due(t: number | null): void {
+    if (t !== null && t > this.now && (this.dueSoon === null || t < this.dueSoon)) this.dueSoon = t;
+  }
+
+  async writeItems(): Promise<void> {
+    const rows: MapItem[] = [];
+    for (const rs of this.states.values()) {
+      for (const row of rs.changes.items) {
+        rows.push(row);
+        this.due(row.ready_at);
+        this.due(row.lease_expires_at);
+      }
+      rs.changes.items.clear();
+    }
+    if (rows.length > 0) await this.tx.writeMapItems(rows);
   }
 
   /**
@@ -325,16 +378,18 @@ export class Flush implements FlushContext {
     const compensations: Compensation[] = [];
     const events: NewEvent[] = [];
     const inbox: InboxEvent[] = this.events.written();
-    const due = (t: number | null) => {
-      if (t !== null && t > this.now && (this.dueSoon === null || t < this.dueSoon)) this.dueSoon = t;
-    };
+    const due = (t: number | null) => this.due(t);
     // A new run goes in as it is now; it needs no update.
     const started = new Set(this.newRuns.map((r) => r.run_id));
     const newRuns = this.newRuns.splice(0).map((r) => this.states.get(r.run_id)?.run ?? r);
     for (const r of newRuns) due(r.deadline_at);
+    await this.writeItems();
     for (const rs of this.states.values()) {
       rs.inbox = undefined; // what this flush knew of the inbox: the next reads what it needs (by name)
+      rs.items.clear(); // item rows are read again by the flush that needs them: another engine may change them
       const c = rs.changes;
+      c.readiedItems.length = 0;
+      c.itemsEnded.clear();
       if (c.inserted.size === 0 && c.updated.size === 0 && c.events.length === 0 && !c.runUpdated) continue;
       if (c.runUpdated || c.ended) {
         rs.run.updated_at = this.now;
@@ -376,4 +431,11 @@ export class Flush implements FlushContext {
     if (inbox.length > 0) await this.tx.writeInbox(inbox);
     this.out.events.push(...written.events);
   }
+}
+
+function itemNode(graph: WorkflowGraph, nodeId: string): CompiledNode {
+  const node = graph.nodes.get(nodeId);
+  if (!node)
+    throw new Error(`skein: the item workflow of map node "${nodeId}" has no node "${nodeId}"; this is a Skein bug`);
+  return node;
 }

@@ -3,10 +3,10 @@
  * claims, decisions, cancels, redrives, starts), and the task a claim answers with.
  */
 import type { Task } from "../../agents/task.js";
-import { runOfExecution } from "../../core/attempt.js";
+import { itemKeyOf, runOfExecution } from "../../core/attempt.js";
 import type { Decision, ReviewDecision } from "../../core/scheduler.js";
 import type { InboxEvent, Json, NewEvent, Run, RunUsage, Usage, Visit, VisitError } from "../../core/types.js";
-import type { VisitKey } from "../../store/store.js";
+import type { ItemKey, VisitKey } from "../../store/store.js";
 
 /** A task as claimed in the transaction: the agent's task without its signal and callbacks. */
 export type ClaimedTask = Omit<Task, "signal" | "heartbeat" | "progress" | "reportUsage" | "route" | "traceparent"> & {
@@ -181,4 +181,19 @@ export function runsToLock(inputs: Input[], lost: readonly AttemptRef[] | null):
     else if (input.kind === "publish_event") for (const id of input.run_ids) ids.add(id);
   }
   return [...ids].sort();
+}
+
+/** The map item rows the inputs' attempts (results, usage, heartbeats, lost claims) are of: read with their runs. */
+export function itemsOf(inputs: Input[], lost: readonly AttemptRef[] | null): ItemKey[] {
+  const keys: ItemKey[] = [];
+  const add = (executionId: string) => {
+    const key = itemKeyOf(executionId);
+    if (key) keys.push(key);
+  };
+  for (const { execution_id } of lost ?? []) add(execution_id);
+  for (const input of inputs) {
+    if (input.kind === "report") add(input.result.execution_id);
+    else if ("execution_id" in input && input.execution_id !== undefined) add(input.execution_id);
+  }
+  return keys;
 }

@@ -4,11 +4,12 @@
  * compensations to advance, payloads to resolve. Every attempt, a visit's or a compensation
  * row's, goes through the one lifecycle of core/attempt.ts.
  */
-import { type Attempt, attemptOf, compensationAttempt, expiry, visitAttempt } from "../../core/attempt.js";
+import { type Attempt, attemptOf, compensationAttempt, expiry, itemAttempt, visitAttempt } from "../../core/attempt.js";
 import { advanceCompensation } from "../../core/compensation.js";
 import { childOf } from "../../core/kinds/workflow.js";
 import { endRun, holdDue, type RunState, releaseCancelled } from "../../core/scheduler.js";
 import { HELD_STATES } from "../../core/states.js";
+import type { ItemKey } from "../../store/store.js";
 import type { FlushContext } from "./context.js";
 import { SWEEP_BATCH } from "./inputs.js";
 import type { ChildRuns, KindStep } from "./kinds/step.js";
@@ -66,6 +67,20 @@ export class Sweep {
       // Written now, so that the next query no longer finds them.
       await f.persist(false);
     }
+    // Map items whose attempts the dead engines held, as their visits' (their rows are their own).
+    for (;;) {
+      let recovered = 0;
+      const keys = await f.tx.mapItemsHeldBy(deadEngines, SWEEP_BATCH);
+      for (const key of keys) if (!(await f.load(key.run_id))) busy += 1;
+      for (const a of await this.itemAttempts(keys)) {
+        if (a.row.state !== "RUNNING" || a.row.holder === null || !dead.has(a.row.holder)) continue;
+        count(a.row.holder);
+        a.interrupt(f.now);
+        recovered += 1;
+      }
+      if (recovered === 0) break;
+      await f.persist(false);
+    }
     if (busy > 0) f.out.unrecovered = deadEngines;
     await this.tookOver(taken);
   }
@@ -111,6 +126,9 @@ export class Sweep {
       const v = rs?.current.get(key.node_id);
       if (rs && v) this.failExpired(rs, visitAttempt(rs, v));
     }
+    const items = await f.tx.expiredMapItems(f.now, SWEEP_BATCH);
+    for (const key of items) await f.load(key.run_id);
+    for (const a of await this.itemAttempts(items)) this.failExpired(a.rs, a);
     // Reviews and waits whose due time passed: their kind says what that means (a timeout, a wake-up).
     for (const key of await f.tx.expiredHolds(f.now, SWEEP_BATCH)) {
       const rs = await f.load(key.run_id);
@@ -134,6 +152,17 @@ export class Sweep {
     // An engine that is closing (not claiming) leaves due slots to the next sweep, its own or another's.
     if (f.claiming) await fireSchedules(f);
     f.out.unresolved.push(...(await f.tx.unresolved(f.now, SWEEP_BATCH)));
+  }
+
+  /** The attempts of these map items whose runs this flush holds, while their map holds them (current). */
+  private async itemAttempts(keys: ItemKey[]): Promise<Attempt[]> {
+    const out: Attempt[] = [];
+    for (const { rs, item } of await this.f.loadItems(keys)) {
+      const map = rs.current.get(item.row.node_id);
+      const a = map ? itemAttempt(rs, item, map) : undefined;
+      if (a?.current) out.push(a);
+    }
+    return out;
   }
 
   /** A running attempt whose lease or deadline passed fails (retryable), its signal queued to abort. */

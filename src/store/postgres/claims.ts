@@ -47,6 +47,8 @@ const SQL = {
              SELECT agent_type FROM visits WHERE state = 'RUNNING' AND agent_type = ANY($1::text[]) AND run_id <> ALL($2::text[])
              UNION ALL
              SELECT agent_type FROM compensations WHERE state = 'RUNNING' AND agent_type = ANY($1::text[]) AND run_id <> ALL($2::text[])
+             UNION ALL
+             SELECT agent_type FROM map_items WHERE state = 'RUNNING' AND agent_type = ANY($1::text[]) AND run_id <> ALL($2::text[])
            ) running GROUP BY agent_type`,
   },
   runningByKey: {

@@ -56,6 +56,8 @@ const SQL = {
              UNION ALL SELECT min(deadline_at) FROM runs WHERE ended_at IS NULL
              UNION ALL SELECT min(ready_at) FROM compensations WHERE ready_at IS NOT NULL AND ready_at > $1
              UNION ALL SELECT min(lease_expires_at) FROM compensations WHERE state = 'RUNNING'
+             UNION ALL SELECT min(ready_at) FROM map_items WHERE ready_at IS NOT NULL AND ready_at > $1
+             UNION ALL SELECT min(lease_expires_at) FROM map_items WHERE state = 'RUNNING' AND agent_type IS NOT NULL
              UNION ALL SELECT min(next_fire_at) FROM schedules WHERE NOT paused AND next_fire_at IS NOT NULL) AS due`,
   },
 } as const;

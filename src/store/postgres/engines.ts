@@ -7,12 +7,13 @@ import { engineLockFreeSql, FREE_LOCK_GRACE_MS } from "./engine-lock.js";
 import { DB_NOW, type TxQuery } from "./tx-query.js";
 
 /**
- * The dead engine `d` holds an attempt it must give back: a running visit or compensation, or
- * a cancelled visit of a compensating run (compensation waits for it). The SQLite store's three cases.
+ * The dead engine `d` holds an attempt it must give back: a running visit, compensation or map
+ * item, or a cancelled visit of a compensating run (compensation waits for it). The SQLite store's four cases.
  */
 export const HOLDS_ATTEMPTS = `
   EXISTS (SELECT 1 FROM visits v WHERE v.state = 'RUNNING' AND v.holder = d.engine_id)
   OR EXISTS (SELECT 1 FROM compensations c WHERE c.state = 'RUNNING' AND c.holder = d.engine_id)
+  OR EXISTS (SELECT 1 FROM map_items m WHERE m.state = 'RUNNING' AND m.agent_type IS NOT NULL AND m.holder = d.engine_id)
   OR EXISTS (SELECT 1 FROM runs r JOIN visits v ON v.run_id = r.run_id
              WHERE r.status = 'COMPENSATING' AND v.state = 'CANCELLED' AND v.holder = d.engine_id)`;
 

@@ -4,7 +4,7 @@
  * parameter, expanded by the server.
  */
 import type { MapItem, MapItemState } from "../../core/types.js";
-import { type MapItemUpdate, type MapTx, missingMapItem } from "../map-items.js";
+import { type ItemKey, type MapItemUpdate, type MapTx, missingMapItem } from "../map-items.js";
 
 export type DbMapItem = Omit<MapItem, "index" | "state"> & { idx: number; state: string };
 
@@ -14,8 +14,15 @@ export const mapItemFromDb = ({ idx, state, ...r }: DbMapItem): MapItem => ({
   state: state as MapItemState,
 });
 
-const COLUMNS = "run_id, node_id, visit, idx, item, state, child_run_id, output, error, started_at, ended_at";
+const COLUMNS =
+  "run_id, node_id, visit, idx, item, state, child_run_id, output, error, started_at, ended_at, " +
+  "agent_type, attempt, failures, interruptions, ready_at, deadline_at, lease_expires_at, holder";
 const OF_VISIT = "run_id = $1 AND node_id = $2 AND visit = $3";
+/** COLUMNS of `map_items m`. */
+const COLUMNS_OF_M = COLUMNS.split(", ")
+  .map((c) => `m.${c}`)
+  .join(", ");
+const ITEM_KEYS = 'SELECT run_id, node_id, visit, idx AS "index" FROM map_items';
 
 /** A visit's items after an index, by index (Store.listMapItems). */
 export const LIST_MAP_ITEMS = {
@@ -115,6 +122,62 @@ const SQL = {
                  FROM map_items WHERE ${OF_VISIT}) END AS text
              FROM size`,
   },
+  // The rows of a list of keys (those that exist), one statement whatever their number.
+  load: {
+    name: "skein_load_map_items",
+    text: `SELECT ${COLUMNS_OF_M}
+             FROM unnest($1::text[], $2::text[], $3::integer[], $4::integer[]) AS k(run_id, node_id, visit, idx)
+             JOIN map_items m ON m.run_id = k.run_id AND m.node_id = k.node_id AND m.visit = k.visit AND m.idx = k.idx`,
+  },
+  // Whole rows, one per item (written in order: `written` keeps a key's last row); the first
+  // row (in the list's order) without an item to write is returned.
+  write: {
+    name: "skein_write_map_items",
+    text: `WITH u AS (
+             SELECT * FROM unnest($1::text[], $2::text[], $3::integer[], $4::integer[], $5::text[], $6::text[],
+                                  $7::json[], $8::json[], $9::bigint[], $10::bigint[], $11::text[], $12::integer[],
+                                  $13::integer[], $14::integer[], $15::bigint[], $16::bigint[], $17::bigint[], $18::text[])
+               WITH ORDINALITY
+               AS u(run_id, node_id, visit, idx, state, child_run_id, output, error, started_at, ended_at, agent_type,
+                    attempt, failures, interruptions, ready_at, deadline_at, lease_expires_at, holder, n)),
+           changed AS (
+             UPDATE map_items m SET state = u.state, child_run_id = u.child_run_id, output = u.output, error = u.error,
+               started_at = u.started_at, ended_at = u.ended_at, agent_type = u.agent_type, attempt = u.attempt,
+               failures = u.failures, interruptions = u.interruptions, ready_at = u.ready_at,
+               deadline_at = u.deadline_at, lease_expires_at = u.lease_expires_at, holder = u.holder
+             FROM u WHERE m.run_id = u.run_id AND m.node_id = u.node_id AND m.visit = u.visit AND m.idx = u.idx
+             RETURNING m.run_id, m.node_id, m.visit, m.idx)
+           SELECT u.run_id, u.node_id, u.visit, u.idx FROM u
+            WHERE NOT EXISTS (SELECT 1 FROM changed c WHERE c.run_id = u.run_id AND c.node_id = u.node_id
+                                AND c.visit = u.visit AND c.idx = u.idx)
+            ORDER BY u.n LIMIT 1`,
+  },
+  active: {
+    name: "skein_active_map_items",
+    text: `SELECT ${COLUMNS} FROM map_items WHERE ${OF_VISIT} AND agent_type IS NOT NULL
+              AND (state IN ('RUNNING', 'RETRYING') OR (state = 'PENDING' AND ready_at IS NOT NULL))
+            ORDER BY idx LIMIT $4`,
+  },
+  // The item's run is locked, as a visit's claim locks it (claims.ts `claimable`): SKIP LOCKED
+  // leaves a run another engine holds to it, and MATERIALIZED keeps the LIMIT with the locking scan.
+  claimable: {
+    name: "skein_claimable_map_items",
+    text: `WITH c AS MATERIALIZED (
+             SELECT m.run_id, m.node_id, m.visit, m.idx FROM map_items m JOIN runs r ON r.run_id = m.run_id
+              WHERE m.agent_type = $1 AND m.ready_at IS NOT NULL AND m.ready_at <= $2
+              ORDER BY m.ready_at LIMIT $3
+                FOR UPDATE OF r SKIP LOCKED)
+           SELECT run_id, node_id, visit, idx AS "index" FROM c`,
+  },
+  expired: {
+    name: "skein_expired_map_items",
+    text: `${ITEM_KEYS} WHERE state = 'RUNNING' AND agent_type IS NOT NULL AND lease_expires_at <= $1
+            ORDER BY lease_expires_at LIMIT $2`,
+  },
+  heldBy: {
+    name: "skein_map_items_held_by",
+    text: `${ITEM_KEYS} WHERE state = 'RUNNING' AND agent_type IS NOT NULL AND holder = ANY($1::text[]) LIMIT $2`,
+  },
   toSettle: {
     name: "skein_map_items_to_settle",
     text: `SELECT m.child_run_id FROM map_items m JOIN runs c ON c.run_id = m.child_run_id
@@ -147,9 +210,61 @@ function merged(updates: MapItemUpdate[]): MapItemUpdate[] {
   return [...byItem.values()];
 }
 
+const itemId = (r: ItemKey) => `${r.run_id}\0${r.node_id}\0${r.visit}\0${r.index}`;
+
+/** One row per item, the last given of each (one statement may not change a row twice), in the list's order. */
+function written(rows: MapItem[]): MapItem[] {
+  const byItem = new Map<string, MapItem>();
+  for (const r of rows) byItem.set(itemId(r), r);
+  return [...byItem.values()];
+}
+
+const jsonText = (v: unknown) => (v === null || v === undefined ? null : JSON.stringify(v));
+
 /** The map item statements of one transaction, through its query function. */
 export function postgresMapItems(q: Query): MapTx {
   return {
+    loadMapItems: async (keys) => {
+      if (keys.length === 0) return [];
+      const rows = await q<DbMapItem>(SQL.load, [
+        keys.map((k) => k.run_id),
+        keys.map((k) => k.node_id),
+        keys.map((k) => k.visit),
+        keys.map((k) => k.index),
+      ]);
+      return rows.map(mapItemFromDb);
+    },
+    writeMapItems: async (given) => {
+      if (given.length === 0) return;
+      const rows = written(given);
+      const column = <K extends keyof MapItem>(field: K) => rows.map((r) => r[field]);
+      const [missing] = await q<{ run_id: string; node_id: string; visit: number; idx: number }>(SQL.write, [
+        column("run_id"),
+        column("node_id"),
+        column("visit"),
+        column("index"),
+        column("state"),
+        column("child_run_id"),
+        rows.map((r) => jsonText(r.output)),
+        rows.map((r) => jsonText(r.error)),
+        column("started_at"),
+        column("ended_at"),
+        column("agent_type"),
+        column("attempt"),
+        column("failures"),
+        column("interruptions"),
+        column("ready_at"),
+        column("deadline_at"),
+        column("lease_expires_at"),
+        column("holder"),
+      ]);
+      if (missing) throw missingMapItem({ key: missing, index: missing.idx });
+    },
+    activeMapItems: async (key, limit) =>
+      (await q<DbMapItem>(SQL.active, [key.run_id, key.node_id, key.visit, limit])).map(mapItemFromDb),
+    claimableMapItems: (agentType, now, limit) => q<ItemKey>(SQL.claimable, [agentType, now, limit]),
+    expiredMapItems: (now, limit) => q<ItemKey>(SQL.expired, [now, limit]),
+    mapItemsHeldBy: async (holders, limit) => (holders.length === 0 ? [] : q<ItemKey>(SQL.heldBy, [holders, limit])),
     insertMapItems: async (key, items, _now, offset = 0) => {
       const [row] = await q<{ total: number; carried: number }>(SQL.insert, [
         key.run_id,

@@ -48,6 +48,13 @@ export class PostgresTx implements StoreTx, TxWrite, engines.EngineWatch {
   readonly newestSucceededMapItem: MapTx["newestSucceededMapItem"] = (key) => this.items.newestSucceededMapItem(key);
   readonly mapOutput: MapTx["mapOutput"] = (key, maxBytes) => this.items.mapOutput(key, maxBytes);
   readonly mapItemsToSettle: MapTx["mapItemsToSettle"] = (limit) => this.items.mapItemsToSettle(limit);
+  readonly loadMapItems: MapTx["loadMapItems"] = (keys) => this.items.loadMapItems(keys);
+  readonly writeMapItems: MapTx["writeMapItems"] = (rows) => this.items.writeMapItems(rows);
+  readonly activeMapItems: MapTx["activeMapItems"] = (key, limit) => this.items.activeMapItems(key, limit);
+  readonly claimableMapItems: MapTx["claimableMapItems"] = (agentType, now, limit) =>
+    this.items.claimableMapItems(agentType, now, limit);
+  readonly expiredMapItems: MapTx["expiredMapItems"] = (now, limit) => this.items.expiredMapItems(now, limit);
+  readonly mapItemsHeldBy: MapTx["mapItemsHeldBy"] = (holders, limit) => this.items.mapItemsHeldBy(holders, limit);
   private readonly pruning: PruneTx = postgresPrune((config, values) => this.q(config, values));
   readonly pruneRuns: PruneTx["pruneRuns"] = (cut, limit) => this.pruning.pruneRuns(cut, limit);
   readonly countPrunable: PruneTx["countPrunable"] = (cut) => this.pruning.countPrunable(cut);

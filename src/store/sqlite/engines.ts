@@ -30,6 +30,7 @@ export function engineRows(db: Database.Database): EngineRowStatements {
       `SELECT engine_id FROM engines WHERE engine_id <> ?
              AND engine_id IN (SELECT holder FROM visits WHERE state = 'RUNNING'
                                UNION SELECT holder FROM compensations WHERE state = 'RUNNING'
+                               UNION SELECT holder FROM map_items WHERE state = 'RUNNING' AND agent_type IS NOT NULL
                                UNION SELECT v.holder FROM runs r JOIN visits v ON v.run_id = r.run_id
                                  WHERE r.status = 'COMPENSATING' AND v.state = 'CANCELLED' AND v.holder IS NOT NULL)`,
     ),

@@ -81,7 +81,7 @@ function writtenParams(r: MapItem): unknown[] {
   ];
 }
 
-const ITEM_KEYS = "SELECT run_id, node_id, visit, idx AS \"index\" FROM map_items";
+const ITEM_KEYS = 'SELECT run_id, node_id, visit, idx AS "index" FROM map_items';
 
 /** An update's optional fields: for each, whether it is given (1/0) and its value as stored. */
 function optional(value: unknown, json: boolean): [number, unknown] {

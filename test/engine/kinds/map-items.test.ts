@@ -80,9 +80,11 @@ describe("a map node's items", () => {
       [3, 6, "PENDING"],
       [4, 7, "PENDING"],
     ]);
-    expect(page.items.slice(2).map((i) => i.child_run_id)).toEqual([null, null, null]);
-    const itemRun = await engine.getRun(page.items[0]?.child_run_id ?? "");
-    expect(itemRun.parent).toMatchObject({ run_id: runId, node_id: "answer", visit: 1, item: 0 });
+    // An item of an agent holds its attempts in its row, with no run of its own.
+    expect(page.items.map((i) => i.child_run_id)).toEqual([null, null, null, null, null]);
+    expect(page.items[0]).toMatchObject({ agent_type: "square", attempt: 1, failures: 0 });
+    expect(page.items[0]?.holder).not.toBeNull();
+    expect(page.items[2]).toMatchObject({ attempt: 0, holder: null, ready_at: null });
 
     // Items start in index order (whatever order their agents are called in): 0 and 1 run.
     expect([...h.waiting.keys()].sort()).toEqual([3, 4]);

@@ -3,7 +3,8 @@
  * most a chunk of a map's items and the next flush continues from the engine's memory; the
  * engine is SIGKILLed right after the first chunk commits (test/fixtures/crash-map-window.ts).
  * Its items never return, so no item's end would ever advance the map: the next engine fills the
- * window because it continues the held maps it finds when it starts (`continueHeldMaps`).
+ * window because it continues the held maps it finds when it starts (`continueHeldMaps`), and runs
+ * the items the dead engine had claimed again.
  * On both stores (PostgreSQL: the dead engine is noticed after `engineTimeoutMs`, short here).
  */
 import { fileURLToPath } from "node:url";
@@ -25,10 +26,23 @@ describe("a map's window across a SIGKILL between two chunks", () => {
     cleanup.push(() => proc.kill());
     await within(30_000, "the engine's SIGKILL after its first chunk", proc.exited);
 
+    // Every item of the window runs on this engine: those the dead one had started are taken over.
+    let calls = 0;
+    let allCalled!: () => void;
+    const filled = new Promise<void>((resolve) => {
+      allCalled = resolve;
+    });
     const engine: Engine = await createEngine({
       database: db,
       ...(onPostgres ? { engineTimeoutMs: 500, sweepIntervalMs: 100 } : {}),
-      agents: { item: () => new Promise(() => {}) },
+      maxConcurrency: 300, // the engine's own cap on attempts in flight must not be what limits the map
+      agents: {
+        item: () => {
+          calls += 1;
+          if (calls === 300) allCalled();
+          return new Promise(() => {});
+        },
+      },
     });
     cleanup.push(() => engine.close({ timeoutMs: 100 }));
     const [run] = await engine.listRuns({ workflow_id: "window" });
@@ -36,17 +50,8 @@ describe("a map's window across a SIGKILL between two chunks", () => {
     const before = (await engine.getRun(runId)).nodes[0]?.items;
     expect(before?.running).toBeLessThan(300); // the crash left the window part started
 
-    // Every item's run started, by the events of this engine (no polling).
-    const filled = new Promise<void>((resolve) => {
-      const check = async () => {
-        if ((await engine.getRun(runId)).nodes[0]?.items?.running === 300) resolve();
-      };
-      engine.subscribe((e) => {
-        if (e.type === "run.started") void check();
-      });
-      void check();
-    });
     await within(30_000, "the map's whole window started", filled);
+    expect(calls).toBe(300);
     expect((await engine.getRun(runId)).nodes[0]?.items).toMatchObject({ total: 300, running: 300 });
   });
 });

@@ -1,6 +1,7 @@
 /**
- * The `map` node (DESIGN §11.1) on both stores: one child run per item, at most max_concurrency
- * at a time, outputs in item order, tolerated failures, cancellation, redrive and loops.
+ * The `map` node (DESIGN §11.1) on both stores: an item of an agent is a row holding its own
+ * attempts (an item of a workflow, or one that undoes, a child run), at most max_concurrency at a
+ * time, outputs in item order, tolerated failures, retries, cancellation, redrive and loops.
  * Synchronised by the agents' own calls (promises the test resolves), never by sleeping.
  */
 import { describe, expect, it } from "vitest";
@@ -100,15 +101,29 @@ describe("map", () => {
     expect(answer?.output).toEqual(list.map((n, at) => ({ sq: n * n, at })));
     expect(answer?.items).toMatchObject({ total: 8, succeeded: 8, failed: 0, running: 0 });
     expect(done.output).toMatchObject({ report: { got: list.map((n, at) => ({ sq: n * n, at })) } });
-    // Each item is a run of its own, naming the map visit and its index.
+    // An item of an agent is a row holding its own attempts, not a run: its task names the map
+    // visit and its index, its input is the item.
     const first = g.waiting.find((w) => (w.task.payload as { at: number }).at === 0)?.task;
-    const itemRun = await engine.getRun(first?.run_id ?? "");
-    expect(itemRun.workflow_id).toBe("fanout/answer");
-    expect(itemRun.parent).toMatchObject({ run_id: runId, node_id: "answer", visit: 1, item: 0 });
-    expect(itemRun.input).toBe(3);
-    // Runs lists leave item runs out unless asked for by their workflow id.
-    expect((await engine.listRuns()).map((r) => r.run_id)).toEqual([runId]);
-    expect(await engine.listRuns({ workflow_id: "fanout/answer" })).toHaveLength(8);
+    expect(first).toMatchObject({
+      run_id: runId,
+      node_id: "answer",
+      visit: 1,
+      attempt: 1,
+      input: 3,
+      item: { index: 0 },
+    });
+    expect(first?.execution_id).toBe(`${runId}:answer:1#0`);
+    const { items: rows } = await engine.listMapItems(runId, "answer");
+    expect(rows).toHaveLength(8);
+    expect(rows[0]).toMatchObject({
+      index: 0,
+      state: "SUCCEEDED",
+      agent_type: "square",
+      attempt: 1,
+      child_run_id: null,
+    });
+    expect(rows[0]?.output).toEqual({ sq: 9, at: 0 });
+    expect(await engine.listRuns({ workflow_id: "fanout/answer" })).toHaveLength(0);
   });
 
   it("never runs more than max_concurrency items at once, and starts the next as one ends", async () => {
@@ -180,12 +195,20 @@ describe("map", () => {
     const done = await engine.waitForRun(runId);
     expect(done.status).toBe("FAILED");
     expect(done.nodes.find((n) => n.node_id === "answer")).toMatchObject({ state: "FAILED", reason: "items_failed" });
-    // The items that were running were cancelled with their runs; the rest never started.
-    for (const w of g.waiting.slice(3)) {
-      expect(w.task.signal.aborted).toBe(true);
-      expect((await engine.getRun(w.task.run_id)).status).toBe("CANCELLED");
-    }
+    // The items that were running were cancelled (their signals aborted); the rest never started.
+    for (const w of g.waiting.slice(3)) expect(w.task.signal.aborted).toBe(true);
     expect(g.waiting).toHaveLength(6);
+    const { items: rows } = await engine.listMapItems(runId, "answer");
+    expect(rows.map((r) => r.state)).toEqual([
+      "FAILED",
+      "FAILED",
+      "FAILED",
+      "CANCELLED",
+      "CANCELLED",
+      "CANCELLED",
+      "PENDING",
+      "PENDING",
+    ]);
   });
 
   it("retries an item with the node's retry settings, in its own run", async () => {
@@ -485,10 +508,9 @@ describe("map", () => {
     const run = await engine.startRun("reset", { input: {} });
     await g.waitFor(4); // round 2's items are running too
     const [first, second] = [g.waiting.slice(0, 2), g.waiting.slice(2)];
-    for (const w of first) {
-      expect(w.task.signal.aborted).toBe(true);
-      expect((await engine.getRun(w.task.run_id)).status).toBe("CANCELLED");
-    }
+    for (const w of first) expect(w.task.signal.aborted).toBe(true);
+    const { items: cancelled } = await engine.listMapItems(run.run_id, "answer", { visit: 1 });
+    expect(cancelled.map((r) => r.state)).toEqual(["CANCELLED", "CANCELLED"]);
     for (const w of second) w.release({ got: (w.task.payload as { v: string }).v });
     const done = await engine.waitForRun(run.run_id);
     expect(done.status).toBe("SUCCEEDED");

@@ -12,11 +12,17 @@
 import { attemptOf, compensationAttempt, visitAttempt } from "../../../core/attempt.js";
 import { BUDGET_EXCEEDED, parentLink } from "../../../core/budget.js";
 import { claimableCompensation, undoRun } from "../../../core/compensation.js";
-import { MAP_HOLDER, pendingItems } from "../../../core/kinds/map.js";
+import { itemExecutionId, itemMoves, MAP_HOLDER, pendingItems, readyItem } from "../../../core/kinds/map.js";
 import { executionId, failVisit, nodeOf, type RunState, startRunState } from "../../../core/scheduler.js";
 import { scopeAllows } from "../../../core/scope.js";
-import type { Compensation, FailedItem, Json, MapCounts, MapItemState, Visit } from "../../../core/types.js";
-import { FAILED_ITEMS_SHOWN, ITEM_SEPARATOR, mapPayload, toleratedFailures } from "../../../definition/kinds/map.js";
+import type { Compensation, FailedItem, Json, MapCounts, MapItem, MapItemState, Visit } from "../../../core/types.js";
+import {
+  FAILED_ITEMS_SHOWN,
+  ITEM_SEPARATOR,
+  itemsAreRows,
+  mapPayload,
+  toleratedFailures,
+} from "../../../definition/kinds/map.js";
 import { MAX_CHILD_DEPTH } from "../../../definition/kinds/workflow.js";
 import { uuidv7 } from "../../../ids.js";
 import type { MapItemUpdate, VisitKey } from "../../../store/store.js";
@@ -218,6 +224,8 @@ export class Maps implements KindStep {
     const vkey = keyOf(v);
     const rows = await f.tx.pendingMapItems(vkey, c.next, room);
     if (rows.length === 0) return true;
+    // Rows that hold their attempts start no runs: no tree limit, no engine keys.
+    if (itemsAreRows(v.payload)) return this.readyItems(rs, v, rows);
     const tooMany = await treeRefusal(f.tx, f.o.maxRunsPerTree, rs.run, rows.length);
     if (tooMany) {
       visitAttempt(rs, v).failForGood("tree_limit", tooMany, f.now, f.o.random);
@@ -285,6 +293,25 @@ export class Maps implements KindStep {
   }
 
   /**
+   * Items that hold their own attempts: made ready to claim, in this flush by this engine's
+   * claims step (engine/writer/claims.ts, as readied visits), or later by any engine or worker
+   * serving their agent.
+   */
+  private async readyItems(rs: RunState, v: Visit, rows: { index: number; item: Json }[]): Promise<boolean> {
+    const f = this.f;
+    const c = v.items as MapCounts;
+    f.work.startsLeft -= rows.length;
+    // PENDING rows the map did not start hold nothing yet: made here, not read again.
+    const loaded = await f.keepItems(rows.map((r) => pendingItem(v, r.index, r.item)));
+    for (const { item } of loaded) {
+      c.next = item.row.index + 1;
+      c.running += 1;
+      readyItem(rs, item, f.now);
+    }
+    return true;
+  }
+
+  /**
    * Cancels the items still running of a map visit that ended (compensating when the run's ending
    * does), at most what this flush may still cancel: the next flush cancels the next ones
    * (`continue_map`), so a cancel is answered at once however many items run.
@@ -302,6 +329,19 @@ export class Maps implements KindStep {
     const running = take > 0 ? await f.tx.runningMapItems(keyOf(v), take) : [];
     f.work.cancelsLeft -= running.length;
     for (const run_id of running) this.children.cancel(run_id, compensate);
+    // Items holding their attempts end now: a running one's signal is aborted, its result fenced.
+    await f.writeItems();
+    const rows = await f.tx.activeMapItems(keyOf(v), Math.max(0, Math.min(c.running, f.work.cancelsLeft)));
+    f.work.cancelsLeft -= rows.length;
+    for (const fresh of rows) {
+      // The copy this flush holds, if any, is the one the rest of the flush sees.
+      const row = rs.items.get(itemExecutionId(v.execution_id, fresh.index))?.row ?? fresh;
+      if (row.state === "RUNNING") {
+        f.out.aborted.push([itemExecutionId(v.execution_id, row.index), "cancelled"]);
+      }
+      itemMoves.cancel(rs, v, row, f.now);
+    }
+    if (rows.length > 0 && c.running <= 0) return visitAttempt(rs, v).returned(v.attempt, f.now);
     if (running.length < c.running) {
       this.continued.set(v.execution_id, { kind: "continue_map", execution_id: v.execution_id, step: "cancel" });
     }
@@ -340,8 +380,16 @@ export class Maps implements KindStep {
   /** Writes the item ends of this round at once, then lets each map they belong to go on; true when there were any. */
   async round(): Promise<boolean> {
     const f = this.f;
+    // Maps an item of which (one holding its attempts) ended: a result, an expiry, a cancel.
+    for (const rs of f.states.values()) {
+      for (const v of rs.changes.itemsEnded) {
+        if (v.state === "RUNNING" && v.holder === MAP_HOLDER) this.toAdvance.set(v.execution_id, { rs, v });
+      }
+      rs.changes.itemsEnded.clear();
+    }
     if (this.itemEnds.length === 0 && this.toAdvance.size === 0) return false;
     await f.tx.updateMapItems(this.itemEnds.splice(0));
+    await f.writeItems(); // before a map reads its rows (its output, its failed items)
     const maps = [...this.toAdvance.values()];
     this.toAdvance.clear();
     for (const { rs, v } of maps) {
@@ -418,4 +466,29 @@ export class Maps implements KindStep {
 
 function keyOf(v: Visit): VisitKey {
   return { run_id: v.run_id, node_id: v.node_id, visit: v.visit };
+}
+
+/** A PENDING item row as `insertMapItems` wrote it: nothing started, nothing held. */
+function pendingItem(v: Visit, index: number, item: Json): MapItem {
+  return {
+    run_id: v.run_id,
+    node_id: v.node_id,
+    visit: v.visit,
+    index,
+    item,
+    state: "PENDING",
+    child_run_id: null,
+    output: null,
+    error: null,
+    started_at: null,
+    ended_at: null,
+    agent_type: null,
+    attempt: 0,
+    failures: 0,
+    interruptions: 0,
+    ready_at: null,
+    deadline_at: null,
+    lease_expires_at: null,
+    holder: null,
+  };
 }

@@ -11,7 +11,8 @@ ALTER TABLE map_items
   ADD COLUMN deadline_at bigint,
   ADD COLUMN lease_expires_at bigint,
   ADD COLUMN holder text;
--- Claimable items of an agent type, oldest due first (and the next retry time of the sweep).
-CREATE INDEX map_items_ready ON map_items (agent_type, ready_at) WHERE ready_at IS NOT NULL;
+-- Ready items, oldest due first: those an agent type may claim, and the next retry time (nextDue).
+-- Only items their maps started have one: as many as the maps let run, never a whole list.
+CREATE INDEX map_items_ready ON map_items (ready_at) WHERE ready_at IS NOT NULL;
 -- Running item attempts by lease: the sweep's expired ones, and a dead engine's (as many as run).
 CREATE INDEX map_items_leased ON map_items (lease_expires_at) WHERE state = 'RUNNING' AND agent_type IS NOT NULL;
