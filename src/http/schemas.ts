@@ -335,6 +335,12 @@ export const TaskSchema = z
       .object({ execution_id: z.string(), output: json(), error: json() })
       .optional()
       .describe("on a compensation's task only: the visit it undoes (DESIGN §6); its execution_id ends in :compensate"),
+    item: z
+      .object({ index: z.number().int() })
+      .optional()
+      .describe(
+        "on a map item's task only: its index in the list; input is the item, and the execution_id is the map visit's and #<index>",
+      ),
     trace_id: z.string(),
     traceparent: z.string(),
     workflow_id: z.string(),

@@ -19,6 +19,8 @@ export interface AgentCall extends FakeCall {
   agent_type: string;
   /** Set when the call undoes a visit (a compensation). */
   compensates?: Task["compensates"];
+  /** Set when the call runs a map's item: its index. */
+  item?: Task["item"];
   /** The clock's time when the handler was called, epoch ms. */
   at: number;
 }
@@ -134,6 +136,7 @@ function callOf(agentType: string, task: Task, at: number): AgentCall {
     agent_type: agentType,
     ...callData(task),
     ...(task.compensates ? { compensates: task.compensates } : {}),
+    ...(task.item ? { item: task.item } : {}),
     at,
   };
 }

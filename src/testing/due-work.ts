@@ -4,7 +4,7 @@
  * external worker, a child run) is not moved by the clock: the due times of those waits (a
  * review's timeout, an event's timeout) are reached only by `advance`.
  */
-import type { Compensation, Run, Visit } from "../core/types.js";
+import type { Compensation, MapItem, Run, Visit } from "../core/types.js";
 import type { Engine } from "../engine/engine.js";
 
 /** Where a run waits only for time: each kind of due time runUntilIdle skips to. */
@@ -47,6 +47,15 @@ async function runDue(engine: Engine, runId: string, watch: Watch): Promise<DueW
   };
   for (const v of run.nodes) timeWaitOf(v, watch, consider);
   for (const c of run.compensations) timeWaitOf(c, watch, consider);
+  // Items that hold their own attempts wait for time as visits do (their rows, a page at a time).
+  for (const node of run.nodes) {
+    if (node.agent_type !== "map" || node.state !== "RUNNING") continue;
+    for (const item of await mapItems(engine, runId, node.node_id)) {
+      if (item.agent_type === null) continue;
+      const execution_id = `${node.execution_id}#${item.index}`;
+      timeWaitOf({ ...item, execution_id, agent_type: item.agent_type }, watch, consider);
+    }
+  }
   // The run's timeout ends it whatever it waits on; it counts only when the run waits for time
   // anyway (a run parked at a review is not timed out by runUntilIdle).
   if (best !== null) consider(run.deadline_at, null, "run_timeout");
@@ -54,7 +63,10 @@ async function runDue(engine: Engine, runId: string, watch: Watch): Promise<DueW
 }
 
 function timeWaitOf(
-  v: Visit | Compensation,
+  v: Pick<
+    Visit | Compensation,
+    "state" | "ready_at" | "agent_type" | "node_id" | "lease_expires_at" | "deadline_at" | "execution_id" | "attempt"
+  >,
   watch: Watch,
   consider: (at: number | null, node: string, waits: TimeWait) => void,
 ): void {
@@ -85,16 +97,24 @@ async function unfinishedRuns(engine: Engine): Promise<string[]> {
     const run = await engine.getRun(id);
     for (const child of run.children) if (!isFinished(child.status)) queue.push(child.run_id);
     for (const node of run.nodes) {
-      if (node.agent_type !== "map" || node.state !== "RUNNING") continue;
-      for (let after = -1; ; ) {
-        const page = await engine.listMapItems(id, node.node_id, { after, limit: 1000 });
-        for (const item of page.items) if (item.child_run_id && !isFinished(item.state)) queue.push(item.child_run_id);
-        if (page.next_after === null) break;
-        after = page.next_after;
+        if (node.agent_type !== "map" || node.state !== "RUNNING") continue;
+      for (const item of await mapItems(engine, id, node.node_id)) {
+        if (item.child_run_id && !isFinished(item.state)) queue.push(item.child_run_id);
       }
     }
   }
   return [...ids];
+}
+
+/** A running map node's items, every page. */
+async function mapItems(engine: Engine, runId: string, nodeId: string): Promise<MapItem[]> {
+  const items: MapItem[] = [];
+  for (let after = -1; ; ) {
+    const page = await engine.listMapItems(runId, nodeId, { after, limit: 1000 });
+    items.push(...page.items);
+    if (page.next_after === null) return items;
+    after = page.next_after;
+  }
 }
 
 async function allRuns(engine: Engine, status: Run["status"]): Promise<Run[]> {

@@ -104,12 +104,16 @@ export interface MapCounts {
 export interface MapItem {
   index: number;
   item: unknown;
-  state: "PENDING" | "RUNNING" | "SUCCEEDED" | "FAILED" | "CANCELLED";
+  state: "PENDING" | "RUNNING" | "RETRYING" | "SUCCEEDED" | "FAILED" | "CANCELLED";
+  /** The child run of an item of a workflow; null for an item of an agent (its attempts are its own). */
   child_run_id: string | null;
   output: unknown;
   error: VisitError | null;
   started_at: number | null;
   ended_at: number | null;
+  /** Set for an item of an agent: it holds its attempts. */
+  agent_type: string | null;
+  attempt: number;
 }
 
 export interface MapItemPage {

@@ -78,12 +78,6 @@ describe("a map node's progress in the CLI", () => {
     expect(runReport(done, await engine.listVisits(run.run_id))).toMatch(
       /\nanswer +SUCCEEDED .* map 10\/10: 8 succeeded, 2 failed$/m,
     );
-    // An item's run says which item of which map it is.
-    const item = (await engine.listMapItems(run.run_id, "answer", { after: 1, limit: 1 })).items[0];
-    const itemRun = await engine.getRun(item?.child_run_id ?? "");
-    expect(runReport(itemRun, await engine.listVisits(itemRun.run_id))).toContain(
-      `\nchild of run ${run.run_id} (node answer, visit 1, attempt 1, item 2)\n`,
-    );
   });
 
   it("words the counts: cancelled only when some are, pending only while some wait", () => {

@@ -1,3 +1,4 @@
+import jsonata from "jsonata";
 import { describe, expect, it } from "vitest";
 import {
   type CompiledPayload,
@@ -7,6 +8,7 @@ import {
   type ExpressionContext,
   ExpressionError,
 } from "../../src/definition/index.js";
+import { EXPRESSION_LIMITS } from "../../src/definition/sandbox.js";
 
 const ctx: ExpressionContext = {
   input: { topic: "rust", count: 3, tags: ["a", "b"], nested: { deep: true } },
@@ -237,5 +239,51 @@ describe("the expression sandbox (function calls, regexes, ranges)", () => {
       { path: "p.b", message: expect.stringContaining('reads "__proto__"') },
       { path: "p.c", message: expect.stringContaining("$eval, which is not available") },
     ]);
+  });
+});
+
+describe("a template that is a plain path", () => {
+  // Read without JSONata where every value on the way is an object: each case must give what
+  // JSONata gives (a whole-string template's undefined is null).
+  const data: Record<string, unknown> = {
+    input: { a: { b: [1, 2] }, list: [{ x: 1 }, { x: 2 }], one: [{ x: 5 }], n: null, s: "str", z: 0, e: [] },
+    item: [5],
+    index: 0,
+    nodes: { plan: { output: { items: [[1, 2]] }, status: "SUCCEEDED", error: null }, other: null },
+    run: { run_id: "r", trace_id: "t" },
+  };
+  const paths = [
+    "input",
+    "input.a",
+    "input.a.b",
+    "input.list.x",
+    "input.one.x",
+    "input.n",
+    "input.n.x",
+    "input.s.length",
+    "input.z",
+    "input.e",
+    "input.missing",
+    "input.missing.deeper",
+    "item",
+    "index",
+    "nodes.plan.output.items",
+    "nodes.other.output",
+    "run.run_id",
+    "`input`.a",
+  ];
+  it.each(paths)("%s gives what JSONata gives", async (path) => {
+    const jsonataValue = await jsonata(path).evaluate(data);
+    const expected = JSON.parse(JSON.stringify(jsonataValue ?? null));
+    expect(await template({ v: `{{ ${path} }}` }).resolve(data as unknown as ExpressionContext)).toEqual({
+      v: expected,
+    });
+  });
+
+  it("keeps JSONata's size limit on the value it reads", async () => {
+    const big = { ...data, input: { list: Array.from({ length: EXPRESSION_LIMITS.maxItems + 1 }, () => 0) } };
+    await expect(template({ v: "{{ input.list }}" }).resolve(big as unknown as ExpressionContext)).rejects.toThrow(
+      /over the limit/,
+    );
   });
 });

@@ -136,6 +136,7 @@ describe("listRuns search", () => {
       agents: {
         plan: () => ({ items: ["zanzibar-1", "zanzibar-2"] }),
         square: (task) => ({ seen: (task.payload as { v: string }).v }),
+        unsquare: () => ({}),
       },
     });
     await engine.registerWorkflow({
@@ -148,7 +149,8 @@ describe("listRuns search", () => {
           depends_on: ["plan"],
           payload: {
             items: "{{ nodes.plan.output.items }}",
-            each: { agent_type: "square", payload: { v: "{{ item }}" } },
+            // Items that undo are runs of the map's item workflow (an agent's other items are rows).
+            each: { agent_type: "square", payload: { v: "{{ item }}" }, compensation: { agent_type: "unsquare" } },
           },
         },
       ],

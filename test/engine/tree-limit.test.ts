@@ -67,14 +67,28 @@ describe("maxRunsPerTree", () => {
     expect(done.nodes[0]).toMatchObject({ reason: "non_retryable", attempt: 1, error: { reason: "child_failed" } });
   });
 
-  it("a map whose items would pass the limit fails tree_limit and starts none", async () => {
+  it("a map whose item runs would pass the limit fails tree_limit and starts none", async () => {
     const { engine } = await testEngine({ agents: { leaf }, maxRunsPerTree: 5 });
+    await engine.registerWorkflow({ id: "leaf-flow", nodes: [{ node_id: "l", agent_type: "leaf" }] });
     await engine.registerWorkflow({
       id: "fan",
+      nodes: [
+        {
+          node_id: "m",
+          agent_type: "map",
+          payload: { items: "{{ input.items }}", each: { workflow_id: "leaf-flow", input: {} } },
+        },
+      ],
+    });
+    // An agent's items are rows holding their attempts, not runs: they count toward no tree.
+    await engine.registerWorkflow({
+      id: "fan-rows",
       nodes: [
         { node_id: "m", agent_type: "map", payload: { items: "{{ input.items }}", each: { agent_type: "leaf" } } },
       ],
     });
+    const rows = await engine.startRun("fan-rows", { input: { items: [1, 2, 3, 4, 5, 6, 7, 8] } });
+    expect((await engine.waitForRun(rows.run_id)).status).toBe("SUCCEEDED");
     const run = await engine.startRun("fan", { input: { items: [1, 2, 3, 4, 5] } });
     const done = await engine.waitForRun(run.run_id);
     expect(done.status).toBe("FAILED");

@@ -3,7 +3,7 @@
  * 014), on SQLite and on PostgreSQL. The state before the upgrade is made by the engine of this
  * version, then taken back to the older schema by SQL: the engine's keys lose the `skein:`
  * prefix (`<execution_id>:<attempt>`, `<execution_id>:<attempt>:<index>`,
- * `schedule:<id>:<slot>`), what 014 to 017 added is dropped and their versions forgotten.
+ * `schedule:<id>:<slot>`), what 014 and later added is dropped and their versions forgotten.
  * The test first checks that this gives exactly the columns the migrations up to 013 (SQLite) /
  * 012 (PostgreSQL) make. Opening the engine again migrates: the engine's keys move under the
  * prefix, a client's key of the same shapes does not, and the runs in flight go on without a
@@ -42,6 +42,14 @@ const EVENTS_BEFORE_020 = `
   CREATE INDEX events_by_run ON events (run_id, seq);
   INSERT INTO events SELECT * FROM events_kept;
   DROP TABLE events_kept;`;
+
+/** What migration 021 added: map items' attempt fields. */
+const ITEM_ATTEMPTS_BEFORE_021 = `
+  DROP INDEX map_items_ready;
+  DROP INDEX map_items_leased;
+  ${["agent_type", "attempt", "failures", "interruptions", "ready_at", "deadline_at", "lease_expires_at", "holder"]
+    .map((c) => `ALTER TABLE map_items DROP COLUMN ${c};`)
+    .join("\n  ")}`;
 
 /** The newest migration before 014 on this store (PostgreSQL has no 013). */
 const BEFORE = onPostgres ? 12 : 13;
@@ -200,6 +208,7 @@ describe("upgrading to engine keys under skein: (migration 014)", () => {
        ALTER TABLE inbox DROP COLUMN scope;
        ALTER TABLE engines DROP COLUMN served_types;
        ${onPostgres ? "" : EVENTS_BEFORE_020}
+       ${ITEM_ATTEMPTS_BEFORE_021}
        DELETE FROM skein_migrations WHERE version > ${BEFORE};
        UPDATE schedules SET next_fire_at = last_slot_at WHERE schedule_id = 'nightly';`,
     );

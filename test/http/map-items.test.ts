@@ -1,7 +1,8 @@
 /**
  * A map node over HTTP (DESIGN §11.1): GET /v1/runs/{id} shows its counts (with pending) and no
  * item runs among the children; GET /v1/runs/{id}/nodes/{node_id}/items pages through its items,
- * is refused like the run for a token scoped elsewhere, and links to item runs such a token may read.
+ * is refused like the run for a token scoped elsewhere, shows an agent's item's attempts, and
+ * links to item runs (items that undo) such a token may read.
  */
 import { describe, expect, it } from "vitest";
 import type { TokenEntry } from "../../src/http/auth.js";
@@ -14,22 +15,33 @@ const TOKENS_WITH_SCOPE: TokenEntry[] = [
   { token: REFUND_READER, role: "reviewer", name: "refunds", workflows: ["refund"] },
 ];
 
-/** One map node over a fixed list, each item a `writer` (which answers at once). */
-const mapWorkflow = (id: string, items: unknown[]) => ({
+/**
+ * One map node over a fixed list, each item a `writer` (which answers at once): a row holding its
+ * attempts, or (`undoes`: the items declare compensation) a run of the item workflow.
+ */
+const mapWorkflow = (id: string, items: unknown[], undoes = false) => ({
   id,
   nodes: [
     {
       node_id: "answer",
       agent_type: "map",
-      payload: { items, max_concurrency: 3, each: { agent_type: "writer", payload: { q: "{{ item }}" } } },
+      payload: {
+        items,
+        max_concurrency: 3,
+        each: {
+          agent_type: "writer",
+          payload: { q: "{{ item }}" },
+          ...(undoes ? { compensation: { agent_type: "writer" } } : {}),
+        },
+      },
     },
     { node_id: "after", agent_type: "writer", depends_on: ["answer"] },
   ],
 });
 
-async function mapRun(id: string, items: unknown[]) {
+async function mapRun(id: string, items: unknown[], undoes = false) {
   const t = await testApi({ server: { tokens: TOKENS_WITH_SCOPE } });
-  await t.engine.registerWorkflow(mapWorkflow(id, items));
+  await t.engine.registerWorkflow(mapWorkflow(id, items, undoes));
   const run = await t.engine.startRun(id);
   expect((await t.engine.waitForRun(run.run_id)).status).toBe("SUCCEEDED");
   const get = (url: string, token: string = TOKENS.admin) => t.app.inject({ url, headers: bearer(token) });
@@ -63,7 +75,14 @@ describe("GET /v1/runs/{run_id}/nodes/{node_id}/items", () => {
     expect(rest.items.map((i: { item: string }) => i.item)).toEqual(["d", "e", "f", "g"]);
     expect(rest.next_after).toBeNull();
 
-    // Each item links to its run, a child of the map's visit.
+    // An agent's item holds its attempts: no run of its own.
+    expect(page.items[0]).toMatchObject({ agent_type: "writer", attempt: 1, failures: 0, child_run_id: null });
+  });
+
+  it("links each item that undoes to its run, a child of the map's visit", async () => {
+    const { runId, get } = await mapRun("fan", ["a", "b"], true);
+    const page = (await get(`/v1/runs/${runId}/nodes/answer/items`)).json();
+    expect(page.items[0]).toMatchObject({ agent_type: null, attempt: 0 });
     const itemRun = (await get(`/v1/runs/${page.items[0].child_run_id}`)).json();
     expect(RunWithNodesSchema.parse(itemRun).parent).toMatchObject({ run_id: runId, node_id: "answer", item: 0 });
   });
@@ -82,14 +101,14 @@ describe("GET /v1/runs/{run_id}/nodes/{node_id}/items", () => {
   });
 
   it("is scoped like the run: 404 for a map of another workflow, and the items' runs readable with their map's", async () => {
-    const refund = await mapRun("refund", ["x", "y"]);
+    const refund = await mapRun("refund", ["x", "y"], true);
     const own = await refund.get(`/v1/runs/${refund.runId}/nodes/answer/items`, REFUND_READER);
     expect(own.statusCode).toBe(200);
     // An item run's workflow is refund/answer: in scope with refund, which the token names exactly.
     const child = own.json().items[0].child_run_id;
     expect((await refund.get(`/v1/runs/${child}`, REFUND_READER)).statusCode).toBe(200);
 
-    await refund.engine.registerWorkflow(mapWorkflow("payroll", ["p"]));
+    await refund.engine.registerWorkflow(mapWorkflow("payroll", ["p"], true));
     const payroll = await refund.engine.startRun("payroll");
     await refund.engine.waitForRun(payroll.run_id);
     const other = await refund.get(`/v1/runs/${payroll.run_id}/nodes/answer/items`, REFUND_READER);

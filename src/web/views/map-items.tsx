@@ -68,7 +68,7 @@ export function MapItems(props: { visit: Visit; counts: MapCounts }) {
               <th>#</th>
               <th>State</th>
               <th>Item</th>
-              <th>Run</th>
+              <th>Run or attempt</th>
               <th>Output</th>
             </tr>
           </thead>
@@ -83,10 +83,12 @@ export function MapItems(props: { visit: Visit; counts: MapCounts }) {
                   <code class="item-preview">{preview(item.item)}</code>
                 </td>
                 <td>
-                  {item.child_run_id === null ? (
-                    <span class="muted">-</span>
-                  ) : (
+                  {item.child_run_id !== null ? (
                     <a href={href({ page: "run", runId: item.child_run_id })}>{shortId(item.child_run_id)}</a>
+                  ) : item.agent_type !== null && item.attempt > 0 ? (
+                    `attempt ${item.attempt}`
+                  ) : (
+                    <span class="muted">-</span>
                   )}
                 </td>
                 <td>

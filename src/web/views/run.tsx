@@ -32,7 +32,7 @@ export function RunPage(props: { runId: string; node?: string | undefined }) {
     version,
   );
   const { events, progress } = useRunEvents(runId, run.reload);
-  useMapProgress(runId, data, run.reload);
+  useMapProgress(data, run.reload);
   const now = useNow();
   const [dialog, setDialog] = useState<"cancel" | "retry" | "event" | null>(null);
 
@@ -283,18 +283,21 @@ function WakesAt(props: { visit: Visit }) {
   );
 }
 
-/** Other runs' starts and ends: a map's items are runs, and they start and end without an event of this run. */
-const ITEM_RUN_EVENTS: ReadonlySet<string> = new Set(["run.started", "run.succeeded", "run.failed", "run.cancelled"]);
+/** How often the run is read again while a map node of it runs. */
+const MAP_PROGRESS_MS = 1000;
 
 /**
- * While a map node of the run is RUNNING, reloads the run (its counts) when another run starts or
- * ends: one of them may be its item. Reloads fold together while one is in flight (useLoad).
+ * While a map node of the run is RUNNING, reloads the run (its counts) every second: its items
+ * start and end without an event of this run (an item of an agent is a row, not a run), as
+ * `skein run`'s table does. Reloads fold together while one is in flight (useLoad).
  */
-function useMapProgress(runId: string, run: RunWithNodes | undefined, reload: () => void): void {
+function useMapProgress(run: RunWithNodes | undefined, reload: () => void): void {
   const mapRunning = run?.nodes.some((n) => n.items && n.state === "RUNNING") ?? false;
-  useLiveEvents((event) => {
-    if (mapRunning && event !== null && event.run_id !== runId && ITEM_RUN_EVENTS.has(event.type)) reload();
-  });
+  useEffect(() => {
+    if (!mapRunning) return;
+    const timer = setInterval(reload, MAP_PROGRESS_MS);
+    return () => clearInterval(timer);
+  }, [mapRunning, reload]);
 }
 
 /**

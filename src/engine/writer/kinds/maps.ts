@@ -10,7 +10,7 @@
  * items are read a window at a time, and the counts are all a visit keeps.
  */
 import { attemptOf, compensationAttempt, visitAttempt } from "../../../core/attempt.js";
-import { BUDGET_EXCEEDED, parentLink } from "../../../core/budget.js";
+import { BUDGET_EXCEEDED, budgetedRuns, parentLink } from "../../../core/budget.js";
 import { claimableCompensation, undoRun } from "../../../core/compensation.js";
 import { itemExecutionId, itemMoves, MAP_HOLDER, pendingItems, readyItem } from "../../../core/kinds/map.js";
 import { executionId, failVisit, nodeOf, type RunState, startRunState } from "../../../core/scheduler.js";
@@ -225,7 +225,7 @@ export class Maps implements KindStep {
     const rows = await f.tx.pendingMapItems(vkey, c.next, room);
     if (rows.length === 0) return true;
     // Rows that hold their attempts start no runs: no tree limit, no engine keys.
-    if (itemsAreRows(v.payload)) return this.readyItems(rs, v, rows);
+    if (holdsAttempts(rs, v)) return this.readyItems(rs, v, rows);
     const tooMany = await treeRefusal(f.tx, f.o.maxRunsPerTree, rs.run, rows.length);
     if (tooMany) {
       visitAttempt(rs, v).failForGood("tree_limit", tooMany, f.now, f.o.random);
@@ -466,6 +466,15 @@ export class Maps implements KindStep {
 
 function keyOf(v: Visit): VisitKey {
   return { run_id: v.run_id, node_id: v.node_id, visit: v.visit };
+}
+
+/**
+ * Whether the map's items hold their own attempts in their rows (`itemsAreRows`), not child runs.
+ * Under a budget they are child runs still: a budget's reservations are taken, released and
+ * checked for stale ones by visit (budget.ts), and an item's attempt is not a visit.
+ */
+function holdsAttempts(rs: RunState, v: Visit): boolean {
+  return itemsAreRows(v.payload) && budgetedRuns(rs.run).length === 0;
 }
 
 /** A PENDING item row as `insertMapItems` wrote it: nothing started, nothing held. */
