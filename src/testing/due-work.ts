@@ -97,7 +97,7 @@ async function unfinishedRuns(engine: Engine): Promise<string[]> {
     const run = await engine.getRun(id);
     for (const child of run.children) if (!isFinished(child.status)) queue.push(child.run_id);
     for (const node of run.nodes) {
-        if (node.agent_type !== "map" || node.state !== "RUNNING") continue;
+      if (node.agent_type !== "map" || node.state !== "RUNNING") continue;
       for (const item of await mapItems(engine, id, node.node_id)) {
         if (item.child_run_id && !isFinished(item.state)) queue.push(item.child_run_id);
       }

@@ -152,9 +152,9 @@ function transitionItem(rs: RunState, row: MapItem, to: MapItemState): void {
   rs.changes.items.add(row);
 }
 
+/** Its attempt ended: nothing is due. The holder stays, that of its last attempt (a worker's report is checked by it). */
 function clearItemAttempt(row: MapItem): void {
   row.ready_at = null;
-  row.holder = null;
   row.deadline_at = null;
   row.lease_expires_at = null;
 }

@@ -7,6 +7,7 @@
  * once it has ended.
  */
 import { undoneExecutionId } from "../../core/compensation.js";
+import { parseItemExecutionId } from "../../core/kinds/map.js";
 import type { Compensation, Visit } from "../../core/types.js";
 import type { Store, VisitKey } from "../../store/store.js";
 
@@ -57,6 +58,8 @@ export class AttemptHolders {
   ): Promise<AttemptFacts | null> {
     const hit = this.known.get(`${executionId}#${attempt}`);
     if (hit && !needRunning) return { ...hit, running: null };
+    const item = parseItemExecutionId(executionId);
+    if (item) return this.findItem(key, item.index, attempt, hit, now);
     const loaded = await this.store.readRun(key.run_id);
     const compensation = undoneExecutionId(executionId) !== null;
     const row: Visit | Compensation | undefined = compensation
@@ -74,6 +77,28 @@ export class AttemptHolders {
     // its holder was cleared: the history tells (a read of the run's events, so it comes last).
     const ended = holder === null && !(current && row.attempt < attempt);
     return { agent_type: row.agent_type, holder: ended ? undefined : holder, running };
+  }
+
+  /**
+   * A map item's attempt, from its row: the row keeps the holder of its last attempt (claims
+   * write it, nothing clears it), so an earlier attempt's holder is known only from memory.
+   */
+  private async findItem(
+    key: VisitKey,
+    index: number,
+    attempt: number,
+    hit: { holder: string; agent_type: string } | undefined,
+    now: number | null,
+  ): Promise<AttemptFacts | null> {
+    const [row] = await this.store.listMapItems(key, { after: index - 1, limit: 1 });
+    if (row?.index !== index || row.agent_type === null) return null;
+    const atAttempt = row.attempt === attempt;
+    const running =
+      atAttempt &&
+      row.state === "RUNNING" &&
+      (now === null || (row.lease_expires_at ?? Number.POSITIVE_INFINITY) > now);
+    const holder = hit?.holder ?? (atAttempt ? row.holder : null);
+    return { agent_type: row.agent_type, holder, running };
   }
 
   /** The holder its `node.started` (or `compensation.started`) event recorded for the attempt. */

@@ -14,7 +14,7 @@
  */
 import { route } from "../../agents/task.js";
 import type { Clock } from "../../clock.js";
-import { notHeldBy, parseExecutionId } from "../../core/attempt.js";
+import { itemKeyOf, notHeldBy, parseExecutionId } from "../../core/attempt.js";
 import { isEmptyUsage, usageProblem } from "../../core/budget.js";
 import { undoneExecutionId } from "../../core/compensation.js";
 import type { Json, Usage } from "../../core/types.js";
@@ -328,7 +328,8 @@ export class ExternalWorkers {
     const problems = checkReport(executionId, request);
     const badUsage = request.usage === undefined ? null : usageProblem(request.usage);
     if (badUsage) problems.push({ path: "usage", message: badUsage });
-    const key = parseExecutionId(undoneExecutionId(executionId) ?? executionId);
+    // A map item's execution_id is its map visit's and `#<index>`: its visit is the map's.
+    const key = itemKeyOf(executionId) ?? parseExecutionId(undoneExecutionId(executionId) ?? executionId);
     if (problems.length > 0 || !key) throw new ValidationError(what, problems);
     return key;
   }

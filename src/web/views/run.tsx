@@ -10,7 +10,7 @@ import { Badge, ErrorNote, JsonBlock, Time } from "../components.js";
 import { elapsed, reasonTone, usageText, wakesAt } from "../format.js";
 import { GraphView } from "../graph/graph-view.js";
 import { workflowGraph } from "../graph/model.js";
-import { useLiveEvents, useLoad, useNow } from "../hooks.js";
+import { useLoad, useNow } from "../hooks.js";
 import { href, navigate } from "../route.js";
 import { openStream } from "../stream.js";
 import { RunTimeline } from "../timeline/timeline-view.js";
