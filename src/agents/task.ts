@@ -39,7 +39,7 @@ export interface Task<P = Json, I = Json> {
   /**
    * Set when this task runs an item of a `map` (`each: { agent_type }`, DESIGN §11.1): its index in
    * the list. `input` is the item, `payload` is `each.payload` resolved for it, and `execution_id`
-   * is `<the map visit's execution_id>#<index>`, stable across the item's attempts.
+   * is `<the map visit's execution_id>~<index>`, stable across the item's attempts.
    */
   item?: { index: number };
   trace_id: string;

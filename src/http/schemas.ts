@@ -339,7 +339,7 @@ export const TaskSchema = z
       .object({ index: z.number().int() })
       .optional()
       .describe(
-        "on a map item's task only: its index in the list; input is the item, and the execution_id is the map visit's and #<index>",
+        "on a map item's task only: its index in the list; input is the item, and the execution_id is the map visit's and ~<index>",
       ),
     trace_id: z.string(),
     traceparent: z.string(),

@@ -52,7 +52,7 @@ async function runDue(engine: Engine, runId: string, watch: Watch): Promise<DueW
     if (node.agent_type !== "map" || node.state !== "RUNNING") continue;
     for (const item of await mapItems(engine, runId, node.node_id)) {
       if (item.agent_type === null) continue;
-      const execution_id = `${node.execution_id}#${item.index}`;
+      const execution_id = `${node.execution_id}~${item.index}`;
       timeWaitOf({ ...item, execution_id, agent_type: item.agent_type }, watch, consider);
     }
   }

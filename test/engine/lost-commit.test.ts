@@ -150,8 +150,9 @@ describe.skipIf(!onPostgres)("a commit whose outcome was lost (PostgreSQL)", () 
       // The engine waits for the run: the attempt it may have claimed is given back, not left
       // RUNNING under it until its deadline (an hour).
       await waitUntil(async () => {
+        // Waiting for this session's lock: other tests' sessions on the server may wait on theirs.
         const { rows } = await holder.query(
-          "SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()",
+          "SELECT count(*)::int AS n FROM pg_stat_activity WHERE pg_backend_pid() = ANY (pg_blocking_pids(pid))",
         );
         return rows[0].n > 0;
       });

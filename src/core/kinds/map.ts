@@ -24,20 +24,22 @@ export function pendingItems(c: MapCounts): number {
 }
 
 /**
- * An item's execution_id: its map visit's and its index (`<run_id>:<node_id>:<visit>#<index>`),
- * stable across its attempts (an agent's idempotency key, as a visit's is).
+ * An item's execution_id: its map visit's and its index (`<run_id>:<node_id>:<visit>~<index>`),
+ * stable across its attempts (an agent's idempotency key, as a visit's is). `~` needs no
+ * escaping in a URL's path, where a worker sends it back (`POST /v1/tasks/{execution_id}/...`).
  */
 export function itemExecutionId(mapExecutionId: string, index: number): string {
-  return `${mapExecutionId}#${index}`;
+  return `${mapExecutionId}~${index}`;
 }
 
 /** An item's execution_id → its map visit's execution_id and its index; null for any other id. */
 export function parseItemExecutionId(executionId: string): { map: string; index: number } | null {
-  const hash = executionId.lastIndexOf("#");
-  if (hash < 0) return null;
-  const index = Number(executionId.slice(hash + 1));
-  if (!Number.isInteger(index) || index < 0 || executionId.slice(hash + 1) !== String(index)) return null;
-  return { map: executionId.slice(0, hash), index };
+  const tilde = executionId.lastIndexOf("~");
+  if (tilde < 0) return null;
+  const digits = executionId.slice(tilde + 1);
+  const index = Number(digits);
+  if (!Number.isInteger(index) || index < 0 || digits !== String(index)) return null;
+  return { map: executionId.slice(0, tilde), index };
 }
 
 /** An item its map starts: ready to claim now (`MapItem.ready_at`), by an engine or a worker serving its agent. */

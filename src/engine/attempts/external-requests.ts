@@ -33,7 +33,7 @@ export const WORKER_ID_PATTERN = /^[A-Za-z0-9_.:-]{1,128}$/;
 
 /** `<run_id>:<node_id>:<visit>` (run ids are UUIDs), and `:compensate` after it for a compensation. */
 export const EXECUTION_ID_PATTERN =
-  /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}:[A-Za-z0-9_-]{1,64}:[1-9][0-9]{0,9}(?::compensate|#(?:0|[1-9][0-9]{0,9}))?$/;
+  /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}:[A-Za-z0-9_-]{1,64}:[1-9][0-9]{0,9}(?::compensate|~(?:0|[1-9][0-9]{0,9}))?$/;
 
 /** Who claims or reports (DESIGN §13): the worker, and over HTTP the token it presented. */
 export interface WorkerIdentity {
@@ -100,7 +100,7 @@ export function checkReport(executionId: string, request: WorkerIdentity & { att
       ? null
       : {
           path: "execution_id",
-          message: `must be <run_id>:<node_id>:<visit> (with :compensate for a compensation, #<index> for a map item), as the task gave it; got ${JSON.stringify(executionId)}`,
+          message: `must be <run_id>:<node_id>:<visit> (with :compensate for a compensation, ~<index> for a map item), as the task gave it; got ${JSON.stringify(executionId)}`,
         },
     badWorkerId(request.worker_id),
     Number.isInteger(request.attempt) && request.attempt >= 1

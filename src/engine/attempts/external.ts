@@ -328,7 +328,7 @@ export class ExternalWorkers {
     const problems = checkReport(executionId, request);
     const badUsage = request.usage === undefined ? null : usageProblem(request.usage);
     if (badUsage) problems.push({ path: "usage", message: badUsage });
-    // A map item's execution_id is its map visit's and `#<index>`: its visit is the map's.
+    // A map item's execution_id is its map visit's and `~<index>`: its visit is the map's.
     const key = itemKeyOf(executionId) ?? parseExecutionId(undoneExecutionId(executionId) ?? executionId);
     if (problems.length > 0 || !key) throw new ValidationError(what, problems);
     return key;

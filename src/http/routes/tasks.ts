@@ -54,7 +54,7 @@ const TaskParams = z
   .object({
     execution_id: z.string().regex(EXECUTION_ID_PATTERN, {
       error:
-        "must be <run_id>:<node_id>:<visit> (with :compensate for a compensation, #<index> for a map item), as the claimed task gave it",
+        "must be <run_id>:<node_id>:<visit> (with :compensate for a compensation, ~<index> for a map item), as the claimed task gave it",
     }),
   })
   .strict();

@@ -112,7 +112,7 @@ describe("map", () => {
       input: 3,
       item: { index: 0 },
     });
-    expect(first?.execution_id).toBe(`${runId}:answer:1#0`);
+    expect(first?.execution_id).toBe(`${runId}:answer:1~0`);
     const { items: rows } = await engine.listMapItems(runId, "answer");
     expect(rows).toHaveLength(8);
     expect(rows[0]).toMatchObject({
