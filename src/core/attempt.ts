@@ -16,7 +16,7 @@ import {
   undoneExecutionId,
 } from "./compensation.js";
 import { itemExecutionId, itemMoves, MAP_HOLDER, parseItemExecutionId } from "./kinds/map.js";
-import { executionId, type LoadedItem } from "./run-state.js";
+import { executionId, itemChanges, type LoadedItem } from "./run-state.js";
 import {
   claim,
   type Decision,
@@ -94,7 +94,7 @@ export function attemptOf(rs: RunState, executionId: string): Attempt | undefine
   const item = parseItemExecutionId(executionId);
   if (item) {
     const key = parseExecutionId(item.map);
-    const loaded = rs.items.get(executionId);
+    const loaded = rs.items?.get(executionId);
     const map = key && key.run_id === rs.run.run_id ? rs.current.get(key.node_id) : undefined;
     return key && loaded && map ? new ItemAttempt(rs, loaded, map, key) : undefined;
   }
@@ -240,7 +240,7 @@ class ItemAttempt implements AttemptLifecycle {
   /** A cancelled item counted as ended when it was cancelled: nothing waits for its attempt. */
   returned(): void {}
   touched(): void {
-    this.rs.changes.items.add(this.item.row);
+    itemChanges(this.rs).rows.add(this.item.row);
   }
 }
 

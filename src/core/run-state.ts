@@ -38,12 +38,24 @@ export interface Changes {
    * it needs the registry, run ids, the store), each by the step of its node's kind (engine/writer/kinds).
    */
   starts: Set<Visit>;
-  /** Item rows of `map` visits whose attempts changed (core/kinds/map.ts): the store writes them. */
-  items: Set<MapItem>;
+  /** What changed of its map items (core/kinds/map.ts); absent while nothing did, as in most runs. */
+  items?: ItemChanges;
+}
+
+/** What a transaction changed of a run's map items that hold their attempts. */
+export interface ItemChanges {
+  /** Item rows whose attempts changed: the store writes them. */
+  rows: Set<MapItem>;
   /** `map` visits an item of which ended (its counts changed): the map's step goes on with them. */
-  itemsEnded: Set<Visit>;
-  /** Map items made ready (started by their map, or RETRYING): claimable once due, as `readied` visits. */
-  readiedItems: LoadedItem[];
+  ended: Set<Visit>;
+  /** Items made ready (started by their map, or RETRYING): claimable once due, as `readied` visits. */
+  readied: LoadedItem[];
+}
+
+/** The run's item changes of this transaction, made at the first. */
+export function itemChanges(rs: RunState): ItemChanges {
+  rs.changes.items ??= { rows: new Set(), ended: new Set(), readied: [] };
+  return rs.changes.items;
 }
 
 export interface RunState {
@@ -66,7 +78,7 @@ export interface RunState {
    * The item rows of its `map` visits this flush read, by their execution_id (core/kinds/map.ts):
    * only those it works on (a result's, a claim's), never a map's whole list.
    */
-  items: Map<string, LoadedItem>;
+  items?: Map<string, LoadedItem>;
 }
 
 /** An item row of a map visit, with its item workflow's node: the retry settings, timeout and lease its attempts have. */
@@ -94,9 +106,6 @@ export function emptyChanges(): Changes {
     inbox: [],
     undo: false,
     starts: new Set(),
-    items: new Set(),
-    itemsEnded: new Set(),
-    readiedItems: [],
   };
 }
 
@@ -108,7 +117,7 @@ export function runState(
 ): RunState {
   const current = new Map<string, Visit>();
   for (const v of currentVisits) current.set(v.node_id, v);
-  return { run, graph, current, compensations, changes: emptyChanges(), settling: null, items: new Map() };
+  return { run, graph, current, compensations, changes: emptyChanges(), settling: null };
 }
 
 export function executionId(runId: string, nodeId: string, visit: number): string {

@@ -4,7 +4,7 @@
  * held by `map` for as long as items run (no lease: the run's TTL bounds it).
  */
 import { retryDelayMs } from "../backoff.js";
-import { errorJson, event, type LoadedItem, leaseExpiry, type RunState, touch } from "../run-state.js";
+import { errorJson, event, itemChanges, type LoadedItem, leaseExpiry, type RunState, touch } from "../run-state.js";
 import { assertTransition } from "../states.js";
 import type { Json, MapCounts, MapItem, MapItemState, Visit, VisitError } from "../types.js";
 import type { KindStates } from "./kind.js";
@@ -46,8 +46,9 @@ export function parseItemExecutionId(executionId: string): { map: string; index:
 export function readyItem(rs: RunState, item: LoadedItem, now: number): void {
   item.row.agent_type = item.node.agent_type;
   item.row.ready_at = now;
-  rs.changes.items.add(item.row);
-  rs.changes.readiedItems.push(item);
+  const changes = itemChanges(rs);
+  changes.rows.add(item.row);
+  changes.readied.push(item);
 }
 
 /**
@@ -71,7 +72,7 @@ export const itemMoves = {
 
   renew(rs: RunState, item: LoadedItem, now: number): void {
     item.row.lease_expires_at = leaseExpiry(item.node, item.row, now);
-    rs.changes.items.add(item.row);
+    itemChanges(rs).rows.add(item.row);
   },
 
   succeed(rs: RunState, map: Visit, item: LoadedItem, output: Json, now: number): void {
@@ -102,7 +103,7 @@ export const itemMoves = {
           ? retryDelayMs(node, row.failures, random)
           : Math.min(error.retry_after_ms, node.retry_max_interval * 1000);
       row.ready_at = now + delay;
-      rs.changes.readiedItems.push(item);
+      itemChanges(rs).readied.push(item);
       event(rs, "item.retrying", map, now, itemData(row, { error: errorJson(error), retry_at: row.ready_at }));
       return;
     }
@@ -136,7 +137,7 @@ export const itemMoves = {
     transitionItem(rs, row, "RETRYING");
     clearItemAttempt(row);
     row.ready_at = now;
-    rs.changes.readiedItems.push(item);
+    itemChanges(rs).readied.push(item);
     event(rs, "item.interrupted", map, now, itemData(row, { interruptions: row.interruptions }));
   },
 
@@ -151,7 +152,7 @@ export const itemMoves = {
 function transitionItem(rs: RunState, row: MapItem, to: MapItemState): void {
   assertTransition(row.state, to, `item ${row.index} of ${row.run_id}:${row.node_id}:${row.visit}`);
   row.state = to;
-  rs.changes.items.add(row);
+  itemChanges(rs).rows.add(row);
 }
 
 /** Its attempt ended: nothing is due. The holder stays, that of its last attempt (a worker's report is checked by it). */
@@ -171,7 +172,7 @@ function ended(rs: RunState, map: Visit, row: MapItem, now: number): void {
   else if (row.state === "FAILED") c.failed += 1;
   else c.cancelled += 1;
   touch(rs, map);
-  rs.changes.itemsEnded.add(map);
+  itemChanges(rs).ended.add(map);
 }
 
 function itemData(row: MapItem, data: Record<string, Json>): Record<string, Json> {

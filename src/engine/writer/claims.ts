@@ -71,7 +71,7 @@ export class Claims {
   private *itemsInHand(): Generator<Attempt> {
     const f = this.f;
     for (const rs of f.states.values()) {
-      for (const item of rs.changes.readiedItems) {
+      for (const item of rs.changes.items?.readied ?? []) {
         const map = rs.current.get(item.row.node_id);
         const a = map ? itemAttempt(rs, item, map) : undefined;
         if (a?.current && isItemClaimable(item.row, f.now)) yield a;

@@ -104,7 +104,8 @@ export class Flush implements FlushContext {
     // The runs the inputs change were locked as the transaction began (the dispatcher passes
     // `runsToLock` as its `lock`; later loads never wait); read them together.
     await this.preload(runsToLock(inputs, this.lost));
-    await this.loadItems(itemsOf(inputs, this.lost));
+    const items = itemsOf(inputs, this.lost);
+    if (items.length > 0) await this.loadItems(items);
     await claims.takeHints();
     const dead = [...deadEngines];
     if (sweep && this.claiming && !this.o.store.exclusive) {
@@ -306,18 +307,19 @@ export class Flush implements FlushContext {
     const runId = runOfExecution(executionId);
     const rs = runId === null ? undefined : await this.load(runId);
     const item = itemKeyOf(executionId);
-    if (rs && item && !rs.items.has(executionId)) await this.loadItems([item]);
+    if (rs && item && !rs.items?.has(executionId)) await this.loadItems([item]);
     return rs;
   }
 
   async loadItems(keys: ItemKey[]): Promise<{ rs: RunState; item: LoadedItem }[]> {
     const id = (k: ItemKey) => itemExecutionId(executionId(k.run_id, k.node_id, k.visit), k.index);
-    const missing = keys.filter((k) => this.states.has(k.run_id) && !this.states.get(k.run_id)?.items.has(id(k)));
-    if (missing.length > 0) await this.keepItems(await this.tx.loadMapItems(missing));
     const out: { rs: RunState; item: LoadedItem }[] = [];
+    if (keys.length === 0) return out;
+    const missing = keys.filter((k) => this.states.has(k.run_id) && !this.states.get(k.run_id)?.items?.has(id(k)));
+    if (missing.length > 0) await this.keepItems(await this.tx.loadMapItems(missing));
     for (const k of keys) {
       const rs = this.states.get(k.run_id);
-      const item = rs?.items.get(id(k));
+      const item = rs?.items?.get(id(k));
       if (rs && item) out.push({ rs, item });
     }
     return out;
@@ -331,6 +333,7 @@ export class Flush implements FlushContext {
       const { workflow_id, workflow_version } = rs.run;
       const { graph } = await this.o.registry.get(itemWorkflowId(workflow_id, row.node_id), workflow_version);
       const item = { row, node: itemNode(graph, row.node_id) };
+      rs.items ??= new Map();
       rs.items.set(itemExecutionId(executionId(row.run_id, row.node_id, row.visit), row.index), item);
       out.push({ rs, item });
     }
@@ -353,12 +356,14 @@ export class Flush implements FlushContext {
   async writeItems(): Promise<void> {
     const rows: MapItem[] = [];
     for (const rs of this.states.values()) {
-      for (const row of rs.changes.items) {
+      const changed = rs.changes.items?.rows;
+      if (!changed) continue;
+      for (const row of changed) {
         rows.push(row);
         this.due(row.ready_at);
         this.due(row.lease_expires_at);
       }
-      rs.changes.items.clear();
+      changed.clear();
     }
     if (rows.length > 0) await this.tx.writeMapItems(rows);
   }
@@ -386,10 +391,9 @@ export class Flush implements FlushContext {
     await this.writeItems();
     for (const rs of this.states.values()) {
       rs.inbox = undefined; // what this flush knew of the inbox: the next reads what it needs (by name)
-      rs.items.clear(); // item rows are read again by the flush that needs them: another engine may change them
+      rs.items = undefined; // item rows are read again by the flush that needs them: another engine may change them
       const c = rs.changes;
-      c.readiedItems.length = 0;
-      c.itemsEnded.clear();
+      c.items = undefined;
       if (c.inserted.size === 0 && c.updated.size === 0 && c.events.length === 0 && !c.runUpdated) continue;
       if (c.runUpdated || c.ended) {
         rs.run.updated_at = this.now;

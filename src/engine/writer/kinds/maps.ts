@@ -335,7 +335,7 @@ export class Maps implements KindStep {
     f.work.cancelsLeft -= rows.length;
     for (const fresh of rows) {
       // The copy this flush holds, if any, is the one the rest of the flush sees.
-      const row = rs.items.get(itemExecutionId(v.execution_id, fresh.index))?.row ?? fresh;
+      const row = rs.items?.get(itemExecutionId(v.execution_id, fresh.index))?.row ?? fresh;
       if (row.state === "RUNNING") {
         f.out.aborted.push([itemExecutionId(v.execution_id, row.index), "cancelled"]);
       }
@@ -382,10 +382,12 @@ export class Maps implements KindStep {
     const f = this.f;
     // Maps an item of which (one holding its attempts) ended: a result, an expiry, a cancel.
     for (const rs of f.states.values()) {
-      for (const v of rs.changes.itemsEnded) {
+      const ended = rs.changes.items?.ended;
+      if (!ended) continue;
+      for (const v of ended) {
         if (v.state === "RUNNING" && v.holder === MAP_HOLDER) this.toAdvance.set(v.execution_id, { rs, v });
       }
-      rs.changes.itemsEnded.clear();
+      ended.clear();
     }
     if (this.itemEnds.length === 0 && this.toAdvance.size === 0) return false;
     await f.tx.updateMapItems(this.itemEnds.splice(0));
