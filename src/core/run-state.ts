@@ -106,6 +106,7 @@ export function emptyChanges(): Changes {
     inbox: [],
     undo: false,
     starts: new Set(),
+    items: undefined, // in the literal, so every Changes has one shape
   };
 }
 
@@ -117,7 +118,7 @@ export function runState(
 ): RunState {
   const current = new Map<string, Visit>();
   for (const v of currentVisits) current.set(v.node_id, v);
-  return { run, graph, current, compensations, changes: emptyChanges(), settling: null };
+  return { run, graph, current, compensations, changes: emptyChanges(), settling: null, items: undefined };
 }
 
 export function executionId(runId: string, nodeId: string, visit: number): string {

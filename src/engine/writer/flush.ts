@@ -391,9 +391,10 @@ export class Flush implements FlushContext {
     await this.writeItems();
     for (const rs of this.states.values()) {
       rs.inbox = undefined; // what this flush knew of the inbox: the next reads what it needs (by name)
-      rs.items = undefined; // item rows are read again by the flush that needs them: another engine may change them
+      // Item rows are read again by the flush that needs them: another engine may change them.
+      if (rs.items) rs.items = undefined;
       const c = rs.changes;
-      c.items = undefined;
+      if (c.items) c.items = undefined;
       if (c.inserted.size === 0 && c.updated.size === 0 && c.events.length === 0 && !c.runUpdated) continue;
       if (c.runUpdated || c.ended) {
         rs.run.updated_at = this.now;
