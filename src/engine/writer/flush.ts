@@ -11,7 +11,7 @@ import { cancelRefusal } from "../../core/preconditions.js";
 import type { LoadedItem } from "../../core/run-state.js";
 import { emptyChanges, endRun, executionId, failVisit, type RunState, runState } from "../../core/scheduler.js";
 import type { Compensation, InboxEvent, MapItem, NewEvent, Run, Visit } from "../../core/types.js";
-import type { CompiledNode, WorkflowGraph } from "../../definition/graph.js";
+import type { CompiledNode } from "../../definition/graph.js";
 import { MAX_CHILD_DEPTH } from "../../definition/kinds/workflow.js";
 import { NotFoundError } from "../../errors.js";
 import type { ItemKey, ReadyNotice, RunRead, StoreTx } from "../../store/store.js";
@@ -45,6 +45,8 @@ export class Flush implements FlushContext {
   readonly newRuns: Run[] = [];
   notify: ReadyNotice[] = [];
   readonly work: WorkBounds;
+  /** Item workflows' nodes this flush looked up (`itemNode`). */
+  private readonly itemNodes = new Map<string, CompiledNode>();
   /** The earliest future due time among the rows this transaction wrote. */
   private dueSoon: number | null = null;
   readonly out: FlushOutcome = {
@@ -330,9 +332,7 @@ export class Flush implements FlushContext {
     for (const row of rows) {
       const rs = this.states.get(row.run_id);
       if (!rs) continue;
-      const { workflow_id, workflow_version } = rs.run;
-      const { graph } = await this.o.registry.get(itemWorkflowId(workflow_id, row.node_id), workflow_version);
-      const item = { row, node: itemNode(graph, row.node_id) };
+      const item = { row, node: await this.itemNode(rs, row.node_id) };
       rs.items ??= new Map();
       rs.items.set(itemExecutionId(executionId(row.run_id, row.node_id, row.visit), row.index), item);
       out.push({ rs, item });
@@ -351,6 +351,20 @@ export class Flush implements FlushContext {
   /** Keeps the earliest future due time of the rows this transaction wrote. */
   private due(t: number | null): void {
     if (t !== null && t > this.now && (this.dueSoon === null || t < this.dueSoon)) this.dueSoon = t;
+  }
+
+  /** The node of a map node's item workflow (its items' retry settings, timeout and lease), once per flush. */
+  private async itemNode(rs: RunState, nodeId: string): Promise<CompiledNode> {
+    const id = itemWorkflowId(rs.run.workflow_id, nodeId);
+    const key = `${id}@${rs.run.workflow_version}`;
+    let node = this.itemNodes.get(key);
+    if (!node) {
+      const { graph } = await this.o.registry.get(id, rs.run.workflow_version);
+      node = graph.nodes.get(nodeId);
+      if (!node) throw new Error(`skein: the item workflow ${id} has no node "${nodeId}"; this is a Skein bug`);
+      this.itemNodes.set(key, node);
+    }
+    return node;
   }
 
   async writeItems(): Promise<void> {
@@ -436,11 +450,4 @@ export class Flush implements FlushContext {
     if (inbox.length > 0) await this.tx.writeInbox(inbox);
     this.out.events.push(...written.events);
   }
-}
-
-function itemNode(graph: WorkflowGraph, nodeId: string): CompiledNode {
-  const node = graph.nodes.get(nodeId);
-  if (!node)
-    throw new Error(`skein: the item workflow of map node "${nodeId}" has no node "${nodeId}"; this is a Skein bug`);
-  return node;
 }
