@@ -581,7 +581,7 @@ function observations(results: Results): string {
   const skeinW6 = at("w6_1000", "skein-sqlite", "all_done_ms");
   if (skeinW6 !== null) {
     lines.push(
-      `Skein's W6 at 1,000 items took ${num(skeinW6)} ms on SQLite: each item of a \`map\` is a child run of its own (a row, its visit, its events, its end), which makes every item listable, retried and resumed on its own after a crash, and costs about four times what a step of a run costs.`,
+      `Skein's W6 at 1,000 items took ${num(skeinW6)} ms on SQLite: each item of a \`map\` of an agent is a row holding its own attempts (claimed, leased, retried and taken over after a crash like a step, listed by \`listMapItems\`), without a run, a visit or events of its own.`,
     );
   }
   const rerun = at("w5", "skein-sqlite", "rerun_in_flight");
