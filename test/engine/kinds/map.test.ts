@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from "vitest";
 import { type Engine, NonRetryableError, type Task, ValidationError } from "../../../src/index.js";
-import { testEngine } from "../../helpers.js";
+import { nextEvent, testEngine } from "../../helpers.js";
 
 const mapFlow = (payload: Record<string, unknown>, extra: Record<string, unknown> = {}) => ({
   id: "fanout",
@@ -228,6 +228,80 @@ describe("map", () => {
       { n: 2, attempt: 3 },
       { n: 3, attempt: 1 },
     ]);
+  });
+
+  it("an item's attempt past the node's timeout is aborted and retried; its late result is fenced", async () => {
+    const late = deferred<unknown>();
+    const started = deferred();
+    const retried = deferred();
+    const tasks: Task[] = [];
+    const square = (t: Task) => {
+      tasks.push(t);
+      if (t.attempt === 1) {
+        started.resolve();
+        return late.promise; // holds past the timeout
+      }
+      retried.resolve();
+      return { n: (t.payload as { n: number }).n, attempt: t.attempt };
+    };
+    const { engine, clock } = await testEngine({ agents: { planner, echo, square } });
+    await engine.registerWorkflow(mapFlow({ items, each: each() }, { timeout: 10, retry_count: 1, retry_interval: 0 }));
+    const runId = await runMap(engine, [7]);
+    await started.promise;
+    await clock.advance(10_001);
+    await retried.promise;
+    const done = await engine.waitForRun(runId);
+    expect(done.status).toBe("SUCCEEDED");
+    expect(done.nodes.find((n) => n.node_id === "answer")?.output).toEqual([{ n: 7, attempt: 2 }]);
+    expect(tasks[0]?.signal.aborted).toBe(true);
+    expect(tasks.map((t) => t.execution_id)).toEqual([`${runId}:answer:1~0`, `${runId}:answer:1~0`]);
+    const [row] = (await engine.listMapItems(runId, "answer")).items;
+    expect(row).toMatchObject({ state: "SUCCEEDED", attempt: 2, failures: 1, error: null });
+    const retrying = (await engine.listEvents(runId)).find((e) => e.type === "item.retrying");
+    expect(retrying).toMatchObject({ node_id: "answer", visit: 1, data: { index: 0, attempt: 1 } });
+    expect(retrying?.data.error).toMatchObject({ reason: "timeout" });
+    // The first attempt answers after all: its result is fenced, nothing changes.
+    const fenced = nextEvent(engine, (e) => e.type === "result.fenced");
+    late.resolve({ n: "late" });
+    expect((await fenced).data).toMatchObject({ execution_id: `${runId}:answer:1~0`, attempt: 1 });
+    expect((await engine.listMapItems(runId, "answer")).items[0]?.output).toEqual({ n: 7, attempt: 2 });
+  });
+
+  it("an item's heartbeat renews its lease past heartbeat_timeout; without one it expires", async () => {
+    const started = deferred();
+    const beatNow = deferred();
+    const beaten = deferred<boolean>();
+    const finish = deferred<unknown>();
+    const square = async (t: Task) => {
+      const index = (t.payload as { at: number }).at;
+      if (index === 1) return finish.promise; // sends no heartbeat: its lease expires
+      started.resolve();
+      await beatNow.promise;
+      beaten.resolve(await t.heartbeat());
+      await finish.promise;
+      return { ok: index };
+    };
+    const { engine, clock } = await testEngine({ agents: { planner, echo, square } });
+    await engine.registerWorkflow(
+      mapFlow({ items, each: each(), tolerated_failures: 1 }, { heartbeat_timeout: 30, timeout: 3600, retry_count: 0 }),
+    );
+    const runId = await runMap(engine, [0, 1]);
+    await started.promise;
+    await clock.advance(20_000);
+    beatNow.resolve();
+    expect(await beaten.promise).toBe(true); // item 0's lease: 30 s from now
+    // Past the first heartbeat timeout: the item that sent none fails lease_expired, item 0 runs on.
+    const expired = nextEvent(engine, (e) => e.type === "item.failed");
+    await clock.advance(10_001);
+    expect((await expired).data).toMatchObject({ index: 1, reason: "retries_exhausted" });
+    const failed = await engine.listMapItems(runId, "answer");
+    // Its error's reason says why it failed for good, as a failed item run's does; the message what happened.
+    expect(failed.items[1]).toMatchObject({ state: "FAILED", error: { reason: "retries_exhausted" } });
+    expect(failed.items[1]?.error?.message).toContain("sent no heartbeat in time");
+    finish.resolve(null);
+    const done = await engine.waitForRun(runId);
+    expect(done.status).toBe("SUCCEEDED");
+    expect(done.nodes.find((n) => n.node_id === "answer")?.output).toEqual([{ ok: 0 }, null]);
   });
 
   it("each: { workflow_id } runs a child workflow per item (its input the item by default)", async () => {
