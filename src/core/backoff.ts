@@ -6,6 +6,27 @@ export interface BackoffSettings {
   retry_jitter: "none" | "full";
 }
 
+/**
+ * Milliseconds to wait before retrying after failure number `failures` with `error`: a service
+ * that said when to come back (Retry-After) is believed, within retry_max_interval.
+ */
+export function retryWaitMs(
+  s: BackoffSettings,
+  failures: number,
+  error: { retry_after_ms?: number },
+  random: () => number,
+): number {
+  return error.retry_after_ms === undefined
+    ? retryDelayMs(s, failures, random)
+    : Math.min(error.retry_after_ms, s.retry_max_interval * 1000);
+}
+
+/** Why an attempt that is not retried failed for good: its retries spent, its output refused, or not retryable. */
+export function finalFailureReason(retryable: boolean, error: { reason?: string }): string {
+  if (retryable) return "retries_exhausted";
+  return error.reason === "invalid_output" ? "invalid_output" : "non_retryable";
+}
+
 /** Milliseconds to wait before the retry that follows failure number `failures` (1-based). */
 export function retryDelayMs(s: BackoffSettings, failures: number, random: () => number = Math.random): number {
   const base = s.retry_backoff === "exponential" ? s.retry_interval * 2 ** Math.max(0, failures - 1) : s.retry_interval;

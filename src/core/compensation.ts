@@ -7,6 +7,7 @@
 
 import { undoAgent } from "../definition/kinds/index.js";
 import { retryDelayMs } from "./backoff.js";
+import { startAttempt } from "./run-state.js";
 import { errorJson, event, finishRun, leaseExpiry, nodeOf, notStarted, type RunState } from "./scheduler.js";
 import { assertTransition, type VisitState } from "./states.js";
 import type { Compensation, Json, Visit, VisitError } from "./types.js";
@@ -143,14 +144,8 @@ export function claimableCompensation(rs: RunState, now: number): Compensation |
 }
 
 export function claimCompensation(rs: RunState, c: Compensation, holder: string, now: number): void {
-  const node = nodeOf(rs, c.node_id);
   transition(rs, c, "RUNNING");
-  c.attempt += 1;
-  c.ready_at = null;
-  c.holder = holder;
-  c.started_at ??= now;
-  c.deadline_at = now + node.timeout * 1000;
-  c.lease_expires_at = leaseExpiry(node, c, now);
+  startAttempt(c, nodeOf(rs, c.node_id), holder, now);
   event(rs, "compensation.started", c, now, { execution_id: c.execution_id, attempt: c.attempt, holder });
 }
 

@@ -138,16 +138,26 @@ export function nodeOf(rs: RunState, nodeId: string): CompiledNode {
   return n;
 }
 
+/** The attempt fields every row that holds attempts has: a visit, a compensation row, a map item. */
+export type AttemptFields = Pick<
+  Visit,
+  "attempt" | "ready_at" | "holder" | "started_at" | "deadline_at" | "lease_expires_at"
+>;
+
+/** A new attempt of a row, held by `holder`, with its node's deadline and lease (its state is the caller's move). */
+export function startAttempt(row: AttemptFields, node: CompiledNode, holder: string, now: number): void {
+  row.attempt += 1;
+  row.ready_at = null;
+  row.holder = holder;
+  row.started_at ??= now;
+  row.deadline_at = now + node.timeout * 1000;
+  row.lease_expires_at = leaseExpiry(node, row, now);
+}
+
 /** Hands a ready visit to `holder`: a new attempt with its deadline and lease. */
 export function claim(rs: RunState, v: Visit, holder: string, now: number): void {
-  const node = nodeOf(rs, v.node_id);
   transition(rs, v, "RUNNING");
-  v.attempt += 1;
-  v.ready_at = null;
-  v.holder = holder;
-  v.started_at ??= now;
-  v.deadline_at = now + node.timeout * 1000;
-  v.lease_expires_at = leaseExpiry(node, v, now);
+  startAttempt(v, nodeOf(rs, v.node_id), holder, now);
   event(rs, "node.started", v, now, { attempt: v.attempt, holder });
 }
 

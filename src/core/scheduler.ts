@@ -7,7 +7,7 @@
  * are re-checked (and, after a loop reset, the loop's region).
  */
 import type { CompiledNode, WorkflowGraph } from "../definition/graph.js";
-import { retryDelayMs } from "./backoff.js";
+import { finalFailureReason, retryWaitMs } from "./backoff.js";
 import { type InboxReader, type Moves, statesOf } from "./kinds/index.js";
 import { deliver as deliverEvent } from "./kinds/wait-event.js";
 import { readiness } from "./readiness.js";
@@ -174,22 +174,12 @@ export function failAttempt(
     transition(rs, v, "RETRYING");
     v.error = error;
     clearAttempt(v);
-    // A service that said when to come back (Retry-After) is believed, within retry_max_interval.
-    const delay =
-      error.retry_after_ms === undefined
-        ? retryDelayMs(node, v.failures, random)
-        : Math.min(error.retry_after_ms, node.retry_max_interval * 1000);
-    v.ready_at = now + delay;
+    v.ready_at = now + retryWaitMs(node, v.failures, error, random);
     rs.changes.readied.push(v);
     event(rs, "node.retrying", v, now, { attempt: v.attempt, error: errorJson(error), retry_at: v.ready_at });
     return;
   }
-  const reason = retryable
-    ? "retries_exhausted"
-    : error.reason === "invalid_output"
-      ? "invalid_output"
-      : "non_retryable";
-  failVisit(rs, v, reason, error, now);
+  failVisit(rs, v, finalFailureReason(retryable, error), error, now);
 }
 
 /**

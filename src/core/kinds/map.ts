@@ -3,8 +3,17 @@
  * (engine/writer/kinds/maps.ts writes them as rows and starts them as child runs). The visit is
  * held by `map` for as long as items run (no lease: the run's TTL bounds it).
  */
-import { retryDelayMs } from "../backoff.js";
-import { errorJson, event, itemChanges, type LoadedItem, leaseExpiry, type RunState, touch } from "../run-state.js";
+import { finalFailureReason, retryWaitMs } from "../backoff.js";
+import {
+  errorJson,
+  event,
+  itemChanges,
+  type LoadedItem,
+  leaseExpiry,
+  type RunState,
+  startAttempt,
+  touch,
+} from "../run-state.js";
 import { assertTransition } from "../states.js";
 import type { Json, MapCounts, MapItem, MapItemState, Visit, VisitError } from "../types.js";
 import type { KindStates } from "./kind.js";
@@ -62,12 +71,7 @@ export const itemMoves = {
   claim(rs: RunState, item: LoadedItem, holder: string, now: number): void {
     const { row, node } = item;
     transitionItem(rs, row, "RUNNING");
-    row.attempt += 1;
-    row.ready_at = null;
-    row.holder = holder;
-    row.started_at ??= now;
-    row.deadline_at = now + node.timeout * 1000;
-    row.lease_expires_at = leaseExpiry(node, row, now);
+    startAttempt(row, node, holder, now);
   },
 
   renew(rs: RunState, item: LoadedItem, now: number): void {
@@ -98,21 +102,12 @@ export const itemMoves = {
     if (retryable && row.failures <= node.retry_count) {
       transitionItem(rs, row, "RETRYING");
       clearItemAttempt(row);
-      const delay =
-        error.retry_after_ms === undefined
-          ? retryDelayMs(node, row.failures, random)
-          : Math.min(error.retry_after_ms, node.retry_max_interval * 1000);
-      row.ready_at = now + delay;
+      row.ready_at = now + retryWaitMs(node, row.failures, error, random);
       itemChanges(rs).readied.push(item);
       event(rs, "item.retrying", map, now, itemData(row, { error: errorJson(error), retry_at: row.ready_at }));
       return;
     }
-    const reason = retryable
-      ? "retries_exhausted"
-      : error.reason === "invalid_output"
-        ? "invalid_output"
-        : "non_retryable";
-    itemMoves.failForGood(rs, map, item, reason, error, now);
+    itemMoves.failForGood(rs, map, item, finalFailureReason(retryable, error), error, now);
   },
 
   failForGood(rs: RunState, map: Visit, item: LoadedItem, reason: string, error: VisitError, now: number): void {

@@ -4,27 +4,14 @@ import type { Json, MapItem, MapItemState, VisitError } from "../../core/types.j
 import { type ItemKey, type MapItemUpdate, type MapTx, missingMapItem } from "../map-items.js";
 import type { VisitKey } from "../runs.js";
 
-export interface DbMapItem {
-  run_id: string;
-  node_id: string;
-  visit: number;
+/** A map_items row as SQLite gives it: JSON as text, the state as a string, the index as `idx`. */
+export type DbMapItem = Omit<MapItem, "index" | "item" | "state" | "output" | "error"> & {
   idx: number;
   item: string;
   state: string;
-  child_run_id: string | null;
   output: string | null;
   error: string | null;
-  started_at: number | null;
-  ended_at: number | null;
-  agent_type: string | null;
-  attempt: number;
-  failures: number;
-  interruptions: number;
-  ready_at: number | null;
-  deadline_at: number | null;
-  lease_expires_at: number | null;
-  holder: string | null;
-}
+};
 
 export function mapItemFromDb({ idx, ...r }: DbMapItem): MapItem {
   return {
