@@ -4,8 +4,10 @@
  * second locks and reads them as its transaction begins). The manual clock never advances, so
  * no sweep can stand in for the notification.
  */
+import pg from "pg";
 import { describe, expect, it } from "vitest";
-import { capturedLogger, onPostgres, testEngine } from "../helpers.js";
+import { createClient } from "../../src/index.js";
+import { capturedLogger, onPostgres, PG_URL, testEngine } from "../helpers.js";
 
 const HANDOFF = {
   id: "handoff",
@@ -37,6 +39,44 @@ describe.skipIf(!onPostgres)("engines sharing a PostgreSQL database", () => {
       runs.map(() => ({ by: "b", first: { by: "a" } })),
     );
     expect([...seen].sort()).toEqual(runs.map((r) => r.run_id).sort());
+  });
+
+  it("start a visit it hears of while a transaction of its own waits for a lock", async () => {
+    // The notice comes while a flush runs, which took the hints it had before it began: the
+    // flush loop runs once more for it, or the visit would wait for a sweep (never: the clock stands).
+    const b = await testEngine({ agents: { second_type: () => ({ by: "b" }) } });
+    await b.engine.registerWorkflow(HANDOFF);
+    await b.engine.registerWorkflow({ id: "lone", nodes: [{ node_id: "second", agent_type: "second_type" }] });
+    const client = await createClient({ database: b.database, clock: b.clock });
+    const schema = new URL(b.database).searchParams.get("schema");
+    const held = await b.engine.startRun(HANDOFF.id); // waits at `first`: no engine serves first_type
+    const holder = new pg.Client({ connectionString: PG_URL });
+    const listener = new pg.Client({ connectionString: PG_URL });
+    await Promise.all([holder.connect(), listener.connect()]);
+    try {
+      await holder.query("BEGIN");
+      await holder.query(`SELECT 1 FROM "${schema}".runs WHERE run_id = $1 FOR UPDATE`, [held.run_id]);
+      const cancelled = b.engine.cancelRun(held.run_id); // its flush waits for the holder
+      await until(async () => {
+        const { rows } = await holder.query(
+          "SELECT count(*)::int AS n FROM pg_stat_activity WHERE pg_backend_pid() = ANY (pg_blocking_pids(pid))",
+        );
+        return rows[0].n > 0;
+      });
+      // A client starts a run whose visit b serves: its NOTIFY reaches b while b's flush waits.
+      const heard = new Promise((resolve) => listener.on("notification", resolve));
+      await listener.query(`LISTEN "skein_ready_${schema}"`);
+      const run = await client.startRun("lone");
+      await heard;
+      await holder.query("ROLLBACK");
+      await cancelled;
+      const done = await b.engine.waitForRun(run.run_id);
+      expect(done.status).toBe("SUCCEEDED");
+      expect(done.nodes[0]?.output).toEqual({ by: "b" });
+    } finally {
+      await Promise.all([holder.end(), listener.end()]);
+      await client.close();
+    }
   });
 
   it("start each visit once when several engines hear of it", async () => {
@@ -118,3 +158,12 @@ describe.skipIf(!onPostgres)("engines sharing a PostgreSQL database", () => {
     expect(lines.filter((l) => l.level >= 40)).toEqual([]);
   });
 });
+
+/** Polls `check` every 20 ms, at most 10 s. */
+async function until(check: () => Promise<boolean>): Promise<void> {
+  const deadline = Date.now() + 10_000;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error("the engine's transaction never waited for the lock");
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}

@@ -44,6 +44,11 @@ export class Dispatcher {
   private readonly backlog = new Set<string>();
   /** Runs other engines said have ready visits, with their agent types (claims.ts `takeHints`). */
   private hints = new Map<string, Set<string>>();
+  /**
+   * Another engine said so (hints, backlog) while a flush ran: that flush may have read its
+   * hints and backlog before, so the loop runs one more.
+   */
+  private heard = false;
   private claiming = true;
   private stopped = false;
   /** Set by the timers: the next flush also looks for what fell due. Input-driven flushes skip that. */
@@ -100,6 +105,7 @@ export class Dispatcher {
         return; // no flush for it
       else if (runIds.length === 0) this.backlog.add(agentType);
       else for (const id of runIds) this.hints.set(id, (this.hints.get(id) ?? new Set()).add(agentType));
+      this.heard = true;
       this.wake();
     });
     this.timers.armSweep(this.o.sweepIntervalMs, () => {
@@ -221,8 +227,10 @@ export class Dispatcher {
         // Loop while work arrived meanwhile; after a failed transaction, wait for the next wake-up.
         let ok = true;
         for (;;) {
+          this.heard = false;
           ok = await this.flushOnce(this.inbox.splice(0, INPUTS_PER_FLUSH));
-          if (!(ok && (this.inbox.length > 0 || (this.sweepDue && !this.stopped)))) break;
+          const more = this.inbox.length > 0 || ((this.sweepDue || this.heard) && !this.stopped);
+          if (!(ok && more)) break;
           // A turn of the event loop between two transactions: on SQLite a transaction never
           // yields, and inputs that keep coming (payloads resolved, results) would otherwise keep
           // the API from answering (DESIGN §13.1). Inputs that arrive meanwhile join the next.
