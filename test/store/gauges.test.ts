@@ -3,7 +3,7 @@
  * fresh PostgreSQL schema, rows written through the store's own transactions.
  */
 import { afterEach, describe, expect, it } from "vitest";
-import type { Visit } from "../../src/core/types.js";
+import type { MapItem, Visit } from "../../src/core/types.js";
 import { ManualClock } from "../../src/index.js";
 import type { Store } from "../../src/store/store.js";
 import { makeRun, visit } from "../core/helpers.js";
@@ -59,6 +59,25 @@ for (const { name: kind, open: openStore } of STORES) {
         pending_waits: 2,
         heartbeat_age_ms: null,
       });
+    });
+
+    it("counts ready map items of an agent with the visits of their agent type", async () => {
+      const store = await open([at("a", "PENDING", { agent_type: "writer", ready_at: NOW - 1000, payload: {} })]);
+      const key = { run_id: "r1", node_id: "fan", visit: 1 };
+      await store.transaction(async (tx) => {
+        await tx.insertMapItems(key, ["x", "y", "z", "w"], NOW);
+        const [x, y, z, w] = await tx.loadMapItems([0, 1, 2, 3].map((index) => ({ ...key, index })));
+        const ready = { agent_type: "writer", state: "PENDING" as const };
+        // Ready (two), ready later, and never started (no ready_at): the first two count.
+        await tx.writeMapItems([
+          { ...(x as MapItem), ...ready, ready_at: NOW - 3000 },
+          { ...(y as MapItem), ...ready, ready_at: NOW },
+          { ...(z as MapItem), ...ready, ready_at: NOW + 60_000 },
+          w as MapItem,
+        ]);
+      });
+      const gauges = await store.readGauges("nobody", NOW);
+      expect(gauges.ready).toEqual([{ agent_type: "writer", visits: 3, oldest_age_ms: 3000 }]);
     });
 
     it("reads the engine's last heartbeat from its row", async () => {

@@ -108,7 +108,8 @@ export class EngineMetrics {
       advice: { explicitBucketBoundaries: TRANSACTION_BUCKETS },
     });
     this.readyVisits = meter.createObservableGauge("skein_ready_visits", {
-      description: "Visits ready to claim (payload resolved) that nobody claimed, by agent_type: the queue depth",
+      description:
+        "Visits ready to claim (payload resolved), and map items of an agent ready to claim, that nobody claimed, by agent_type: the queue depth",
     });
     this.oldestReady = meter.createObservableGauge("skein_oldest_ready_seconds", {
       description: "Age of the oldest ready, unclaimed visit, by agent_type",

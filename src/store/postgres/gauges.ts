@@ -1,16 +1,21 @@
 /**
  * The metrics gauges' statements on PostgreSQL (Store.readGauges): the SQLite ones, at `$1`
  * when the store was given a clock, else at the database's time (`dbNow`, the clock its due
- * times are written in). Ready visits are the claim query's (ready by now, payload resolved),
- * grouped, by the partial index visits_ready.
+ * times are written in). Ready visits are the claim query's (ready by now, payload resolved), and
+ * so are ready map items of an agent, grouped, by the partial indexes visits_ready and map_items_ready.
  */
 export function gaugeStatements(dbNow: string) {
   const now = `(SELECT coalesce($1::bigint, ${dbNow}) AS now)`;
   return {
     ready: {
       name: "skein_gauges_ready",
-      text: `SELECT agent_type, count(*) AS visits, t.now - min(ready_at) AS oldest_age_ms FROM visits, ${now} t
-              WHERE ready_at IS NOT NULL AND ready_at <= t.now AND payload IS NOT NULL
+      text: `SELECT agent_type, count(*) AS visits, t.now - min(ready_at) AS oldest_age_ms FROM (
+                SELECT agent_type, ready_at FROM visits, ${now} t
+                 WHERE ready_at IS NOT NULL AND ready_at <= t.now AND payload IS NOT NULL
+                UNION ALL
+                SELECT agent_type, ready_at FROM map_items, ${now} t
+                 WHERE ready_at IS NOT NULL AND ready_at <= t.now AND agent_type IS NOT NULL
+              ) ready, ${now} t
               GROUP BY agent_type, t.now ORDER BY agent_type`,
     },
     // Reviews and waits by their partial indexes (visits_in_review, visits_waiting); the engine by its key.
