@@ -65,10 +65,30 @@ export interface Task<P = Json, I = Json> {
    */
   reportUsage(usage: Usage): void;
   /**
+   * A durable step (DESIGN §14.1): runs `fn` once per visit and records its JSON result (committed)
+   * before returning it. A later attempt of the same visit (a retry, a recovery after a crash)
+   * that calls `step` with a recorded name gets the recorded result without calling `fn`. A step
+   * that throws records nothing. Names are unique within a visit (`"search:" + i` in a loop); use
+   * `idempotency_key` (`<execution_id>:<name>`) for the side effects `fn` makes: a crash after
+   * `fn` acted and before the record committed calls it once more, with the same key.
+   * @throws ConflictError when the attempt no longer holds its visit (its signal is aborted)
+   * @throws NonRetryableError for a name used twice in one attempt, or a result that is not JSON or too large
+   * @example const plan = await task.step("plan", () => llm.plan(task.payload.goal));
+   */
+  step<T = Json>(name: string, fn: (step: StepContext) => T | Promise<T>): Promise<T>;
+  /**
    * Chooses the branch: `return task.route(["publish"], output)`. `next` must be among the node's
    * declared success targets, or `"$end"` to finish the run.
    */
   route(next: string | string[], output?: unknown): Routed;
+}
+
+/** What a step's function receives. */
+export interface StepContext {
+  /** `<execution_id>:<name>`: the same on every attempt of the visit; give it to the side effect. */
+  idempotency_key: string;
+  /** The attempt's signal: aborted at its deadline, on lease loss, or when the run is cancelled. */
+  signal: AbortSignal;
 }
 
 const ROUTE = Symbol("skein.route");

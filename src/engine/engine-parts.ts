@@ -234,6 +234,7 @@ function wireParts(c: PartsContext) {
     store,
     clock,
     progress,
+    maxOutputBytes: c.maxPayloadBytes,
     limits: options.taskLimits ?? {},
     pollMs: options.sweepIntervalMs ?? 1000,
     closed: c.closed,

@@ -7,7 +7,7 @@ import { pino } from "pino";
 import type { Json, Run, RunEvent, Schedule, ScheduleInput, Visit } from "../core/types.js";
 import type { WorkflowInput } from "../definition/workflow-input.js";
 import { EngineClosedError, type UnavailableError } from "../errors.js";
-import type { RunFilter, ScheduleFilter, Store } from "../store/store.js";
+import type { RunFilter, ScheduleFilter, StepRow, Store } from "../store/store.js";
 import type {
   ClaimRequest,
   CompleteRequest,
@@ -15,6 +15,8 @@ import type {
   FailRequest,
   HeartbeatRequest,
   ProgressRequest,
+  StepAnswer,
+  StepRequest,
 } from "./attempts/external-requests.js";
 import type {
   ClientOptions,
@@ -39,6 +41,7 @@ import { pruneRuns, type Retention } from "./retention.js";
 import { pendingReviews } from "./reviews.js";
 import { listRuns, readRunWithNodes, waitForRun } from "./run-read.js";
 import * as schedules from "./schedules.js";
+import { listSteps } from "./steps.js";
 import type { ReportAnswer } from "./writer/inputs.js";
 import * as writes from "./writes.js";
 
@@ -175,6 +178,16 @@ export class Engine {
   }
 
   /**
+   * The durable steps a node's attempts recorded (`task.step`, DESIGN §14.1), over its visits:
+   * each with its name, the attempt that recorded it, its output, size and time.
+   * @throws NotFoundError for an unknown run or node
+   * @example const steps = await engine.listSteps(runId, "research");
+   */
+  async listSteps(runId: string, nodeId: string): Promise<StepRow[]> {
+    return listSteps(this.store, this.p.registry, runId, nodeId);
+  }
+
+  /**
    * Decides a `human_review` node: approve succeeds it with `{ decision, by, comment, output }`,
    * reject fails it (`rejected`, routed by next_on_failure). Exactly one decision wins.
    * @throws ConflictError when the node is not waiting (already decided, timed out, an older
@@ -238,6 +251,18 @@ export class Engine {
     return this.p.external.fail(executionId, request);
   }
 
+  /**
+   * Records a durable step of a claimed task (DESIGN §14.1) before the worker uses its output:
+   * a later attempt of the visit gets it with its claim. A name recorded before answers that
+   * record (`duplicate`) and changes nothing.
+   * @throws ConflictError when the caller does not hold the attempt; ForbiddenError for an agent
+   *   type its token may not claim; NotFoundError; ValidationError for a bad name or output
+   */
+  recordTaskStep(executionId: string, request: StepRequest): Promise<StepAnswer> {
+    this.assertOpen();
+    return this.p.external.step(executionId, request);
+  }
+
   /** What waits for people, oldest first; only in the runs `runIds` names, when given (a page of runs). */
   async listReviews(filter: { status?: "pending"; runIds?: readonly string[] } = {}): Promise<PendingReview[]> {
     return pendingReviews(this.store, filter.runIds);
@@ -279,11 +304,13 @@ export class Engine {
   /**
    * Redrives a FAILED or CANCELLED run (DESIGN §6): new visits for what failed or was cancelled
    * (and for `from`, an earlier node to run again), for everything downstream, and for every
-   * success a compensation undid; other successes are kept. The run gets a fresh TTL.
+   * success a compensation undid; other successes are kept. The run gets a fresh TTL. A new
+   * visit of a node whose visit did not succeed starts with that visit's durable steps
+   * (DESIGN §14.1) unless `fresh_steps`; a node that succeeded and runs again starts with none.
    * @throws ConflictError for a run that is not FAILED or CANCELLED, or that needs attention
    * without `force`; NotFoundError for an unknown run or `from` node.
    */
-  async retryRun(runId: string, options: { from?: string; force?: boolean } = {}): Promise<Run> {
+  async retryRun(runId: string, options: { from?: string; force?: boolean; fresh_steps?: boolean } = {}): Promise<Run> {
     this.assertOpen();
     return writes.retryRun(this.p, runId, options);
   }

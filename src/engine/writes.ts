@@ -156,7 +156,11 @@ export function cancelRun(p: EngineParts, runId: string, options: { reason?: str
 }
 
 /** Engine.retryRun. */
-export function retryRun(p: EngineParts, runId: string, options: { from?: string; force?: boolean }) {
+export function retryRun(
+  p: EngineParts,
+  runId: string,
+  options: { from?: string; force?: boolean; fresh_steps?: boolean },
+) {
   refuseNul({ run_id: runId, from: options.from });
   return new Promise<Run>((resolve, reject) =>
     p.dispatcher.push({
@@ -164,6 +168,7 @@ export function retryRun(p: EngineParts, runId: string, options: { from?: string
       run_id: runId,
       from: options.from ?? null,
       force: options.force === true,
+      fresh_steps: options.fresh_steps === true,
       done: { resolve, reject },
     }),
   );

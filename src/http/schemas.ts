@@ -353,8 +353,31 @@ export const TaskSchema = z
       .describe(
         'where the payload holds "[secret NAME]" placeholders: each path under the payload with the secret names read there; the worker puts in its own values (SKEIN_SECRET_<NAME>) at those paths only',
       ),
+    steps: z
+      .array(z.object({ name: z.string(), output: json(), attempt: z.number().int() }))
+      .optional()
+      .describe(
+        "the durable steps this visit recorded before (DESIGN §14.1), in the order recorded: a step of this name returns its output without running again; absent: none",
+      ),
   })
   .meta({ id: "Task", description: "A claimed attempt of a visit (or of a compensation), for an external worker" });
+
+export const StepSchema = z
+  .object({
+    execution_id: z.string().describe("the attempt's execution_id: a visit's, a compensation's or a map item's"),
+    name: z.string().describe("unique within its visit"),
+    run_id: z.string(),
+    node_id: z.string(),
+    visit: z.number().int(),
+    attempt: z.number().int().describe("the attempt that recorded it (a redrive's copy keeps it)"),
+    output: json(),
+    size: z.number().int().describe("bytes of the output's JSON"),
+    recorded_at: z.number().describe("epoch ms"),
+  })
+  .meta({
+    id: "Step",
+    description: "A durable step an attempt recorded (task.step, POST /v1/tasks/{execution_id}/steps)",
+  });
 
 export const ProblemSchema = z
   .object({ path: z.string(), message: z.string() })

@@ -18,6 +18,7 @@ import type { PruneTx } from "./prune.js";
 import type { StoreReads } from "./reads.js";
 import type { KnownRevisions, ReadyNotice, RunsTx } from "./runs.js";
 import type { ScheduleTx } from "./schedules.js";
+import type { StepReads, StepsTx } from "./steps.js";
 import type { WorkflowStore } from "./workflows.js";
 
 export type { ConcurrencyGroup, RateBucket } from "./claims.js";
@@ -45,11 +46,12 @@ export {
   type Written,
 } from "./runs.js";
 export type { ScheduleFilter } from "./schedules.js";
+export type { StepReads, StepRow, StepsTx } from "./steps.js";
 export type { StoredWorkflow } from "./workflows.js";
 export type { ClaimsTx, DueTx, EngineStore, EnginesTx, MapTx, PruneTx, RunsTx, ScheduleTx, StoreReads, WorkflowStore };
 
 /** A database as the engine uses it: its facets outside transactions, and `transaction` for every write. */
-export interface Store extends EngineStore, WorkflowStore, StoreReads {
+export interface Store extends EngineStore, WorkflowStore, StoreReads, StepReads {
   /** True when this engine is the database's only writer (SQLite), so run state read in one transaction stays true in the next. */
   readonly exclusive: boolean;
   /** Housekeeping from the engine's periodic sweep (SQLite: a WAL checkpoint once it grew); never throws for a busy file. */
@@ -73,4 +75,4 @@ export interface TransactionOptions {
 }
 
 /** Operations valid inside a write transaction: every facet's. */
-export interface StoreTx extends RunsTx, ClaimsTx, DueTx, EnginesTx, InboxTx, MapTx, PruneTx, ScheduleTx {}
+export interface StoreTx extends RunsTx, ClaimsTx, DueTx, EnginesTx, InboxTx, MapTx, PruneTx, ScheduleTx, StepsTx {}

@@ -26,8 +26,9 @@ import { addUsage, isEmptyUsage, NO_USAGE, usageProblem } from "../core/budget.j
 import type { Json, RunUsage, Usage } from "../core/types.js";
 import type { SecretUse } from "../definition/expressions.js";
 import { notConfigured, type SecretOption, Secrets } from "../engine/attempts/secrets.js";
+import { StepJournal } from "../engine/attempts/steps.js";
 import { withRemoteParent } from "../engine/telemetry/tracing.js";
-import { RetryableError } from "../errors.js";
+import { ConflictError, RetryableError } from "../errors.js";
 import { resendOnReset } from "./connection-reset.js";
 
 export interface HttpWorkerOptions {
@@ -55,21 +56,23 @@ export interface HttpWorkerOptions {
 }
 
 /** A claimed task as the API returns it. */
-type WireTask = Omit<Task, "signal" | "heartbeat" | "progress" | "reportUsage" | "route"> & {
+type WireTask = Omit<Task, "signal" | "heartbeat" | "progress" | "reportUsage" | "step" | "route"> & {
   lease_expires_at: number;
   workflow_id: string;
   secrets?: SecretUse[];
+  steps?: { name: string; output: Json; attempt: number }[];
 };
 
 /**
  * The task routes a reset connection may send again (connection-reset.ts): those where a second
  * copy changes nothing. A heartbeat renews the same lease, fenced by attempt and worker; a report
  * (complete, fail) is fenced by execution_id and attempt, and the same report again is answered
- * `duplicate`; progress is not stored, and a repeat shows the same latest value. Not a claim: one
+ * `duplicate`; progress is not stored, and a repeat shows the same latest value; a step recorded
+ * again is answered with the first record. Not a claim: one
  * the server read has leased tasks, and another would lease more while those wait out their lease
  * (the claim loop tries again after its backoff instead).
  */
-const RESENDABLE = new Set(["heartbeat", "complete", "fail", "progress"]);
+const RESENDABLE = new Set(["heartbeat", "complete", "fail", "progress", "steps"]);
 
 /** How often one task's progress is posted at most, ms (the server throttles it the same way). */
 const PROGRESS_INTERVAL_MS = 50;
@@ -185,10 +188,11 @@ export class HttpWorker {
       if (problem) this.log(`usage of ${at} ignored: ${problem}`);
       else usage = addUsage(usage, u);
     };
+    const journal = this.journal(wire, lost);
     let report: { path: string; body: object };
     try {
       if (!handler) throw new Error(`this worker has no handler for agent_type "${wire.agent_type}"`);
-      const { secrets: uses, ...data } = wire;
+      const { secrets: uses, steps: _, ...data } = wire;
       const payload = uses && uses.length > 0 ? this.withSecrets(wire, handler, uses) : wire.payload;
       const task = {
         ...data,
@@ -198,6 +202,7 @@ export class HttpWorker {
         // Redacted like the output (DESIGN §13.1): stream subscribers never see a value.
         progress: (data: unknown) => progress.offer(this.secrets.redact(data)),
         reportUsage,
+        step: (name: string, fn: Parameters<Task["step"]>[1]) => journal.step(name, fn),
         route,
       } as Task;
       // The agent's own spans (fetch, an LLM SDK) nest under the attempt's span on the server.
@@ -235,6 +240,36 @@ export class HttpWorker {
       return;
     }
     await this.report(wire, at, report);
+  }
+
+  /**
+   * The task's steps (DESIGN §14.1): those the claim answered are replayed, new ones recorded with
+   * POST .../steps before their value returns; a refused one (409) loses the task.
+   */
+  private journal(wire: WireTask, lost: AbortController): StepJournal {
+    const recorded = new Map((wire.steps ?? []).map((s) => [s.name, s.output]));
+    const path = `/v1/tasks/${encodeURIComponent(wire.execution_id)}/steps`;
+    const recorder = {
+      recorded: async () => recorded,
+      record: async (name: string, output: Json) => {
+        try {
+          const body = { attempt: wire.attempt, worker_id: this.workerId, name, output };
+          return (await this.call(path, body)) as { output: Json; attempt: number };
+        } catch (e) {
+          if (e instanceof ApiError && e.status === 409) throw new ConflictError(e.message);
+          throw e;
+        }
+      },
+      held: () => !lost.signal.aborted,
+      lost: (reason: string) => lost.abort(new Error(`lost ${wire.execution_id} attempt ${wire.attempt}: ${reason}`)),
+    };
+    // The server checks the size (its maxPayloadBytes) and answers 400 over it.
+    const limits = {
+      signal: () => lost.signal,
+      maxBytes: Number.POSITIVE_INFINITY,
+      redact: (v: Json) => this.secrets.redact(v),
+    };
+    return new StepJournal(wire, recorder, limits);
   }
 
   /**

@@ -45,6 +45,9 @@ function taskOf(payload: Record<string, unknown>, signal = new AbortController()
     heartbeat: async () => true,
     progress: (data) => progress.push(data),
     reportUsage: (u) => usage.push(u),
+    step: () => {
+      throw new Error("not used");
+    },
     route: () => {
       throw new Error("not used");
     },

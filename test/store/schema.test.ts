@@ -56,6 +56,7 @@ describeStore("sqlite")("SQLite schema", () => {
       { version: 18, name: "served_types" },
       { version: 20, name: "event_batches" },
       { version: 21, name: "item_attempts" },
+      { version: 22, name: "steps" },
     ]);
     db.close();
   });

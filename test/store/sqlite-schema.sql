@@ -166,6 +166,19 @@ CREATE TABLE schedules (
 
 CREATE TABLE skein_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL);
 
+CREATE TABLE steps (
+  seq           INTEGER PRIMARY KEY,   -- the order steps were recorded in
+  execution_id  TEXT NOT NULL,
+  name          TEXT NOT NULL,
+  run_id        TEXT NOT NULL REFERENCES runs (run_id),
+  node_id       TEXT NOT NULL,
+  visit         INTEGER NOT NULL,
+  attempt       INTEGER NOT NULL,      -- the attempt that recorded it (a copied row keeps it)
+  output        TEXT NOT NULL,
+  size          INTEGER NOT NULL,      -- bytes of the output's JSON
+  recorded_at   INTEGER NOT NULL
+);
+
 CREATE TABLE visits (
   run_id          TEXT    NOT NULL REFERENCES runs (run_id),
   node_id         TEXT    NOT NULL,
@@ -254,6 +267,10 @@ CREATE INDEX runs_finished ON runs (status, ended_at) WHERE parent IS NULL AND e
 CREATE INDEX schedules_by_workflow ON schedules (workflow_id);
 
 CREATE INDEX schedules_due ON schedules (next_fire_at) WHERE paused = 0 AND next_fire_at IS NOT NULL;
+
+CREATE UNIQUE INDEX steps_by_execution ON steps (execution_id, name);
+
+CREATE INDEX steps_by_node ON steps (run_id, node_id, visit, seq);
 
 CREATE INDEX visits_held_by_child ON visits (holder) WHERE holder LIKE 'run:%';
 

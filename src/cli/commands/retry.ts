@@ -7,6 +7,7 @@ import { printJson, println } from "../output.js";
 interface RetryOptions {
   from?: string;
   force?: boolean;
+  freshSteps?: boolean;
   json?: boolean;
 }
 
@@ -23,6 +24,10 @@ export function registerRetry(program: Command): void {
       "--force",
       "retry a run that needs attention (a compensation failed for good: undo its effect by hand first)",
     )
+    .option(
+      "--fresh-steps",
+      "the failed nodes' new visits start without the durable steps (task.step) their failed visits recorded",
+    )
     .option("--json", "print the run as the retry left it, as JSON")
     .addHelpText(
       "after",
@@ -38,6 +43,7 @@ export function registerRetry(program: Command): void {
         const retried = await client.retryRun(runId, {
           ...(options.from === undefined ? {} : { from: options.from }),
           force: options.force === true,
+          fresh_steps: options.freshSteps === true,
         });
         // The retry's new visits were made in its transaction, at the run's updated_at.
         const { nodes } = await client.getRun(runId);

@@ -5,7 +5,7 @@
  */
 
 import type { Task } from "../../agents/task.js";
-import type { Usage } from "../../core/types.js";
+import type { Json, Usage } from "../../core/types.js";
 import type { SecretUse } from "../../definition/expressions.js";
 import type { Problem } from "../../errors.js";
 
@@ -14,7 +14,8 @@ import type { Problem } from "../../errors.js";
  * data), the run's workflow, the attempt's deadline and the lease; `traceparent` is its attempt
  * span's (DESIGN §9).
  */
-export interface ExternalTask extends Omit<Task, "signal" | "heartbeat" | "progress" | "reportUsage" | "route"> {
+export interface ExternalTask
+  extends Omit<Task, "signal" | "heartbeat" | "progress" | "reportUsage" | "step" | "route"> {
   workflow_id: string;
   workflow_version: number;
   /** When the attempt times out (epoch ms). */
@@ -26,6 +27,8 @@ export interface ExternalTask extends Omit<Task, "signal" | "heartbeat" | "progr
    * secrets (DESIGN §12): each path under the payload with the names read there. Absent: none.
    */
   secrets?: SecretUse[];
+  /** The steps the visit recorded (DESIGN §14.1), in the order recorded: `step` replays them. Absent: none. */
+  steps?: RecordedStep[];
 }
 
 /** A worker's id: no free text, so that the holder and the audit trail cannot be spoofed. */
@@ -72,6 +75,22 @@ export interface ClaimRequest extends WorkerIdentity {
 export type HeartbeatRequest = WorkerIdentity & { attempt: number; lease_seconds?: number };
 /** Partial output of a held attempt (DESIGN §11.6): delivered live, throttled per attempt, never stored. */
 export type ProgressRequest = WorkerIdentity & { attempt: number; progress: unknown };
+/** A durable step of a held attempt (DESIGN §14.1): `output` recorded under `name`, unique within the visit. */
+export type StepRequest = WorkerIdentity & { attempt: number; name: string; output: unknown };
+/** What recording a step answers: `recorded`, or `duplicate` when the name held a record already (its output is answered). */
+export interface StepAnswer {
+  status: "recorded" | "duplicate";
+  /** The output recorded under the name, and the attempt that recorded it. */
+  output: Json;
+  attempt: number;
+}
+/** A step the visit recorded before, as a claim hands it to a worker. */
+export interface RecordedStep {
+  name: string;
+  output: Json;
+  attempt: number;
+}
+
 /**
  * A success: `next` is the agent's route. `usage`: what the attempt used (DESIGN §12), added to
  * the run (and every run above it) when the report is accepted.

@@ -20,7 +20,7 @@ import { undoneExecutionId } from "../../core/compensation.js";
 import type { Json, Usage } from "../../core/types.js";
 import { kindOf } from "../../definition/kinds/index.js";
 import { ConflictError, ForbiddenError, NotFoundError, ValidationError } from "../../errors.js";
-import type { Store, VisitKey } from "../../store/store.js";
+import type { StepRow, Store, VisitKey } from "../../store/store.js";
 import type { WorkflowRegistry } from "../registry.js";
 import type { AttemptResult, ClaimedTask, ReportAnswer, Submit } from "../writer/inputs.js";
 import { AttemptHolders } from "./attempt-holders.js";
@@ -38,11 +38,15 @@ import {
   MAX_TASKS,
   MAX_WAIT_SECONDS,
   type ProgressRequest,
+  type RecordedStep,
+  type StepAnswer,
+  type StepRequest,
   type WorkerIdentity,
 } from "./external-requests.js";
 import { refuseRoute } from "./outcomes.js";
 import type { ProgressStreams } from "./progress.js";
 import type { AttemptRunner } from "./runner.js";
+import { stepNameProblem, stepOutput } from "./steps.js";
 import { TaskFacts } from "./task-facts.js";
 import { TaskLimiter, type TaskLimits } from "./task-limits.js";
 
@@ -61,6 +65,8 @@ export class ExternalWorkers {
       store: Store;
       clock: Clock;
       progress: ProgressStreams;
+      /** Largest step output, in bytes of JSON (the engine's maxPayloadBytes). */
+      maxOutputBytes: number;
       limits: TaskLimits;
       /** How often a waiting claim looks again by itself, ms. */
       pollMs: number;
@@ -161,10 +167,57 @@ export class ExternalWorkers {
         waiting?.cancel();
         for (const t of tasks) this.remember(t, holder);
         const ready = (await Promise.all(tasks.map((t) => this.withPayload(t, holder)))).filter((t) => t !== null);
-        return Promise.all(ready.map((t) => this.handedOut(t, holder)));
+        return this.withSteps(await Promise.all(ready.map((t) => this.handedOut(t, holder))));
       }
       await waiting.done;
     }
+  }
+
+  /** The tasks with the steps their visits recorded (DESIGN §14.1), read together. */
+  private async withSteps(tasks: ExternalTask[]): Promise<ExternalTask[]> {
+    if (tasks.length === 0) return tasks;
+    const byExecution = new Map<string, RecordedStep[]>();
+    for (const { execution_id, name, output, attempt } of await this.o.store.stepsOf(
+      tasks.map((t) => t.execution_id),
+    )) {
+      const list = byExecution.get(execution_id) ?? [];
+      list.push({ name, output, attempt });
+      byExecution.set(execution_id, list);
+    }
+    return tasks.map((t) => {
+      const steps = byExecution.get(t.execution_id);
+      return steps ? { ...t, steps } : t;
+    });
+  }
+
+  /**
+   * Records a durable step of an attempt the worker holds (DESIGN §14.1), checked like a report;
+   * a name recorded before answers that record (`duplicate`), unchanged.
+   * @throws ConflictError when it does not hold the attempt; ForbiddenError for an agent type
+   *   its token may not claim; NotFoundError; ValidationError for a bad name or output
+   */
+  async step(executionId: string, request: StepRequest): Promise<StepAnswer> {
+    this.checked(executionId, request, "Step is invalid");
+    const badName = stepNameProblem(request.name);
+    if (badName !== null) throw new ValidationError("Step is invalid", [{ path: "name", message: badName }]);
+    const checked = stepOutput(request.name, request.output, this.o.maxOutputBytes);
+    if ("problem" in checked)
+      throw new ValidationError("Step is invalid", [{ path: "output", message: checked.problem }]);
+    const { output, text } = checked;
+    const row = await new Promise<StepRow>((resolve, reject) =>
+      this.o.submit({
+        kind: "step",
+        execution_id: executionId,
+        attempt: request.attempt,
+        name: request.name,
+        output,
+        size: Buffer.byteLength(text),
+        sender: { holder: holderOf(request), agent_types: request.token?.agent_types ?? null },
+        done: { resolve, reject },
+      }),
+    );
+    const status = row.attempt === request.attempt && JSON.stringify(row.output) === text ? "recorded" : "duplicate";
+    return { status, output: row.output, attempt: row.attempt };
   }
 
   /** A claimed task as the worker gets it: its attempt span starts here, and its traceparent is that span's. */

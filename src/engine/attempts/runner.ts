@@ -9,7 +9,7 @@ import type { Logger } from "pino";
 import { declaredSecrets } from "../../agents/define-agent.js";
 import { type AgentHandler, type DecideHook, isRouted, route, type Task } from "../../agents/task.js";
 import { addUsage, isEmptyUsage, NO_USAGE, usageProblem } from "../../core/budget.js";
-import type { Usage } from "../../core/types.js";
+import type { Json, Usage } from "../../core/types.js";
 import type { WorkflowGraph } from "../../definition/graph.js";
 import { needsDeclaredSecrets } from "../../definition/kinds/index.js";
 import { NonRetryableError } from "../../errors.js";
@@ -22,6 +22,7 @@ import { Outcomes } from "./outcomes.js";
 import { Payloads } from "./payloads.js";
 import type { ProgressSource, ProgressStreams } from "./progress.js";
 import { notConfigured, type Secrets } from "./secrets.js";
+import { StepJournal } from "./steps.js";
 
 type UsageInput = Extract<Input, { kind: "usage" }>;
 
@@ -208,6 +209,7 @@ export class AttemptRunner {
     };
     // The attempt's usage input not yet taken by a flush: later reports fold into it.
     let pending: UsageInput | null = null;
+    let journal: StepJournal | null = null;
     return {
       run_id: t.run_id,
       node_id: t.node_id,
@@ -245,8 +247,35 @@ export class AttemptRunner {
       reportUsage: (usage: Usage) => {
         pending = this.reportUsage(t, usage, pending);
       },
+      step: (name, fn) => {
+        journal ??= this.journal(t, abort);
+        return journal.step(name, fn);
+      },
       route,
     };
+  }
+
+  /** The attempt's steps (DESIGN §14.1): read from the store, recorded through the writer. */
+  private journal(t: ClaimedTask, abort: LazyAbort): StepJournal {
+    const { execution_id, attempt } = t;
+    const held = () => this.held.get(execution_id)?.attempt === attempt;
+    const recorder = {
+      recorded: async () => new Map((await this.o.store.stepsOf([execution_id])).map((r) => [r.name, r.output])),
+      record: (name: string, output: Json, size: number) =>
+        new Promise<{ output: Json; attempt: number }>((resolve, reject) => {
+          const done = { resolve: (row: { output: Json; attempt: number }) => resolve(row), reject };
+          this.o.submit({ kind: "step", execution_id, attempt, name, output, size, done });
+        }),
+      held,
+      lost: (reason: string) => {
+        if (held()) this.abort(execution_id, `refused a step: ${reason}`);
+      },
+    };
+    return new StepJournal(t, recorder, {
+      signal: () => abort.signal,
+      maxBytes: this.o.maxOutputBytes,
+      redact: (value) => this.o.secrets.redact(value),
+    });
   }
 
   /**

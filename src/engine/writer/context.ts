@@ -7,7 +7,7 @@
 import type { LoadedItem } from "../../core/run-state.js";
 import type { RunState } from "../../core/scheduler.js";
 import type { MapItem, Run, RunEvent } from "../../core/types.js";
-import type { ItemKey, ReadyNotice, RunRead, StoreTx, VisitKey } from "../../store/store.js";
+import type { ItemKey, ReadyNotice, RunRead, StepRow, StoreTx, VisitKey } from "../../store/store.js";
 import type { WorkBounds } from "./bounded-work.js";
 import type { DispatcherOptions, RunRef, SlotOutcome } from "./dispatcher-options.js";
 import type { AttemptRef, Callback, ClaimedTask, Input } from "./inputs.js";
@@ -85,6 +85,8 @@ export interface FlushContext {
    * cache after the commit (a run a caller or a schedule started); without it, read again.
    */
   addRun(rs: RunState, revision?: number): void;
+  /** A step to record with the rest of the write; `done` hears the row recorded under its name, once committed. */
+  recordStep(row: StepRow, done: Callback<StepRow>): void;
   /** Resolves a caller with the run as this transaction leaves it, once committed. */
   answer(rs: RunState, done: Callback<Run>): void;
   /** Writes what every loaded run changed; `last`: the transaction runs nothing after it. */

@@ -14,7 +14,7 @@ import type { Compensation, InboxEvent, MapItem, NewEvent, Run, Visit } from "..
 import type { CompiledNode } from "../../definition/graph.js";
 import { MAX_CHILD_DEPTH } from "../../definition/kinds/workflow.js";
 import { NotFoundError } from "../../errors.js";
-import type { ItemKey, ReadyNotice, RunRead, StoreTx } from "../../store/store.js";
+import type { ItemKey, ReadyNotice, RunRead, StepRow, StoreTx } from "../../store/store.js";
 import { itemWorkflowId } from "../registry.js";
 import { WorkBounds } from "./bounded-work.js";
 import { addRunUsage, Budget } from "./budget.js";
@@ -26,7 +26,7 @@ import { Events } from "./kinds/events.js";
 import { type KindSteps, kindSteps } from "./kinds/index.js";
 import { ClaimLimits, freedLimitedTypes } from "./limits.js";
 import { planCompensations } from "./plan-compensations.js";
-import { applyResult, heartbeat, retry, review, workerHeartbeat } from "./results.js";
+import { applyResult, heartbeat, recordStep, retry, review, workerHeartbeat } from "./results.js";
 import type { RunCache } from "./run-cache.js";
 import { startRun } from "./start-run.js";
 import { Sweep } from "./sweep.js";
@@ -47,6 +47,8 @@ export class Flush implements FlushContext {
   readonly work: WorkBounds;
   /** Item workflows' nodes this flush looked up (`itemNode`). */
   private readonly itemNodes = new Map<string, CompiledNode>();
+  /** Steps attempts recorded (`recordStep`), written by `persist`. */
+  private readonly steps: { row: StepRow; done: Callback<StepRow> }[] = [];
   /** The earliest future due time among the rows this transaction wrote. */
   private dueSoon: number | null = null;
   readonly out: FlushOutcome = {
@@ -266,6 +268,8 @@ export class Flush implements FlushContext {
         return heartbeat(this, input);
       case "worker_heartbeat":
         return workerHeartbeat(this, input);
+      case "step":
+        return recordStep(this, input);
       case "payload":
       case "payload_error": {
         const rs = await this.load(input.key.run_id);
@@ -367,6 +371,20 @@ export class Flush implements FlushContext {
     return node;
   }
 
+  recordStep(row: StepRow, done: Callback<StepRow>): void {
+    this.steps.push({ row, done });
+  }
+
+  /** Records the steps attempts sent; each caller hears, once committed, the row its name holds. */
+  private async writeSteps(): Promise<void> {
+    if (this.steps.length === 0) return;
+    const sent = this.steps.splice(0);
+    const recorded = await this.tx.recordSteps(sent.map((s) => s.row));
+    sent.forEach(({ done }, i) => {
+      this.out.callbacks.push(() => done.resolve(recorded[i] as StepRow));
+    });
+  }
+
   async writeItems(): Promise<void> {
     const rows: MapItem[] = [];
     for (const rs of this.states.values()) {
@@ -403,6 +421,7 @@ export class Flush implements FlushContext {
     const newRuns = this.newRuns.splice(0).map((r) => this.states.get(r.run_id)?.run ?? r);
     for (const r of newRuns) due(r.deadline_at);
     await this.writeItems();
+    await this.writeSteps();
     for (const rs of this.states.values()) {
       rs.inbox = undefined; // what this flush knew of the inbox: the next reads what it needs (by name)
       // Item rows are read again by the flush that needs them: another engine may change them.

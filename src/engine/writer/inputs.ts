@@ -6,10 +6,13 @@ import type { Task } from "../../agents/task.js";
 import { itemKeyOf, runOfExecution } from "../../core/attempt.js";
 import type { Decision, ReviewDecision } from "../../core/scheduler.js";
 import type { InboxEvent, Json, NewEvent, Run, RunUsage, Usage, Visit, VisitError } from "../../core/types.js";
-import type { ItemKey, VisitKey } from "../../store/store.js";
+import type { ItemKey, StepRow, VisitKey } from "../../store/store.js";
 
 /** A task as claimed in the transaction: the agent's task without its signal and callbacks. */
-export type ClaimedTask = Omit<Task, "signal" | "heartbeat" | "progress" | "reportUsage" | "route" | "traceparent"> & {
+export type ClaimedTask = Omit<
+  Task,
+  "signal" | "heartbeat" | "progress" | "reportUsage" | "step" | "route" | "traceparent"
+> & {
   workflow_id: string;
   workflow_version: number;
   /** The run's stored traceparent: the parent of the attempt's span (DESIGN §9). */
@@ -57,7 +60,8 @@ export type Input =
       done: Callback<PublishEventAnswer>;
     }
   | { kind: "cancel"; run_id: string; reason?: string; compensate: boolean; done: Callback<Run> }
-  | { kind: "retry"; run_id: string; from: string | null; force: boolean; done: Callback<Run> }
+  /** A redrive; `fresh_steps`: the new visits start without the durable steps of those they replace. */
+  | { kind: "retry"; run_id: string; from: string | null; force: boolean; fresh_steps: boolean; done: Callback<Run> }
   /**
    * A held map visit a flush left work for (bounded-work.ts): its next items to write and start
    * (`advance`), or, once it ended, its running items still to cancel (`cancel`).
@@ -91,6 +95,23 @@ export type Input =
       /** With `usage`: the runs it adds to (the attempt's and every run above it); else empty. */
       usage_runs: string[];
       done: Callback<ReportAnswer>;
+    }
+  /**
+   * A durable step an attempt recorded (DESIGN §14.1), fenced like a result: refused with a
+   * ConflictError when the attempt no longer holds its visit. Answered, once committed, with the
+   * row recorded under its name: this one, or the one recorded before (the first record wins).
+   */
+  | {
+      kind: "step";
+      execution_id: string;
+      attempt: number;
+      name: string;
+      output: Json;
+      /** Bytes of the output's JSON. */
+      size: number;
+      /** A worker's step: who sends it, checked like its report; absent in process. */
+      sender?: { holder: string; agent_types: readonly string[] | null };
+      done: Callback<StepRow>;
     }
   /** An external worker's heartbeat: its lease renewed for `lease_ms`, checked like a report. */
   | {

@@ -26,6 +26,7 @@ import type { AttemptRef, AttemptResult, Input, ReportAnswer } from "./inputs.js
 
 type ReportInput = Extract<Input, { kind: "report" }>;
 type WorkerHeartbeat = Extract<Input, { kind: "worker_heartbeat" }>;
+type StepInput = Extract<Input, { kind: "step" }>;
 type Sender = Pick<ReportInput, "holder" | "agent_types">;
 
 /**
@@ -91,6 +92,27 @@ export async function workerHeartbeat(f: FlushContext, input: WorkerHeartbeat): 
   }
   const why = unheldWhy(a, attempt);
   f.out.callbacks.push(() => done.reject(new ConflictError(`${notHeld(input)}: ${why}`)));
+}
+
+/**
+ * A durable step (DESIGN §14.1): recorded while its attempt holds its row, refused like a late
+ * result otherwise (nothing recorded, no event: the attempt's own result is fenced later). A
+ * worker's is checked like its report: sender, then holder and lease.
+ */
+export async function recordStep(f: FlushContext, input: StepInput): Promise<void> {
+  const { execution_id, attempt, done } = input;
+  const rs = await f.loadExecution(execution_id);
+  const a = rs ? attemptOf(rs, execution_id) : undefined;
+  if (!rs || !a) return done.reject(new NotFoundError(`no task ${execution_id}; check the execution_id`));
+  const refused = input.sender ? senderRefusal(a, execution_id, attempt, input.sender) : null;
+  if (refused) return done.reject(refused);
+  if (!holds(a, attempt) || (input.sender && leaseExpired(a, f.now))) {
+    const why = a.current ? unheldWhy(a, attempt) : "superseded";
+    return done.reject(new ConflictError(`${notHeld(input)}: ${why}; step "${input.name}" was not recorded`));
+  }
+  const { run_id, node_id, visit } = a.key;
+  const { name, output, size } = input;
+  f.recordStep({ execution_id, name, run_id, node_id, visit, attempt, output, size, recorded_at: f.now }, done);
 }
 
 /** An in-process attempt's heartbeat: renews its lease while it holds the attempt; answers whether it does. */
@@ -192,6 +214,18 @@ export async function retry(f: FlushContext, input: Extract<Input, { kind: "retr
   if (!rs) return input.done.reject(new NotFoundError(`run ${input.run_id} does not exist`));
   const refused = retryRefusal(rs.run, input, (id) => rs.graph.nodes.has(id));
   if (refused) return input.done.reject(refused);
-  redrive(rs, { from: input.from, force: input.force }, f.now);
+  const before = new Map([...rs.current].map(([id, v]) => [id, { visit: v.visit, state: v.state }]));
+  const again = redrive(rs, { from: input.from, force: input.force }, f.now);
+  // A visit that did not succeed hands its durable steps to the one replacing it (DESIGN §14.1);
+  // a success that runs again (downstream, `from`, undone) starts afresh: its steps were its work.
+  if (!input.fresh_steps) {
+    for (const node_id of again) {
+      const old = before.get(node_id);
+      const now = rs.current.get(node_id);
+      if (!old || !now || old.state === "SUCCEEDED") continue;
+      const run_id = rs.run.run_id;
+      await f.tx.copySteps({ run_id, node_id, visit: old.visit }, { run_id, node_id, visit: now.visit });
+    }
+  }
   return f.answer(rs, input.done);
 }

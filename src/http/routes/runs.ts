@@ -23,6 +23,7 @@ import {
   RunParams,
   RunSchema,
   RunWithNodesSchema,
+  StepSchema,
 } from "../schemas.js";
 import {
   assertRunInScope,
@@ -95,6 +96,10 @@ const RetryBody = z
   .object({
     from: z.string().min(1).max(200).optional().describe("an earlier node to run again, with everything downstream"),
     force: z.boolean().optional().describe("redrive a run that needs attention"),
+    fresh_steps: z
+      .boolean()
+      .optional()
+      .describe("new visits start without the durable steps of the failed visits they replace (task.step)"),
   })
   .strict();
 
@@ -296,6 +301,26 @@ export function registerRunRoutes(app: FastifyInstance, { engine, rates }: Route
     },
   );
 
+  app.get<{ Params: NodeParamsOf }>(
+    "/v1/runs/:run_id/nodes/:node_id/steps",
+    {
+      config: { access: READERS, scoped: true },
+      schema: {
+        operationId: "listSteps",
+        tags: ["runs"],
+        summary:
+          "A node's durable steps over its visits (task.step): name, the attempt that recorded it, output, size, time",
+        params: NodeParams,
+        response: { ...errorResponses(404, 503), 200: z.object({ steps: z.array(StepSchema) }) },
+      },
+    },
+    async (request) => {
+      const { run_id, node_id } = request.params;
+      await checkRunScope(engine, request.principal, run_id);
+      return { steps: await engine.listSteps(run_id, node_id) };
+    },
+  );
+
   app.post<{ Params: Params; Body: z.output<typeof CancelBody> }>(
     "/v1/runs/:run_id/cancel",
     {
@@ -337,12 +362,13 @@ export function registerRunRoutes(app: FastifyInstance, { engine, rates }: Route
       },
     },
     async (request) => {
-      const { from, force } = request.body;
+      const { from, force, fresh_steps } = request.body;
       rates.starts.take(request.principal?.name);
       await checkRunScope(engine, request.principal, request.params.run_id);
       const run = await engine.retryRun(request.params.run_id, {
         ...(from === undefined ? {} : { from }),
         ...(force === undefined ? {} : { force }),
+        ...(fresh_steps === undefined ? {} : { fresh_steps }),
       });
       return hideRuns(
         runForReader(request.principal, run),

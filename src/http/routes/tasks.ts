@@ -80,6 +80,23 @@ const ProgressBody = z
   })
   .strict();
 
+const StepBody = z
+  .object({
+    attempt: z.number().int().min(1),
+    worker_id: workerId,
+    name: z.string().min(1).max(200).describe("unique within the visit (e.g. search:3)"),
+    output: json().describe("any JSON value: the step's result, within the engine's payload size limit"),
+  })
+  .strict();
+
+const StepAnswer = z.object({
+  status: z
+    .enum(["recorded", "duplicate"])
+    .describe("duplicate: an earlier attempt recorded this name; its output is answered, use it"),
+  output: json().describe("the output recorded under the name"),
+  attempt: z.number().int().describe("the attempt that recorded it"),
+});
+
 const ProgressAnswer = z.object({
   delivered: z.boolean().describe("false: the attempt no longer runs, and the progress was dropped (stop sending it)"),
 });
@@ -204,6 +221,30 @@ export function registerTaskRoutes(app: FastifyInstance, { engine, rates }: Rout
         progress,
       });
       return reply.code(202).send(answer);
+    },
+  );
+
+  app.post<{ Params: z.output<typeof TaskParams>; Body: z.output<typeof StepBody> }>(
+    "/v1/tasks/:execution_id/steps",
+    {
+      config: { access: AGENTS },
+      schema: {
+        operationId: "recordTaskStep",
+        tags: ["tasks"],
+        summary: `Record a durable step of a claimed task before using its output (DESIGN §14.1): a later attempt of the visit gets it with its claim (${conflict})`,
+        params: TaskParams,
+        body: StepBody,
+        response: { ...errorResponses(404, 409, 503), 200: StepAnswer },
+      },
+    },
+    async (request) => {
+      const { attempt, worker_id, name, output } = request.body;
+      return engine.recordTaskStep(request.params.execution_id, {
+        ...identity(request.principal, worker_id),
+        attempt,
+        name,
+        output,
+      });
     },
   );
 

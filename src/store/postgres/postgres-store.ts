@@ -19,6 +19,7 @@ import type { EngineRow } from "../engines.js";
 import type { StoreReads } from "../reads.js";
 import { type KnownRevisions, type ReadyNotice, type RunRead, StaleRunsError } from "../runs.js";
 import { Serial } from "../serial.js";
+import type { StepReads } from "../steps.js";
 import type { Store, StoreTx, TransactionOptions } from "../store.js";
 import type { WorkflowStore } from "../workflows.js";
 import {
@@ -37,6 +38,7 @@ import { postgresReads } from "./reads.js";
 import { ReadyListener } from "./ready-listener.js";
 import { type LoadedRunRow, loadRunsSql, loadRunsValues, runRead } from "./runs.js";
 import { Session, watchConnection } from "./session.js";
+import { postgresStepReads } from "./steps.js";
 import { DB_NOW } from "./tx-query.js";
 import { postgresWorkflows } from "./workflows.js";
 
@@ -108,6 +110,7 @@ export class PostgresStore implements Store {
   private closing: Promise<void> | null = null;
   private closed = false;
   private readonly reads: StoreReads;
+  private readonly steps: StepReads;
   private readonly workflows: WorkflowStore;
   /** The database's clock as last read (without an injected clock). */
   private readonly time = new DatabaseTime();
@@ -125,6 +128,7 @@ export class PostgresStore implements Store {
     );
     const read = this.read.bind(this) as <R extends object>(config: pg.QueryConfig, attempts?: number) => Promise<R[]>;
     this.reads = postgresReads(read, clock);
+    this.steps = postgresStepReads(read);
     this.workflows = postgresWorkflows(read, (fn) => this.inTransaction(fn), settings.schemaSql);
   }
 
@@ -178,6 +182,8 @@ export class PostgresStore implements Store {
   readonly findRunsByIdPart: Store["findRunsByIdPart"] = (part, limit) => this.reads.findRunsByIdPart(part, limit);
   readonly listChildren: Store["listChildren"] = (runId) => this.reads.listChildren(runId);
   readonly listMapItems: Store["listMapItems"] = (key, options) => this.reads.listMapItems(key, options);
+  readonly stepsOf: Store["stepsOf"] = (ids) => this.steps.stepsOf(ids);
+  readonly nodeSteps: Store["nodeSteps"] = (runId, nodeId) => this.steps.nodeSteps(runId, nodeId);
   readonly listVisits: Store["listVisits"] = (runId, options) => this.reads.listVisits(runId, options);
   readonly latestTerminalVisits: Store["latestTerminalVisits"] = (runId) => this.reads.latestTerminalVisits(runId);
   readonly listEvents: Store["listEvents"] = (runId, options) => this.reads.listEvents(runId, options);

@@ -13,6 +13,7 @@ import type { MapTx } from "../map-items.js";
 import type { PruneTx } from "../prune.js";
 import type { KnownRevisions, RunRead, VisitKey, WriteBatch, Written } from "../runs.js";
 import type { ScheduleTx } from "../schedules.js";
+import type { StepsTx } from "../steps.js";
 import type { StoreTx } from "../store.js";
 import * as claims from "./claims.js";
 import * as due from "./due.js";
@@ -23,6 +24,7 @@ import { postgresPrune } from "./prune.js";
 import * as runs from "./runs.js";
 import { postgresSchedules } from "./schedules.js";
 import type { Session } from "./session.js";
+import { postgresSteps } from "./steps.js";
 import { type TxWrite, write } from "./write.js";
 
 export class PostgresTx implements StoreTx, TxWrite, engines.EngineWatch {
@@ -36,6 +38,9 @@ export class PostgresTx implements StoreTx, TxWrite, engines.EngineWatch {
     this.events.inboxByIdempotencyKey(scope, key);
   readonly writeInbox: InboxTx["writeInbox"] = (rows) => this.events.writeInbox(rows);
   readonly pruneKeyed: InboxTx["pruneKeyed"] = (before) => this.events.pruneKeyed(before);
+  private readonly stepRows: StepsTx = postgresSteps((config, values) => this.q(config, values));
+  readonly recordSteps: StepsTx["recordSteps"] = (rows) => this.stepRows.recordSteps(rows);
+  readonly copySteps: StepsTx["copySteps"] = (from, to) => this.stepRows.copySteps(from, to);
   private readonly items: MapTx = postgresMapItems((config, values) => this.q(config, values));
   readonly insertMapItems: MapTx["insertMapItems"] = (key, items, now, offset) =>
     this.items.insertMapItems(key, items, now, offset);

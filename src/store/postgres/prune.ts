@@ -52,6 +52,7 @@ const SQL = {
            i AS (DELETE FROM inbox WHERE run_id = ANY($1::text[])),
            c AS (DELETE FROM compensations WHERE run_id = ANY($1::text[])),
            m AS (DELETE FROM map_items WHERE run_id = ANY($1::text[])),
+           s AS (DELETE FROM steps WHERE run_id = ANY($1::text[])),
            v AS (DELETE FROM visits WHERE run_id = ANY($1::text[])),
            t AS (DELETE FROM run_trees WHERE root_run_id = ANY($1::text[]))
            DELETE FROM runs WHERE run_id = ANY($1::text[])`,

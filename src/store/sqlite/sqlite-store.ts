@@ -14,6 +14,7 @@ import { DatabaseError, ValidationError } from "../../errors.js";
 import type { EngineRow } from "../engines.js";
 import type { StoreReads } from "../reads.js";
 import { Serial } from "../serial.js";
+import type { StepReads } from "../steps.js";
 import type { Store, StoreTx, TransactionOptions } from "../store.js";
 import type { WorkflowStore } from "../workflows.js";
 import { Checkpointer } from "./checkpointer.js";
@@ -37,6 +38,7 @@ import { type Read, readStatements, sqliteReads } from "./reads.js";
 import { type KeptRuns, sqliteRuns } from "./runs.js";
 import { sqliteSchedules } from "./schedules.js";
 import { databaseError } from "./sqlite-errors.js";
+import { sqliteStepReads, sqliteSteps } from "./steps.js";
 import { sqliteWorkflows } from "./workflows.js";
 
 export type { SqliteOptions } from "./connection.js";
@@ -58,6 +60,7 @@ export class SqliteStore implements Store {
   private readonly serial = new Serial();
   private readonly read: Read;
   private readonly reads: StoreReads;
+  private readonly steps: StepReads;
   private readonly workflows: WorkflowStore;
   /** The write connection's `data_version` at its last transaction: it moves when another connection commits. */
   private dataVersion: number | null = null;
@@ -95,7 +98,9 @@ export class SqliteStore implements Store {
       ...sqliteMapItems(writer),
       ...sqlitePrune(writer),
       ...sqliteSchedules(writer),
+      ...sqliteSteps(writer),
     };
+    this.steps = sqliteStepReads(this.read);
   }
 
   /**
@@ -139,6 +144,8 @@ export class SqliteStore implements Store {
   readonly findRunsByIdPart: Store["findRunsByIdPart"] = (part, limit) => this.reads.findRunsByIdPart(part, limit);
   readonly listChildren: Store["listChildren"] = (runId) => this.reads.listChildren(runId);
   readonly listMapItems: Store["listMapItems"] = (key, options) => this.reads.listMapItems(key, options);
+  readonly stepsOf: Store["stepsOf"] = (ids) => this.steps.stepsOf(ids);
+  readonly nodeSteps: Store["nodeSteps"] = (runId, nodeId) => this.steps.nodeSteps(runId, nodeId);
   readonly listVisits: Store["listVisits"] = (runId, options) => this.reads.listVisits(runId, options);
   readonly latestTerminalVisits: Store["latestTerminalVisits"] = (runId) => this.reads.latestTerminalVisits(runId);
   readonly listEvents: Store["listEvents"] = (runId, options) => this.reads.listEvents(runId, options);
