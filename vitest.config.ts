@@ -9,7 +9,8 @@ import { defineConfig } from "vitest/config";
  *   a fresh schema on the local server), with the CLI files whose path differs by store (the
  *   engine process, a run to its end, a crash, prune, the live views); the CLI's client commands
  *   (reviews, cancel, retry, schedules, run ids) go through the same engine calls on both stores,
- *   and on PostgreSQL would only cost CI four minutes again;
+ *   and on PostgreSQL would only cost CI four minutes again; and the durable steps of external
+ *   workers (test/http/steps.test.ts: a step recorded, fenced and read over HTTP);
  * - processes: several engine processes on PostgreSQL killed or cut off mid-run, the probe
  *   that times the API's answers while a huge tree grows (test/http/bounded-work.test.ts, both
  *   stores), and the packed package in a fresh project running README's program and an example
@@ -40,7 +41,7 @@ export default defineConfig({
         extends: true,
         test: {
           name: "postgres",
-          include: ["test/engine/**/*.test.ts", "test/cli/**/*.test.ts"],
+          include: ["test/engine/**/*.test.ts", "test/cli/**/*.test.ts", "test/http/steps.test.ts"],
           exclude: [
             "test/cli/client-commands.test.ts",
             "test/cli/review-commands.test.ts",
