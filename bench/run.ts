@@ -37,6 +37,7 @@ import { missingPrerequisites } from "./prerequisites.js";
 import { benchProgress } from "./progress.js";
 import { benchRecovery } from "./recovery.js";
 import { benchSchedules } from "./schedules.js";
+import { benchStepRecord } from "./step-record.js";
 import { benchSteps } from "./steps.js";
 import { benchPgTransition, benchTransition } from "./transition.js";
 import { benchUiGraph, benchUiLoad, benchUiLongRun } from "./ui.js";
@@ -93,6 +94,12 @@ const TARGETS: Record<string, { text: string; ok(v: number, all: Record<string, 
     text: "< 1.0 and <= 1.2 × step_p50_ms_10",
     ok: (v, all) => v < 1 && v <= 1.2 * (all.step_p50_ms_10 ?? 0),
   },
+  // transition_p50_ms is ms, a step µs: one durable step costs at most two persisted transitions.
+  step_record_us: {
+    text: "<= 2 × transition_p50_ms",
+    ok: (v, all) => v <= 2 * 1000 * (all.transition_p50_ms ?? 0),
+  },
+  step_record_c100_steps_per_commit: { text: "> 1 (group commit)", ok: (v) => v > 1 },
   recovery_ms: { text: "< 500", ok: (v) => v < 500 },
   parked10k_rss_mb: { text: "< 200", ok: (v) => v < 200 },
   waiting10k_rss_mb: { text: "< 200", ok: (v) => v < 200 },
@@ -192,6 +199,7 @@ const MEASUREMENTS: [string, () => Promise<Measured>, Section?, number?][] = [
   ["dag8_otel", () => benchDag8Otel()],
   ["dag8_serial", () => benchDag8Serial()],
   ["steps", () => benchSteps()],
+  ["step_record", () => benchStepRecord()],
   ["dag8_1m", () => benchDag8OneMillion(), "sqlite", DAG8_1M_TIMEOUT_MS],
   ["recovery", () => benchRecovery()],
   ["parked10k", () => benchParked()],

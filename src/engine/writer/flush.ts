@@ -105,6 +105,16 @@ export class Flush implements FlushContext {
   async run(inputs: Input[], deadEngines: string[], sweep: boolean, takeOver = false): Promise<FlushOutcome> {
     const { tx, claims, sweeps, budget } = this;
     this.out.now = this.now;
+    if (
+      onlySteps(inputs) &&
+      !sweep &&
+      !takeOver &&
+      deadEngines.length === 0 &&
+      this.lost === null &&
+      this.hints.size === 0
+    ) {
+      return this.recordStepsOnly(inputs);
+    }
     // The runs the inputs change were locked as the transaction began (the dispatcher passes
     // `runsToLock` as its `lock`; later loads never wait); read them together.
     await this.preload(runsToLock(inputs, this.lost));
@@ -371,6 +381,17 @@ export class Flush implements FlushContext {
     return node;
   }
 
+  /**
+   * A flush of durable steps alone (an agent's loop records one after another): they change no
+   * visit, so nothing else of a flush can follow from them; claims and the rest wait for the next.
+   */
+  private async recordStepsOnly(inputs: Input[]): Promise<FlushOutcome> {
+    await this.preload(runsToLock(inputs, null));
+    for (const input of inputs) await this.apply(input);
+    await this.writeSteps();
+    return this.out;
+  }
+
   recordStep(row: StepRow, done: Callback<StepRow>): void {
     this.steps.push({ row, done });
   }
@@ -469,4 +490,8 @@ export class Flush implements FlushContext {
     if (inbox.length > 0) await this.tx.writeInbox(inbox);
     this.out.events.push(...written.events);
   }
+}
+
+function onlySteps(inputs: Input[]): boolean {
+  return inputs.length > 0 && inputs.every((i) => i.kind === "step");
 }
