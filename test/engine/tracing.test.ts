@@ -276,6 +276,38 @@ describe("traces (DESIGN §9)", () => {
     expect(seen).toEqual([`00-${run.trace_id}-${idOf(attempt)}-01`]);
   });
 
+  it("gives each durable step that runs a skein.step span under its attempt's; a replayed step has none", async () => {
+    const { engine } = await testEngine({
+      agents: {
+        step: async (t: Task) => {
+          await t.step("plan", () => ({ topics: 2 }));
+          await t.step("search", () => {
+            if (t.attempt === 1) throw new Error("rate limited");
+            return { hits: 3 };
+          });
+          return {};
+        },
+      },
+    });
+    await engine.registerWorkflow(ONE);
+    const run = await engine.startRun(ONE.id, { input: {} });
+    expect((await engine.waitForRun(run.run_id)).status).toBe("SUCCEEDED");
+    await ended((s) => s.name === "skein.attempt" && s.attributes["skein.attempt"] === 2);
+    const attempts = named("skein.attempt");
+    const steps = named("skein.step").map((s) => ({
+      step: s.attributes["skein.step"],
+      attempt: s.attributes["skein.attempt"],
+      parent: s.parentSpanContext?.spanId,
+      failed: s.status.code === 2,
+    }));
+    const attemptSpan = (n: number) => idOf(attempts.find((a) => a.attributes["skein.attempt"] === n) as ReadableSpan);
+    expect(steps).toEqual([
+      { step: "plan", attempt: 1, parent: attemptSpan(1), failed: false },
+      { step: "search", attempt: 1, parent: attemptSpan(1), failed: true },
+      { step: "search", attempt: 2, parent: attemptSpan(2), failed: false },
+    ]);
+  });
+
   it("gives an external worker the traceparent of its attempt span, which its own span can parent on", async () => {
     const { engine } = await testEngine();
     await engine.registerWorkflow(ONE);

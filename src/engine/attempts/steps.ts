@@ -8,6 +8,7 @@ import type { StepContext } from "../../agents/task.js";
 import type { Json } from "../../core/types.js";
 import { ConflictError, NonRetryableError } from "../../errors.js";
 import { jsonProblem } from "../json.js";
+import { inStepSpan } from "../telemetry/tracing.js";
 
 /** Where an attempt's steps are read from and recorded to. */
 export interface StepRecorder {
@@ -58,22 +59,26 @@ export class StepJournal {
     const recorded = (await this.before).get(name);
     if (recorded !== undefined) return copy(recorded) as T;
     if (!this.recorder.held()) throw notHeld(this.at, name);
-    const value = await fn({ idempotency_key: `${execution_id}:${name}`, signal: this.o.signal() });
-    const checked = stepOutput(name, value, this.o.maxBytes);
-    if ("problem" in checked) throw new NonRetryableError(checked.problem);
-    const { text, output } = checked;
-    const stored = this.o.redact(output);
-    const storedText = stored === output ? text : JSON.stringify(stored);
-    let kept: { output: Json; attempt: number };
-    try {
-      kept = await this.recorder.record(name, stored, Buffer.byteLength(storedText));
-    } catch (e) {
-      if (e instanceof ConflictError) this.recorder.lost(e.message);
-      throw e;
-    }
-    // The first call returns what a replay will, the value as JSON (unredacted: this attempt
-    // holds it); or the one another attempt recorded under this name first.
-    return (kept.attempt === attempt ? JSON.parse(text) : copy(kept.output)) as T;
+    return inStepSpan({ execution_id, attempt, name }, async (span) => {
+      const value = await fn({ idempotency_key: `${execution_id}:${name}`, signal: this.o.signal() });
+      const checked = stepOutput(name, value, this.o.maxBytes);
+      if ("problem" in checked) throw new NonRetryableError(checked.problem);
+      const { text, output } = checked;
+      const stored = this.o.redact(output);
+      const storedText = stored === output ? text : JSON.stringify(stored);
+      const size = Buffer.byteLength(storedText);
+      span.setAttribute("skein.step.size", size);
+      let kept: { output: Json; attempt: number };
+      try {
+        kept = await this.recorder.record(name, stored, size);
+      } catch (e) {
+        if (e instanceof ConflictError) this.recorder.lost(e.message);
+        throw e;
+      }
+      // The first call returns what a replay will, the value as JSON (unredacted: this attempt
+      // holds it); or the one another attempt recorded under this name first.
+      return (kept.attempt === attempt ? JSON.parse(text) : copy(kept.output)) as T;
+    });
   }
 }
 

@@ -95,6 +95,29 @@ export async function inRunStartSpan(
   }
 }
 
+/**
+ * A durable step that runs (DESIGN §14.1): `skein.step`, child of the active context (the
+ * attempt's span in process, its remote parent in a worker), around its function and its record.
+ * A replayed step runs nothing and has none.
+ */
+export async function inStepSpan<T>(
+  at: { execution_id: string; attempt: number; name: string },
+  fn: (span: Span) => Promise<T>,
+): Promise<T> {
+  const attributes = { "skein.execution_id": at.execution_id, "skein.attempt": at.attempt, "skein.step": at.name };
+  return tracer().startActiveSpan("skein.step", { attributes }, async (span) => {
+    try {
+      return await fn(span);
+    } catch (e) {
+      // No message: a step's error may carry a secret's value, and spans leave the engine.
+      span.setStatus({ code: SpanStatusCode.ERROR });
+      throw e;
+    } finally {
+      span.end();
+    }
+  });
+}
+
 /** The short span of a run's end (run.succeeded, run.failed, run.cancelled), after it committed. */
 export function runEndSpan(run: Pick<Run, "run_id" | "workflow_id" | "traceparent" | "status" | "error">): void {
   const attributes = { "skein.run_id": run.run_id, "skein.workflow_id": run.workflow_id, "skein.status": run.status };
