@@ -2,7 +2,7 @@
 
 export { type AgentSchemas, defineAgent, type TypedAgentHandler } from "./agents/define-agent.js";
 export type { StandardSchemaV1 } from "./agents/standard-schema.js";
-export type { AgentHandler, DecideHook, DepResult, Routed, Task } from "./agents/task.js";
+export type { AgentHandler, DecideHook, DepResult, Routed, StepContext, Task } from "./agents/task.js";
 export type { EgressOptions } from "./calls/egress.js";
 export type { LlmOptions, LlmProvider } from "./calls/llm/providers.js";
 export { type Clock, ManualClock, systemClock, type TimerHandle } from "./clock.js";
@@ -66,6 +66,9 @@ export type {
   FailRequest,
   HeartbeatRequest,
   ProgressRequest,
+  RecordedStep,
+  StepAnswer,
+  StepRequest,
   WorkerIdentity,
 } from "./engine/attempts/external-requests.js";
 export type { SecretOption } from "./engine/attempts/secrets.js";
@@ -108,7 +111,7 @@ export {
   UnavailableError,
   ValidationError,
 } from "./errors.js";
-export type { ChildRun, PrunedStatus, RunFilter, ScheduleFilter } from "./store/store.js";
+export type { ChildRun, PrunedStatus, RunFilter, ScheduleFilter, StepRow } from "./store/store.js";
 export type { AgentCall } from "./testing/agent-activity.js";
 export { type FakeAgent, type FakeCall, type FakeOutput, fake } from "./testing/fakes.js";
 export { createTestEngine, TestEngine, type TestEngineOptions } from "./testing/test-engine.js";

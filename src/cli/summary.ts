@@ -1,11 +1,17 @@
-/** The report of a run: status, duration, error, per-node times and retries, compensations, output. */
+/** The report of a run: status, duration, error, per-node times and retries, compensations, steps, output. */
 import type { Run, RunWithNodes, Visit } from "../index.js";
+import type { StepRow } from "../store/store.js";
 import { withMapNote } from "./map-note.js";
-import { formatMs, oneLine, table } from "./output.js";
+import { formatMs, formatTime, oneLine, table } from "./output.js";
 import { visitWaitNote } from "./waiting.js";
 
-/** The run's report as text; `visits` are all of its visits (loops and superseded ones included). */
-export function runReport(run: RunWithNodes, visits: readonly Visit[], now = Date.now()): string {
+/** The run's report as text; `visits` are all of its visits (loops and superseded ones included), `steps` its durable steps. */
+export function runReport(
+  run: RunWithNodes,
+  visits: readonly Visit[],
+  now = Date.now(),
+  steps: readonly StepRow[] = [],
+): string {
   const ended = run.ended_at !== null;
   const duration = formatMs((run.ended_at ?? now) - run.created_at);
   const lines = [
@@ -70,6 +76,23 @@ export function runReport(run: RunWithNodes, visits: readonly Visit[], now = Dat
       table(
         ["node", "visit", "attempt", "run", "workflow", "status"],
         run.children.map((c) => [c.node_id, String(c.visit), String(c.attempt), c.run_id, c.workflow_id, c.status]),
+      ),
+    );
+  }
+  if (steps.length > 0) {
+    // Durable steps (DESIGN §14.1): what a later attempt of the visit gets without running them again.
+    lines.push(
+      "",
+      "steps:",
+      table(
+        ["node", "step", "attempt", "size", "recorded"],
+        steps.map((s) => [
+          `${s.node_id}#${s.visit}`,
+          oneLine(s.name, 60),
+          String(s.attempt),
+          `${s.size} B`,
+          formatTime(s.recorded_at),
+        ]),
       ),
     );
   }

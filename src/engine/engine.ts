@@ -178,12 +178,12 @@ export class Engine {
   }
 
   /**
-   * The durable steps a node's attempts recorded (`task.step`, DESIGN §14.1), over its visits:
-   * each with its name, the attempt that recorded it, its output, size and time.
+   * The durable steps a run's attempts recorded (`task.step`, DESIGN §14.1), of one node when
+   * given, over its visits: each with its name, the attempt that recorded it, its output, size and time.
    * @throws NotFoundError for an unknown run or node
    * @example const steps = await engine.listSteps(runId, "research");
    */
-  async listSteps(runId: string, nodeId: string): Promise<StepRow[]> {
+  async listSteps(runId: string, nodeId?: string): Promise<StepRow[]> {
     return listSteps(this.store, this.p.registry, runId, nodeId);
   }
 

@@ -33,6 +33,6 @@ export interface StepsTx {
 export interface StepReads {
   /** The steps recorded under these execution_ids, in the order they were recorded. */
   stepsOf(executionIds: readonly string[]): Promise<StepRow[]>;
-  /** A node's steps over all its visits, by visit then the order they were recorded in. */
-  nodeSteps(runId: string, nodeId: string): Promise<StepRow[]>;
+  /** A run's steps (only `nodeId`'s, when given) over all visits, by node, visit, then the order recorded in. */
+  runSteps(runId: string, nodeId?: string): Promise<StepRow[]>;
 }

@@ -34,6 +34,31 @@ describe("run report", () => {
     expect(runReport(quiet, await engine.listVisits(quiet.run_id))).not.toContain("usage:");
   });
 
+  it("lists the durable steps a run's attempts recorded, by node and visit", async () => {
+    const { engine } = await testEngine({
+      agents: {
+        research: async (t) => {
+          await t.step("plan", () => ({ topics: 2 }));
+          await t.step("search:0", () => "found");
+          return { ok: true };
+        },
+        quiet: () => ({ ok: true }),
+      },
+    });
+    await engine.registerWorkflow({
+      id: "stepped",
+      nodes: [
+        { node_id: "r", agent_type: "research" },
+        { node_id: "q", agent_type: "quiet", depends_on: ["r"] },
+      ],
+    });
+    const run = await engine.waitForRun((await engine.startRun("stepped")).run_id);
+    const steps = await engine.listSteps(run.run_id);
+    const report = runReport(run, await engine.listVisits(run.run_id), Date.now(), steps);
+    expect(report).toMatch(/\nsteps:\nnode +step +attempt +size +recorded\nr#1 +plan +1 +12 B +\S+.*\nr#1 +search:0 +1 +7 B +\S+/);
+    expect(runReport(run, await engine.listVisits(run.run_id))).not.toContain("steps:");
+  });
+
   it("lists a parent's child runs, and says whose child a child run is", async () => {
     const { engine } = await testEngine({ agents: { writer: () => ({ ok: true }) } });
     await engine.registerWorkflow({ id: "inner", nodes: [{ node_id: "w", agent_type: "writer" }] });

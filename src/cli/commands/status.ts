@@ -9,7 +9,9 @@ export function registerStatus(program: Command): void {
   program
     .command("status")
     .summary("show a run and its nodes")
-    .description("show a run: status, duration, error, and a table of its nodes (--json: the run with its nodes)")
+    .description(
+      "show a run: status, duration, error, a table of its nodes and one of the durable steps its attempts recorded (--json: the run with its nodes)",
+    )
     .argument("<run_id>", RUN_ID_HELP)
     .option("--json", "print the run with its nodes as JSON")
     .addHelpText("after", examples("skein status 01939a6e-6c1e-7b52-9f3a-2d1c4b5a6e7f --json"))
@@ -17,7 +19,10 @@ export function registerStatus(program: Command): void {
       await withClient(dbOf(command), async (client) => {
         const run = await getRunOrFail(client, given, dbOf(command));
         if (options.json) printJson(run);
-        else println(runReport(run, await client.listVisits(run.run_id)));
+        else {
+          const [visits, steps] = await Promise.all([client.listVisits(run.run_id), client.listSteps(run.run_id)]);
+          println(runReport(run, visits, Date.now(), steps));
+        }
       });
     });
 }

@@ -71,11 +71,12 @@ export function postgresStepReads(read: Read): StepReads {
         values: [executionIds],
       });
     },
-    nodeSteps: async (runId, nodeId) =>
+    runSteps: async (runId, nodeId) =>
       read<StepRow>({
-        name: "skein_node_steps",
-        text: `SELECT ${COLUMNS} FROM steps WHERE run_id = $1 AND node_id = $2 ORDER BY visit, seq`,
-        values: [runId, nodeId],
+        name: "skein_run_steps",
+        text: `SELECT ${COLUMNS} FROM steps WHERE run_id = $1 AND ($2::text IS NULL OR node_id = $2)
+                ORDER BY node_id, visit, seq`,
+        values: [runId, nodeId ?? null],
       }),
   };
 }

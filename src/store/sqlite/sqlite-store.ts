@@ -145,7 +145,7 @@ export class SqliteStore implements Store {
   readonly listChildren: Store["listChildren"] = (runId) => this.reads.listChildren(runId);
   readonly listMapItems: Store["listMapItems"] = (key, options) => this.reads.listMapItems(key, options);
   readonly stepsOf: Store["stepsOf"] = (ids) => this.steps.stepsOf(ids);
-  readonly nodeSteps: Store["nodeSteps"] = (runId, nodeId) => this.steps.nodeSteps(runId, nodeId);
+  readonly runSteps: Store["runSteps"] = (runId, nodeId) => this.steps.runSteps(runId, nodeId);
   readonly listVisits: Store["listVisits"] = (runId, options) => this.reads.listVisits(runId, options);
   readonly latestTerminalVisits: Store["latestTerminalVisits"] = (runId) => this.reads.latestTerminalVisits(runId);
   readonly listEvents: Store["listEvents"] = (runId, options) => this.reads.listEvents(runId, options);

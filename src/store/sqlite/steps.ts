@@ -57,9 +57,9 @@ export function sqliteStepReads(read: Read): StepReads {
       const sql = `SELECT ${COLUMNS} FROM steps WHERE execution_id IN (SELECT value FROM json_each(?)) ORDER BY seq`;
       return (read(sql).all(JSON.stringify(executionIds)) as DbStep[]).map(fromDb);
     },
-    nodeSteps: async (runId, nodeId) => {
-      const sql = `SELECT ${COLUMNS} FROM steps WHERE run_id = ? AND node_id = ? ORDER BY visit, seq`;
-      return (read(sql).all(runId, nodeId) as DbStep[]).map(fromDb);
+    runSteps: async (runId, nodeId) => {
+      const sql = `SELECT ${COLUMNS} FROM steps WHERE run_id = ? AND (? IS NULL OR node_id = ?) ORDER BY node_id, visit, seq`;
+      return (read(sql).all(runId, nodeId ?? null, nodeId ?? null) as DbStep[]).map(fromDb);
     },
   };
 }
