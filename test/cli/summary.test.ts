@@ -55,7 +55,9 @@ describe("run report", () => {
     const run = await engine.waitForRun((await engine.startRun("stepped")).run_id);
     const steps = await engine.listSteps(run.run_id);
     const report = runReport(run, await engine.listVisits(run.run_id), Date.now(), steps);
-    expect(report).toMatch(/\nsteps:\nnode +step +attempt +size +recorded\nr#1 +plan +1 +12 B +\S+.*\nr#1 +search:0 +1 +7 B +\S+/);
+    expect(report).toMatch(
+      /\nsteps:\nnode +step +attempt +size +recorded\nr#1 +plan +1 +12 B +\S+.*\nr#1 +search:0 +1 +7 B +\S+/,
+    );
     expect(runReport(run, await engine.listVisits(run.run_id))).not.toContain("steps:");
   });
 
