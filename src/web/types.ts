@@ -116,6 +116,18 @@ export interface MapItem {
   attempt: number;
 }
 
+/** A durable step an attempt recorded (task.step), as GET /v1/runs/{id}/nodes/{node_id}/steps lists it. */
+export interface Step {
+  execution_id: string;
+  name: string;
+  node_id: string;
+  visit: number;
+  attempt: number;
+  output: unknown;
+  size: number;
+  recorded_at: number;
+}
+
 export interface MapItemPage {
   items: MapItem[];
   next_after: number | null;

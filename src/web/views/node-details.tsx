@@ -6,6 +6,7 @@ import { elapsed, reasonTone, wakesAt } from "../format.js";
 import { href } from "../route.js";
 import type { ChildRun, ProgressEvent, RunEvent, Visit } from "../types.js";
 import { MapItems } from "./map-items.js";
+import { Steps } from "./steps.js";
 
 /** What the node waits for, in words: an agent nothing serves (the server says), an event, or its wake-up time. */
 function waitingFor(v: Visit): string | null {
@@ -108,6 +109,7 @@ export function NodeDetails(props: {
       )}
       {props.progress && <LiveProgress event={props.progress} />}
       {v.items && <MapItems visit={v} counts={v.items} />}
+      <Steps visit={v} />
       <h4>Payload</h4>
       <JsonBlock value={v.payload} />
       <h4>Output</h4>
