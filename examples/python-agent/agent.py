@@ -3,7 +3,9 @@
 
 It long-polls ``POST /v1/tasks/claim`` for tasks of its agent types, runs the handler of each
 task's agent_type while a background thread renews the lease, then reports ``complete`` (with
-an optional route) or ``fail``. A 409 means the server no longer counts on this worker for the
+an optional route) or ``fail``. ``task["step"](name, fn)`` is a durable step (docs/durable-steps.md):
+``fn(idempotency_key)`` runs once per visit, its result recorded with ``POST .../steps`` before it
+is used; a later attempt gets the recorded result from its claim without calling ``fn``. A 409 means the server no longer counts on this worker for the
 attempt (lease expired, run cancelled): the task is dropped, never reported again.
 
     SKEIN_TOKEN=... python3 agent.py --server http://127.0.0.1:8080 --agent-types summarize,classify,notify
@@ -31,7 +33,8 @@ WAIT_SECONDS = 20  # long poll; the server allows up to 30
 # Routes whose request may arrive twice without changing anything: a heartbeat renews the same
 # lease and a report is fenced by its attempt (the same report again is answered "duplicate").
 # Not a claim: one the server read has leased tasks that would wait out their lease.
-RESENDABLE = ("/heartbeat", "/complete", "/fail")
+# A step recorded twice keeps the first record and answers it.
+RESENDABLE = ("/heartbeat", "/complete", "/fail", "/steps")
 # A connection closed before any answer: the server closing it (a restart, an idle timeout).
 RESET = (ConnectionResetError, BrokenPipeError)
 
@@ -71,7 +74,9 @@ def summarize(task: Task, lost: threading.Event) -> Any:
     # Stands in for a slow model call; stops early when the task is lost (e.g. run cancelled).
     if lost.wait(float(run_input.get("work_seconds", 0))):
         return None
-    return {"summary": " ".join(str(text).split()[: int(payload.get("max_words", 12))])}
+    # The model's answer is a durable step: a retry of this visit reuses it instead of paying again.
+    summary = task["step"]("model:1", lambda _key: " ".join(str(text).split()[: int(payload.get("max_words", 12))]))
+    return {"summary": summary}
 
 
 URGENT = {"outage", "down", "breach", "urgent", "failing"}
@@ -91,6 +96,29 @@ def notify(task: Task, lost: threading.Event) -> Any:
     payload = task["payload"]
     log.info("notify %s: %s", payload["channel"], payload["message"])
     return {"channel": payload["channel"], "message_id": task["execution_id"]}
+
+
+class Steps:
+    """``task["step"]``: the durable steps of one claimed task (docs/durable-steps.md)."""
+
+    def __init__(self, api: "Api", task: Task, worker_id: str) -> None:
+        self.api, self.worker_id = api, worker_id
+        self.eid, self.attempt = task["execution_id"], task["attempt"]
+        # What earlier attempts of the visit recorded: the claim answers it.
+        self.recorded = {s["name"]: s["output"] for s in task.get("steps") or []}
+        self.used: set[str] = set()
+
+    def __call__(self, name: str, fn: Callable[[str], Any]) -> Any:
+        if name in self.used:
+            raise NonRetryable(f"step {name!r} was called twice in one attempt: give each call its own name")
+        self.used.add(name)
+        if name in self.recorded:
+            return self.recorded[name]
+        output = fn(f"{self.eid}:{name}")  # the idempotency key: the same on every attempt
+        answer = self.api.post(f"/v1/tasks/{urllib.parse.quote(self.eid, safe='')}/steps",
+                               {"attempt": self.attempt, "worker_id": self.worker_id, "name": name,
+                                "output": output})
+        return answer["output"]  # an earlier attempt's record, if one won
 
 
 Handler = Callable[[Task, threading.Event], Any]
@@ -192,6 +220,7 @@ class Worker:
         lost, finished = threading.Event(), threading.Event()
         beat = threading.Thread(target=self.heartbeat, args=(eid, attempt, lost, finished), daemon=True)
         beat.start()
+        task["step"] = Steps(self.api, task, self.worker_id)
         try:
             result = HANDLERS[task["agent_type"]](task, lost)
             # Every report names the worker: the server binds the attempt to its token and worker_id.

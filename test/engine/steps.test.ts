@@ -213,7 +213,7 @@ describe("task.step", () => {
     const run = await engine.waitForRun((await engine.startRun("loop-steps")).run_id);
     expect(run.status).toBe("SUCCEEDED");
     // r's three visits each call their step once (again and done: their own first visits).
-    expect(calls.filter((v, i) => i % 2 === 0)).toEqual([1, 2, 3]);
+    expect(calls.filter((_, i) => i % 2 === 0)).toEqual([1, 2, 3]);
     const steps = await engine.listSteps(run.run_id, "r");
     expect(steps.map((s) => [s.visit, s.output])).toEqual([
       [1, 1],

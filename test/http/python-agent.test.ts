@@ -110,6 +110,11 @@ describe.skipIf(!hasPython)("examples/python-agent (needs python3 on PATH)", () 
     });
     expect(await py.exited, py.log).toBe(0);
     expect(py.log).toContain("stopped after 6 task(s)");
+    // summarize's model call was a durable step, recorded over POST /v1/tasks/{execution_id}/steps.
+    const steps = await engine.listSteps(routine.run_id, "summarize");
+    expect(steps.map((s) => [s.name, s.attempt, s.output])).toEqual([
+      ["model:1", 1, "The quarterly report is ready for review by"],
+    ]);
   }, 20_000);
 
   it("sends a heartbeat and a report cut by a reset connection again at once, once", async () => {
