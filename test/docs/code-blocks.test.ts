@@ -1,9 +1,9 @@
 /**
  * Every ```ts / ```typescript block of README.md and docs/*.md type-checks with --strict against the
- * package's own source ("skein" is src/index.ts, "skein/http" is src/http/server.ts), so the docs
- * cannot rot. Each block is a module of its own (top-level await works, names do not clash),
- * compiled in memory as if it were a file beside the docs; one report names every failing block
- * by file and line.
+ * package's own source ("skein" is src/index.ts, "skein/http" is src/http/server.ts, "skein/ai-sdk"
+ * is src/ai-sdk/index.ts), so the docs cannot rot. Each block is a module of its own (top-level
+ * await works, names do not clash), compiled in memory as if it were a file beside the docs; one
+ * report names every failing block by file and line.
  *
  * Conventions for writing a block:
  * - A block may use functions and values of the reader's own program: declare them in the block
@@ -87,7 +87,7 @@ function typeCheck(blocks: Checked[]): Map<Checked, string[]> {
     resolveJsonModule: true,
     types: ["node"],
     baseUrl: ROOT,
-    paths: { skein: ["src/index.ts"], "skein/http": ["src/http/server.ts"] },
+    paths: { skein: ["src/index.ts"], "skein/http": ["src/http/server.ts"], "skein/ai-sdk": ["src/ai-sdk/index.ts"] },
   };
   const host = ts.createCompilerHost(options);
   const getSourceFile = host.getSourceFile.bind(host);
