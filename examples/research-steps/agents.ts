@@ -26,8 +26,9 @@ async function search(topic: string, idempotencyKey: string): Promise<string> {
 }
 
 export default {
-  async researcher(task: Task<{ question: string }>) {
-    const topics = await task.step("plan", () => plan(task.payload.question));
+  async researcher(task: Task) {
+    const { question } = task.payload as { question: string };
+    const topics = await task.step("plan", () => plan(question));
     const found: string[] = [];
     for (const [i, topic] of topics.entries()) {
       found.push(await task.step(`search:${i}`, ({ idempotency_key }) => search(topic, idempotency_key)));
