@@ -13,14 +13,10 @@
  * The metric is the median of WINDOWS windows; meta.schedules has min, max and each window's
  * wall time from moving the clock to the engine being idle.
  */
-import {
-  AggregationTemporality,
-  type HistogramMetricData,
-  MeterProvider,
-  MetricReader,
-} from "@opentelemetry/sdk-metrics";
+import { MeterProvider } from "@opentelemetry/sdk-metrics";
 import { createEngine, type Engine, ManualClock } from "../src/index.js";
 import { type Measured, progress, tempDb } from "./lib.js";
+import { OnDemandReader, transactions } from "./transactions.js";
 import { PARKED } from "./workloads.js";
 
 const SCHEDULES = 10_000;
@@ -28,31 +24,6 @@ const DUE = 100;
 const WINDOWS = 11;
 const MINUTE = 60_000;
 const HOUR = 3_600_000;
-
-/** A reader collected on demand (no export timer), cumulative: each window reads the change. */
-class OnDemandReader extends MetricReader {
-  constructor() {
-    super({ aggregationTemporalitySelector: () => AggregationTemporality.CUMULATIVE });
-  }
-  protected async onForceFlush(): Promise<void> {}
-  protected async onShutdown(): Promise<void> {}
-}
-
-/** The transactions committed so far and their total time, seconds. */
-async function transactions(reader: OnDemandReader): Promise<{ count: number; sum: number }> {
-  const { resourceMetrics } = await reader.collect();
-  for (const scope of resourceMetrics.scopeMetrics) {
-    for (const metric of scope.metrics) {
-      if (metric.descriptor.name !== "skein_transaction_duration_seconds") continue;
-      const points = (metric as HistogramMetricData).dataPoints;
-      return {
-        count: points.reduce((n, p) => n + p.value.count, 0),
-        sum: points.reduce((n, p) => n + (p.value.sum ?? 0), 0),
-      };
-    }
-  }
-  return { count: 0, sum: 0 };
-}
 
 const turn = () => new Promise<void>((resolve) => setImmediate(resolve));
 

@@ -22,6 +22,7 @@ import {
 } from "@opentelemetry/sdk-metrics";
 import { createEngine, type Task } from "../src/index.js";
 import { type Measured, percentile, progress, tempDb, within } from "./lib.js";
+import { OnDemandReader, transactions } from "./transactions.js";
 
 /** Sequential steps per window, windows (the metric is their median p50: this machine is shared), warm-up steps. */
 const SEQUENTIAL = 2000;
@@ -32,28 +33,10 @@ const PER_VISIT = 100;
 /** A 200-byte result. */
 const RESULT = { text: "x".repeat(189) };
 
-/** Collected on demand: how many write transactions the engine committed. */
-class Transactions extends MetricReader {
-  constructor() {
-    super({ aggregationTemporalitySelector: () => AggregationTemporality.CUMULATIVE });
-  }
-  protected async onForceFlush(): Promise<void> {}
-  protected async onShutdown(): Promise<void> {}
-  async count(): Promise<number> {
-    for (const scope of (await this.collect()).resourceMetrics.scopeMetrics) {
-      for (const m of scope.metrics) {
-        if (m.descriptor.name !== "skein_transaction_duration_seconds") continue;
-        return (m as HistogramMetricData).dataPoints.reduce((n, p) => n + p.value.count, 0);
-      }
-    }
-    return 0;
-  }
-}
-
 export async function benchStepRecord(): Promise<Measured> {
   if (JSON.stringify(RESULT).length !== 200) throw new Error("the step result must be 200 bytes of JSON");
   const db = tempDb("step-record");
-  const reader = new Transactions();
+  const reader = new OnDemandReader();
   const windows: number[][] = Array.from({ length: WINDOWS }, () => []);
   let mode: "sequential" | "concurrent" = "sequential";
   const engine = await createEngine({
@@ -78,12 +61,12 @@ export async function benchStepRecord(): Promise<Measured> {
     await within(engine.waitForRun(one.run_id), 120_000, "the sequential steps");
 
     mode = "concurrent";
-    const before = await reader.count();
+    const before = (await transactions(reader)).count;
     const t0 = performance.now();
     const runs = await Promise.all(Array.from({ length: VISITS }, () => engine.startRun("stepper")));
     await within(Promise.all(runs.map((r) => engine.waitForRun(r.run_id))), 120_000, "the concurrent steps");
     const wallUs = (performance.now() - t0) * 1000;
-    const commits = (await reader.count()) - before;
+    const commits = (await transactions(reader)).count - before;
     const steps = VISITS * PER_VISIT;
     const p50s = windows.map((w) => percentile(w, 50)).sort((a, b) => a - b);
     progress(
