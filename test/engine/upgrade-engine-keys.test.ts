@@ -51,6 +51,9 @@ const ITEM_ATTEMPTS_BEFORE_021 = `
     .map((c) => `ALTER TABLE map_items DROP COLUMN ${c};`)
     .join("\n  ")}`;
 
+/** What migration 022 added: durable steps. */
+const STEPS_BEFORE_022 = "DROP TABLE steps;";
+
 /** The newest migration before 014 on this store (PostgreSQL has no 013). */
 const BEFORE = onPostgres ? 12 : 13;
 
@@ -209,6 +212,7 @@ describe("upgrading to engine keys under skein: (migration 014)", () => {
        ALTER TABLE engines DROP COLUMN served_types;
        ${onPostgres ? "" : EVENTS_BEFORE_020}
        ${ITEM_ATTEMPTS_BEFORE_021}
+       ${STEPS_BEFORE_022}
        DELETE FROM skein_migrations WHERE version > ${BEFORE};
        UPDATE schedules SET next_fire_at = last_slot_at WHERE schedule_id = 'nightly';`,
     );

@@ -46,7 +46,8 @@ export class Dispatcher {
   private hints = new Map<string, Set<string>>();
   /**
    * Another engine said so (hints, backlog) while a flush ran: that flush may have read its
-   * hints and backlog before, so the loop runs one more.
+   * hints and backlog before, so the loop runs once more. (The store leaves out this engine's
+   * own notices: a flush for them would find nothing new.)
    */
   private heard = false;
   private claiming = true;
@@ -289,7 +290,8 @@ export class Dispatcher {
     const known = this.cache.revisions([...lock, ...tryLock]);
     let flush: Flush | null = null;
     let outcome: FlushOutcome;
-    const began = this.o.clock.now();
+    // This process's clock when the transaction's time was read (see armWake below).
+    let nowReadAt = this.o.clock.now();
     // Real time, not the clock: a transaction's duration is a measurement (metrics), not a due time.
     const timer = performance.now();
     try {
@@ -297,6 +299,7 @@ export class Dispatcher {
         async (tx) => {
           // One clock judges every due time: the database's on a shared store (DESIGN §7).
           const now = (await tx.now()) ?? this.o.clock.now();
+          nowReadAt = this.o.clock.now();
           flush = new Flush(tx, this.o, this.cache, this.backlog, now, this.claiming, lost, hints);
           return flush.run(inputs, dead, sweep, takeOver);
         },
@@ -333,8 +336,9 @@ export class Dispatcher {
     const states = (flush as Flush | null)?.states ?? new Map<string, RunState>();
     this.afterCommit(outcome, states, (performance.now() - timer) / 1000);
     // Due times are the transaction's clock; the timer runs on this process's: count the time
-    // this transaction took, or a slow flush arms its wake-up late by that much.
-    if (!this.stopped && this.serving) this.timers.armWake(outcome.now + (this.o.clock.now() - began), outcome.nextDue);
+    // since the transaction read its time, or a slow flush arms its wake-up late by that much
+    // (and counting from before that read, early: a wake-up that finds nothing due yet).
+    if (!this.stopped && this.serving) this.timers.armWake(outcome.now + (this.o.clock.now() - nowReadAt), outcome.nextDue);
     return null;
   }
 

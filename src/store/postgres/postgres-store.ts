@@ -120,11 +120,17 @@ export class PostgresStore implements Store {
     private readonly settings: ConnectionSettings,
     private readonly clock: { now(): number } | undefined,
     private readonly logger: Pick<Logger, "warn" | "error">,
+    ownBackends: ReadonlySet<number>,
   ) {
     // When this engine's own listener was cut, others' likely were too (a failover, a
     // terminate-all): what it saw free before it was back proves nothing, so the grace starts over.
-    this.listener = new ReadyListener(settings.listen.config, settings.channel, settings.channelSql, logger, () =>
-      this.lockFree.clear(),
+    this.listener = new ReadyListener(
+      settings.listen.config,
+      settings.channel,
+      settings.channelSql,
+      logger,
+      () => this.lockFree.clear(),
+      (pid) => ownBackends.has(pid),
     );
     const read = this.read.bind(this) as <R extends object>(config: pg.QueryConfig, attempts?: number) => Promise<R[]>;
     this.reads = postgresReads(read, clock);
@@ -159,6 +165,17 @@ export class PostgresStore implements Store {
     // listener the event would crash the process.
     // (Logged without the error's `client`: pg attaches the whole connection to it.)
     pool.on("connect", watchConnection);
+    // The server processes of this store's own connections: the notices they send are this
+    // engine's own (notifyOthers), which its listener leaves out.
+    const backends = new Set<number>();
+    pool.on("connect", (client) => {
+      const pid = (client as { processID?: number | null }).processID;
+      if (typeof pid === "number") backends.add(pid);
+    });
+    pool.on("remove", (client) => {
+      const pid = (client as { processID?: number | null }).processID;
+      if (typeof pid === "number") backends.delete(pid);
+    });
     pool.on("error", (err) =>
       logger.warn(
         { err: { message: err.message, code: (err as { code?: string }).code } },
@@ -172,7 +189,7 @@ export class PostgresStore implements Store {
       await pool.end().catch(() => undefined);
       throw connectError(e, settings.target);
     }
-    return new PostgresStore(pool, settings, options.clock, logger);
+    return new PostgresStore(pool, settings, options.clock, logger, backends);
   }
 
   // The facets outside transactions.

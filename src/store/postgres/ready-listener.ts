@@ -76,6 +76,12 @@ export class ReadyListener {
     private readonly logger: Pick<Logger, "warn" | "error">,
     /** Called each time the connection is (again) up, before the listeners hear `*`. */
     private readonly onConnected: () => void = () => {},
+    /**
+     * Whether a server process is one of this engine's own connections: its notices are left out
+     * (the engine knows what it made ready; hearing itself would only cost a flush). Behind a
+     * transaction-mode pooler the ids differ and every notice is heard.
+     */
+    private readonly isOwn: (processId: number) => boolean = () => false,
   ) {}
 
   add(listener: (notice: ReadyNotice) => void): void {
@@ -151,7 +157,7 @@ export class ReadyListener {
     client.on("error", onLost);
     client.on("end", () => onLost());
     client.on("notification", (n) => {
-      if (n.channel === this.channel) this.emit(readyNotice(n.payload ?? "*"));
+      if (n.channel === this.channel && !this.isOwn(n.processId)) this.emit(readyNotice(n.payload ?? "*"));
     });
     try {
       await client.connect();
