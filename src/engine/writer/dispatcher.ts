@@ -338,7 +338,8 @@ export class Dispatcher {
     // Due times are the transaction's clock; the timer runs on this process's: count the time
     // since the transaction read its time, or a slow flush arms its wake-up late by that much
     // (and counting from before that read, early: a wake-up that finds nothing due yet).
-    if (!this.stopped && this.serving) this.timers.armWake(outcome.now + (this.o.clock.now() - nowReadAt), outcome.nextDue);
+    if (!this.stopped && this.serving)
+      this.timers.armWake(outcome.now + (this.o.clock.now() - nowReadAt), outcome.nextDue);
     return null;
   }
 
