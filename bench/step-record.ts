@@ -14,12 +14,7 @@
  * `npx tsx bench/step-record.ts` runs it alone and prints the metrics.
  */
 import { fileURLToPath } from "node:url";
-import {
-  AggregationTemporality,
-  type HistogramMetricData,
-  MeterProvider,
-  MetricReader,
-} from "@opentelemetry/sdk-metrics";
+import { MeterProvider } from "@opentelemetry/sdk-metrics";
 import { createEngine, type Task } from "../src/index.js";
 import { type Measured, percentile, progress, tempDb, within } from "./lib.js";
 import { OnDemandReader, transactions } from "./transactions.js";
