@@ -607,7 +607,7 @@ describeStore("postgres")("PostgresStore", () => {
 
     it("delivers a batch's notify to another store's listener at commit, not before, with its run ids", async () => {
       const schema = freshSchema();
-      const [a, b] = await Promise.all([open(schema), open(schema)]);
+      const [a, b, c] = await Promise.all([open(schema), open(schema), open(schema)]);
       const heard: ReadyNotice[] = [];
       const waiters: { type: string; resolve: () => void }[] = [];
       const hear = (type: string) =>
@@ -625,8 +625,9 @@ describeStore("postgres")("PostgresStore", () => {
       const committed = a.transaction(async (tx) => {
         const writer = { agentType: "writer", runIds: ["r1", "r2"] };
         await tx.write({ ...EMPTY_BATCH, notify: [writer, writer, { agentType: "reviewer", runIds: many }] });
-        // A notification committed after ours was queued arrives; ours is not sent yet.
-        await b.transaction((other) => other.write({ ...EMPTY_BATCH, notify: [{ agentType: "marker", runIds: [] }] }));
+        // A notification committed after ours was queued arrives; ours is not sent yet. (From a
+        // third store: a store does not hear its own.)
+        await c.transaction((other) => other.write({ ...EMPTY_BATCH, notify: [{ agentType: "marker", runIds: [] }] }));
         await hear("marker");
         expect(heard.map((n) => n.agentType)).not.toContain("writer");
       });
@@ -638,6 +639,12 @@ describeStore("postgres")("PostgresStore", () => {
         { agentType: "writer", runIds: ["r1", "r2"] },
         { agentType: "reviewer", runIds: [] },
       ]);
+      // Its own notices a store leaves out (its engine knows what it made ready): one of b's,
+      // then one of c's; when c's arrives, b's would have.
+      await b.transaction((tx) => tx.write({ ...EMPTY_BATCH, notify: [{ agentType: "own", runIds: [] }] }));
+      await c.transaction((tx) => tx.write({ ...EMPTY_BATCH, notify: [{ agentType: "after", runIds: [] }] }));
+      await hear("after");
+      expect(heard.map((n) => n.agentType)).not.toContain("own");
     });
 
     it("locks and reads the runs to try as it begins, leaving out those another transaction holds", async () => {
