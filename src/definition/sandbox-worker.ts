@@ -144,4 +144,6 @@ parentPort.on("message", async ({ id, source, context, secrets }) => {
     parentPort.postMessage({ id, ok: false, error });
   }
 });
+// Started: the expression's time limit counts from here, not from the thread's start-up.
+parentPort.postMessage({ ready: true });
 `;

@@ -46,10 +46,21 @@ interface Job {
   reject: (error: SandboxFailure) => void;
 }
 
-type Reply = { id: number; ok: true; value: unknown } | { id: number; ok: false; error: SandboxFailure };
+type Reply =
+  | { ready: true }
+  | { id: number; ok: true; value: unknown }
+  | { id: number; ok: false; error: SandboxFailure };
+
+/**
+ * How long a new worker may take to start (load JSONata) before its first expression's time
+ * counts. Not the expression's time: on a loaded machine a start takes hundreds of ms.
+ */
+const START_LIMIT_MS = 30_000;
 
 class Sandbox {
   private worker: Worker | null = null;
+  /** The worker has loaded JSONata: an expression's deadline counts from when it is sent. */
+  private ready = false;
   private readonly queue: Job[] = [];
   private current: Job | null = null;
   private timer: NodeJS.Timeout | null = null;
@@ -73,22 +84,29 @@ class Sandbox {
     const worker = this.spawn();
     worker.ref();
     this.current = job;
-    this.timer = setTimeout(() => {
-      this.fail(
-        job,
-        {
-          message: `the expression ran longer than ${EXPRESSION_LIMITS.timeoutMs} ms (a built-in function or regular expression on large data?) and was stopped`,
-          code: "timeout",
-        },
-        true,
-      );
-    }, EXPRESSION_LIMITS.timeoutMs);
     try {
       worker.postMessage({ id: job.id, source: job.source, context: job.context, secrets: job.secrets });
     } catch (e) {
       // The context cannot be cloned (not JSON data): the caller's mistake, not the worker's.
       this.fail(job, { message: e instanceof Error ? e.message : String(e) }, false);
+      return;
     }
+    this.startDeadline(job);
+  }
+
+  /** Arms the job's deadline: the expression's time limit once the worker runs, else its start-up's. */
+  private startDeadline(job: Job): void {
+    if (this.timer) clearTimeout(this.timer);
+    const failure: SandboxFailure = this.ready
+      ? {
+          message: `the expression ran longer than ${EXPRESSION_LIMITS.timeoutMs} ms (a built-in function or regular expression on large data?) and was stopped`,
+          code: "timeout",
+        }
+      : { message: `the expression sandbox did not start within ${START_LIMIT_MS} ms`, code: "sandbox" };
+    this.timer = setTimeout(
+      () => this.fail(job, failure, true),
+      this.ready ? EXPRESSION_LIMITS.timeoutMs : START_LIMIT_MS,
+    );
   }
 
   private spawn(): Worker {
@@ -107,6 +125,12 @@ class Sandbox {
       resourceLimits: { maxOldGenerationSizeMb: EXPRESSION_LIMITS.heapMb, maxYoungGenerationSizeMb: 32 },
     });
     worker.on("message", (reply: Reply) => {
+      if ("ready" in reply) {
+        if (this.worker !== worker) return;
+        this.ready = true;
+        if (this.current) this.startDeadline(this.current); // sent while it started
+        return;
+      }
       const job = this.current;
       if (!job || reply.id !== job.id) return;
       this.settle();
@@ -135,6 +159,7 @@ class Sandbox {
       if (this.worker === worker) this.worker = null;
     });
     this.worker = worker;
+    this.ready = false;
     return worker;
   }
 
