@@ -47,6 +47,8 @@ export interface ExpressionContext {
   /** In a map item's run: the item and its index in the list. */
   item?: unknown;
   index?: number;
+  /** In an agent tool's payload: the model's arguments of the call. */
+  args?: unknown;
 }
 
 /** Where a template reads `nodes.<id>`, for the "reads a node that is not an ancestor" warning. */

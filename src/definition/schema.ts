@@ -44,6 +44,7 @@ const nodeId = z
  * as the schema's `examples`, which editors offer as completions.
  */
 export const BUILT_IN_AGENT_TYPES = [
+  "agent",
   "aggregator",
   "http",
   "human_review",

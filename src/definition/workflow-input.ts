@@ -99,6 +99,51 @@ export interface BuiltinPayloads {
     /** A name among the engine's `llm.providers`. @defaultValue `"default"` */
     provider?: string;
   };
+  /**
+   * A tool-calling loop (docs/agent-node.md): the model asks for tools, the engine runs them, until
+   * it answers; each model turn and each tool call is a durable step. Output
+   * `{ content, parsed, finish_reason, turns, tool_calls, usage }`.
+   */
+  agent: {
+    /** The provider's model name, e.g. `"gpt-4o-mini"`. */
+    model: string;
+    /** A name among the engine's `llm.providers`. @defaultValue `"default"` */
+    provider?: string;
+    temperature?: number | Template;
+    max_tokens?: number | Template;
+    response_format?:
+      | { type: "text" }
+      | { type: "json_object" }
+      | { type: "json_schema"; json_schema: { name: string; schema: Record<string, unknown>; strict?: boolean } };
+    /** The system message. */
+    instructions?: string;
+    /** The user's message, or a list of messages. */
+    input: string | { role: "system" | "developer" | "user" | "assistant" | "tool"; content?: unknown }[] | Template;
+    tools?: (
+      | {
+          /** The name the model calls. */
+          name: string;
+          description?: string;
+          /** JSON Schema of the arguments (an object). */
+          parameters?: Record<string, unknown>;
+          /** The agent that runs a call: one of this engine's, or `http`. */
+          agent_type: string;
+          /** The call's payload, with templates that see `args`. @defaultValue the arguments */
+          payload?: unknown;
+          /** @defaultValue 0 */
+          retry_count?: number;
+          /** Seconds. */
+          timeout?: number;
+        }
+      | { mcp: string; tools?: string[] }
+    )[];
+    /** Model calls in one visit. @defaultValue 10 */
+    max_turns?: number | Template;
+    /** @defaultValue true */
+    parallel_tool_calls?: boolean;
+    /** @defaultValue "to_model" */
+    tool_errors?: "to_model" | "fail";
+  };
   /** Runs `each` once per element of `items`, and succeeds with the outputs in item order. */
   map: {
     /** The list to map over, or a template giving it. */

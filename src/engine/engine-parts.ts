@@ -8,11 +8,14 @@ import { hostname } from "node:os";
 import { createNoopMeter, metrics } from "@opentelemetry/api";
 import { type Logger, pino } from "pino";
 import type { AgentHandler } from "../agents/task.js";
+import { agentLoopHandler } from "../calls/agent/loop.js";
 import { aggregatorHandler } from "../calls/aggregator.js";
 import { Egress, egressProblems } from "../calls/egress.js";
 import { httpAgent } from "../calls/http.js";
 import { llmHandler } from "../calls/llm/handler.js";
 import { type Clock, systemClock } from "../clock.js";
+import { budgetReached, usageRuns } from "../core/budget.js";
+import type { VisitError } from "../core/types.js";
 import { ValidationError } from "../errors.js";
 import { randomHex } from "../ids.js";
 import type { Store } from "../store/store.js";
@@ -123,6 +126,19 @@ export function createParts(store: Store, options: EngineOptions, serve: boolean
   };
 }
 
+/** Why no further work may start under the budget of `runId` or of a run above it, or null (read now). */
+async function runBudgetReached(store: Store, runId: string): Promise<VisitError | null> {
+  const run = await store.getRun(runId);
+  if (!run) return null;
+  const [own, ...above] = usageRuns(run);
+  for (const id of [own, ...above]) {
+    const r = id === run.run_id ? run : await store.getRun(id as string);
+    const reached = r && budgetReached(r, id === run.run_id ? "this run" : "an ancestor");
+    if (reached) return reached;
+  }
+  return null;
+}
+
 /** The parts that work runs through, wired to each other. */
 function wireParts(c: PartsContext) {
   const { store, options, clock, logger } = c;
@@ -144,6 +160,20 @@ function wireParts(c: PartsContext) {
     for (const [name, provider] of Object.entries(options.llm?.providers ?? {})) {
       if (typeof provider.api_key === "string") c.secrets.add(`llm.providers.${name}.api_key`, provider.api_key);
     }
+  }
+  // The agent node's loop calls the llm handler for its turns and the engine's agents as tools.
+  if (!handlers.has("agent")) {
+    const llm = handlers.get("llm") as AgentHandler;
+    handlers.set(
+      "agent",
+      agentLoopHandler({
+        llm,
+        // A tool is an agent that takes a payload: not the loop itself, not the aggregator (it reads nodes).
+        handler: (type) => (type === "agent" || type === "aggregator" ? undefined : handlers.get(type)),
+        mcp: null,
+        budgetReached: (task) => runBudgetReached(store, task.run_id),
+      }),
+    );
   }
   // The test harness waits for these handlers' I/O (createTestEngine), never skipping time past it.
   if (options.wrapHandler) {

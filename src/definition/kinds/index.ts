@@ -7,6 +7,7 @@
 import { withArticle } from "../../errors.js";
 import type { Json } from "../../json-text.js";
 import type { NodeDefinition } from "../schema.js";
+import { agent } from "./agent.js";
 import { aggregator } from "./aggregator.js";
 import { http } from "./http.js";
 import { humanReview } from "./human-review.js";
@@ -19,7 +20,7 @@ import { waitEvent } from "./wait-event.js";
 import { workflow } from "./workflow.js";
 
 export type { KindChecks, KindRules } from "./kind.js";
-export { aggregator, http, humanReview, llm, map, sleep, task, waitEvent, workflow };
+export { agent, aggregator, http, humanReview, llm, map, sleep, task, waitEvent, workflow };
 
 const KINDS = new Map<string, KindRules>();
 
@@ -41,7 +42,7 @@ export function addKindRules(kind: KindRules): void {
   if (kind.start === "engine") (ENGINE_STARTED as string[]).push(kind.name);
 }
 
-for (const kind of [aggregator, http, humanReview, llm, map, sleep, waitEvent, workflow]) addKindRules(kind);
+for (const kind of [agent, aggregator, http, humanReview, llm, map, sleep, waitEvent, workflow]) addKindRules(kind);
 
 /** The kind of a node by its agent_type: a built-in one, else `task`. */
 export function kindOf(agentType: string): KindRules {

@@ -1,0 +1,163 @@
+/**
+ * The `agent` node's in-process agent (DESIGN §14.2): a tool-calling loop in one attempt, made
+ * durable by the visit's steps (§14.1). Each model turn is the step `turn:<n>`, recorded
+ * (content, tool calls, usage) before any of its tool calls starts; each tool call is the step
+ * `tool:<n>:<i>`, run with the key `<execution_id>:<n>:<i>`. The conversation is these steps,
+ * one message a row, so storage grows with the messages and never with their square; a model
+ * request is assembled from them. A later attempt (a retry, a recovery after a crash, a redrive)
+ * replays the recorded turns and calls and resumes after the last one: no recorded turn is asked
+ * again, no recorded call runs again, a call in flight runs again with the same key.
+ *
+ * Budgets (§12) are checked before every model turn and every tool call that is not replayed.
+ */
+import type { AgentHandler, Task } from "../../agents/task.js";
+import type { Json, VisitError } from "../../core/types.js";
+import { type AgentPayload, DEFAULT_MAX_TURNS } from "../../definition/kinds/agent.js";
+import { NonRetryableError } from "../../errors.js";
+import { runCall, type ToolMessage, type ToolsContext, toolsOf } from "./tools.js";
+
+export interface AgentLoopContext extends ToolsContext {
+  /** The model call: the `llm` kind's handler (its providers, streaming, usage, errors). */
+  llm: AgentHandler;
+  /** Why no further turn or call may start under the run's budget (or an ancestor's), or null. */
+  budgetReached(task: Task): Promise<VisitError | null>;
+}
+
+/** A model turn as recorded: the assistant message, with what the turn cost and how it ended. */
+export interface TurnMessage {
+  role: "assistant";
+  content: string;
+  tool_calls?: { id: string; type: string; function: { name: string; arguments: string } }[];
+  usage: { tokens_in: number; tokens_out: number } | null;
+  finish_reason: string | null;
+  parsed?: Json;
+  [field: string]: Json | undefined;
+}
+
+export function agentLoopHandler(c: AgentLoopContext): AgentHandler {
+  return async (task: Task) => {
+    // The kind checked the resolved payload before the visit could start.
+    const payload = task.payload as unknown as AgentPayload;
+    const tools = await toolsOf(payload, task, c);
+    const declarations = [...tools.values()].map((t) => t.declaration);
+    const messages: Json[] = firstMessages(payload);
+    const maxTurns = payload.max_turns ?? DEFAULT_MAX_TURNS;
+    const toModel = payload.tool_errors !== "fail";
+    const usage = { tokens_in: 0, tokens_out: 0 };
+    let calls = 0;
+    for (let turn = 1; ; turn++) {
+      if (turn > maxTurns) {
+        throw reasoned(
+          `the model called tools for ${maxTurns} turns without answering (max_turns ${maxTurns}); raise max_turns, or tell the model in instructions when to answer`,
+          "max_turns_exceeded",
+        );
+      }
+      const reply = (await task.step(`turn:${turn}`, async () => {
+        await checkBudget(c, task, `model turn ${turn}`);
+        return modelTurn(c, task, payload, turn, messages, declarations);
+      })) as unknown as TurnMessage;
+      messages.push(requestMessage(reply));
+      if (reply.usage) {
+        usage.tokens_in += reply.usage.tokens_in;
+        usage.tokens_out += reply.usage.tokens_out;
+      }
+      const asked = reply.tool_calls ?? [];
+      if (asked.length === 0) {
+        return {
+          content: reply.content,
+          parsed: reply.parsed ?? null,
+          finish_reason: reply.finish_reason,
+          turns: turn,
+          tool_calls: calls,
+          usage,
+        } as unknown as Json;
+      }
+      const one = (call: (typeof asked)[number], index: number) =>
+        task.step(`tool:${turn}:${index}`, async () => {
+          await checkBudget(c, task, `tool call ${call.function.name} of turn ${turn}`);
+          const ctx = { key: `${task.execution_id}:${turn}:${index}`, task, stepPrefix: `tool:${turn}:${index}` };
+          return (await runCall(tools, call, ctx, toModel)) as unknown as Json;
+        }) as unknown as Promise<ToolMessage>;
+      const results =
+        payload.parallel_tool_calls === false ? await inOrder(asked, one) : await Promise.all(asked.map(one));
+      calls += asked.length;
+      for (const result of results) messages.push(requestMessage(result));
+    }
+  };
+}
+
+/** The instructions as the system message, then the input (one user message, or the messages given). */
+function firstMessages(p: AgentPayload): Json[] {
+  const system = p.instructions === undefined ? [] : [{ role: "system", content: p.instructions }];
+  const input = typeof p.input === "string" ? [{ role: "user", content: p.input }] : p.input;
+  return [...system, ...input] as Json[];
+}
+
+/** One model call through the llm handler; its text streams as the visit's progress. */
+async function modelTurn(
+  c: AgentLoopContext,
+  task: Task,
+  p: AgentPayload,
+  turn: number,
+  messages: Json[],
+  tools: Json[],
+): Promise<Json> {
+  const settings: Record<string, Json> = { model: p.model };
+  for (const field of ["provider", "temperature", "max_tokens", "response_format"] as const) {
+    if (p[field] !== undefined) settings[field] = p[field] as Json;
+  }
+  const completion = (await c.llm({
+    ...task,
+    agent_type: "llm",
+    // The provider may deduplicate by it: the same on every attempt of this turn.
+    execution_id: `${task.execution_id}:turn:${turn}`,
+    payload: { ...settings, messages, ...(tools.length > 0 ? { tools } : {}) },
+    signal: task.signal,
+    progress: (data) => task.progress({ turn, ...(data as Record<string, Json>) }),
+  })) as {
+    content: string;
+    parsed: Json;
+    tool_calls: { id: string; type: string; function: { name: string; arguments: string } }[];
+    usage: { prompt_tokens: number; completion_tokens: number } | null;
+    finish_reason: string | null;
+  };
+  const message: TurnMessage = {
+    role: "assistant",
+    content: completion.content,
+    usage: completion.usage
+      ? { tokens_in: completion.usage.prompt_tokens, tokens_out: completion.usage.completion_tokens }
+      : null,
+    finish_reason: completion.finish_reason,
+  };
+  if (completion.tool_calls.length > 0) {
+    message.tool_calls = completion.tool_calls.map((call) => ({
+      id: call.id,
+      type: call.type || "function",
+      function: { name: call.function.name, arguments: call.function.arguments },
+    }));
+  }
+  if (completion.parsed !== null && completion.parsed !== undefined) message.parsed = completion.parsed;
+  return message as unknown as Json;
+}
+
+/** A recorded message as the model is sent it: without what Skein keeps beside it. */
+function requestMessage(m: TurnMessage | ToolMessage): Json {
+  if (m.role === "tool") return { role: "tool", tool_call_id: m.tool_call_id, content: m.content };
+  return { role: "assistant", content: m.content, ...(m.tool_calls ? { tool_calls: m.tool_calls } : {}) } as Json;
+}
+
+async function checkBudget(c: AgentLoopContext, task: Task, before: string): Promise<void> {
+  const reached = await c.budgetReached(task);
+  if (reached) throw reasoned(`${reached.message} (before ${before})`, reached.reason ?? "budget_exceeded");
+}
+
+/** A NonRetryableError whose reason the visit's error carries (handler-errors.ts). */
+function reasoned(message: string, reason: string): NonRetryableError {
+  return Object.assign(new NonRetryableError(message), { reason });
+}
+
+async function inOrder<T, R>(items: T[], fn: (item: T, index: number) => Promise<R>): Promise<R[]> {
+  const out: R[] = [];
+  for (const [i, item] of items.entries()) out.push(await fn(item, i));
+  return out;
+}

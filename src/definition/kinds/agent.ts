@@ -1,0 +1,295 @@
+/**
+ * `agent` (DESIGN §14.2): a tool-calling loop. A model asks for tools, the engine runs them and
+ * gives their results back, until the model answers. This module is the payload's rules only
+ * (pure); the loop itself is src/calls/agent/, wired in engine-parts as the kind's in-process
+ * agent, each model turn and each tool call a durable step of the visit (§14.1).
+ *
+ * Decisions where DESIGN is silent:
+ * - A tool's `agent_type` names an agent this engine runs in its process (a handler, `http`,
+ *   `llm`): the loop calls it with the model's arguments as its payload. Tools served only by
+ *   external workers, and `workflow` tools (a child run per call), are refused when called.
+ * - A tool's `retry_count` (default 0: the model sees the error and decides) retries a failed
+ *   call at once; `timeout` (seconds) aborts one call.
+ * - `approval`, `compensation` on a tool and `thread` are not built yet: registration refuses
+ *   them with a sentence saying so, rather than accepting what the engine would ignore.
+ */
+
+import { Ajv } from "ajv";
+import type { Problem } from "../../errors.js";
+import type { Json } from "../../json-text.js";
+import { compilePayload } from "../expressions.js";
+import type { NodeDefinition } from "../schema.js";
+import { nearest } from "../suggest.js";
+import type { KindRules } from "./kind.js";
+import { payloadProblems as llmProblems } from "./llm.js";
+
+/** The model settings an agent payload shares with an `llm` node's. */
+const MODEL_FIELDS = ["model", "provider", "temperature", "max_tokens", "response_format"] as const;
+const FIELDS = [
+  ...MODEL_FIELDS,
+  "instructions",
+  "input",
+  "tools",
+  "max_turns",
+  "parallel_tool_calls",
+  "tool_errors",
+  "thread",
+] as const;
+const TOOL_FIELDS = ["name", "description", "parameters", "agent_type", "payload", "retry_count", "timeout"] as const;
+const MCP_FIELDS = ["mcp", "tools"] as const;
+/** Not built yet: refused with this sentence (module doc). */
+const NOT_YET =
+  "is not built yet in this version of Skein; until it is, put the step in a node of its own (a human_review before the node that acts, a compensation on that node)";
+
+export const DEFAULT_MAX_TURNS = 10;
+/** The most model calls one visit may make: a loop past it is a bug, not a plan. */
+export const MAX_TURNS_LIMIT = 1000;
+/** A tool call's longest timeout, seconds (a day: longer work belongs in a node of its own). */
+const MAX_TOOL_TIMEOUT_S = 86_400;
+const TOOL_NAME = /^[A-Za-z0-9_-]{1,64}$/;
+
+/** A tool that runs an agent of this engine. */
+export interface AgentTool {
+  name: string;
+  description?: string;
+  parameters?: Record<string, Json>;
+  agent_type: string;
+  /** Templates that see `args` (the model's arguments); absent: the arguments are the payload. */
+  payload?: Json;
+  retry_count?: number;
+  timeout?: number;
+}
+
+/** The tools of an MCP server named in the engine's `mcp` option (all of them, or these names). */
+export interface McpToolSet {
+  mcp: string;
+  tools?: string[];
+}
+
+/** The payload as the loop reads it (after validation and template resolution). */
+export interface AgentPayload {
+  model: string;
+  provider?: string;
+  temperature?: number;
+  max_tokens?: number;
+  response_format?: Json;
+  instructions?: string;
+  input: string | Json[];
+  tools?: (AgentTool | McpToolSet)[];
+  max_turns?: number;
+  parallel_tool_calls?: boolean;
+  tool_errors?: "to_model" | "fail";
+}
+
+export const agent: KindRules = {
+  name: "agent",
+  start: "agent",
+  notClaimable: "run in the engine (its built-in tool-calling loop, with the engine's providers, tools and secrets)",
+  retries: true,
+  // A tool's payload templates see `args`, one call at a time: the loop resolves them.
+  deferred: ["tools"],
+  validate(node: NodeDefinition, checks) {
+    // Rules added since a document was stored do not refuse it (an agent_type "agent" of its own).
+    if (checks.stored) return [];
+    return payloadProblems(node.payload, false).map((p) => ({ path: `${checks.at}.${p.path}`, message: p.message }));
+  },
+  checkResolved(payload) {
+    const problems = payloadProblems(payload, true);
+    return problems.length === 0 ? null : problems.map((p) => `${p.path} ${p.message}`).join("; ");
+  },
+};
+
+/**
+ * Every problem of an agent payload, with its path from `payload`. Before templates are resolved
+ * (`resolved` false), a field that is a template is left for `checkResolved`.
+ */
+export function payloadProblems(payload: unknown, resolved: boolean): Problem[] {
+  if (!isObject(payload)) {
+    return [
+      { path: "payload", message: 'must be an object, e.g. { "model": "gpt-4o-mini", "input": "...", "tools": [] }' },
+    ];
+  }
+  const p = payload;
+  const later = (v: unknown) => !resolved && typeof v === "string" && v.includes("{{");
+  const problems: Problem[] = [];
+  const add = (path: string, message: string) => problems.push({ path: `payload${path}`, message });
+
+  for (const key of Object.keys(p)) {
+    if ((FIELDS as readonly string[]).includes(key)) continue;
+    const near = nearest(key, FIELDS);
+    add(
+      `.${key}`,
+      `is not a field of an agent payload${near ? ` (did you mean "${near}"?)` : ""}; the fields are ${FIELDS.join(", ")}`,
+    );
+  }
+  // The model settings are an llm node's: its rules, with a placeholder prompt.
+  const model: Record<string, unknown> = { prompt: "" };
+  for (const field of MODEL_FIELDS) if (field in p) model[field] = p[field];
+  problems.push(...llmProblems(model, resolved));
+
+  if (p.instructions !== undefined && !later(p.instructions) && typeof p.instructions !== "string") {
+    add(".instructions", `must be a string (the system message), got ${show(p.instructions)}`);
+  }
+  if (!("input" in p)) add(".input", 'is required: the user\'s message, e.g. "{{ input.question }}"');
+  else if (!later(p.input)) {
+    const ok =
+      typeof p.input === "string" || (Array.isArray(p.input) && p.input.length > 0 && p.input.every(isMessage));
+    if (!ok)
+      add(
+        ".input",
+        `must be a string (one user message) or a non-empty list of { role, content }, got ${show(p.input)}`,
+      );
+  }
+  if ("max_turns" in p && !later(p.max_turns)) {
+    const m = p.max_turns;
+    if (!Number.isInteger(m) || (m as number) < 1 || (m as number) > MAX_TURNS_LIMIT) {
+      add(
+        ".max_turns",
+        `must be a whole number from 1 to ${MAX_TURNS_LIMIT} (model calls in one visit), got ${show(m)}`,
+      );
+    }
+  }
+  if ("parallel_tool_calls" in p && typeof p.parallel_tool_calls !== "boolean") {
+    add(".parallel_tool_calls", `must be true or false, got ${show(p.parallel_tool_calls)}`);
+  }
+  if ("tool_errors" in p && p.tool_errors !== "to_model" && p.tool_errors !== "fail") {
+    add(
+      ".tool_errors",
+      `must be "to_model" (a failed call's error goes back to the model) or "fail" (the visit fails), got ${show(p.tool_errors)}`,
+    );
+  }
+  if ("thread" in p) add(".thread", `(a conversation kept across visits and runs) ${NOT_YET}`);
+  if ("tools" in p) problems.push(...toolsProblems(p.tools));
+  return problems;
+}
+
+function toolsProblems(tools: unknown): Problem[] {
+  if (!Array.isArray(tools)) {
+    return [
+      {
+        path: "payload.tools",
+        message: `must be a list of tools ({ name, agent_type, ... } or { mcp }), got ${show(tools)}`,
+      },
+    ];
+  }
+  const problems: Problem[] = [];
+  const names = new Map<string, number>();
+  tools.forEach((t: unknown, i) => {
+    const at = `payload.tools[${i}]`;
+    const add = (path: string, message: string) => problems.push({ path: `${at}${path}`, message });
+    if (!isObject(t)) {
+      add(
+        "",
+        `must be a tool { name, description, parameters, agent_type } or an MCP server's tools { mcp }, got ${show(t)}`,
+      );
+      return;
+    }
+    if ("mcp" in t) {
+      unknownFields(t, MCP_FIELDS, "an MCP tool set", add);
+      if (typeof t.mcp !== "string" || t.mcp === "")
+        add(".mcp", `must name a server of the engine's mcp option, got ${show(t.mcp)}`);
+      if ("tools" in t) {
+        const ok =
+          Array.isArray(t.tools) && t.tools.length > 0 && t.tools.every((n) => typeof n === "string" && n !== "");
+        if (!ok) add(".tools", `must be a non-empty list of the server's tool names, got ${show(t.tools)}`);
+      }
+      return;
+    }
+    unknownFields(t, TOOL_FIELDS, "a tool", add);
+    if (typeof t.name !== "string" || !TOOL_NAME.test(t.name)) {
+      add(".name", `must be 1 to 64 letters, digits, _ or - (the name the model calls), got ${show(t.name)}`);
+    } else {
+      const first = names.get(t.name);
+      if (first !== undefined)
+        add(".name", `"${t.name}" is the name of payload.tools[${first}] too: tool names are unique`);
+      else names.set(t.name, i);
+    }
+    if ("description" in t && typeof t.description !== "string") {
+      add(".description", `must be a string (what the tool does, for the model), got ${show(t.description)}`);
+    }
+    if (typeof t.agent_type !== "string" || t.agent_type === "") {
+      add(
+        ".agent_type",
+        `is required: the agent that runs a call (an agent of this engine, or http), got ${show(t.agent_type)}`,
+      );
+    }
+    if ("parameters" in t) {
+      const problem = schemaProblem(t.parameters);
+      if (problem) add(".parameters", problem);
+    }
+    if ("payload" in t) {
+      // Its templates see `args`; a secret goes to the tool's agent, not through the model's loop.
+      const compiled = compilePayload(t.payload, `${at}.payload`, {
+        secretsRefused:
+          "a tool's payload cannot read secrets; give them to the tool's agent (defineAgent({ secrets }))",
+      });
+      problems.push(...compiled.problems);
+    }
+    if (
+      "retry_count" in t &&
+      !(Number.isInteger(t.retry_count) && (t.retry_count as number) >= 0 && (t.retry_count as number) <= 10)
+    ) {
+      add(".retry_count", `must be a whole number from 0 to 10, got ${show(t.retry_count)}`);
+    }
+    if ("timeout" in t && !(typeof t.timeout === "number" && t.timeout > 0 && t.timeout <= MAX_TOOL_TIMEOUT_S)) {
+      add(".timeout", `must be a number of seconds above 0, at most ${MAX_TOOL_TIMEOUT_S}, got ${show(t.timeout)}`);
+    }
+  });
+  return problems;
+}
+
+/** Fields a tool may not have: those not built yet get NOT_YET, others a "did you mean". */
+function unknownFields(
+  t: Record<string, unknown>,
+  known: readonly string[],
+  what: string,
+  add: (path: string, message: string) => void,
+): void {
+  for (const key of Object.keys(t)) {
+    if (known.includes(key)) continue;
+    if (key === "approval" || key === "compensation") {
+      add(`.${key}`, `(a tool's ${key}) ${NOT_YET}`);
+      continue;
+    }
+    const near = nearest(key, known);
+    add(
+      `.${key}`,
+      `is not a field of ${what}${near ? ` (did you mean "${near}"?)` : ""}; the fields are ${known.join(", ")}`,
+    );
+  }
+}
+
+let ajv: Ajv | null = null;
+
+/** The JSON Schema checker of tools' arguments: one, made on first use. */
+export function toolSchemas(): Ajv {
+  ajv ??= new Ajv({ allErrors: true, strict: false });
+  return ajv;
+}
+
+/** Why `parameters` is not a JSON Schema of an object (what the model's arguments are), or null. */
+function schemaProblem(schema: unknown): string | null {
+  if (!isObject(schema))
+    return `must be a JSON Schema object, e.g. { "type": "object", "properties": { ... } }, got ${show(schema)}`;
+  if (schema.type !== undefined && schema.type !== "object") {
+    return `must describe an object (the model's arguments are one): "type" is ${show(schema.type)}, not "object"`;
+  }
+  const checker = toolSchemas();
+  if (!checker.validateSchema(schema)) return `is not a valid JSON Schema: ${checker.errorsText(checker.errors)}`;
+  return null;
+}
+
+function isMessage(m: unknown): boolean {
+  return isObject(m) && typeof m.role === "string" && (typeof m.content === "string" || Array.isArray(m.content));
+}
+
+function isObject(v: unknown): v is Record<string, unknown> {
+  return v !== null && typeof v === "object" && !Array.isArray(v);
+}
+
+/** A value in a message, cut short. */
+function show(v: unknown): string {
+  if (v === undefined) return "nothing";
+  const text = JSON.stringify(v) ?? String(v);
+  return text.length > 60 ? `${text.slice(0, 57)}...` : text;
+}

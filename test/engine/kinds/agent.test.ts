@@ -1,0 +1,292 @@
+/**
+ * The agent node in a real engine, against the OpenAI-protocol fixture server (on the store the
+ * suite runs on): a loop of turns with parallel tool calls, invalid arguments and failed calls
+ * going back to the model (or failing the visit), max_turns, a budget, a cancel mid-tool, a
+ * redrive that resumes after the last recorded message, and what validation refuses.
+ */
+import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import type { AgentHandler, EngineOptions, WorkflowInput } from "../../../src/index.js";
+import { ValidationError } from "../../../src/index.js";
+import { type OpenAIServer, startOpenAIServer } from "../../fixtures/openai-server.js";
+import { testEngine } from "../../helpers.js";
+
+let server: OpenAIServer;
+beforeEach(async () => {
+  server = await startOpenAIServer();
+});
+afterEach(async () => {
+  await server.close();
+});
+
+const chat = () => server.requestsTo("/v1/chat/completions");
+
+function engineWith(agents: Record<string, AgentHandler>, options: EngineOptions = {}) {
+  return testEngine({
+    llm: { providers: { default: { base_url: server.baseUrl, api_key: "sk-test" } } },
+    progressIntervalMs: 0,
+    agents,
+    ...options,
+  });
+}
+
+const lookupTool = {
+  name: "lookup",
+  description: "Finds an order",
+  parameters: { type: "object", properties: { order_id: { type: "string" } }, required: ["order_id"] },
+  agent_type: "orders",
+};
+
+function agentFlow(payload: Record<string, unknown>, node: Record<string, unknown> = {}): WorkflowInput {
+  return {
+    id: "support",
+    nodes: [
+      {
+        node_id: "assist",
+        agent_type: "agent",
+        payload: { model: "gpt-test", instructions: "You help.", input: "{{ input.question }}", ...payload },
+        ...node,
+      },
+    ],
+  } as WorkflowInput;
+}
+
+const call = (id: string, name: string, args: unknown) => ({ id, name, arguments: JSON.stringify(args) });
+
+describe("the agent node", () => {
+  it("runs three turns with parallel tool calls and answers, each call with its key", async () => {
+    const seen: { key: string; payload: unknown }[] = [];
+    let inFlight = 0;
+    let most = 0;
+    const { engine } = await engineWith({
+      orders: async (t) => {
+        inFlight += 1;
+        most = Math.max(most, inFlight);
+        seen.push({ key: t.execution_id, payload: t.payload });
+        await new Promise((resolve) => setImmediate(resolve));
+        inFlight -= 1;
+        return { order: (t.payload as { order_id: string }).order_id, status: "shipped" };
+      },
+    });
+    await engine.registerWorkflow(agentFlow({ tools: [lookupTool] }));
+    server.reply(
+      {
+        tool_calls: [call("c1", "lookup", { order_id: "A1" }), call("c2", "lookup", { order_id: "B2" })],
+        usage: { prompt_tokens: 10, completion_tokens: 4 },
+      },
+      { tool_calls: [call("c3", "lookup", { order_id: "C3" })], usage: { prompt_tokens: 20, completion_tokens: 3 } },
+      { text: "All three shipped.", usage: { prompt_tokens: 30, completion_tokens: 5 } },
+    );
+    const run = await engine.waitForRun((await engine.startRun("support", { input: { question: "Where?" } })).run_id);
+
+    expect(run.status).toBe("SUCCEEDED");
+    const ex = run.nodes[0]?.execution_id as string;
+    expect(run.nodes[0]?.output).toEqual({
+      content: "All three shipped.",
+      parsed: null,
+      finish_reason: "stop",
+      turns: 3,
+      tool_calls: 3,
+      usage: { tokens_in: 60, tokens_out: 12 },
+    });
+    expect(seen).toEqual([
+      { key: `${ex}:1:0`, payload: { order_id: "A1" } },
+      { key: `${ex}:1:1`, payload: { order_id: "B2" } },
+      { key: `${ex}:2:0`, payload: { order_id: "C3" } },
+    ]);
+    expect(most).toBe(2); // the two calls of turn 1 ran at once
+    // Each request is assembled from the stored messages: the third sees both turns and their results.
+    const third = chat()[2]?.body as {
+      messages: { role: string; content?: string; tool_call_id?: string }[];
+      tools: unknown[];
+    };
+    expect(third.messages.map((m) => m.role)).toEqual([
+      "system",
+      "user",
+      "assistant",
+      "tool",
+      "tool",
+      "assistant",
+      "tool",
+    ]);
+    expect(third.messages[3]).toEqual({
+      role: "tool",
+      tool_call_id: "c1",
+      content: '{"order":"A1","status":"shipped"}',
+    });
+    expect(third.tools).toEqual([
+      {
+        type: "function",
+        function: { name: "lookup", description: "Finds an order", parameters: lookupTool.parameters },
+      },
+    ]);
+    // One step a message: 3 turns and 3 calls.
+    const steps = await engine.listSteps(run.run_id, "assist");
+    expect(steps.map((s) => s.name)).toEqual(["turn:1", "tool:1:0", "tool:1:1", "turn:2", "tool:2:0", "turn:3"]);
+    expect((await engine.getRun(run.run_id)).usage).toMatchObject({ tokens_in: 60, tokens_out: 12 });
+  });
+
+  it("runs the calls of a turn one after another when parallel_tool_calls is false", async () => {
+    let inFlight = 0;
+    let most = 0;
+    const { engine } = await engineWith({
+      orders: async () => {
+        inFlight += 1;
+        most = Math.max(most, inFlight);
+        await new Promise((resolve) => setImmediate(resolve));
+        inFlight -= 1;
+        return "ok";
+      },
+    });
+    await engine.registerWorkflow(agentFlow({ tools: [lookupTool], parallel_tool_calls: false }));
+    server.reply(
+      { tool_calls: [call("c1", "lookup", { order_id: "A1" }), call("c2", "lookup", { order_id: "B2" })] },
+      { text: "done" },
+    );
+    const run = await engine.waitForRun((await engine.startRun("support", { input: { question: "?" } })).run_id);
+    expect(run.status).toBe("SUCCEEDED");
+    expect(most).toBe(1);
+  });
+
+  it("gives invalid arguments, an unknown tool and a failed call back to the model (tool_errors to_model)", async () => {
+    let calls = 0;
+    const { engine } = await engineWith({
+      orders: (t) => {
+        calls += 1;
+        if ((t.payload as { order_id: string }).order_id === "BAD") throw new Error("no such order");
+        return "shipped";
+      },
+    });
+    await engine.registerWorkflow(agentFlow({ tools: [lookupTool] }));
+    server.reply(
+      {
+        tool_calls: [
+          call("c1", "lookup", { order: 1 }),
+          call("c2", "refund", {}),
+          call("c3", "lookup", { order_id: "BAD" }),
+          { id: "c4", name: "lookup", arguments: "{not json" },
+        ],
+      },
+      { text: "Sorry." },
+    );
+    const run = await engine.waitForRun((await engine.startRun("support", { input: { question: "?" } })).run_id);
+    expect(run.status).toBe("SUCCEEDED");
+    expect(calls).toBe(1); // only the valid call ran
+    const tools = (chat()[1]?.body as { messages: { role: string; content: string }[] }).messages.filter(
+      (m) => m.role === "tool",
+    );
+    expect(tools.map((m) => m.content)).toEqual([
+      expect.stringMatching(/^error: invalid arguments for lookup: arguments must have required property 'order_id'/),
+      expect.stringMatching(/^error: there is no tool named "refund"; the tools are lookup/),
+      "error: no such order",
+      expect.stringMatching(/^error: the arguments are not a JSON object/),
+    ]);
+  });
+
+  it("fails the visit on a failed call when tool_errors is fail, after the tool's retries", async () => {
+    let calls = 0;
+    const { engine } = await engineWith({
+      orders: () => {
+        calls += 1;
+        throw new Error("the order service is down");
+      },
+    });
+    await engine.registerWorkflow(
+      agentFlow({ tools: [{ ...lookupTool, retry_count: 2 }], tool_errors: "fail" }, { retry_count: 0 }),
+    );
+    server.reply({ tool_calls: [call("c1", "lookup", { order_id: "A1" })] });
+    const run = await engine.waitForRun((await engine.startRun("support", { input: { question: "?" } })).run_id);
+    expect(run.status).toBe("FAILED");
+    expect(calls).toBe(3);
+    expect(run.nodes[0]?.error).toMatchObject({
+      reason: "non_retryable",
+      message: 'tool "lookup" failed (tool_errors is "fail"): the order service is down',
+    });
+  });
+
+  it("fails max_turns_exceeded when the model keeps calling tools", async () => {
+    const { engine } = await engineWith({ orders: () => "ok" });
+    await engine.registerWorkflow(agentFlow({ tools: [lookupTool], max_turns: 2 }));
+    server.reply(
+      { tool_calls: [call("c1", "lookup", { order_id: "A" })] },
+      { tool_calls: [call("c2", "lookup", { order_id: "B" })] },
+    );
+    const run = await engine.waitForRun((await engine.startRun("support", { input: { question: "?" } })).run_id);
+    expect(run.status).toBe("FAILED");
+    expect(run.nodes[0]?.error).toMatchObject({ reason: "max_turns_exceeded" });
+    expect(chat()).toHaveLength(2);
+  });
+
+  it("stops before the next turn once the run's budget is spent", async () => {
+    const { engine } = await engineWith({ orders: () => "ok" });
+    await engine.registerWorkflow({
+      ...agentFlow({ tools: [lookupTool] }),
+      budget: { max_tokens: 100 },
+    } as WorkflowInput);
+    server.reply({
+      tool_calls: [call("c1", "lookup", { order_id: "A" })],
+      usage: { prompt_tokens: 90, completion_tokens: 20 },
+    });
+    const run = await engine.waitForRun((await engine.startRun("support", { input: { question: "?" } })).run_id);
+    expect(run.status).toBe("FAILED");
+    expect(run.nodes[0]?.error).toMatchObject({ reason: "budget_exceeded" });
+    expect(run.nodes[0]?.error?.message).toMatch(
+      /110 tokens used .* of max_tokens 100.*\(before tool call lookup of turn 1\)/,
+    );
+    expect(chat()).toHaveLength(1);
+  });
+
+  it("resumes a redriven visit after its last recorded message: no turn asked again, no call run again", async () => {
+    const ran: string[] = [];
+    const { engine } = await engineWith({
+      orders: (t) => {
+        ran.push(t.execution_id);
+        return "shipped";
+      },
+    });
+    await engine.registerWorkflow(agentFlow({ tools: [lookupTool] }, { retry_count: 0 }));
+    server.reply(
+      { tool_calls: [call("c1", "lookup", { order_id: "A" })] },
+      { status: 400 }, // turn 2 fails the visit (not retried)
+      { text: "Shipped." },
+    );
+    const failed = await engine.waitForRun((await engine.startRun("support", { input: { question: "?" } })).run_id);
+    expect(failed.status).toBe("FAILED");
+    await engine.retryRun(failed.run_id);
+    const run = await engine.waitForRun(failed.run_id);
+    expect(run.status).toBe("SUCCEEDED");
+    expect(run.nodes[0]?.output).toMatchObject({ content: "Shipped.", turns: 2, tool_calls: 1 });
+    expect(ran).toHaveLength(1); // the recorded call did not run again
+    expect(chat()).toHaveLength(3); // turn 1 was not asked again
+    expect((chat()[2]?.body as { messages: unknown[] }).messages).toHaveLength(4);
+  });
+
+  it("refuses a payload with precise paths at registration", async () => {
+    const { engine } = await engineWith({ orders: () => "ok" });
+    const attempt = engine.registerWorkflow(
+      agentFlow({
+        max_turn: 3,
+        tools: [
+          lookupTool,
+          { ...lookupTool, parameters: { type: "object", properties: { a: { type: "strin" } } } },
+          { name: "x", agent_type: "orders", approval: { assignees: ["ops"] } },
+          { mcp: "" },
+        ],
+      }),
+    );
+    await expect(attempt).rejects.toThrow(ValidationError);
+    const problems = await attempt.catch((e: ValidationError) => e.problems.map((p) => `${p.path}: ${p.message}`));
+    expect(problems).toEqual(
+      expect.arrayContaining([
+        expect.stringMatching(
+          /^nodes\[0\]\.payload\.max_turn: is not a field of an agent payload \(did you mean "max_turns"\?\)/,
+        ),
+        expect.stringMatching(
+          /^nodes\[0\]\.payload\.tools\[1\]\.name: "lookup" is the name of payload\.tools\[0\] too/,
+        ),
+        expect.stringMatching(/^nodes\[0\]\.payload\.tools\[1\]\.parameters: is not a valid JSON Schema/),
+        expect.stringMatching(/^nodes\[0\]\.payload\.tools\[2\]\.approval: \(a tool's approval\) is not built yet/),
+        expect.stringMatching(/^nodes\[0\]\.payload\.tools\[3\]\.mcp: must name a server/),
+      ]),
+    );
+  });
+});
