@@ -260,6 +260,34 @@ describe("the agent node", () => {
     expect((chat()[2]?.body as { messages: unknown[] }).messages).toHaveLength(4);
   });
 
+  it("aborts the running tool call when the run is cancelled, and asks the model nothing more", async () => {
+    let started: () => void = () => {};
+    const inTool = new Promise<void>((resolve) => {
+      started = resolve;
+    });
+    let aborted: unknown = null;
+    const { engine } = await engineWith({
+      orders: (t) =>
+        new Promise((_, reject) => {
+          started();
+          t.signal.addEventListener("abort", () => {
+            aborted = t.signal.reason;
+            reject(t.signal.reason);
+          });
+        }),
+    });
+    await engine.registerWorkflow(agentFlow({ tools: [lookupTool] }));
+    server.reply({ tool_calls: [call("c1", "lookup", { order_id: "A" })] }, { text: "never asked" });
+    const { run_id } = await engine.startRun("support", { input: { question: "?" } });
+    await inTool;
+    await engine.cancelRun(run_id, { reason: "the user left" });
+    const run = await engine.waitForRun(run_id);
+    expect(run.status).toBe("CANCELLED");
+    expect(String(aborted)).toMatch(/cancel/);
+    expect(chat()).toHaveLength(1);
+    expect((await engine.listSteps(run_id, "assist")).map((s) => s.name)).toEqual(["turn:1"]);
+  });
+
   it("refuses a payload with precise paths at registration", async () => {
     const { engine } = await engineWith({ orders: () => "ok" });
     const attempt = engine.registerWorkflow(
