@@ -35,6 +35,7 @@ import type { PublishEventOptions, SendEventOptions } from "./events.js";
 import { refuseNul } from "./identifiers.js";
 import { closeEngine, Heartbeat, startEngine } from "./lifecycle.js";
 import { type ListMapItemsOptions, listMapItems, type MapItemPage } from "./map-items.js";
+import { type ListMessagesOptions, listMessages, type MessagePage } from "./messages.js";
 import { openStore } from "./open-store.js";
 import type { RegisteredWorkflow, WorkflowCheck } from "./registry.js";
 import { pruneRuns, type Retention } from "./retention.js";
@@ -185,6 +186,17 @@ export class Engine {
    */
   async listSteps(runId: string, nodeId?: string): Promise<StepRow[]> {
     return listSteps(this.store, this.p.registry, runId, nodeId);
+  }
+
+  /**
+   * A page of an `agent` node's conversation in one visit (default: its current one, DESIGN
+   * §14.2): its instructions and input, then each model turn (content, tool calls, usage) and
+   * each tool call's result as the loop recorded it, by `seq`.
+   * @throws ValidationError for a bad visit, after or limit; NotFoundError for an unknown run or a node that is not an agent node
+   * @example const { messages, next_after } = await engine.listMessages(runId, "assist", { limit: 50 });
+   */
+  async listMessages(runId: string, nodeId: string, options: ListMessagesOptions = {}): Promise<MessagePage> {
+    return listMessages(this.store, this.p.registry, runId, nodeId, options);
   }
 
   /**
