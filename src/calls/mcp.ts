@@ -319,7 +319,7 @@ export class McpClients {
         if (signal?.aborted) throw signal.reason;
         if (e instanceof SkeinError) throw e;
         if (!(e instanceof McpError) || e.code === ErrorCode.ConnectionClosed) this.drop(server, c);
-        // The server answered 404 to a request with our session id: it ran nothing (DESIGN; MCP spec, Session Management).
+        // The server answered 404 to a request with our session id: it forgot the session and ran nothing (the MCP spec, Session Management).
         const forgotten = e instanceof StreamableHTTPError && e.code === 404 && c.hasSession();
         if (forgotten && !again) continue;
         throw this.failure(server, c, what, e);
