@@ -5,6 +5,7 @@ import type { Logger } from "pino";
 import type { AgentHandler, DecideHook } from "../agents/task.js";
 import type { EgressOptions } from "../calls/egress.js";
 import type { LlmOptions } from "../calls/llm/providers.js";
+import type { McpOptions } from "../calls/mcp.js";
 import type { Clock } from "../clock.js";
 import type { Budget, Compensation, Json, LiveEvent, Run, RunEvent, Visit } from "../core/types.js";
 import type { ChildRun } from "../store/store.js";
@@ -169,6 +170,13 @@ export interface EngineOptions {
    * @defaultValue no providers: an llm node fails, naming this option
    */
   llm?: LlmOptions;
+  /**
+   * MCP servers whose tools `agent` nodes may call (DESIGN §14.2, docs/agent-node.md): by name,
+   * over Streamable HTTP (`url`, `headers`) or stdio (`command`, `args`, `env`); a node's tools
+   * name one with `{ "mcp": "<name>" }`. Connected on first use, closed with the engine.
+   * @example mcp: { servers: { tickets: { url: "https://mcp.example.com/mcp", headers: { authorization: `Bearer ${token}` } } } }
+   */
+  mcp?: McpOptions;
   /**
    * @internal the test harness's: every in-process handler (the given agents and the built-in
    * kinds' own) passes through it once, by agent_type, as the engine is made.

@@ -13,6 +13,7 @@ import { aggregatorHandler } from "../calls/aggregator.js";
 import { Egress, egressProblems } from "../calls/egress.js";
 import { httpAgent } from "../calls/http.js";
 import { llmHandler } from "../calls/llm/handler.js";
+import { McpClients, mcpOptionProblems } from "../calls/mcp.js";
 import { type Clock, systemClock } from "../clock.js";
 import { budgetReached, usageRuns } from "../core/budget.js";
 import type { VisitError } from "../core/types.js";
@@ -70,19 +71,23 @@ export interface PartsContext {
   secrets: Secrets;
   /** Where the http node may connect. */
   egress: Egress;
+  /** The MCP servers agent nodes' tools call (the `mcp` option); null without one. */
+  mcp: McpClients | null;
   /** Whether the engine was closed (waiting external claims then return empty). */
   closed: () => boolean;
 }
 
 /**
  * An engine's parts over an open store. `closed`: whether the engine was closed.
- * @throws ValidationError for a bad `egress` or `maxRunsPerTree` option
+ * @throws ValidationError for a bad `egress`, `mcp` or `maxRunsPerTree` option
  */
 export function createParts(store: Store, options: EngineOptions, serve: boolean, closed: () => boolean): EngineParts {
   const engineId = options.engineId ?? `${hostname()}-${process.pid}-${randomHex(3)}`;
   const clock = options.clock ?? systemClock;
   const logger = options.logger ?? pino({ level: "silent" });
   const maxPayloadBytes = options.maxPayloadBytes ?? 1024 * 1024;
+  const mcpRefused = mcpOptionProblems(options.mcp);
+  if (mcpRefused.length > 0) throw new ValidationError("The mcp option is invalid", mcpRefused);
   const egressRefused = egressProblems(options.egress);
   if (egressRefused.length > 0) throw new ValidationError("The egress option is invalid", egressRefused);
   const ages = retentionAges(options.retention);
@@ -93,6 +98,7 @@ export function createParts(store: Store, options: EngineOptions, serve: boolean
   // No SDK registered and none given: every instrument would be a no-op, so nothing is counted
   // (counting walks each commit's events; a metrics SDK registered later is not seen).
   const counting = meterProvider.getMeter("skein") !== createNoopMeter();
+  const secrets = new Secrets(options.secrets ?? {});
   const c: PartsContext = {
     store,
     options,
@@ -105,7 +111,8 @@ export function createParts(store: Store, options: EngineOptions, serve: boolean
         ? new EngineMetrics({ meterProvider, store, engineId, clock, logger, agentTypes: () => agentTypes })
         : null,
     maxPayloadBytes,
-    secrets: new Secrets(options.secrets ?? {}),
+    secrets,
+    mcp: options.mcp ? new McpClients(options.mcp, { secrets }) : null,
     egress: new Egress(options.egress),
     closed,
   };
@@ -170,7 +177,7 @@ function wireParts(c: PartsContext) {
         llm,
         // A tool is an agent that takes a payload: not the loop itself, not the aggregator (it reads nodes).
         handler: (type) => (type === "agent" || type === "aggregator" ? undefined : handlers.get(type)),
-        mcp: null,
+        mcp: c.mcp,
         budgetReached: (task) => runBudgetReached(store, task.run_id),
       }),
     );

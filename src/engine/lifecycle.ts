@@ -100,6 +100,8 @@ export async function closeEngine(p: EngineParts, heartbeat: Heartbeat, deadline
     p.logger.warn({ err }, "skein: could not record that the engine stopped");
   }
   p.metrics?.stop();
+  // An MCP server started with `command` ends with its stdin: none outlives the engine.
+  if (p.mcp) await untilDeadline(p.mcp.close(), Date.now() + CLOSE_GRACE_MS);
   const released = await untilDeadline(p.store.close(), Date.now() + CLOSE_GRACE_MS);
   if (!released) p.logger.warn("skein: the database connection did not close in time; left to the process's exit");
   p.subscribers.clear();

@@ -30,11 +30,7 @@ const call = (id: string, order_id: string) => ({ id, name: "lookup", arguments:
 it(`a SIGKILL mid-tool-call: no recorded turn asked again, no recorded call run again, the one in flight once more with its key (${onPostgres ? "PostgreSQL" : "SQLite"})`, async () => {
   const server = await startOpenAIServer();
   servers.push(server);
-  server.reply(
-    { tool_calls: [call("c1", "A")] },
-    { tool_calls: [call("c2", "B")] },
-    { text: "A and B have shipped." },
-  );
+  server.reply({ tool_calls: [call("c1", "A")] }, { tool_calls: [call("c2", "B")] }, { text: "A and B have shipped." });
   const database = tempDb();
   const logFile = join(tempDir(), "calls.log");
   const child = new Child(CHILD, [database, server.baseUrl, logFile]);

@@ -149,17 +149,28 @@ describe.skipIf(!onPostgres)("a commit whose outcome was lost (PostgreSQL)", () 
       const run = await client.startRun("one");
       // The engine waits for the run: the attempt it may have claimed is given back, not left
       // RUNNING under it until its deadline (an hour).
-      await waitUntil(async () => {
-        // Waiting for this session's lock: other tests' sessions on the server may wait on theirs.
-        const { rows } = await holder.query(
-          "SELECT count(*)::int AS n FROM pg_stat_activity WHERE pg_backend_pid() = ANY (pg_blocking_pids(pid))",
-        );
-        return rows[0].n > 0;
-      }, async () => {
-        const { rows } = await holder.query(`SELECT run_id FROM "${schema}".runs`);
-        const acts = await holder.query("SELECT pid, state, wait_event_type, left(query, 120) AS q FROM pg_stat_activity WHERE datname = current_database()");
-        return JSON.stringify({ cut: cutter.cut, runs: rows, calls, run: await engine.getRun(run.run_id).catch((e) => String(e)), acts: acts.rows.filter((r) => r.q.includes(schema) || r.state !== "idle") });
-      });
+      await waitUntil(
+        async () => {
+          // Waiting for this session's lock: other tests' sessions on the server may wait on theirs.
+          const { rows } = await holder.query(
+            "SELECT count(*)::int AS n FROM pg_stat_activity WHERE pg_backend_pid() = ANY (pg_blocking_pids(pid))",
+          );
+          return rows[0].n > 0;
+        },
+        async () => {
+          const { rows } = await holder.query(`SELECT run_id FROM "${schema}".runs`);
+          const acts = await holder.query(
+            "SELECT pid, state, wait_event_type, left(query, 120) AS q FROM pg_stat_activity WHERE datname = current_database()",
+          );
+          return JSON.stringify({
+            cut: cutter.cut,
+            runs: rows,
+            calls,
+            run: await engine.getRun(run.run_id).catch((e) => String(e)),
+            acts: acts.rows.filter((r) => r.q.includes(schema) || r.state !== "idle"),
+          });
+        },
+      );
       await holder.query("ROLLBACK");
       const done = await engine.waitForRun(run.run_id);
       expect(cutter.cut).toBe(1);
@@ -179,7 +190,8 @@ describe.skipIf(!onPostgres)("a commit whose outcome was lost (PostgreSQL)", () 
 async function waitUntil(check: () => Promise<boolean>, debug: () => Promise<string>): Promise<void> {
   const until = Date.now() + 10_000;
   while (!(await check())) {
-    if (Date.now() > until) throw new Error("the engine never waited for the run another transaction holds" + await debug());
+    if (Date.now() > until)
+      throw new Error("the engine never waited for the run another transaction holds" + (await debug()));
     await new Promise((resolve) => setTimeout(resolve, 20));
   }
 }

@@ -33,6 +33,14 @@ export interface ConversationMessage {
 const TURN = /^turn:(\d+)$/;
 const TOOL = /^tool:(\d+):(\d+)$/;
 
+/** Where a step's message goes: [turn, 0] for a model turn, [turn, 1 + index] for a call; null for other steps. */
+function placeOf(name: string): number[] | null {
+  const turn = TURN.exec(name);
+  if (turn) return [Number(turn[1]), 0];
+  const tool = TOOL.exec(name);
+  return tool ? [Number(tool[1]), 1 + Number(tool[2])] : null;
+}
+
 /** The visit's messages: its payload's first ones, then its recorded turns and tool calls. */
 export function conversationOf(payload: Json | null, steps: readonly StepRow[]): ConversationMessage[] {
   const out: ConversationMessage[] = [];
@@ -44,10 +52,14 @@ export function conversationOf(payload: Json | null, steps: readonly StepRow[]):
     for (const m of p.input as { role?: string; content?: Json }[])
       add({ role: String(m.role), content: m.content ?? null });
   }
-  for (const step of steps) {
+  // Parallel calls are recorded as they end: the conversation has them in the order the model made them.
+  const ordered = steps
+    .map((step) => ({ step, at: placeOf(step.name) }))
+    .filter((s): s is { step: StepRow; at: number[] } => s.at !== null)
+    .sort((a, b) => a.at[0] - b.at[0] || a.at[1] - b.at[1]);
+  for (const { step } of ordered) {
     const turn = TURN.exec(step.name);
     const tool = TOOL.exec(step.name);
-    if (!turn && !tool) continue;
     const o = (step.output ?? {}) as Record<string, Json>;
     const recorded = { attempt: step.attempt, recorded_at: step.recorded_at };
     if (turn) {

@@ -7,6 +7,7 @@
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { AgentHandler, EngineOptions, WorkflowInput } from "../../../src/index.js";
 import { ValidationError } from "../../../src/index.js";
+import { startMcpHttpServer } from "../../fixtures/mcp-server.js";
 import { type OpenAIServer, startOpenAIServer } from "../../fixtures/openai-server.js";
 import { testEngine } from "../../helpers.js";
 
@@ -55,15 +56,16 @@ const call = (id: string, name: string, args: unknown) => ({ id, name, arguments
 describe("the agent node", () => {
   it("runs three turns with parallel tool calls and answers, each call with its key", async () => {
     const seen: { key: string; payload: unknown }[] = [];
-    let inFlight = 0;
-    let most = 0;
+    // The two calls of turn 1 each wait until both have started: run one after the other, they would not end.
+    let bothStarted: () => void = () => {};
+    const both = new Promise<void>((resolve) => {
+      bothStarted = resolve;
+    });
     const { engine } = await engineWith({
       orders: async (t) => {
-        inFlight += 1;
-        most = Math.max(most, inFlight);
         seen.push({ key: t.execution_id, payload: t.payload });
-        await new Promise((resolve) => setImmediate(resolve));
-        inFlight -= 1;
+        if (seen.length === 2) bothStarted();
+        if (seen.length <= 2) await both;
         return { order: (t.payload as { order_id: string }).order_id, status: "shipped" };
       },
     });
@@ -88,12 +90,11 @@ describe("the agent node", () => {
       tool_calls: 3,
       usage: { tokens_in: 60, tokens_out: 12 },
     });
-    expect(seen).toEqual([
+    expect(seen.sort((a, b) => a.key.localeCompare(b.key))).toEqual([
       { key: `${ex}:1:0`, payload: { order_id: "A1" } },
       { key: `${ex}:1:1`, payload: { order_id: "B2" } },
       { key: `${ex}:2:0`, payload: { order_id: "C3" } },
     ]);
-    expect(most).toBe(2); // the two calls of turn 1 ran at once
     // Each request is assembled from the stored messages: the third sees both turns and their results.
     const third = chat()[2]?.body as {
       messages: { role: string; content?: string; tool_call_id?: string }[];
@@ -119,9 +120,9 @@ describe("the agent node", () => {
         function: { name: "lookup", description: "Finds an order", parameters: lookupTool.parameters },
       },
     ]);
-    // One step a message: 3 turns and 3 calls.
-    const steps = await engine.listSteps(run.run_id, "assist");
-    expect(steps.map((s) => s.name)).toEqual(["turn:1", "tool:1:0", "tool:1:1", "turn:2", "tool:2:0", "turn:3"]);
+    // One step a message: 3 turns and 3 calls (the two parallel ones in the order they ended).
+    const steps = (await engine.listSteps(run.run_id, "assist")).map((s) => s.name);
+    expect(steps.sort()).toEqual(["tool:1:0", "tool:1:1", "tool:2:0", "turn:1", "turn:2", "turn:3"]);
     expect((await engine.getRun(run.run_id)).usage).toMatchObject({ tokens_in: 60, tokens_out: 12 });
   });
 
@@ -286,6 +287,86 @@ describe("the agent node", () => {
     expect(String(aborted)).toMatch(/cancel/);
     expect(chat()).toHaveLength(1);
     expect((await engine.listSteps(run_id, "assist")).map((s) => s.name)).toEqual(["turn:1"]);
+  });
+
+  it("calls an MCP server's tools with the call's key in _meta, and records the server's tool list with the visit", async () => {
+    const mcp = await startMcpHttpServer();
+    try {
+      const { engine } = await engineWith({}, { mcp: { servers: { shop: { url: mcp.url } } } });
+      await engine.registerWorkflow(agentFlow({ tools: [{ mcp: "shop", tools: ["lookup", "fail"] }] }));
+      server.reply(
+        {
+          tool_calls: [
+            call("c1", "lookup", { order_id: "A1" }),
+            call("c2", "fail", {}),
+            call("c3", "add", { a: 1, b: 2 }),
+          ],
+        },
+        { text: "A1 has shipped." },
+      );
+      const run = await engine.waitForRun((await engine.startRun("support", { input: { question: "?" } })).run_id);
+      expect(run.status).toBe("SUCCEEDED");
+      const ex = run.nodes[0]?.execution_id as string;
+      const calls = mcp.calls.map((c) => [c.tool, c.arguments, c.idempotency_key]);
+      expect(calls.sort((a, b) => String(a[2]).localeCompare(String(b[2])))).toEqual([
+        ["lookup", { order_id: "A1" }, `${ex}:1:0`],
+        ["fail", {}, `${ex}:1:1`],
+      ]);
+      // The model was offered the two tools asked for, as the server declares them.
+      const first = chat()[0]?.body as { tools: { function: { name: string; parameters: unknown } }[] };
+      expect(first.tools.map((t) => t.function.name)).toEqual(["lookup", "fail"]);
+      expect(first.tools[0]?.function.parameters).toMatchObject({ properties: { order_id: { type: "string" } } });
+      const { messages } = await engine.listMessages(run.run_id, "assist");
+      expect(messages.filter((m) => m.role === "tool").map((m) => [m.content, m.error ?? false])).toEqual([
+        ["order A1: shipped", false],
+        ["error: the tool failed", true],
+        [expect.stringMatching(/^error: there is no tool named "add"/), true],
+      ]);
+      const steps = await engine.listSteps(run.run_id, "assist");
+      expect(steps[0]?.name).toBe("mcp:shop"); // the list, recorded once: recovery and redrive use it
+    } finally {
+      await mcp.close();
+    }
+  });
+
+  it("pages the conversation: instructions, input, each turn and each call with its usage", async () => {
+    const { engine } = await engineWith({ orders: () => ({ status: "shipped" }) });
+    await engine.registerWorkflow(agentFlow({ tools: [lookupTool] }));
+    server.reply(
+      { tool_calls: [call("c1", "lookup", { order_id: "A1" })], usage: { prompt_tokens: 10, completion_tokens: 4 } },
+      { text: "Shipped.", usage: { prompt_tokens: 20, completion_tokens: 2 } },
+    );
+    const run = await engine.waitForRun(
+      (await engine.startRun("support", { input: { question: "Where is A1?" } })).run_id,
+    );
+    const page = await engine.listMessages(run.run_id, "assist", { limit: 3 });
+    expect(page).toMatchObject({
+      visit: 1,
+      next_after: 2,
+      messages: [
+        { seq: 0, role: "system", content: "You help." },
+        { seq: 1, role: "user", content: "Where is A1?" },
+        {
+          seq: 2,
+          role: "assistant",
+          content: "",
+          turn: 1,
+          attempt: 1,
+          usage: { tokens_in: 10, tokens_out: 4 },
+          tool_calls: [{ id: "c1", type: "function", function: { name: "lookup", arguments: '{"order_id":"A1"}' } }],
+        },
+      ],
+    });
+    const rest = await engine.listMessages(run.run_id, "assist", { after: 2 });
+    expect(rest.next_after).toBeNull();
+    expect(rest.messages).toMatchObject([
+      { seq: 3, role: "tool", tool_call_id: "c1", name: "lookup", content: '{"status":"shipped"}', turn: 1 },
+      { seq: 4, role: "assistant", content: "Shipped.", finish_reason: "stop", turn: 2 },
+    ]);
+    await expect(engine.listMessages(run.run_id, "nope")).rejects.toThrow(
+      /has no agent node "nope": its agent nodes are assist/,
+    );
+    await expect(engine.listMessages(run.run_id, "assist", { limit: 0 })).rejects.toThrow(ValidationError);
   });
 
   it("refuses a payload with precise paths at registration", async () => {
