@@ -22,6 +22,7 @@ import { createServer } from "../../src/http/server.js";
 import { systemClock, type Task } from "../../src/index.js";
 import { HttpWorker } from "../../src/worker/http-worker.js";
 import { Child, type Message, within } from "../fixtures/child.js";
+import { startOpenAIServer } from "../fixtures/openai-server.js";
 import { describeSqlite, nextEvent, tempDir, testEngine } from "../helpers.js";
 import { json, startServer } from "../local-server.js";
 
@@ -274,6 +275,62 @@ describe("traces (DESIGN §9)", () => {
     expect(fetch?.parentSpanContext?.spanId).toBe(call && idOf(call));
     expect(call && traceOf(call)).toBe(run.trace_id);
     expect(seen).toEqual([`00-${run.trace_id}-${idOf(attempt)}-01`]);
+  });
+
+  it("gives an agent node's model turns and tool calls GenAI spans under its attempt: model, tokens, tool name and call id", async () => {
+    const model = await startOpenAIServer();
+    try {
+      model.reply(
+        {
+          tool_calls: [{ id: "c1", name: "lookup", arguments: "{}" }],
+          usage: { prompt_tokens: 12, completion_tokens: 3 },
+        },
+        { text: "Done.", usage: { prompt_tokens: 20, completion_tokens: 2 } },
+      );
+      const { engine } = await testEngine({
+        llm: { providers: { default: { base_url: model.baseUrl } } },
+        agents: { orders: () => "shipped" },
+      });
+      await engine.registerWorkflow({
+        id: "assist",
+        nodes: [
+          {
+            node_id: "a",
+            agent_type: "agent",
+            payload: { model: "gpt-test", input: "?", tools: [{ name: "lookup", agent_type: "orders" }] },
+          },
+        ],
+      });
+      const run = await engine.startRun("assist", { input: {} });
+      expect((await engine.waitForRun(run.run_id)).status).toBe("SUCCEEDED");
+      const attempt = await ended(byName("skein.attempt"));
+      const chats = named("chat gpt-test");
+      expect(chats.map((s) => s.attributes)).toEqual([
+        expect.objectContaining({
+          "skein.step": "turn:1",
+          "gen_ai.operation.name": "chat",
+          "gen_ai.request.model": "gpt-test",
+          "gen_ai.usage.input_tokens": 12,
+          "gen_ai.usage.output_tokens": 3,
+          "gen_ai.response.finish_reasons": ["tool_calls"],
+        }),
+        expect.objectContaining({
+          "skein.step": "turn:2",
+          "gen_ai.usage.input_tokens": 20,
+          "gen_ai.usage.output_tokens": 2,
+        }),
+      ]);
+      const [tool] = named("execute_tool lookup");
+      expect(tool?.attributes).toMatchObject({
+        "skein.step": "tool:1:0",
+        "gen_ai.operation.name": "execute_tool",
+        "gen_ai.tool.name": "lookup",
+        "gen_ai.tool.call.id": "c1",
+      });
+      for (const s of [...chats, tool]) expect(s?.parentSpanContext?.spanId).toBe(idOf(attempt));
+    } finally {
+      await model.close();
+    }
   });
 
   it("gives each durable step that runs a skein.step span under its attempt's; a replayed step has none", async () => {

@@ -10,6 +10,7 @@
  *
  * Budgets (§12) are checked before every model turn and every tool call that is not replayed.
  */
+import { trace } from "@opentelemetry/api";
 import type { AgentHandler, Task } from "../../agents/task.js";
 import type { Json, VisitError } from "../../core/types.js";
 import { type AgentPayload, DEFAULT_MAX_TURNS } from "../../definition/kinds/agent.js";
@@ -54,7 +55,9 @@ export function agentLoopHandler(c: AgentLoopContext): AgentHandler {
       }
       const reply = (await task.step(`turn:${turn}`, async () => {
         await checkBudget(c, task, `model turn ${turn}`);
-        return modelTurn(c, task, payload, turn, messages, declarations);
+        const message = (await modelTurn(c, task, payload, turn, messages, declarations)) as TurnMessage;
+        turnSpan(payload, message);
+        return message as unknown as Json;
       })) as unknown as TurnMessage;
       messages.push(requestMessage(reply));
       if (reply.usage) {
@@ -76,7 +79,9 @@ export function agentLoopHandler(c: AgentLoopContext): AgentHandler {
         task.step(`tool:${turn}:${index}`, async () => {
           await checkBudget(c, task, `tool call ${call.function.name} of turn ${turn}`);
           const ctx = { key: `${task.execution_id}:${turn}:${index}`, task, stepPrefix: `tool:${turn}:${index}` };
-          return (await runCall(tools, call, ctx, toModel)) as unknown as Json;
+          const result = await runCall(tools, call, ctx, toModel);
+          toolSpan(call, result);
+          return result as unknown as Json;
         }) as unknown as Promise<ToolMessage>;
       const results =
         payload.parallel_tool_calls === false ? await inOrder(asked, one) : await Promise.all(asked.map(one));
@@ -144,6 +149,37 @@ async function modelTurn(
 function requestMessage(m: TurnMessage | ToolMessage): Json {
   if (m.role === "tool") return { role: "tool", tool_call_id: m.tool_call_id, content: m.content };
   return { role: "assistant", content: m.content, ...(m.tool_calls ? { tool_calls: m.tool_calls } : {}) } as Json;
+}
+
+/**
+ * The step's span (`skein.step`, active while the step runs) as OpenTelemetry's GenAI
+ * conventions name a model call: `chat <model>`, with the model and the tokens in and out.
+ */
+function turnSpan(p: AgentPayload, m: TurnMessage): void {
+  const span = trace.getActiveSpan();
+  if (!span) return;
+  span.updateName(`chat ${p.model}`);
+  span.setAttributes({
+    "gen_ai.operation.name": "chat",
+    "gen_ai.request.model": p.model,
+    ...(m.usage
+      ? { "gen_ai.usage.input_tokens": m.usage.tokens_in, "gen_ai.usage.output_tokens": m.usage.tokens_out }
+      : {}),
+    ...(m.finish_reason ? { "gen_ai.response.finish_reasons": [m.finish_reason] } : {}),
+  });
+}
+
+/** A tool call's span as the GenAI conventions name it: `execute_tool <name>`, with the call's id. */
+function toolSpan(call: { id: string; function: { name: string } }, result: ToolMessage): void {
+  const span = trace.getActiveSpan();
+  if (!span) return;
+  span.updateName(`execute_tool ${call.function.name}`);
+  span.setAttributes({
+    "gen_ai.operation.name": "execute_tool",
+    "gen_ai.tool.name": call.function.name,
+    "gen_ai.tool.call.id": call.id,
+    ...(result.error ? { "error.type": "tool_error" } : {}),
+  });
 }
 
 async function checkBudget(c: AgentLoopContext, task: Task, before: string): Promise<void> {
