@@ -119,8 +119,9 @@ export function compileGraph(def: WorkflowDefinition, limits: GraphLimits = {}):
     const compensation = node.compensation
       ? compilePayload(node.compensation.payload, `nodes[${index}].compensation.payload`)
       : { template: null, problems: [] };
-    const concurrencyKey = node.concurrency
-      ? compilePayload(node.concurrency.key, `nodes[${index}].concurrency.key`)
+    const concurrency = node.concurrency ?? kind.impliedConcurrency?.(node) ?? null;
+    const concurrencyKey = concurrency
+      ? compilePayload(concurrency.key, `nodes[${index}].concurrency.key`)
       : { template: null, problems: [] };
     problems.push(...payload.problems, ...compensation.problems, ...concurrencyKey.problems);
     const failureTargets = node.next_on_failure === undefined ? [] : [node.next_on_failure].flat();
@@ -140,9 +141,7 @@ export function compileGraph(def: WorkflowDefinition, limits: GraphLimits = {}):
       secretUses: payload.template?.secretUses ?? [],
       secretNames: payload.template?.secretNames ?? [],
       compensationPayload: compensation.template,
-      concurrency: node.concurrency
-        ? { key: concurrencyKey.template ?? node.concurrency.key, limit: node.concurrency.limit }
-        : null,
+      concurrency: concurrency ? { key: concurrencyKey.template ?? concurrency.key, limit: concurrency.limit } : null,
       sources: kind.sources?.(node) ?? [],
       gated: (topo.forwardIn[index]?.length ?? 0) > 0,
       incomingForward: names(topo.forwardIn[index]),

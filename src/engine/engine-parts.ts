@@ -179,6 +179,7 @@ function wireParts(c: PartsContext) {
         handler: (type) => (type === "agent" || type === "aggregator" ? undefined : handlers.get(type)),
         mcp: c.mcp,
         budgetReached: (task) => runBudgetReached(store, task.run_id),
+        steps: store,
       }),
     );
   }

@@ -35,4 +35,6 @@ export interface StepReads {
   stepsOf(executionIds: readonly string[]): Promise<StepRow[]>;
   /** A run's steps (only `nodeId`'s, when given) over all visits, by node, visit, then the order recorded in. */
   runSteps(runId: string, nodeId?: string): Promise<StepRow[]>;
+  /** The steps named `name` (which starts `thread:`: an agent thread's visits), in the order recorded. */
+  threadSteps(name: string): Promise<StepRow[]>;
 }

@@ -57,6 +57,7 @@ describeStore("sqlite")("SQLite schema", () => {
       { version: 20, name: "event_batches" },
       { version: 21, name: "item_attempts" },
       { version: 22, name: "steps" },
+      { version: 23, name: "thread_steps" },
     ]);
     db.close();
   });

@@ -272,6 +272,8 @@ CREATE UNIQUE INDEX steps_by_execution ON steps (execution_id, name);
 
 CREATE INDEX steps_by_node ON steps (run_id, node_id, visit, seq);
 
+CREATE INDEX steps_by_thread ON steps (name, seq) WHERE name LIKE 'thread:%';
+
 CREATE INDEX visits_held_by_child ON visits (holder) WHERE holder LIKE 'run:%';
 
 CREATE INDEX visits_held_by_map ON visits (run_id) WHERE holder = 'map';

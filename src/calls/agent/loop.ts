@@ -15,6 +15,8 @@ import type { AgentHandler, Task } from "../../agents/task.js";
 import type { Json, VisitError } from "../../core/types.js";
 import { type AgentPayload, DEFAULT_MAX_TURNS } from "../../definition/kinds/agent.js";
 import { NonRetryableError } from "../../errors.js";
+import type { StepReads, StepRow } from "../../store/steps.js";
+import { conversationOf } from "./messages.js";
 import { runCall, type ToolMessage, type ToolsContext, toolsOf } from "./tools.js";
 
 export interface AgentLoopContext extends ToolsContext {
@@ -22,6 +24,8 @@ export interface AgentLoopContext extends ToolsContext {
   llm: AgentHandler;
   /** Why no further turn or call may start under the run's budget (or an ancestor's), or null. */
   budgetReached(task: Task): Promise<VisitError | null>;
+  /** Committed steps: a thread's visits (by their `thread:<key>` step) and their messages. */
+  steps: Pick<StepReads, "threadSteps" | "stepsOf">;
 }
 
 /** A model turn as recorded: the assistant message, with what the turn cost and how it ended. */
@@ -41,7 +45,8 @@ export function agentLoopHandler(c: AgentLoopContext): AgentHandler {
     const payload = task.payload as unknown as AgentPayload;
     const tools = await toolsOf(payload, task, c);
     const declarations = [...tools.values()].map((t) => t.declaration);
-    const messages: Json[] = firstMessages(payload);
+    const history = payload.thread === undefined ? [] : await threadHistory(c, task, payload.thread, payload);
+    const messages: Json[] = [...systemMessage(payload), ...history, ...inputMessages(payload)];
     const maxTurns = payload.max_turns ?? DEFAULT_MAX_TURNS;
     const toModel = payload.tool_errors !== "fail";
     const usage = { tokens_in: 0, tokens_out: 0 };
@@ -91,11 +96,46 @@ export function agentLoopHandler(c: AgentLoopContext): AgentHandler {
   };
 }
 
-/** The instructions as the system message, then the input (one user message, or the messages given). */
-function firstMessages(p: AgentPayload): Json[] {
-  const system = p.instructions === undefined ? [] : [{ role: "system", content: p.instructions }];
-  const input = typeof p.input === "string" ? [{ role: "user", content: p.input }] : p.input;
-  return [...system, ...input] as Json[];
+function systemMessage(p: AgentPayload): Json[] {
+  return p.instructions === undefined ? [] : [{ role: "system", content: p.instructions }];
+}
+
+/** The input: one user message, or the messages given. */
+function inputMessages(p: AgentPayload): Json[] {
+  return (typeof p.input === "string" ? [{ role: "user", content: p.input }] : p.input) as Json[];
+}
+
+/**
+ * The messages a visit's thread holds before it. Joining is the step `thread:<key>` (its input
+ * recorded with it): the visits that recorded that name earlier are the thread's history, each
+ * its input then its turns and calls up to its answer. A visit that never answered (it failed,
+ * or was redriven: its new visit joins again) adds nothing. Recovery reads the same: the visits
+ * before this one's step do not change (one visit of a thread runs at a time).
+ */
+async function threadHistory(c: AgentLoopContext, task: Task, thread: string, p: AgentPayload): Promise<Json[]> {
+  const name = `thread:${thread}`;
+  await task.step(name, () => ({ input: inputMessages(p) }) as Json);
+  const joined = await c.steps.threadSteps(name);
+  const mine = joined.findIndex((s) => s.execution_id === task.execution_id);
+  const before = joined.slice(0, mine < 0 ? joined.length : mine);
+  const byVisit = new Map<string, StepRow[]>();
+  for (const step of await c.steps.stepsOf(before.map((s) => s.execution_id))) {
+    const list = byVisit.get(step.execution_id) ?? [];
+    list.push(step);
+    byVisit.set(step.execution_id, list);
+  }
+  const history: Json[] = [];
+  for (const member of before) {
+    const said = conversationOf(null, byVisit.get(member.execution_id) ?? []);
+    let answer = said.length - 1;
+    while (answer >= 0 && !(said[answer]?.role === "assistant" && said[answer]?.tool_calls === undefined)) answer--;
+    if (answer < 0) continue;
+    history.push(...((member.output as { input?: Json[] }).input ?? []));
+    for (const m of said.slice(0, answer + 1)) {
+      history.push(requestMessage(m as unknown as TurnMessage | ToolMessage));
+    }
+  }
+  return history;
 }
 
 /** One model call through the llm handler; its text streams as the visit's progress. */

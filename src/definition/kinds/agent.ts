@@ -10,8 +10,11 @@
  *   external workers, and `workflow` tools (a child run per call), are refused when called.
  * - A tool's `retry_count` (default 0: the model sees the error and decides) retries a failed
  *   call at once; `timeout` (seconds) aborts one call.
- * - `approval`, `compensation` on a tool and `thread` are not built yet: registration refuses
- *   them with a sentence saying so, rather than accepting what the engine would ignore.
+ * - `approval` and `compensation` on a tool are not built yet: registration refuses them with a
+ *   sentence saying so, rather than accepting what the engine would ignore.
+ * - `thread` (1 to 128 characters once resolved) is the node's `concurrency` key with limit 1
+ *   when the node gives none: one visit of a thread at a time per workflow node, the others wait
+ *   ready. A thread shared by two nodes or workflows is not serialised across them.
  */
 
 import { Ajv } from "ajv";
@@ -79,6 +82,7 @@ export interface AgentPayload {
   max_turns?: number;
   parallel_tool_calls?: boolean;
   tool_errors?: "to_model" | "fail";
+  thread?: string;
 }
 
 export const agent: KindRules = {
@@ -97,7 +101,14 @@ export const agent: KindRules = {
     const problems = payloadProblems(payload, true);
     return problems.length === 0 ? null : problems.map((p) => `${p.path} ${p.message}`).join("; ");
   },
+  impliedConcurrency(node) {
+    const thread = (node.payload as Record<string, unknown> | undefined)?.thread;
+    return typeof thread === "string" ? { key: thread, limit: 1 } : null;
+  },
 };
+
+/** The longest thread key, in characters (it names a step: `thread:<key>`). */
+export const MAX_THREAD_LENGTH = 128;
 
 /**
  * Every problem of an agent payload, with its path from `payload`. Before templates are resolved
@@ -158,7 +169,15 @@ export function payloadProblems(payload: unknown, resolved: boolean): Problem[] 
       `must be "to_model" (a failed call's error goes back to the model) or "fail" (the visit fails), got ${show(p.tool_errors)}`,
     );
   }
-  if ("thread" in p) add(".thread", `(a conversation kept across visits and runs) ${NOT_YET}`);
+  if ("thread" in p && !later(p.thread)) {
+    const t = p.thread;
+    if (typeof t !== "string" || t.length === 0 || t.length > MAX_THREAD_LENGTH) {
+      add(
+        ".thread",
+        `must be a string of 1 to ${MAX_THREAD_LENGTH} characters (a key: "{{ input.user_id }}"), got ${show(t)}`,
+      );
+    }
+  }
   if ("tools" in p) problems.push(...toolsProblems(p.tools));
   return problems;
 }

@@ -53,6 +53,11 @@ export interface KindRules {
   sources?(node: NodeDefinition): string[];
   /** Why a payload resolved from templates is refused (becomes `template_error`), or null. */
   checkResolved?(payload: Json): string | null;
+  /**
+   * The `concurrency` a node of this kind has when it gives none (an agent's `thread`: one visit
+   * of a thread at a time), or null.
+   */
+  impliedConcurrency?(node: NodeDefinition): { key: string; limit: number } | null;
 }
 
 /**

@@ -201,6 +201,7 @@ export class PostgresStore implements Store {
   readonly listMapItems: Store["listMapItems"] = (key, options) => this.reads.listMapItems(key, options);
   readonly stepsOf: Store["stepsOf"] = (ids) => this.steps.stepsOf(ids);
   readonly runSteps: Store["runSteps"] = (runId, nodeId) => this.steps.runSteps(runId, nodeId);
+  readonly threadSteps: Store["threadSteps"] = (name) => this.steps.threadSteps(name);
   readonly listVisits: Store["listVisits"] = (runId, options) => this.reads.listVisits(runId, options);
   readonly latestTerminalVisits: Store["latestTerminalVisits"] = (runId) => this.reads.latestTerminalVisits(runId);
   readonly listEvents: Store["listEvents"] = (runId, options) => this.reads.listEvents(runId, options);

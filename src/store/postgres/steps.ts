@@ -78,5 +78,11 @@ export function postgresStepReads(read: Read): StepReads {
                 ORDER BY node_id, visit, seq`,
         values: [runId, nodeId ?? null],
       }),
+    threadSteps: async (name) =>
+      read<StepRow>({
+        name: "skein_thread_steps",
+        text: `SELECT ${COLUMNS} FROM steps WHERE name = $1 AND name LIKE 'thread:%' ORDER BY seq`,
+        values: [name],
+      }),
   };
 }

@@ -61,5 +61,10 @@ export function sqliteStepReads(read: Read): StepReads {
       const sql = `SELECT ${COLUMNS} FROM steps WHERE run_id = ? AND (? IS NULL OR node_id = ?) ORDER BY node_id, visit, seq`;
       return (read(sql).all(runId, nodeId ?? null, nodeId ?? null) as DbStep[]).map(fromDb);
     },
+    threadSteps: async (name) => {
+      // The LIKE term is the partial index's own: SQLite uses the index only when the query repeats it.
+      const sql = `SELECT ${COLUMNS} FROM steps WHERE name = ? AND name LIKE 'thread:%' ORDER BY seq`;
+      return (read(sql).all(name) as DbStep[]).map(fromDb);
+    },
   };
 }

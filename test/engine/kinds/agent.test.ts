@@ -369,6 +369,56 @@ describe("the agent node", () => {
     await expect(engine.listMessages(run.run_id, "assist", { limit: 0 })).rejects.toThrow(ValidationError);
   });
 
+  it("continues a thread across two runs, one visit of the thread at a time", async () => {
+    let release: () => void = () => {};
+    const held = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let started: () => void = () => {};
+    const inTool = new Promise<void>((resolve) => {
+      started = resolve;
+    });
+    const { engine } = await engineWith({
+      orders: async (t) => {
+        started();
+        await held;
+        return `${(t.payload as { order_id: string }).order_id} shipped`;
+      },
+    });
+    await engine.registerWorkflow(agentFlow({ tools: [lookupTool], thread: "{{ input.user }}" }));
+    server.reply(
+      { tool_calls: [call("c1", "lookup", { order_id: "A1" })] },
+      { text: "A1 has shipped." },
+      { text: "You asked about A1." },
+    );
+    const first = await engine.startRun("support", { input: { question: "Where is A1?", user: "ann" } });
+    await inTool;
+    // The second run's visit of ann's thread waits while the first runs: its request (below)
+    // holds the first one's answer, which did not exist before the first visit ended.
+    const second = await engine.startRun("support", { input: { question: "What did I ask?", user: "ann" } });
+    release();
+    expect((await engine.waitForRun(first.run_id)).status).toBe("SUCCEEDED");
+    const done = await engine.waitForRun(second.run_id);
+    expect(done.nodes[0]?.output).toMatchObject({ content: "You asked about A1.", turns: 1 });
+    // Its request held the thread: the first visit's question, call, result and answer, then its own question.
+    const last = chat()[2]?.body as { messages: { role: string; content: string }[] };
+    expect(last.messages.map((m) => `${m.role}: ${m.content}`)).toEqual([
+      "system: You help.",
+      "user: Where is A1?",
+      "assistant: ",
+      "tool: A1 shipped",
+      "assistant: A1 has shipped.",
+      "user: What did I ask?",
+    ]);
+    // Another user's thread starts empty.
+    server.reply({ text: "Hello." });
+    const other = await engine.waitForRun(
+      (await engine.startRun("support", { input: { question: "Hi", user: "bob" } })).run_id,
+    );
+    expect(other.status).toBe("SUCCEEDED");
+    expect((chat()[3]?.body as { messages: unknown[] }).messages).toHaveLength(2);
+  });
+
   it("refuses a payload with precise paths at registration", async () => {
     const { engine } = await engineWith({ orders: () => "ok" });
     const attempt = engine.registerWorkflow(
