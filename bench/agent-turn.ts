@@ -213,11 +213,21 @@ export async function benchAgentTurn(): Promise<Measured> {
   try {
     await engine.registerWorkflow(WORKFLOW);
     for (let i = 0; i < WARMUP; i++) await visit(engine, model, TURNS);
-    const windows: { p50: number; server: number; first10: number; last10: number; bytes: number }[] = [];
+    const windows: {
+      p50: number;
+      p90: number;
+      mean: number;
+      server: number;
+      first10: number;
+      last10: number;
+      bytes: number;
+    }[] = [];
     for (let i = 0; i < WINDOWS; i++) {
       const v = await visit(engine, model, TURNS);
       windows.push({
         p50: percentile(v.wall, 50),
+        p90: percentile(v.wall, 90),
+        mean: v.wall.reduce((a, b) => a + b, 0) / v.wall.length,
         server: percentile(v.server, 50),
         first10: percentile(v.wall.slice(0, 10), 50),
         last10: percentile(v.wall.slice(-10), 50),
@@ -247,7 +257,9 @@ export async function benchAgentTurn(): Promise<Measured> {
           turns: TURNS,
           p50_min: windows[0]?.p50,
           p50_max: windows[WINDOWS - 1]?.p50,
-          // Of the median window: the server's share of a turn, and the first and last ten turns' p50.
+          // Of the median window: its p90 and mean, the server's share of a turn, the first and last ten turns' p50.
+          p90_ms: median.p90,
+          mean_ms: median.mean,
           server_p50_ms: median.server,
           p50_turns_1_10_ms: median.first10,
           p50_turns_90_99_ms: median.last10,
