@@ -17,6 +17,7 @@ import { availableParallelism, cpus, loadavg } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { Worker } from "node:worker_threads";
+import { benchAgentTurn } from "./agent-turn.js";
 import { benchChildRun } from "./child-run.js";
 import { killChildren } from "./children.js";
 import { benchCli } from "./cli.js";
@@ -100,6 +101,9 @@ const TARGETS: Record<string, { text: string; ok(v: number, all: Record<string, 
     ok: (v, all) => v <= 2 * 1000 * (all.transition_p50_ms ?? 0),
   },
   step_record_c100_steps_per_commit: { text: "> 1 (group commit)", ok: (v) => v > 1 },
+  agent_turn_overhead_ms: { text: "< 2", ok: (v) => v < 2 },
+  // Each message is stored once: a visit's storage grows with its turns, not with their square.
+  agent_bytes_ratio_100_10: { text: "<= 1.2", ok: (v) => v <= 1.2 },
   recovery_ms: { text: "< 500", ok: (v) => v < 500 },
   parked10k_rss_mb: { text: "< 200", ok: (v) => v < 200 },
   waiting10k_rss_mb: { text: "< 200", ok: (v) => v < 200 },
@@ -200,6 +204,7 @@ const MEASUREMENTS: [string, () => Promise<Measured>, Section?, number?][] = [
   ["dag8_serial", () => benchDag8Serial()],
   ["steps", () => benchSteps()],
   ["step_record", () => benchStepRecord()],
+  ["agent_turn", () => benchAgentTurn()],
   ["dag8_1m", () => benchDag8OneMillion(), "sqlite", DAG8_1M_TIMEOUT_MS],
   ["recovery", () => benchRecovery()],
   ["parked10k", () => benchParked()],
