@@ -143,6 +143,8 @@ export interface BuiltinPayloads {
     parallel_tool_calls?: boolean;
     /** @defaultValue "to_model" */
     tool_errors?: "to_model" | "fail";
+    /** A key: the conversation continues the thread's stored messages, one visit of it at a time. */
+    thread?: string;
   };
   /** Runs `each` once per element of `items`, and succeeds with the outputs in item order. */
   map: {

@@ -15,7 +15,7 @@ import { httpAgent } from "../calls/http.js";
 import { llmHandler } from "../calls/llm/handler.js";
 import { McpClients, mcpOptionProblems } from "../calls/mcp.js";
 import { type Clock, systemClock } from "../clock.js";
-import { budgetReached, usageRuns } from "../core/budget.js";
+import { budgetReached } from "../core/budget.js";
 import type { VisitError } from "../core/types.js";
 import { ValidationError } from "../errors.js";
 import { randomHex } from "../ids.js";
@@ -133,17 +133,30 @@ export function createParts(store: Store, options: EngineOptions, serve: boolean
   };
 }
 
-/** Why no further work may start under the budget of `runId` or of a run above it, or null (read now). */
-async function runBudgetReached(store: Store, runId: string): Promise<VisitError | null> {
-  const run = await store.getRun(runId);
-  if (!run) return null;
-  const [own, ...above] = usageRuns(run);
-  for (const id of [own, ...above]) {
-    const r = id === run.run_id ? run : await store.getRun(id as string);
-    const reached = r && budgetReached(r, id === run.run_id ? "this run" : "an ancestor");
+/**
+ * Why no further work may start under the budget of `runId` or of a run above it, or null (read
+ * now). A run's budgets never change, so a run with none above it is remembered and not read again.
+ */
+function budgetReader(store: Store): (runId: string) => Promise<VisitError | null> {
+  const unbudgeted = new Set<string>();
+  return async (runId) => {
+    if (unbudgeted.has(runId)) return null;
+    const run = await store.getRun(runId);
+    if (!run) return null;
+    if (!run.budget && !run.parent?.budgeted?.length) {
+      if (unbudgeted.size >= 10_000) unbudgeted.clear();
+      unbudgeted.add(runId);
+      return null;
+    }
+    const reached = budgetReached(run, "this run");
     if (reached) return reached;
-  }
-  return null;
+    for (const id of run.parent?.budgeted ?? []) {
+      const above = await store.getRun(id);
+      const over = above && budgetReached(above, "an ancestor");
+      if (over) return over;
+    }
+    return null;
+  };
 }
 
 /** The parts that work runs through, wired to each other. */
@@ -171,6 +184,7 @@ function wireParts(c: PartsContext) {
   // The agent node's loop calls the llm handler for its turns and the engine's agents as tools.
   if (!handlers.has("agent")) {
     const llm = handlers.get("llm") as AgentHandler;
+    const budgetOf = budgetReader(store);
     handlers.set(
       "agent",
       agentLoopHandler({
@@ -178,7 +192,7 @@ function wireParts(c: PartsContext) {
         // A tool is an agent that takes a payload: not the loop itself, not the aggregator (it reads nodes).
         handler: (type) => (type === "agent" || type === "aggregator" ? undefined : handlers.get(type)),
         mcp: c.mcp,
-        budgetReached: (task) => runBudgetReached(store, task.run_id),
+        budgetReached: (task) => budgetOf(task.run_id),
         steps: store,
       }),
     );
