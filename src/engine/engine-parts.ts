@@ -194,6 +194,8 @@ function wireParts(c: PartsContext) {
         mcp: c.mcp,
         budgetReached: (task) => budgetOf(task.run_id),
         steps: store,
+        // A call's record holds its result and a few fields more.
+        maxResultBytes: Math.max(0, c.maxPayloadBytes - 1024),
       }),
     );
   }

@@ -84,7 +84,7 @@ export function agentLoopHandler(c: AgentLoopContext): AgentHandler {
         task.step(`tool:${turn}:${index}`, async () => {
           await checkBudget(c, task, `tool call ${call.function.name} of turn ${turn}`);
           const ctx = { key: `${task.execution_id}:${turn}:${index}`, task, stepPrefix: `tool:${turn}:${index}` };
-          const result = await runCall(tools, call, ctx, toModel);
+          const result = await runCall(tools, call, ctx, toModel, c.maxResultBytes);
           toolSpan(call, result);
           return result as unknown as Json;
         }) as unknown as Promise<ToolMessage>;

@@ -70,6 +70,8 @@ export interface McpServers {
 export interface ToolsContext {
   /** This engine's in-process agents by agent_type (a handler, http, llm). */
   handler(agentType: string): AgentHandler | undefined;
+  /** The largest result a call may give the model, in bytes (the engine's maxPayloadBytes, less room for its record). */
+  maxResultBytes: number;
   /** The engine's MCP servers (null: no `mcp` option). */
   mcp: McpServers | null;
 }
@@ -189,6 +191,7 @@ export async function runCall(
   call: { id: string; function: { name: string; arguments: string } },
   ctx: Omit<CallContext, "attempt" | "signal">,
   toModel: boolean,
+  maxResultBytes: number,
 ): Promise<ToolMessage> {
   const name = call.function.name;
   const message = (content: string, extra: Partial<ToolMessage> = {}): ToolMessage => ({
@@ -235,7 +238,15 @@ export async function runCall(
       const { output, usage } = await withTimeout(tool, ctx.task.signal, (signal) =>
         tool.run(args, { ...ctx, stepPrefix, attempt, signal }),
       );
-      return message(typeof output === "string" ? output : JSON.stringify(output), usage ? { usage } : {});
+      const content = typeof output === "string" ? output : JSON.stringify(output);
+      const size = Buffer.byteLength(content);
+      if (size > maxResultBytes) {
+        // Not the model's to see whole, nor the store's to keep: the model hears why, and may ask for less.
+        throw new NonRetryableError(
+          `the result is ${size} bytes, over the limit of ${maxResultBytes} a tool's result may give the model; ask for less`,
+        );
+      }
+      return message(content, usage ? { usage } : {});
     } catch (e) {
       // Cancelled, timed out, or the attempt lost its visit: not the tool's failure to report.
       if (ctx.task.signal.aborted) throw ctx.task.signal.reason;

@@ -419,6 +419,38 @@ describe("the agent node", () => {
     expect((chat()[3]?.body as { messages: unknown[] }).messages).toHaveLength(2);
   });
 
+  it("calls an http tool with a payload its templates make from the model's arguments", async () => {
+    server.replyAt("/orders/A1", { status: 200, body: { order: "A1", status: "shipped" } });
+    const { engine } = await engineWith({});
+    const fetchOrder = {
+      name: "fetch_order",
+      parameters: { type: "object", properties: { order_id: { type: "string" } } },
+      agent_type: "http",
+      payload: { url: `${server.url}/orders/{{ args.order_id }}` },
+    };
+    await engine.registerWorkflow(agentFlow({ tools: [fetchOrder] }));
+    server.reply({ tool_calls: [call("c1", "fetch_order", { order_id: "A1" })] }, { text: "Shipped." });
+    const run = await engine.waitForRun((await engine.startRun("support", { input: { question: "?" } })).run_id);
+    expect(run.status).toBe("SUCCEEDED");
+    const [request] = server.requestsTo("/orders/A1");
+    expect(request?.headers["idempotency-key"]).toBe(`${run.nodes[0]?.execution_id}:1:0`);
+    const tool = (await engine.listMessages(run.run_id, "assist")).messages.find((m) => m.role === "tool");
+    expect(JSON.parse(String(tool?.content))).toMatchObject({ status: 200, body: { order: "A1", status: "shipped" } });
+  });
+
+  it("tells the model a tool's result is too large instead of storing it", async () => {
+    const { engine } = await engineWith({ orders: () => "x".repeat(5000) }, { maxPayloadBytes: 4096 });
+    await engine.registerWorkflow(agentFlow({ tools: [lookupTool] }));
+    server.reply({ tool_calls: [call("c1", "lookup", { order_id: "A" })] }, { text: "Too much." });
+    const run = await engine.waitForRun((await engine.startRun("support", { input: { question: "?" } })).run_id);
+    expect(run.status).toBe("SUCCEEDED");
+    const tool = (await engine.listMessages(run.run_id, "assist")).messages.find((m) => m.role === "tool");
+    expect(tool).toMatchObject({
+      error: true,
+      content: expect.stringMatching(/^error: the result is 5000 bytes, over the limit of 3072/),
+    });
+  });
+
   it("refuses a payload with precise paths at registration", async () => {
     const { engine } = await engineWith({ orders: () => "ok" });
     const attempt = engine.registerWorkflow(
