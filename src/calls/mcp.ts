@@ -23,19 +23,57 @@
  */
 import { createRequire } from "node:module";
 import type { Readable } from "node:stream";
-import { Client } from "@modelcontextprotocol/sdk/client/index.js";
-import { getDefaultEnvironment, StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
-import { StreamableHTTPClientTransport, StreamableHTTPError } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
-import {
-  type CallToolResult,
-  ErrorCode,
-  McpError,
-  type Tool,
-  ToolListChangedNotificationSchema,
-} from "@modelcontextprotocol/sdk/types.js";
+import type { Client } from "@modelcontextprotocol/sdk/client/index.js";
+import type { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import type { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import type { CallToolResult, McpError, Tool } from "@modelcontextprotocol/sdk/types.js";
 import type { Json } from "../core/types.js";
 import type { Secrets } from "../engine/attempts/secrets.js";
 import { NonRetryableError, type Problem, RetryableError, SkeinError, ValidationError } from "../errors.js";
+
+/** The SDK's parts this client uses. */
+interface Sdk {
+  Client: typeof import("@modelcontextprotocol/sdk/client/index.js").Client;
+  StdioClientTransport: typeof import("@modelcontextprotocol/sdk/client/stdio.js").StdioClientTransport;
+  getDefaultEnvironment: typeof import("@modelcontextprotocol/sdk/client/stdio.js").getDefaultEnvironment;
+  StreamableHTTPClientTransport: typeof import("@modelcontextprotocol/sdk/client/streamableHttp.js").StreamableHTTPClientTransport;
+  StreamableHTTPError: typeof import("@modelcontextprotocol/sdk/client/streamableHttp.js").StreamableHTTPError;
+  McpError: typeof import("@modelcontextprotocol/sdk/types.js").McpError;
+  ErrorCode: typeof import("@modelcontextprotocol/sdk/types.js").ErrorCode;
+  ToolListChangedNotificationSchema: typeof import("@modelcontextprotocol/sdk/types.js").ToolListChangedNotificationSchema;
+}
+
+let sdk: Sdk | null = null;
+
+/**
+ * The SDK, loaded on the first connection: importing it costs about half a second of start-up,
+ * which an engine (or a `skein` command) without MCP servers should not pay.
+ */
+async function loadSdk(): Promise<Sdk> {
+  if (sdk) return sdk;
+  const [client, stdio, http, types] = await Promise.all([
+    import("@modelcontextprotocol/sdk/client/index.js"),
+    import("@modelcontextprotocol/sdk/client/stdio.js"),
+    import("@modelcontextprotocol/sdk/client/streamableHttp.js"),
+    import("@modelcontextprotocol/sdk/types.js"),
+  ]);
+  sdk = {
+    Client: client.Client,
+    StdioClientTransport: stdio.StdioClientTransport,
+    getDefaultEnvironment: stdio.getDefaultEnvironment,
+    StreamableHTTPClientTransport: http.StreamableHTTPClientTransport,
+    StreamableHTTPError: http.StreamableHTTPError,
+    McpError: types.McpError,
+    ErrorCode: types.ErrorCode,
+    ToolListChangedNotificationSchema: types.ToolListChangedNotificationSchema,
+  };
+  return sdk;
+}
+
+/** Whether `e` is the SDK's JSON-RPC error (only once the SDK is loaded: before, nothing could throw one). */
+function isMcpError(e: unknown): e is McpError {
+  return sdk !== null && e instanceof sdk.McpError;
+}
 
 /** A server reached over Streamable HTTP, or a command started that speaks MCP on its stdin and stdout. */
 export type McpServerOption =
@@ -318,9 +356,9 @@ export class McpClients {
       } catch (e) {
         if (signal?.aborted) throw signal.reason;
         if (e instanceof SkeinError) throw e;
-        if (!(e instanceof McpError) || e.code === ErrorCode.ConnectionClosed) this.drop(server, c);
+        if (!isMcpError(e) || e.code === sdk?.ErrorCode.ConnectionClosed) this.drop(server, c);
         // The server answered 404 to a request with our session id: it forgot the session and ran nothing (the MCP spec, Session Management).
-        const forgotten = e instanceof StreamableHTTPError && e.code === 404 && c.hasSession();
+        const forgotten = sdk !== null && e instanceof sdk.StreamableHTTPError && e.code === 404 && c.hasSession();
         if (forgotten && !again) continue;
         throw this.failure(server, c, what, e);
       }
@@ -330,11 +368,11 @@ export class McpClients {
   private failure(server: string, c: Connection, what: string, e: unknown): RetryableError {
     const who = `MCP server "${server}" (${this.where(server)})`;
     const stderr = c.stderr === "" ? "" : `; its stderr ends:\n${c.stderr}`;
-    if (e instanceof McpError) {
-      if (e.code === ErrorCode.RequestTimeout) {
+    if (isMcpError(e)) {
+      if (e.code === sdk?.ErrorCode.RequestTimeout) {
         return new RetryableError(`${who} did not answer ${what} within ${MCP_REQUEST_TIMEOUT_MS} ms`, { cause: e });
       }
-      if (e.code === ErrorCode.ConnectionClosed) {
+      if (e.code === sdk?.ErrorCode.ConnectionClosed) {
         return new RetryableError(`${who} closed the connection during ${what}${stderr}`, { cause: e });
       }
       return new RetryableError(`${who} answered ${what} with error ${e.code}: ${serverMessage(e)}`, { cause: e });
@@ -404,6 +442,13 @@ export class McpClients {
 
   private async connect(server: string): Promise<Connection> {
     const option = this.optionOf(server);
+    const {
+      Client,
+      StreamableHTTPClientTransport,
+      StdioClientTransport,
+      getDefaultEnvironment,
+      ToolListChangedNotificationSchema,
+    } = await loadSdk();
     const client = new Client({ name: this.clientName, version: VERSION });
     let connection: Connection;
     let transport: StreamableHTTPClientTransport | StdioClientTransport;
