@@ -17,7 +17,8 @@
  *   ready. A thread shared by two nodes or workflows is not serialised across them.
  */
 
-import { Ajv } from "ajv";
+import { createRequire } from "node:module";
+import type { Ajv } from "ajv";
 import type { Problem } from "../../errors.js";
 import type { Json } from "../../json-text.js";
 import { compilePayload } from "../expressions.js";
@@ -280,9 +281,15 @@ function unknownFields(
 
 let ajv: Ajv | null = null;
 
-/** The JSON Schema checker of tools' arguments: one, made on first use. */
+/**
+ * The JSON Schema checker of tools' arguments: one, made on first use. Required then, not
+ * imported with the module: ajv costs start-up time a workflow without agent tools should not pay.
+ */
 export function toolSchemas(): Ajv {
-  ajv ??= new Ajv({ allErrors: true, strict: false });
+  if (!ajv) {
+    const { Ajv: AjvClass } = createRequire(import.meta.url)("ajv") as typeof import("ajv");
+    ajv = new AjvClass({ allErrors: true, strict: false });
+  }
   return ajv;
 }
 
