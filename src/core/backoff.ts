@@ -21,10 +21,16 @@ export function retryWaitMs(
     : Math.min(error.retry_after_ms, s.retry_max_interval * 1000);
 }
 
-/** Why an attempt that is not retried failed for good: its retries spent, its output refused, or not retryable. */
+/** Reasons a built-in agent gives its failure that the node's reason keeps (routes may match on them). */
+const KEPT_REASONS: ReadonlySet<string> = new Set(["invalid_output", "max_turns_exceeded", "budget_exceeded"]);
+
+/**
+ * Why an attempt that is not retried failed for good: its retries spent, or the reason a built-in
+ * agent named (its output refused, an agent loop out of turns or of budget), else not retryable.
+ */
 export function finalFailureReason(retryable: boolean, error: { reason?: string }): string {
   if (retryable) return "retries_exhausted";
-  return error.reason === "invalid_output" ? "invalid_output" : "non_retryable";
+  return error.reason !== undefined && KEPT_REASONS.has(error.reason) ? error.reason : "non_retryable";
 }
 
 /** Milliseconds to wait before the retry that follows failure number `failures` (1-based). */

@@ -213,7 +213,7 @@ describe("the agent node", () => {
     );
     const run = await engine.waitForRun((await engine.startRun("support", { input: { question: "?" } })).run_id);
     expect(run.status).toBe("FAILED");
-    expect(run.nodes[0]?.error).toMatchObject({ reason: "max_turns_exceeded" });
+    expect(run.nodes[0]).toMatchObject({ reason: "max_turns_exceeded", error: { reason: "max_turns_exceeded" } });
     expect(chat()).toHaveLength(2);
   });
 
@@ -229,7 +229,7 @@ describe("the agent node", () => {
     });
     const run = await engine.waitForRun((await engine.startRun("support", { input: { question: "?" } })).run_id);
     expect(run.status).toBe("FAILED");
-    expect(run.nodes[0]?.error).toMatchObject({ reason: "budget_exceeded" });
+    expect(run.nodes[0]).toMatchObject({ reason: "budget_exceeded", error: { reason: "budget_exceeded" } });
     expect(run.nodes[0]?.error?.message).toMatch(
       /110 tokens used .* of max_tokens 100.*\(before tool call lookup of turn 1\)/,
     );
