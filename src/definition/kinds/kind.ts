@@ -9,7 +9,7 @@
  * (what a visit does in the scheduler: `inline`, `begin`, `due`) in core/kinds/, its
  * in-transaction step in engine/writer/kinds/, its I/O in calls/, plus its store pieces when its
  * visits wait on something the database must find. Built: task, aggregator, http, llm,
- * human_review, sleep, wait_event (§11.2), workflow and map (§11.1).
+ * human_review, sleep, wait_event (§11.2), workflow and map (§11.1), agent (§14.2).
  */
 
 import { type Problem, withArticle } from "../../errors.js";
