@@ -34,7 +34,7 @@ const TURN = /^turn:(\d+)$/;
 const TOOL = /^tool:(\d+):(\d+)$/;
 
 /** Where a step's message goes: [turn, 0] for a model turn, [turn, 1 + index] for a call; null for other steps. */
-function placeOf(name: string): number[] | null {
+function placeOf(name: string): [number, number] | null {
   const turn = TURN.exec(name);
   if (turn) return [Number(turn[1]), 0];
   const tool = TOOL.exec(name);
@@ -55,7 +55,7 @@ export function conversationOf(payload: Json | null, steps: readonly StepRow[]):
   // Parallel calls are recorded as they end: the conversation has them in the order the model made them.
   const ordered = steps
     .map((step) => ({ step, at: placeOf(step.name) }))
-    .filter((s): s is { step: StepRow; at: number[] } => s.at !== null)
+    .filter((s): s is { step: StepRow; at: [number, number] } => s.at !== null)
     .sort((a, b) => a.at[0] - b.at[0] || a.at[1] - b.at[1]);
   for (const { step } of ordered) {
     const turn = TURN.exec(step.name);
