@@ -1,16 +1,26 @@
-/** The report of a run: status, duration, error, per-node times and retries, compensations, steps, output. */
-import type { Run, RunWithNodes, Visit } from "../index.js";
+/** The report of a run: status, duration, error, per-node times and retries, agents' conversations, compensations, steps, output. */
+import type { ConversationMessage, Run, RunWithNodes, Visit } from "../index.js";
 import type { StepRow } from "../store/store.js";
 import { withMapNote } from "./map-note.js";
 import { formatMs, formatTime, oneLine, table } from "./output.js";
 import { visitWaitNote } from "./waiting.js";
 
-/** The run's report as text; `visits` are all of its visits (loops and superseded ones included), `steps` its durable steps. */
+/** An agent node's conversation in its current visit (listMessages), for the report's line of it. */
+export interface AgentConversation {
+  node_id: string;
+  messages: readonly ConversationMessage[];
+}
+
+/**
+ * The run's report as text; `visits` are all of its visits (loops and superseded ones included),
+ * `steps` its durable steps, `conversations` its agent nodes' current conversations.
+ */
 export function runReport(
   run: RunWithNodes,
   visits: readonly Visit[],
   now = Date.now(),
   steps: readonly StepRow[] = [],
+  conversations: readonly AgentConversation[] = [],
 ): string {
   const ended = run.ended_at !== null;
   const duration = formatMs((run.ended_at ?? now) - run.created_at);
@@ -50,6 +60,10 @@ export function runReport(
     ];
   });
   lines.push("", table(["node", "state", "visits", "attempts", "retries", "time", "note"], rows));
+  if (conversations.length > 0) {
+    // Agent nodes (DESIGN §14.2): how far each one's tool-calling loop got in its current visit.
+    lines.push("", ...conversations.map(conversationLine));
+  }
   if (run.compensations.length > 0) {
     // In the order they run (DESIGN §6): the failing step, cancelled ones, then successes newest first.
     const undo = [...run.compensations].sort((a, b) => a.seq - b.seq);
@@ -98,6 +112,20 @@ export function runReport(
   }
   if (ended && run.output !== null) lines.push("", "output:", JSON.stringify(run.output, null, 2));
   return lines.join("\n");
+}
+
+/** `assist: agent 3 turns, 5 tool calls, 1 failed`: its model turns and tool calls so far. */
+export function conversationLine(c: AgentConversation): string {
+  const turns = c.messages.filter((m) => m.role === "assistant").length;
+  const tools = c.messages.filter((m) => m.role === "tool");
+  const failed = tools.filter((m) => m.error === true).length;
+  const counts = [plural(turns, "turn"), plural(tools.length, "tool call")];
+  if (failed > 0) counts.push(`${failed} failed`);
+  return `${c.node_id}: agent ${counts.join(", ")}`;
+}
+
+function plural(n: number, noun: string): string {
+  return `${n} ${noun}${n === 1 ? "" : "s"}`;
 }
 
 /**

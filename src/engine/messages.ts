@@ -26,7 +26,8 @@ export interface MessagePage {
 }
 
 const DEFAULT_LIMIT = 100;
-const MAX_LIMIT = 1000;
+/** The most messages one page may have. */
+export const MESSAGES_MAX_LIMIT = 1000;
 
 /**
  * A page of an agent node's conversation in one visit: its instructions and input, then each
@@ -77,10 +78,10 @@ function checkPaging(visit: number | undefined, after: number, limit: number): v
       message: `must be a message's seq (an integer of at least -1), got ${String(after)}`,
     });
   }
-  if (!(Number.isInteger(limit) && limit >= 1 && limit <= MAX_LIMIT)) {
+  if (!(Number.isInteger(limit) && limit >= 1 && limit <= MESSAGES_MAX_LIMIT)) {
     problems.push({
       path: "limit",
-      message: `must be an integer from 1 to ${MAX_LIMIT} (the most messages one page may have), got ${String(limit)}`,
+      message: `must be an integer from 1 to ${MESSAGES_MAX_LIMIT} (the most messages one page may have), got ${String(limit)}`,
     });
   }
   if (problems.length > 0) throw new ValidationError("Invalid listMessages options", problems);

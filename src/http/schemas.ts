@@ -379,6 +379,32 @@ export const StepSchema = z
     description: "A durable step an attempt recorded (task.step, POST /v1/tasks/{execution_id}/steps)",
   });
 
+export const MessageSchema = z
+  .object({
+    seq: z
+      .number()
+      .int()
+      .describe("its place in the visit's conversation, from 0: pass as after for the messages after it"),
+    role: z.string().describe("system and user (the payload's instructions and input), assistant (a model turn), tool"),
+    content: json().describe("the text; a failed tool call's says why"),
+    tool_calls: json()
+      .optional()
+      .describe("an assistant message's tool calls, OpenAI's shape: [{ id, type, function: { name, arguments } }]"),
+    tool_call_id: z.string().optional().describe("a tool message's call id"),
+    name: z.string().optional().describe("a tool message's tool name"),
+    error: z.boolean().optional().describe("true for a tool call that failed, or whose arguments were invalid"),
+    usage: json().optional().describe("what the model turn or tool call cost: { tokens_in, tokens_out }"),
+    finish_reason: json().optional().describe("how a model turn ended (stop, tool_calls, length)"),
+    turn: z.number().int().optional().describe("the model turn it is (assistant) or belongs to (tool)"),
+    attempt: z.number().int().optional().describe("the attempt that recorded it; absent for the payload's messages"),
+    recorded_at: time().optional(),
+  })
+  .meta({
+    id: "Message",
+    description:
+      "One message of an agent node's conversation (DESIGN §14.2): the payload's instructions and input, then each recorded model turn and tool call",
+  });
+
 export const ProblemSchema = z
   .object({ path: z.string(), message: z.string() })
   .meta({ id: "Problem", description: "One problem of a definition or a request, with its path" });

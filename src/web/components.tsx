@@ -122,3 +122,25 @@ export function ConfirmDialog(props: {
     </dialog>
   );
 }
+
+/** A progress value as text: a string whole, `{ content }` (a model's text so far) its content, else JSON. */
+export function progressText(value: unknown): string {
+  const content =
+    value !== null && typeof value === "object" && typeof (value as { content?: unknown }).content === "string"
+      ? (value as { content: string }).content
+      : null;
+  return typeof value === "string" ? value : (content ?? JSON.stringify(value, null, 2));
+}
+
+/** Text that grows while an attempt runs, kept scrolled to its end: a live log, text only. */
+export function LiveText(props: { text: string; label: string }) {
+  const box = useRef<HTMLPreElement>(null);
+  useEffect(() => {
+    if (box.current) box.current.scrollTop = box.current.scrollHeight;
+  }, [props.text]);
+  return (
+    <pre class="json live-progress" role="log" aria-label={props.label} ref={box}>
+      {props.text}
+    </pre>
+  );
+}

@@ -128,6 +128,31 @@ export interface Step {
   recorded_at: number;
 }
 
+/** One message of an agent node's conversation, as GET /v1/runs/{id}/nodes/{node_id}/messages lists it. */
+export interface Message {
+  seq: number;
+  role: string;
+  content: unknown;
+  /** An assistant message's tool calls (OpenAI's shape). */
+  tool_calls?: { id: string; type?: string; function: { name: string; arguments: string } }[];
+  tool_call_id?: string;
+  /** A tool message's tool name. */
+  name?: string;
+  /** A tool call that failed, or whose arguments were invalid. */
+  error?: boolean;
+  usage?: { tokens_in?: number; tokens_out?: number } | null;
+  finish_reason?: unknown;
+  turn?: number;
+  attempt?: number;
+  recorded_at?: number;
+}
+
+export interface MessagePage {
+  visit: number | null;
+  messages: Message[];
+  next_after: number | null;
+}
+
 export interface MapItemPage {
   items: MapItem[];
   next_after: number | null;

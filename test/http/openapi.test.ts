@@ -56,6 +56,7 @@ describe("GET /v1/openapi.json", () => {
         "GET /v1/runs/{run_id}/events",
         "GET /v1/runs/{run_id}/graph",
         "GET /v1/runs/{run_id}/nodes/{node_id}/items",
+        "GET /v1/runs/{run_id}/nodes/{node_id}/messages",
         "GET /v1/runs/{run_id}/nodes/{node_id}/steps",
         "GET /v1/schedules",
         "GET /v1/schedules/{schedule_id}",
@@ -245,6 +246,17 @@ describe("GET /v1/openapi.json", () => {
     ]);
     expect(JSON.stringify(items?.responses["200"]?.content)).toContain('"#/components/schemas/MapItem"');
     expect(JSON.stringify(doc.components.schemas.MapItem)).toContain('"child_run_id"');
+    // An agent node's conversation is paged the same way (DESIGN §14.2).
+    const messages = doc.paths["/v1/runs/{run_id}/nodes/{node_id}/messages"]?.get;
+    expect(messages?.parameters?.map((p) => [p.name, p.in, p.required])).toEqual([
+      ["run_id", "path", true],
+      ["node_id", "path", true],
+      ["visit", "query", false],
+      ["after", "query", false],
+      ["limit", "query", false],
+    ]);
+    expect(JSON.stringify(messages?.responses["200"]?.content)).toContain('"#/components/schemas/Message"');
+    expect(JSON.stringify(doc.components.schemas.Message)).toContain('"tool_calls"');
     expect(doc.paths["/v1/workflows/{id}"]?.put?.requestBody?.content["application/json"]?.schema).toEqual({
       $ref: "#/components/schemas/WorkflowDefinition",
     });

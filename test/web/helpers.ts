@@ -77,14 +77,16 @@ export interface Served {
   completeWriterTask(output?: unknown): Promise<{ run_id: string; node_id: string }>;
 }
 
-/** Starts `skein serve` (with the test tokens unless `open`) and opens a fresh browser page on it. */
-export async function serve(options: { open?: boolean } = {}): Promise<Served> {
+/**
+ * Starts `skein serve` (with the test tokens unless `open`, with `env` added to its environment,
+ * e.g. SKEIN_LLM_BASE_URL) and opens a fresh browser page on it.
+ */
+export async function serve(options: { open?: boolean; env?: NodeJS.ProcessEnv } = {}): Promise<Served> {
   const ws = workspace();
-  const server = new Skein(
-    ["serve", "--port", "0", "--agents", AGENTS, "--db", ws.db],
-    ws.dir,
-    options.open ? {} : { SKEIN_TOKENS: JSON.stringify(TOKEN_LIST) },
-  );
+  const server = new Skein(["serve", "--port", "0", "--agents", AGENTS, "--db", ws.db], ws.dir, {
+    ...(options.open ? {} : { SKEIN_TOKENS: JSON.stringify(TOKEN_LIST) }),
+    ...options.env,
+  });
   const [, url] = await server.waitFor(/serving the HTTP API on (http:\/\/\S+)\/v1/, undefined, "stderr");
   const base = url as string;
 

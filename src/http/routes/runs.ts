@@ -8,6 +8,7 @@ import { graphModel, renderMermaid } from "../../definition/mermaid.js";
 import { validateWorkflow } from "../../definition/validate.js";
 import type { Engine } from "../../engine/engine.js";
 import { MAP_ITEMS_MAX_LIMIT } from "../../engine/map-items.js";
+import { MESSAGES_MAX_LIMIT } from "../../engine/messages.js";
 import { ConflictError, ForbiddenError, ValidationError } from "../../errors.js";
 import { MIN_SEARCH_CHARS } from "../../store/store.js";
 import { ADMINS, READERS } from "../auth.js";
@@ -19,6 +20,7 @@ import {
   EventSchema,
   errorResponses,
   MapItemSchema,
+  MessageSchema,
   RUN_STATUSES,
   RunParams,
   RunSchema,
@@ -122,6 +124,19 @@ const MapItemsQuery = z
       .default(-1)
       .describe("items after this index (exclusive): next_after of the previous page"),
     limit: z.coerce.number().int().min(1).max(MAP_ITEMS_MAX_LIMIT).default(100),
+  })
+  .strict();
+
+const MessagesQuery = z
+  .object({
+    visit: z.coerce.number().int().min(1).optional().describe("the node's visit (default: its current one)"),
+    after: z.coerce
+      .number()
+      .int()
+      .min(-1)
+      .default(-1)
+      .describe("messages after this seq (exclusive): next_after of the previous page"),
+    limit: z.coerce.number().int().min(1).max(MESSAGES_MAX_LIMIT).default(100),
   })
   .strict();
 
@@ -318,6 +333,35 @@ export function registerRunRoutes(app: FastifyInstance, { engine, rates }: Route
       const { run_id, node_id } = request.params;
       await checkRunScope(engine, request.principal, run_id);
       return { steps: await engine.listSteps(run_id, node_id) };
+    },
+  );
+
+  app.get<{ Params: NodeParamsOf; Querystring: z.output<typeof MessagesQuery> }>(
+    "/v1/runs/:run_id/nodes/:node_id/messages",
+    {
+      config: { access: READERS, scoped: true },
+      schema: {
+        operationId: "listMessages",
+        tags: ["runs"],
+        summary:
+          "An agent node's conversation in one visit, a page at a time: its instructions and input, then each model turn and tool call as recorded",
+        params: NodeParams,
+        querystring: MessagesQuery,
+        response: {
+          ...errorResponses(404, 503),
+          200: z.object({
+            visit: z.number().int().nullable().describe("the visit read; null when the node has not been visited"),
+            messages: z.array(MessageSchema),
+            next_after: z.number().int().nullable().describe("pass as after for the next page; null on the last"),
+          }),
+        },
+      },
+    },
+    async (request) => {
+      const { run_id, node_id } = request.params;
+      const { visit, after, limit } = request.query;
+      await checkRunScope(engine, request.principal, run_id);
+      return engine.listMessages(run_id, node_id, { after, limit, ...(visit === undefined ? {} : { visit }) });
     },
   );
 

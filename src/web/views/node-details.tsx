@@ -1,12 +1,16 @@
 /** A node's current visit (attempts, ids, timings, payload, output, last error) and its events. */
 
-import { useEffect, useRef, useState } from "preact/hooks";
-import { Badge, JsonBlock, Time } from "../components.js";
+import { useState } from "preact/hooks";
+import { Badge, JsonBlock, LiveText, progressText, Time } from "../components.js";
 import { elapsed, reasonTone, wakesAt } from "../format.js";
 import { href } from "../route.js";
 import type { ChildRun, ProgressEvent, RunEvent, Visit } from "../types.js";
+import { Conversation } from "./conversation.js";
 import { MapItems } from "./map-items.js";
 import { Steps } from "./steps.js";
+
+/** The agent_type of the agent node kind (DESIGN §14.2): a tool-calling loop whose conversation is shown. */
+const AGENT = "agent";
 
 /** What the node waits for, in words: an agent nothing serves (the server says), an event, or its wake-up time. */
 function waitingFor(v: Visit): string | null {
@@ -107,8 +111,10 @@ export function NodeDetails(props: {
           </ul>
         </>
       )}
-      {props.progress && <LiveProgress event={props.progress} />}
+      {/* An agent node's progress is its model's text so far: the conversation shows it in its place. */}
+      {props.progress && v.agent_type !== AGENT && <LiveProgress event={props.progress} />}
       {v.items && <MapItems visit={v} counts={v.items} />}
+      {v.agent_type === AGENT && <Conversation visit={v} progress={props.progress} />}
       <Steps visit={v} />
       <h4>Payload</h4>
       <JsonBlock value={v.payload} />
@@ -190,22 +196,10 @@ export function EventTable(props: { events: RunEvent[] }) {
  * text so far) whole, anything else as JSON; kept scrolled to its end as it grows. Text only.
  */
 function LiveProgress(props: { event: ProgressEvent }) {
-  const value = props.event.data.progress;
-  const content =
-    value !== null && typeof value === "object" && typeof (value as { content?: unknown }).content === "string"
-      ? (value as { content: string }).content
-      : null;
-  const shown = typeof value === "string" ? value : (content ?? JSON.stringify(value, null, 2));
-  const box = useRef<HTMLPreElement>(null);
-  useEffect(() => {
-    if (box.current) box.current.scrollTop = box.current.scrollHeight;
-  }, [shown]);
   return (
     <>
       <h4>Progress</h4>
-      <pre class="json live-progress" role="log" aria-label="progress" ref={box}>
-        {shown}
-      </pre>
+      <LiveText text={progressText(props.event.data.progress)} label="progress" />
     </>
   );
 }
