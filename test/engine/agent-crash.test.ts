@@ -10,7 +10,7 @@ import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterEach, expect, it } from "vitest";
 import { createEngine, type Engine, systemClock } from "../../src/index.js";
-import { AGENT_FLOW, agentTools, type ToolCallRecord } from "../fixtures/agent-workflow.js";
+import { agentTools, type ToolCallRecord } from "../fixtures/agent-workflow.js";
 import { Child, within } from "../fixtures/child.js";
 import { type OpenAIServer, startOpenAIServer } from "../fixtures/openai-server.js";
 import { onPostgres, tempDb, tempDir } from "../helpers.js";

@@ -148,7 +148,7 @@ function agentTool(declared: AgentTool, c: ToolsContext, i: number): LoopTool {
 
 async function mcpTools(declared: McpToolSet, task: Task, c: ToolsContext, i: number): Promise<LoopTool[]> {
   const mcp = c.mcp;
-  if (!mcp || !mcp.names().includes(declared.mcp)) {
+  if (!mcp?.names().includes(declared.mcp)) {
     const known = mcp?.names() ?? [];
     throw new ConfigError(
       `payload.tools[${i}].mcp names server "${declared.mcp}", which the engine's mcp option does not have (${known.length ? `it has ${known.join(", ")}` : "it has none"})`,

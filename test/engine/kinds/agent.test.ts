@@ -20,6 +20,12 @@ afterEach(async () => {
 });
 
 const chat = () => server.requestsTo("/v1/chat/completions");
+/** The body of the n-th (0-based) chat request; fails the test when there is none. */
+function bodyOf(n: number): unknown {
+  const request = chat()[n];
+  if (!request) throw new Error(`no chat request ${n}: ${chat().length} came`);
+  return request.body;
+}
 
 function engineWith(agents: Record<string, AgentHandler>, options: EngineOptions = {}) {
   return testEngine({
@@ -172,7 +178,7 @@ describe("the agent node", () => {
     const run = await engine.waitForRun((await engine.startRun("support", { input: { question: "?" } })).run_id);
     expect(run.status).toBe("SUCCEEDED");
     expect(calls).toBe(1); // only the valid call ran
-    const tools = (chat()[1]?.body as { messages: { role: string; content: string }[] }).messages.filter(
+    const tools = (bodyOf(1) as { messages: { role: string; content: string }[] }).messages.filter(
       (m) => m.role === "tool",
     );
     expect(tools.map((m) => m.content)).toEqual([
@@ -258,7 +264,7 @@ describe("the agent node", () => {
     expect(run.nodes[0]?.output).toMatchObject({ content: "Shipped.", turns: 2, tool_calls: 1 });
     expect(ran).toHaveLength(1); // the recorded call did not run again
     expect(chat()).toHaveLength(3); // turn 1 was not asked again
-    expect((chat()[2]?.body as { messages: unknown[] }).messages).toHaveLength(4);
+    expect((bodyOf(2) as { messages: unknown[] }).messages).toHaveLength(4);
   });
 
   it("aborts the running tool call when the run is cancelled, and asks the model nothing more", async () => {
@@ -416,7 +422,7 @@ describe("the agent node", () => {
       (await engine.startRun("support", { input: { question: "Hi", user: "bob" } })).run_id,
     );
     expect(other.status).toBe("SUCCEEDED");
-    expect((chat()[3]?.body as { messages: unknown[] }).messages).toHaveLength(2);
+    expect((bodyOf(3) as { messages: unknown[] }).messages).toHaveLength(2);
   });
 
   it("calls an http tool with a payload its templates make from the model's arguments", async () => {
