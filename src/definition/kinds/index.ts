@@ -13,7 +13,7 @@ import { http } from "./http.js";
 import { humanReview } from "./human-review.js";
 import type { KindRules } from "./kind.js";
 import { llm } from "./llm.js";
-import { map, undoesItems } from "./map.js";
+import { map } from "./map.js";
 import { sleep } from "./sleep.js";
 import { task } from "./task.js";
 import { waitEvent } from "./wait-event.js";
@@ -72,5 +72,5 @@ export function needsDeclaredSecrets(kind: KindRules): boolean {
  */
 export function undoAgent(node: { readonly def: NodeDefinition; readonly kind: KindRules }): string | null {
   if (node.def.compensation) return node.def.compensation.agent_type;
-  return node.kind === map && undoesItems(node.def.payload as Json) ? map.name : null;
+  return node.kind.undoes?.(node.def.payload as Json) ? node.kind.name : null;
 }

@@ -58,6 +58,11 @@ export interface KindRules {
    * of a thread at a time), or null.
    */
   impliedConcurrency?(node: NodeDefinition): { key: string; limit: number } | null;
+  /**
+   * Whether the kind itself undoes a visit whose node gives no `compensation` (a map whose items
+   * declare one, an agent whose tools do): the compensation then runs as the kind's own agent.
+   */
+  undoes?(payload: Json): boolean;
 }
 
 /**

@@ -46,6 +46,7 @@ export const map: KindRules = {
   notClaimable: "run their items as child runs the engine starts",
   retries: true,
   deferred: ["each"],
+  undoes: (payload) => undoesItems(payload),
   validate(node, checks) {
     const problems: Problem[] = [];
     const at = `${checks.at}.payload`;
