@@ -17,7 +17,7 @@ import { type AgentPayload, DEFAULT_MAX_TURNS } from "../../definition/kinds/age
 import { NonRetryableError } from "../../errors.js";
 import type { StepReads, StepRow } from "../../store/steps.js";
 import { conversationOf } from "./messages.js";
-import { runCall, type ToolMessage, type ToolsContext, toolsOf } from "./tools.js";
+import { runCall, type ToolMessage, type ToolsContext, toolsOf, undoCalls } from "./tools.js";
 
 export interface AgentLoopContext extends ToolsContext {
   /** The model call: the `llm` kind's handler (its providers, streaming, usage, errors). */
@@ -41,6 +41,8 @@ export interface TurnMessage {
 
 export function agentLoopHandler(c: AgentLoopContext): AgentHandler {
   return async (task: Task) => {
+    // The run's ending compensates the visit: its tools' recorded calls are undone.
+    if (task.compensates) return undoCalls(task, c);
     // The kind checked the resolved payload before the visit could start.
     const payload = task.payload as unknown as AgentPayload;
     const tools = await toolsOf(payload, task, c);
@@ -187,7 +189,7 @@ async function modelTurn(
 
 /** A recorded message as the model is sent it: without what Skein keeps beside it. */
 function requestMessage(m: TurnMessage | ToolMessage): Json {
-  if (m.role === "tool") return { role: "tool", tool_call_id: m.tool_call_id, content: m.content };
+  if (m.role === "tool") return { role: "tool", tool_call_id: m.tool_call_id, content: m.content } as Json;
   return { role: "assistant", content: m.content, ...(m.tool_calls ? { tool_calls: m.tool_calls } : {}) } as Json;
 }
 

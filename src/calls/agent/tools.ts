@@ -12,6 +12,7 @@ import type { Json, Usage } from "../../core/types.js";
 import { compilePayload } from "../../definition/expressions.js";
 import { type AgentPayload, type AgentTool, type McpToolSet, toolSchemas } from "../../definition/kinds/agent.js";
 import { NonRetryableError } from "../../errors.js";
+import type { StepReads } from "../../store/steps.js";
 
 /** A tool as the loop holds it: its OpenAI declaration and how a call runs. */
 export interface LoopTool {
@@ -25,6 +26,8 @@ export interface LoopTool {
   retries: number;
   /** One call's time limit, ms; null: the visit's. */
   timeoutMs: number | null;
+  /** The agent that undoes a recorded call (the tool's `compensation`), or null. */
+  undo: string | null;
 }
 
 /** What one call of a tool is given. */
@@ -49,6 +52,8 @@ export interface ToolMessage {
   /** The call failed (or its arguments were invalid); `content` says why. */
   error?: true;
   usage?: Usage;
+  /** A successful call of a tool with `compensation`: what undoing it needs. */
+  undo?: { agent_type: string; args: Record<string, Json> };
 }
 
 /** What the loop needs of the engine's MCP clients (src/calls/mcp.ts). */
@@ -106,6 +111,7 @@ function agentTool(declared: AgentTool, c: ToolsContext, i: number): LoopTool {
     check: checkerOf(declared.parameters, `payload.tools[${i}].parameters`),
     retries: declared.retry_count ?? 0,
     timeoutMs: declared.timeout === undefined ? null : declared.timeout * 1000,
+    undo: declared.compensation?.agent_type ?? null,
     run: async (args, call) => {
       const handler = c.handler(declared.agent_type);
       if (!handler) {
@@ -174,6 +180,7 @@ async function mcpTools(declared: McpToolSet, task: Task, c: ToolsContext, i: nu
       check: checkerOf(t.parameters, `MCP server "${declared.mcp}" tool "${t.name}" inputSchema`),
       retries: 0,
       timeoutMs: null,
+      undo: null,
       run: async (args, call) => {
         const result = await mcp.callTool(declared.mcp, t.name, args, call.key, call.signal);
         if (result.isError) throw new Error(result.content);
@@ -246,7 +253,10 @@ export async function runCall(
           `the result is ${size} bytes, over the limit of ${maxResultBytes} a tool's result may give the model; ask for less`,
         );
       }
-      return message(content, usage ? { usage } : {});
+      return message(content, {
+        ...(usage ? { usage } : {}),
+        ...(tool.undo ? { undo: { agent_type: tool.undo, args } } : {}),
+      });
     } catch (e) {
       // Cancelled, timed out, or the attempt lost its visit: not the tool's failure to report.
       if (ctx.task.signal.aborted) throw ctx.task.signal.reason;
@@ -260,6 +270,42 @@ export async function runCall(
     throw new NonRetryableError(`tool "${name}" failed (tool_errors is "fail"): ${text}`, { cause: last });
   }
   return message(`error: ${text}`, { error: true });
+}
+
+/**
+ * Undoes a visit's recorded calls (DESIGN §6, a tool's `compensation`): newest first, each once
+ * (a step of the compensation's attempt), with `<call key>:compensate` as its execution_id.
+ * A call that failed, or was running when the visit ended, has no record and is not undone.
+ */
+export async function undoCalls(task: Task, c: ToolsContext & { steps: Pick<StepReads, "stepsOf"> }): Promise<Json> {
+  const visit = task.compensates?.execution_id as string;
+  const calls = (await c.steps.stepsOf([visit]))
+    .map((s) => ({ step: s, at: /^tool:(\d+):(\d+)$/.exec(s.name) }))
+    .filter((s) => s.at !== null && (s.step.output as ToolMessage | null)?.undo !== undefined)
+    .sort((a, b) => Number(b.at?.[1]) - Number(a.at?.[1]) || Number(b.at?.[2]) - Number(a.at?.[2]));
+  const undone: string[] = [];
+  for (const { step, at } of calls) {
+    const m = step.output as unknown as ToolMessage & { undo: { agent_type: string; args: Record<string, Json> } };
+    const key = `${visit}:${at?.[1]}:${at?.[2]}`;
+    await task.step(`undo:${at?.[1]}:${at?.[2]}`, async () => {
+      const handler = c.handler(m.undo.agent_type);
+      if (!handler) {
+        throw new ConfigError(
+          `tool "${m.name}" names compensation agent_type "${m.undo.agent_type}", which this engine does not run in its process`,
+        );
+      }
+      const value = await handler({
+        ...task,
+        agent_type: m.undo.agent_type,
+        execution_id: `${key}:compensate`,
+        payload: { tool: m.name, args: m.undo.args, result: m.content },
+        step: (name, fn) => task.step(`undo:${at?.[1]}:${at?.[2]}/${name}`, fn),
+      });
+      return (isRouted(value) ? value.output : (value ?? null)) as Json;
+    });
+    undone.push(key);
+  }
+  return { undone } as Json;
 }
 
 /** Runs a call within the tool's timeout: past it the call's signal aborts and it fails, even if it goes on. */

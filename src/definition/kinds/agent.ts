@@ -10,8 +10,11 @@
  *   external workers, and `workflow` tools (a child run per call), are refused when called.
  * - A tool's `retry_count` (default 0: the model sees the error and decides) retries a failed
  *   call at once; `timeout` (seconds) aborts one call.
- * - `approval` and `compensation` on a tool are not built yet: registration refuses them with a
- *   sentence saying so, rather than accepting what the engine would ignore.
+ * - `approval` on a tool is not built yet: registration refuses it with a sentence saying so,
+ *   rather than accepting what the engine would ignore.
+ * - A tool's `compensation` is `{ agent_type }`: when the run's ending compensates the visit, the
+ *   engine calls that agent once per recorded successful call of the tool, newest first, with
+ *   `{ tool, args, result }` as its payload and `<call key>:compensate` as its execution_id.
  * - `thread` (1 to 128 characters once resolved) is the node's `concurrency` key with limit 1
  *   when the node gives none: one visit of a thread at a time per workflow node, the others wait
  *   ready. A thread shared by two nodes or workflows is not serialised across them.
@@ -39,7 +42,16 @@ const FIELDS = [
   "tool_errors",
   "thread",
 ] as const;
-const TOOL_FIELDS = ["name", "description", "parameters", "agent_type", "payload", "retry_count", "timeout"] as const;
+const TOOL_FIELDS = [
+  "name",
+  "description",
+  "parameters",
+  "agent_type",
+  "payload",
+  "retry_count",
+  "timeout",
+  "compensation",
+] as const;
 const MCP_FIELDS = ["mcp", "tools"] as const;
 /** Not built yet: refused with this sentence (module doc). */
 const NOT_YET =
@@ -62,6 +74,8 @@ export interface AgentTool {
   payload?: Json;
   retry_count?: number;
   timeout?: number;
+  /** Undoes a recorded call when the run's ending compensates the visit. */
+  compensation?: { agent_type: string };
 }
 
 /** The tools of an MCP server named in the engine's `mcp` option (all of them, or these names). */
@@ -96,8 +110,20 @@ export const agent: KindRules = {
   validate(node: NodeDefinition, checks) {
     // Rules added since a document was stored do not refuse it (an agent_type "agent" of its own).
     if (checks.stored) return [];
-    return payloadProblems(node.payload, false).map((p) => ({ path: `${checks.at}.${p.path}`, message: p.message }));
+    const problems = payloadProblems(node.payload, false).map((p) => ({
+      path: `${checks.at}.${p.path}`,
+      message: p.message,
+    }));
+    if (node.compensation !== undefined && undoesCalls(node.payload as Json)) {
+      problems.push({
+        path: `${checks.at}.compensation`,
+        message:
+          "an agent node whose tools declare compensation cannot declare its own: undo per tool call, or once for the node, not both",
+      });
+    }
+    return problems;
   },
+  undoes: (payload) => undoesCalls(payload),
   checkResolved(payload) {
     const problems = payloadProblems(payload, true);
     return problems.length === 0 ? null : problems.map((p) => `${p.path} ${p.message}`).join("; ");
@@ -107,6 +133,12 @@ export const agent: KindRules = {
     return typeof thread === "string" ? { key: thread, limit: 1 } : null;
   },
 };
+
+/** Whether a tool of the payload declares `compensation`: the node's visit is then undone call by call. */
+export function undoesCalls(payload: Json): boolean {
+  const tools = (payload as { tools?: unknown } | null)?.tools;
+  return Array.isArray(tools) && tools.some((t) => isObject(t) && "compensation" in t);
+}
 
 /** The longest thread key, in characters (it names a step: `thread:<key>`). */
 export const MAX_THREAD_LENGTH = 128;
@@ -251,6 +283,11 @@ function toolsProblems(tools: unknown): Problem[] {
     ) {
       add(".retry_count", `must be a whole number from 0 to 10, got ${show(t.retry_count)}`);
     }
+    if ("compensation" in t) {
+      const c = t.compensation;
+      const ok = isObject(c) && typeof c.agent_type === "string" && c.agent_type !== "" && Object.keys(c).length === 1;
+      if (!ok) add(".compensation", `must be { "agent_type": "<the agent that undoes a call>" }, got ${show(c)}`);
+    }
     if ("timeout" in t && !(typeof t.timeout === "number" && t.timeout > 0 && t.timeout <= MAX_TOOL_TIMEOUT_S)) {
       add(".timeout", `must be a number of seconds above 0, at most ${MAX_TOOL_TIMEOUT_S}, got ${show(t.timeout)}`);
     }
@@ -267,7 +304,7 @@ function unknownFields(
 ): void {
   for (const key of Object.keys(t)) {
     if (known.includes(key)) continue;
-    if (key === "approval" || key === "compensation") {
+    if (key === "approval") {
       add(`.${key}`, `(a tool's ${key}) ${NOT_YET}`);
       continue;
     }

@@ -6,7 +6,7 @@
  */
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { AgentHandler, EngineOptions, WorkflowInput } from "../../../src/index.js";
-import { ValidationError } from "../../../src/index.js";
+import { NonRetryableError, ValidationError } from "../../../src/index.js";
 import { startMcpHttpServer } from "../../fixtures/mcp-server.js";
 import { type OpenAIServer, startOpenAIServer } from "../../fixtures/openai-server.js";
 import { testEngine } from "../../helpers.js";
@@ -457,6 +457,50 @@ describe("the agent node", () => {
     });
   });
 
+  it("undoes the tool's recorded calls, newest first with their keys, when the run's ending compensates", async () => {
+    const undone: { key: string; payload: unknown }[] = [];
+    const { engine } = await engineWith({
+      book: (t) => ({ booking: `B-${(t.payload as { seat: string }).seat}` }),
+      unbook: (t) => {
+        undone.push({ key: t.execution_id, payload: t.payload });
+        return "released";
+      },
+      boom: () => {
+        throw new NonRetryableError("payment declined");
+      },
+    });
+    const bookTool = {
+      name: "book",
+      parameters: { type: "object", properties: { seat: { type: "string" } } },
+      agent_type: "book",
+      compensation: { agent_type: "unbook" },
+    };
+    await engine.registerWorkflow({
+      id: "trip",
+      nodes: [
+        {
+          node_id: "assist",
+          agent_type: "agent",
+          payload: { model: "gpt-test", input: "Book 2 seats", tools: [bookTool] },
+        },
+        { node_id: "pay", agent_type: "boom", depends_on: ["assist"] },
+      ],
+    } as WorkflowInput);
+    server.reply(
+      { tool_calls: [call("c1", "book", { seat: "1A" })] },
+      { tool_calls: [call("c2", "book", { seat: "1B" })] },
+      { text: "Booked 1A and 1B." },
+    );
+    const run = await engine.waitForRun((await engine.startRun("trip")).run_id);
+    expect(run.status).toBe("FAILED");
+    const ex = run.nodes.find((n) => n.node_id === "assist")?.execution_id as string;
+    expect(undone).toEqual([
+      { key: `${ex}:2:0:compensate`, payload: { tool: "book", args: { seat: "1B" }, result: '{"booking":"B-1B"}' } },
+      { key: `${ex}:1:0:compensate`, payload: { tool: "book", args: { seat: "1A" }, result: '{"booking":"B-1A"}' } },
+    ]);
+    expect(run.compensations).toMatchObject([{ node_id: "assist", state: "SUCCEEDED" }]);
+  });
+
   it("refuses a payload with precise paths at registration", async () => {
     const { engine } = await engineWith({ orders: () => "ok" });
     const attempt = engine.registerWorkflow(
@@ -465,7 +509,7 @@ describe("the agent node", () => {
         tools: [
           lookupTool,
           { ...lookupTool, parameters: { type: "object", properties: { a: { type: "strin" } } } },
-          { name: "x", agent_type: "orders", approval: { assignees: ["ops"] } },
+          { name: "x", agent_type: "orders", approval: { assignees: ["ops"] }, compensation: "undo" },
           { mcp: "" },
         ],
       }),
@@ -482,6 +526,7 @@ describe("the agent node", () => {
         ),
         expect.stringMatching(/^nodes\[0\]\.payload\.tools\[1\]\.parameters: is not a valid JSON Schema/),
         expect.stringMatching(/^nodes\[0\]\.payload\.tools\[2\]\.approval: \(a tool's approval\) is not built yet/),
+        expect.stringMatching(/^nodes\[0\]\.payload\.tools\[2\]\.compensation: must be \{ "agent_type"/),
         expect.stringMatching(/^nodes\[0\]\.payload\.tools\[3\]\.mcp: must name a server/),
       ]),
     );
