@@ -5,6 +5,7 @@ export type { StandardSchemaV1 } from "./agents/standard-schema.js";
 export type { AgentHandler, DecideHook, DepResult, Routed, StepContext, Task } from "./agents/task.js";
 export type { EgressOptions } from "./calls/egress.js";
 export type { LlmOptions, LlmProvider } from "./calls/llm/providers.js";
+export type { McpOptions, McpServerOption } from "./calls/mcp.js";
 export { type Clock, ManualClock, systemClock, type TimerHandle } from "./clock.js";
 export {
   canTransition,
