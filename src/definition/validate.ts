@@ -296,6 +296,9 @@ function checkHooksAndAgents(c: Checks, node: NodeDefinition, i: number, options
   };
   check(`nodes[${i}].agent_type`, node.agent_type);
   if (node.compensation) check(`nodes[${i}].compensation.agent_type`, node.compensation.agent_type);
+  for (const named of kindOf(node.agent_type).agentTypesIn?.(node.payload as Json) ?? []) {
+    check(`nodes[${i}].payload.${named.path}`, named.agent_type);
+  }
 }
 
 /** The way out of every "reaches past the run's TTL" warning. */

@@ -124,6 +124,18 @@ export const agent: KindRules = {
     return problems;
   },
   undoes: (payload) => undoesCalls(payload),
+  agentTypesIn(payload) {
+    const tools = (payload as { tools?: unknown } | null)?.tools;
+    if (!Array.isArray(tools)) return [];
+    return tools.flatMap((t, i) => {
+      if (!isObject(t)) return [];
+      const named =
+        typeof t.agent_type === "string" ? [{ path: `tools[${i}].agent_type`, agent_type: t.agent_type }] : [];
+      const undo =
+        isObject(t.compensation) && typeof t.compensation.agent_type === "string" ? t.compensation.agent_type : null;
+      return undo === null ? named : [...named, { path: `tools[${i}].compensation.agent_type`, agent_type: undo }];
+    });
+  },
   checkResolved(payload) {
     const problems = payloadProblems(payload, true);
     return problems.length === 0 ? null : problems.map((p) => `${p.path} ${p.message}`).join("; ");

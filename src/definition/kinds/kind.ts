@@ -63,6 +63,8 @@ export interface KindRules {
    * declare one, an agent whose tools do): the compensation then runs as the kind's own agent.
    */
   undoes?(payload: Json): boolean;
+  /** Agent types the payload names (an agent's tools), each with its path under the payload: warned of when unknown. */
+  agentTypesIn?(payload: Json): { path: string; agent_type: string }[];
 }
 
 /**

@@ -71,6 +71,22 @@ describe("agent: payload", () => {
     expect(secret?.message).toContain("a tool's payload cannot read secrets");
   });
 
+  it("warns of a tool's agent_type, or its compensation's, that no agent serves", () => {
+    const result = validateWorkflow(
+      loop({ tools: [{ ...LOOKUP, agent_type: "order", compensation: { agent_type: "undo" } }] }),
+      { knownAgentTypes: ["orders"] },
+    );
+    if (!result.ok) throw new Error("expected a valid workflow");
+    expect(result.warnings.map((w) => `${w.path}: ${w.message}`)).toEqual([
+      expect.stringMatching(
+        /^nodes\[0\]\.payload\.tools\[0\]\.agent_type: no agent is registered for agent_type "order" \(did you mean "orders"\?\)/,
+      ),
+      expect.stringMatching(
+        /^nodes\[0\]\.payload\.tools\[0\]\.compensation\.agent_type: no agent is registered for agent_type "undo"/,
+      ),
+    ]);
+  });
+
   it("makes a thread the node's concurrency key, one visit at a time, unless the node gives one", () => {
     const threaded = validateWorkflow(loop({ thread: "{{ input.user }}" }));
     if (!threaded.ok) throw new Error("expected a valid workflow");
