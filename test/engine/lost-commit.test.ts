@@ -12,9 +12,10 @@ import { createClient } from "../../src/index.js";
 import { onPostgres, PG_URL, testEngine } from "../helpers.js";
 
 /**
- * A TCP proxy to the PostgreSQL server that, once armed, passes the next COMMIT to the server
- * and, once the server answered it, cuts the client's connection instead of passing back what
- * the server said since.
+ * A TCP proxy to the PostgreSQL server that, once armed, passes the next COMMIT of a transaction
+ * that claims a visit (it writes a RUNNING state) to the server and, once the server answered
+ * it, cuts the client's connection instead of passing back what the server said since. Another
+ * of the engine's transactions committing meanwhile (a flush with nothing to claim) is let through.
  */
 class CommitCutter {
   readonly server: net.Server;
@@ -29,9 +30,13 @@ class CommitCutter {
       let cutting = false;
       let cuts = 0;
       let held = Buffer.alloc(0);
+      // What the client sent since its last BEGIN: the transaction the next COMMIT ends.
+      let tx = Buffer.alloc(0);
       client.on("data", (chunk) => {
+        const begin = chunk.lastIndexOf("BEGIN");
+        tx = begin >= 0 ? chunk.subarray(begin) : Buffer.concat([tx, chunk]);
         // The simple-protocol query "COMMIT" (not "READ COMMITTED" in a BEGIN).
-        if (this.armed && chunk.includes("COMMIT\0")) {
+        if (this.armed && chunk.includes("COMMIT\0") && tx.includes("RUNNING")) {
           this.armed = false;
           cutting = true;
           cuts = this.cut;
