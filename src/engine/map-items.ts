@@ -6,9 +6,10 @@
 import { pendingItems } from "../core/kinds/map.js";
 import type { MapCounts, MapItem, Visit } from "../core/types.js";
 import { map as mapKind } from "../definition/kinds/map.js";
-import { NotFoundError, ValidationError } from "../errors.js";
+import { NotFoundError } from "../errors.js";
 import type { Store } from "../store/store.js";
 import { refuseNul } from "./identifiers.js";
+import { checkPaging } from "./paging.js";
 import type { WorkflowRegistry } from "./registry.js";
 
 /** How many items a page has unless the caller asks for fewer. */
@@ -59,7 +60,11 @@ export async function listMapItems(
   refuseNul({ run_id: runId, node_id: nodeId });
   const after = options.after ?? -1;
   const limit = options.limit ?? MAP_ITEMS_DEFAULT_LIMIT;
-  checkPaging(options.visit, after, limit);
+  checkPaging(
+    "listMapItems",
+    { visit: options.visit, after, limit },
+    { after: "an item index", things: "items", maxLimit: MAP_ITEMS_MAX_LIMIT },
+  );
   const read = await store.readRun(runId);
   if (!read) throw new NotFoundError(`run ${runId} does not exist; check the run id and the database`);
   const { graph } = await registry.get(read.run.workflow_id, read.run.workflow_version);
@@ -77,24 +82,4 @@ export async function listMapItems(
   const items = rows.slice(0, limit);
   const last = items[items.length - 1];
   return { items, next_after: rows.length > limit && last ? last.index : null };
-}
-
-function checkPaging(visit: number | undefined, after: number, limit: number): void {
-  const problems = [];
-  if (visit !== undefined && !(Number.isInteger(visit) && visit >= 1)) {
-    problems.push({ path: "visit", message: `must be an integer of at least 1, got ${String(visit)}` });
-  }
-  if (!(Number.isInteger(after) && after >= -1)) {
-    problems.push({
-      path: "after",
-      message: `must be an item index (an integer of at least -1), got ${String(after)}`,
-    });
-  }
-  if (!(Number.isInteger(limit) && limit >= 1 && limit <= MAP_ITEMS_MAX_LIMIT)) {
-    problems.push({
-      path: "limit",
-      message: `must be an integer from 1 to ${MAP_ITEMS_MAX_LIMIT} (the most items one page may have), got ${String(limit)}`,
-    });
-  }
-  if (problems.length > 0) throw new ValidationError("Invalid listMapItems options", problems);
 }

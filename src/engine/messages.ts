@@ -1,9 +1,10 @@
 /** Reading an agent node's conversation (DESIGN §14.2), a page at a time: GET .../messages. */
 import { type ConversationMessage, conversationOf } from "../calls/agent/messages.js";
 import { agent as agentKind } from "../definition/kinds/agent.js";
-import { NotFoundError, ValidationError } from "../errors.js";
+import { NotFoundError } from "../errors.js";
 import type { Store } from "../store/store.js";
 import { refuseNul } from "./identifiers.js";
+import { checkPaging } from "./paging.js";
 import type { WorkflowRegistry } from "./registry.js";
 
 export type { ConversationMessage };
@@ -45,7 +46,11 @@ export async function listMessages(
   refuseNul({ run_id: runId, node_id: nodeId });
   const after = options.after ?? -1;
   const limit = options.limit ?? DEFAULT_LIMIT;
-  checkPaging(options.visit, after, limit);
+  checkPaging(
+    "listMessages",
+    { visit: options.visit, after, limit },
+    { after: "a message's seq", things: "messages", maxLimit: MESSAGES_MAX_LIMIT },
+  );
   const run = await store.getRun(runId);
   if (!run) throw new NotFoundError(`run ${runId} does not exist; check the run id and the database`);
   const { graph } = await registry.get(run.workflow_id, run.workflow_version);
@@ -65,24 +70,4 @@ export async function listMessages(
   const messages = all.filter((m) => m.seq > after).slice(0, limit);
   const last = messages[messages.length - 1];
   return { visit, messages, next_after: last && all.length > last.seq + 1 ? last.seq : null };
-}
-
-function checkPaging(visit: number | undefined, after: number, limit: number): void {
-  const problems = [];
-  if (visit !== undefined && !(Number.isInteger(visit) && visit >= 1)) {
-    problems.push({ path: "visit", message: `must be an integer of at least 1, got ${String(visit)}` });
-  }
-  if (!(Number.isInteger(after) && after >= -1)) {
-    problems.push({
-      path: "after",
-      message: `must be a message's seq (an integer of at least -1), got ${String(after)}`,
-    });
-  }
-  if (!(Number.isInteger(limit) && limit >= 1 && limit <= MESSAGES_MAX_LIMIT)) {
-    problems.push({
-      path: "limit",
-      message: `must be an integer from 1 to ${MESSAGES_MAX_LIMIT} (the most messages one page may have), got ${String(limit)}`,
-    });
-  }
-  if (problems.length > 0) throw new ValidationError("Invalid listMessages options", problems);
 }

@@ -28,7 +28,7 @@ import { compilePayload } from "../expressions.js";
 import type { NodeDefinition } from "../schema.js";
 import { nearest } from "../suggest.js";
 import type { KindRules } from "./kind.js";
-import { payloadProblems as llmProblems } from "./llm.js";
+import { isObject, payloadProblems as llmProblems, show } from "./llm.js";
 
 /** The model settings an agent payload shares with an `llm` node's. */
 const MODEL_FIELDS = ["model", "provider", "temperature", "max_tokens", "response_format"] as const;
@@ -356,15 +356,4 @@ function schemaProblem(schema: unknown): string | null {
 
 function isMessage(m: unknown): boolean {
   return isObject(m) && typeof m.role === "string" && (typeof m.content === "string" || Array.isArray(m.content));
-}
-
-function isObject(v: unknown): v is Record<string, unknown> {
-  return v !== null && typeof v === "object" && !Array.isArray(v);
-}
-
-/** A value in a message, cut short. */
-function show(v: unknown): string {
-  if (v === undefined) return "nothing";
-  const text = JSON.stringify(v) ?? String(v);
-  return text.length > 60 ? `${text.slice(0, 57)}...` : text;
 }

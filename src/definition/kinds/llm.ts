@@ -204,12 +204,12 @@ function toolsProblems(tools: unknown): Problem[] {
   return problems;
 }
 
-function isObject(v: unknown): v is Record<string, unknown> {
+export function isObject(v: unknown): v is Record<string, unknown> {
   return v !== null && typeof v === "object" && !Array.isArray(v);
 }
 
 /** A value in a message, cut short. */
-function show(v: unknown): string {
+export function show(v: unknown): string {
   if (v === undefined) return "nothing";
   const text = JSON.stringify(v) ?? String(v);
   return text.length > 60 ? `${text.slice(0, 57)}...` : text;
