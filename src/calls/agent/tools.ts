@@ -350,10 +350,20 @@ function declarationOf(
   };
 }
 
+/** Compiled checkers by their schema's JSON: each visit reads its payload anew, and ajv keys its own cache by object. */
+const checkers = new Map<string, ValidateFunction>();
+const CHECKERS_KEPT = 1000;
+
 function checkerOf(parameters: Record<string, Json> | undefined, where: string): ValidateFunction | null {
   if (parameters === undefined) return null;
+  const key = JSON.stringify(parameters);
+  const kept = checkers.get(key);
+  if (kept) return kept;
   try {
-    return toolSchemas().compile(parameters);
+    const check = toolSchemas().compile(parameters);
+    if (checkers.size >= CHECKERS_KEPT) checkers.clear();
+    checkers.set(key, check);
+    return check;
   } catch (e) {
     throw new ConfigError(`${where} is not a JSON Schema ajv can compile: ${(e as Error).message}`);
   }
