@@ -15,6 +15,7 @@ import {
   renewCompensationLease,
   undoneExecutionId,
 } from "./compensation.js";
+import { type ApprovalRequest, awaitApproval } from "./kinds/agent.js";
 import { itemExecutionId, itemMoves, MAP_HOLDER, parseItemExecutionId } from "./kinds/map.js";
 import { executionId, itemChanges, type LoadedItem } from "./run-state.js";
 import {
@@ -58,6 +59,8 @@ interface AttemptLifecycle {
   fail(error: VisitError, retryable: boolean, now: number, random: () => number): void;
   /** Failed for good, not retried (invalid_next, when_error). */
   failForGood(reason: string, error: VisitError, now: number, random: () => number): void;
+  /** An agent's tool call waits for a person (a visit's attempt only: core/kinds/agent.ts). */
+  awaitApproval(request: ApprovalRequest, now: number, random: () => number): void;
   /** The engine holding it died: due again now, without spending the retry budget. */
   interrupt(now: number): void;
   /** Its holder's attempt `attempt` returned after the row left RUNNING (the result was fenced). */
@@ -109,6 +112,12 @@ export function attemptOf(rs: RunState, executionId: string): Attempt | undefine
   return c ? compensationAttempt(rs, c, key) : undefined;
 }
 
+/** Only an agent node's visit can wait for a person between its attempts. */
+const NO_APPROVAL: VisitError = {
+  message: "a tool call's approval can be asked only by an agent node's visit, not by a compensation or a map item",
+  reason: "invalid_output",
+};
+
 /** A visit's attempt (one object per use, methods on the prototype: no closures on the hot path). */
 class VisitAttempt implements AttemptLifecycle {
   readonly kind = "visit";
@@ -140,6 +149,9 @@ class VisitAttempt implements AttemptLifecycle {
   }
   failForGood(reason: string, error: VisitError, now: number): void {
     failVisit(this.rs, this.row, reason, error, now);
+  }
+  awaitApproval(request: ApprovalRequest, now: number): void {
+    awaitApproval(this.rs, this.row, request, now);
   }
   interrupt(now: number): void {
     interrupt(this.rs, this.row, now);
@@ -184,6 +196,9 @@ class CompensationAttempt implements AttemptLifecycle {
   }
   failForGood(reason: string, error: VisitError, now: number, random: () => number): void {
     compensationFailed(this.rs, this.row, error, false, now, random, reason);
+  }
+  awaitApproval(_request: ApprovalRequest, now: number, random: () => number): void {
+    this.failForGood("invalid_output", NO_APPROVAL, now, random);
   }
   interrupt(now: number): void {
     interruptCompensation(this.rs, this.row, now);
@@ -233,6 +248,9 @@ class ItemAttempt implements AttemptLifecycle {
   }
   failForGood(reason: string, error: VisitError, now: number): void {
     itemMoves.failForGood(this.rs, this.map, this.item, reason, error, now);
+  }
+  awaitApproval(_request: ApprovalRequest, now: number): void {
+    this.failForGood("invalid_output", NO_APPROVAL, now);
   }
   interrupt(now: number): void {
     itemMoves.interrupt(this.rs, this.map, this.item, now);
@@ -322,11 +340,11 @@ export function sameReport(
   report:
     | { kind: "success"; output: Json }
     | { kind: "failure" | "fail_visit"; error: VisitError }
-    | { kind: "heartbeat" },
+    | { kind: "heartbeat" | "await_approval" },
 ): boolean {
   if (report.kind === "success") {
     return v.state === "SUCCEEDED" && JSON.stringify(v.output) === JSON.stringify(report.output);
   }
-  if (report.kind === "heartbeat") return false;
+  if (!("error" in report)) return false;
   return (v.state === "RETRYING" || v.state === "FAILED") && v.error?.message === report.error.message;
 }

@@ -40,6 +40,16 @@ export interface Changes {
   starts: Set<Visit>;
   /** What changed of its map items (core/kinds/map.ts); absent while nothing did, as in most runs. */
   items?: ItemChanges;
+  /** Durable steps the engine records for a visit (an agent tool call's approval: core/kinds/agent.ts). */
+  steps: EngineStep[];
+}
+
+/** A step the engine records in a visit's journal (DESIGN §14.1), as if its attempt `attempt` had. */
+export interface EngineStep {
+  execution_id: string;
+  name: string;
+  attempt: number;
+  output: Json;
 }
 
 /** What a transaction changed of a run's map items that hold their attempts. */
@@ -107,6 +117,7 @@ export function emptyChanges(): Changes {
     undo: false,
     starts: new Set(),
     items: undefined, // in the literal, so every Changes has one shape
+    steps: [],
   };
 }
 

@@ -24,10 +24,12 @@ export type EndCause = "failed" | "cancelled" | "ttl" | "end";
 const TRANSITIONS: Readonly<Record<VisitState, readonly VisitState[]>> = {
   // FAILED from PENDING: a visit that fails before any attempt (max_visits_exceeded, template_error).
   PENDING: ["RUNNING", "IN_REVIEW", "WAITING", "SKIPPED", "CANCELLED", "FAILED"],
-  RUNNING: ["SUCCEEDED", "FAILED", "RETRYING", "CANCELLED"],
+  // IN_REVIEW from RUNNING: an agent's tool call waits for approval (core/kinds/agent.ts).
+  RUNNING: ["SUCCEEDED", "FAILED", "RETRYING", "CANCELLED", "IN_REVIEW"],
   // FAILED from RETRYING: a budget that stops the next attempt (budget_exceeded, DESIGN §12).
   RETRYING: ["RUNNING", "CANCELLED", "FAILED"],
-  IN_REVIEW: ["SUCCEEDED", "FAILED", "CANCELLED"],
+  // RETRYING from IN_REVIEW: the tool call's approval is decided; the agent's next attempt reads it.
+  IN_REVIEW: ["SUCCEEDED", "FAILED", "CANCELLED", "RETRYING"],
   // Waiting for a time or an event, no attempt held (sleep, wait_event: DESIGN §11).
   WAITING: ["SUCCEEDED", "FAILED", "CANCELLED"],
   SUCCEEDED: [],

@@ -3,6 +3,7 @@
  * approval, the edges it fires worked out beforehand (JSONata is async, a flush is not);
  * and the pending reviews as users see them.
  */
+import { approvalOf } from "../core/kinds/agent.js";
 import type { Json } from "../core/types.js";
 import { NotFoundError, ValidationError } from "../errors.js";
 import type { Store } from "../store/store.js";
@@ -60,6 +61,25 @@ export async function pendingReviews(store: Store, runIds?: readonly string[]): 
   refuseNul({ run_ids: runIds });
   const out: PendingReview[] = [];
   for (const v of await store.listReviews(runIds)) {
+    const approval = approvalOf(v);
+    if (approval) {
+      // An agent's tool call (core/kinds/agent.ts): the round is the call's key; the data, the tool and its arguments.
+      out.push({
+        run_id: v.run_id,
+        workflow_id: v.workflow_id,
+        node_id: v.node_id,
+        visit: v.visit,
+        execution_id: approval.key,
+        title: `Approve a call of tool ${approval.tool}`,
+        instructions: null,
+        assignees: (approval.assignees ?? null) as Json,
+        data: { tool: approval.tool, arguments: approval.arguments },
+        requested_at: v.deadline_at === null ? v.started_at : v.deadline_at - approval.timeout * 1000,
+        deadline_at: v.deadline_at,
+        trace_id: v.trace_id,
+      });
+      continue;
+    }
     const payload = (v.payload ?? {}) as Record<string, Json>;
     out.push({
       run_id: v.run_id,

@@ -393,6 +393,9 @@ export const MessageSchema = z
     tool_call_id: z.string().optional().describe("a tool message's call id"),
     name: z.string().optional().describe("a tool message's tool name"),
     error: z.boolean().optional().describe("true for a tool call that failed, or whose arguments were invalid"),
+    approval: json()
+      .optional()
+      .describe("a call of a tool with approval: its decision, { decision: approve, reject or timeout, by, comment }"),
     usage: json().optional().describe("what the model turn or tool call cost: { tokens_in, tokens_out }"),
     finish_reason: json().optional().describe("how a model turn ended (stop, tool_calls, length)"),
     turn: z.number().int().optional().describe("the model turn it is (assistant) or belongs to (tool)"),

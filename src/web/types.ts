@@ -140,6 +140,8 @@ export interface Message {
   name?: string;
   /** A tool call that failed, or whose arguments were invalid. */
   error?: boolean;
+  /** A call of a tool with approval: the decision it waited for. */
+  approval?: { decision: "approve" | "reject" | "timeout"; by: string | null; comment: string | null };
   usage?: { tokens_in?: number; tokens_out?: number } | null;
   finish_reason?: unknown;
   turn?: number;

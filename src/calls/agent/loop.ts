@@ -12,12 +12,13 @@
  */
 import { trace } from "@opentelemetry/api";
 import type { AgentHandler, Task } from "../../agents/task.js";
+import { type ApprovalDecision, type ApprovalRequest, AwaitingApproval } from "../../core/kinds/agent.js";
 import type { Json, VisitError } from "../../core/types.js";
-import { type AgentPayload, DEFAULT_MAX_TURNS } from "../../definition/kinds/agent.js";
+import { type AgentPayload, DEFAULT_APPROVAL_TIMEOUT_S, DEFAULT_MAX_TURNS } from "../../definition/kinds/agent.js";
 import { NonRetryableError } from "../../errors.js";
 import type { StepReads, StepRow } from "../../store/steps.js";
 import { conversationOf } from "./messages.js";
-import { runCall, type ToolMessage, type ToolsContext, toolsOf, undoCalls } from "./tools.js";
+import { type LoopTool, runCall, type ToolMessage, type ToolsContext, toolsOf, undoCalls } from "./tools.js";
 
 export interface AgentLoopContext extends ToolsContext {
   /** The model call: the `llm` kind's handler (its providers, streaming, usage, errors). */
@@ -85,13 +86,15 @@ export function agentLoopHandler(c: AgentLoopContext): AgentHandler {
       const one = (call: (typeof asked)[number], index: number) =>
         task.step(`tool:${turn}:${index}`, async () => {
           await checkBudget(c, task, `tool call ${call.function.name} of turn ${turn}`);
-          const ctx = { key: `${task.execution_id}:${turn}:${index}`, task, stepPrefix: `tool:${turn}:${index}` };
+          const key = `${task.execution_id}:${turn}:${index}`;
+          const approved = (tool: LoopTool, args: Record<string, Json>) =>
+            approvalOf(task, { key, step: `approval:${turn}:${index}`, tool: tool.name, arguments: args }, tool);
+          const ctx = { key, task, stepPrefix: `tool:${turn}:${index}`, approved };
           const result = await runCall(tools, call, ctx, toModel, c.maxResultBytes);
           toolSpan(call, result);
           return result as unknown as Json;
         }) as unknown as Promise<ToolMessage>;
-      const results =
-        payload.parallel_tool_calls === false ? await inOrder(asked, one) : await Promise.all(asked.map(one));
+      const results = payload.parallel_tool_calls === false ? await inOrder(asked, one) : await allCalls(asked, one);
       calls += asked.length;
       for (const result of results) messages.push(requestMessage(result));
     }
@@ -232,6 +235,37 @@ async function checkBudget(c: AgentLoopContext, task: Task, before: string): Pro
 /** A NonRetryableError whose reason the visit's error carries (handler-errors.ts). */
 function reasoned(message: string, reason: string): NonRetryableError {
   return Object.assign(new NonRetryableError(message), { reason });
+}
+
+/**
+ * The decision on a call waiting for approval: the step `approval:<turn>:<index>` the engine
+ * records (core/kinds/agent.ts). Until there is one, the attempt ends and the visit waits.
+ */
+async function approvalOf(
+  task: Task,
+  request: Pick<ApprovalRequest, "key" | "step" | "tool" | "arguments">,
+  tool: LoopTool,
+): Promise<ApprovalDecision> {
+  const { assignees, timeout } = tool.approval ?? {};
+  return (await task.step(request.step, () => {
+    throw new AwaitingApproval({
+      ...request,
+      ...(assignees ? { assignees } : {}),
+      timeout: timeout ?? DEFAULT_APPROVAL_TIMEOUT_S,
+    });
+  })) as unknown as ApprovalDecision;
+}
+
+/**
+ * A turn's calls at once. Each runs to its end before the turn's outcome is known: a call
+ * waiting for approval does not stop the others (their results are recorded, not run again).
+ */
+async function allCalls<T, R>(items: T[], fn: (item: T, index: number) => Promise<R>): Promise<R[]> {
+  const settled = await Promise.allSettled(items.map(fn));
+  const failed = settled.find((r) => r.status === "rejected" && !(r.reason instanceof AwaitingApproval));
+  const waiting = settled.find((r) => r.status === "rejected");
+  if (failed || waiting) throw ((failed ?? waiting) as PromiseRejectedResult).reason;
+  return settled.map((r) => (r as PromiseFulfilledResult<R>).value);
 }
 
 async function inOrder<T, R>(items: T[], fn: (item: T, index: number) => Promise<R>): Promise<R[]> {

@@ -20,6 +20,8 @@ export interface ConversationMessage {
   name?: string;
   /** A tool call that failed, or whose arguments were invalid: `content` says why. */
   error?: boolean;
+  /** A call of a tool with `approval`: the decision it waited for (`decision`, `by`, `comment`). */
+  approval?: Json;
   /** What a model turn or a tool call cost. */
   usage?: Json;
   finish_reason?: Json;
@@ -79,6 +81,7 @@ export function conversationOf(payload: Json | null, steps: readonly StepRow[]):
         tool_call_id: String(o.tool_call_id),
         name: String(o.name),
         ...(o.error === true ? { error: true } : {}),
+        ...(o.approval ? { approval: o.approval } : {}),
         ...(o.usage ? { usage: o.usage } : {}),
         turn: Number(tool[1]),
         ...recorded,

@@ -8,9 +8,16 @@
  */
 import type { ValidateFunction } from "ajv";
 import { type AgentHandler, isRouted, route, type Task } from "../../agents/task.js";
+import type { ApprovalDecision } from "../../core/kinds/agent.js";
 import type { Json, Usage } from "../../core/types.js";
 import { compilePayload } from "../../definition/expressions.js";
-import { type AgentPayload, type AgentTool, type McpToolSet, toolSchemas } from "../../definition/kinds/agent.js";
+import {
+  type AgentPayload,
+  type AgentTool,
+  type McpToolSet,
+  type ToolApproval,
+  toolSchemas,
+} from "../../definition/kinds/agent.js";
 import { NonRetryableError } from "../../errors.js";
 import type { StepReads } from "../../store/steps.js";
 
@@ -28,6 +35,8 @@ export interface LoopTool {
   timeoutMs: number | null;
   /** The agent that undoes a recorded call (the tool's `compensation`), or null. */
   undo: string | null;
+  /** Each call waits for a person's decision first; null: calls run at once. */
+  approval: ToolApproval | null;
 }
 
 /** What one call of a tool is given. */
@@ -41,6 +50,11 @@ export interface CallContext {
   signal: AbortSignal;
   /** The steps of this call's try (`<step>` under the call's name). */
   stepPrefix: string;
+  /**
+   * The decision on a call of a tool with `approval`, recorded by the engine; throws
+   * AwaitingApproval (ending the attempt) while there is none yet.
+   */
+  approved(tool: LoopTool, args: Record<string, Json>): Promise<ApprovalDecision>;
 }
 
 /** The tool message a call gives the model, as recorded (one message a row). */
@@ -54,6 +68,8 @@ export interface ToolMessage {
   usage?: Usage;
   /** A successful call of a tool with `compensation`: what undoing it needs. */
   undo?: { agent_type: string; args: Record<string, Json> };
+  /** A tool with `approval`: the decision its call waited for. */
+  approval?: ApprovalDecision;
 }
 
 /** What the loop needs of the engine's MCP clients (src/calls/mcp.ts). */
@@ -112,6 +128,7 @@ function agentTool(declared: AgentTool, c: ToolsContext, i: number): LoopTool {
     retries: declared.retry_count ?? 0,
     timeoutMs: declared.timeout === undefined ? null : declared.timeout * 1000,
     undo: declared.compensation?.agent_type ?? null,
+    approval: declared.approval ?? null,
     run: async (args, call) => {
       const handler = c.handler(declared.agent_type);
       if (!handler) {
@@ -181,6 +198,7 @@ async function mcpTools(declared: McpToolSet, task: Task, c: ToolsContext, i: nu
       retries: 0,
       timeoutMs: null,
       undo: null,
+      approval: declared.approval ?? null,
       run: async (args, call) => {
         const result = await mcp.callTool(declared.mcp, t.name, args, call.key, call.signal);
         if (result.isError) throw new Error(result.content);
@@ -237,6 +255,15 @@ export async function runCall(
       },
     );
   }
+  let approval: ApprovalDecision | undefined;
+  if (tool.approval) {
+    approval = await ctx.approved(tool, args);
+    if (approval.decision !== "approve") {
+      // Not the tool's failure: the model hears who said no, and may go on without it.
+      const by = approval.decision === "timeout" ? "timeout" : (approval.by ?? "a reviewer");
+      return message(`rejected by ${by}${approval.comment ? `: ${approval.comment}` : ""}`, { error: true, approval });
+    }
+  }
   let last: unknown = null;
   for (let attempt = 1; attempt <= tool.retries + 1; attempt++) {
     ctx.task.signal.throwIfAborted();
@@ -256,6 +283,7 @@ export async function runCall(
       return message(content, {
         ...(usage ? { usage } : {}),
         ...(tool.undo ? { undo: { agent_type: tool.undo, args } } : {}),
+        ...(approval ? { approval } : {}),
       });
     } catch (e) {
       // Cancelled, timed out, or the attempt lost its visit: not the tool's failure to report.

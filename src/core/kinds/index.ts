@@ -5,6 +5,7 @@
  */
 
 import * as rules from "../../definition/kinds/index.js";
+import { agent } from "./agent.js";
 import { aggregator } from "./aggregator.js";
 import { humanReview } from "./human-review.js";
 import type { KindStates } from "./kind.js";
@@ -16,6 +17,7 @@ import { workflow } from "./workflow.js";
 export type { InboxReader, KindStates, Moves } from "./kind.js";
 
 const STATES = new Map<rules.KindRules, KindStates>([
+  [rules.agent, agent],
   [rules.aggregator, aggregator],
   [rules.humanReview, humanReview],
   [rules.map, map],

@@ -10,8 +10,9 @@
  *   external workers, and `workflow` tools (a child run per call), are refused when called.
  * - A tool's `retry_count` (default 0: the model sees the error and decides) retries a failed
  *   call at once; `timeout` (seconds) aborts one call.
- * - `approval` on a tool is not built yet: registration refuses it with a sentence saying so,
- *   rather than accepting what the engine would ignore.
+ * - A tool's (or an MCP tool set's) `approval` is `{ assignees?, timeout? }`: assignees as a
+ *   human_review's (a list of names; absent: any reviewer), timeout in seconds (default a day,
+ *   at most 30 days). Calls wait one at a time (core/kinds/agent.ts).
  * - A tool's `compensation` is `{ agent_type }`: when the run's ending compensates the visit, the
  *   engine calls that agent once per recorded successful call of the tool, newest first, with
  *   `{ tool, args, result }` as its payload and `<call key>:compensate` as its execution_id.
@@ -24,6 +25,7 @@ import { createRequire } from "node:module";
 import type { Ajv } from "ajv";
 import type { Problem } from "../../errors.js";
 import type { Json } from "../../json-text.js";
+import { assigneesProblem } from "../assignees.js";
 import { compilePayload } from "../expressions.js";
 import type { NodeDefinition } from "../schema.js";
 import { nearest } from "../suggest.js";
@@ -51,17 +53,18 @@ const TOOL_FIELDS = [
   "retry_count",
   "timeout",
   "compensation",
+  "approval",
 ] as const;
-const MCP_FIELDS = ["mcp", "tools"] as const;
-/** Not built yet: refused with this sentence (module doc). */
-const NOT_YET =
-  "is not built yet in this version of Skein; until it is, put the step in a node of its own (a human_review before the node that acts, a compensation on that node)";
+const MCP_FIELDS = ["mcp", "tools", "approval"] as const;
 
 export const DEFAULT_MAX_TURNS = 10;
 /** The most model calls one visit may make: a loop past it is a bug, not a plan. */
 export const MAX_TURNS_LIMIT = 1000;
 /** A tool call's longest timeout, seconds (a day: longer work belongs in a node of its own). */
 const MAX_TOOL_TIMEOUT_S = 86_400;
+/** How long a call waits for approval by default (a day), and at most (30 days), seconds. */
+export const DEFAULT_APPROVAL_TIMEOUT_S = 86_400;
+const MAX_APPROVAL_TIMEOUT_S = 30 * 86_400;
 const TOOL_NAME = /^[A-Za-z0-9_-]{1,64}$/;
 
 /** A tool that runs an agent of this engine. */
@@ -76,12 +79,21 @@ export interface AgentTool {
   timeout?: number;
   /** Undoes a recorded call when the run's ending compensates the visit. */
   compensation?: { agent_type: string };
+  /** Each call waits for a person's decision first. */
+  approval?: ToolApproval;
+}
+
+/** Who approves a tool's calls, and how long a call waits (seconds). */
+export interface ToolApproval {
+  assignees?: string[];
+  timeout?: number;
 }
 
 /** The tools of an MCP server named in the engine's `mcp` option (all of them, or these names). */
 export interface McpToolSet {
   mcp: string;
   tools?: string[];
+  approval?: ToolApproval;
 }
 
 /** The payload as the loop reads it (after validation and template resolution). */
@@ -257,6 +269,7 @@ function toolsProblems(tools: unknown): Problem[] {
           Array.isArray(t.tools) && t.tools.length > 0 && t.tools.every((n) => typeof n === "string" && n !== "");
         if (!ok) add(".tools", `must be a non-empty list of the server's tool names, got ${show(t.tools)}`);
       }
+      if ("approval" in t) approvalProblems(t.approval, add);
       return;
     }
     unknownFields(t, TOOL_FIELDS, "a tool", add);
@@ -303,11 +316,35 @@ function toolsProblems(tools: unknown): Problem[] {
     if ("timeout" in t && !(typeof t.timeout === "number" && t.timeout > 0 && t.timeout <= MAX_TOOL_TIMEOUT_S)) {
       add(".timeout", `must be a number of seconds above 0, at most ${MAX_TOOL_TIMEOUT_S}, got ${show(t.timeout)}`);
     }
+    if ("approval" in t) approvalProblems(t.approval, add);
   });
   return problems;
 }
 
-/** Fields a tool may not have: those not built yet get NOT_YET, others a "did you mean". */
+function approvalProblems(approval: unknown, add: (path: string, message: string) => void): void {
+  if (!isObject(approval)) {
+    add(".approval", `must be { "assignees"?: [names], "timeout"?: seconds }, got ${show(approval)}`);
+    return;
+  }
+  for (const key of Object.keys(approval)) {
+    if (key !== "assignees" && key !== "timeout") {
+      add(`.approval.${key}`, "is not a field of a tool's approval; the fields are assignees, timeout");
+    }
+  }
+  if ("assignees" in approval) {
+    const problem = assigneesProblem(approval.assignees);
+    if (problem) add(".approval.assignees", problem);
+  }
+  const t = approval.timeout;
+  if ("timeout" in approval && !(typeof t === "number" && t > 0 && t <= MAX_APPROVAL_TIMEOUT_S)) {
+    add(
+      ".approval.timeout",
+      `must be a number of seconds above 0, at most ${MAX_APPROVAL_TIMEOUT_S} (30 days), got ${show(t)}`,
+    );
+  }
+}
+
+/** Fields a tool may not have, each with a "did you mean" when one is near. */
 function unknownFields(
   t: Record<string, unknown>,
   known: readonly string[],
@@ -316,10 +353,6 @@ function unknownFields(
 ): void {
   for (const key of Object.keys(t)) {
     if (known.includes(key)) continue;
-    if (key === "approval") {
-      add(`.${key}`, `(a tool's ${key}) ${NOT_YET}`);
-      continue;
-    }
     const near = nearest(key, known);
     add(
       `.${key}`,

@@ -10,6 +10,7 @@ import { checkRoute } from "../../core/branching.js";
 import type { Decision } from "../../core/scheduler.js";
 import type { Json } from "../../core/types.js";
 import type { CompiledNode, WorkflowGraph } from "../../definition/graph.js";
+import { agent as agentRules } from "../../definition/kinds/agent.js";
 import { NotFoundError, ValidationError } from "../../errors.js";
 import type { Store } from "../../store/store.js";
 import { jsonProblem } from "../json.js";
@@ -81,6 +82,8 @@ export class Outcomes {
     const { graph } = await this.o.registry.get(run.workflow_id, run.workflow_version);
     const node = graph.nodes.get(nodeId);
     if (!node) throw new NotFoundError(`run ${run.run_id} has no node "${nodeId}"`);
+    // An agent node's review is one tool call's approval: the visit goes on, no edge fires (core/kinds/agent.ts).
+    if (node.kind === agentRules) return { decision: { kind: "none" } };
     return this.decide({ ...run, node_id: nodeId }, graph, node, output, null);
   }
 

@@ -5,10 +5,12 @@
  * (outcomes.ts), resolving payloads (payloads.ts). They run outside any transaction; the writer
  * re-checks the fence when it applies the result.
  */
+
 import type { Logger } from "pino";
 import { declaredSecrets } from "../../agents/define-agent.js";
 import { type AgentHandler, type DecideHook, isRouted, route, type Task } from "../../agents/task.js";
 import { addUsage, isEmptyUsage, NO_USAGE, usageProblem } from "../../core/budget.js";
+import { type ApprovalRequest, AwaitingApproval } from "../../core/kinds/agent.js";
 import type { Json, Usage } from "../../core/types.js";
 import type { WorkflowGraph } from "../../definition/graph.js";
 import { needsDeclaredSecrets } from "../../definition/kinds/index.js";
@@ -153,6 +155,11 @@ export class AttemptRunner {
       const value = await this.spans.within(span, () => handler(this.task(withSecrets.task, traceparent, signal)));
       return await this.outcomes.outcome(task, this.redacted(value));
     } catch (e) {
+      // The agent node's loop ends its attempt to wait for a person (core/kinds/agent.ts).
+      if (e instanceof AwaitingApproval) {
+        const request = this.o.secrets.redact(e.request as unknown as Json) as unknown as ApprovalRequest;
+        return { kind: "await_approval", ...at, request };
+      }
       return { kind: "failure", ...at, error: this.o.secrets.redact(errorOf(e)), retryable: !isNonRetryable(e) };
     }
   }

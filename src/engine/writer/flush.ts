@@ -5,7 +5,7 @@
  * written once at the end, claims included.
  */
 
-import { attemptOf, holds, itemKeyOf, runOfExecution } from "../../core/attempt.js";
+import { type AttemptKey, attemptOf, holds, itemKeyOf, parseExecutionId, runOfExecution } from "../../core/attempt.js";
 import { itemExecutionId } from "../../core/kinds/map.js";
 import { cancelRefusal } from "../../core/preconditions.js";
 import type { LoadedItem } from "../../core/run-state.js";
@@ -235,6 +235,7 @@ export class Flush implements FlushContext {
       case "success":
       case "failure":
       case "fail_visit":
+      case "await_approval":
         return applyResult(this, input);
       case "report":
         return applyResult(this, input.result, input);
@@ -398,6 +399,15 @@ export class Flush implements FlushContext {
 
   /** Records the steps attempts sent; each caller hears, once committed, the row its name holds. */
   private async writeSteps(): Promise<void> {
+    for (const rs of this.states.values()) {
+      // The engine's own records (an approval's decision), as its attempt would have made them.
+      for (const s of rs.changes.steps.splice(0)) {
+        const { run_id, node_id, visit } = parseExecutionId(s.execution_id) as AttemptKey;
+        const size = Buffer.byteLength(JSON.stringify(s.output));
+        const row = { ...s, run_id, node_id, visit, size, recorded_at: this.now };
+        this.steps.push({ row, done: { resolve: () => {}, reject: () => {} } });
+      }
+    }
     if (this.steps.length === 0) return;
     const sent = this.steps.splice(0);
     const recorded = await this.tx.recordSteps(sent.map((s) => s.row));

@@ -4,6 +4,7 @@
  */
 import type { Task } from "../../agents/task.js";
 import { itemKeyOf, runOfExecution } from "../../core/attempt.js";
+import type { ApprovalRequest } from "../../core/kinds/agent.js";
 import type { Decision, ReviewDecision } from "../../core/scheduler.js";
 import type { InboxEvent, Json, NewEvent, Run, RunUsage, Usage, Visit, VisitError } from "../../core/types.js";
 import type { ItemKey, StepRow, VisitKey } from "../../store/store.js";
@@ -136,7 +137,9 @@ export type Input =
 export type AttemptResult =
   | { kind: "success"; execution_id: string; attempt: number; output: Json; decision: Decision | null }
   | { kind: "failure"; execution_id: string; attempt: number; error: VisitError; retryable: boolean }
-  | { kind: "fail_visit"; execution_id: string; attempt: number; reason: string; error: VisitError };
+  | { kind: "fail_visit"; execution_id: string; attempt: number; reason: string; error: VisitError }
+  /** An agent's tool call waits for a person (core/kinds/agent.ts): the visit is IN_REVIEW, the attempt ends. */
+  | { kind: "await_approval"; execution_id: string; attempt: number; request: ApprovalRequest };
 
 /**
  * The port through which the attempt runner and the external workers hand the writer what they

@@ -15,6 +15,7 @@ import {
   sameReport,
 } from "../../core/attempt.js";
 import { undoneExecutionId } from "../../core/compensation.js";
+import { approvalDecided, approvalOf } from "../../core/kinds/agent.js";
 import { assigneeRefusal, retryRefusal, reviewRoundRefusal } from "../../core/preconditions.js";
 import { redrive } from "../../core/redrive.js";
 import { decideReview, event, failVisit, leaseExpiry, type RunState } from "../../core/scheduler.js";
@@ -131,6 +132,7 @@ function settle(f: FlushContext, a: Attempt, r: AttemptResult): void {
     // Always decided in process; a worker's undecided (late) success was refused before this.
     if (r.decision !== null) a.succeed(r.output, r.decision, f.now);
   } else if (r.kind === "failure") a.fail(r.error, r.retryable, f.now, f.o.random);
+  else if (r.kind === "await_approval") a.awaitApproval(r.request, f.now, f.o.random);
   else a.failForGood(r.reason, r.error, f.now, f.o.random);
 }
 
@@ -193,13 +195,18 @@ export async function review(f: FlushContext, input: Extract<Input, { kind: "rev
   const rs = await f.load(run_id);
   const v = rs?.current.get(node_id);
   if (!rs || !v) return done.reject(new NotFoundError(`run ${run_id} has no node "${node_id}"`));
+  // An agent's tool call waiting for approval: its round is the call's key, its assignees the tool's.
+  const approval = approvalOf(v);
+  const round = approval ? { ...v, execution_id: approval.key } : v;
+  const assignees = approval ? approval.assignees : (v.payload as { assignees?: unknown } | null)?.assignees;
   const refused =
-    reviewRoundRefusal(v, run_id, input.execution_id) ??
-    assigneeRefusal(node_id, (v.payload as { assignees?: unknown } | null)?.assignees, decision);
+    reviewRoundRefusal(round, run_id, input.execution_id) ?? assigneeRefusal(node_id, assignees, decision);
   if (refused) return done.reject(refused);
   // An admin deciding as itself is recorded as itself alone.
   const recorded = decision.admin === decision.by ? { ...decision, admin: null } : decision;
-  if (decision.decision === "approve" && "reason" in input.next) {
+  if (approval) {
+    approvalDecided(rs, v, { decision: recorded.decision, by: recorded.by, comment: recorded.comment }, f.now);
+  } else if (decision.decision === "approve" && "reason" in input.next) {
     failVisit(rs, v, input.next.reason, { message: input.next.message, reason: input.next.reason }, f.now);
   } else {
     decideReview(rs, v, recorded, "kind" in input.next ? input.next : { kind: "none" }, f.now);

@@ -43,17 +43,35 @@ export function Conversation(props: { visit: Visit; progress?: ProgressEvent | u
   const messages = loaded.data ?? [];
   const recordedTurn = messages.reduce((n, m) => (m.role === "assistant" ? Math.max(n, m.turn ?? 0) : n), 0);
   const streaming = props.progress && turn !== null && turn > recordedTurn ? props.progress : undefined;
+  // A tool call waiting for a person: the visit is IN_REVIEW with the request as its output (the inbox decides it).
+  const waiting =
+    v.state === "IN_REVIEW"
+      ? ((v.output as { approval?: { tool: string; arguments: unknown; assignees?: string[] } } | null)?.approval ??
+        null)
+      : null;
   return (
     <section class="conversation" aria-label="conversation">
       <h4>Conversation</h4>
       <ErrorNote error={loaded.error} prefix="Could not load the conversation" />
       {loaded.data === undefined && loaded.error === undefined && <p class="muted">Loading…</p>}
-      {loaded.data !== undefined && messages.length === 0 && !streaming && <p class="muted">No messages yet.</p>}
-      {(messages.length > 0 || streaming) && (
+      {loaded.data !== undefined && messages.length === 0 && !streaming && !waiting && (
+        <p class="muted">No messages yet.</p>
+      )}
+      {(messages.length > 0 || streaming || waiting) && (
         <ol class="messages" aria-label="messages">
           {messages.map((m) => (
             <MessageItem key={m.seq} message={m} />
           ))}
+          {waiting && (
+            <li class="message" data-role="tool" data-waiting="true">
+              <p class="message-head">
+                <strong>tool</strong> <code class="tool-name">{waiting.tool}</code>{" "}
+                <span class="approval">waiting for approval</span>
+                {waiting.assignees && <span class="muted"> by {waiting.assignees.join(", ")}</span>}
+              </p>
+              <pre class="message-content">{JSON.stringify(waiting.arguments, null, 2)}</pre>
+            </li>
+          )}
           {streaming && (
             <li class="message" data-role="assistant" data-streaming="true">
               <p class="message-head">
@@ -82,7 +100,8 @@ function MessageItem(props: { message: Message }) {
             <code class="tool-name">{m.name}</code>
           </>
         )}
-        {m.error && <span class="message-error"> error</span>}
+        {m.approval && <span class="approval"> {approvalText(m.approval)}</span>}
+        {m.error && !m.approval && <span class="message-error"> error</span>}
         {m.turn !== undefined && <span class="muted"> turn {m.turn}</span>}
         {m.usage && <span class="usage muted"> ({usageText(m.usage)})</span>}
       </p>
@@ -106,6 +125,12 @@ function MessageItem(props: { message: Message }) {
 function contentText(content: unknown): string {
   if (content === null || content === undefined) return "";
   return typeof content === "string" ? content : JSON.stringify(content, null, 2);
+}
+
+function approvalText(a: NonNullable<Message["approval"]>): string {
+  if (a.decision === "approve") return `approved by ${a.by ?? "a reviewer"}`;
+  if (a.decision === "timeout") return "not approved in time";
+  return `rejected by ${a.by ?? "a reviewer"}`;
 }
 
 function usageText(usage: NonNullable<Message["usage"]>): string {

@@ -40,7 +40,7 @@ describe("agent: payload", () => {
     expectOneError(loop({ thread: "" }), "nodes[0].payload.thread", "must be a string of 1 to 128 characters");
   });
 
-  it("refuses tools with duplicate names, bad schemas, unknown fields, and what is not built yet", () => {
+  it("refuses tools with duplicate names, bad schemas, unknown fields, and malformed approvals", () => {
     expectOneError(
       loop({ tools: [LOOKUP, LOOKUP] }),
       "nodes[0].payload.tools[1].name",
@@ -62,9 +62,22 @@ describe("agent: payload", () => {
       "is not a field of a tool",
     );
     expectOneError(
-      loop({ tools: [{ ...LOOKUP, approval: {} }] }),
+      loop({ tools: [{ ...LOOKUP, approval: { assignee: ["ops"] } }] }),
+      "nodes[0].payload.tools[0].approval.assignee",
+      "is not a field of a tool's approval",
+    );
+    expectOneError(
+      loop({ tools: [{ mcp: "docs", approval: { timeout: 31 * 86_400 } }] }),
+      "nodes[0].payload.tools[0].approval.timeout",
+      "at most 2592000 (30 days)",
+    );
+    expectOneError(
+      loop({ tools: [{ ...LOOKUP, approval: "yes" }] }),
       "nodes[0].payload.tools[0].approval",
-      "is not built yet",
+      "must be {",
+    );
+    expect(validateWorkflow(loop({ tools: [{ ...LOOKUP, approval: { assignees: ["ops"], timeout: 600 } }] })).ok).toBe(
+      true,
     );
     expectOneError(loop({ tools: [{ mcp: "docs", tools: [] }] }), "nodes[0].payload.tools[0].tools", "non-empty list");
     const [secret] = errorsOf(loop({ tools: [{ ...LOOKUP, payload: { key: "{{ secrets.KEY }}" } }] }));

@@ -6,10 +6,10 @@
  */
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
 import type { AgentHandler, EngineOptions, WorkflowInput } from "../../../src/index.js";
-import { NonRetryableError, ValidationError } from "../../../src/index.js";
+import { ConflictError, ForbiddenError, NonRetryableError, ValidationError } from "../../../src/index.js";
 import { startMcpHttpServer } from "../../fixtures/mcp-server.js";
 import { type OpenAIServer, startOpenAIServer } from "../../fixtures/openai-server.js";
-import { testEngine } from "../../helpers.js";
+import { nextEvent, testEngine } from "../../helpers.js";
 
 let server: OpenAIServer;
 beforeEach(async () => {
@@ -501,6 +501,116 @@ describe("the agent node", () => {
     expect(run.compensations).toMatchObject([{ node_id: "assist", state: "SUCCEEDED" }]);
   });
 
+  const refundTool = {
+    name: "refund",
+    description: "Refunds an order",
+    parameters: { type: "object", properties: { order_id: { type: "string" }, amount: { type: "number" } } },
+    agent_type: "refunds",
+    approval: { assignees: ["ops"], timeout: 600 },
+  };
+
+  /** A run whose first turn asks for a refund (approval) and a lookup (none) at once; waits for the review. */
+  async function refundWaiting() {
+    const refunds: { key: string; payload: unknown }[] = [];
+    let lookups = 0;
+    const { engine, clock } = await engineWith({
+      orders: () => {
+        lookups += 1;
+        return { status: "shipped" };
+      },
+      refunds: (t) => {
+        refunds.push({ key: t.execution_id, payload: t.payload });
+        return { refunded: true };
+      },
+    });
+    await engine.registerWorkflow(agentFlow({ tools: [lookupTool, refundTool] }));
+    server.reply(
+      { tool_calls: [call("c1", "refund", { order_id: "A1", amount: 30 }), call("c2", "lookup", { order_id: "A1" })] },
+      { text: "Done." },
+    );
+    const requested = nextEvent(engine, (e) => e.type === "review.requested");
+    const { run_id } = await engine.startRun("support", { input: { question: "Refund A1" } });
+    await requested;
+    const ex = (await engine.getRun(run_id)).nodes[0]?.execution_id as string;
+    return { engine, clock, run_id, ex, refunds, lookups: () => lookups };
+  }
+
+  /** The tool message the model was sent for call `id` in the last request. */
+  const toolMessage = (id: string) =>
+    (
+      bodyOf(chat().length - 1) as { messages: { role: string; tool_call_id?: string; content?: string }[] }
+    ).messages.find((m) => m.role === "tool" && m.tool_call_id === id);
+
+  it("waits for approval of a tool's call, shows the tool and its arguments, and runs it once approved", async () => {
+    const { engine, run_id, ex, refunds, lookups } = await refundWaiting();
+    const run = await engine.getRun(run_id);
+    expect(run.nodes[0]?.state).toBe("IN_REVIEW");
+    expect(run.waiting_reviews).toBe(1);
+    // The call needing no approval ran while the other waits; the refund has not.
+    expect(lookups()).toBe(1);
+    expect(refunds).toEqual([]);
+    expect(await engine.listReviews()).toMatchObject([
+      {
+        run_id,
+        node_id: "assist",
+        execution_id: `${ex}:1:0`,
+        title: "Approve a call of tool refund",
+        assignees: ["ops"],
+        data: { tool: "refund", arguments: { order_id: "A1", amount: 30 } },
+      },
+    ]);
+    // Only an assignee decides, and only the round waiting.
+    await expect(engine.review(run_id, "assist", { decision: "approve", by: "bob" })).rejects.toBeInstanceOf(
+      ForbiddenError,
+    );
+    await expect(
+      engine.review(run_id, "assist", { decision: "approve", by: "ops", execution_id: ex }),
+    ).rejects.toBeInstanceOf(ConflictError);
+    await engine.review(run_id, "assist", { decision: "approve", by: "ops", execution_id: `${ex}:1:0` });
+    const done = await engine.waitForRun(run_id);
+
+    expect(done.status).toBe("SUCCEEDED");
+    expect(done.nodes[0]?.output).toMatchObject({ content: "Done.", turns: 2, tool_calls: 2 });
+    expect(refunds).toEqual([{ key: `${ex}:1:0`, payload: { order_id: "A1", amount: 30 } }]);
+    expect(lookups()).toBe(1); // recorded before the wait: not run again
+    expect(chat()).toHaveLength(2); // the first turn was not asked again
+    expect(toolMessage("c1")).toEqual({ role: "tool", tool_call_id: "c1", content: '{"refunded":true}' });
+    const steps = await engine.listSteps(run_id, "assist");
+    expect(steps.find((s) => s.name === "approval:1:0")?.output).toEqual({
+      decision: "approve",
+      by: "ops",
+      comment: null,
+    });
+    const messages = await engine.listMessages(run_id, "assist");
+    expect(messages.messages.find((m) => m.tool_call_id === "c1")).toMatchObject({
+      approval: { decision: "approve", by: "ops" },
+    });
+    expect((await engine.getRun(run_id)).nodes[0]?.failures).toBe(0);
+  });
+
+  it("tells the model who rejected a call, and does not run it", async () => {
+    const { engine, run_id, refunds } = await refundWaiting();
+    await engine.review(run_id, "assist", { decision: "reject", by: "ops", comment: "over the limit" });
+    const done = await engine.waitForRun(run_id);
+    expect(done.status).toBe("SUCCEEDED");
+    expect(refunds).toEqual([]);
+    expect(toolMessage("c1")?.content).toBe("rejected by ops: over the limit");
+  });
+
+  it("tells the model a call was not approved in time once its approval's timeout passes", async () => {
+    const { engine, clock, run_id, refunds } = await refundWaiting();
+    await clock.advance(599_000);
+    expect((await engine.getRun(run_id)).nodes[0]?.state).toBe("IN_REVIEW");
+    const done = engine.waitForRun(run_id);
+    await clock.advance(1_000);
+    expect((await done).status).toBe("SUCCEEDED");
+    expect(refunds).toEqual([]);
+    expect(toolMessage("c1")?.content).toBe("rejected by timeout: no decision within 600 s");
+    await expect(engine.review(run_id, "assist", { decision: "approve", by: "ops" })).rejects.toBeInstanceOf(
+      ConflictError,
+    );
+  });
+
   it("refuses a payload with precise paths at registration", async () => {
     const { engine } = await engineWith({ orders: () => "ok" });
     const attempt = engine.registerWorkflow(
@@ -509,7 +619,7 @@ describe("the agent node", () => {
         tools: [
           lookupTool,
           { ...lookupTool, parameters: { type: "object", properties: { a: { type: "strin" } } } },
-          { name: "x", agent_type: "orders", approval: { assignees: ["ops"] }, compensation: "undo" },
+          { name: "x", agent_type: "orders", approval: { assignees: [], timeout: 0 }, compensation: "undo" },
           { mcp: "" },
         ],
       }),
@@ -525,7 +635,8 @@ describe("the agent node", () => {
           /^nodes\[0\]\.payload\.tools\[1\]\.name: "lookup" is the name of payload\.tools\[0\] too/,
         ),
         expect.stringMatching(/^nodes\[0\]\.payload\.tools\[1\]\.parameters: is not a valid JSON Schema/),
-        expect.stringMatching(/^nodes\[0\]\.payload\.tools\[2\]\.approval: \(a tool's approval\) is not built yet/),
+        expect.stringMatching(/^nodes\[0\]\.payload\.tools\[2\]\.approval\.assignees: must name at least one/),
+        expect.stringMatching(/^nodes\[0\]\.payload\.tools\[2\]\.approval\.timeout: must be a number of seconds/),
         expect.stringMatching(/^nodes\[0\]\.payload\.tools\[2\]\.compensation: must be \{ "agent_type"/),
         expect.stringMatching(/^nodes\[0\]\.payload\.tools\[3\]\.mcp: must name a server/),
       ]),
