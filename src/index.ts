@@ -58,6 +58,7 @@ export type {
   NodeCommonInput,
   NodeInput,
   Template,
+  ToolApproval,
   WorkflowInput,
 } from "./definition/workflow-input.js";
 export type {

@@ -1,5 +1,6 @@
 /**
- * `orders` runs the agent node's `lookup_order` tool in this process: the model's arguments
+ * `orders` runs the agent node's `lookup_order` tool in this process, and `refunds` its
+ * `refund_order` tool once a person approved the call: the model's arguments
  * (`{ order_id }`, checked against the tool's parameters) are its payload. It reads a small
  * in-memory table standing in for the shop's order service. An unknown id throws: the error
  * goes back to the model as the tool's answer (`error: no order A9999`), and the model decides
@@ -43,7 +44,23 @@ export const orders: Record<string, Order> = {
   },
 };
 
+/** The orders refunded so far, by id (a real payment service keeps these). */
+export const refunded = new Map<string, { key: string; reason: string | null }>();
+
 export default {
+  /**
+   * `refund_order`: runs only after a person approved the call (the tool's `approval`). Its
+   * idempotency key is task.execution_id: a call run again after a crash refunds nothing twice.
+   */
+  async refunds(task: Task): Promise<{ order_id: string; refunded: true }> {
+    const { order_id, reason } = task.payload as { order_id: string; reason?: string };
+    const order = orders[order_id.trim().toUpperCase()];
+    if (!order) throw new Error(`no order ${order_id}`);
+    const done = refunded.get(order.order_id);
+    if (done && done.key !== task.execution_id) throw new Error(`order ${order.order_id} is refunded already`);
+    refunded.set(order.order_id, { key: task.execution_id, reason: reason ?? null });
+    return { order_id: order.order_id, refunded: true };
+  },
   async orders(task: Task): Promise<Order> {
     const { order_id } = task.payload as { order_id: string };
     // task.execution_id is this tool call's idempotency key (`<visit's execution_id>:<turn>:<index>`),

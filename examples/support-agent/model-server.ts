@@ -7,7 +7,8 @@
  * `data: [DONE]`; one JSON completion otherwise.
  *
  * Its policy is a few fixed rules, the same answer for the same request:
- * - the last message is the user's: it calls `lookup_order` for each order id it mentions
+ * - the last message is the user's: when it asks for an order's refund ("refund order A1001") it
+ *   calls `refund_order` alone; otherwise `lookup_order` for each order id it mentions
  *   (`A1001`), and `search_articles` when it speaks of returns, refunds, shipping or delivery;
  *   both in one turn when it does both (parallel calls). Only tools the request offers are called.
  * - the last messages are tool results: it answers with text made from them (an order's
@@ -73,6 +74,8 @@ export interface Answer {
 const COMPLETIONS = "/v1/chat/completions";
 const ORDER_ID = /\b[A-Z]\d{4}\b/gi;
 const TOPIC = /\b(return\w*|refund\w*|ship\w*|deliver\w*)\b/gi;
+/** "Please refund order A1001", "refund my order A1002": a refund of an order, not a question about refunds. */
+const REFUND_REQUEST = /\brefund (my )?order\b/i;
 
 export async function startModelServer(options: ModelServerOptions = {}): Promise<ModelServer> {
   const sockets = new Set<Socket>();
@@ -179,12 +182,15 @@ export function policy(
     const offered = new Set((request.tools ?? []).map((t) => t.function?.name));
     const turn = messages.filter((m) => m.role === "assistant").length + 1;
     const calls: { name: string; args: Record<string, string> }[] = [];
-    if (offered.has("lookup_order")) {
-      const ids = new Set((text.match(ORDER_ID) ?? []).map((id) => id.toUpperCase()));
+    const ids = new Set((text.match(ORDER_ID) ?? []).map((id) => id.toUpperCase()));
+    if (offered.has("refund_order") && REFUND_REQUEST.test(text) && ids.size > 0) {
+      // A refund asked for: that call alone (it waits for a person's approval).
+      for (const order_id of ids) calls.push({ name: "refund_order", args: { order_id, reason: text } });
+    } else if (offered.has("lookup_order")) {
       for (const order_id of ids) calls.push({ name: "lookup_order", args: { order_id } });
     }
     const topics = new Set((text.match(TOPIC) ?? []).map((w) => w.toLowerCase()));
-    if (offered.has("search_articles") && topics.size > 0) {
+    if (offered.has("search_articles") && topics.size > 0 && calls[0]?.name !== "refund_order") {
       calls.push({ name: "search_articles", args: { query: [...topics].join(" ") } });
     }
     const asked = request.parallel_tool_calls === false ? calls.slice(0, 1) : calls;
@@ -215,11 +221,22 @@ function answerFromTools(messages: Message[]): string {
     const call = asked.find((c) => c.id === result.tool_call_id);
     const content = textOf(result.content);
     if (call?.function.name === "lookup_order") parts.push(orderSentence(content, call.function.arguments));
+    else if (call?.function.name === "refund_order") parts.push(refundSentence(content, call.function.arguments));
     else if (content.startsWith("error: "))
       parts.push(`I could not use the ${call?.function.name ?? "tool"} tool (${content.slice(7)}).`);
     else parts.push(`From our help center: ${content}`);
   }
   return parts.join(" ");
+}
+
+/** A refund done, or declined by the person who reviewed it (`rejected by <by>: <comment>`). */
+function refundSentence(content: string, args: string): string {
+  const asked = (JSON.parse(args || "{}") as { order_id?: string }).order_id ?? "?";
+  if (content.startsWith("rejected by ")) {
+    return `I could not refund order ${asked}: our support team did not approve it (${content.slice(12)}).`;
+  }
+  if (content.startsWith("error: ")) return `I could not refund order ${asked} (${content.slice(7)}).`;
+  return `Order ${asked} is refunded in full; the money is back on your card within 5 days.`;
 }
 
 function orderSentence(content: string, args: string): string {

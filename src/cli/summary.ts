@@ -9,6 +9,8 @@ import { visitWaitNote } from "./waiting.js";
 export interface AgentConversation {
   node_id: string;
   messages: readonly ConversationMessage[];
+  /** A tool call waits for approval (the node is IN_REVIEW): not a message yet. */
+  waiting?: boolean;
 }
 
 /**
@@ -114,14 +116,17 @@ export function runReport(
   return lines.join("\n");
 }
 
-/** `assist: agent 3 turns, 5 tool calls, 1 failed`: its model turns and tool calls so far. */
+/**
+ * `assist: agent 3 turns, 5 tool calls, 1 failed (1 waiting for approval)`: its model turns and
+ * tool calls so far. A call its reviewer rejected did not fail: the model was told.
+ */
 export function conversationLine(c: AgentConversation): string {
   const turns = c.messages.filter((m) => m.role === "assistant").length;
   const tools = c.messages.filter((m) => m.role === "tool");
-  const failed = tools.filter((m) => m.error === true).length;
-  const counts = [plural(turns, "turn"), plural(tools.length, "tool call")];
+  const failed = tools.filter((m) => m.error === true && m.approval === undefined).length;
+  const counts = [plural(turns, "turn"), plural(tools.length + (c.waiting ? 1 : 0), "tool call")];
   if (failed > 0) counts.push(`${failed} failed`);
-  return `${c.node_id}: agent ${counts.join(", ")}`;
+  return `${c.node_id}: agent ${counts.join(", ")}${c.waiting ? " (1 waiting for approval)" : ""}`;
 }
 
 function plural(n: number, noun: string): string {

@@ -36,6 +36,14 @@ export type MapEachInput =
     };
 
 /** The payloads of the built-in kinds, by agent_type (DESIGN §11; definition/kinds/). */
+/** Who approves an agent tool's calls, and how long a call waits (docs/agent-node.md#approvals). */
+export interface ToolApproval {
+  /** Who may decide (a list of names). @defaultValue any reviewer */
+  assignees?: string[];
+  /** Seconds a call waits; then the model hears it was not approved. @defaultValue 86400 */
+  timeout?: number;
+}
+
 export interface BuiltinPayloads {
   /** Collects `{ <source>: output }` of its succeeded sources. */
   aggregator: {
@@ -134,8 +142,12 @@ export interface BuiltinPayloads {
           retry_count?: number;
           /** Seconds. */
           timeout?: number;
+          /** The agent that undoes a recorded call when the run's ending compensates. */
+          compensation?: { agent_type: string };
+          /** Each call waits for a person's decision first. */
+          approval?: ToolApproval;
         }
-      | { mcp: string; tools?: string[] }
+      | { mcp: string; tools?: string[]; approval?: ToolApproval }
     )[];
     /** Model calls in one visit. @defaultValue 10 */
     max_turns?: number | Template;

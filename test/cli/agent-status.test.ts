@@ -87,7 +87,7 @@ describe("skein status of an agent node", () => {
     expect(asJson).not.toHaveProperty("messages");
   });
 
-  it("words the line in the singular and leaves failures out when none failed; ", () => {
+  it("words the line in the singular, leaves failures out when none failed, and says a call waits for approval", () => {
     const m = (role: string, error?: boolean) => ({ seq: 0, role, content: "", ...(error ? { error } : {}) });
     expect(conversationLine({ node_id: "a", messages: [m("system"), m("user"), m("assistant"), m("tool")] })).toBe(
       "a: agent 1 turn, 1 tool call",
@@ -95,6 +95,11 @@ describe("skein status of an agent node", () => {
     expect(conversationLine({ node_id: "b", messages: [m("user")] })).toBe("b: agent 0 turns, 0 tool calls");
     expect(conversationLine({ node_id: "c", messages: [m("assistant"), m("tool", true), m("tool", true)] })).toBe(
       "c: agent 1 turn, 2 tool calls, 2 failed",
+    );
+    // A rejected call is not a failure; a call waiting for approval counts, and says so.
+    const rejected = { ...m("tool", true), approval: { decision: "reject", by: "ops", comment: null } };
+    expect(conversationLine({ node_id: "d", messages: [m("assistant"), rejected], waiting: true })).toBe(
+      "d: agent 1 turn, 2 tool calls (1 waiting for approval)",
     );
   });
 });

@@ -1,12 +1,14 @@
 /**
  * examples/support-agent end to end, offline, as main.ts runs it: the example's model server
  * (node:http, streamed OpenAI protocol), its help center as a real MCP server on stdio (a child
- * process), the `orders` agent in process, on a real engine.
+ * process), the `orders` and `refunds` agents in process, on a real engine; a refund waits for
+ * the decision the test gives as the person approving it.
  */
 import { execFile } from "node:child_process";
 import { fileURLToPath } from "node:url";
 import { promisify } from "node:util";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
+import { refunded } from "../../examples/support-agent/agents.js";
 import { runSupportAgent } from "../../examples/support-agent/main.js";
 
 const ROOT = fileURLToPath(new URL("../..", import.meta.url));
@@ -56,6 +58,43 @@ describe("examples/support-agent", () => {
     const answer = messages[messages.length - 1];
     expect(answer).toMatchObject({ role: "assistant", finish_reason: "stop" });
     expect(answer?.content).toMatch(/could not find order A9999/);
+  });
+
+  it("refunds an order only once a person approves the call, with the call's key", async () => {
+    const seen: unknown[] = [];
+    const { run, messages } = await runSupportAgent("Please refund order A1002", {
+      decide: (review) => {
+        seen.push({ title: review.title, data: review.data, assignees: review.assignees });
+        return { decision: "approve" };
+      },
+    });
+
+    expect(run.status).toBe("SUCCEEDED");
+    expect(seen).toEqual([
+      {
+        title: "Approve a call of tool refund_order",
+        data: { tool: "refund_order", arguments: { order_id: "A1002", reason: "Please refund order A1002" } },
+        assignees: ["support-lead"],
+      },
+    ]);
+    const refund = messages.find((m) => m.role === "tool" && m.name === "refund_order");
+    expect(refund).toMatchObject({ approval: { decision: "approve", by: "support-lead" } });
+    expect(JSON.parse(refund?.content as string)).toEqual({ order_id: "A1002", refunded: true });
+    const ex = run.nodes.find((n) => n.node_id === "assist")?.execution_id;
+    expect(refunded.get("A1002")?.key).toBe(`${ex}:1:0`);
+    expect(messages[messages.length - 1]?.content).toMatch(/Order A1002 is refunded in full/);
+  });
+
+  it("tells the customer a refund was not approved, and refunds nothing", async () => {
+    const { run, messages } = await runSupportAgent("Refund my order A1003", {
+      decide: () => ({ decision: "reject", comment: "still processing: cancel it instead" }),
+    });
+
+    expect(run.status).toBe("SUCCEEDED");
+    expect(refunded.has("A1003")).toBe(false);
+    const refund = messages.find((m) => m.role === "tool" && m.name === "refund_order");
+    expect(refund?.content).toBe("rejected by support-lead: still processing: cancel it instead");
+    expect(messages[messages.length - 1]?.content).toMatch(/could not refund order A1003/);
   });
 
   it("fails budget_exceeded when the run's budget is spent by the first turn: no tool runs", async () => {

@@ -55,7 +55,7 @@ async function agentConversations(client: Engine, run: RunWithNodes): Promise<Ag
         if (page.next_after === null) break;
         after = page.next_after;
       }
-      return { node_id: node.node_id, messages };
+      return { node_id: node.node_id, messages, waiting: node.state === "IN_REVIEW" };
     }),
   );
   return read.filter((c) => c !== null);
