@@ -8,8 +8,10 @@ import { defineConfig } from "vitest/config";
  * - postgres: the engine's behaviour suite again on PostgreSQL (test/helpers.ts gives each test
  *   a fresh schema on the local server), with the CLI files whose path differs by store (the
  *   engine process, a run to its end, a crash, prune, the live views); the CLI's client commands
- *   (reviews, cancel, retry, schedules, run ids) go through the same engine calls on both stores,
- *   and on PostgreSQL would only cost CI four minutes again; and the durable steps of external
+ *   (reviews, cancel, retry, schedules, run ids, an example's review, a run's graph) go through
+ *   the same engine calls on both stores, and the commands that open no database (validate,
+ *   help, completion) do not differ by store: on PostgreSQL they would only cost CI minutes
+ *   again; and the durable steps of external
  *   workers (test/http/steps.test.ts: a step recorded, fenced and read over HTTP);
  * - processes: several engine processes on PostgreSQL killed or cut off mid-run, the probe
  *   that times the API's answers while a huge tree grows (test/http/bounded-work.test.ts, both
@@ -47,6 +49,16 @@ export default defineConfig({
             "test/cli/review-commands.test.ts",
             "test/cli/run-ids.test.ts",
             "test/cli/schedules.test.ts",
+            "test/cli/examples.test.ts",
+            "test/cli/graph.test.ts",
+            // No database at all, or only an engine in process whose store the engine suite covers.
+            "test/cli/completion.test.ts",
+            "test/cli/deep-json.test.ts",
+            "test/cli/help.test.ts",
+            "test/cli/json-times.test.ts",
+            "test/cli/summary.test.ts",
+            "test/cli/validate.test.ts",
+            "test/cli/waiting.test.ts",
           ],
           env: { SKEIN_TEST_DB: "postgres" },
         },
