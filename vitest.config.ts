@@ -49,6 +49,7 @@ export default defineConfig({
             "test/cli/review-commands.test.ts",
             "test/cli/run-ids.test.ts",
             "test/cli/schedules.test.ts",
+            "test/cli/agents-module.test.ts",
             "test/cli/examples.test.ts",
             "test/cli/graph.test.ts",
             // No database at all, or only an engine in process whose store the engine suite covers.
