@@ -264,6 +264,12 @@ export async function runCall(
       return message(`rejected by ${by}${approval.comment ? `: ${approval.comment}` : ""}`, { error: true, approval });
     }
   }
+  // A call that will need undoing is recorded as begun first: if the run ends while it runs (a
+  // cancel, a crash then a failure), its compensation is owed though it recorded no result.
+  if (tool.undo) {
+    const undo = { agent_type: tool.undo, args };
+    await ctx.task.step(`begun:${ctx.stepPrefix.slice("tool:".length)}`, () => ({ tool: name, undo }) as Json);
+  }
   let last: unknown = null;
   for (let attempt = 1; attempt <= tool.retries + 1; attempt++) {
     ctx.task.signal.throwIfAborted();
@@ -301,33 +307,59 @@ export async function runCall(
 }
 
 /**
- * Undoes a visit's recorded calls (DESIGN §6, a tool's `compensation`): newest first, each once
- * (a step of the compensation's attempt), with `<call key>:compensate` as its execution_id.
- * A call that failed, or was running when the visit ended, has no record and is not undone.
+ * Undoes a visit's calls (DESIGN §6, a tool's `compensation`): newest first, each once (a step
+ * of the compensation's attempt), with `<call key>:compensate` as its execution_id. A recorded
+ * call is undone with its result; a call begun but never recorded (running when the visit was
+ * cancelled, or when its engine died) with `result: null` and `in_flight: true`: it may or may
+ * not have acted, and its key tells the service which. A failed call, one rejected by its
+ * reviewer, and one never begun are not undone.
  */
 export async function undoCalls(task: Task, c: ToolsContext & { steps: Pick<StepReads, "stepsOf"> }): Promise<Json> {
   const visit = task.compensates?.execution_id as string;
-  const calls = (await c.steps.stepsOf([visit]))
-    .map((s) => ({ step: s, at: /^tool:(\d+):(\d+)$/.exec(s.name) }))
-    .filter((s) => s.at !== null && (s.step.output as ToolMessage | null)?.undo !== undefined)
-    .sort((a, b) => Number(b.at?.[1]) - Number(a.at?.[1]) || Number(b.at?.[2]) - Number(a.at?.[2]));
+  const steps = await c.steps.stepsOf([visit]);
+  const recorded = new Map<string, ToolMessage>();
+  const begun = new Map<string, { tool: string; undo: NonNullable<ToolMessage["undo"]> }>();
+  for (const s of steps) {
+    const call = CALL.exec(s.name)?.[1];
+    if (call !== undefined) recorded.set(call, s.output as unknown as ToolMessage);
+    const start = BEGUN.exec(s.name)?.[1];
+    if (start !== undefined)
+      begun.set(
+        start,
+        s.output as unknown as { tool: string; undo: { agent_type: string; args: Record<string, Json> } },
+      );
+  }
+  const owed: { at: string; tool: string; agent_type: string; args: Record<string, Json>; payload: Json }[] = [];
+  // Calls recorded before `begun:` existed have only their record.
+  for (const at of new Set([...begun.keys(), ...recorded.keys()])) {
+    const done = recorded.get(at);
+    if (done !== undefined && done.undo === undefined) continue; // failed, rejected, or no compensation
+    const undo = done?.undo ?? begun.get(at)?.undo;
+    if (!undo) continue;
+    const name = done?.name ?? begun.get(at)?.tool ?? "";
+    const payload = done
+      ? { tool: name, args: undo.args, result: done.content }
+      : { tool: name, args: undo.args, result: null, in_flight: true };
+    owed.push({ at, tool: name, agent_type: undo.agent_type, args: undo.args, payload: payload as Json });
+  }
+  const order = (at: string) => at.split(":").map(Number) as [number, number];
+  owed.sort((a, b) => order(b.at)[0] - order(a.at)[0] || order(b.at)[1] - order(a.at)[1]);
   const undone: string[] = [];
-  for (const { step, at } of calls) {
-    const m = step.output as unknown as ToolMessage & { undo: { agent_type: string; args: Record<string, Json> } };
-    const key = `${visit}:${at?.[1]}:${at?.[2]}`;
-    await task.step(`undo:${at?.[1]}:${at?.[2]}`, async () => {
-      const handler = c.handler(m.undo.agent_type);
+  for (const call of owed) {
+    const key = `${visit}:${call.at}`;
+    await task.step(`undo:${call.at}`, async () => {
+      const handler = c.handler(call.agent_type);
       if (!handler) {
         throw new ConfigError(
-          `tool "${m.name}" names compensation agent_type "${m.undo.agent_type}", which this engine does not run in its process`,
+          `tool "${call.tool}" names compensation agent_type "${call.agent_type}", which this engine does not run in its process`,
         );
       }
       const value = await handler({
         ...task,
-        agent_type: m.undo.agent_type,
+        agent_type: call.agent_type,
         execution_id: `${key}:compensate`,
-        payload: { tool: m.name, args: m.undo.args, result: m.content },
-        step: (name, fn) => task.step(`undo:${at?.[1]}:${at?.[2]}/${name}`, fn),
+        payload: call.payload,
+        step: (name, fn) => task.step(`undo:${call.at}/${name}`, fn),
       });
       return (isRouted(value) ? value.output : (value ?? null)) as Json;
     });
@@ -335,6 +367,10 @@ export async function undoCalls(task: Task, c: ToolsContext & { steps: Pick<Step
   }
   return { undone } as Json;
 }
+
+const CALL = /^tool:(\d+:\d+)$/;
+/** `begun:<turn>:<index>`: a call of a tool with compensation, recorded as it starts. */
+const BEGUN = /^begun:(\d+:\d+)$/;
 
 /** Runs a call within the tool's timeout: past it the call's signal aborts and it fails, even if it goes on. */
 async function withTimeout<T>(

@@ -14,8 +14,9 @@
  *   human_review's (a list of names; absent: any reviewer), timeout in seconds (default a day,
  *   at most 30 days). Calls wait one at a time (core/kinds/agent.ts).
  * - A tool's `compensation` is `{ agent_type }`: when the run's ending compensates the visit, the
- *   engine calls that agent once per recorded successful call of the tool, newest first, with
- *   `{ tool, args, result }` as its payload and `<call key>:compensate` as its execution_id.
+ *   engine calls that agent once per successful call of the tool, newest first, with
+ *   `{ tool, args, result }` as its payload and `<call key>:compensate` as its execution_id; and
+ *   once per call that was running when the visit ended, with `result: null, in_flight: true`.
  * - `thread` (1 to 128 characters once resolved) is the node's `concurrency` key with limit 1
  *   when the node gives none: one visit of a thread at a time per workflow node, the others wait
  *   ready. A thread shared by two nodes or workflows is not serialised across them.

@@ -501,6 +501,53 @@ describe("the agent node", () => {
     expect(run.compensations).toMatchObject([{ node_id: "assist", state: "SUCCEEDED" }]);
   });
 
+  it("undoes a call that was running when the run was cancelled with compensation, as in flight with its key", async () => {
+    const undone: { key: string; payload: unknown }[] = [];
+    let started: () => void = () => {};
+    const inTool = new Promise<void>((resolve) => {
+      started = resolve;
+    });
+    const { engine } = await engineWith({
+      book: (t) =>
+        t.payload && (t.payload as { seat: string }).seat === "1A"
+          ? { booking: "B-1A" }
+          : new Promise((_, reject) => {
+              started();
+              t.signal.addEventListener("abort", () => reject(t.signal.reason));
+            }),
+      unbook: (t) => {
+        undone.push({ key: t.execution_id, payload: t.payload });
+        return "released";
+      },
+    });
+    const bookTool = {
+      name: "book",
+      parameters: { type: "object", properties: { seat: { type: "string" } } },
+      agent_type: "book",
+      compensation: { agent_type: "unbook" },
+    };
+    await engine.registerWorkflow(agentFlow({ tools: [bookTool, refundTool] }));
+    server.reply(
+      // A booking recorded, a refund its reviewer rejected (the visit waited, then went on), then a booking cut short.
+      { tool_calls: [call("c1", "book", { seat: "1A" }), call("c2", "refund", { order_id: "A1" })] },
+      { tool_calls: [call("c3", "book", { seat: "1B" })] },
+    );
+    const { run_id } = await engine.startRun("support", { input: { question: "Book" } });
+    await nextEvent(engine, (e) => e.type === "review.requested");
+    await engine.review(run_id, "assist", { decision: "reject", by: "ops" });
+    await inTool;
+    await engine.cancelRun(run_id, { compensate: true });
+    const run = await engine.waitForRun(run_id);
+
+    expect(run.status).toBe("CANCELLED");
+    const ex = run.nodes[0]?.execution_id as string;
+    expect(undone).toEqual([
+      { key: `${ex}:2:0:compensate`, payload: { tool: "book", args: { seat: "1B" }, result: null, in_flight: true } },
+      { key: `${ex}:1:0:compensate`, payload: { tool: "book", args: { seat: "1A" }, result: '{"booking":"B-1A"}' } },
+    ]);
+    expect(run.compensations).toMatchObject([{ node_id: "assist", state: "SUCCEEDED" }]);
+  });
+
   const refundTool = {
     name: "refund",
     description: "Refunds an order",
