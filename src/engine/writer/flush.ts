@@ -401,6 +401,7 @@ export class Flush implements FlushContext {
   private async writeSteps(): Promise<void> {
     for (const rs of this.states.values()) {
       // The engine's own records (an approval's decision), as its attempt would have made them.
+      if (rs.changes.steps.length === 0) continue;
       for (const s of rs.changes.steps.splice(0)) {
         const { run_id, node_id, visit } = parseExecutionId(s.execution_id) as AttemptKey;
         const size = Buffer.byteLength(JSON.stringify(s.output));
