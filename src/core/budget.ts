@@ -85,6 +85,7 @@ export function parentLink(
   run: Pick<Run, "run_id" | "parent" | "budget">,
   visit: Pick<Visit, "node_id" | "visit" | "attempt">,
   item?: number,
+  call?: string,
 ): RunParent {
   return {
     run_id: run.run_id,
@@ -93,6 +94,7 @@ export function parentLink(
     attempt: visit.attempt,
     depth: (run.parent?.depth ?? 0) + 1,
     ...(item === undefined ? {} : { item }),
+    ...(call === undefined ? {} : { call }),
     ...lineage(run),
   };
 }

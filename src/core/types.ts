@@ -149,6 +149,11 @@ export interface RunParent {
   /** The item of a `map` visit this run is (its index in the list); absent for a `workflow` node's child. */
   item?: number;
   /**
+   * The tool call of an `agent` visit this run is (`<turn>:<index>`): any attempt of the visit
+   * waits for it (`attempt` is the one that started it), and it lives while the visit does.
+   */
+  call?: string;
+  /**
    * Every run above this one, its parent first: usage reported in this run is added to each
    * (DESIGN §12). Absent in child runs started before schema v11: the parent only.
    */

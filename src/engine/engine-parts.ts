@@ -25,6 +25,7 @@ import { ProgressStreams } from "./attempts/progress.js";
 import { AttemptRunner } from "./attempts/runner.js";
 import { secretOwnerProblems } from "./attempts/secret-owners.js";
 import { Secrets } from "./attempts/secrets.js";
+import { toolRuns } from "./attempts/tool-runs.js";
 import type { EngineOptions } from "./engine-options.js";
 import { WorkflowRegistry } from "./registry.js";
 import { Retention, retentionAges } from "./retention.js";
@@ -194,6 +195,11 @@ function wireParts(c: PartsContext) {
         mcp: c.mcp,
         budgetReached: (task) => budgetOf(task.run_id),
         steps: store,
+        childRun: toolRuns({
+          store,
+          submit: (input) => submit(input),
+          reads: () => ({ store, registry, served, clock, options, closed: c.closed, subscribers: c.subscribers }),
+        }),
         // A call's record holds its result and a few fields more.
         maxResultBytes: Math.max(0, c.maxPayloadBytes - 1024),
       }),

@@ -4,6 +4,7 @@
  */
 import type { Ajv, ValidateFunction } from "ajv";
 import type { CompiledNode, WorkflowGraph } from "../definition/graph.js";
+import { type AgentTool, agent as agentKind, type McpToolSet } from "../definition/kinds/agent.js";
 import { kindOf } from "../definition/kinds/index.js";
 import { ITEM_SEPARATOR, type MapPayload, map as mapKind } from "../definition/kinds/map.js";
 import { workflow as workflowKind } from "../definition/kinds/workflow.js";
@@ -189,23 +190,26 @@ export class WorkflowRegistry {
    * made from the parent's definition (the row `register` stores for it is what runs refer to).
    * Items of `each: { workflow_id }` run that workflow itself; their item workflow (a `workflow`
    * node) holds `each` compiled, resolved per item (map-item-runs.ts), and is what item runs
-   * started by earlier versions (two levels) still run.
+   * started by earlier versions (two levels) still run. An agent tool's (`<workflow_id>/<node_id>/
+   * <tool>`) is a node of the tool's agent, run when no agent of the calling engine serves it.
    */
   private async itemWorkflow(id: string, version: number | undefined): Promise<LoadedWorkflow> {
-    const [parentId = "", nodeId = ""] = id.split(ITEM_SEPARATOR, 2);
+    const [parentId = "", nodeId = "", toolName] = id.split(ITEM_SEPARATOR, 3);
+    const what =
+      toolName === undefined
+        ? `map node "${nodeId}"`
+        : `agent node "${nodeId}" with a tool ${toolName} that workers serve`;
     if (version === undefined) {
       throw new NotFoundError(
-        `workflow "${id}" is the item workflow of map node "${nodeId}" of "${parentId}": start "${parentId}" instead`,
+        `workflow "${id}" is the item workflow of ${what} of "${parentId}": start "${parentId}" instead`,
       );
     }
     const cached = this.cache.get(key(id, version));
     if (cached) return cached;
     const parent = await this.get(parentId, version);
     const node = parent.graph.nodes.get(nodeId);
-    if (!node || node.kind !== mapKind) {
-      throw new NotFoundError(`workflow "${parentId}" version ${version} has no map node "${nodeId}"`);
-    }
-    const definition = itemDefinition(parent.graph, node);
+    const definition = node && derivedDefinition(parent.graph, node, toolName);
+    if (!definition) throw new NotFoundError(`workflow "${parentId}" version ${version} has no ${what}`);
     const { workflow, graph } = parseWorkflowOrThrow(definition, {
       maxOutputBytes: this.options.maxOutputBytes,
       stored: true,
@@ -222,18 +226,20 @@ export class WorkflowRegistry {
     return loaded;
   }
 
-  /** Stores the item workflows of a version's map nodes at that version (runs refer to their workflow's row). */
+  /**
+   * Stores the workflows a version's nodes start runs of, at that version (runs refer to their
+   * workflow's row): a map node's items', and each agent tool's whose calls an external worker
+   * serves (a run of one node per call, tool-runs in calls/agent/tools.ts).
+   */
   private async putItemWorkflows(graph: WorkflowGraph, id: string, version: number, now: number): Promise<void> {
     for (const node of graph.nodes.values()) {
-      if (node.kind !== mapKind) continue;
-      const text = canonicalJson({ ...itemDefinition(graph, node), id: itemWorkflowId(id, node.id), version });
-      await this.store.putWorkflowVersion(
-        itemWorkflowId(id, node.id),
-        version,
-        sha256(`${version}\n${text}`),
-        text,
-        now,
-      );
+      const tools = node.kind === agentKind ? workerTools(node) : [];
+      const derived = node.kind === mapKind ? [undefined] : tools.map((t) => t.name);
+      for (const tool of derived) {
+        const derivedId = itemWorkflowId(id, node.id, tool);
+        const text = canonicalJson({ ...derivedDefinition(graph, node, tool), id: derivedId, version });
+        await this.store.putWorkflowVersion(derivedId, version, sha256(`${version}\n${text}`), text, now);
+      }
     }
   }
 
@@ -259,6 +265,41 @@ export class WorkflowRegistry {
       }));
     };
   }
+}
+
+/** An agent node's tools whose calls may be served by an external worker: not MCP's, not `workflow` (a run of its own). */
+function workerTools(node: CompiledNode): AgentTool[] {
+  const tools = ((node.def.payload as { tools?: unknown[] } | undefined)?.tools ?? []) as (AgentTool | McpToolSet)[];
+  return tools.filter((t): t is AgentTool => !("mcp" in t) && t.agent_type !== "workflow");
+}
+
+/** A derived workflow's definition: a map node's items' (`tool` absent) or an agent tool's; null when the node has none. */
+function derivedDefinition(parent: WorkflowGraph, node: CompiledNode, tool: string | undefined) {
+  if (tool === undefined) return node.kind === mapKind ? itemDefinition(parent, node) : null;
+  const declared = node.kind === agentKind ? workerTools(node).find((t) => t.name === tool) : undefined;
+  return declared ? toolDefinition(parent, node, declared) : null;
+}
+
+/**
+ * The one-node definition a call of an agent tool runs as when no agent of the calling engine
+ * serves it: the tool's agent, its retries and timeout; the call's payload (the model's
+ * arguments, or the tool's `payload`) is the run's input, the worker's `task.input`.
+ */
+function toolDefinition(parent: WorkflowGraph, node: CompiledNode, tool: AgentTool) {
+  return {
+    id: "agent-tool",
+    timeout: parent.timeout,
+    nodes: [
+      {
+        node_id: "call",
+        agent_type: tool.agent_type,
+        // The call's payload is the run's input (a node's payload is an object of templates, not one).
+        payload: {},
+        retry_count: tool.retry_count ?? 0,
+        timeout: tool.timeout ?? node.timeout,
+      },
+    ],
+  };
 }
 
 /** The one-node definition a map node's items run: `each`, with the node's retry settings and timeout. */
@@ -296,9 +337,9 @@ function itemDefinition(parent: WorkflowGraph, node: CompiledNode) {
 
 export { ITEM_SEPARATOR };
 
-/** The id of the workflow a map node's items run. */
-export function itemWorkflowId(workflowId: string, nodeId: string): string {
-  return `${workflowId}${ITEM_SEPARATOR}${nodeId}`;
+/** The id of the workflow a map node's items run (`<workflow>/<node>`), or an agent tool's calls (`<workflow>/<node>/<tool>`). */
+export function itemWorkflowId(workflowId: string, nodeId: string, tool?: string): string {
+  return `${workflowId}${ITEM_SEPARATOR}${nodeId}${tool === undefined ? "" : `${ITEM_SEPARATOR}${tool}`}`;
 }
 
 function key(id: string, version: number): string {

@@ -89,7 +89,7 @@ export function agentLoopHandler(c: AgentLoopContext): AgentHandler {
           const key = `${task.execution_id}:${turn}:${index}`;
           const approved = (tool: LoopTool, args: Record<string, Json>) =>
             approvalOf(task, { key, step: `approval:${turn}:${index}`, tool: tool.name, arguments: args }, tool);
-          const ctx = { key, task, stepPrefix: `tool:${turn}:${index}`, approved };
+          const ctx = { key, call: `${turn}:${index}`, task, stepPrefix: `tool:${turn}:${index}`, approved };
           const result = await runCall(tools, call, ctx, toModel, c.maxResultBytes);
           toolSpan(call, result);
           return result as unknown as Json;

@@ -3,7 +3,9 @@
  * its message. A call's arguments are checked against its `parameters` first (invalid ones go
  * back to the model); then the tool's agent runs, in this process, with the call's key
  * `<execution_id>:<turn>:<index>` as its `execution_id` (its idempotency key), or the MCP server
- * is called with the key in `_meta`. A failed call is retried `retry_count` times at once; its
+ * is called with the key in `_meta`, or the call is a child run of the visit, under an engine key
+ * made from the call's: of the workflow a `workflow` tool names, or of one node of the tool's
+ * agent when no agent of this engine serves it (an external worker claims it). A failed call is retried `retry_count` times at once; its
  * last error goes back to the model (`tool_errors: "to_model"`) or fails the visit (`"fail"`).
  */
 import type { ValidateFunction } from "ajv";
@@ -43,6 +45,8 @@ export interface LoopTool {
 export interface CallContext {
   /** `<execution_id>:<turn>:<index>`: the same every time this call runs. */
   key: string;
+  /** `<turn>:<index>`. */
+  call: string;
   /** The visit's task (the agent node's). */
   task: Task;
   /** The call's try within this attempt, from 1 (its retries). */
@@ -88,9 +92,17 @@ export interface McpServers {
   ): Promise<{ content: string; isError: boolean }>;
 }
 
+/** A call run as a child run of the visit: of a workflow, or of the tool's own workflow (a node of its agent). */
+export type ChildCall = { workflow_id: string; version: number | null; input: Json } | { tool: string; input: Json };
+
 export interface ToolsContext {
   /** This engine's in-process agents by agent_type (a handler, http, llm). */
   handler(agentType: string): AgentHandler | undefined;
+  /**
+   * Starts (or finds, after a crash: its key is the call's) the child run that is call
+   * `<turn>:<index>` of the visit, and waits for its end: its output, or throws why it failed.
+   */
+  childRun(task: Task, call: string, request: ChildCall, signal: AbortSignal): Promise<Json>;
   /** The largest result a call may give the model, in bytes (the engine's maxPayloadBytes, less room for its record). */
   maxResultBytes: number;
   /** The engine's MCP servers (null: no `mcp` option). */
@@ -130,12 +142,6 @@ function agentTool(declared: AgentTool, c: ToolsContext, i: number): LoopTool {
     undo: declared.compensation?.agent_type ?? null,
     approval: declared.approval ?? null,
     run: async (args, call) => {
-      const handler = c.handler(declared.agent_type);
-      if (!handler) {
-        throw new ConfigError(
-          `tool "${declared.name}" names agent_type "${declared.agent_type}", which this engine does not run in its process; a tool's agent is one of the engine's agents (its agents option), http or llm`,
-        );
-      }
       const template = payload?.template ?? null;
       const resolved = template
         ? ((await template.resolve({
@@ -145,6 +151,24 @@ function agentTool(declared: AgentTool, c: ToolsContext, i: number): LoopTool {
             run: { run_id: call.task.run_id, trace_id: call.task.trace_id },
           })) as Json)
         : (args as Json);
+      // A `workflow` tool's call is a child run of the workflow its payload names.
+      if (declared.agent_type === "workflow") {
+        const p = resolved as { workflow_id?: unknown; version?: unknown; input?: Json } | null;
+        if (typeof p?.workflow_id !== "string") {
+          throw new ConfigError(
+            `tool "${declared.name}" is a workflow tool: its payload must give workflow_id (and input), got ${JSON.stringify(resolved)}`,
+          );
+        }
+        const version = typeof p.version === "number" ? p.version : null;
+        const request = { workflow_id: p.workflow_id, version, input: p.input ?? {} };
+        return { output: await c.childRun(call.task, call.call, request, call.signal), usage: null };
+      }
+      const handler = c.handler(declared.agent_type);
+      // No agent of this engine serves it: a run of one node of that agent, which a worker claims.
+      if (!handler) {
+        const request = { tool: declared.name, input: resolved };
+        return { output: await c.childRun(call.task, call.call, request, call.signal), usage: null };
+      }
       let usage: Usage | null = null;
       const toolTask: Task = {
         ...call.task,

@@ -5,9 +5,12 @@
  * agent, each model turn and each tool call a durable step of the visit (§14.1).
  *
  * Decisions where DESIGN is silent:
- * - A tool's `agent_type` names an agent this engine runs in its process (a handler, `http`,
- *   `llm`): the loop calls it with the model's arguments as its payload. Tools served only by
- *   external workers, and `workflow` tools (a child run per call), are refused when called.
+ * - A tool's `agent_type` names an agent: the loop calls it in its process when the engine runs
+ *   one of that type (a handler, `http`, `llm`), with the model's arguments as its payload; else
+ *   each call is a child run of one node of that agent, which an external worker claims. A tool
+ *   whose `agent_type` is `workflow` runs the workflow its payload names (`{ workflow_id,
+ *   version?, input }`, templates seeing `args`), a child run per call. Either child run's key
+ *   is made from the call's, so a call run again after a crash waits for the same run.
  * - A tool's `retry_count` (default 0: the model sees the error and decides) retries a failed
  *   call at once; `timeout` (seconds) aborts one call.
  * - A tool's (or an MCP tool set's) `approval` is `{ assignees?, timeout? }`: assignees as a
@@ -142,8 +145,11 @@ export const agent: KindRules = {
     if (!Array.isArray(tools)) return [];
     return tools.flatMap((t, i) => {
       if (!isObject(t)) return [];
+      // A `workflow` tool runs a workflow, not an agent of that type.
       const named =
-        typeof t.agent_type === "string" ? [{ path: `tools[${i}].agent_type`, agent_type: t.agent_type }] : [];
+        typeof t.agent_type === "string" && t.agent_type !== "workflow"
+          ? [{ path: `tools[${i}].agent_type`, agent_type: t.agent_type }]
+          : [];
       const undo =
         isObject(t.compensation) && typeof t.compensation.agent_type === "string" ? t.compensation.agent_type : null;
       return undo === null ? named : [...named, { path: `tools[${i}].compensation.agent_type`, agent_type: undo }];
@@ -294,6 +300,16 @@ function toolsProblems(tools: unknown): Problem[] {
     if ("parameters" in t) {
       const problem = schemaProblem(t.parameters);
       if (problem) add(".parameters", problem);
+    }
+    if (t.agent_type === "workflow") {
+      const p = t.payload;
+      const named = isObject(p) && typeof p.workflow_id === "string" && p.workflow_id !== "";
+      if (!named) {
+        add(
+          ".payload",
+          `a workflow tool's payload names the workflow each call runs: { "workflow_id": "<id>", "input": "{{ args }}" }, got ${show(p)}`,
+        );
+      }
     }
     if ("payload" in t) {
       // Its templates see `args`; a secret goes to the tool's agent, not through the model's loop.

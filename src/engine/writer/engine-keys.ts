@@ -23,6 +23,11 @@ export function itemKey(v: Pick<Visit, "execution_id" | "attempt">, index: numbe
   return `${ENGINE_KEY_PREFIX}${v.execution_id}:${v.attempt}:${index}`;
 }
 
+/** The key of the child run that is tool call `<turn>:<index>` of an `agent` visit (any of its attempts). */
+export function toolCallKey(v: Pick<Visit, "execution_id">, call: string): string {
+  return `${ENGINE_KEY_PREFIX}${v.execution_id}:tool:${call}`;
+}
+
 /**
  * Why a run found under an engine key is not the one the engine would have started (its parent
  * attempt and item, or its schedule), or null when it is.
@@ -38,12 +43,13 @@ export function ownRunProblem(
       p.run_id === expected.parent.run_id &&
       p.node_id === expected.parent.node_id &&
       p.visit === expected.parent.visit &&
-      p.attempt === expected.parent.attempt &&
+      // A tool call's run is its call's, whichever attempt of the visit started it.
+      (expected.parent.call !== undefined ? p.call === expected.parent.call : p.attempt === expected.parent.attempt) &&
       p.item === expected.parent.item
     : p === null && found.schedule_id === expected.schedule_id;
   if (same) return null;
   const wanted = expected.parent
-    ? `attempt ${expected.parent.attempt} of ${expected.parent.node_id} (visit ${expected.parent.visit}) of run ${expected.parent.run_id}${expected.parent.item === undefined ? "" : `, item ${expected.parent.item}`}`
+    ? `${expected.parent.call === undefined ? `attempt ${expected.parent.attempt}` : `tool call ${expected.parent.call}`} of ${expected.parent.node_id} (visit ${expected.parent.visit}) of run ${expected.parent.run_id}${expected.parent.item === undefined ? "" : `, item ${expected.parent.item}`}`
     : `a slot of schedule ${expected.schedule_id}`;
   return `the engine's idempotency key ${key} is held by run ${found.run_id} (of ${found.workflow_id}), which is not the run of ${wanted}: it was not started by this engine (written to the database directly, or before the key was reserved); cancel or prune run ${found.run_id}, then retry this run`;
 }

@@ -272,6 +272,8 @@ export class Flush implements FlushContext {
         return retry(this, input);
       case "continue_map":
         return this.kinds.maps.resume(input);
+      case "tool_run":
+        return this.kinds.children.startToolRun(input);
       case "claim":
         this.claims.queue(input);
         return;

@@ -114,6 +114,22 @@ export type Input =
       sender?: { holder: string; agent_types: readonly string[] | null };
       done: Callback<StepRow>;
     }
+  /**
+   * The child run that is an agent's tool call (`<turn>:<index>`, DESIGN §14.2), asked for by the
+   * attempt holding the visit: answered with its run id (found under its key when an earlier
+   * attempt started it); refused with a ConflictError when the attempt no longer holds the visit,
+   * a NonRetryableError when the child may not start (the call's failure).
+   */
+  | {
+      kind: "tool_run";
+      execution_id: string;
+      attempt: number;
+      call: string;
+      workflow_id: string;
+      version?: number | null;
+      input: Json;
+      done: Callback<string>;
+    }
   /** An external worker's heartbeat: its lease renewed for `lease_ms`, checked like a report. */
   | {
       kind: "worker_heartbeat";

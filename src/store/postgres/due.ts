@@ -32,14 +32,16 @@ const SQL = {
            WHERE v.holder LIKE 'run:%' AND v.is_current AND c.status IN ('SUCCEEDED', 'FAILED', 'CANCELLED') LIMIT $1`,
   },
   // A workflow node's child is run by the attempt holding it (holder run:<child>); a map item's
-  // by its map visit while that runs, held by `map`, at the attempt that started the item.
+  // by its map visit while that runs, held by `map`, at the attempt that started the item; an
+  // agent's tool call's by its visit while that goes on (running, retrying, waiting for approval).
   orphanedChildren: {
     name: "skein_orphaned_children",
     text: `SELECT c.run_id FROM runs c WHERE c.parent IS NOT NULL AND c.ended_at IS NULL AND NOT EXISTS (
              SELECT 1 FROM visits v WHERE v.run_id = c.parent->>'run_id' AND v.node_id = c.parent->>'node_id'
-               AND v.visit = (c.parent->>'visit')::int AND v.state = 'RUNNING'
-               AND CASE WHEN c.parent->>'item' IS NULL THEN v.holder = 'run:' || c.run_id
-                        ELSE v.holder = 'map' AND v.attempt = (c.parent->>'attempt')::int END)
+               AND v.visit = (c.parent->>'visit')::int
+               AND CASE WHEN c.parent->>'call' IS NOT NULL THEN v.state IN ('RUNNING', 'RETRYING', 'IN_REVIEW')
+                        WHEN c.parent->>'item' IS NULL THEN v.state = 'RUNNING' AND v.holder = 'run:' || c.run_id
+                        ELSE v.state = 'RUNNING' AND v.holder = 'map' AND v.attempt = (c.parent->>'attempt')::int END)
            ORDER BY c.created_at LIMIT $1`,
   },
   expiredRuns: {

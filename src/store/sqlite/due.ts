@@ -25,14 +25,15 @@ export function sqliteDue(db: Database.Database): DueTx {
        WHERE v.holder LIKE 'run:%' AND v.is_current = 1 AND c.status IN ('SUCCEEDED', 'FAILED', 'CANCELLED') LIMIT ?`,
     ),
     // A workflow node's child is run by the attempt holding it (holder run:<child>); a map item's
-    // by its map visit while that runs, held by `map`, at the attempt that started the item.
+    // by its map visit while that runs, held by `map`, at the attempt that started the item; an
+    // agent's tool call's by its visit while that goes on (running, retrying, waiting for approval).
     orphanedChildren: db.prepare(
       `SELECT c.run_id FROM runs c WHERE c.parent IS NOT NULL AND c.ended_at IS NULL AND NOT EXISTS (
          SELECT 1 FROM visits v WHERE v.run_id = json_extract(c.parent, '$.run_id')
            AND v.node_id = json_extract(c.parent, '$.node_id') AND v.visit = json_extract(c.parent, '$.visit')
-           AND v.state = 'RUNNING'
-           AND CASE WHEN json_extract(c.parent, '$.item') IS NULL THEN v.holder = 'run:' || c.run_id
-                    ELSE v.holder = 'map' AND v.attempt = json_extract(c.parent, '$.attempt') END)
+           AND CASE WHEN json_extract(c.parent, '$.call') IS NOT NULL THEN v.state IN ('RUNNING', 'RETRYING', 'IN_REVIEW')
+                    WHEN json_extract(c.parent, '$.item') IS NULL THEN v.state = 'RUNNING' AND v.holder = 'run:' || c.run_id
+                    ELSE v.state = 'RUNNING' AND v.holder = 'map' AND v.attempt = json_extract(c.parent, '$.attempt') END)
        ORDER BY c.created_at LIMIT ?`,
     ),
     expiredRuns: db.prepare(

@@ -9,7 +9,7 @@ import type { AgentHandler, EngineOptions, WorkflowInput } from "../../../src/in
 import { ConflictError, ForbiddenError, NonRetryableError, ValidationError } from "../../../src/index.js";
 import { startMcpHttpServer } from "../../fixtures/mcp-server.js";
 import { type OpenAIServer, startOpenAIServer } from "../../fixtures/openai-server.js";
-import { nextEvent, testEngine } from "../../helpers.js";
+import { nextEvent, tempDb, testEngine } from "../../helpers.js";
 
 let server: OpenAIServer;
 beforeEach(async () => {
@@ -546,6 +546,95 @@ describe("the agent node", () => {
       { key: `${ex}:1:0:compensate`, payload: { tool: "book", args: { seat: "1A" }, result: '{"booking":"B-1A"}' } },
     ]);
     expect(run.compensations).toMatchObject([{ node_id: "assist", state: "SUCCEEDED" }]);
+  });
+
+  it("runs a workflow tool's call as a child run of the visit, keyed by the call, its output the result", async () => {
+    const { engine } = await engineWith({ orders: (t) => ({ found: (t.input as { order_id: string }).order_id }) });
+    await engine.registerWorkflow({
+      id: "find-order",
+      input_schema: { type: "object", properties: { order_id: { type: "string" } }, required: ["order_id"] },
+      nodes: [{ node_id: "find", agent_type: "orders" }],
+    } as WorkflowInput);
+    const findTool = {
+      name: "find",
+      parameters: lookupTool.parameters,
+      agent_type: "workflow",
+      payload: { workflow_id: "find-order", input: "{{ args }}" },
+    };
+    await engine.registerWorkflow(agentFlow({ tools: [findTool] }));
+    server.reply({ tool_calls: [call("c1", "find", { order_id: "A1" })] }, { text: "Found A1." });
+    const run = await engine.waitForRun((await engine.startRun("support", { input: { question: "A1?" } })).run_id);
+
+    expect(run.status).toBe("SUCCEEDED");
+    const ex = run.nodes[0]?.execution_id as string;
+    // The workflow's output, its ending nodes' by id (as a workflow node's).
+    expect(toolMessage("c1")).toEqual({ role: "tool", tool_call_id: "c1", content: '{"find":{"found":"A1"}}' });
+    const [child] = await engine.listRuns({ workflow_id: "find-order" });
+    expect(child).toMatchObject({
+      status: "SUCCEEDED",
+      input: { order_id: "A1" },
+      idempotency_key: `skein:${ex}:tool:1:0`,
+      parent: { run_id: run.run_id, node_id: "assist", visit: 1, call: "1:0" },
+    });
+    // A workflow tool whose payload names no workflow is refused at registration.
+    const bad = engine.registerWorkflow(agentFlow({ tools: [{ ...findTool, payload: { input: "{{ args }}" } }] }));
+    await expect(bad).rejects.toThrow(/payload\.tools\[0\]\.payload: a workflow tool's payload names the workflow/);
+  });
+
+  it("hands a call no agent of the engine serves to an external worker, as a run of that agent, and waits for it", async () => {
+    const { engine } = await engineWith({});
+    const stockTool = {
+      name: "stock",
+      parameters: { type: "object", properties: { sku: { type: "string" } } },
+      agent_type: "warehouse",
+    };
+    await engine.registerWorkflow(agentFlow({ tools: [stockTool] }));
+    server.reply({ tool_calls: [call("c1", "stock", { sku: "S-9" })] }, { text: "3 in stock." });
+    const { run_id } = await engine.startRun("support", { input: { question: "S-9?" } });
+    const [task] = await engine.claimTasks({ agent_types: ["warehouse"], worker_id: "w1", wait_seconds: 30 });
+    expect(task).toMatchObject({ agent_type: "warehouse", input: { sku: "S-9" } });
+    const child = await engine.getRun(task?.run_id as string);
+    expect(child.parent).toMatchObject({ run_id, node_id: "assist", call: "1:0" });
+    expect(child.workflow_id).toBe("support/assist/stock");
+    await engine.completeTask(task?.execution_id as string, { worker_id: "w1", attempt: 1, output: { count: 3 } });
+    const run = await engine.waitForRun(run_id);
+
+    expect(run.status).toBe("SUCCEEDED");
+    expect(toolMessage("c1")).toEqual({ role: "tool", tool_call_id: "c1", content: '{"count":3}' });
+    expect(run.nodes[0]?.output).toMatchObject({ content: "3 in stock.", tool_calls: 1 });
+  });
+
+  it("waits for the same child run in a new engine after the one running the loop stopped mid-call", async () => {
+    const database = tempDb();
+    const first = await engineWith({}, { database });
+    await first.engine.registerWorkflow(agentFlow({ tools: [{ name: "stock", agent_type: "warehouse" }] }));
+    server.reply({ tool_calls: [call("c1", "stock", { sku: "S-9" })] }, { text: "3 in stock." });
+    const { run_id } = await first.engine.startRun("support", { input: { question: "S-9?" } });
+    const [task] = await first.engine.claimTasks({ agent_types: ["warehouse"], worker_id: "w1", wait_seconds: 30 });
+    await first.engine.close({ timeoutMs: 100 }); // the loop's attempt is left for the next engine
+
+    const second = await engineWith({}, { database });
+    await second.engine.completeTask(task?.execution_id as string, { worker_id: "w1", attempt: 1, output: 3 });
+    const run = await second.engine.waitForRun(run_id);
+
+    expect(run.status).toBe("SUCCEEDED");
+    expect(toolMessage("c1")?.content).toBe("3");
+    expect(chat()).toHaveLength(2); // the recorded turn was not asked again
+    expect(await second.engine.listRuns({ workflow_id: "support/assist/stock" })).toHaveLength(1);
+  });
+
+  it("cancels a tool's child run when its run is cancelled", async () => {
+    const { engine, clock } = await engineWith({});
+    await engine.registerWorkflow(agentFlow({ tools: [{ name: "stock", agent_type: "warehouse" }] }));
+    server.reply({ tool_calls: [call("c1", "stock", {})] });
+    const { run_id } = await engine.startRun("support", { input: { question: "?" } });
+    const [task] = await engine.claimTasks({ agent_types: ["warehouse"], worker_id: "w1", wait_seconds: 30 });
+    await engine.cancelRun(run_id);
+    // The sweep finds the child whose visit has ended.
+    const ended = engine.waitForRun(task?.run_id as string);
+    await clock.advance(2_000);
+    expect((await ended).status).toBe("CANCELLED");
+    expect((await engine.waitForRun(run_id)).status).toBe("CANCELLED");
   });
 
   const refundTool = {

@@ -23,9 +23,9 @@ import {
   startRunState,
 } from "../../../core/scheduler.js";
 import { scopeAllows } from "../../../core/scope.js";
-import type { Json, Visit, VisitError } from "../../../core/types.js";
+import type { Json, RunParent, Visit, VisitError } from "../../../core/types.js";
 import { MAX_CHILD_DEPTH } from "../../../definition/kinds/workflow.js";
-import { NotFoundError } from "../../../errors.js";
+import { ConflictError, NonRetryableError, NotFoundError } from "../../../errors.js";
 import { uuidv7 } from "../../../ids.js";
 import { canonicalJson } from "../../json.js";
 import { runRow } from "../../run-start.js";
@@ -33,10 +33,20 @@ import { OUT_OF_SCOPE, outOfScopeMessage } from "../../scope.js";
 import { treeRefusal } from "../bounded-work.js";
 import type { Budget } from "../budget.js";
 import type { FlushContext } from "../context.js";
-import { childKey, KEY_TAKEN, ownRunProblem } from "../engine-keys.js";
+import { childKey, KEY_TAKEN, ownRunProblem, toolCallKey } from "../engine-keys.js";
+import type { Input } from "../inputs.js";
 import type { ChildRuns, KindStep } from "./step.js";
 
 const FINAL = new Set(["SUCCEEDED", "FAILED", "CANCELLED"]);
+
+/** What a child run is asked for with: a `workflow` visit's payload, an agent's tool call. */
+interface ChildRequest {
+  workflow_id: string;
+  version?: number | null;
+  input?: Json;
+}
+type Refusal = { reason: string; message: string };
+type Workflow = Awaited<ReturnType<FlushContext["o"]["registry"]["get"]>>;
 
 /** The `workflow` kind's step, and the child runs of every kind. */
 export class Children implements KindStep, ChildRuns {
@@ -60,17 +70,11 @@ export class Children implements KindStep, ChildRuns {
   /** Starts the child run a ready `workflow` visit asked for (or fails its visit). */
   async start(rs: RunState, v: Visit): Promise<boolean> {
     const f = this.f;
-    const p = (v.payload ?? {}) as { workflow_id: string; version?: number | null; input?: Json };
-    const depth = (rs.run.parent?.depth ?? 0) + 1;
-    if (depth > MAX_CHILD_DEPTH) {
-      const message = `a child run may not start another past depth ${MAX_CHILD_DEPTH}: run ${rs.run.run_id} is at depth ${depth - 1}; is the workflow calling itself without end?`;
-      failVisit(rs, v, "child_depth_exceeded", { message, reason: "child_depth_exceeded" }, f.now);
-      return false;
-    }
-    // A child outside the run's scope is never started (DESIGN §13.1): not retried, as a retry would start the same.
-    if (!scopeAllows(rs.run.scope, p.workflow_id)) {
-      const message = outOfScopeMessage(p.workflow_id, rs.run.scope ?? []);
-      failVisit(rs, v, OUT_OF_SCOPE, { message, reason: OUT_OF_SCOPE }, f.now);
+    const p = (v.payload ?? {}) as unknown as ChildRequest;
+    // Its depth and scope are checked before its budget: neither is retried, as a retry would start the same.
+    const refused = (await this.refusal(rs, p, true)) as Refusal | null;
+    if (refused) {
+      failVisit(rs, v, refused.reason, { message: refused.message, reason: refused.reason }, f.now);
       return false;
     }
     // A run (or a run above it) at its budget starts no child: the child's work would count toward it.
@@ -79,22 +83,12 @@ export class Children implements KindStep, ChildRuns {
       this.defer(); // this flush started enough: it stays ready for the next (bounded-work.ts)
       return false;
     }
-    let workflow: Awaited<ReturnType<typeof f.o.registry.get>>;
-    try {
-      workflow = await f.o.registry.get(p.workflow_id, p.version ?? undefined);
-    } catch (e) {
-      if (!(e instanceof NotFoundError)) throw e;
-      failVisit(rs, v, "unknown_workflow", { message: e.message, reason: "unknown_workflow" }, f.now);
+    const workflow = await this.refusal(rs, p, false);
+    if (workflow && "reason" in workflow) {
+      failVisit(rs, v, workflow.reason, { message: workflow.message, reason: workflow.reason }, f.now);
       return false;
     }
     const input = (p.input ?? {}) as Json;
-    const problems = workflow.checkInput(input);
-    if (problems.length > 0) {
-      const detail = problems.map((x) => `${x.path}: ${x.message}`).join("; ");
-      const message = `payload.input does not match the input_schema of ${workflow.id}: ${detail}`;
-      failVisit(rs, v, "template_error", { message, reason: "template_error" }, f.now);
-      return false;
-    }
     // The attempt, then the child that is it: the same transaction writes both.
     const run_id = uuidv7(f.now);
     const a = visitAttempt(rs, v);
@@ -119,19 +113,104 @@ export class Children implements KindStep, ChildRuns {
       return false;
     }
     f.work.startsLeft -= 1;
+    this.add(rs, v, workflow as Workflow, input, { run_id, key, parent });
+    return true;
+  }
+
+  /**
+   * The child run that is tool call `call` of an `agent` visit (DESIGN §14.2), asked for by the
+   * attempt holding the visit: started, or found under its key (an earlier attempt started it).
+   * The loop waits for its end itself: its end settles nothing here, and it lives while the
+   * visit goes on (the sweep cancels it once the visit has ended). Answers its run id; a child
+   * that may not start is the call's failure, told to the model.
+   */
+  async startToolRun(input: Extract<Input, { kind: "tool_run" }>): Promise<void> {
+    const f = this.f;
+    const { done } = input;
+    const rs = await f.loadExecution(input.execution_id);
+    const a = rs ? attemptOf(rs, input.execution_id) : undefined;
+    if (!rs || !a || a.kind !== "visit" || !holds(a, input.attempt)) {
+      const why = `attempt ${input.attempt} of ${input.execution_id} no longer holds its visit`;
+      return done.reject(new ConflictError(`${why}: tool call ${input.call} was not started`));
+    }
+    const v = a.row as Visit;
+    const key = toolCallKey(v, input.call);
+    const parent = parentLink(rs.run, v, undefined, input.call);
+    const existing = f.newRuns.find((r) => r.idempotency_key === key) ?? (await f.tx.runByIdempotencyKey(key));
+    if (existing) {
+      const foreign = ownRunProblem(existing, key, { parent });
+      if (foreign) return done.reject(new ConflictError(foreign));
+      const found = existing.run_id;
+      f.out.callbacks.push(() => done.resolve(found));
+      return;
+    }
+    const workflow = (await this.refusal(rs, input, true)) ?? (await this.refusal(rs, input, false));
+    if (workflow && "reason" in workflow) return done.reject(new NonRetryableError(workflow.message));
+    const tooMany = await treeRefusal(f.tx, f.o.maxRunsPerTree, rs.run, 1);
+    if (tooMany) return done.reject(new NonRetryableError(tooMany.message));
+    const run_id = uuidv7(f.now);
+    this.add(rs, v, workflow as Workflow, (input.input ?? {}) as Json, { run_id, key, parent });
+    f.out.callbacks.push(() => done.resolve(run_id));
+  }
+
+  /**
+   * Why a child of `p.workflow_id` may not start from `rs` (`early`: its depth and scope, which
+   * need no read), or else (`early` false) its workflow, the input checked against its schema.
+   */
+  private async refusal(rs: RunState, p: ChildRequest, early: boolean): Promise<Refusal | Workflow | null> {
+    if (early) {
+      const depth = (rs.run.parent?.depth ?? 0) + 1;
+      if (depth > MAX_CHILD_DEPTH) {
+        const message = `a child run may not start another past depth ${MAX_CHILD_DEPTH}: run ${rs.run.run_id} is at depth ${depth - 1}; is the workflow calling itself without end?`;
+        return { reason: "child_depth_exceeded", message };
+      }
+      // A child outside the run's scope is never started (DESIGN §13.1).
+      if (!scopeAllows(rs.run.scope, p.workflow_id)) {
+        return { reason: OUT_OF_SCOPE, message: outOfScopeMessage(p.workflow_id, rs.run.scope ?? []) };
+      }
+      return null;
+    }
+    let workflow: Workflow;
+    try {
+      workflow = await this.f.o.registry.get(p.workflow_id, p.version ?? undefined);
+    } catch (e) {
+      if (!(e instanceof NotFoundError)) throw e;
+      return { reason: "unknown_workflow", message: e.message };
+    }
+    const problems = workflow.checkInput((p.input ?? {}) as Json);
+    if (problems.length > 0) {
+      const detail = problems.map((x) => `${x.path}: ${x.message}`).join("; ");
+      return {
+        reason: "template_error",
+        message: `payload.input does not match the input_schema of ${workflow.id}: ${detail}`,
+      };
+    }
+    return workflow;
+  }
+
+  /** Writes the child run and its `child.started` event in the parent's history (DESIGN §9). */
+  private add(
+    rs: RunState,
+    v: Visit,
+    workflow: Workflow,
+    input: Json,
+    child: { run_id: string; key: string; parent: RunParent },
+  ): void {
+    const f = this.f;
     const run = runRow(workflow, canonicalJson(input), {
-      run_id,
-      traceparent: f.o.spans.startChildRun(rs.run, v, run_id), // its spans nest under its skein.child_run span
-      idempotency_key: key,
-      parent,
+      run_id: child.run_id,
+      traceparent: f.o.spans.startChildRun(rs.run, v, child.run_id), // its spans nest under its skein.child_run span
+      idempotency_key: child.key,
+      parent: child.parent,
       budget: budgetOf(workflow.definition.budget),
       scope: rs.run.scope, // the root's, inherited
       now: f.now,
     });
     f.addRun(startRunState(run, workflow.graph, f.now));
-    // In the parent's history (DESIGN §9); a child found under its key above was started, with its event, before.
-    event(rs, "child.started", v, f.now, { run_id, attempt: v.attempt });
-    return true;
+    // A child found under its key was started, with its event, before.
+    const data: Record<string, Json> = { run_id: child.run_id, attempt: v.attempt };
+    if (child.parent.call !== undefined) data.call = child.parent.call;
+    event(rs, "child.started", v, f.now, data);
   }
 
   /** A cancelled `workflow` visit: its child run is cancelled, compensating when the run's ending compensates. */
