@@ -197,6 +197,7 @@ function wireParts(c: PartsContext) {
         steps: store,
         childRun: toolRuns({
           store,
+          registry: { storeDerived: (id, version) => registry.storeDerived(id, version) },
           submit: (input) => submit(input),
           reads: () => ({ store, registry, served, clock, options, closed: c.closed, subscribers: c.subscribers }),
         }),

@@ -48,6 +48,8 @@ export interface WorkflowCheck {
 
 export class WorkflowRegistry {
   private readonly cache = new Map<string, LoadedWorkflow>();
+  /** Versions whose derived workflows' rows this process has made sure of (`storeDerived`). */
+  private readonly derivedStored = new Set<string>();
   /** Loaded on the first workflow with an input_schema: most never need it, and it is slow to import. */
   private ajv: Ajv | null = null;
 
@@ -224,6 +226,19 @@ export class WorkflowRegistry {
     };
     this.cache.set(key(id, version), loaded);
     return loaded;
+  }
+
+  /**
+   * Makes sure the rows of a stored version's derived workflows exist (once per process and
+   * version): a version registered by a Skein that did not derive its agent tools' has none, and a
+   * run of a workflow without its row cannot be written.
+   */
+  async storeDerived(id: string, version: number): Promise<void> {
+    const k = key(id, version);
+    if (this.derivedStored.has(k)) return;
+    const { graph } = await this.get(id, version);
+    await this.putItemWorkflows(graph, id, version, this.options.now());
+    this.derivedStored.add(k);
   }
 
   /**

@@ -115,4 +115,45 @@ describe("an agent node's conversation in the admin page", { timeout: 90_000 }, 
       .poll(() => items.evaluateAll((li) => li.map((e) => e.getAttribute("data-role"))))
       .toEqual(["system", "user", "assistant", "tool", "tool"]);
   });
+
+  it("shows the call that waits for approval, then the decision beside its result", async () => {
+    model.reply({ tool_calls: [{ id: "c1", name: "refund", arguments: '{"order_id":"A1"}' }] }, { text: "Refunded." });
+    const s = await serve({ env: { SKEIN_LLM_BASE_URL: model.baseUrl, SKEIN_LLM_API_KEY: "sk-test" } });
+    const tool = { name: "refund", agent_type: "echo", approval: { assignees: ["ops"], timeout: 3600 } };
+    const flow = {
+      ...SUPPORT,
+      nodes: [{ ...SUPPORT.nodes[0], payload: { ...SUPPORT.nodes[0]?.payload, tools: [tool] } }],
+    };
+    await s.api("PUT", "/v1/workflows/support", flow);
+    const run = await s.api<{ run_id: string }>("POST", "/v1/runs", {
+      workflow_id: "support",
+      input: { q: "Refund A1" },
+    });
+
+    await signIn(s);
+    const { page } = s;
+    await page.goto(`${s.url}/#/runs/${run.run_id}?node=assist`);
+    await nodeInState(page, "assist", "IN_REVIEW");
+    const conversation = page
+      .getByRole("article", { name: "node assist" })
+      .getByRole("region", { name: "conversation" });
+    const waiting = conversation.locator('li[data-waiting="true"]');
+    await waiting.waitFor();
+    expect(await waiting.locator(".tool-name").textContent()).toBe("refund");
+    expect(await waiting.locator(".approval").textContent()).toBe("waiting for approval");
+    expect(await waiting.textContent()).toContain("by ops");
+    expect(await waiting.locator(".message-content").textContent()).toContain('"order_id": "A1"');
+
+    const [review] = (await s.api<{ reviews: { execution_id: string }[] }>("GET", "/v1/reviews")).reviews;
+    await s.api("POST", `/v1/runs/${run.run_id}/nodes/assist/review`, {
+      decision: "approve",
+      by: "ops",
+      execution_id: review?.execution_id,
+    });
+    await nodeInState(page, "assist", "SUCCEEDED");
+    const refund = conversation.locator('li[data-role="tool"]');
+    await expect.poll(() => refund.locator(".approval").allTextContents()).toEqual([" approved by ops"]);
+    expect(await conversation.locator('li[data-waiting="true"]').count()).toBe(0);
+    await expectAccessible(page, "a conversation with an approved tool call");
+  });
 });

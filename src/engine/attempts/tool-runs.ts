@@ -9,12 +9,13 @@ import type { Task } from "../../agents/task.js";
 import type { ChildCall } from "../../calls/agent/tools.js";
 import type { Json } from "../../core/types.js";
 import type { Store } from "../../store/store.js";
-import { itemWorkflowId } from "../registry.js";
+import { itemWorkflowId, type WorkflowRegistry } from "../registry.js";
 import { type RunReadParts, waitForRun } from "../run-read.js";
 import type { Submit } from "../writer/inputs.js";
 
 export function toolRuns(o: {
   store: Store;
+  registry: Pick<WorkflowRegistry, "storeDerived">;
   submit: Submit;
   /** What waiting for a run's end reads with (the engine's parts, there once it is wired). */
   reads: () => RunReadParts;
@@ -25,6 +26,7 @@ export function toolRuns(o: {
       // The tool's workflow is derived from the visit's own, at its version (registry.ts).
       const run = await o.store.getRun(task.run_id);
       if (!run) throw new Error(`run ${task.run_id} is gone`);
+      await o.registry.storeDerived(run.workflow_id, run.workflow_version);
       const workflow_id = itemWorkflowId(run.workflow_id, task.node_id, request.tool);
       target = { workflow_id, version: run.workflow_version, input: request.input };
     } else target = request;
