@@ -7,7 +7,7 @@ import { existsSync } from "node:fs";
 import { dirname } from "node:path";
 import type { Logger } from "pino";
 import type { AgentHandler, Engine, RunWithNodes } from "../index.js";
-import { llmFromEnv } from "./llm-env.js";
+import { llmFromEnv, mcpFromEnv } from "./llm-env.js";
 import { listenDatabaseOption } from "./options.js";
 import { CliError } from "./output.js";
 import { resolveRun } from "./run-ids.js";
@@ -55,6 +55,7 @@ export async function openEngine(db: string, agents: Record<string, AgentHandler
     agents,
     secrets: secretsFromEnv(),
     ...llmFromEnv(),
+    ...mcpFromEnv(),
     ...(logger ? { logger } : {}),
   });
 }

@@ -5,7 +5,7 @@ import { type Command, InvalidArgumentError } from "commander";
 import type { TokenEntry } from "../../http/auth.js";
 import { loadAgents } from "../agents-module.js";
 import { library } from "../database.js";
-import { LLM_ENV_HELP, llmFromEnv } from "../llm-env.js";
+import { LLM_ENV_HELP, llmFromEnv, mcpFromEnv } from "../llm-env.js";
 import { dbOf, examples, listenDatabaseOption } from "../options.js";
 import { CliError } from "../output.js";
 import { stopSignal } from "../signals.js";
@@ -76,6 +76,7 @@ export function registerServe(program: Command): void {
           : {}),
         meterProvider: metrics.meterProvider,
         ...llmFromEnv(),
+        ...mcpFromEnv(),
         ...(publicUrl ? { publicUrl } : {}),
       });
       const stop = stopSignal();
