@@ -88,7 +88,7 @@ export function agentLoopHandler(c: AgentLoopContext): AgentHandler {
           await checkBudget(c, task, `tool call ${call.function.name} of turn ${turn}`);
           const key = `${task.execution_id}:${turn}:${index}`;
           const approved = (tool: LoopTool, args: Record<string, Json>) =>
-            approvalOf(task, { key, step: `approval:${turn}:${index}`, tool: tool.name, arguments: args }, tool);
+            decisionOn(task, { key, step: `approval:${turn}:${index}`, tool: tool.name, arguments: args }, tool);
           const ctx = { key, call: `${turn}:${index}`, task, stepPrefix: `tool:${turn}:${index}`, approved };
           const result = await runCall(tools, call, ctx, toModel, c.maxResultBytes);
           toolSpan(call, result);
@@ -241,7 +241,7 @@ function reasoned(message: string, reason: string): NonRetryableError {
  * The decision on a call waiting for approval: the step `approval:<turn>:<index>` the engine
  * records (core/kinds/agent.ts). Until there is one, the attempt ends and the visit waits.
  */
-async function approvalOf(
+async function decisionOn(
   task: Task,
   request: Pick<ApprovalRequest, "key" | "step" | "tool" | "arguments">,
   tool: LoopTool,

@@ -48,6 +48,22 @@ interface ChildRequest {
 type Refusal = { reason: string; message: string };
 type Workflow = Awaited<ReturnType<FlushContext["o"]["registry"]["get"]>>;
 
+/**
+ * Why a child of `workflowId` may not start from `rs` where it stands: past the depth limit, or
+ * outside the run's scope (DESIGN §13.1). Neither needs a read, and a retry would start the same.
+ */
+function placeRefusal(rs: RunState, workflowId: string): Refusal | null {
+  const depth = (rs.run.parent?.depth ?? 0) + 1;
+  if (depth > MAX_CHILD_DEPTH) {
+    const message = `a child run may not start another past depth ${MAX_CHILD_DEPTH}: run ${rs.run.run_id} is at depth ${depth - 1}; is the workflow calling itself without end?`;
+    return { reason: "child_depth_exceeded", message };
+  }
+  if (!scopeAllows(rs.run.scope, workflowId)) {
+    return { reason: OUT_OF_SCOPE, message: outOfScopeMessage(workflowId, rs.run.scope ?? []) };
+  }
+  return null;
+}
+
 /** The `workflow` kind's step, and the child runs of every kind. */
 export class Children implements KindStep, ChildRuns {
   /** Children of visits cancelled in this round (`cancelled`): cancelled first. */
@@ -72,7 +88,7 @@ export class Children implements KindStep, ChildRuns {
     const f = this.f;
     const p = (v.payload ?? {}) as unknown as ChildRequest;
     // Its depth and scope are checked before its budget: neither is retried, as a retry would start the same.
-    const refused = (await this.refusal(rs, p, true)) as Refusal | null;
+    const refused = placeRefusal(rs, p.workflow_id);
     if (refused) {
       failVisit(rs, v, refused.reason, { message: refused.message, reason: refused.reason }, f.now);
       return false;
@@ -83,8 +99,8 @@ export class Children implements KindStep, ChildRuns {
       this.defer(); // this flush started enough: it stays ready for the next (bounded-work.ts)
       return false;
     }
-    const workflow = await this.refusal(rs, p, false);
-    if (workflow && "reason" in workflow) {
+    const workflow = await this.workflowOf(p);
+    if ("reason" in workflow) {
       failVisit(rs, v, workflow.reason, { message: workflow.message, reason: workflow.reason }, f.now);
       return false;
     }
@@ -113,7 +129,7 @@ export class Children implements KindStep, ChildRuns {
       return false;
     }
     f.work.startsLeft -= 1;
-    this.add(rs, v, workflow as Workflow, input, { run_id, key, parent });
+    this.add(rs, v, workflow, input, { run_id, key, parent });
     return true;
   }
 
@@ -144,32 +160,17 @@ export class Children implements KindStep, ChildRuns {
       f.out.callbacks.push(() => done.resolve(found));
       return;
     }
-    const workflow = (await this.refusal(rs, input, true)) ?? (await this.refusal(rs, input, false));
-    if (workflow && "reason" in workflow) return done.reject(new NonRetryableError(workflow.message));
+    const workflow = placeRefusal(rs, input.workflow_id) ?? (await this.workflowOf(input));
+    if ("reason" in workflow) return done.reject(new NonRetryableError(workflow.message));
     const tooMany = await treeRefusal(f.tx, f.o.maxRunsPerTree, rs.run, 1);
     if (tooMany) return done.reject(new NonRetryableError(tooMany.message));
     const run_id = uuidv7(f.now);
-    this.add(rs, v, workflow as Workflow, (input.input ?? {}) as Json, { run_id, key, parent });
+    this.add(rs, v, workflow, (input.input ?? {}) as Json, { run_id, key, parent });
     f.out.callbacks.push(() => done.resolve(run_id));
   }
 
-  /**
-   * Why a child of `p.workflow_id` may not start from `rs` (`early`: its depth and scope, which
-   * need no read), or else (`early` false) its workflow, the input checked against its schema.
-   */
-  private async refusal(rs: RunState, p: ChildRequest, early: boolean): Promise<Refusal | Workflow | null> {
-    if (early) {
-      const depth = (rs.run.parent?.depth ?? 0) + 1;
-      if (depth > MAX_CHILD_DEPTH) {
-        const message = `a child run may not start another past depth ${MAX_CHILD_DEPTH}: run ${rs.run.run_id} is at depth ${depth - 1}; is the workflow calling itself without end?`;
-        return { reason: "child_depth_exceeded", message };
-      }
-      // A child outside the run's scope is never started (DESIGN §13.1).
-      if (!scopeAllows(rs.run.scope, p.workflow_id)) {
-        return { reason: OUT_OF_SCOPE, message: outOfScopeMessage(p.workflow_id, rs.run.scope ?? []) };
-      }
-      return null;
-    }
+  /** The workflow a child of `p` runs, its input checked against its schema; or why it may not start. */
+  private async workflowOf(p: ChildRequest): Promise<Refusal | Workflow> {
     let workflow: Workflow;
     try {
       workflow = await this.f.o.registry.get(p.workflow_id, p.version ?? undefined);
