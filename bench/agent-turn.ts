@@ -11,7 +11,7 @@
  *
  * - `agent_turn_overhead_ms`: the p50 of one turn's wall time, from one model request arriving
  *   at the server (its headers parsed) to the next: the server's answer (its handling time is
- *   in `meta.agent_turn.server_p50_ms`, a few µs), the `llm` handler reading it (fetch), the
+ *   in `meta.agent_turn.server_p50_ms`, a few µs), the `llm` handler reading it (node:http, a kept-alive connection), the
  *   step `turn:<n>` recorded and committed, the tool's step `tool:<n>:<0>` (arguments checked
  *   against the tool's parameters, the agent run, the result recorded and committed), the next
  *   request assembled from the recorded messages and sent. The engine is idle otherwise. Each

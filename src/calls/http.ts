@@ -320,22 +320,16 @@ async function readExcerpt(response: Response, secrets: Secrets | undefined): Pr
 }
 
 /**
- * The first `limit` bytes of a body (fewer when it ends first); the rest is not read, and the
- * body is cancelled, so an endless one costs no more than `limit`.
+ * The first `limit` bytes of a body (fewer when it ends first); the rest is not read: leaving the
+ * loop cancels a web stream and destroys a Node one, so an endless body costs no more than `limit`.
  */
-export async function readUpTo(body: ReadableStream<Uint8Array>, limit: number): Promise<Buffer> {
-  const reader = body.getReader();
+export async function readUpTo(body: AsyncIterable<Uint8Array>, limit: number): Promise<Buffer> {
   const chunks: Uint8Array[] = [];
   let total = 0;
-  try {
-    while (total < limit) {
-      const { done, value } = await reader.read();
-      if (done) break;
-      chunks.push(value);
-      total += value.byteLength;
-    }
-  } finally {
-    await reader.cancel().catch(() => undefined);
+  for await (const chunk of body) {
+    chunks.push(chunk);
+    total += chunk.byteLength;
+    if (total >= limit) break;
   }
   return Buffer.concat(chunks).subarray(0, limit);
 }

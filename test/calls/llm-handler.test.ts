@@ -218,7 +218,7 @@ describe("llm handler", () => {
     const error = await (h(taskOf({ model: "m", prompt: "p" }).task) as Promise<unknown>).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(RetryableError);
     expect((error as Error).message).toMatch(
-      /^could not reach provider "default" at http:\/\/127\.0\.0\.1:\d+\/v1\/chat\/completions: fetch failed/,
+      /^could not reach provider "default" at http:\/\/127\.0\.0\.1:\d+\/v1\/chat\/completions: connect ECONNREFUSED/,
     );
     server = await startOpenAIServer(); // for afterEach
   });

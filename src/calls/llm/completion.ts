@@ -92,7 +92,7 @@ export function answerLimits(maxBytes: number): AnswerLimits {
 const ASK_LESS = "ask for less (max_tokens) or raise maxPayloadBytes";
 
 /** Reads a streamed completion; a stream that ends before its finish_reason or `[DONE]` is a retryable failure. */
-export async function readStream(body: ReadableStream<Uint8Array>, o: ReadOptions): Promise<Completion> {
+export async function readStream(body: AsyncIterable<Uint8Array>, o: ReadOptions): Promise<Completion> {
   const limits = answerLimits(o.maxBytes);
   const acc = new Accumulator(o);
   let done = false;
@@ -120,12 +120,10 @@ export async function readStream(body: ReadableStream<Uint8Array>, o: ReadOption
     },
   });
   const decoder = new TextDecoder();
-  const reader = body.getReader();
   let total = 0;
   try {
-    for (;;) {
-      const { done: ended, value } = await reader.read();
-      if (ended) break;
+    // Leaving the loop early closes the connection: the provider sends nothing more.
+    for await (const value of body) {
       total += value.byteLength;
       if (total > limits.stream) {
         failure = new ResponseTooLargeError(
@@ -139,9 +137,6 @@ export async function readStream(body: ReadableStream<Uint8Array>, o: ReadOption
   } catch (e) {
     if (failure) throw failure;
     throw new RetryableError(`the stream from ${o.who} broke off: ${causeOf(e)}`, { cause: e });
-  } finally {
-    // Closes the connection when the read stopped early: the provider sends nothing more.
-    await reader.cancel().catch(() => undefined);
   }
   if (failure) throw failure;
   const completion = acc.result();
@@ -154,7 +149,7 @@ export async function readStream(body: ReadableStream<Uint8Array>, o: ReadOption
 }
 
 /** The whole body of a completion sent as one JSON document, refused past `answerLimits().event` bytes. */
-export async function readJsonBody(body: ReadableStream<Uint8Array>, o: ReadOptions): Promise<string> {
+export async function readJsonBody(body: AsyncIterable<Uint8Array>, o: ReadOptions): Promise<string> {
   const limit = answerLimits(o.maxBytes).event;
   const bytes = await readUpTo(body, limit + 1);
   if (bytes.length > limit) {

@@ -1,6 +1,7 @@
 /**
  * The `llm` node's in-process agent (DESIGN §12): one streamed chat completion per attempt.
- * POSTs `<base_url>/chat/completions`, sends the text so far as `task.progress({ content })`,
+ * POSTs `<base_url>/chat/completions` (node:http(s), connections kept alive between calls: an
+ * agent loop's turn is a call), sends the text so far as `task.progress({ content })`,
  * reports the usage, and returns `{ content, parsed, tool_calls, usage, finish_reason, model }`.
  * Failures the next attempt may not repeat (429, 5xx, a network error, a stream cut short, JSON
  * that does not parse or match) are RetryableError; the rest (other 4xx, an unknown provider, a
@@ -18,6 +19,8 @@
  * §13.1). Registration checks the same for a static provider; this covers a provider named by a
  * template, and a workflow registered before the providers or the secrets' hosts changed.
  */
+import http, { type IncomingHttpHeaders, type IncomingMessage } from "node:http";
+import https from "node:https";
 import type { AgentHandler, Task } from "../../agents/task.js";
 import type { Json, Usage } from "../../core/types.js";
 import { DEFAULT_PROVIDER, type LlmMessage, type LlmPayload } from "../../definition/kinds/llm.js";
@@ -46,6 +49,9 @@ const ERROR_BODY_BYTES = 4096;
 export function llmHandler(c: LlmHandlerContext): AgentHandler {
   const providers = checkProviders(c.llm);
   const parser = new ContentParser();
+  // Kept-alive connections to the providers: a turn of an agent loop is a request, and a new
+  // connection (or fetch's web streams) would cost it more than the engine's own work.
+  const agents = { http: new http.Agent({ keepAlive: true }), https: new https.Agent({ keepAlive: true }) };
   return async (task: Task) => {
     // The kind checked the resolved payload before the visit could start.
     const payload = task.payload as unknown as LlmPayload;
@@ -54,26 +60,20 @@ export function llmHandler(c: LlmHandlerContext): AgentHandler {
     const who = `provider "${providerName}"`;
     const url = `${provider.base_url.replace(/\/+$/, "")}/chat/completions`;
     const headers = headersOf(provider, task);
-    const body = JSON.stringify(requestBody(payload));
+    const body = requestJson(payload);
     const host = new URL(url).hostname.replace(/^\[|\]$/g, "");
     const refused = c.secrets?.hostRefusal([url, ...Object.values(headers), body], host) ?? null;
     if (refused !== null) throw new NonRetryableError(`${who} at ${url}: ${refused}`);
-    let response: Response;
+    let response: IncomingMessage;
     try {
-      response = await fetch(url, {
-        method: "POST",
-        headers,
-        body,
-        // The prompt goes to base_url only: a redirect comes back as it is, and is refused below.
-        redirect: "manual",
-        signal: task.signal,
-      });
+      response = await post(url, headers, body, task.signal, agents);
     } catch (e) {
       if (task.signal.aborted) throw task.signal.reason;
       throw new RetryableError(`could not reach ${who} at ${url}: ${causeOf(e)}`, { cause: e });
     }
-    if (response.status >= 300 && response.status < 400) throw await redirectError(response, who, url);
-    if (!response.ok) throw await statusError(response, who, c.now(), c.secrets);
+    const status = response.statusCode ?? 0;
+    if (status >= 300 && status < 400) throw redirectError(response, who, url);
+    if (status < 200 || status >= 300) throw await statusError(response, who, c.now(), c.secrets);
 
     const read = {
       who,
@@ -82,11 +82,9 @@ export function llmHandler(c: LlmHandlerContext): AgentHandler {
     };
     let completion: Completion;
     try {
-      const type = response.headers.get("content-type") ?? "";
-      completion =
-        type.includes("text/event-stream") || !response.body
-          ? await readStream(response.body ?? emptyStream(), read)
-          : readJson(await readJsonBody(response.body, read), read);
+      completion = (response.headers["content-type"] ?? "").includes("text/event-stream")
+        ? await readStream(response, read)
+        : readJson(await readJsonBody(response, read), read);
     } catch (e) {
       if (task.signal.aborted) throw task.signal.reason;
       throw e;
@@ -121,11 +119,10 @@ function headersOf(provider: LlmProvider, task: Task): Record<string, string> {
 }
 
 /** The chat completions request: always streamed, with the usage in its last chunk. */
-function requestBody(p: LlmPayload): Record<string, unknown> {
+function requestJson(p: LlmPayload): string {
   const messages: LlmMessage[] = p.messages ?? [{ role: "user", content: p.prompt ?? "" }];
-  return {
+  const rest = JSON.stringify({
     model: p.model,
-    messages: messages.map(withoutParsedArguments),
     stream: true,
     stream_options: { include_usage: true },
     ...(p.temperature === undefined ? {} : { temperature: p.temperature }),
@@ -133,7 +130,26 @@ function requestBody(p: LlmPayload): Record<string, unknown> {
     ...(p.response_format === undefined ? {} : { response_format: p.response_format }),
     ...(p.tools === undefined ? {} : { tools: p.tools }),
     ...(p.tool_choice === undefined ? {} : { tool_choice: p.tool_choice }),
-  };
+  });
+  return `{"messages":[${messages.map(messageJson).join(",")}],${rest.slice(1)}`;
+}
+
+/**
+ * Each message's JSON, kept while the message is: an agent loop sends every earlier message
+ * again each turn (the protocol is stateless), and would otherwise serialise its whole
+ * conversation per turn. Messages are payload values, never changed once made.
+ */
+const messagesJson = new WeakMap<LlmMessage, string>();
+
+function messageJson(m: LlmMessage): string {
+  // The kind checked that each is an object; a WeakMap would throw on anything else.
+  if (typeof m !== "object" || m === null) return JSON.stringify(m);
+  let json = messagesJson.get(m);
+  if (json === undefined) {
+    json = JSON.stringify(withoutParsedArguments(m));
+    messagesJson.set(m, json);
+  }
+  return json;
 }
 
 /**
@@ -157,11 +173,42 @@ function usageOf(u: { prompt_tokens: number; completion_tokens: number }, provid
   return usage;
 }
 
+/**
+ * One POST, answered with its status and headers and its body unread. No redirect is followed
+ * (node:http follows none). Idle connections hold no process open (node:http unrefs them) and
+ * close before the provider's `Keep-Alive: timeout` would.
+ */
+function post(
+  url: string,
+  headers: Record<string, string>,
+  body: string,
+  signal: AbortSignal,
+  agents: { http: http.Agent; https: https.Agent },
+): Promise<IncomingMessage> {
+  const secure = url.startsWith("https:");
+  const send = secure ? https.request : http.request;
+  return new Promise((resolve, reject) => {
+    const req = send(
+      url,
+      {
+        method: "POST",
+        headers: { ...headers, "content-length": String(Buffer.byteLength(body)) },
+        agent: secure ? agents.https : agents.http,
+        signal,
+      },
+      resolve,
+    );
+    req.on("error", reject);
+    req.end(body);
+  });
+}
+
 /** 429 and 5xx are retried (after `Retry-After` when the provider sends one); other statuses are not. */
-async function statusError(response: Response, who: string, now: number, secrets?: Secrets): Promise<Error> {
+async function statusError(response: IncomingMessage, who: string, now: number, secrets?: Secrets): Promise<Error> {
+  const status = response.statusCode ?? 0;
   const text = await errorBodyStart(response);
-  const message = `${who} answered ${response.status}: ${providerMessage(text, secrets)}`;
-  if (response.status === 429 || response.status >= 500) {
+  const message = `${who} answered ${status}: ${providerMessage(text, secrets)}`;
+  if (status === 429 || status >= 500) {
     const retryAfterMs = retryAfterMsOf(response.headers, now);
     return new RetryableError(message, retryAfterMs === undefined ? {} : { retryAfterMs });
   }
@@ -169,23 +216,25 @@ async function statusError(response: Response, who: string, now: number, secrets
 }
 
 /** The start of an error body, as text (a character cut at the end is dropped); "" when it cannot be read. */
-async function errorBodyStart(response: Response): Promise<string> {
-  if (!response.body) return "";
+async function errorBodyStart(response: IncomingMessage): Promise<string> {
   try {
-    const bytes = await readUpTo(response.body, ERROR_BODY_BYTES);
+    const bytes = await readUpTo(response, ERROR_BODY_BYTES);
     return new TextDecoder().decode(bytes, { stream: true });
   } catch {
     // The body is a courtesy: a body cut short still leaves the status to report.
     return "";
+  } finally {
+    // The rest is not read: the connection goes.
+    response.destroy();
   }
 }
 
 /** A redirect is not followed (see the module doc): not retried, naming where it points, without its query. */
-async function redirectError(response: Response, who: string, url: string): Promise<Error> {
-  await response.body?.cancel().catch(() => undefined);
-  const location = response.headers.get("location");
+function redirectError(response: IncomingMessage, who: string, url: string): Error {
+  response.destroy();
+  const location = response.headers.location;
   let target = "no Location";
-  if (location !== null) {
+  if (location !== undefined) {
     try {
       const next = new URL(location, url);
       target = `${next.origin}${next.pathname}`;
@@ -194,7 +243,7 @@ async function redirectError(response: Response, who: string, url: string): Prom
     }
   }
   return new NonRetryableError(
-    `${who} answered ${response.status} redirecting to ${target}; the request is not sent there (redirects are not followed): set the provider's base_url to the address that answers`,
+    `${who} answered ${response.statusCode} redirecting to ${target}; the request is not sent there (redirects are not followed): set the provider's base_url to the address that answers`,
   );
 }
 
@@ -216,12 +265,8 @@ function providerMessage(text: string, secrets?: Secrets): string {
 }
 
 /** `retry-after-ms` (OpenAI's), else `Retry-After` in seconds or as an HTTP date; undefined when absent or unreadable. */
-function retryAfterMsOf(headers: Headers, now: number): number | undefined {
-  const ms = Number(headers.get("retry-after-ms") ?? Number.NaN);
+function retryAfterMsOf(headers: IncomingHttpHeaders, now: number): number | undefined {
+  const ms = Number(headers["retry-after-ms"] ?? Number.NaN);
   if (Number.isFinite(ms) && ms >= 0) return Math.round(ms);
-  return retryAfterOf(headers.get("retry-after"), now);
-}
-
-function emptyStream(): ReadableStream<Uint8Array> {
-  return new ReadableStream({ start: (controller) => controller.close() });
+  return retryAfterOf(headers["retry-after"] ?? null, now);
 }
