@@ -32,7 +32,7 @@ export class EventTap {
     this.unsubscribe = engine.subscribe((e) => {
       if (e.type === "node.progress") {
         // Live only: what came before the run's id was known is stale, and not kept.
-        if (e.run_id === this.runId) this.onProgress?.(e);
+        if (e.run_id === this.runId) this.onProgress?.(e as ProgressEvent);
         return;
       }
       if (this.runId === null) this.buffer.push(e);

@@ -40,7 +40,7 @@ export interface NodeRow {
 export class RunProgress {
   readonly rows = new Map<string, NodeRow>();
   /** Each node's latest progress as one line, by node; shown while that visit's attempt runs. */
-  private readonly live = new Map<string, { visit: number; attempt: number; line: string }>();
+  private readonly live = new Map<string, { visit: number; attempt: number; line: string; text: string | null }>();
   status: string;
   endedAt: number | null;
 
@@ -79,7 +79,15 @@ export class RunProgress {
   applyProgress(e: ProgressEvent): void {
     const row = this.rows.get(e.node_id);
     if (row && e.visit < row.visit) return;
-    this.live.set(e.node_id, { visit: e.visit, attempt: e.data.attempt, line: progressLine(e.data.progress) });
+    const p = e.data.progress;
+    const delta =
+      p !== null && typeof p === "object" && !Array.isArray(p) && typeof p.delta === "string" ? p.delta : null;
+    const kept = this.live.get(e.node_id);
+    // Deltas join into the attempt's text so far; another attempt or visit starts again.
+    const same = kept !== undefined && kept.visit === e.visit && kept.attempt === e.data.attempt;
+    const text = delta === null ? null : (same && kept.text !== null ? kept.text : "") + delta;
+    const line = text === null ? progressLine(p) : progressLine(text);
+    this.live.set(e.node_id, { visit: e.visit, attempt: e.data.attempt, line, text });
   }
 
   /** The line under a row: its running attempt's latest progress, or null. */

@@ -305,7 +305,8 @@ export type EventType =
   | "compensation.retrying"
   | "compensation.failed"
   | "compensation.skipped"
-  | "notify.failed";
+  | "notify.failed"
+  | "node.progress";
 
 export interface NewEvent {
   run_id: string;
@@ -323,22 +324,20 @@ export interface RunEvent extends NewEvent {
 }
 
 /**
- * Partial output of a running attempt (`task.progress`, DESIGN §11.6): delivered live to
- * subscribers, at most every `progressIntervalMs` per attempt (the latest wins), never stored,
- * so it has no `seq`.
+ * Partial output of a running attempt (`task.progress`, DESIGN §11.6, §15), kept in the run's
+ * history like any event: at most one per `progressIntervalMs` per attempt (text deltas sent
+ * within it are joined, other values replace one another). An attempt that is retried leaves its
+ * progress superseded: the next attempt's starts again.
  */
-export interface ProgressEvent {
-  run_id: string;
+export interface ProgressEvent extends RunEvent {
   type: "node.progress";
   node_id: string;
   visit: number;
-  trace_id: string;
-  at: number;
   data: { attempt: number; progress: Json };
 }
 
-/** What `Engine.subscribe` listeners receive: stored events, and live progress. */
-export type LiveEvent = RunEvent | ProgressEvent;
+/** What `Engine.subscribe` listeners receive: stored events, progress among them. */
+export type LiveEvent = RunEvent;
 
 /**
  * An event sent to a run (`run_id`) or published by key (`run_id` null, DESIGN §11.2–11.3), as

@@ -230,7 +230,7 @@ function wireParts(c: PartsContext) {
   const progress = new ProgressStreams({
     clock,
     intervalMs: options.progressIntervalMs ?? 50,
-    subscribers: c.subscribers,
+    submit: (input) => submit(input),
     logger,
     maxBytes: c.maxPayloadBytes,
   });

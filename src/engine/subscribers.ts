@@ -2,11 +2,10 @@
  * Listeners of an engine's events (`Engine.subscribe`): all runs, or one run's; a run's from a
  * seq of its history. Only events this process commits are live (another process's engine or
  * client publishes its own): a replay reads the database, so it also shows what others wrote.
- * Progress (`node.progress`) is live only: never stored, so never replayed, and not buffered
- * while a replay reads the history.
+ * Progress (`node.progress`) is stored like any event (DESIGN §15): replayed with the rest.
  */
 import type { Logger } from "pino";
-import type { LiveEvent, ProgressEvent, RunEvent } from "../core/types.js";
+import type { LiveEvent, RunEvent } from "../core/types.js";
 import { ValidationError } from "../errors.js";
 import type { EventListener, SubscribeFilter } from "./engine-options.js";
 import { refuseNul } from "./identifiers.js";
@@ -87,10 +86,7 @@ export class Subscribers {
       this.call(listener, e);
     };
     const remove = this.add((e) => {
-      // Progress has no seq and is stale by the time the history is read: only live progress is shown.
-      if (e.type === "node.progress") {
-        if (!buffered && !stopped) this.call(listener, e);
-      } else if (buffered) buffered.push(e);
+      if (buffered) buffered.push(e);
       else deliver(e);
     }, runId);
     const stop = () => {
@@ -125,21 +121,6 @@ export class Subscribers {
       const forRun = this.byRun.get(e.run_id);
       for (const listener of forRun ? [...this.all, ...forRun] : this.all) this.call(listener, e);
     }
-  }
-
-  /**
-   * Hands one progress event to its listeners: the path of `task.progress`, apart from
-   * `publish` (stored events, in batches after each commit) so that neither slows the other.
-   */
-  publishProgress(e: ProgressEvent): void {
-    for (const listener of this.all) this.call(listener, e);
-    const forRun = this.byRun.get(e.run_id);
-    if (forRun) for (const listener of forRun) this.call(listener, e);
-  }
-
-  /** Whether anyone listens to this run's events (progress to nobody is not built). */
-  listens(runId: string): boolean {
-    return this.all.size > 0 || this.byRun.has(runId);
   }
 
   clear(): void {

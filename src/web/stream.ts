@@ -3,7 +3,8 @@
  * Authorization header, and a token must never go in a URL, so the stream is read with fetch()
  * and parsed here. A dropped stream reconnects with a growing delay; a run's stream resumes
  * after the last event it delivered (`after`), so nothing is missed or repeated. Progress
- * (`event: node.progress`, no id) goes to `onProgress` only: it is live, never replayed.
+ * (`event: node.progress`) is stored and replayed like the rest, and goes to `onProgress` only;
+ * text sent as deltas (`{ delta }`) arrives there as the attempt's text so far (`{ content }`).
  */
 import { authHeaders, errorOf, query, storedToken } from "./api.js";
 import type { ProgressEvent, RunEvent } from "./types.js";
@@ -28,6 +29,7 @@ export function openStream(options: StreamOptions): () => void {
   let lastSeq = options.replay ? 0 : undefined;
   let failures = 0;
   let retry: ReturnType<typeof setTimeout> | undefined;
+  const texts = new TextSoFar();
 
   const connect = async () => {
     try {
@@ -48,7 +50,9 @@ export function openStream(options: StreamOptions): () => void {
       options.onOpen?.();
       await readEvents(res.body, (name, data) => {
         if (name === "node.progress") {
-          options.onProgress?.(JSON.parse(data) as ProgressEvent);
+          const event = JSON.parse(data) as ProgressEvent;
+          if (typeof event.seq === "number") lastSeq = event.seq;
+          options.onProgress?.(texts.add(event));
           return;
         }
         const event = JSON.parse(data) as RunEvent;
@@ -67,6 +71,26 @@ export function openStream(options: StreamOptions): () => void {
     controller.abort();
     clearTimeout(retry);
   };
+}
+
+/**
+ * Joins an attempt's text deltas (`{ delta }`, `{ turn, delta }`): each event comes out as its
+ * stream's text so far (`{ content }`), which the views show. A new attempt, visit or turn
+ * starts again (an attempt that was retried is superseded).
+ */
+class TextSoFar {
+  private readonly texts = new Map<string, { key: string; text: string }>();
+
+  add(e: ProgressEvent): ProgressEvent {
+    const p = e.data.progress;
+    if (p === null || typeof p !== "object" || Array.isArray(p) || typeof p.delta !== "string") return e;
+    const { delta, ...rest } = p;
+    const key = `${e.visit}:${e.data.attempt}:${JSON.stringify(rest)}`;
+    const kept = this.texts.get(e.node_id);
+    const text = (kept?.key === key ? kept.text : "") + delta;
+    this.texts.set(e.node_id, { key, text });
+    return { ...e, data: { ...e.data, progress: { ...rest, content: text } } };
+  }
 }
 
 /** Calls `onData` with the name (`event:`, null without one) and data of each event of an SSE body (comments and ids skipped) until it ends. */

@@ -179,14 +179,18 @@ export interface RunWithNodes extends Run {
   children?: ChildRun[];
 }
 
-/** A running attempt's partial output (`event: node.progress` on the stream): live only, no seq. */
+/** A running attempt's partial output (`event: node.progress` on the stream), stored with the run's events. */
+/** A progress value: any JSON; an object when it is text (`{ delta }`, `{ content }`). */
+export type ProgressValue = string | number | boolean | null | ProgressValue[] | { [field: string]: ProgressValue };
+
 export interface ProgressEvent {
+  seq?: number;
   run_id: string;
   type: "node.progress";
   node_id: string;
   visit: number;
   at: number;
-  data: { attempt: number; progress: unknown };
+  data: { attempt: number; progress: ProgressValue };
 }
 
 export interface RunEvent {

@@ -1,19 +1,11 @@
 /**
- * task.progress (DESIGN §11.6): live only, throttled per attempt on the engine's clock (the first
- * value at once, the latest of a window at its end), dropped once the attempt no longer holds
- * its visit, and never stored.
+ * task.progress (DESIGN §11.6, §15): kept as the run's `node.progress` events, throttled per
+ * attempt on the engine's clock (the first value at once, the latest of a window at its end,
+ * text deltas joined), the attempt's last value before its result, nothing once the attempt no
+ * longer holds its visit; delivered once committed, and replayed with the run's history.
  */
-import { pino } from "pino";
 import { describe, expect, it } from "vitest";
-import { Subscribers } from "../../src/engine/subscribers.js";
-import {
-  createTestEngine,
-  type Engine,
-  type LiveEvent,
-  type ProgressEvent,
-  type RunEvent,
-  type Task,
-} from "../../src/index.js";
+import { createTestEngine, type Engine, type LiveEvent, type ProgressEvent, type Task } from "../../src/index.js";
 import { capturedLogger, testEngine } from "../helpers.js";
 
 /** A handler that hands its task to the test and returns when told. */
@@ -50,12 +42,25 @@ async function engineWith(handler: (task: Task) => unknown, options: { progressI
 
 function listen(engine: Engine, runId?: string): LiveEvent[] {
   const got: LiveEvent[] = [];
-  engine.subscribe((e) => got.push(e), runId === undefined ? {} : { run_id: runId });
+  engine.subscribe(
+    (e) => {
+      got.push(e);
+      for (const w of waiters.splice(0)) w();
+    },
+    runId === undefined ? {} : { run_id: runId },
+  );
   return got;
 }
 
+const waiters: (() => void)[] = [];
+
+/** Resolves once `events` hold `n` progress events (they are delivered after their commit). */
+async function progressCount(events: LiveEvent[], n: number): Promise<void> {
+  while (progressOf(events).length < n) await new Promise<void>((resolve) => waiters.push(resolve));
+}
+
 describe("task.progress", () => {
-  it("delivers the first value at once, the latest of each window at its end, and nothing after the attempt ends", async () => {
+  it("keeps the first value at once, the latest of each window at its end, deltas joined, and the last before the result", async () => {
     const c = controlled();
     const { engine, clock, lines } = await engineWith(c.handler);
     const got = listen(engine);
@@ -64,18 +69,22 @@ describe("task.progress", () => {
     const task = c.tasks[0] as Task;
 
     task.progress("a");
-    expect(progressOf(got)).toEqual(["a"]);
+    await progressCount(got, 1);
     task.progress("b");
-    task.progress({ page: 3, of: 10 });
-    expect(progressOf(got)).toEqual(["a"]); // within the window: waiting, the latest replacing the earlier
+    task.progress({ page: 3, of: 10 }); // within the window: waiting, the latest replacing the earlier
     await clock.advance(50);
+    await progressCount(got, 2);
     expect(progressOf(got)).toEqual(["a", { page: 3, of: 10 }]);
 
-    task.progress("d"); // a window began with the trailing delivery
-    await clock.advance(49);
-    expect(progressOf(got)).toEqual(["a", { page: 3, of: 10 }]);
-    await clock.advance(1);
-    expect(progressOf(got)).toEqual(["a", { page: 3, of: 10 }, "d"]);
+    // Text deltas within a window are joined, none lost; another kind of value sends them first.
+    task.progress({ delta: "Hel" });
+    task.progress({ delta: "lo" });
+    task.progress({ turn: 2, delta: "!" });
+    await progressCount(got, 3);
+    expect(progressOf(got)[2]).toEqual({ delta: "Hello" });
+    await clock.advance(50);
+    await progressCount(got, 4);
+    expect(progressOf(got)[3]).toEqual({ turn: 2, delta: "!" });
 
     // Not JSON: dropped, one warning for the attempt.
     task.progress({ when: new Date(0) });
@@ -85,16 +94,16 @@ describe("task.progress", () => {
 
     await clock.advance(50);
     task.progress("e"); // the window had ended: at once
-    task.progress("f"); // waits for the window's end, which comes after the attempt's
-    expect(progressOf(got)).toEqual(["a", { page: 3, of: 10 }, "d", "e"]);
+    task.progress("f"); // waits for the window's end: the attempt's end sends it, before its result
     c.finishers[0]?.();
     await engine.waitForRun(run.run_id);
     task.progress("g"); // the attempt no longer holds its visit
     await clock.advance(1000);
-    expect(progressOf(got)).toEqual(["a", { page: 3, of: 10 }, "d", "e"]);
+    expect(progressOf(got)).toEqual(["a", { page: 3, of: 10 }, { delta: "Hello" }, { turn: 2, delta: "!" }, "e", "f"]);
 
     const first = got.find((e): e is ProgressEvent => e.type === "node.progress");
     expect(first).toEqual({
+      seq: expect.any(Number),
       run_id: run.run_id,
       type: "node.progress",
       node_id: "s",
@@ -103,11 +112,23 @@ describe("task.progress", () => {
       at: expect.any(Number),
       data: { attempt: 1, progress: "a" },
     });
-    // Never stored: the run's history has no progress, and progress arrived in order before its end.
+    // Stored: the run's history holds what was delivered, in order, all before the node's end.
     const stored = await engine.listEvents(run.run_id);
-    expect(stored.some((e) => (e.type as string) === "node.progress")).toBe(false);
-    const types = got.map((e) => e.type);
+    expect(stored.filter((e) => e.type === "node.progress")).toEqual(got.filter((e) => e.type === "node.progress"));
+    const types = stored.map((e) => e.type);
     expect(types.lastIndexOf("node.progress")).toBeLessThan(types.indexOf("node.succeeded"));
+    // A subscription from the start replays it.
+    const replayed: LiveEvent[] = [];
+    await new Promise<void>((resolve) => {
+      engine.subscribe(
+        (e) => {
+          replayed.push(e);
+          if (e.type === "run.succeeded") resolve();
+        },
+        { run_id: run.run_id, from: 0 },
+      );
+    });
+    expect(progressOf(replayed)).toEqual(progressOf(got));
   });
 
   it("copies the value: a change after the call is not seen", async () => {
@@ -119,17 +140,19 @@ describe("task.progress", () => {
     const value = { lines: ["one"] };
     c.tasks[0]?.progress(value);
     value.lines.push("two");
+    await progressCount(got, 1);
     expect(progressOf(got)).toEqual([{ lines: ["one"] }]);
     c.finishers[0]?.();
   });
 
-  it("with progressIntervalMs 0 delivers every value", async () => {
+  it("with progressIntervalMs 0 keeps every value, in order", async () => {
     const c = controlled();
     const { engine } = await engineWith(c.handler, { progressIntervalMs: 0 });
     const got = listen(engine);
     await engine.startRun("stream");
     await c.running(1);
     for (let i = 0; i < 5; i++) c.tasks[0]?.progress(i);
+    await progressCount(got, 5);
     expect(progressOf(got)).toEqual([0, 1, 2, 3, 4]);
     c.finishers[0]?.();
   });
@@ -160,55 +183,13 @@ describe("task.progress", () => {
     const theirs = listen(engine, two.run_id);
     await c.running(2);
     for (const task of c.tasks) task.progress(task.run_id);
+    await progressCount(all, 2);
+    await progressCount(mine, 1);
+    await progressCount(theirs, 1);
     expect(progressOf(all).sort()).toEqual([one.run_id, two.run_id].sort());
     expect(progressOf(mine)).toEqual([one.run_id]);
     expect(progressOf(theirs)).toEqual([two.run_id]);
     for (const f of c.finishers) f();
-  });
-});
-
-describe("progress and replaying subscriptions", () => {
-  const progress = (value: string): ProgressEvent => ({
-    run_id: "r1",
-    type: "node.progress",
-    node_id: "n",
-    visit: 1,
-    trace_id: "t",
-    at: 0,
-    data: { attempt: 1, progress: value },
-  });
-  const stored = (seq: number): RunEvent => ({
-    run_id: "r1",
-    type: "node.ready",
-    node_id: "n",
-    visit: 1,
-    trace_id: "t",
-    at: 0,
-    data: {},
-    seq,
-  });
-
-  it("a `from` replay delivers progress only once live, never what came while it read the history", async () => {
-    const subscribers = new Subscribers(pino({ level: "silent" }));
-    const got: string[] = [];
-    await new Promise<void>((resolve) => {
-      subscribers.replay(
-        (e) => got.push(e.type === "node.progress" ? `p:${String(e.data.progress)}` : `s:${e.seq}`),
-        "r1",
-        {
-          from: 0,
-          readEvents: async (_id, { afterSeq }) => {
-            subscribers.publishProgress(progress("while reading"));
-            subscribers.publish([stored(2)]);
-            return [stored(1), stored(2)].filter((e) => e.seq > afterSeq);
-          },
-          onLive: resolve,
-        },
-      );
-    });
-    subscribers.publishProgress(progress("live"));
-    subscribers.publish([stored(3)]);
-    expect(got).toEqual(["s:1", "s:2", "p:live", "s:3"]);
   });
 });
 
@@ -233,7 +214,7 @@ describe("progress under createTestEngine", () => {
     }
   });
 
-  it("with a throttle a pending value neither holds up runUntilIdle nor arrives after the attempt", async () => {
+  it("with a throttle a pending value neither holds up runUntilIdle nor comes after the attempt's end", async () => {
     const t = await createTestEngine({
       progressIntervalMs: 50,
       agents: {
@@ -248,7 +229,10 @@ describe("progress under createTestEngine", () => {
       const got = listen(t.engine);
       const run = await t.engine.startRun("stream");
       expect((await t.result(run.run_id)).status).toBe("SUCCEEDED");
-      expect(progressOf(got)).toEqual(["step 1"]);
+      // The first at once; the latest of the window when the attempt ended, before its result.
+      expect(progressOf(got)).toEqual(["step 1", "step 3"]);
+      const types = got.filter((e) => e.run_id === run.run_id).map((e) => e.type);
+      expect(types.lastIndexOf("node.progress")).toBeLessThan(types.indexOf("node.succeeded"));
       const next = t.clock.nextTimerAt(); // the pending value's timer was cleared with the attempt
       expect(next === null || next > t.clock.now() + 50).toBe(true);
     } finally {

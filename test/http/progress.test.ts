@@ -1,7 +1,8 @@
 /**
- * Progress over HTTP (DESIGN §11.6): `GET /v1/stream` sends it as `event: node.progress` without
- * an id (scoped tokens see only their workflows'), and a worker posts its own to
- * `POST /v1/tasks/{execution_id}/progress`, checked like a heartbeat but never written.
+ * Progress over HTTP (DESIGN §11.6, §15): `GET /v1/stream` sends it as `event: node.progress`
+ * with its id in the run's one ordered stream (scoped tokens see only their workflows'), and a
+ * worker posts its own to `POST /v1/tasks/{execution_id}/progress`, checked like a heartbeat and
+ * kept with the run's events.
  */
 import { afterEach, describe, expect, it } from "vitest";
 import type { Task } from "../../src/index.js";
@@ -67,7 +68,7 @@ async function api(engine: { taskLimits?: { requestsPerSecond: number; burst: nu
 }
 
 describe("progress on GET /v1/stream", () => {
-  it("is sent as event: node.progress with no id; stored events keep their ids", async () => {
+  it("is sent as event: node.progress with its id, in the run's one ordered stream", async () => {
     const t = await api();
     const base = await t.app.listen({ host: "127.0.0.1", port: 0 });
     const stream = await open(base, "/v1/stream", TOKENS.admin);
@@ -81,13 +82,13 @@ describe("progress on GET /v1/stream", () => {
     expect(progress).toEqual([
       {
         event: "node.progress",
-        id: null,
+        id: expect.stringMatching(/^\d+$/),
         data: expect.objectContaining({ run_id: run.run_id, data: { attempt: 1, progress: { content: "Hello" } } }),
       },
     ]);
-    const stored = sent.filter((e) => e.data.type !== "node.progress");
-    expect(stored.every((e) => e.event === null && e.id !== null)).toBe(true);
-    expect(stored.map((e) => e.id)).toEqual((await t.engine.listEvents(run.run_id)).map((e) => String(e.seq)));
+    const others = sent.filter((e) => e.data.type !== "node.progress");
+    expect(others.every((e) => e.event === null && e.id !== null)).toBe(true);
+    expect(sent.map((e) => e.id)).toEqual((await t.engine.listEvents(run.run_id)).map((e) => String(e.seq)));
   });
 
   it("shows a scoped token only its workflows' progress", async () => {
@@ -110,8 +111,14 @@ describe("POST /v1/tasks/{execution_id}/progress", () => {
   it("delivers the holder's progress (202), refuses others' (409, 403) and answers delivered: false once the attempt ended", async () => {
     const t = await api();
     const got: unknown[] = [];
+    let kept: () => void = () => {};
+    const firstKept = new Promise<void>((resolve) => {
+      kept = resolve;
+    });
     t.engine.subscribe((e) => {
-      if (e.type === "node.progress") got.push(e.data);
+      if (e.type !== "node.progress") return;
+      got.push(e.data);
+      kept();
     });
     const run = await t.engine.startRun("external");
     const claim = await t.post("/v1/tasks/claim", { agent_types: ["ext_writer"], worker_id: "w1" });
@@ -122,6 +129,7 @@ describe("POST /v1/tasks/{execution_id}/progress", () => {
     const ok = await t.post(url, { attempt: 1, worker_id: "w1", progress: { content: "half" } });
     expect(ok.statusCode, ok.body).toBe(202);
     expect(ok.json()).toEqual({ delivered: true });
+    await firstKept;
     expect(got).toEqual([{ attempt: 1, progress: { content: "half" } }]);
 
     const otherWorker = await t.post(url, { attempt: 1, worker_id: "w2", progress: "forged" });
@@ -131,8 +139,12 @@ describe("POST /v1/tasks/{execution_id}/progress", () => {
     const wrongAttempt = await t.post(url, { attempt: 2, worker_id: "w1", progress: "forged" });
     expect(wrongAttempt.statusCode).toBe(409);
     expect(got).toHaveLength(1);
-    // Nothing was written: progress is no flush input.
-    expect(await t.engine.listEvents(run.run_id)).toEqual(before);
+    // Kept with the run's events: the holder's value only.
+    const after = await t.engine.listEvents(run.run_id);
+    expect(after.slice(0, before.length)).toEqual(before);
+    expect(after.slice(before.length).map((e) => [e.type, e.data])).toEqual([
+      ["node.progress", { attempt: 1, progress: { content: "half" } }],
+    ]);
 
     const done = await t.post(`/v1/tasks/${draft?.execution_id}/complete`, { attempt: 1, worker_id: "w1", output: 1 });
     expect(done.statusCode, done.body).toBe(200);

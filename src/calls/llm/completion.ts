@@ -40,8 +40,8 @@ export interface ReadOptions {
   who: string;
   /** The most bytes of content and tool-call arguments accepted (the engine's maxPayloadBytes). */
   maxBytes: number;
-  /** Called with the whole text so far after each chunk that added to it. */
-  onContent(content: string): void;
+  /** Called with each chunk's new text (a delta: the text so far is all of them joined). */
+  onContent(delta: string): void;
 }
 
 interface ChunkChoice {
@@ -235,7 +235,7 @@ class Accumulator {
     if (typeof text === "string" && text !== "") {
       this.grow(text);
       this.content += text;
-      this.o.onContent(this.content);
+      this.o.onContent(text);
     }
     for (const fragment of choice.delta?.tool_calls ?? []) {
       const index = fragment.index ?? this.calls.length;

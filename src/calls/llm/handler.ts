@@ -1,7 +1,7 @@
 /**
  * The `llm` node's in-process agent (DESIGN §12): one streamed chat completion per attempt.
  * POSTs `<base_url>/chat/completions` (node:http(s), connections kept alive between calls: an
- * agent loop's turn is a call), sends the text so far as `task.progress({ content })`,
+ * agent loop's turn is a call), sends each chunk's new text as `task.progress({ delta })`,
  * reports the usage, and returns `{ content, parsed, tool_calls, usage, finish_reason, model }`.
  * Failures the next attempt may not repeat (429, 5xx, a network error, a stream cut short, JSON
  * that does not parse or match) are RetryableError; the rest (other 4xx, an unknown provider, a
@@ -78,7 +78,7 @@ export function llmHandler(c: LlmHandlerContext): AgentHandler {
     const read = {
       who,
       maxBytes: c.maxOutputBytes,
-      onContent: (content: string) => task.progress({ content }),
+      onContent: (delta: string) => task.progress({ delta }),
     };
     let completion: Completion;
     try {

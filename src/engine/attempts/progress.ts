@@ -1,17 +1,22 @@
 /**
- * Progress of running attempts (DESIGN §11.6): `task.progress(data)` in process and a worker's
- * `POST /v1/tasks/{execution_id}/progress`, delivered live to subscribers as `node.progress`,
- * never stored and never a flush input. Per attempt, the first value goes out at once; values
- * offered within `intervalMs` after a delivery replace one another, and the latest goes out
- * when the window ends (on the engine's clock, so ManualClock tests are deterministic). The
- * caller offers only values of attempts it knows to be held; `end` drops what is pending once
- * an attempt is no longer held.
+ * Progress of running attempts (DESIGN §11.6, §15): `task.progress` in process and a worker's
+ * `POST /v1/tasks/{execution_id}/progress`, kept as the run's `node.progress` events: a flush
+ * input each, written with whatever else the flush writes (never a write per token), fenced like
+ * a step (an attempt that no longer holds its visit adds nothing), delivered to subscribers once
+ * committed and replayed with the rest of the run's history.
+ *
+ * Per attempt, the first value goes at once; values offered within `intervalMs` after it wait
+ * for the window's end (on the engine's clock, so ManualClock tests are deterministic). Text
+ * deltas (`{ delta: "..." }`, with the same other fields) offered meanwhile are joined, in order:
+ * no text is lost. Any other value replaces the one waiting (the latest wins). When the attempt
+ * ends, what waits goes before its result. The caller offers only values of attempts it knows
+ * to be held.
  */
 import type { Logger } from "pino";
 import type { Clock, TimerHandle } from "../../clock.js";
-import type { EventType, Json, ProgressEvent, RunEvent } from "../../core/types.js";
+import type { EventType, Json, RunEvent } from "../../core/types.js";
 import { jsonProblem } from "../json.js";
-import type { Subscribers } from "../subscribers.js";
+import type { Input } from "../writer/inputs.js";
 
 /** Events after which the attempt they name no longer holds its visit. */
 const ATTEMPT_ENDS: ReadonlySet<EventType> = new Set<EventType>([
@@ -40,7 +45,8 @@ interface Stream {
   /** Until when a new value waits for the window's end (epoch ms). */
   windowEnds: number;
   timer: TimerHandle | null;
-  pending: ProgressEvent | null;
+  /** The value waiting for the window's end. */
+  pending: { progress: Json } | null;
   /** A non-JSON value was logged for this attempt: later ones are dropped quietly. */
   warned: boolean;
   /** A worker's attempt: the holder checked, and when (null: in process, held in memory). */
@@ -66,9 +72,10 @@ export class ProgressStreams {
   constructor(
     private readonly o: {
       clock: Clock;
-      /** 0: every value is delivered. */
+      /** 0: every value is kept. */
       intervalMs: number;
-      subscribers: Subscribers;
+      /** The writer's port: each kept value is a `progress` input. */
+      submit: (input: Extract<Input, { kind: "progress" }>) => void;
       logger: Logger;
       /** Largest value, in bytes of JSON (the engine's maxPayloadBytes). */
       maxBytes: number;
@@ -91,29 +98,21 @@ export class ProgressStreams {
     if (checkedHolder !== undefined) stream.checked = { holder: checkedHolder, at: this.o.clock.now() };
     const progress = this.copy(source, stream, data);
     if (progress === null) return false;
-    if (!this.o.subscribers.listens(source.run_id)) return true; // nobody to tell: nothing to build
-    const event: ProgressEvent = {
-      run_id: source.run_id,
-      type: "node.progress",
-      node_id: source.node_id,
-      visit: source.visit,
-      trace_id: source.trace_id,
-      at: this.o.clock.now(),
-      data: { attempt: source.attempt, progress },
-    };
-    if (this.o.intervalMs <= 0) {
-      this.o.subscribers.publishProgress(event);
+    const now = this.o.clock.now();
+    if (this.o.intervalMs <= 0 || (stream.timer === null && now >= stream.windowEnds)) {
+      stream.windowEnds = now + this.o.intervalMs;
+      this.keep(source.execution_id, stream, progress);
       return true;
     }
-    if (stream.timer === null && event.at >= stream.windowEnds) {
-      stream.windowEnds = event.at + this.o.intervalMs;
-      this.o.subscribers.publishProgress(event);
-      return true;
-    }
-    stream.pending = event;
+    const waiting = stream.pending?.progress;
+    const both = waiting === undefined ? null : joined(waiting, progress, this.o.maxBytes);
+    // A waiting delta that cannot take this one goes now: text is never dropped.
+    if (both === null && waiting !== undefined && isDelta(waiting)) this.keep(source.execution_id, stream, waiting);
+    stream.pending = { progress: both ?? progress };
     if (stream.timer === null) {
       const open = stream;
-      stream.timer = this.o.clock.setTimeout(() => this.windowEnded(open), stream.windowEnds - event.at);
+      const id = source.execution_id;
+      stream.timer = this.o.clock.setTimeout(() => this.windowEnded(id, open), stream.windowEnds - now);
     }
     return true;
   }
@@ -128,11 +127,16 @@ export class ProgressStreams {
     return checked !== null && checked.holder === holder && this.o.clock.now() - checked.at < CHECK_STANDS_MS;
   }
 
-  /** The attempt no longer holds its visit (ended, aborted, lease lost): what is pending is dropped. */
+  /**
+   * The attempt's stream ends (its result is about to be submitted, it was aborted, its lease
+   * lost): what waits is submitted first, so it lands before the result (or is fenced).
+   */
   end(executionId: string, attempt?: number): void {
     const stream = this.streams.get(executionId);
     if (!stream || (attempt !== undefined && stream.attempt !== attempt)) return;
     if (stream.timer !== null) this.o.clock.clearTimeout(stream.timer);
+    stream.timer = null;
+    if (stream.pending) this.keep(executionId, stream, stream.pending.progress);
     this.streams.delete(executionId);
   }
 
@@ -149,18 +153,22 @@ export class ProgressStreams {
     }
   }
 
-  /** Drops every stream (the engine closes). */
+  /** Drops every stream and what waits in it (the engine closes: nothing is written after). */
   clear(): void {
-    for (const id of [...this.streams.keys()]) this.end(id);
+    for (const stream of this.streams.values()) if (stream.timer !== null) this.o.clock.clearTimeout(stream.timer);
+    this.streams.clear();
   }
 
-  private windowEnded(stream: Stream): void {
+  private windowEnded(executionId: string, stream: Stream): void {
     stream.timer = null;
-    const event = stream.pending;
-    if (event === null) return;
-    stream.pending = null;
+    if (stream.pending === null) return;
     stream.windowEnds = this.o.clock.now() + this.o.intervalMs;
-    this.o.subscribers.publishProgress(event);
+    this.keep(executionId, stream, stream.pending.progress);
+  }
+
+  private keep(executionId: string, stream: Stream, progress: Json): void {
+    stream.pending = null;
+    this.o.submit({ kind: "progress", execution_id: executionId, attempt: stream.attempt, progress });
   }
 
   /** The value as JSON, copied; null (and a warning, once per attempt) when it is not JSON or too large. */
@@ -179,4 +187,25 @@ export class ProgressStreams {
     }
     return null;
   }
+}
+
+/** A text delta: `{ delta: string, ... }` (the `llm` node's, an agent turn's `{ turn, delta }`). */
+function isDelta(value: Json): value is { delta: string; [field: string]: Json } {
+  return (
+    value !== null &&
+    typeof value === "object" &&
+    !Array.isArray(value) &&
+    typeof (value as { delta?: unknown }).delta === "string"
+  );
+}
+
+/** Two deltas of the same stream (their other fields equal) as one, within `maxBytes`; else null. */
+function joined(a: Json, b: Json, maxBytes: number): Json | null {
+  if (!isDelta(a) || !isDelta(b)) return null;
+  const { delta: first, ...restA } = a;
+  const { delta: second, ...restB } = b;
+  if (JSON.stringify(restA) !== JSON.stringify(restB)) return null;
+  const delta = first + second;
+  if (delta.length * 3 > maxBytes && Buffer.byteLength(delta) > maxBytes - 1024) return null;
+  return { ...a, delta };
 }

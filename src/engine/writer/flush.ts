@@ -26,7 +26,7 @@ import { Events } from "./kinds/events.js";
 import { type KindSteps, kindSteps } from "./kinds/index.js";
 import { ClaimLimits, freedLimitedTypes } from "./limits.js";
 import { planCompensations } from "./plan-compensations.js";
-import { applyResult, heartbeat, recordStep, retry, review, workerHeartbeat } from "./results.js";
+import { applyResult, heartbeat, recordProgress, recordStep, retry, review, workerHeartbeat } from "./results.js";
 import type { RunCache } from "./run-cache.js";
 import { startRun } from "./start-run.js";
 import { Sweep } from "./sweep.js";
@@ -283,6 +283,8 @@ export class Flush implements FlushContext {
         return workerHeartbeat(this, input);
       case "step":
         return recordStep(this, input);
+      case "progress":
+        return recordProgress(this, input);
       case "payload":
       case "payload_error": {
         const rs = await this.load(input.key.run_id);

@@ -115,6 +115,11 @@ export type Input =
       done: Callback<StepRow>;
     }
   /**
+   * Partial output of an attempt (DESIGN §15), kept as the run's `node.progress` event while
+   * the attempt holds its visit; dropped without a word once it does not (its end came first).
+   */
+  | { kind: "progress"; execution_id: string; attempt: number; progress: Json }
+  /**
    * The child run that is an agent's tool call (`<turn>:<index>`, DESIGN §14.2), asked for by the
    * attempt holding the visit: answered with its run id (found under its key when an earlier
    * attempt started it); refused with a ConflictError when the attempt no longer holds the visit,

@@ -116,6 +116,14 @@ export async function recordStep(f: FlushContext, input: StepInput): Promise<voi
   f.recordStep({ execution_id, name, run_id, node_id, visit, attempt, output, size, recorded_at: f.now }, done);
 }
 
+/** Progress of an attempt that still holds its visit, as the run's `node.progress` event (DESIGN §15). */
+export async function recordProgress(f: FlushContext, input: Extract<Input, { kind: "progress" }>): Promise<void> {
+  const rs = await f.loadExecution(input.execution_id);
+  const a = rs ? attemptOf(rs, input.execution_id) : undefined;
+  if (!rs || !a || !holds(a, input.attempt)) return;
+  event(rs, "node.progress", a.key, f.now, { attempt: input.attempt, progress: input.progress });
+}
+
 /** An in-process attempt's heartbeat: renews its lease while it holds the attempt; answers whether it does. */
 export async function heartbeat(f: FlushContext, input: Extract<Input, { kind: "heartbeat" }>): Promise<void> {
   const rs = await f.loadExecution(input.execution_id);

@@ -5,8 +5,9 @@
  * replayed from the database first (Engine.subscribe with `from`), then live ones follow without
  * a gap or a repeat. A comment every 15 s keeps
  * proxies from closing an idle stream. A token scoped to workflows gets only their runs' events.
- * Progress of running attempts (`node.progress`, never stored) comes as `event: node.progress`
- * with no `id:`, so a reconnect's Last-Event-ID still names the last stored event. Writes are
+ * Progress of running attempts (`node.progress`, stored with the run's events, DESIGN §15) comes
+ * as `event: node.progress` with its `id:` like the rest: one ordered stream per run, whose ids
+ * are the cursor (`cursor`, or Last-Event-ID) a reconnect resumes after. Writes are
  * coalesced per turn of the event loop: a chatty stream costs one socket write per turn.
  * Streams are capped per token and in total (limits.ts): over a cap, 429 or 503 with Retry-After.
  */
@@ -37,6 +38,17 @@ const StreamQuery = z
       .min(0)
       .optional()
       .describe("the older name of `after` (the same meaning; not both)"),
+    cursor: z
+      .string()
+      .regex(/^\d{1,15}$/, "must be an id this stream sent (an event's `id:`)")
+      .optional()
+      .describe(
+        "with run_id: resume after this cursor, the `id:` of the last event received (opaque; the same as Last-Event-ID)",
+      ),
+    from: z
+      .literal("start")
+      .optional()
+      .describe("with run_id: `start` replays the run's whole stream (its events and kept progress) before live ones"),
   })
   .strict();
 
@@ -56,7 +68,7 @@ export function registerStreamRoutes(app: FastifyInstance, ctx: RouteContext): v
         operationId: "streamEvents",
         tags: ["events"],
         summary:
-          "Server-Sent Events: each stored event as `id: <seq>` and `data: <event JSON>`; running attempts' progress as `event: node.progress` and `data:`, without an id",
+          "Server-Sent Events: each event as `id: <cursor>` and `data: <event JSON>`; attempts' progress (kept with the run's events) as `event: node.progress`, with its id too",
         querystring: StreamQuery,
         response: {
           ...errorResponses(404, 429, 503),
@@ -104,12 +116,10 @@ export function registerStreamRoutes(app: FastifyInstance, ctx: RouteContext): v
       };
       const send = (e: LiveEvent) => {
         if (res.writableEnded) return;
-        if (e.type === "node.progress") unwritten += `event: node.progress\ndata: ${JSON.stringify(e)}\n\n`;
-        else {
-          if (e.seq <= lastSent) return;
-          lastSent = e.seq;
-          unwritten += `id: ${e.seq}\ndata: ${JSON.stringify(e)}\n\n`;
-        }
+        if (e.seq <= lastSent) return;
+        lastSent = e.seq;
+        const name = e.type === "node.progress" ? "event: node.progress\n" : "";
+        unwritten += `${name}id: ${e.seq}\ndata: ${JSON.stringify(e)}\n\n`;
         if (!writeQueued) {
           writeQueued = true;
           setImmediate(writeOut);
@@ -153,19 +163,26 @@ export function registerStreamRoutes(app: FastifyInstance, ctx: RouteContext): v
  * the later of them (what the client already has); undefined: live events only.
  */
 function replayStart(
-  query: { run_id?: string | undefined; after?: number | undefined; after_seq?: number | undefined },
+  query: {
+    run_id?: string | undefined;
+    after?: number | undefined;
+    after_seq?: number | undefined;
+    cursor?: string | undefined;
+    from?: "start" | undefined;
+  },
   lastEventIdHeader: string | string[] | undefined,
 ): number | undefined {
-  if (query.after !== undefined && query.after_seq !== undefined) {
+  const named = (["after", "after_seq", "cursor", "from"] as const).filter((name) => query[name] !== undefined);
+  if (named.length > 1) {
     throw new ValidationError("Invalid request query", [
-      { path: "query.after_seq", message: "is the older name of after: pass one of them, not both" },
+      { path: `query.${named[1]}`, message: `names where to start as ${named[0]} does: pass one of them` },
     ]);
   }
-  const given = query.after ?? query.after_seq;
+  const given =
+    query.from === "start" ? 0 : query.cursor !== undefined ? Number(query.cursor) : (query.after ?? query.after_seq);
   if (given !== undefined && query.run_id === undefined) {
-    const name = query.after !== undefined ? "after" : "after_seq";
     throw new ValidationError("Invalid request query", [
-      { path: `query.${name}`, message: "needs run_id: only one run's events can be replayed" },
+      { path: `query.${named[0]}`, message: "needs run_id: only one run's events can be replayed" },
     ]);
   }
   const lastEventId = Number(lastEventIdHeader);
