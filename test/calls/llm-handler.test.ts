@@ -64,12 +64,12 @@ function handler(llm: Partial<LlmOptions["providers"]["default"]> = {}, maxOutpu
 }
 
 describe("llm handler", () => {
-  it("streams the completion: progress with the text so far, in order; the usage reported; the whole output", async () => {
+  it("streams the completion: progress with each chunk's text (a delta), in order; the usage reported; the whole output", async () => {
     server.reply({ text: ["Du", "rable ", "agents"], usage: { prompt_tokens: 12, completion_tokens: 3 } });
     const r = taskOf({ model: "gpt-test", prompt: "Say it", temperature: 0.2, max_tokens: 50 });
     const output = await handler({ api_key: "sk-test", headers: { "x-team": "triage" } })(r.task);
 
-    expect(r.progress).toEqual([{ content: "Du" }, { content: "Durable " }, { content: "Durable agents" }]);
+    expect(r.progress).toEqual([{ delta: "Du" }, { delta: "rable " }, { delta: "agents" }]);
     expect(r.usage).toEqual([{ tokens_in: 12, tokens_out: 3 }]);
     expect(output).toEqual({
       content: "Durable agents",
@@ -207,7 +207,7 @@ describe("llm handler", () => {
     expect((error as Error).message).toMatch(
       /^the stream from provider "default" (broke off|ended before the completion did)/,
     );
-    expect(r.progress.at(-1)).toEqual({ content: "Once upon a time" });
+    expect(r.progress).toEqual([{ delta: "Once upon" }, { delta: " a time" }]);
     expect(r.usage).toEqual([]);
   });
 

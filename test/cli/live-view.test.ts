@@ -137,6 +137,10 @@ describe("live view", () => {
     const lines: string[] = [];
     const view = lineView((text) => lines.push(text), progress);
     const seen: ProgressEvent[] = [];
+    let progressSeen: () => void = () => {};
+    const seenCount = async (n: number) => {
+      while (seen.length < n) await new Promise<void>((resolve) => (progressSeen = resolve));
+    };
     let startedSeen: () => void = () => {};
     const startedRead = new Promise<void>((resolve) => {
       startedSeen = resolve;
@@ -151,18 +155,24 @@ describe("live view", () => {
         seen.push(e);
         view.progress(e); // the lines print nothing for it
         progress.applyProgress(e); // what the table view does
+        progressSeen();
       },
     );
     await running;
     await startedRead;
     const t = task as unknown as Task;
-    t.progress({ content: "Once upon a time\nthere was a graph" });
+    // Deltas join into the text so far, whose last line shows.
+    t.progress({ delta: "Once upon a time\nthere" });
+    await seenCount(1);
+    await clock.advance(50);
+    t.progress({ delta: " was a graph" });
+    await seenCount(2);
     const table = renderTable(progress, clock.now(), 60, false);
     const at = table.findIndex((l) => l.startsWith("write"));
     expect(table[at + 1]).toBe("  there was a graph");
     await clock.advance(50);
     t.progress({ step: 3, of: 10, detail: "x".repeat(100) });
-    await clock.advance(50);
+    await seenCount(3);
     const cut = renderTable(progress, clock.now(), 60, false);
     expect(cut[at + 1]).toMatch(/^ {2}\{"step":3,"of":10,"detail":"x+…$/);
     expect(cut[at + 1]?.length).toBeLessThanOrEqual(60);
@@ -171,7 +181,7 @@ describe("live view", () => {
     tap.close();
     const after = renderTable(progress, clock.now(), 60, false);
     expect(after.slice(at + 1)).toEqual([]);
-    expect(seen).toHaveLength(2);
+    expect(seen).toHaveLength(3);
     // The event lines leave progress out.
     expect(lines.join("")).not.toContain("progress");
   });

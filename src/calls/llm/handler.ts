@@ -75,11 +75,8 @@ export function llmHandler(c: LlmHandlerContext): AgentHandler {
     if (status >= 300 && status < 400) throw redirectError(response, who, url);
     if (status < 200 || status >= 300) throw await statusError(response, who, c.now(), c.secrets);
 
-    const read = {
-      who,
-      maxBytes: c.maxOutputBytes,
-      onContent: (delta: string) => task.progress({ delta }),
-    };
+    const text = new SafeDeltas(task, c.secrets);
+    const read = { who, maxBytes: c.maxOutputBytes, onContent: (delta: string) => text.add(delta) };
     let completion: Completion;
     try {
       completion = (response.headers["content-type"] ?? "").includes("text/event-stream")
@@ -89,6 +86,7 @@ export function llmHandler(c: LlmHandlerContext): AgentHandler {
       if (task.signal.aborted) throw task.signal.reason;
       throw e;
     }
+    text.end();
     // The tokens were spent whether or not the content is what was asked for.
     if (completion.usage) task.reportUsage(usageOf(completion.usage, provider));
 
@@ -269,4 +267,35 @@ function retryAfterMsOf(headers: IncomingHttpHeaders, now: number): number | und
   const ms = Number(headers["retry-after-ms"] ?? Number.NaN);
   if (Number.isFinite(ms) && ms >= 0) return Math.round(ms);
   return retryAfterOf(headers["retry-after"] ?? null, now);
+}
+
+/**
+ * The completion's text as progress deltas, each holding whole secrets' values: a delta is held
+ * back while the text ends with what could be the start of one, so that redaction (which finds
+ * whole values, in each delta) never lets a value through in two pieces.
+ */
+class SafeDeltas {
+  private text = "";
+  private sent = 0;
+
+  constructor(
+    private readonly task: Task,
+    private readonly secrets: Secrets | undefined,
+  ) {}
+
+  add(delta: string): void {
+    this.text += delta;
+    this.send(this.secrets ? this.secrets.withoutCutSecret(this.text).length : this.text.length);
+  }
+
+  /** The text is whole: what was held back goes. */
+  end(): void {
+    this.send(this.text.length);
+  }
+
+  private send(upTo: number): void {
+    if (upTo <= this.sent) return;
+    this.task.progress({ delta: this.text.slice(this.sent, upTo) });
+    this.sent = upTo;
+  }
 }
