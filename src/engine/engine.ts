@@ -37,6 +37,7 @@ import { closeEngine, Heartbeat, startEngine } from "./lifecycle.js";
 import { type ListMapItemsOptions, listMapItems, type MapItemPage } from "./map-items.js";
 import { type ListMessagesOptions, listMessages, type MessagePage } from "./messages.js";
 import { openStore } from "./open-store.js";
+import { listProgress, type ProgressStream } from "./progress-read.js";
 import type { RegisteredWorkflow, WorkflowCheck } from "./registry.js";
 import { pruneRuns, type Retention } from "./retention.js";
 import { pendingReviews } from "./reviews.js";
@@ -197,6 +198,17 @@ export class Engine {
    */
   async listMessages(runId: string, nodeId: string, options: ListMessagesOptions = {}): Promise<MessagePage> {
     return listMessages(this.store, this.p.registry, runId, nodeId, options);
+  }
+
+  /**
+   * A run's kept progress (DESIGN §15), one stream per attempt in the order they began: its text
+   * deltas joined, its last other value, and whether it was superseded (the attempt was retried,
+   * or a later one started). What a page opened after the run ended shows as each node's text.
+   * @throws NotFoundError for an unknown run
+   * @example const [first] = await engine.listProgress(runId); console.log(first?.text);
+   */
+  async listProgress(runId: string): Promise<ProgressStream[]> {
+    return listProgress(this.store, runId);
   }
 
   /**

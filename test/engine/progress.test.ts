@@ -5,7 +5,14 @@
  * longer holds its visit; delivered once committed, and replayed with the run's history.
  */
 import { describe, expect, it } from "vitest";
-import { createTestEngine, type Engine, type LiveEvent, type ProgressEvent, type Task } from "../../src/index.js";
+import {
+  createTestEngine,
+  type Engine,
+  type LiveEvent,
+  type ProgressEvent,
+  RetryableError,
+  type Task,
+} from "../../src/index.js";
 import { capturedLogger, testEngine } from "../helpers.js";
 
 /** A handler that hands its task to the test and returns when told. */
@@ -235,6 +242,59 @@ describe("progress under createTestEngine", () => {
       expect(types.lastIndexOf("node.progress")).toBeLessThan(types.indexOf("node.succeeded"));
       const next = t.clock.nextTimerAt(); // the pending value's timer was cleared with the attempt
       expect(next === null || next > t.clock.now() + 50).toBe(true);
+    } finally {
+      await t.close();
+    }
+  });
+});
+
+describe("kept progress, read per attempt (engine.listProgress)", () => {
+  it("joins each attempt's deltas and marks a retried attempt's stream superseded", async () => {
+    const t = await createTestEngine({
+      agents: {
+        streamer: async (task: Task) => {
+          task.progress({ delta: `try ${task.attempt}: ` });
+          task.progress({ page: task.attempt });
+          task.progress({ delta: "half" });
+          if (task.attempt === 1) throw new RetryableError("the provider broke off");
+          task.progress({ delta: " and the rest" });
+          return "done";
+        },
+      },
+      workflows: [
+        { id: "stream", nodes: [{ node_id: "s", agent_type: "streamer", retry_count: 1, retry_interval: 5 }] },
+      ],
+    });
+    try {
+      const run = await t.engine.startRun("stream");
+      expect((await t.result(run.run_id)).status).toBe("SUCCEEDED");
+      const streams = await t.engine.listProgress(run.run_id);
+      const events = await t.engine.listEvents(run.run_id);
+      const lastOf = (attempt: number) =>
+        Math.max(...events.filter((e) => e.type === "node.progress" && e.data.attempt === attempt).map((e) => e.seq));
+      expect(streams).toEqual([
+        {
+          node_id: "s",
+          visit: 1,
+          attempt: 1,
+          text: "try 1: half",
+          last: { page: 1 },
+          events: 3,
+          last_seq: lastOf(1),
+          superseded: true,
+        },
+        {
+          node_id: "s",
+          visit: 1,
+          attempt: 2,
+          text: "try 2: half and the rest",
+          last: { page: 2 },
+          events: 4,
+          last_seq: lastOf(2),
+          superseded: false,
+        },
+      ]);
+      await expect(t.engine.listProgress("no-such-run")).rejects.toMatchObject({ code: "not_found" });
     } finally {
       await t.close();
     }

@@ -365,6 +365,42 @@ export function registerRunRoutes(app: FastifyInstance, { engine, rates }: Route
     },
   );
 
+  app.get<{ Params: Params }>(
+    "/v1/runs/:run_id/progress",
+    {
+      config: { access: READERS, scoped: true },
+      schema: {
+        operationId: "listProgress",
+        tags: ["runs"],
+        summary:
+          "A run's kept progress, one stream per attempt: its text deltas joined, its last other value, and whether a retry superseded it",
+        params: RunParams,
+        response: {
+          ...errorResponses(404, 503),
+          200: z.object({
+            streams: z.array(
+              z.object({
+                node_id: z.string(),
+                visit: z.number().int(),
+                attempt: z.number().int(),
+                text: z.string().describe("its `{ delta }` values joined, in order"),
+                last: z.unknown().describe("the last value it sent that is not a text delta, else null"),
+                events: z.number().int().describe("node.progress events kept"),
+                last_seq: z.number().int().describe("its last event's seq: the stream's cursor after it"),
+                superseded: z.boolean().describe("the attempt was retried, or a later one started"),
+              }),
+            ),
+          }),
+        },
+      },
+    },
+    async (request) => {
+      const { run_id } = request.params;
+      await checkRunScope(engine, request.principal, run_id);
+      return { streams: await engine.listProgress(run_id) };
+    },
+  );
+
   app.post<{ Params: Params; Body: z.output<typeof CancelBody> }>(
     "/v1/runs/:run_id/cancel",
     {

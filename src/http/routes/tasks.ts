@@ -76,7 +76,9 @@ const ProgressBody = z
   .object({
     attempt: z.number().int().min(1),
     worker_id: workerId,
-    progress: json().describe("any JSON value: the attempt's partial output (text so far, `{ content }`, a count)"),
+    progress: json().describe(
+      "any JSON value: the attempt's partial output (text as deltas, `{ delta }`: kept and joined; a count)",
+    ),
   })
   .strict();
 
@@ -206,7 +208,7 @@ export function registerTaskRoutes(app: FastifyInstance, { engine, rates }: Rout
       schema: {
         operationId: "progressTask",
         tags: ["tasks"],
-        summary: `Stream a claimed task's partial output to live subscribers as node.progress: throttled per attempt, never stored (${conflict})`,
+        summary: `Stream a claimed task's partial output as node.progress, kept with the run's events: throttled per attempt (${conflict})`,
         params: TaskParams,
         body: ProgressBody,
         response: { ...errorResponses(404, 409, 429, 503), 202: ProgressAnswer },
