@@ -52,6 +52,8 @@ export default defineConfig({
             "test/cli/agents-module.test.ts",
             "test/cli/examples.test.ts",
             "test/cli/graph.test.ts",
+            // A restarted engine on SQLite knows the dead one's process is gone; the stream is the event log both share.
+            "test/cli/stream-resume.test.ts",
             // No database at all, or only an engine in process whose store the engine suite covers.
             "test/cli/completion.test.ts",
             "test/cli/deep-json.test.ts",
