@@ -26,8 +26,8 @@ export function skeinMcpServer(api: SkeinApi, options: McpServerOptions): McpSer
     {
       capabilities: { tools: {} },
       instructions: options.allowWrites
-        ? "Skein durable workflow runs: list and read runs (list_runs, get_run, get_events), and start, review, send events to, cancel or retry them."
-        : "Skein durable workflow runs, read-only: list and read runs (list_runs, get_run, get_events, list_reviews). Starting, reviewing, sending events, cancelling and retrying need the server started with skein mcp --allow-writes.",
+        ? "Skein durable workflow runs: find and read runs (list_workflows, list_runs, get_run, get_events, list_reviews), and start, review, send events to, cancel or retry them."
+        : "Skein durable workflow runs, read-only: find and read runs (list_workflows, list_runs, get_run, get_events, list_reviews). Starting, reviewing, sending events, cancelling and retrying need the server started with skein mcp --allow-writes.",
     },
   );
   for (const t of served) {
@@ -56,6 +56,8 @@ export async function serveStdio(api: SkeinApi, options: McpServerOptions, stop:
   const closed = new Promise<void>((resolve) => {
     server.server.onclose = resolve;
   });
+  // A line that is not JSON-RPC, say: the client hears nothing of it, the person debugging does.
+  server.server.onerror = (e) => process.stderr.write(`skein mcp: ${e.message}\n`);
   await server.connect(transport);
   await Promise.race([ended, closed, stop]);
   await server.close();

@@ -40,14 +40,8 @@ function tool<S extends z.ZodObject>(t: SkeinTool<S>): SkeinTool {
   return t as unknown as SkeinTool;
 }
 
-function result(value: Record<string, unknown>, ...more: string[]): ToolResult {
-  return {
-    content: [
-      { type: "text", text: JSON.stringify(value, null, 2) },
-      ...more.map((text) => ({ type: "text" as const, text })),
-    ],
-    structuredContent: value,
-  };
+function result(value: Record<string, unknown>): ToolResult {
+  return { content: [{ type: "text", text: JSON.stringify(value, null, 2) }], structuredContent: value };
 }
 
 const READ: ToolAnnotations = { readOnlyHint: true, openWorldHint: false };
@@ -119,7 +113,7 @@ export const TOOLS: readonly SkeinTool[] = [
           error: n.error,
           reason: n.reason,
         }));
-      return result({ run, failed_nodes, graph }, graph);
+      return result({ run, failed_nodes, graph });
     },
   }),
   tool({
