@@ -8,8 +8,8 @@ import { defineConfig } from "vitest/config";
  * - postgres: the engine's behaviour suite again on PostgreSQL (test/helpers.ts gives each test
  *   a fresh schema on the local server), with the CLI files whose path differs by store (the
  *   engine process, a run to its end, a crash, prune, the live views); the CLI's client commands
- *   (reviews, cancel, retry, schedules, run ids, an example's review, a run's graph) go through
- *   the same engine calls on both stores, and the commands that open no database (validate,
+ *   (reviews, cancel, retry, schedules, run ids, an example's review, a run's graph, `skein mcp`'s tools) go through
+ *   the same engine calls on both stores that open no database (validate,
  *   help, completion) do not differ by store: on PostgreSQL they would only cost CI minutes
  *   again; and the durable steps of external
  *   workers (test/http/steps.test.ts: a step recorded, fenced and read over HTTP);
@@ -52,6 +52,7 @@ export default defineConfig({
             "test/cli/agents-module.test.ts",
             "test/cli/examples.test.ts",
             "test/cli/graph.test.ts",
+            "test/cli/mcp.test.ts",
             // A restarted engine on SQLite knows the dead one's process is gone; the stream is the event log both share.
             "test/cli/stream-resume.test.ts",
             // No database at all, or only an engine in process whose store the engine suite covers.

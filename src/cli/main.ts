@@ -12,6 +12,7 @@ import { registerEngine } from "./commands/engine.js";
 import { registerEvents } from "./commands/events.js";
 import { registerGraph } from "./commands/graph.js";
 import { registerList } from "./commands/list.js";
+import { registerMcp } from "./commands/mcp.js";
 import { registerPrune } from "./commands/prune.js";
 import { registerResume } from "./commands/resume.js";
 import { registerRetry } from "./commands/retry.js";
@@ -81,6 +82,7 @@ export function buildProgram(): Command {
     registerSchedules,
     registerServe,
     registerWorker,
+    registerMcp,
     registerCompletion,
   ]) {
     register(program);

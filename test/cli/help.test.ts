@@ -23,6 +23,7 @@ const COMMANDS = [
   "schedules",
   "serve",
   "worker",
+  "mcp",
   "completion",
 ];
 
