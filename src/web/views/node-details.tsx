@@ -26,7 +26,7 @@ export function NodeDetails(props: {
   visit: Visit;
   events: RunEvent[];
   children?: ChildRun[];
-  /** The latest progress of the visit's running attempt, if any. */
+  /** What the visit's latest attempt streamed (its text so far, or its latest value), if anything. */
   progress?: ProgressEvent | undefined;
   now: number;
 }) {
@@ -192,8 +192,9 @@ export function EventTable(props: { events: RunEvent[] }) {
 }
 
 /**
- * A running attempt's latest progress (DESIGN §11.6): a string or `{ content }` (an llm node's
- * text so far) whole, anything else as JSON; kept scrolled to its end as it grows. Text only.
+ * An attempt's latest progress (DESIGN §11.6, §15), kept after it ends: a string or `{ content }`
+ * (an llm node's text so far, its deltas joined) whole, anything else as JSON; kept scrolled to
+ * its end as it grows. Text only.
  */
 function LiveProgress(props: { event: ProgressEvent }) {
   return (

@@ -47,12 +47,10 @@ export function RunPage(props: { runId: string; node?: string | undefined }) {
   }
   const graph = workflowGraph(workflow.data?.definition, data.nodes);
   const selected = data.nodes.find((n) => n.node_id === props.node);
-  // The latest progress of the selected node's running attempt (none once it ended).
+  // What the selected node's latest attempt streamed: live while it runs, kept after (DESIGN §15).
   const live = selected ? progress[selected.node_id] : undefined;
   const liveProgress =
-    selected?.state === "RUNNING" && live && live.visit === selected.visit && live.data.attempt === selected.attempt
-      ? live
-      : undefined;
+    selected && live && live.visit === selected.visit && live.data.attempt === selected.attempt ? live : undefined;
   const select = (node: string) => navigate({ page: "run", runId, node });
 
   return (
@@ -302,7 +300,7 @@ function useMapProgress(run: RunWithNodes | undefined, reload: () => void): void
 
 /**
  * The run's events: its history replayed, then live ones; each one also reloads the run. And the
- * latest progress of each node (live only, which reloads nothing).
+ * latest progress of each node (its text so far; replayed with the history, and reloading nothing).
  */
 function useRunEvents(
   runId: string,
