@@ -42,7 +42,9 @@ export function Conversation(props: { visit: Visit; progress?: ProgressEvent | u
 
   const messages = loaded.data ?? [];
   const recordedTurn = messages.reduce((n, m) => (m.role === "assistant" ? Math.max(n, m.turn ?? 0) : n), 0);
-  const streaming = props.progress && turn !== null && turn > recordedTurn ? props.progress : undefined;
+  // The unrecorded turn's text shows while the visit runs: once it ended, the conversation is what was recorded.
+  const streaming =
+    v.state === "RUNNING" && props.progress && turn !== null && turn > recordedTurn ? props.progress : undefined;
   // A tool call waiting for a person: the visit is IN_REVIEW with the request as its output (the inbox decides it).
   const waiting =
     v.state === "IN_REVIEW"
