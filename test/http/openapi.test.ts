@@ -55,6 +55,7 @@ describe("GET /v1/openapi.json", () => {
         "POST /v1/runs/{run_id}/retry",
         "GET /v1/runs/{run_id}/events",
         "GET /v1/runs/{run_id}/graph",
+        "GET /v1/runs/{run_id}/progress",
         "GET /v1/runs/{run_id}/nodes/{node_id}/items",
         "GET /v1/runs/{run_id}/nodes/{node_id}/messages",
         "GET /v1/runs/{run_id}/nodes/{node_id}/steps",
