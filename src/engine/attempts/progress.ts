@@ -173,6 +173,8 @@ export class ProgressStreams {
 
   /** The value as JSON, copied; null (and a warning, once per attempt) when it is not JSON or too large. */
   private copy(source: ProgressSource, stream: Stream, data: unknown): Json | null {
+    const flat = flatCopy(data, this.o.maxBytes);
+    if (flat !== undefined) return flat;
     const problem = jsonProblem(data, "progress");
     const text = problem === null ? JSON.stringify(data) : "";
     const tooLarge = problem === null && text.length * 3 > this.o.maxBytes && Buffer.byteLength(text) > this.o.maxBytes;
@@ -208,4 +210,27 @@ function joined(a: Json, b: Json, maxBytes: number): Json | null {
   const delta = first + second;
   if (delta.length * 3 > maxBytes && Buffer.byteLength(delta) > maxBytes - 1024) return null;
   return { ...a, delta };
+}
+
+/**
+ * The common value, a string or a flat object of strings, finite numbers, booleans and nulls
+ * (`{ delta }`, `{ turn, delta }`), copied without a JSON round trip, while it is surely within
+ * `maxBytes` (6 bytes of JSON a character at most: `\\u0000`); undefined for anything else (the
+ * full check runs).
+ */
+function flatCopy(data: unknown, maxBytes: number): Json | undefined {
+  if (typeof data === "string") return data.length * 6 + 2 <= maxBytes ? data : undefined;
+  if (data === null || typeof data !== "object" || Object.getPrototypeOf(data) !== Object.prototype) return undefined;
+  const out: { [field: string]: Json } = {};
+  let chars = 2;
+  for (const key of Object.keys(data)) {
+    const v = (data as Record<string, unknown>)[key];
+    const ok =
+      typeof v === "string" || typeof v === "boolean" || v === null || (typeof v === "number" && Number.isFinite(v));
+    // "__proto__" would set the copy's prototype, not a member: the JSON round trip keeps it a member.
+    if (!ok || key === "__proto__") return undefined;
+    chars += key.length + (typeof v === "string" ? v.length : 24) + 6;
+    out[key] = v as Json;
+  }
+  return chars * 6 <= maxBytes ? out : undefined;
 }
