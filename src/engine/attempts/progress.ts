@@ -215,7 +215,7 @@ function joined(a: Json, b: Json, maxBytes: number): Json | null {
 /**
  * The common value, a string or a flat object of strings, finite numbers, booleans and nulls
  * (`{ delta }`, `{ turn, delta }`), copied without a JSON round trip, while it is surely within
- * `maxBytes` (6 bytes of JSON a character at most: `\\u0000`); undefined for anything else (the
+ * `maxBytes` (6 bytes of JSON a character at most: `\u0000`); undefined for anything else (the
  * full check runs).
  */
 function flatCopy(data: unknown, maxBytes: number): Json | undefined {
