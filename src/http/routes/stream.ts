@@ -3,7 +3,8 @@
  * run's), one `data:` line of JSON each with the event's `seq` as its id. For one run, the events
  * after `after` (alias `after_seq`; or the `Last-Event-ID` a reconnecting EventSource sends) are
  * replayed from the database first (Engine.subscribe with `from`), then live ones follow without
- * a gap or a repeat. A comment every 15 s keeps
+ * a gap or a repeat; `cursor` (an `id:` sent) and `from=start` (the whole history) say the same
+ * in the words skein/client uses. A comment every 15 s keeps
  * proxies from closing an idle stream. A token scoped to workflows gets only their runs' events.
  * Progress of running attempts (`node.progress`, never stored) comes as `event: node.progress`
  * with no `id:`, so a reconnect's Last-Event-ID still names the last stored event. Writes are
@@ -37,6 +38,12 @@ const StreamQuery = z
       .min(0)
       .optional()
       .describe("the older name of `after` (the same meaning; not both)"),
+    cursor: z
+      .string()
+      .regex(/^\d+$/)
+      .optional()
+      .describe("with run_id: resume just after this cursor (an `id:` this stream sent; opaque), like Last-Event-ID"),
+    from: z.literal("start").optional().describe("with run_id: `start` replays the run's whole stream first"),
   })
   .strict();
 
@@ -153,7 +160,13 @@ export function registerStreamRoutes(app: FastifyInstance, ctx: RouteContext): v
  * the later of them (what the client already has); undefined: live events only.
  */
 function replayStart(
-  query: { run_id?: string | undefined; after?: number | undefined; after_seq?: number | undefined },
+  query: {
+    run_id?: string | undefined;
+    after?: number | undefined;
+    after_seq?: number | undefined;
+    cursor?: string | undefined;
+    from?: "start" | undefined;
+  },
   lastEventIdHeader: string | string[] | undefined,
 ): number | undefined {
   if (query.after !== undefined && query.after_seq !== undefined) {
@@ -161,9 +174,18 @@ function replayStart(
       { path: "query.after_seq", message: "is the older name of after: pass one of them, not both" },
     ]);
   }
-  const given = query.after ?? query.after_seq;
+  // cursor and from=start: the stream contract skein/client speaks (a cursor is a seq today).
+  const fromCursor = query.cursor !== undefined ? Number(query.cursor) : query.from === "start" ? 0 : undefined;
+  const given = query.after ?? query.after_seq ?? fromCursor;
   if (given !== undefined && query.run_id === undefined) {
-    const name = query.after !== undefined ? "after" : "after_seq";
+    const name =
+      query.after !== undefined
+        ? "after"
+        : query.after_seq !== undefined
+          ? "after_seq"
+          : query.cursor !== undefined
+            ? "cursor"
+            : "from";
     throw new ValidationError("Invalid request query", [
       { path: `query.${name}`, message: "needs run_id: only one run's events can be replayed" },
     ]);
