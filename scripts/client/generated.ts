@@ -27,7 +27,8 @@ interface Operation {
 function checkInputNames(op: Operation): void {
   const names = (op.parameters ?? []).map((p) => p.name);
   const clash = names.find((name, i) => name === "body" || names.indexOf(name) !== i);
-  if (clash !== undefined) throw new Error(`${op.operationId}: the client cannot take a parameter named ${clash} twice or beside body`);
+  if (clash !== undefined)
+    throw new Error(`${op.operationId}: the client cannot take a parameter named ${clash} twice or beside body`);
 }
 
 export async function generatedClientFiles(): Promise<GeneratedFile[]> {

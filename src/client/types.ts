@@ -38,7 +38,7 @@ type SuccessOf<O extends OperationId> = {
 export type Output<O extends OperationId> = [SuccessOf<O>] extends [never] ? unknown : SuccessOf<O>;
 
 /** True when an operation can be called without input (nothing in it is required). */
-type Optional<O extends OperationId> = {} extends Input<O> ? true : false;
+type Optional<O extends OperationId> = Record<never, never> extends Input<O> ? true : false;
 /** An operation's arguments: its input, optional when nothing in it is required. */
 export type Args<O extends OperationId> = Optional<O> extends true ? [input?: Input<O>] : [input: Input<O>];
 

@@ -142,15 +142,3 @@ describe("every operation of the document through skein/client", () => {
     expect(Object.keys(answers).sort()).toEqual(Object.keys(OPERATIONS).sort());
   });
 });
-
-// The inputs are typed from the document: each line below must be refused by tsc.
-export function typed(client: ReturnType<Awaited<ReturnType<typeof listening>>["client"]>) {
-  // @ts-expect-error getRun needs the run's id
-  void client.getRun({});
-  // @ts-expect-error a run's status is one of the run statuses
-  void client.listRuns({ status: "DONE" });
-  // @ts-expect-error startRun needs a body with the workflow's id
-  void client.startRun({ body: { input: {} } });
-  // @ts-expect-error no operation of that name
-  void client.call("getRuns", { run_id: "r" });
-}
