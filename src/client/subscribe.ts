@@ -18,7 +18,9 @@ export interface SubscribeOptions {
   onConnection?: (connected: boolean) => void;
   /**
    * Told of each failure. `fatal`: the server refused the stream for good (401, 403, 404, 400)
-   * and the subscription has ended; otherwise it reconnects by itself.
+   * and the subscription has ended; otherwise it reconnects by itself. An error thrown by
+   * `onEvent` comes here too (not fatal: the stream goes on); without onError it is thrown
+   * again outside the stream, as an uncaught error.
    */
   onError?: (error: Error, fatal: boolean) => void;
   /** Longest wait between reconnections, ms (the wait doubles from 250 ms up to it). @defaultValue 5000 */
@@ -126,7 +128,17 @@ export function subscribe(
             return; // not an event of the API: nothing to deliver
           }
           if (message.id !== undefined && message.id !== "") cursor = message.id;
-          onEvent(event);
+          try {
+            onEvent(event);
+          } catch (e) {
+            // The listener's own failure is not the stream's: it goes on, and the error is told.
+            const error = e instanceof Error ? e : new Error(String(e));
+            if (options.onError) options.onError(error, false);
+            else
+              queueMicrotask(() => {
+                throw error;
+              });
+          }
         },
       });
       const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();

@@ -103,4 +103,33 @@ describe("subscribe", () => {
     expect(seqs).toEqual(await storedSeqs(api.engine, run.run_id));
     expect(seqs.length).toBeGreaterThan(10);
   });
+
+  it("starts after a cursor an earlier subscription reported, and ends for good on a refusal", async () => {
+    const api = await listening();
+    const admin = api.client();
+    await admin.registerWorkflow({ id: "simple", body: WORKFLOWS.simple });
+    const run = await admin.startRun({ body: { workflow_id: "simple" } });
+    await api.engine.waitForRun(run.run_id);
+    const stored = await storedSeqs(api.engine, run.run_id);
+    const middle = stored[2];
+    if (middle === undefined) throw new Error("too few events");
+
+    const c = collector();
+    const sub = admin.subscribe(run.run_id, c.onEvent, { cursor: String(middle) });
+    try {
+      await c.seen("run.succeeded");
+    } finally {
+      sub.close();
+    }
+    expect(seqsOf(c.events)).toEqual(stored.filter((s) => s > middle));
+
+    const refused = await new Promise<{ error: Error; fatal: boolean }>((resolve) => {
+      admin.subscribe("no-such-run", () => {}, {
+        fromStart: true,
+        onError: (error, fatal) => resolve({ error, fatal }),
+      });
+    });
+    expect(refused.fatal).toBe(true);
+    expect(refused.error).toMatchObject({ name: "SkeinApiError", status: 404, code: "not_found" });
+  });
 });
