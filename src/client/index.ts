@@ -15,8 +15,12 @@ export {
   isProgress,
   type OperationId,
   type Output,
+  type PathParams,
   type ProgressEvent,
+  type QueryParams,
+  type RequestBody,
   type RunEvent,
   type Schema,
   type StreamEvent,
+  type SuccessBody,
 } from "./types.js";

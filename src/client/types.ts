@@ -7,13 +7,12 @@ import type { components, operations } from "./api-types.js";
 /** Every operation of the HTTP API, by its operationId (`startRun`, `getRun`, `listReviews`, ...). */
 export type OperationId = keyof operations;
 
-type Parameters_<O extends OperationId> = operations[O]["parameters"];
-/** The never-typed slots openapi-typescript writes for absent parameters become nothing. */
-type Slot<T> = [NonNullable<T>] extends [never] ? unknown : T extends undefined ? Partial<NonNullable<T>> : T;
-type PathOf<O extends OperationId> = Parameters_<O> extends { path: infer P } ? P : never;
-type QueryOf<O extends OperationId> =
-  Parameters_<O> extends { query: infer Q } ? Q : Parameters_<O> extends { query?: infer Q } ? Q | undefined : never;
-type BodyOf<O extends OperationId> = [NonNullable<operations[O]["requestBody"]>] extends [never]
+/** An operation's path parameters (never when it has none). */
+export type PathParams<O extends OperationId> = operations[O]["parameters"] extends { path: infer P } ? P : never;
+/** An operation's query parameters (never when it takes none). */
+export type QueryParams<O extends OperationId> = NonNullable<operations[O]["parameters"]["query"]>;
+/** An operation's JSON request body (never when it takes none). */
+export type RequestBody<O extends OperationId> = [NonNullable<operations[O]["requestBody"]>] extends [never]
   ? never
   : NonNullable<operations[O]["requestBody"]> extends { content: { "application/json": infer B } }
     ? B
@@ -24,23 +23,24 @@ type BodyOf<O extends OperationId> = [NonNullable<operations[O]["requestBody"]>]
  * body) where it has one. `client.getRun({ run_id })`, `client.listRuns({ status: "RUNNING" })`,
  * `client.startRun({ body: { workflow_id, input } })`.
  */
-export type Input<O extends OperationId> = Slot<PathOf<O>> &
-  Slot<QueryOf<O>> &
-  ([BodyOf<O>] extends [never] ? unknown : { body: BodyOf<O> });
+export type Input<O extends OperationId> = ([PathParams<O>] extends [never] ? unknown : PathParams<O>) &
+  ([QueryParams<O>] extends [never] ? unknown : QueryParams<O>) &
+  ([RequestBody<O>] extends [never] ? unknown : { body: RequestBody<O> });
 
-type JsonOf<R> = R extends { content: { "application/json": infer J } } ? J : never;
-type SuccessOf<O extends OperationId> = {
+/** The JSON bodies an operation answers with a 2xx status (never when none is JSON). */
+export type SuccessBody<O extends OperationId> = {
   [S in keyof operations[O]["responses"]]: S extends 200 | 201 | 202 | 204
-    ? JsonOf<operations[O]["responses"][S]>
+    ? operations[O]["responses"][S] extends { content: { "application/json": infer J } }
+      ? J
+      : never
     : never;
 }[keyof operations[O]["responses"]];
-/** What an operation answers on success (its 2xx JSON body). */
-export type Output<O extends OperationId> = [SuccessOf<O>] extends [never] ? unknown : SuccessOf<O>;
+/** What an operation answers on success: its 2xx JSON body (unknown for a stream or a text). */
+export type Output<O extends OperationId> = [SuccessBody<O>] extends [never] ? unknown : SuccessBody<O>;
 
-/** True when an operation can be called without input (nothing in it is required). */
-type Optional<O extends OperationId> = Record<never, never> extends Input<O> ? true : false;
 /** An operation's arguments: its input, optional when nothing in it is required. */
-export type Args<O extends OperationId> = Optional<O> extends true ? [input?: Input<O>] : [input: Input<O>];
+export type Args<O extends OperationId> =
+  Record<never, never> extends Input<O> ? [input?: Input<O>] : [input: Input<O>];
 
 /** The models of the API, by name: `Schema<"Run">`, `Schema<"Review">`, ... */
 export type Schema<N extends keyof components["schemas"]> = components["schemas"][N];
