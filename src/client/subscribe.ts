@@ -23,7 +23,10 @@ export interface SubscribeOptions {
    * again outside the stream, as an uncaught error.
    */
   onError?: (error: Error, fatal: boolean) => void;
-  /** Longest wait between reconnections, ms (the wait doubles from 250 ms up to it). @defaultValue 5000 */
+  /**
+   * Longest wait between reconnections, ms (the wait doubles from 250 ms up to it); a server's
+   * Retry-After (429, 503) is waited in full. @defaultValue 5000
+   */
   maxRetryMs?: number;
   /**
    * A stream silent this long is taken for dead and reopened, ms: the server sends a comment every
@@ -94,6 +97,8 @@ export function subscribe(
       idle = setTimeout(() => controller.abort(), idleMs);
     };
     let opened = false;
+    /** What the server asked to wait (Retry-After on 429 and 503), ms: honoured whatever maxRetryMs says. */
+    let asked = 0;
     try {
       const res = await source.fetch(streamUrl(), {
         headers: {
@@ -152,22 +157,20 @@ export function subscribe(
     } catch (e) {
       if (closed) return;
       options.onError?.(e instanceof Error ? e : new Error(String(e)), false);
-      if (e instanceof SkeinApiError && e.retryAfter !== undefined) retryMs = Math.max(retryMs, e.retryAfter * 1000);
+      if (e instanceof SkeinApiError && e.retryAfter !== undefined) asked = e.retryAfter * 1000;
     } finally {
       if (idle !== null) clearTimeout(idle);
       if (opened && !closed) options.onConnection?.(false);
     }
     if (closed) return;
     // The server ended the stream or the network dropped it: again, after a wait that grows.
-    const wait = Math.min(retryMs, maxRetryMs);
+    // Jittered, so that the clients of a restarted server do not all come back at once.
+    const wait = Math.max(asked, Math.min(retryMs, maxRetryMs) * (0.5 + Math.random() / 2));
     retryMs = Math.min(retryMs * 2, maxRetryMs);
-    timer = setTimeout(
-      () => {
-        timer = null;
-        if (!closed) void connect();
-      },
-      wait * (0.5 + Math.random() / 2),
-    );
+    timer = setTimeout(() => {
+      timer = null;
+      if (!closed) void connect();
+    }, wait);
   };
 
   if (!closed) void connect();

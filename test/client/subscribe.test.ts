@@ -132,4 +132,33 @@ describe("subscribe", () => {
     expect(refused.fatal).toBe(true);
     expect(refused.error).toMatchObject({ name: "SkeinApiError", status: 404, code: "not_found" });
   });
+
+  it("waits out a refusal for too many streams (429, Retry-After) and then connects", async () => {
+    const api = await listening({ server: { limits: { streamsPerToken: 1 } } });
+    const admin = api.client();
+    await admin.registerWorkflow({ id: "review", body: WORKFLOWS.review });
+    const run = await admin.startRun({ body: { workflow_id: "review" } });
+    const first = collector();
+    const second = collector();
+    const firstSub = admin.subscribe(run.run_id, first.onEvent, { fromStart: true });
+    let secondSub: Subscription | null = null;
+    try {
+      await first.seen("run.started");
+      const refused = await new Promise<Error>((resolve) => {
+        secondSub = admin.subscribe(run.run_id, second.onEvent, {
+          fromStart: true,
+          onError: (error, fatal) => {
+            if (!fatal) resolve(error);
+          },
+        });
+      });
+      expect(refused).toMatchObject({ status: 429, code: "too_many_requests", retryAfter: 5 });
+      firstSub.close();
+      await second.seen("run.started");
+    } finally {
+      firstSub.close();
+      (secondSub as Subscription | null)?.close();
+    }
+    expect(seqsOf(second.events)).toEqual(seqsOf(first.events).slice(0, seqsOf(second.events).length));
+  });
 });
