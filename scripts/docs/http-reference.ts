@@ -56,7 +56,8 @@ export async function httpReference(): Promise<string> {
   return out.join("\n");
 }
 
-async function openApi(): Promise<Document> {
+/** The OpenAPI document the server serves (on an in-memory engine, without the admin page). */
+export async function openApi(): Promise<Document> {
   const engine = await createEngine({ database: "sqlite::memory:", agents: {} });
   try {
     const app = await createServer({ engine, ui: false });

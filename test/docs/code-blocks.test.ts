@@ -1,7 +1,8 @@
 /**
- * Every ```ts / ```typescript block of README.md and docs/*.md type-checks with --strict against the
- * package's own source ("skein" is src/index.ts, "skein/http" is src/http/server.ts, "skein/ai-sdk"
- * is src/ai-sdk/index.ts), so the docs cannot rot. Each block is a module of its own (top-level
+ * Every ```ts / ```typescript / ```tsx block of README.md and docs/*.md type-checks with --strict
+ * against the package's own source ("skein" is src/index.ts, "skein/http" is src/http/server.ts,
+ * "skein/ai-sdk" is src/ai-sdk/index.ts, "skein/client" and "skein/react" their src/ folders; a
+ * tsx block with React's JSX), so the docs cannot rot. Each block is a module of its own (top-level
  * await works, names do not clash), compiled in memory as if it were a file beside the docs; one
  * report names every failing block by file and line.
  *
@@ -56,7 +57,7 @@ function blocksToCheck(files = docsFiles(), root = ROOT): Checked[] {
   const out: Checked[] = [];
   for (const file of files) {
     for (const block of readMarkdown(join(root, file)).blocks) {
-      if (block.lang !== "ts" && block.lang !== "typescript") continue;
+      if (block.lang !== "ts" && block.lang !== "typescript" && block.lang !== "tsx") continue;
       if (block.comment?.startsWith("<!-- ts-skip")) continue;
       const preamble = block.comment?.startsWith("<!-- ts-preamble")
         ? block.comment
@@ -65,7 +66,10 @@ function blocksToCheck(files = docsFiles(), root = ROOT): Checked[] {
             .trim()
         : "";
       const head = preamble ? `${preamble}\n` : "";
-      const name = join(VIRTUAL_DIR, `${file.replace(/[/.]/g, "_")}_${block.line}.ts`);
+      const name = join(
+        VIRTUAL_DIR,
+        `${file.replace(/[/.]/g, "_")}_${block.line}.${block.lang === "tsx" ? "tsx" : "ts"}`,
+      );
       out.push({ name, source: `${head}${block.code}\nexport {};\n`, block, offset: head.split("\n").length - 1 });
     }
   }
@@ -86,8 +90,15 @@ function typeCheck(blocks: Checked[]): Map<Checked, string[]> {
     esModuleInterop: true,
     resolveJsonModule: true,
     types: ["node"],
+    jsx: ts.JsxEmit.ReactJSX,
     baseUrl: ROOT,
-    paths: { skein: ["src/index.ts"], "skein/http": ["src/http/server.ts"], "skein/ai-sdk": ["src/ai-sdk/index.ts"] },
+    paths: {
+      skein: ["src/index.ts"],
+      "skein/http": ["src/http/server.ts"],
+      "skein/ai-sdk": ["src/ai-sdk/index.ts"],
+      "skein/client": ["src/client/index.ts"],
+      "skein/react": ["src/react/index.ts"],
+    },
   };
   const host = ts.createCompilerHost(options);
   const getSourceFile = host.getSourceFile.bind(host);
@@ -129,7 +140,7 @@ function typeCheck(blocks: Checked[]): Map<Checked, string[]> {
 }
 
 function docName(b: Checked): string {
-  const base = b.name.slice(VIRTUAL_DIR.length + 1).replace(/_\d+\.ts$/, "");
+  const base = b.name.slice(VIRTUAL_DIR.length + 1).replace(/_\d+\.tsx?$/, "");
   return base.replace(/_md$/, ".md").replace(/^docs_/, "docs/");
 }
 

@@ -143,6 +143,15 @@ describe("the package's declarations (as npm run build writes them)", () => {
     SLOW,
   );
 
+  it(
+    "export every type a signature of `skein/client` names, and of `skein/react` (or `skein/client` does)",
+    () => {
+      expect(unexportedTypes(files, distPath("client/index.d.ts"))).toEqual([]);
+      expect(unexportedTypes(files, distPath("react/index.d.ts"), [distPath("client/index.d.ts")])).toEqual([]);
+    },
+    SLOW,
+  );
+
   it("ship nothing marked @internal", () => {
     expect(internalLeft(files)).toEqual([]);
     const engine = files.get(distPath("engine/engine.d.ts")) ?? "";
