@@ -35,6 +35,7 @@ export type {
   Run,
   RunEvent,
   RunParent,
+  RunTags,
   RunUsage,
   Schedule,
   ScheduleInput,

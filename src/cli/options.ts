@@ -1,5 +1,5 @@
 /** What commands share: the global --db option, help examples, and the resume command line. */
-import type { Command } from "commander";
+import { type Command, InvalidArgumentError } from "commander";
 
 export const DEFAULT_DB = "sqlite:./skein.db";
 
@@ -66,4 +66,14 @@ export function reviewCommand(runId: string, nodeId: string, assignee: string | 
 
 export function shellQuote(word: string): string {
   return /^[A-Za-z0-9_\-./:@=+,]+$/.test(word) ? word : `'${word.replace(/'/g, `'\\''`)}'`;
+}
+
+/**
+ * A repeatable `--tag name=value` (run tags, DESIGN §16), collected into one object: the value is
+ * all after the first `=`. The names and values are checked by the engine.
+ */
+export function collectTag(pair: string, tags: Record<string, string> = {}): Record<string, string> {
+  const at = pair.indexOf("=");
+  if (at <= 0) throw new InvalidArgumentError("expected name=value, e.g. --tag customer=acme.");
+  return { ...tags, [pair.slice(0, at)]: pair.slice(at + 1) };
 }

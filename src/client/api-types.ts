@@ -875,6 +875,10 @@ export interface components {
                     probe?: true;
                 };
             } | null;
+            /** @description its tags: startRun's name/value pairs, inherited by child runs ({} when none) */
+            tags: {
+                [key: string]: string;
+            };
         };
         /** @description Why a visit, an attempt or a run failed */
         VisitError: {
@@ -951,6 +955,10 @@ export interface components {
                     probe?: true;
                 };
             } | null;
+            /** @description its tags: startRun's name/value pairs, inherited by child runs ({} when none) */
+            tags: {
+                [key: string]: string;
+            };
             /** @description the current visit of each node, in document order */
             nodes: components["schemas"]["Visit"][];
             waiting_reviews: number;
@@ -1941,6 +1949,8 @@ export interface operations {
                 created_before?: number;
                 /** @description only runs whose input or output contains this text, case-insensitively (3 to 200 characters) */
                 q?: string;
+                /** @description only runs carrying this tag, as name:value (repeat it: runs carrying every one) */
+                tag?: string | string[];
                 limit?: number;
                 /** @description next_cursor of the previous page */
                 cursor?: string;
@@ -2030,6 +2040,10 @@ export interface operations {
                     idempotency_key?: string;
                     /** @description the run's budget, replacing the workflow's budget */
                     budget?: components["schemas"]["Budget"];
+                    /** @description at most 16 name/value pairs (names of A-Z a-z 0-9 _ . : -), inherited by child runs; GET /v1/runs?tag=name:value finds them */
+                    tags?: {
+                        [key: string]: string;
+                    };
                 };
             };
         };

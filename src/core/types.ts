@@ -108,7 +108,15 @@ export interface Run<O = Json> {
    * are expected to use, by `<execution_id>@<attempt>` (DESIGN §13.1, budgets reserve); null: none.
    */
   reserved: Reservations | null;
+  /**
+   * Its tags (DESIGN §16): at most 16 string pairs given to startRun, inherited by its child runs
+   * and map items; listRuns filters by them. {} when none.
+   */
+  tags: RunTags;
 }
+
+/** A run's tags: names to values, both strings. */
+export type RunTags = Record<string, string>;
 
 /** An attempt's expected usage, reserved against a budget; `probe`: nothing was known of it (it runs alone). */
 export interface Reservation {

@@ -7,7 +7,7 @@ import type { EgressOptions } from "../calls/egress.js";
 import type { LlmOptions } from "../calls/llm/providers.js";
 import type { McpOptions } from "../calls/mcp.js";
 import type { Clock } from "../clock.js";
-import type { Budget, Compensation, Json, LiveEvent, Run, RunEvent, Visit } from "../core/types.js";
+import type { Budget, Compensation, Json, LiveEvent, Run, RunEvent, RunTags, Visit } from "../core/types.js";
 import type { ChildRun } from "../store/store.js";
 import type { SecretOption } from "./attempts/secrets.js";
 import type { TaskLimits } from "./attempts/task-limits.js";
@@ -219,6 +219,13 @@ export interface StartRunOptions {
    * @defaultValue every workflow
    */
   scope?: readonly string[];
+  /**
+   * Tags (DESIGN §16): at most 16 pairs of a name (1 to 64 of `A-Z a-z 0-9 _ . : -`) and a string
+   * value (at most 256 characters), inherited by the run's child runs; `listRuns({ tags })`
+   * finds the runs that carry all of the pairs given.
+   * @example engine.startRun("support", { input, tags: { customer: "acme", channel: "email" } })
+   */
+  tags?: RunTags;
   /**
    * Hears every event of the run from its first (`run.started`), exactly once, until the run
    * ends (its run.succeeded, run.failed or run.cancelled event is the last), or the engine

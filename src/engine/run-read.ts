@@ -13,6 +13,7 @@ import type { RunWithNodes } from "./engine-options.js";
 import type { EngineParts } from "./engine-parts.js";
 import { refuseNul } from "./identifiers.js";
 import { mapProgress } from "./map-items.js";
+import { tagsProblems } from "./run-start.js";
 
 /** What reading and waiting for a run use of the engine's parts. */
 export type RunReadParts = Pick<
@@ -94,6 +95,10 @@ export function listRuns(store: Store, filter: RunFilter): Promise<Run[]> {
     throw new ValidationError(
       `listRuns: q must be at least ${MIN_SEARCH_CHARS} characters (the search index is of trigrams), got ${JSON.stringify(filter.q)}`,
     );
+  }
+  if (filter.tags !== undefined) {
+    const problems = tagsProblems(filter.tags, "tags");
+    if (problems.length > 0) throw new ValidationError("listRuns: tags is not a valid filter", problems);
   }
   return store.listRuns(filter);
 }

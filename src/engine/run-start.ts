@@ -4,7 +4,7 @@
  */
 import { budgetOf, budgetProblem, NO_USAGE } from "../core/budget.js";
 import { scopeAllows } from "../core/scope.js";
-import type { Budget, Json, Run } from "../core/types.js";
+import type { Budget, Json, Run, RunTags } from "../core/types.js";
 import { ValidationError } from "../errors.js";
 import { uuidv7 } from "../ids.js";
 import type { StartRunOptions } from "./engine-options.js";
@@ -46,6 +46,7 @@ export function newRun(
       ]);
     }
   }
+  const tags = tagsOf(options.tags);
   if (options.budget !== undefined) {
     const bad = budgetProblem(options.budget);
     if (bad) throw new ValidationError("Run budget is not valid", [{ path: "budget", message: bad }]);
@@ -58,8 +59,48 @@ export function newRun(
     // startRun's budget replaces the workflow's (DESIGN §12).
     budget: budgetOf(options.budget ?? workflow.definition.budget),
     scope: options.scope ? [...options.scope] : null,
+    tags,
     now,
   });
+}
+
+/** The most tags a run carries. */
+export const MAX_TAGS = 16;
+/** A tag's name: what a filter, a URL's `tag=name:value` and a CLI's `--tag name=value` can carry. */
+export const TAG_NAME = /^[A-Za-z0-9_.:-]{1,64}$/;
+/** The longest tag value, in characters. */
+export const MAX_TAG_VALUE = 256;
+
+/**
+ * startRun's tags, checked and copied ({} when none).
+ * @throws ValidationError naming each tag that is not valid
+ */
+export function tagsOf(tags: unknown): RunTags {
+  if (tags === undefined) return {};
+  const problems = tagsProblems(tags, "tags");
+  if (problems.length > 0) throw new ValidationError("Run tags are not valid", problems);
+  return { ...(tags as RunTags) };
+}
+
+/** What is wrong with `tags` (as startRun's tags or a listRuns filter), each with its path. */
+export function tagsProblems(tags: unknown, path: string): { path: string; message: string }[] {
+  if (tags === null || typeof tags !== "object" || Array.isArray(tags)) {
+    return [{ path, message: 'must be an object of string values, e.g. { "customer": "acme" }' }];
+  }
+  const entries = Object.entries(tags);
+  const problems: { path: string; message: string }[] = [];
+  if (entries.length > MAX_TAGS) problems.push({ path, message: `has ${entries.length} tags, more than ${MAX_TAGS}` });
+  for (const [name, value] of entries) {
+    if (!TAG_NAME.test(name)) {
+      problems.push({
+        path: `${path}.${name}`,
+        message: "a tag's name is 1 to 64 characters of A-Z, a-z, 0-9, _ . : and -",
+      });
+    } else if (typeof value !== "string" || value.length > MAX_TAG_VALUE) {
+      problems.push({ path: `${path}.${name}`, message: `must be a string of at most ${MAX_TAG_VALUE} characters` });
+    }
+  }
+  return problems;
 }
 
 /**
@@ -77,6 +118,8 @@ export function runRow(
     budget: Budget | null;
     /** What it may start (DESIGN §13.1): its root starter's scope, which a child run inherits; null: everything. */
     scope: string[] | null;
+    /** Its tags: startRun's, or those of the run that started it. */
+    tags: RunTags;
   },
 ): Run {
   return {
@@ -103,5 +146,6 @@ export function runRow(
     budget: o.budget,
     scope: o.scope,
     reserved: null,
+    tags: o.tags,
   };
 }

@@ -128,6 +128,9 @@ export const RunSchema = z
       .describe(
         "on a run with a budget: the expected usage of each attempt in flight under it (its own and its child runs'), by <execution_id>@<attempt>; probe: nothing was known of the attempt, which runs alone. A scoped token reads the child runs' entries summed under one key, [run out of scope]. null: nothing reserved",
       ),
+    tags: z
+      .record(z.string(), z.string())
+      .describe("its tags: startRun's name/value pairs, inherited by child runs ({} when none)"),
   })
   .meta({ id: "Run", description: "A run of a workflow version" });
 

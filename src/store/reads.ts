@@ -36,6 +36,8 @@ export interface RunFilter {
    * runs (not indexed: thousands per map), even when `workflow_id` names their item workflow.
    */
   q?: string;
+  /** Only runs that carry every one of these tags (DESIGN §16; migration 024's index). */
+  tags?: Readonly<Record<string, string>>;
 }
 
 /** `text` inside a LIKE pattern (escape character `\`): its `\`, `%` and `_` match themselves. */

@@ -132,6 +132,21 @@ export function progressText(value: unknown): string {
   return typeof value === "string" ? value : (content ?? JSON.stringify(value, null, 2));
 }
 
+/** A run's tags as `name: value` labels, text only; nothing when it has none. */
+export function Tags(props: { tags: Record<string, string> | undefined }) {
+  const entries = Object.entries(props.tags ?? {});
+  if (entries.length === 0) return null;
+  return (
+    <ul class="tags" aria-label="tags">
+      {entries.map(([name, value]) => (
+        <li key={name} class="tag">
+          {name}: {value}
+        </li>
+      ))}
+    </ul>
+  );
+}
+
 /** Text that grows while an attempt runs, kept scrolled to its end: a live log, text only. */
 export function LiveText(props: { text: string; label: string }) {
   const box = useRef<HTMLPreElement>(null);

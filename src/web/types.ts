@@ -40,6 +40,8 @@ export interface Run {
   end_cause: string | null;
   trace_id: string;
   needs_attention: boolean;
+  /** Its tags, name to value ({} when none; absent from an older server). */
+  tags?: Record<string, string>;
   created_at: number;
   updated_at: number;
   deadline_at: number;

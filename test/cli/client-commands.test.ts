@@ -74,6 +74,32 @@ describe("skein workflows", () => {
 });
 
 describe("skein start, status, list, events", () => {
+  it("starts runs with --tag and lists them by --tag (every one given); a malformed tag exits 2", async () => {
+    const ws = workspace();
+    const db = ["--db", ws.db];
+    await skein(["workflows", "put", ws.file("w.json", WORKFLOWS.small), ...db], ws.dir);
+    const start = async (...tags: string[]) => {
+      const r = await skein(["start", "small", ...tags.flatMap((t) => ["--tag", t]), ...db], ws.dir);
+      expect(r.code, r.stderr).toBe(0);
+      return r.stdout.trim();
+    };
+    const acme = await start("customer=acme", "tier=gold");
+    const globex = await start("customer=globex", "tier=gold");
+    const listed = async (...tags: string[]) => {
+      const r = await skein(["list", ...tags.flatMap((t) => ["--tag", t]), "--json", ...db], ws.dir);
+      expect(r.code, r.stderr).toBe(0);
+      return json<{ run_id: string; tags: Record<string, string> }[]>(r);
+    };
+    expect((await listed("customer=acme")).map((r) => [r.run_id, r.tags])).toEqual([
+      [acme, { customer: "acme", tier: "gold" }],
+    ]);
+    expect((await listed("tier=gold")).map((r) => r.run_id).sort()).toEqual([acme, globex].sort());
+    expect((await listed("tier=gold", "customer=globex")).map((r) => r.run_id)).toEqual([globex]);
+    const bad = await skein(["list", "--tag", "customer", ...db], ws.dir);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain("expected name=value");
+  });
+
   it("starts a run without an engine, and reads it back", async () => {
     const ws = workspace();
     const db = ["--db", ws.db];

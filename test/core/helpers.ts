@@ -86,6 +86,7 @@ export function makeRun(extra: Partial<Run> = {}): Run {
     budget: null,
     scope: null,
     reserved: null,
+    tags: {},
     ...extra,
   };
 }

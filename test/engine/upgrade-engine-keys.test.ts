@@ -53,6 +53,10 @@ const ITEM_ATTEMPTS_BEFORE_021 = `
 
 /** What migration 022 added: durable steps. */
 const STEPS_BEFORE_022 = "DROP TABLE steps;";
+/** What migration 024 added: run tags. */
+const TAGS_BEFORE_024 = onPostgres
+  ? "DROP INDEX runs_by_tags; ALTER TABLE runs DROP COLUMN tags;"
+  : "DROP TABLE run_tags; ALTER TABLE runs DROP COLUMN tags;";
 
 /** The newest migration before 014 on this store (PostgreSQL has no 013). */
 const BEFORE = onPostgres ? 12 : 13;
@@ -213,6 +217,7 @@ describe("upgrading to engine keys under skein: (migration 014)", () => {
        ${onPostgres ? "" : EVENTS_BEFORE_020}
        ${ITEM_ATTEMPTS_BEFORE_021}
        ${STEPS_BEFORE_022}
+       ${TAGS_BEFORE_024}
        DELETE FROM skein_migrations WHERE version > ${BEFORE};
        UPDATE schedules SET next_fire_at = last_slot_at WHERE schedule_id = 'nightly';`,
     );

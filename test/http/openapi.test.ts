@@ -222,6 +222,7 @@ describe("GET /v1/openapi.json", () => {
       ["created_after", "query", false],
       ["created_before", "query", false],
       ["q", "query", false],
+      ["tag", "query", false],
       ["limit", "query", false],
       ["cursor", "query", false],
     ]);

@@ -58,6 +58,7 @@ describeStore("sqlite")("SQLite schema", () => {
       { version: 21, name: "item_attempts" },
       { version: 22, name: "steps" },
       { version: 23, name: "thread_steps" },
+      { version: 24, name: "run_tags" },
     ]);
     db.close();
   });

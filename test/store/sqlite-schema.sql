@@ -101,6 +101,13 @@ CREATE TABLE rate_buckets (
   updated_at  INTEGER NOT NULL
 );
 
+CREATE TABLE run_tags (
+  name   TEXT NOT NULL,
+  value  TEXT NOT NULL,
+  run_id TEXT NOT NULL,
+  PRIMARY KEY (name, value, run_id)
+) WITHOUT ROWID;
+
 CREATE VIRTUAL TABLE run_text USING fts5(text, tokenize = 'trigram', content = '', contentless_delete = 1);
 
 CREATE TABLE 'run_text_config'(k PRIMARY KEY, v) WITHOUT ROWID;
@@ -142,7 +149,7 @@ CREATE TABLE runs (
   created_at        INTEGER NOT NULL,
   updated_at        INTEGER NOT NULL,
   deadline_at       INTEGER NOT NULL,  -- the run's TTL
-  ended_at          INTEGER, parent TEXT, revision INTEGER NOT NULL DEFAULT 0, schedule_id TEXT, usage TEXT NOT NULL DEFAULT '{"tokens_in":0,"tokens_out":0,"cost":0}', budget TEXT, scope TEXT, reserved TEXT,
+  ended_at          INTEGER, parent TEXT, revision INTEGER NOT NULL DEFAULT 0, schedule_id TEXT, usage TEXT NOT NULL DEFAULT '{"tokens_in":0,"tokens_out":0,"cost":0}', budget TEXT, scope TEXT, reserved TEXT, tags TEXT NOT NULL DEFAULT '{}',
   FOREIGN KEY (workflow_id, workflow_version) REFERENCES workflows (id, version)
 );
 
@@ -246,6 +253,8 @@ CREATE INDEX map_items_ready ON map_items (ready_at) WHERE ready_at IS NOT NULL;
 CREATE INDEX map_items_running ON map_items (run_id, node_id, visit, idx) WHERE state = 'RUNNING';
 
 CREATE INDEX map_items_running_children ON map_items (child_run_id) WHERE state = 'RUNNING';
+
+CREATE INDEX run_tags_by_run ON run_tags (run_id);
 
 CREATE INDEX runs_active_by_schedule ON runs (schedule_id) WHERE schedule_id IS NOT NULL AND ended_at IS NULL;
 

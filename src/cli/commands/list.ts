@@ -2,7 +2,7 @@
 import { type Command, InvalidArgumentError, Option } from "commander";
 import { parseDuration } from "../../engine/retention.js";
 import { withClient } from "../database.js";
-import { dbOf, examples } from "../options.js";
+import { collectTag, dbOf, examples } from "../options.js";
 import { formatMs, formatTime, printJson, println, table } from "../output.js";
 
 const STATUSES = ["RUNNING", "COMPENSATING", "SUCCEEDED", "FAILED", "CANCELLED"] as const;
@@ -14,6 +14,7 @@ interface ListOptions {
   search?: string;
   id?: string;
   since?: number;
+  tag?: Record<string, string>;
   limit: number;
   json?: boolean;
 }
@@ -29,6 +30,7 @@ export function registerList(program: Command): void {
     .option("--search <text>", "only runs whose input or output contains this text, any case (3 characters or more)")
     .option("--id <text>", "only runs whose run_id contains this (its start, its end or any part)")
     .option("--since <duration>", 'only runs created in the last duration, e.g. "45m", "12h", "7d"', durationMs)
+    .option("--tag <name=value>", "only runs carrying this tag (repeat: runs carrying every one)", collectTag)
     .option("--limit <n>", "at most this many runs (1 to 1000)", positiveInt, 20)
     .option("--json", "print the runs as a JSON array")
     .addHelpText(
@@ -48,6 +50,7 @@ export function registerList(program: Command): void {
           ...(options.search !== undefined ? { q: options.search } : {}),
           ...(options.id ? { id_contains: options.id } : {}),
           ...(options.since !== undefined ? { created_after: Date.now() - options.since } : {}),
+          ...(options.tag !== undefined ? { tags: options.tag } : {}),
         }),
       );
       if (options.json) return printJson(runs);

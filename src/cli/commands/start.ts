@@ -3,7 +3,7 @@ import type { Command } from "commander";
 import type { Budget } from "../../core/types.js";
 import { withClient } from "../database.js";
 import { parseInputOption, parseJsonOption } from "../input.js";
-import { dbOf, examples } from "../options.js";
+import { collectTag, dbOf, examples } from "../options.js";
 import { println } from "../output.js";
 
 export function registerStart(program: Command): void {
@@ -18,17 +18,19 @@ export function registerStart(program: Command): void {
       "--budget <json|@file>",
       'the run\'s budget, replacing the workflow\'s: {"max_tokens": n, "max_cost": n} (either or both)',
     )
+    .option("--tag <name=value>", "a tag of the run, inherited by its child runs (repeat for more)", collectTag)
     .addHelpText(
       "after",
       examples(
         `skein start content-publish --input '{"topic":"agents"}'`,
+        "skein start support --tag customer=acme --tag channel=email",
         `skein start research --budget '{"max_tokens":100000}'`,
       ),
     )
     .action(
       async (
         workflowId: string,
-        options: { input?: string; idempotencyKey?: string; budget?: string },
+        options: { input?: string; idempotencyKey?: string; budget?: string; tag?: Record<string, string> },
         command: Command,
       ) => {
         const input = parseInputOption(options.input);
@@ -39,6 +41,7 @@ export function registerStart(program: Command): void {
             ...(options.idempotencyKey === undefined ? {} : { idempotency_key: options.idempotencyKey }),
             // Checked by startRun: a bad figure is a ValidationError naming budget.<field>.
             ...(budget === undefined ? {} : { budget: budget as Budget }),
+            ...(options.tag === undefined ? {} : { tags: options.tag }),
           }),
         );
         println(run.run_id);

@@ -120,6 +120,7 @@ async function fireSlot(f: FlushContext, s: Schedule, slot: number): Promise<Han
     parent: null,
     budget: budgetOf(workflow.definition.budget),
     scope: s.scope, // the scope of the token that put the schedule (DESIGN §13.1)
+    tags: {},
     now: f.now,
     schedule_id: s.schedule_id,
   });

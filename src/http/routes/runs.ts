@@ -48,6 +48,12 @@ const StartBody = z
       .optional()
       .describe("the same key returns the same run; the same key with another input is a 409"),
     budget: BudgetSchema.optional().describe("the run's budget, replacing the workflow's budget"),
+    tags: z
+      .record(z.string(), z.string())
+      .optional()
+      .describe(
+        "at most 16 name/value pairs (names of A-Z a-z 0-9 _ . : -), inherited by child runs; GET /v1/runs?tag=name:value finds them",
+      ),
   })
   .strict();
 
@@ -82,10 +88,30 @@ const ListQuery = z
       .describe(
         `only runs whose input or output contains this text, case-insensitively (${MIN_SEARCH_CHARS} to ${SEARCH_MAX_CHARS} characters)`,
       ),
+    tag: z
+      .union([z.string(), z.array(z.string())])
+      .optional()
+      .describe("only runs carrying this tag, as name:value (repeat it: runs carrying every one)"),
     limit: z.coerce.number().int().min(1).max(1000).default(50),
     cursor: z.string().max(1000).optional().describe("next_cursor of the previous page"),
   })
   .strict();
+
+/** `tag=name:value` (one or repeated) as listRuns' tags: the value is all after the first colon. */
+function tagFilter(tag: string | string[] | undefined): Record<string, string> | undefined {
+  if (tag === undefined) return undefined;
+  const tags: Record<string, string> = {};
+  for (const pair of Array.isArray(tag) ? tag : [tag]) {
+    const at = pair.indexOf(":");
+    if (at <= 0) {
+      throw new ValidationError("Invalid request query", [
+        { path: "query.tag", message: `is name:value (e.g. customer:acme), got ${JSON.stringify(pair)}` },
+      ]);
+    }
+    tags[pair.slice(0, at)] = pair.slice(at + 1);
+  }
+  return tags;
+}
 
 const CancelBody = z
   .object({
@@ -169,7 +195,7 @@ export function registerRunRoutes(app: FastifyInstance, { engine, rates }: Route
       },
     },
     async (request, reply) => {
-      const { workflow_id, input, idempotency_key, budget } = request.body;
+      const { workflow_id, input, idempotency_key, budget, tags } = request.body;
       rates.starts.take(request.principal?.name);
       if (!inScope(request.principal, workflow_id)) {
         throw new ForbiddenError(
@@ -190,6 +216,7 @@ export function registerRunRoutes(app: FastifyInstance, { engine, rates }: Route
           input,
           ...(idempotency_key === undefined ? {} : { idempotency_key }),
           ...(budget === undefined ? {} : { budget }),
+          ...(tags === undefined ? {} : { tags }),
           // The run and its children may start only what the token may (DESIGN §13.1).
           ...(request.principal?.workflows ? { scope: request.principal.workflows.patterns } : {}),
           traceparent: traceparentOf(request.headers.traceparent, request.id),
@@ -236,9 +263,11 @@ export function registerRunRoutes(app: FastifyInstance, { engine, rates }: Route
         created_after,
         created_before,
         q,
+        tag,
         limit,
         cursor,
       } = request.query;
+      const tags = tagFilter(tag);
       const scope = await visibleWorkflowIds(engine, request.principal);
       const runs = await engine.listRuns({
         limit: limit + 1,
@@ -250,6 +279,7 @@ export function registerRunRoutes(app: FastifyInstance, { engine, rates }: Route
         ...(created_after === undefined ? {} : { created_after }),
         ...(created_before === undefined ? {} : { created_before }),
         ...(q === undefined ? {} : { q }),
+        ...(tags === undefined ? {} : { tags }),
         ...(scope === null ? {} : { workflow_ids: scope }),
         ...(cursor === undefined ? {} : { before: decodeCursor(cursor) }),
       });

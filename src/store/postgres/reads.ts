@@ -113,6 +113,9 @@ export function postgresReads(read: Read, clock: { now(): number } | undefined):
         // Map item runs are not searched (nor indexed), as on SQLite.
         where.push(`strpos(workflow_id, '/') = 0 AND (input::text ILIKE ${pattern} OR output::text ILIKE ${pattern})`);
       }
+      if (filter.tags && Object.keys(filter.tags).length > 0) {
+        where.push(`tags @> ${param(JSON.stringify(filter.tags))}::jsonb`);
+      }
       if (filter.before) {
         where.push(
           `(created_at, run_id) < (SELECT created_at, run_id FROM runs WHERE run_id = ${param(filter.before)})`,

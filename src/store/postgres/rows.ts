@@ -71,6 +71,7 @@ export const RUN_COLUMNS: Columns<Run> = {
   budget: "json",
   scope: "json",
   reserved: "json",
+  tags: "json!",
 };
 
 export const VISIT_COLUMNS: Columns<Visit> = {

@@ -35,7 +35,7 @@ export function sqlitePrune(db: Database.Database): PruneTx {
     ),
     rows: db.prepare(`SELECT run_id, status, ended_at FROM runs WHERE run_id IN ${IDS}`),
     deletes: [
-      ...["event_batches", "inbox", "compensations", "map_items", "steps", "visits", "runs"].map((table) =>
+      ...["event_batches", "inbox", "compensations", "map_items", "steps", "visits", "run_tags", "runs"].map((table) =>
         db.prepare(`DELETE FROM ${table} WHERE run_id IN ${IDS}`),
       ),
       db.prepare(`DELETE FROM run_trees WHERE root_run_id IN ${IDS}`), // a pruned root's tree count (migration 015)

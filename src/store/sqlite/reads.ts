@@ -138,6 +138,10 @@ export function sqliteReads(read: Read): StoreReads {
         const text = searchTextOf(filter.q);
         params.push(`"${text.replaceAll('"', '""')}"`, text.toLowerCase());
       }
+      for (const [name, value] of Object.entries(filter.tags ?? {})) {
+        where.push("run_id IN (SELECT run_id FROM run_tags WHERE name = ? AND value = ?)");
+        params.push(name, value);
+      }
       if (filter.before) {
         where.push("(created_at, run_id) < (SELECT created_at, run_id FROM runs WHERE run_id = ?)");
         params.push(filter.before);

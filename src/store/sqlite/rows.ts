@@ -10,6 +10,7 @@ import type {
   Run,
   RunEvent,
   RunParent,
+  RunTags,
   RunUsage,
   Visit,
   VisitError,
@@ -40,6 +41,7 @@ export interface DbRun {
   budget: string | null;
   scope: string | null;
   reserved: string | null;
+  tags: string;
   /** Not part of a Run: how many times the run's rows were written (LoadedRun). */
   revision?: number;
 }
@@ -115,6 +117,7 @@ export function runFromDb({ revision: _, ...r }: DbRun): Run {
     budget: parse<Budget>(r.budget),
     scope: parse<string[]>(r.scope),
     reserved: parse<Reservations>(r.reserved),
+    tags: JSON.parse(r.tags) as RunTags,
   };
 }
 
@@ -130,6 +133,7 @@ export function runToDb(r: Run): DbRun {
     budget: text(r.budget),
     scope: text(r.scope),
     reserved: text(r.reserved),
+    tags: JSON.stringify(r.tags),
   };
 }
 

@@ -63,6 +63,7 @@ export function sqliteRuns(db: Database.Database, kept: KeptRuns): RunsTx {
       // Positional parameters, as for visits.
       const row = runToDb(run);
       s.insertRun.run(runColumns.map((c) => row[c]));
+      for (const [name, value] of Object.entries(run.tags)) s.insertTag.run(name, value, run.run_id);
       kept.runs.add(run.run_id);
     }
   };
@@ -179,6 +180,8 @@ function prepare(db: Database.Database) {
     insertRun: db.prepare(
       `INSERT INTO runs (${runColumns.join(", ")}) VALUES (${runColumns.map(() => "?").join(", ")})`,
     ),
+    // A run's tags, one row each: what listRuns' tag filter looks up (migration 024).
+    insertTag: db.prepare("INSERT OR IGNORE INTO run_tags (name, value, run_id) VALUES (?, ?, ?)"),
     // Positional, in runUpdateParams' order.
     updateRun: db
       .prepare(
@@ -253,6 +256,7 @@ const runColumns: (keyof DbRun)[] = [
   "budget",
   "scope",
   "reserved",
+  "tags",
 ];
 
 const compensationColumns: (keyof DbCompensation)[] = [

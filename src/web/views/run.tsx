@@ -6,7 +6,7 @@
  */
 import { useEffect, useRef, useState } from "preact/hooks";
 import { api } from "../api.js";
-import { Badge, ErrorNote, JsonBlock, Time } from "../components.js";
+import { Badge, ErrorNote, JsonBlock, Tags, Time } from "../components.js";
 import { elapsed, reasonTone, usageText, wakesAt } from "../format.js";
 import { GraphView } from "../graph/graph-view.js";
 import { workflowGraph } from "../graph/model.js";
@@ -60,6 +60,7 @@ export function RunPage(props: { runId: string; node?: string | undefined }) {
           Run <code>{data.run_id}</code> <Badge state={data.status} />
           {data.needs_attention && <span class="attention"> needs attention</span>}
         </h2>
+        <Tags tags={data.tags} />
         <div class="actions">
           {awaitedEvents(data).length > 0 && (
             <button type="button" onClick={() => setDialog("event")}>

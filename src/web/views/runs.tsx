@@ -5,7 +5,7 @@
  */
 import { useEffect, useRef, useState } from "preact/hooks";
 import { api, query } from "../api.js";
-import { Badge, ErrorNote, Time } from "../components.js";
+import { Badge, ErrorNote, Tags, Time } from "../components.js";
 import { elapsed, reasonTone, shortId } from "../format.js";
 import { useLiveEvents, useLoad, useNow } from "../hooks.js";
 import { href, navigate, type RunsFilter } from "../route.js";
@@ -185,6 +185,7 @@ export function RunsPage(props: { filter: RunsFilter }) {
                       {run.workflow_id}
                     </a>{" "}
                     <span class="muted">v{run.workflow_version}</span>
+                    <Tags tags={run.tags} />
                   </td>
                   <td>
                     <Badge state={run.status} />

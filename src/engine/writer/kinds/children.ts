@@ -205,6 +205,7 @@ export class Children implements KindStep, ChildRuns {
       parent: child.parent,
       budget: budgetOf(workflow.definition.budget),
       scope: rs.run.scope, // the root's, inherited
+      tags: rs.run.tags,
       now: f.now,
     });
     f.addRun(startRunState(run, workflow.graph, f.now));

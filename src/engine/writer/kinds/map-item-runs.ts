@@ -46,6 +46,7 @@ export async function itemRunMaker(f: FlushContext, rs: RunState, v: Visit): Pro
     idempotency_key: itemKey(v, index),
     parent: parentLink(rs.run, v, index),
     scope: rs.run.scope, // the root's, inherited
+    tags: rs.run.tags,
     now: f.now,
   });
   if (!("workflow_id" in mapPayload(v.payload).each)) {
