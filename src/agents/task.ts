@@ -49,11 +49,12 @@ export interface Task<P = Json, I = Json> {
   /** Renews the lease of a long attempt (never past its timeout). Resolves false when the attempt is no longer held. */
   heartbeat(): Promise<boolean>;
   /**
-   * Partial output while the attempt works (DESIGN §11.6): delivered live as `node.progress`, at
-   * most every `progressIntervalMs` (default 50) per attempt, the latest wins; never stored;
-   * dropped when the attempt no longer holds its visit.
+   * Partial output while the attempt works (DESIGN §11.6, §15): kept as the run's
+   * `node.progress` events and streamed, at most one every `progressIntervalMs` (default 50) per
+   * attempt: text deltas (`{ delta }`) sent within it are joined, other values replace each other;
+   * dropped once the attempt no longer holds its visit.
    * `data` must be JSON; non-JSON is dropped with a logged warning, never throws.
-   * @example task.progress({ content: textSoFar }); task.progress(`page ${i} of ${n}`);
+   * @example task.progress({ delta: newText }); task.progress(`page ${i} of ${n}`);
    */
   progress(data: unknown): void;
   /**

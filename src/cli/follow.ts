@@ -6,8 +6,8 @@
  * The view shows the run's stored events in order. This engine's events trigger a read at once;
  * what another process writes to the run (`skein review`, `cancel`, `retry`), which this engine
  * never publishes, is found by a read every second. A map node's items end without an event of
- * the run: the table reads the run every second for their counts. Progress (`node.progress`,
- * never stored) goes to the view as this engine publishes it.
+ * the run: the table reads the run every second for their counts. Progress (`node.progress`)
+ * goes to the view as this engine publishes it.
  */
 import type { Engine, ProgressEvent, RunEvent } from "../index.js";
 import { type LiveView, lineView, RunProgress, tableView } from "./live-view.js";

@@ -229,8 +229,8 @@ export interface StartRunOptions {
   /**
    * Hears every event of the run from its first (`run.started`), exactly once, until the run
    * ends (its run.succeeded, run.failed or run.cancelled event is the last), or the engine
-   * closes. A run an idempotency key returns is replayed from its first event too. Stored events
-   * only: progress (`node.progress`) reaches `Engine.subscribe` listeners.
+   * closes. A run an idempotency key returns is replayed from its first event too. Progress
+   * (`node.progress`) is left out: `Engine.subscribe` listeners hear it.
    */
   onEvent?: (event: RunEvent) => void;
 }
@@ -315,5 +315,5 @@ export interface PendingReview {
   trace_id: string;
 }
 
-/** An `Engine.subscribe` listener: stored events (with `seq`) and live progress (`node.progress`, no `seq`). */
+/** An `Engine.subscribe` listener: the runs' events, each with its `seq`, progress (`node.progress`) among them. */
 export type EventListener = (event: LiveEvent) => void;

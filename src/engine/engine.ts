@@ -247,9 +247,9 @@ export class Engine {
   }
 
   /**
-   * Partial output of a claimed task (DESIGN §11.6): delivered live to subscribers as
-   * `node.progress` (throttled per attempt, never stored); `delivered: false` when the attempt
-   * no longer runs.
+   * Partial output of a claimed task (DESIGN §11.6, §15): kept as the run's `node.progress`
+   * event (throttled per attempt, text deltas joined) and delivered once committed;
+   * `delivered: false` when the attempt no longer runs.
    * @throws ConflictError when the caller does not hold the attempt; ForbiddenError for an agent
    *   type its token may not claim; NotFoundError; ValidationError for progress that is not JSON
    */
@@ -452,8 +452,8 @@ export class Engine {
    * `from: 0` is the whole history. The replay reads the database, so it includes what other
    * processes wrote; live events are only this process's (on SQLite another process's engine
    * publishes its own: poll `listEvents` by seq to follow it). A listener that throws is logged.
-   * Listeners also hear running attempts' progress (`node.progress`, DESIGN §11.6: no `seq`,
-   * never stored, so a replay delivers it only once live): `if (e.type === "node.progress") ...`.
+   * Attempts' progress is among the events (`node.progress`, DESIGN §15: kept, with its `seq`,
+   * replayed like the rest): `if (e.type === "node.progress") ...`.
    * @example const stop = engine.subscribe((e) => console.log(e.seq, e.type), { run_id: run.run_id, from: 0 });
    * @returns a function that unsubscribes (and stops a replay in progress)
    * @throws ValidationError for `from` without `run_id`, or a `from` that is not an integer >= 0
