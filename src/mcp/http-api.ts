@@ -1,9 +1,10 @@
 /**
- * The MCP server's SkeinApi over `skein serve`'s HTTP API (docs/http-api.md), with fetch: for an
- * MCP server on a machine that cannot open the database, or that should act with a token's
- * rights only. The API's error answers become errors with its `code` and message (a validation
- * error with its problems, as the library's ValidationError words them).
+ * The MCP server's SkeinApi over `skein serve`'s HTTP API (docs/http-api.md), through
+ * `skein/client`: for an MCP server on a machine that cannot open the database, or that should
+ * act with a token's rights only. The API's error answers become errors with its `code` and
+ * message (a validation error with its problems, as the library's ValidationError words them).
  */
+import { createClient, SkeinApiError } from "../client/index.js";
 import type { Json, Run } from "../core/types.js";
 import { ValidationError } from "../errors.js";
 import type { Decision, EventsPage, RunsPage, RunsQuery, SkeinApi } from "./skein-api.js";
@@ -22,97 +23,79 @@ export class ApiError extends Error {
 
 /** `base`: the address `skein serve` prints (`http://127.0.0.1:8080`, with or without `/v1`). */
 export function httpApi(base: string, token: string | undefined): SkeinApi {
-  const root = `${base.replace(/\/+$/, "").replace(/\/v1$/, "")}/v1`;
-
-  async function call(method: string, path: string, body?: unknown): Promise<Response> {
-    const headers: Record<string, string> = {};
-    if (token !== undefined) headers.authorization = `Bearer ${token}`;
-    if (body !== undefined) headers["content-type"] = "application/json";
-    let response: Response;
+  const root = base.replace(/\/+$/, "").replace(/\/v1$/, "");
+  const client = createClient({ baseUrl: root, ...(token === undefined ? {} : { token }) });
+  // The client's parameters are typed from the API's schemas; the tools' zod schemas checked these already.
+  const call = client.call as unknown as (operationId: string, input?: Record<string, unknown>) => Promise<unknown>;
+  /** One operation, its failure worded for the agent (and the person setting up --url and --token). */
+  const api = async <T>(operationId: string, input?: Record<string, unknown>): Promise<T> => {
     try {
-      response = await fetch(`${root}${path}`, {
-        method,
-        headers,
-        ...(body === undefined ? {} : { body: JSON.stringify(body) }),
-      });
+      return (await call(operationId, input)) as T;
     } catch (e) {
-      const cause = (e as { cause?: { message?: string } }).cause?.message ?? (e as Error).message;
-      throw new ApiError(
-        "unavailable",
-        0,
-        `cannot reach the Skein API at ${root} (${cause}): is skein serve running there? Check --url`,
-      );
+      throw refusal(e, root);
     }
-    if (!response.ok) throw await errorOf(response);
-    return response;
-  }
-
-  const json = async <T>(method: string, path: string, body?: unknown): Promise<T> =>
-    (await (await call(method, path, body)).json()) as T;
-  const run = (id: string) => `/runs/${encodeURIComponent(id)}`;
+  };
+  const defined = (o: Record<string, unknown>) =>
+    Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined));
 
   return {
     listWorkflows: async () =>
-      (await json<{ workflows: { id: string; version: number; created_at: number }[] }>("GET", "/workflows")).workflows,
-
-    listRuns: (query: RunsQuery) => {
-      const params = new URLSearchParams({ limit: String(query.limit) });
-      if (query.status !== undefined) params.set("status", query.status);
-      if (query.workflow_id !== undefined) params.set("workflow_id", query.workflow_id);
-      if (query.q !== undefined) params.set("q", query.q);
-      if (query.id_contains !== undefined) params.set("id_contains", query.id_contains);
-      if (query.cursor !== undefined) params.set("cursor", query.cursor);
-      return json<RunsPage>("GET", `/runs?${params}`);
-    },
-
-    getRun: (runId) => json("GET", run(runId)),
-
-    graph: async (runId) => (await (await call("GET", `${run(runId)}/graph`)).text()).trimEnd(),
-
-    listEvents: (runId, { after_seq, limit }) => {
-      const params = new URLSearchParams({ limit: String(limit) });
-      if (after_seq !== undefined) params.set("after_seq", String(after_seq));
-      return json<EventsPage>("GET", `${run(runId)}/events?${params}`);
-    },
-
-    listReviews: async (runIds) => {
-      const query = runIds === undefined ? "" : `?${new URLSearchParams({ run_ids: runIds.join(",") })}`;
-      return (await json<{ reviews: Awaited<ReturnType<SkeinApi["listReviews"]>> }>("GET", `/reviews${query}`)).reviews;
-    },
-
-    startRun: (workflowId, options) => json<Run>("POST", "/runs", { workflow_id: workflowId, ...options }),
-
+      (await api<{ workflows: { id: string; version: number; created_at: number }[] }>("listWorkflows")).workflows,
+    listRuns: (q: RunsQuery) =>
+      api<RunsPage>(
+        "listRuns",
+        defined({
+          limit: q.limit,
+          status: q.status,
+          workflow_id: q.workflow_id,
+          q: q.q,
+          id_contains: q.id_contains,
+          cursor: q.cursor,
+        }),
+      ),
+    getRun: (runId) => api("getRun", { run_id: runId }),
+    graph: async (runId) => (await api<string>("getRunGraph", { run_id: runId })).trimEnd(),
+    listEvents: (runId, { after_seq, limit }) =>
+      api<EventsPage>("listRunEvents", defined({ run_id: runId, after_seq, limit })),
+    listReviews: async (runIds) =>
+      (
+        await api<{ reviews: Awaited<ReturnType<SkeinApi["listReviews"]>> }>(
+          "listReviews",
+          runIds === undefined ? {} : { run_ids: runIds.join(",") },
+        )
+      ).reviews,
+    startRun: (workflowId, options) => api<Run>("startRun", { body: { workflow_id: workflowId, ...options } }),
     review: (runId, nodeId, decision: Decision) =>
-      json("POST", `${run(runId)}/nodes/${encodeURIComponent(nodeId)}/review`, decision),
-
+      api("decideReview", { run_id: runId, node_id: nodeId, body: decision }),
     sendEvent: (runId, name, payload: Json, options) =>
-      json("POST", `${run(runId)}/events`, { name, payload, ...options }),
-
-    cancelRun: (runId, options) => json<Run>("POST", `${run(runId)}/cancel`, options),
-
-    retryRun: (runId, options) => json<Run>("POST", `${run(runId)}/retry`, options),
-
+      api("sendEvent", { run_id: runId, body: { name, payload, ...options } }),
+    cancelRun: (runId, options) => api<Run>("cancelRun", { run_id: runId, body: options }),
+    retryRun: (runId, options) => api<Run>("retryRun", { run_id: runId, body: options }),
     close: async () => {},
   };
 }
 
-/** The API's `{ error: { code, message, details } }` as an error; a body not of that shape, by its status. */
-async function errorOf(response: Response): Promise<Error> {
-  const text = await response.text();
-  let error: { code?: unknown; message?: unknown; details?: { problems?: unknown } } | undefined;
-  try {
-    error = (JSON.parse(text) as { error?: typeof error }).error;
-  } catch {
-    error = undefined;
+/** The client's failure as the tools report it: the API's refusal by its code, an unreachable server with what to check. */
+function refusal(e: unknown, root: string): Error {
+  if (e instanceof SkeinApiError) {
+    const problems = e.details.problems;
+    if (e.code === "validation" && Array.isArray(problems)) {
+      return new ValidationError(e.message, problems as ConstructorParameters<typeof ValidationError>[1]);
+    }
+    if (e.status === 401) {
+      return new ApiError(
+        e.code,
+        401,
+        `${e.message}: pass a token of skein serve's tokens as --token (or SKEIN_TOKEN)`,
+      );
+    }
+    return new ApiError(e.code, e.status, e.message);
   }
-  const code = typeof error?.code === "string" ? error.code : `http_${response.status}`;
-  const message = typeof error?.message === "string" ? error.message : `HTTP ${response.status}: ${text.slice(0, 200)}`;
-  const problems = error?.details?.problems;
-  if (code === "validation" && Array.isArray(problems)) {
-    return new ValidationError(message, problems as ConstructorParameters<typeof ValidationError>[1]);
-  }
-  if (response.status === 401) {
-    return new ApiError(code, 401, `${message}: pass a token of skein serve's tokens as --token (or SKEIN_TOKEN)`);
-  }
-  return new ApiError(code, response.status, message);
+  // fetch's own failure: no answer at all.
+  const cause = (e as { cause?: { message?: string } }).cause?.message ?? (e as Error).message;
+  return new ApiError(
+    "unavailable",
+    0,
+    `cannot reach the Skein API at ${root}/v1 (${cause}): is skein serve running there? Check --url`,
+  );
 }
