@@ -5,6 +5,7 @@
  * running node, the last line of its latest progress (DESIGN §11.6); the lines leave progress
  * out (one line per value would drown the events).
  */
+import { isTextDelta } from "../core/progress.js";
 import type { Json, MapCounts, ProgressEvent, RunEvent, RunWithNodes, Visit } from "../index.js";
 import { withMapNote } from "./map-note.js";
 import { reviewCommand } from "./options.js";
@@ -80,8 +81,7 @@ export class RunProgress {
     const row = this.rows.get(e.node_id);
     if (row && e.visit < row.visit) return;
     const p = e.data.progress;
-    const delta =
-      p !== null && typeof p === "object" && !Array.isArray(p) && typeof p.delta === "string" ? p.delta : null;
+    const delta = isTextDelta(p) ? p.delta : null;
     const kept = this.live.get(e.node_id);
     // Deltas join into the attempt's text so far; another attempt or visit starts again.
     const same = kept !== undefined && kept.visit === e.visit && kept.attempt === e.data.attempt;

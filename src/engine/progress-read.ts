@@ -2,6 +2,7 @@
  * Reading a run's kept progress (DESIGN §15): its `node.progress` events gathered per attempt,
  * text deltas joined, each attempt's stream marked superseded once the visit moved past it.
  */
+import { isTextDelta } from "../core/progress.js";
 import type { Json, RunEvent } from "../core/types.js";
 import { NotFoundError } from "../errors.js";
 import type { Store } from "../store/store.js";
@@ -77,13 +78,8 @@ function add(e: RunEvent, streams: Map<string, ProgressStream>, latest: Map<stri
     streams.set(key, s);
   }
   const value = e.data.progress as Json;
-  const delta = isObject(value) && typeof value.delta === "string" ? value.delta : null;
-  if (delta === null) s.last = value;
-  else s.text += delta;
+  if (isTextDelta(value)) s.text += value.delta;
+  else s.last = value;
   s.events += 1;
   s.last_seq = e.seq;
-}
-
-function isObject(value: Json): value is { [field: string]: Json } {
-  return value !== null && typeof value === "object" && !Array.isArray(value);
 }

@@ -14,6 +14,7 @@
  */
 import type { Logger } from "pino";
 import type { Clock, TimerHandle } from "../../clock.js";
+import { isTextDelta } from "../../core/progress.js";
 import type { EventType, Json, RunEvent } from "../../core/types.js";
 import { jsonProblem } from "../json.js";
 import type { Input } from "../writer/inputs.js";
@@ -107,7 +108,7 @@ export class ProgressStreams {
     const waiting = stream.pending?.progress;
     const both = waiting === undefined ? null : joined(waiting, progress, this.o.maxBytes);
     // A waiting delta that cannot take this one goes now: text is never dropped.
-    if (both === null && waiting !== undefined && isDelta(waiting)) this.keep(source.execution_id, stream, waiting);
+    if (both === null && waiting !== undefined && isTextDelta(waiting)) this.keep(source.execution_id, stream, waiting);
     stream.pending = { progress: both ?? progress };
     if (stream.timer === null) {
       const open = stream;
@@ -191,19 +192,9 @@ export class ProgressStreams {
   }
 }
 
-/** A text delta: `{ delta: string, ... }` (the `llm` node's, an agent turn's `{ turn, delta }`). */
-function isDelta(value: Json): value is { delta: string; [field: string]: Json } {
-  return (
-    value !== null &&
-    typeof value === "object" &&
-    !Array.isArray(value) &&
-    typeof (value as { delta?: unknown }).delta === "string"
-  );
-}
-
 /** Two deltas of the same stream (their other fields equal) as one, within `maxBytes`; else null. */
 function joined(a: Json, b: Json, maxBytes: number): Json | null {
-  if (!isDelta(a) || !isDelta(b)) return null;
+  if (!isTextDelta(a) || !isTextDelta(b)) return null;
   const { delta: first, ...restA } = a;
   const { delta: second, ...restB } = b;
   if (JSON.stringify(restA) !== JSON.stringify(restB)) return null;
