@@ -677,6 +677,11 @@ export interface components {
                  * @enum {string}
                  */
                 retry_jitter?: "none" | "full";
+                /**
+                 * @description What happens when the node's retries run out: fail (the visit fails, its failure edges fire), or pause (the run pauses with the visit waiting for an operator: resumeRun gives it one more attempt, failVisit takes the failure path). Default fail.
+                 * @enum {string}
+                 */
+                on_exhausted?: "fail" | "pause";
                 /** @description Hard cap on one attempt (human_review nodes ignore it). In seconds (> 0, fractions allowed). */
                 timeout?: number;
                 /** @description An attempt whose agent has not heartbeated for this long fails early (lease_expired). Default: none. In seconds (> 0, fractions allowed). */
@@ -751,6 +756,11 @@ export interface components {
                  * @enum {string}
                  */
                 retry_jitter?: "none" | "full";
+                /**
+                 * @description What happens when the node's retries run out: fail (the visit fails, its failure edges fire), or pause (the run pauses with the visit waiting for an operator: resumeRun gives it one more attempt, failVisit takes the failure path). Default fail.
+                 * @enum {string}
+                 */
+                on_exhausted?: "fail" | "pause";
                 /** @description An attempt whose agent has not heartbeated for this long fails early (lease_expired). Default: none. In seconds (> 0, fractions allowed). */
                 heartbeat_timeout?: number;
                 /**

@@ -47,6 +47,7 @@ export function endRun(
   }
   run.ended_at = now;
   run.updated_at = now;
+  run.paused = null; // nothing left to hold: compensations run, the run reaches its status
   rs.changes.runUpdated = true;
   rs.changes.ended = true;
   const undo = cause === "failed" || cause === "ttl" || (cause === "cancelled" && options.compensate === true);

@@ -10,6 +10,7 @@ import type { CompiledNode, WorkflowGraph } from "../definition/graph.js";
 import { finalFailureReason, retryWaitMs } from "./backoff.js";
 import { type InboxReader, type Moves, statesOf } from "./kinds/index.js";
 import { deliver as deliverEvent } from "./kinds/wait-event.js";
+import { pauseExhausted } from "./pause.js";
 import { readiness } from "./readiness.js";
 import { endRun, finishIfIdle } from "./run-end.js";
 import {
@@ -179,7 +180,9 @@ export function failAttempt(
     event(rs, "node.retrying", v, now, { attempt: v.attempt, error: errorJson(error), retry_at: v.ready_at });
     return;
   }
-  failVisit(rs, v, finalFailureReason(retryable, error), error, now);
+  // Out of retries on a node that asks for an operator then (DESIGN §16): the run pauses.
+  if (retryable && node.on_exhausted === "pause") pauseExhausted(rs, v, error, now);
+  else failVisit(rs, v, finalFailureReason(retryable, error), error, now);
 }
 
 /**

@@ -113,6 +113,24 @@ export interface Run<O = Json> {
    * and map items; listRuns filters by them. {} when none.
    */
   tags: RunTags;
+  /**
+   * Set while the run is paused (DESIGN §16): no attempt of it starts; null when it is not.
+   * `pauseRun` sets it, and a node with `on_exhausted: "pause"` whose retries ran out.
+   */
+  paused: RunPause | null;
+}
+
+/**
+ * Why and by whom a run is paused. `node_id` and `visit`: the visit whose retries ran out
+ * (`on_exhausted: "pause"`), waiting for an operator to resume it (one more attempt) or fail it.
+ */
+export interface RunPause {
+  /** Who paused it: the caller's name, or `engine` for a node whose retries ran out. */
+  by: string | null;
+  at: number;
+  reason: string | null;
+  node_id?: string;
+  visit?: number;
 }
 
 /** A run's tags: names to values, both strings. */
@@ -304,6 +322,8 @@ export type EventType =
   | "event.delivered"
   | "run.needs_attention"
   | "run.retried"
+  | "run.paused"
+  | "run.resumed"
   | "item.retrying"
   | "item.failed"
   | "item.interrupted"

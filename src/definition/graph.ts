@@ -24,6 +24,8 @@ export interface CompiledNode {
   readonly retry_backoff: "fixed" | "exponential";
   readonly retry_max_interval: number;
   readonly retry_jitter: "none" | "full";
+  /** When its retries run out: the visit fails, or the run pauses for an operator (DESIGN §16). */
+  readonly on_exhausted: "fail" | "pause";
   /** Seconds; for a kind without retries (`human_review`), how long it waits (node value or workflow timeout). */
   readonly timeout: number;
   readonly heartbeat_timeout: number | null;
@@ -184,6 +186,7 @@ type Settings = Pick<
   | "retry_backoff"
   | "retry_max_interval"
   | "retry_jitter"
+  | "on_exhausted"
   | "timeout"
   | "heartbeat_timeout"
   | "max_visits"
@@ -206,6 +209,7 @@ function effectiveSettings(node: NodeDefinition, def: WorkflowDefinition, kind: 
       retry_backoff: node.retry_backoff ?? b.retry_backoff,
       retry_max_interval: node.retry_max_interval ?? b.retry_max_interval,
       retry_jitter: node.retry_jitter ?? b.retry_jitter,
+      on_exhausted: b.on_exhausted,
       timeout: node.timeout ?? def.timeout,
     };
   }
@@ -216,6 +220,7 @@ function effectiveSettings(node: NodeDefinition, def: WorkflowDefinition, kind: 
     retry_backoff: node.retry_backoff ?? d.retry_backoff ?? b.retry_backoff,
     retry_max_interval: node.retry_max_interval ?? d.retry_max_interval ?? b.retry_max_interval,
     retry_jitter: node.retry_jitter ?? d.retry_jitter ?? b.retry_jitter,
+    on_exhausted: node.on_exhausted ?? d.on_exhausted ?? b.on_exhausted,
     timeout: node.timeout ?? d.timeout ?? b.timeout,
   };
 }

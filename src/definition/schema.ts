@@ -20,6 +20,7 @@ export const BUILTIN_DEFAULTS = {
   retry_backoff: "fixed",
   retry_max_interval: 3600,
   retry_jitter: "none",
+  on_exhausted: "fail",
   timeout: 300,
   heartbeat_timeout: null,
   max_visits: 10,
@@ -87,6 +88,11 @@ const retryMaxInterval = z.number().min(0).describe("Cap on one backoff delay, i
 const retryJitter = z
   .enum(["none", "full"])
   .describe("none, or full: a uniform random delay in [0, computed delay]. Default none.");
+const onExhausted = z
+  .enum(["fail", "pause"])
+  .describe(
+    "What happens when the node's retries run out: fail (the visit fails, its failure edges fire), or pause (the run pauses with the visit waiting for an operator: resumeRun gives it one more attempt, failVisit takes the failure path). Default fail.",
+  );
 const heartbeatTimeout = seconds(
   "An attempt whose agent has not heartbeated for this long fails early (lease_expired). Default: none.",
 );
@@ -141,6 +147,7 @@ export const NodeSchema = z
     retry_backoff: retryBackoff.optional(),
     retry_max_interval: retryMaxInterval.optional(),
     retry_jitter: retryJitter.optional(),
+    on_exhausted: onExhausted.optional(),
     heartbeat_timeout: heartbeatTimeout.optional(),
     join: z
       .enum(["all", "any", "all_done"])
@@ -179,6 +186,7 @@ const defaults = z
     retry_backoff: retryBackoff.optional(),
     retry_max_interval: retryMaxInterval.optional(),
     retry_jitter: retryJitter.optional(),
+    on_exhausted: onExhausted.optional(),
     timeout: seconds("Hard cap on one attempt (human_review nodes ignore it).").optional(),
     heartbeat_timeout: heartbeatTimeout.optional(),
     max_visits: maxVisits.optional(),

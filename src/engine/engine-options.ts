@@ -317,3 +317,10 @@ export interface PendingReview {
 
 /** An `Engine.subscribe` listener: the runs' events, each with its `seq`, progress (`node.progress`) among them. */
 export type EventListener = (event: LiveEvent) => void;
+
+/** Who acts on a run, and why (pauseRun, resumeRun, failVisit: DESIGN §16), recorded in its events and `paused`. */
+export interface OperatorOptions {
+  /** A name for the history (a person's, a script's). */
+  by?: string;
+  reason?: string;
+}

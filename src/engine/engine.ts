@@ -22,6 +22,7 @@ import type {
   ClientOptions,
   EngineOptions,
   EventListener,
+  OperatorOptions,
   PendingReview,
   PruneOptions,
   PutScheduleOptions,
@@ -323,6 +324,44 @@ export class Engine {
   async cancelRun(runId: string, options: { reason?: string; compensate?: boolean } = {}): Promise<Run> {
     this.assertOpen();
     return writes.cancelRun(this.p, runId, options);
+  }
+
+  /**
+   * Pauses a running run (DESIGN §16): no attempt of it starts until `resumeRun`. Attempts
+   * running now finish and are recorded; sleeps and retry times keep counting, and what became
+   * due meanwhile starts on resume. The run shows `paused: { by, at, reason }`; pausing a paused
+   * run changes nothing. A node with `on_exhausted: "pause"` pauses its run the same way when its
+   * retries run out (`paused.node_id` names it).
+   * @throws ConflictError for a run that ended or is compensating, NotFoundError for an unknown run.
+   * @example await engine.pauseRun(runId, { reason: "provider outage", by: "ops@acme.com" });
+   */
+  async pauseRun(runId: string, options: OperatorOptions = {}): Promise<Run> {
+    this.assertOpen();
+    return writes.operate(this.p, "pause", runId, options);
+  }
+
+  /**
+   * Resumes a paused run: its ready visits start (a node paused by `on_exhausted` gets one more
+   * attempt), those whose due time has not come at that time. Resuming a run that is not paused
+   * changes nothing.
+   * @throws ConflictError for a run that ended or is compensating, NotFoundError for an unknown run.
+   */
+  async resumeRun(runId: string, options: OperatorOptions = {}): Promise<Run> {
+    this.assertOpen();
+    return writes.operate(this.p, "resume", runId, options);
+  }
+
+  /**
+   * Fails a node's visit that waits for an attempt (RETRYING, or ready: a node paused by
+   * `on_exhausted: "pause"` among them) for good, taking its failure path: its `next_on_failure`
+   * edges fire, or the run fails. The run's pause ends when it was that node's; an operator's
+   * pause holds (the failure path starts on resume).
+   * @throws ConflictError for a node that is running, done or not reached, or a run that ended;
+   * NotFoundError for an unknown run or node.
+   */
+  async failVisit(runId: string, nodeId: string, options: OperatorOptions = {}): Promise<Run> {
+    this.assertOpen();
+    return writes.failNode(this.p, runId, nodeId, options);
   }
 
   /**

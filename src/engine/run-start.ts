@@ -147,5 +147,6 @@ export function runRow(
     scope: o.scope,
     reserved: null,
     tags: o.tags,
+    paused: null,
   };
 }

@@ -4,7 +4,7 @@
  */
 import type { Json, Run, RunEvent, Visit } from "../core/types.js";
 import { NotFoundError, ValidationError } from "../errors.js";
-import type { ReviewOptions, StartRunOptions } from "./engine-options.js";
+import type { OperatorOptions, ReviewOptions, StartRunOptions } from "./engine-options.js";
 import type { EngineParts } from "./engine-parts.js";
 import { newEvent, type PublishEventOptions, type SendEventOptions } from "./events.js";
 import { refuseNul } from "./identifiers.js";
@@ -172,4 +172,30 @@ export function retryRun(
       done: { resolve, reject },
     }),
   );
+}
+
+/** Engine.pauseRun and Engine.resumeRun. */
+export function operate(p: EngineParts, kind: "pause" | "resume", runId: string, options: OperatorOptions) {
+  refuseNul({ run_id: runId, by: options.by, reason: options.reason });
+  return new Promise<Run>((resolve, reject) =>
+    p.dispatcher.push({ kind, run_id: runId, ...operator(options), done: { resolve, reject } }),
+  );
+}
+
+/** Engine.failVisit. */
+export function failNode(p: EngineParts, runId: string, nodeId: string, options: OperatorOptions) {
+  refuseNul({ run_id: runId, node_id: nodeId, by: options.by, reason: options.reason });
+  return new Promise<Run>((resolve, reject) =>
+    p.dispatcher.push({
+      kind: "fail_node",
+      run_id: runId,
+      node_id: nodeId,
+      ...operator(options),
+      done: { resolve, reject },
+    }),
+  );
+}
+
+function operator(options: OperatorOptions): { by: string | null; reason: string | null } {
+  return { by: options.by ?? null, reason: options.reason ?? null };
 }

@@ -71,7 +71,7 @@ export interface MapTx {
    * the visit, by index, at most `limit`: what cancelling the map cancels.
    */
   activeMapItems(key: VisitKey, limit: number): Promise<MapItem[]>;
-  /** Items of the agent type ready by `now`, oldest due first, at most `limit`, their runs locked as `claimable`'s. */
+  /** Items of the agent type ready by `now` (not of a paused run), oldest due first, at most `limit`, their runs locked as `claimable`'s. */
   claimableMapItems(agentType: string, now: number, limit: number): Promise<ItemKey[]>;
   /** Items whose RUNNING attempt's lease or deadline passed by `now`, at most `limit`. */
   expiredMapItems(now: number, limit: number): Promise<ItemKey[]>;

@@ -36,6 +36,8 @@ export interface RunFilter {
    * runs (not indexed: thousands per map), even when `workflow_id` names their item workflow.
    */
   q?: string;
+  /** Only paused runs (true) or only runs that are not (false) (DESIGN §16; migration 025's index). */
+  paused?: boolean;
   /** Only runs that carry every one of these tags (DESIGN §16; migration 024's index). */
   tags?: Readonly<Record<string, string>>;
 }
@@ -78,6 +80,8 @@ export interface StoreGauges {
   pending_reviews: number;
   /** Visits WAITING (a sleep, an event). */
   pending_waits: number;
+  /** Runs paused (DESIGN §16): their ready visits are not counted in `ready`. */
+  paused_runs: number;
   /** Since the engine's last heartbeat as its row holds it; null when it has no row. */
   heartbeat_age_ms: number | null;
 }

@@ -57,6 +57,7 @@ for (const { name: kind, open: openStore } of STORES) {
         ],
         pending_reviews: 1,
         pending_waits: 2,
+        paused_runs: 0,
         heartbeat_age_ms: null,
       });
     });
@@ -88,7 +89,13 @@ for (const { name: kind, open: openStore } of STORES) {
       );
       await store.heartbeat("e1", NOW + 1500);
       const gauges = await store.readGauges("e1", NOW + 2000);
-      expect(gauges).toEqual({ ready: [], pending_reviews: 0, pending_waits: 0, heartbeat_age_ms: 500 });
+      expect(gauges).toEqual({
+        ready: [],
+        pending_reviews: 0,
+        pending_waits: 0,
+        paused_runs: 0,
+        heartbeat_age_ms: 500,
+      });
     });
 
     // SQLite has no clock of its own: the engine's `now` is its time.

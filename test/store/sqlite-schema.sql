@@ -149,7 +149,7 @@ CREATE TABLE runs (
   created_at        INTEGER NOT NULL,
   updated_at        INTEGER NOT NULL,
   deadline_at       INTEGER NOT NULL,  -- the run's TTL
-  ended_at          INTEGER, parent TEXT, revision INTEGER NOT NULL DEFAULT 0, schedule_id TEXT, usage TEXT NOT NULL DEFAULT '{"tokens_in":0,"tokens_out":0,"cost":0}', budget TEXT, scope TEXT, reserved TEXT, tags TEXT NOT NULL DEFAULT '{}',
+  ended_at          INTEGER, parent TEXT, revision INTEGER NOT NULL DEFAULT 0, schedule_id TEXT, usage TEXT NOT NULL DEFAULT '{"tokens_in":0,"tokens_out":0,"cost":0}', budget TEXT, scope TEXT, reserved TEXT, tags TEXT NOT NULL DEFAULT '{}', paused TEXT,
   FOREIGN KEY (workflow_id, workflow_version) REFERENCES workflows (id, version)
 );
 
@@ -272,6 +272,8 @@ CREATE INDEX runs_by_status ON runs (status, created_at);
 CREATE INDEX runs_by_workflow ON runs (workflow_id, created_at);
 
 CREATE INDEX runs_finished ON runs (status, ended_at) WHERE parent IS NULL AND ended_at IS NOT NULL;
+
+CREATE INDEX runs_paused ON runs (run_id) WHERE paused IS NOT NULL;
 
 CREATE INDEX schedules_by_workflow ON schedules (workflow_id);
 

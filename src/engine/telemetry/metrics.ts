@@ -74,6 +74,7 @@ export class EngineMetrics {
   private readonly oldestReady: ObservableGauge;
   private readonly pendingReviews: ObservableGauge;
   private readonly pendingWaits: ObservableGauge;
+  private readonly pausedRuns: ObservableGauge;
   private readonly heartbeatAge: ObservableGauge;
   private readonly gauges: ObservableGauge[];
   private readonly meter: Meter;
@@ -121,11 +122,22 @@ export class EngineMetrics {
     this.pendingWaits = meter.createObservableGauge("skein_pending_waits", {
       description: "Visits waiting for an event or a wake-up time",
     });
+    this.pausedRuns = meter.createObservableGauge("skein_paused_runs", {
+      description:
+        "Runs paused (by an operator, or a node out of retries with on_exhausted: pause): none of their attempts starts",
+    });
     this.heartbeatAge = meter.createObservableGauge("skein_engine_heartbeat_age_seconds", {
       description: "Time since this engine's last heartbeat as the database holds it",
       unit: "s",
     });
-    this.gauges = [this.readyVisits, this.oldestReady, this.pendingReviews, this.pendingWaits, this.heartbeatAge];
+    this.gauges = [
+      this.readyVisits,
+      this.oldestReady,
+      this.pendingReviews,
+      this.pendingWaits,
+      this.pausedRuns,
+      this.heartbeatAge,
+    ];
     this.observe = async (result) => {
       const now = this.c.clock.now();
       const g = await this.readGauges(now);
@@ -143,6 +155,7 @@ export class EngineMetrics {
       }
       result.observe(this.pendingReviews, g.pending_reviews);
       result.observe(this.pendingWaits, g.pending_waits);
+      result.observe(this.pausedRuns, g.paused_runs);
       if (g.heartbeat_age_ms !== null) result.observe(this.heartbeatAge, Math.max(0, g.heartbeat_age_ms) / 1000);
     };
     meter.addBatchObservableCallback(this.observe, this.gauges);

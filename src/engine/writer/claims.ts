@@ -62,15 +62,16 @@ export class Claims {
         continue;
       }
       for (const v of rs.current.values()) {
-        if (types.has(v.agent_type) && isClaimable(v, f.now)) this.hinted.push([rs, v]);
+        if (types.has(v.agent_type) && rs.run.paused === null && isClaimable(v, f.now)) this.hinted.push([rs, v]);
       }
     }
   }
 
-  /** Map items in hand that may be claimed: made ready by this flush, their map still holding them. */
+  /** Map items in hand that may be claimed: made ready by this flush, their map still holding them, their run not paused. */
   private *itemsInHand(): Generator<Attempt> {
     const f = this.f;
     for (const rs of f.states.values()) {
+      if (rs.run.paused !== null) continue;
       for (const item of rs.changes.items?.readied ?? []) {
         const map = rs.current.get(item.row.node_id);
         const a = map ? itemAttempt(rs, item, map) : undefined;
@@ -79,11 +80,16 @@ export class Claims {
     }
   }
 
-  /** Ready visits in hand: made ready by this flush, or told of by another engine. */
+  /**
+   * Ready visits in hand: made ready by this flush, or told of by another engine. Not those of a
+   * paused run (DESIGN §16), which may have been paused by this very flush, ahead of the database.
+   */
   private *inHand(): Generator<[RunState, Visit]> {
     const f = this.f;
-    for (const rs of f.states.values()) for (const v of rs.changes.readied) yield [rs, v];
-    yield* this.hinted;
+    for (const rs of f.states.values()) {
+      if (rs.run.paused === null) for (const v of rs.changes.readied) yield [rs, v];
+    }
+    for (const hint of this.hinted) if (hint[0].run.paused === null) yield hint;
   }
 
   /**
@@ -101,6 +107,7 @@ export class Claims {
       ready.set(type, runId === null ? null : (runs ?? new Set<string>()).add(runId));
     };
     for (const rs of f.states.values()) {
+      if (rs.run.paused !== null) continue; // resumed, its ready visits are announced then
       for (const v of rs.changes.readied) {
         if (isClaimable(v, f.now)) add(v.agent_type, rs.run.run_id);
         // A client resolves no templates: an engine's sweep does, so wake one up.
@@ -293,7 +300,8 @@ export class Claims {
       for (const key of keys) {
         const rs = await f.load(key.run_id);
         const v = rs?.current.get(key.node_id);
-        if (rs && v && v.visit === key.visit && isClaimable(v, f.now)) await visit(rs, v);
+        // The database may not know yet that this flush paused the run.
+        if (rs && v && v.visit === key.visit && rs.run.paused === null && isClaimable(v, f.now)) await visit(rs, v);
       }
       if (keys.length < n) return true;
       // No key newly full: the visits were taken, or the type's own limits stopped them.
@@ -320,7 +328,7 @@ export class Claims {
     for (const { rs, item } of await f.loadItems(keys)) {
       const map = rs.current.get(item.row.node_id);
       const a = map ? itemAttempt(rs, item, map) : undefined;
-      if (a?.current && isItemClaimable(item.row, f.now) && (await room()) > 0) await take(a);
+      if (a?.current && rs.run.paused === null && isItemClaimable(item.row, f.now) && (await room()) > 0) await take(a);
     }
     return keys.length < n;
   }

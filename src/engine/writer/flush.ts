@@ -7,9 +7,18 @@
 
 import { type AttemptKey, attemptOf, holds, itemKeyOf, parseExecutionId, runOfExecution } from "../../core/attempt.js";
 import { itemExecutionId } from "../../core/kinds/map.js";
+import { failVisitRefusal, operatorFailure, pause, pauseRefusal, resume } from "../../core/pause.js";
 import { cancelRefusal } from "../../core/preconditions.js";
 import type { LoadedItem } from "../../core/run-state.js";
-import { emptyChanges, endRun, executionId, failVisit, type RunState, runState } from "../../core/scheduler.js";
+import {
+  currentVisit,
+  emptyChanges,
+  endRun,
+  executionId,
+  failVisit,
+  type RunState,
+  runState,
+} from "../../core/scheduler.js";
 import type { Compensation, InboxEvent, MapItem, NewEvent, Run, Visit } from "../../core/types.js";
 import type { CompiledNode } from "../../definition/graph.js";
 import { MAX_CHILD_DEPTH } from "../../definition/kinds/workflow.js";
@@ -266,6 +275,25 @@ export class Flush implements FlushContext {
         if (refused) return input.done.reject(refused);
         const error = { message: input.reason ?? "cancelled", reason: "cancelled" };
         endRun(rs, "cancelled", error, this.now, { compensate: input.compensate });
+        return this.answer(rs, input.done);
+      }
+      case "pause":
+      case "resume": {
+        const rs = await this.load(input.run_id);
+        if (!rs) return input.done.reject(new NotFoundError(`run ${input.run_id} does not exist`));
+        const refused = pauseRefusal(rs);
+        if (refused) return input.done.reject(refused);
+        (input.kind === "pause" ? pause : resume)(rs, input, this.now);
+        return this.answer(rs, input.done);
+      }
+      case "fail_node": {
+        const rs = await this.load(input.run_id);
+        if (!rs) return input.done.reject(new NotFoundError(`run ${input.run_id} does not exist`));
+        const refused = failVisitRefusal(rs, input.node_id);
+        if (refused) return input.done.reject(refused);
+        const v = currentVisit(rs, input.node_id);
+        const { reason, error } = operatorFailure(rs, v, input, this.now);
+        failVisit(rs, v, reason, error, this.now);
         return this.answer(rs, input.done);
       }
       case "retry":

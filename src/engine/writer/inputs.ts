@@ -61,6 +61,17 @@ export type Input =
       done: Callback<PublishEventAnswer>;
     }
   | { kind: "cancel"; run_id: string; reason?: string; compensate: boolean; done: Callback<Run> }
+  /** An operator pauses or resumes a run (DESIGN §16); `by` and `reason` are recorded. */
+  | { kind: "pause" | "resume"; run_id: string; by: string | null; reason: string | null; done: Callback<Run> }
+  /** An operator fails a node's waiting visit for good (`failVisit`): its failure path is taken. */
+  | {
+      kind: "fail_node";
+      run_id: string;
+      node_id: string;
+      by: string | null;
+      reason: string | null;
+      done: Callback<Run>;
+    }
   /** A redrive; `fresh_steps`: the new visits start without the durable steps of those they replace. */
   | { kind: "retry"; run_id: string; from: string | null; force: boolean; fresh_steps: boolean; done: Callback<Run> }
   /**

@@ -18,6 +18,7 @@ const SQL = {
     text: `WITH c AS MATERIALIZED (
              SELECT v.run_id, v.node_id, v.visit FROM visits v JOIN runs r ON r.run_id = v.run_id
               WHERE v.agent_type = $1 AND v.ready_at IS NOT NULL AND v.ready_at <= $2 AND v.payload IS NOT NULL
+                AND r.paused IS NULL
                 AND NOT (v.concurrency_key IS NOT NULL AND EXISTS (
                   SELECT 1 FROM unnest($4::text[], $5::text[], $6::text[]) AS full_key(workflow_id, node_id, key)
                    WHERE full_key.workflow_id = r.workflow_id AND full_key.node_id = v.node_id

@@ -164,7 +164,7 @@ const SQL = {
     name: "skein_claimable_map_items",
     text: `WITH c AS MATERIALIZED (
              SELECT m.run_id, m.node_id, m.visit, m.idx FROM map_items m JOIN runs r ON r.run_id = m.run_id
-              WHERE m.agent_type = $1 AND m.ready_at IS NOT NULL AND m.ready_at <= $2
+              WHERE m.agent_type = $1 AND m.ready_at IS NOT NULL AND m.ready_at <= $2 AND r.paused IS NULL
               ORDER BY m.ready_at LIMIT $3
                 FOR UPDATE OF r SKIP LOCKED)
            SELECT run_id, node_id, visit, idx AS "index" FROM c`,

@@ -113,6 +113,7 @@ export function postgresReads(read: Read, clock: { now(): number } | undefined):
         // Map item runs are not searched (nor indexed), as on SQLite.
         where.push(`strpos(workflow_id, '/') = 0 AND (input::text ILIKE ${pattern} OR output::text ILIKE ${pattern})`);
       }
+      if (filter.paused !== undefined) where.push(filter.paused ? "paused IS NOT NULL" : "paused IS NULL");
       if (filter.tags && Object.keys(filter.tags).length > 0) {
         where.push(`tags @> ${param(JSON.stringify(filter.tags))}::jsonb`);
       }

@@ -72,6 +72,7 @@ export const RUN_COLUMNS: Columns<Run> = {
   scope: "json",
   reserved: "json",
   tags: "json!",
+  paused: "json",
 };
 
 export const VISIT_COLUMNS: Columns<Visit> = {
@@ -143,6 +144,7 @@ export const RUN_UPDATE_COLUMNS: Columns<
     | "ended_at"
     | "usage"
     | "reserved"
+    | "paused"
   >
 > = {
   run_id: "text",
@@ -156,6 +158,7 @@ export const RUN_UPDATE_COLUMNS: Columns<
   ended_at: "bigint",
   usage: "json!",
   reserved: "json",
+  paused: "json",
 };
 
 export const EVENT_COLUMNS: Columns<NewEvent> = {

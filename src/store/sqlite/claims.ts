@@ -3,17 +3,25 @@ import type Database from "better-sqlite3";
 import type { ClaimsTx, RateBucket } from "../claims.js";
 import type { VisitKey } from "../runs.js";
 
+/**
+ * The paused runs (DESIGN §16), whose ready visits and items are not claimed: read once per
+ * claim query from migration 025's partial index, empty unless a run is paused.
+ */
+export const PAUSED_RUNS = "SELECT run_id FROM runs INDEXED BY runs_paused WHERE paused IS NOT NULL";
+
 export function sqliteClaims(db: Database.Database): ClaimsTx {
   const s = {
     claimable: db.prepare(
       `SELECT run_id, node_id, visit FROM visits INDEXED BY visits_ready
          WHERE agent_type = ? AND ready_at IS NOT NULL AND ready_at <= ? AND payload IS NOT NULL
+           AND run_id NOT IN (${PAUSED_RUNS})
          ORDER BY ready_at LIMIT ?`,
     ),
     // The same, leaving out the visits of node concurrency keys found full (@skip: a JSON list of groups).
     claimableSkipping: db.prepare(
       `SELECT run_id, node_id, visit FROM visits v INDEXED BY visits_ready
          WHERE agent_type = @agentType AND ready_at IS NOT NULL AND ready_at <= @now AND payload IS NOT NULL
+           AND run_id NOT IN (${PAUSED_RUNS})
            AND NOT (v.concurrency_key IS NOT NULL AND EXISTS (
              SELECT 1 FROM json_each(@skip) AS g
               WHERE g.value ->> 'node_id' = v.node_id AND g.value ->> 'key' = v.concurrency_key

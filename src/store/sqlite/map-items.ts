@@ -3,6 +3,7 @@ import type Database from "better-sqlite3";
 import type { Json, MapItem, MapItemState, VisitError } from "../../core/types.js";
 import { type ItemKey, type MapItemUpdate, type MapTx, missingMapItem } from "../map-items.js";
 import type { VisitKey } from "../runs.js";
+import { PAUSED_RUNS } from "./claims.js";
 
 /** A map_items row as SQLite gives it: JSON as text, the state as a string, the index as `idx`. */
 export type DbMapItem = Omit<MapItem, "index" | "item" | "state" | "output" | "error"> & {
@@ -163,6 +164,7 @@ export function sqliteMapItems(db: Database.Database): MapTx {
     ),
     claimable: db.prepare(
       `${ITEM_KEYS} INDEXED BY map_items_ready WHERE agent_type = ? AND ready_at IS NOT NULL AND ready_at <= ?
+          AND run_id NOT IN (${PAUSED_RUNS})
         ORDER BY ready_at LIMIT ?`,
     ),
     expired: db.prepare(

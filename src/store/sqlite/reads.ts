@@ -138,6 +138,7 @@ export function sqliteReads(read: Read): StoreReads {
         const text = searchTextOf(filter.q);
         params.push(`"${text.replaceAll('"', '""')}"`, text.toLowerCase());
       }
+      if (filter.paused !== undefined) where.push(filter.paused ? "paused IS NOT NULL" : "paused IS NULL");
       for (const [name, value] of Object.entries(filter.tags ?? {})) {
         where.push("run_id IN (SELECT run_id FROM run_tags WHERE name = ? AND value = ?)");
         params.push(name, value);

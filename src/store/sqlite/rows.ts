@@ -10,6 +10,7 @@ import type {
   Run,
   RunEvent,
   RunParent,
+  RunPause,
   RunTags,
   RunUsage,
   Visit,
@@ -42,6 +43,7 @@ export interface DbRun {
   scope: string | null;
   reserved: string | null;
   tags: string;
+  paused: string | null;
   /** Not part of a Run: how many times the run's rows were written (LoadedRun). */
   revision?: number;
 }
@@ -118,6 +120,7 @@ export function runFromDb({ revision: _, ...r }: DbRun): Run {
     scope: parse<string[]>(r.scope),
     reserved: parse<Reservations>(r.reserved),
     tags: JSON.parse(r.tags) as RunTags,
+    paused: parse<RunPause>(r.paused),
   };
 }
 
@@ -134,6 +137,7 @@ export function runToDb(r: Run): DbRun {
     scope: text(r.scope),
     reserved: text(r.reserved),
     tags: JSON.stringify(r.tags),
+    paused: text(r.paused),
   };
 }
 
@@ -152,6 +156,7 @@ const RUN_UPDATES: Readonly<Record<string, (r: Run) => unknown>> = {
   ended_at: (r) => r.ended_at,
   usage: (r) => JSON.stringify(r.usage),
   reserved: (r) => text(r.reserved),
+  paused: (r) => text(r.paused),
 };
 export const RUN_UPDATE_COLUMNS = Object.keys(RUN_UPDATES);
 const runUpdateValues = Object.values(RUN_UPDATES);

@@ -257,6 +257,7 @@ const runColumns: (keyof DbRun)[] = [
   "scope",
   "reserved",
   "tags",
+  "paused",
 ];
 
 const compensationColumns: (keyof DbCompensation)[] = [
