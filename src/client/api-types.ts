@@ -282,6 +282,66 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/runs/{run_id}/pause": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Pause a run: none of its attempts starts until it is resumed (409 when it ended)
+         * @description Roles: admin.
+         */
+        post: operations["pauseRun"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/runs/{run_id}/resume": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Resume a paused run: its ready nodes start (409 when it ended)
+         * @description Roles: admin.
+         */
+        post: operations["resumeRun"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/runs/{run_id}/nodes/{node_id}/fail": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Fail a node that waits for an attempt (RETRYING or ready: a node paused by on_exhausted among them), taking its failure path (409 when it is running or done)
+         * @description Roles: admin.
+         */
+        post: operations["failVisit"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/runs/{run_id}/retry": {
         parameters: {
             query?: never;
@@ -889,6 +949,16 @@ export interface components {
             tags: {
                 [key: string]: string;
             };
+            /** @description set while the run is paused: none of its attempts starts until it is resumed; null when it is not */
+            paused: {
+                /** @description who paused it; engine: a node whose retries ran out */
+                by: string | null;
+                at: number;
+                reason: string | null;
+                /** @description the node whose retries ran out (on_exhausted: pause) */
+                node_id?: string;
+                visit?: number;
+            } | null;
         };
         /** @description Why a visit, an attempt or a run failed */
         VisitError: {
@@ -969,6 +1039,16 @@ export interface components {
             tags: {
                 [key: string]: string;
             };
+            /** @description set while the run is paused: none of its attempts starts until it is resumed; null when it is not */
+            paused: {
+                /** @description who paused it; engine: a node whose retries ran out */
+                by: string | null;
+                at: number;
+                reason: string | null;
+                /** @description the node whose retries ran out (on_exhausted: pause) */
+                node_id?: string;
+                visit?: number;
+            } | null;
             /** @description the current visit of each node, in document order */
             nodes: components["schemas"]["Visit"][];
             waiting_reviews: number;
@@ -1961,6 +2041,8 @@ export interface operations {
                 q?: string;
                 /** @description only runs carrying this tag, as name:value (repeat it: runs carrying every one) */
                 tag?: string | string[];
+                /** @description only paused runs (true), or only runs not paused (false) */
+                paused?: "true" | "false";
                 limit?: number;
                 /** @description next_cursor of the previous page */
                 cursor?: string;
@@ -2611,6 +2693,349 @@ export interface operations {
                     reason?: string;
                     /** @description undo what the run did first (COMPENSATING, then CANCELLED) */
                     compensate?: boolean;
+                };
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Run"];
+                };
+            };
+            /** @description invalid request: details.problems lists every problem with its path */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing or unknown bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the token's role or workflow scope does not allow this (startRun: also a scoped token's budget that would raise the workflow's, naming the field); on an API without tokens: a Host or Origin that is not loopback */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description no such run, workflow, node or task */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the current state refuses it (the summary says when) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the request body is over the server's limit (details.limit_bytes) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the request body is not application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description unavailable: storage is failing, the engine is stopping or a server-wide limit is reached; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description any other error: 500 internal (the server log has it); 408, 414 or 431 for a request refused before any route saw it */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    pauseRun: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                run_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description why, recorded in the run's history */
+                    reason?: string;
+                    /** @description who acts, recorded in the run's history; with a token, the token's name is recorded instead */
+                    by?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Run"];
+                };
+            };
+            /** @description invalid request: details.problems lists every problem with its path */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing or unknown bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the token's role or workflow scope does not allow this (startRun: also a scoped token's budget that would raise the workflow's, naming the field); on an API without tokens: a Host or Origin that is not loopback */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description no such run, workflow, node or task */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the current state refuses it (the summary says when) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the request body is over the server's limit (details.limit_bytes) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the request body is not application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description unavailable: storage is failing, the engine is stopping or a server-wide limit is reached; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description any other error: 500 internal (the server log has it); 408, 414 or 431 for a request refused before any route saw it */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    resumeRun: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                run_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description why, recorded in the run's history */
+                    reason?: string;
+                    /** @description who acts, recorded in the run's history; with a token, the token's name is recorded instead */
+                    by?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Run"];
+                };
+            };
+            /** @description invalid request: details.problems lists every problem with its path */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing or unknown bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the token's role or workflow scope does not allow this (startRun: also a scoped token's budget that would raise the workflow's, naming the field); on an API without tokens: a Host or Origin that is not loopback */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description no such run, workflow, node or task */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the current state refuses it (the summary says when) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the request body is over the server's limit (details.limit_bytes) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the request body is not application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description unavailable: storage is failing, the engine is stopping or a server-wide limit is reached; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description any other error: 500 internal (the server log has it); 408, 414 or 431 for a request refused before any route saw it */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    failVisit: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                run_id: string;
+                node_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description why, recorded in the run's history */
+                    reason?: string;
+                    /** @description who acts, recorded in the run's history; with a token, the token's name is recorded instead */
+                    by?: string;
                 };
             };
         };

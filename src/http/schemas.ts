@@ -131,6 +131,16 @@ export const RunSchema = z
     tags: z
       .record(z.string(), z.string())
       .describe("its tags: startRun's name/value pairs, inherited by child runs ({} when none)"),
+    paused: z
+      .object({
+        by: z.string().nullable().describe("who paused it; engine: a node whose retries ran out"),
+        at: z.number(),
+        reason: z.string().nullable(),
+        node_id: z.string().optional().describe("the node whose retries ran out (on_exhausted: pause)"),
+        visit: z.number().int().optional(),
+      })
+      .nullable()
+      .describe("set while the run is paused: none of its attempts starts until it is resumed; null when it is not"),
   })
   .meta({ id: "Run", description: "A run of a workflow version" });
 

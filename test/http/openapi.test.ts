@@ -53,6 +53,9 @@ describe("GET /v1/openapi.json", () => {
         "GET /v1/runs/{run_id}",
         "POST /v1/runs/{run_id}/cancel",
         "POST /v1/runs/{run_id}/retry",
+        "POST /v1/runs/{run_id}/pause",
+        "POST /v1/runs/{run_id}/resume",
+        "POST /v1/runs/{run_id}/nodes/{node_id}/fail",
         "GET /v1/runs/{run_id}/events",
         "GET /v1/runs/{run_id}/graph",
         "GET /v1/runs/{run_id}/progress",
@@ -223,6 +226,7 @@ describe("GET /v1/openapi.json", () => {
       ["created_before", "query", false],
       ["q", "query", false],
       ["tag", "query", false],
+      ["paused", "query", false],
       ["limit", "query", false],
       ["cursor", "query", false],
     ]);

@@ -7,6 +7,7 @@ import type { Run } from "../../core/types.js";
 import { graphModel, renderMermaid } from "../../definition/mermaid.js";
 import { validateWorkflow } from "../../definition/validate.js";
 import type { Engine } from "../../engine/engine.js";
+import type { OperatorOptions } from "../../engine/engine-options.js";
 import { MAP_ITEMS_MAX_LIMIT } from "../../engine/map-items.js";
 import { MESSAGES_MAX_LIMIT } from "../../engine/messages.js";
 import { ConflictError, ForbiddenError, ValidationError } from "../../errors.js";
@@ -92,10 +93,17 @@ const ListQuery = z
       .union([z.string(), z.array(z.string())])
       .optional()
       .describe("only runs carrying this tag, as name:value (repeat it: runs carrying every one)"),
+    paused: z.enum(["true", "false"]).optional().describe("only paused runs (true), or only runs not paused (false)"),
     limit: z.coerce.number().int().min(1).max(1000).default(50),
     cursor: z.string().max(1000).optional().describe("next_cursor of the previous page"),
   })
   .strict();
+
+/** Who acts, as a run's history records it: the token's name when there is one, else what the body says. */
+function operator(principal: Principal | null, body: { by?: string; reason?: string }): OperatorOptions {
+  const by = principal?.name ?? body.by;
+  return { ...(by === undefined ? {} : { by }), ...(body.reason === undefined ? {} : { reason: body.reason }) };
+}
 
 /** `tag=name:value` (one or repeated) as listRuns' tags: the value is all after the first colon. */
 function tagFilter(tag: string | string[] | undefined): Record<string, string> | undefined {
@@ -117,6 +125,18 @@ const CancelBody = z
   .object({
     reason: z.string().max(1000).optional(),
     compensate: z.boolean().optional().describe("undo what the run did first (COMPENSATING, then CANCELLED)"),
+  })
+  .strict();
+
+const OperatorBody = z
+  .object({
+    reason: z.string().max(1000).optional().describe("why, recorded in the run's history"),
+    by: z
+      .string()
+      .min(1)
+      .max(200)
+      .optional()
+      .describe("who acts, recorded in the run's history; with a token, the token's name is recorded instead"),
   })
   .strict();
 
@@ -264,6 +284,7 @@ export function registerRunRoutes(app: FastifyInstance, { engine, rates }: Route
         created_before,
         q,
         tag,
+        paused,
         limit,
         cursor,
       } = request.query;
@@ -280,6 +301,7 @@ export function registerRunRoutes(app: FastifyInstance, { engine, rates }: Route
         ...(created_before === undefined ? {} : { created_before }),
         ...(q === undefined ? {} : { q }),
         ...(tags === undefined ? {} : { tags }),
+        ...(paused === undefined ? {} : { paused: paused === "true" }),
         ...(scope === null ? {} : { workflow_ids: scope }),
         ...(cursor === undefined ? {} : { before: decodeCursor(cursor) }),
       });
@@ -451,6 +473,67 @@ export function registerRunRoutes(app: FastifyInstance, { engine, rates }: Route
         ...(reason === undefined ? {} : { reason }),
         ...(compensate === undefined ? {} : { compensate }),
       });
+      return hideRuns(
+        runForReader(request.principal, run),
+        await childrenOutOfScope(engine, request.principal, run.run_id),
+      );
+    },
+  );
+
+  for (const action of ["pause", "resume"] as const) {
+    app.post<{ Params: Params; Body: z.output<typeof OperatorBody> }>(
+      `/v1/runs/:run_id/${action}`,
+      {
+        config: { access: ADMINS, scoped: true },
+        schema: {
+          operationId: `${action}Run`,
+          tags: ["runs"],
+          summary:
+            action === "pause"
+              ? "Pause a run: none of its attempts starts until it is resumed (409 when it ended)"
+              : "Resume a paused run: its ready nodes start (409 when it ended)",
+          params: RunParams,
+          body: OperatorBody,
+          response: { ...errorResponses(404, 409, 503), 200: RunSchema },
+        },
+      },
+      async (request) => {
+        await checkRunScope(engine, request.principal, request.params.run_id);
+        const who = operator(request.principal, request.body);
+        const run = await (action === "pause" ? engine.pauseRun : engine.resumeRun).call(
+          engine,
+          request.params.run_id,
+          who,
+        );
+        return hideRuns(
+          runForReader(request.principal, run),
+          await childrenOutOfScope(engine, request.principal, run.run_id),
+        );
+      },
+    );
+  }
+
+  app.post<{ Params: z.output<typeof NodeParams>; Body: z.output<typeof OperatorBody> }>(
+    "/v1/runs/:run_id/nodes/:node_id/fail",
+    {
+      config: { access: ADMINS, scoped: true },
+      schema: {
+        operationId: "failVisit",
+        tags: ["runs"],
+        summary:
+          "Fail a node that waits for an attempt (RETRYING or ready: a node paused by on_exhausted among them), taking its failure path (409 when it is running or done)",
+        params: NodeParams,
+        body: OperatorBody,
+        response: { ...errorResponses(404, 409, 503), 200: RunSchema },
+      },
+    },
+    async (request) => {
+      await checkRunScope(engine, request.principal, request.params.run_id);
+      const run = await engine.failVisit(
+        request.params.run_id,
+        request.params.node_id,
+        operator(request.principal, request.body),
+      );
       return hideRuns(
         runForReader(request.principal, run),
         await childrenOutOfScope(engine, request.principal, run.run_id),
