@@ -10,9 +10,11 @@ import { registerCancel } from "./commands/cancel.js";
 import { registerCompletion } from "./commands/completion.js";
 import { registerEngine } from "./commands/engine.js";
 import { registerEvents } from "./commands/events.js";
+import { registerFailNode } from "./commands/fail-node.js";
 import { registerGraph } from "./commands/graph.js";
 import { registerList } from "./commands/list.js";
 import { registerMcp } from "./commands/mcp.js";
+import { registerPause } from "./commands/pause.js";
 import { registerPrune } from "./commands/prune.js";
 import { registerResume } from "./commands/resume.js";
 import { registerRetry } from "./commands/retry.js";
@@ -75,6 +77,8 @@ export function buildProgram(): Command {
     registerReviews,
     registerReview,
     registerCancel,
+    registerPause,
+    registerFailNode,
     registerRetry,
     registerPrune,
     registerSend,

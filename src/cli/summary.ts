@@ -42,6 +42,15 @@ export function runReport(
       `needs attention: a compensation failed for good; undo its effect by hand, then skein retry ${run.run_id} --force`,
     );
   }
+  if (run.paused) {
+    const p = run.paused;
+    lines.push(
+      `paused${p.by ? ` by ${p.by}` : ""}${p.reason ? `: ${p.reason}` : ""}; ` +
+        (p.node_id === undefined
+          ? `skein unpause ${run.run_id} lets its nodes start`
+          : `skein unpause ${run.run_id} gives node ${p.node_id} one more attempt, skein fail-node ${run.run_id} ${p.node_id} takes its failure path`),
+    );
+  }
   const byNode = new Map<string, Visit[]>();
   for (const v of visits) byNode.set(v.node_id, [...(byNode.get(v.node_id) ?? []), v]);
   const rows = run.nodes.map((current) => {

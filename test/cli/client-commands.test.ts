@@ -100,6 +100,29 @@ describe("skein start, status, list, events", () => {
     expect(bad.stderr).toContain("expected name=value");
   });
 
+  it("pauses a run, lists it with --paused, shows why in status, unpauses it; fail-node refuses a node not reached", async () => {
+    const ws = workspace();
+    const db = ["--db", ws.db];
+    await skein(["workflows", "put", ws.file("w.json", WORKFLOWS.small), ...db], ws.dir);
+    const runId = (await skein(["start", "small", ...db], ws.dir)).stdout.trim();
+    const paused = await skein(["pause", runId, "--reason", "provider outage", "--by", "ops", ...db], ws.dir);
+    expect(paused.code, paused.stderr).toBe(0);
+    expect(paused.stdout).toBe(`run ${runId} RUNNING, paused by ops: provider outage\n`);
+    const listed = await skein(["list", "--paused", ...db], ws.dir);
+    expect(listed.stdout).toContain(`${runId}  small v1`);
+    expect(listed.stdout).toContain("RUNNING (paused)");
+    const status = await skein(["status", runId, ...db], ws.dir);
+    expect(status.stdout).toContain(`paused by ops: provider outage; skein unpause ${runId} lets its nodes start`);
+    const refused = await skein(["fail-node", runId, "b", ...db], ws.dir);
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toContain("node b of run");
+    expect(refused.stderr).toContain("it has not been reached yet");
+    const unpaused = await skein(["unpause", runId, "--json", ...db], ws.dir);
+    expect(unpaused.code, unpaused.stderr).toBe(0);
+    expect(json<{ paused: unknown }>(unpaused).paused).toBeNull();
+    expect(json<unknown[]>(await skein(["list", "--paused", "--json", ...db], ws.dir))).toEqual([]);
+  });
+
   it("starts a run without an engine, and reads it back", async () => {
     const ws = workspace();
     const db = ["--db", ws.db];

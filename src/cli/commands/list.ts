@@ -15,6 +15,7 @@ interface ListOptions {
   id?: string;
   since?: number;
   tag?: Record<string, string>;
+  paused?: boolean;
   limit: number;
   json?: boolean;
 }
@@ -31,6 +32,7 @@ export function registerList(program: Command): void {
     .option("--id <text>", "only runs whose run_id contains this (its start, its end or any part)")
     .option("--since <duration>", 'only runs created in the last duration, e.g. "45m", "12h", "7d"', durationMs)
     .option("--tag <name=value>", "only runs carrying this tag (repeat: runs carrying every one)", collectTag)
+    .option("--paused", "only paused runs (skein pause, or a node out of retries with on_exhausted: pause)")
     .option("--limit <n>", "at most this many runs (1 to 1000)", positiveInt, 20)
     .option("--json", "print the runs as a JSON array")
     .addHelpText(
@@ -51,6 +53,7 @@ export function registerList(program: Command): void {
           ...(options.id ? { id_contains: options.id } : {}),
           ...(options.since !== undefined ? { created_after: Date.now() - options.since } : {}),
           ...(options.tag !== undefined ? { tags: options.tag } : {}),
+          ...(options.paused ? { paused: true } : {}),
         }),
       );
       if (options.json) return printJson(runs);
@@ -62,7 +65,7 @@ export function registerList(program: Command): void {
           runs.map((r) => [
             r.run_id,
             `${r.workflow_id} v${r.workflow_version}`,
-            r.status,
+            r.paused ? `${r.status} (paused)` : r.status,
             formatTime(r.created_at),
             formatMs((r.ended_at ?? now) - r.created_at),
           ]),
