@@ -29,6 +29,14 @@ export interface VisitError {
   details?: unknown;
 }
 
+export interface RunPause {
+  by: string | null;
+  at: number;
+  reason: string | null;
+  node_id?: string;
+  visit?: number;
+}
+
 export interface Run {
   run_id: string;
   workflow_id: string;
@@ -42,6 +50,8 @@ export interface Run {
   needs_attention: boolean;
   /** Its tags, name to value ({} when none; absent from an older server). */
   tags?: Record<string, string>;
+  /** Set while it is paused (no attempt starts); `node_id`: a node whose retries ran out (on_exhausted: pause). */
+  paused?: RunPause | null;
   created_at: number;
   updated_at: number;
   deadline_at: number;
@@ -86,6 +96,8 @@ export interface Visit {
   started_at: number | null;
   ended_at: number | null;
   deadline_at: number | null;
+  /** When it became ready (or its retry is due); null when it waits for nothing an attempt gives. */
+  ready_at?: number | null;
   /** A map node's item counts; null (or absent, from an older server) for other kinds. */
   items?: MapCounts | null;
   /** What a ready node waits for, when the server has something to say (an agent nothing serves). */

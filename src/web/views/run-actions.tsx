@@ -1,13 +1,13 @@
 /**
- * The run page's two actions, each behind a confirmation: cancel (with a reason, optionally
- * compensating first) and retry (optionally from a chosen node; forced when the run needs
- * attention). A refusal (409: the run already ended, or is not FAILED or CANCELLED) is shown
- * in the dialog.
+ * The run page's actions, each behind a confirmation: cancel (with a reason, optionally
+ * compensating first), retry (optionally from a chosen node; forced when the run needs
+ * attention), pause and resume (DESIGN §16), and failing a node that waits for an attempt. A
+ * refusal (409: the run already ended, or is not FAILED or CANCELLED) is shown in the dialog.
  */
 import { useState } from "preact/hooks";
 import { api } from "../api.js";
 import { ConfirmDialog, ErrorNote } from "../components.js";
-import type { RunWithNodes } from "../types.js";
+import type { Run, RunWithNodes } from "../types.js";
 
 /**
  * A dialog's one action: busy while it runs; when it succeeds, `onDone` then `onClose`; when it
@@ -107,6 +107,79 @@ export function RetryDialog(props: { run: RunWithNodes; onClose: () => void; onD
         </label>
       )}
       <ErrorNote error={error} prefix="Not retried" />
+    </ConfirmDialog>
+  );
+}
+
+/** Pause (with a reason) or resume a run. */
+export function PauseDialog(props: { run: Run; onClose: () => void; onDone: () => void }) {
+  const resuming = Boolean(props.run.paused);
+  const [reason, setReason] = useState("");
+  const { busy, error, confirm } = useAction(
+    () =>
+      api("POST", `/v1/runs/${encodeURIComponent(props.run.run_id)}/${resuming ? "resume" : "pause"}`, {
+        ...(reason.trim() ? { reason: reason.trim() } : {}),
+      }),
+    props,
+  );
+  const node = props.run.paused?.node_id;
+  return (
+    <ConfirmDialog
+      title={resuming ? "Resume this run?" : "Pause this run?"}
+      confirmLabel={resuming ? "Resume the run" : "Pause the run"}
+      busy={busy}
+      onConfirm={() => void confirm()}
+      onClose={props.onClose}
+    >
+      {resuming ? (
+        <p>
+          Its ready nodes start{node ? `, and node ${node}, whose retries ran out, gets one more attempt` : ""}. What
+          came due while it was paused starts at once.
+        </p>
+      ) : (
+        <>
+          <p>
+            No attempt of it starts until it is resumed. Attempts running now finish and are recorded; sleeps and retry
+            times keep counting.
+          </p>
+          <label class="field">
+            Reason (optional)
+            <input name="reason" value={reason} onInput={(e) => setReason(e.currentTarget.value)} />
+          </label>
+        </>
+      )}
+      <ErrorNote error={error} prefix={resuming ? "Not resumed" : "Not paused"} />
+    </ConfirmDialog>
+  );
+}
+
+/** Fail a node that waits for an attempt, taking its failure path. */
+export function FailNodeDialog(props: { runId: string; nodeId: string; onClose: () => void; onDone: () => void }) {
+  const [reason, setReason] = useState("");
+  const { busy, error, confirm } = useAction(
+    () =>
+      api(
+        "POST",
+        `/v1/runs/${encodeURIComponent(props.runId)}/nodes/${encodeURIComponent(props.nodeId)}/fail`,
+        reason.trim() ? { reason: reason.trim() } : {},
+      ),
+    props,
+  );
+  return (
+    <ConfirmDialog
+      title={`Fail node ${props.nodeId}?`}
+      confirmLabel="Fail the node"
+      danger
+      busy={busy}
+      onConfirm={() => void confirm()}
+      onClose={props.onClose}
+    >
+      <p>It gets no more attempts: its failure edges fire, or, without any, the run fails.</p>
+      <label class="field">
+        Reason (optional)
+        <input name="reason" value={reason} onInput={(e) => setReason(e.currentTarget.value)} />
+      </label>
+      <ErrorNote error={error} prefix="Not failed" />
     </ConfirmDialog>
   );
 }

@@ -16,7 +16,7 @@ import { openStream } from "../stream.js";
 import { RunTimeline } from "../timeline/timeline-view.js";
 import type { ProgressEvent, RunEvent, RunWithNodes, Visit, Workflow } from "../types.js";
 import { EventTable, NodeDetails } from "./node-details.js";
-import { CancelDialog, RetryDialog } from "./run-actions.js";
+import { CancelDialog, FailNodeDialog, PauseDialog, RetryDialog } from "./run-actions.js";
 import { awaitedEvents, SendEventDialog } from "./send-event.js";
 
 export function RunPage(props: { runId: string; node?: string | undefined }) {
@@ -34,7 +34,7 @@ export function RunPage(props: { runId: string; node?: string | undefined }) {
   const { events, progress } = useRunEvents(runId, run.reload);
   useMapProgress(data, run.reload);
   const now = useNow();
-  const [dialog, setDialog] = useState<"cancel" | "retry" | "event" | null>(null);
+  const [dialog, setDialog] = useState<"cancel" | "retry" | "event" | "pause" | "fail" | null>(null);
 
   if (!data) {
     return (
@@ -59,12 +59,31 @@ export function RunPage(props: { runId: string; node?: string | undefined }) {
         <h2>
           Run <code>{data.run_id}</code> <Badge state={data.status} />
           {data.needs_attention && <span class="attention"> needs attention</span>}
+          {data.paused && <span class="attention"> paused</span>}
         </h2>
         <Tags tags={data.tags} />
+        {data.paused && (
+          <p class="paused-note" role="status">
+            Paused{data.paused.by ? ` by ${data.paused.by}` : ""} <Time at={data.paused.at} />
+            {data.paused.reason ? `: ${data.paused.reason}` : ""}.
+            {data.paused.node_id && (
+              <>
+                {" "}
+                Node <a href={href({ page: "run", runId, node: data.paused.node_id })}>{data.paused.node_id}</a> ran out
+                of retries: resume gives it one more attempt, or fail it to take its failure path.
+              </>
+            )}
+          </p>
+        )}
         <div class="actions">
           {awaitedEvents(data).length > 0 && (
             <button type="button" onClick={() => setDialog("event")}>
               Send event…
+            </button>
+          )}
+          {data.status === "RUNNING" && (
+            <button type="button" class={data.paused ? "primary" : ""} onClick={() => setDialog("pause")}>
+              {data.paused ? "Resume run…" : "Pause run…"}
             </button>
           )}
           {data.status === "RUNNING" && (
@@ -161,6 +180,13 @@ export function RunPage(props: { runId: string; node?: string | undefined }) {
           />
         </div>
         <div class="details-panel">
+          {selected && data.status === "RUNNING" && waitsForAttempt(selected) && (
+            <div class="actions">
+              <button type="button" class="danger" onClick={() => setDialog("fail")}>
+                Fail this node…
+              </button>
+            </div>
+          )}
           {selected ? (
             <NodeDetails
               visit={selected}
@@ -266,6 +292,15 @@ export function RunPage(props: { runId: string; node?: string | undefined }) {
       )}
       {dialog === "event" && <SendEventDialog run={data} onClose={() => setDialog(null)} onDone={() => run.reload()} />}
       {dialog === "retry" && <RetryDialog run={data} onClose={() => setDialog(null)} onDone={() => run.reload()} />}
+      {dialog === "pause" && <PauseDialog run={data} onClose={() => setDialog(null)} onDone={() => run.reload()} />}
+      {dialog === "fail" && selected && (
+        <FailNodeDialog
+          runId={runId}
+          nodeId={selected.node_id}
+          onClose={() => setDialog(null)}
+          onDone={() => run.reload()}
+        />
+      )}
     </section>
   );
 }
@@ -329,4 +364,9 @@ function useRunEvents(
     });
   }, [runId]);
   return { events: events.current, progress };
+}
+
+/** A node an operator may fail (DESIGN §16): waiting for an attempt, RETRYING or ready. */
+function waitsForAttempt(v: Visit): boolean {
+  return v.state === "RETRYING" || (v.state === "PENDING" && v.ready_at != null);
 }

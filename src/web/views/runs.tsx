@@ -38,12 +38,16 @@ function epochOf(value: string | undefined): number | undefined {
   return Number.isFinite(ms) ? ms : undefined;
 }
 
+/** The status filter's choice for paused runs (RUNNING ones whose attempts are held). */
+const PAUSED = "PAUSED";
+
 export function RunsPage(props: { filter: RunsFilter }) {
   const { status, workflow, id, q, from, to } = props.filter;
   // How many runs to show: a page, plus any the user asked for with "Show more".
   const [limit, setLimit] = useState(PAGE);
   const params = {
-    status,
+    // PAUSED is no status (a paused run is RUNNING) but a filter of its own.
+    ...(status === PAUSED ? { paused: "true" } : { status }),
     workflow_id: workflow,
     // Any part of the id: the list shows its end (a UUIDv7's start is a timestamp, alike in every recent run).
     id_contains: id,
@@ -104,6 +108,7 @@ export function RunsPage(props: { filter: RunsFilter }) {
                   {s}
                 </option>
               ))}
+              <option value={PAUSED}>paused</option>
             </select>
           </label>
           <label>
@@ -190,6 +195,7 @@ export function RunsPage(props: { filter: RunsFilter }) {
                   <td>
                     <Badge state={run.status} />
                     {run.needs_attention && <span class="attention"> needs attention</span>}
+                    {run.paused && <span class="attention"> paused</span>}
                   </td>
                   <td class="reviews-cell">{waiting.get(run.run_id) ?? ""}</td>
                   <td class="reason-cell">
