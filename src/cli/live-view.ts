@@ -315,6 +315,10 @@ function describe(e: RunEvent): string {
       return `runs again: ${list(d.nodes)}${typeof d.from === "string" ? ` (from ${d.from})` : ""}`;
     case "run.needs_attention":
       return String(d.message ?? "");
+    case "run.paused":
+      return `paused by ${d.by ?? "someone"}${typeof d.reason === "string" ? `: ${oneLine(d.reason, 120)}` : ""}`;
+    case "run.resumed":
+      return `resumed by ${d.by ?? "someone"}${typeof d.failed === "string" ? ` (node ${d.failed} failed)` : ""}`;
     case "compensation.planned": {
       const rows = Array.isArray(d.compensations) ? d.compensations : [];
       const names = rows.map((c) => {
