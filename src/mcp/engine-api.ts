@@ -20,6 +20,7 @@ export function engineApi(engine: Engine): SkeinApi {
         ...(query.workflow_id === undefined ? {} : { workflow_id: query.workflow_id }),
         ...(query.q === undefined ? {} : { q: query.q }),
         ...(query.id_contains === undefined ? {} : { id_contains: query.id_contains }),
+        ...(query.paused === undefined ? {} : { paused: query.paused }),
         ...(query.cursor === undefined ? {} : { before: query.cursor }),
       });
       const page = runs.slice(0, query.limit);

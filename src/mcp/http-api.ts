@@ -50,6 +50,7 @@ export function httpApi(base: string, token: string | undefined): SkeinApi {
           workflow_id: q.workflow_id,
           q: q.q,
           id_contains: q.id_contains,
+          paused: q.paused === undefined ? undefined : String(q.paused),
           cursor: q.cursor,
         }),
       ),

@@ -18,6 +18,8 @@ export interface RunsQuery {
   q?: string;
   /** Only runs whose run_id contains this. */
   id_contains?: string;
+  /** Only paused runs (DESIGN §16). */
+  paused?: boolean;
   limit: number;
   /** `next_cursor` of the previous page. */
   cursor?: string;

@@ -65,7 +65,7 @@ export const TOOLS: readonly SkeinTool[] = [
   tool({
     name: "list_runs",
     description:
-      "List runs newest first, filtered by workflow, status or text in their input or output: use it to find a run's id, or the runs that failed.",
+      "List runs newest first, filtered by workflow, status, paused or text in their input or output: use it to find a run's id, the runs that failed, or those paused waiting for an operator.",
     writes: false,
     annotations: READ,
     input: z
@@ -79,6 +79,10 @@ export const TOOLS: readonly SkeinTool[] = [
           .optional()
           .describe("only runs whose input or output contains this text, in any case (3 to 200 characters)"),
         id_contains: Id.optional().describe("only runs whose run_id contains this (e.g. the end of an id)"),
+        paused: z
+          .boolean()
+          .optional()
+          .describe("only paused runs (true: no attempt of theirs starts until resumed), or only runs not paused"),
         limit: z.number().int().min(1).max(100).default(20).describe("at most this many runs (default 20)"),
         cursor: z.string().min(1).max(1000).optional().describe("next_cursor of the previous page"),
       })
@@ -90,6 +94,7 @@ export const TOOLS: readonly SkeinTool[] = [
         ...(args.status === undefined ? {} : { status: args.status }),
         ...(args.query === undefined ? {} : { q: args.query }),
         ...(args.id_contains === undefined ? {} : { id_contains: args.id_contains }),
+        ...(args.paused === undefined ? {} : { paused: args.paused }),
         ...(args.cursor === undefined ? {} : { cursor: args.cursor }),
       });
       return result({ ...page });
