@@ -87,6 +87,9 @@ it(`a bulk cancel SIGKILLed while it applies leaves every run wholly cancelled o
     (async () => {
       while ((await cancelledSoFar()) === 0) {
         if (child.messages.some((m) => m.type === "done")) throw new Error("the bulk call ended before it was seen");
+        if (!child.alive) throw new Error(`the child exited before cancelling anything: ${child.errors}`);
+        // A SQLite read is synchronous: let the child's output and the bound's timer be heard between polls.
+        await new Promise((resolve) => setImmediate(resolve));
       }
     })(),
   );
