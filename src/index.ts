@@ -77,6 +77,7 @@ export type {
 } from "./engine/attempts/external-requests.js";
 export type { SecretOption } from "./engine/attempts/secrets.js";
 export type { TaskLimits } from "./engine/attempts/task-limits.js";
+export type { BulkAction, BulkAnswer, BulkFilter, BulkOptions } from "./engine/bulk.js";
 export { createClient, createEngine, Engine } from "./engine/engine.js";
 export type {
   ClientOptions,

@@ -6,6 +6,7 @@
  */
 import { readFileSync } from "node:fs";
 import { Command, CommanderError, Option } from "commander";
+import { registerBulk } from "./commands/bulk.js";
 import { registerCancel } from "./commands/cancel.js";
 import { registerCompletion } from "./commands/completion.js";
 import { registerEngine } from "./commands/engine.js";
@@ -80,6 +81,7 @@ export function buildProgram(): Command {
     registerPause,
     registerFailNode,
     registerRetry,
+    registerBulk,
     registerPrune,
     registerSend,
     registerWorkflows,

@@ -406,6 +406,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/runs/bulk": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Cancel or retry every run a filter matches (top-level runs; cancel: RUNNING, retry: FAILED and CANCELLED), at most cap a call, each run wholly or not at all; dry_run counts them
+         * @description Roles: admin.
+         */
+        post: operations["bulkRuns"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/schedules": {
         parameters: {
             query?: never;
@@ -3529,6 +3549,177 @@ export interface operations {
             /** @description no such run, workflow, node or task */
             404: {
                 headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description unavailable: storage is failing, the engine is stopping or a server-wide limit is reached; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description any other error: 500 internal (the server log has it); 408, 414 or 431 for a request refused before any route saw it */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    bulkRuns: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    filter: {
+                        workflow_id?: string;
+                        /** @description only runs of this version of workflow_id (which it needs) */
+                        workflow_version?: number;
+                        /**
+                         * @description only runs in this status; one the action does not apply to matches none
+                         * @enum {string}
+                         */
+                        status?: "RUNNING" | "COMPENSATING" | "SUCCEEDED" | "FAILED" | "CANCELLED";
+                        /** @description only runs created at or after this time (ms since the epoch) */
+                        created_after?: number;
+                        /** @description only runs created before this time (ms since the epoch) */
+                        created_before?: number;
+                        /** @description only runs carrying every one of these tags */
+                        tags?: {
+                            [key: string]: string;
+                        };
+                        /** @description only runs whose input or output contains this text, case-insensitively */
+                        q?: string;
+                        /** @description only runs whose run_id contains this, in any case */
+                        id_contains?: string;
+                        /** @description only runs created before this run: a previous answer's next_before */
+                        before?: string;
+                    };
+                    action: {
+                        /**
+                         * @description RUNNING runs
+                         * @constant
+                         */
+                        kind: "cancel";
+                        reason?: string;
+                        /** @description undo what each run did first (COMPENSATING, then CANCELLED) */
+                        compensate?: boolean;
+                    } | {
+                        /**
+                         * @description FAILED and CANCELLED runs
+                         * @constant
+                         */
+                        kind: "retry";
+                        /** @description an earlier node to run again, with everything downstream */
+                        from?: string;
+                        /** @description redrive runs that need attention */
+                        force?: boolean;
+                        /** @description new visits start without the failed visits' durable steps */
+                        fresh_steps?: boolean;
+                    };
+                    /** @description count the runs the action applies to and change nothing */
+                    dry_run?: boolean;
+                    /**
+                     * @description at most this many runs a call; the answer's more says to call again
+                     * @default 1000
+                     */
+                    cap?: number;
+                };
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @description runs matched that the action applies to, at most cap */
+                        matched: number;
+                        /** @description of those, the runs it was applied to (0 on a dry run) */
+                        applied: number;
+                        /** @description runs that changed since they were read, or otherwise refused it, each with why */
+                        refused: {
+                            run_id: string;
+                            reason: string;
+                        }[];
+                        /** @description more runs matched than cap: call again */
+                        more: boolean;
+                        dry_run: boolean;
+                        /** @description the first (at most 10) runs matched, newest first */
+                        run_ids: string[];
+                        /** @description when more: the last run matched, as filter.before to go on past refused runs; else null */
+                        next_before: string | null;
+                    };
+                };
+            };
+            /** @description invalid request: details.problems lists every problem with its path */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing or unknown bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the token's role or workflow scope does not allow this (startRun: also a scoped token's budget that would raise the workflow's, naming the field); on an API without tokens: a Host or Origin that is not loopback */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the request body is over the server's limit (details.limit_bytes) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the request body is not application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description too many requests or streams for this token: retry after Retry-After seconds */
+            429: {
+                headers: {
+                    /** @description seconds to wait before trying again */
+                    "Retry-After"?: number;
                     [name: string]: unknown;
                 };
                 content: {

@@ -5,6 +5,7 @@
 import type { operations } from "./api-types.js";
 
 export const OPERATIONS = {
+  bulkRuns: ["POST", "/v1/runs/bulk"],
   cancelRun: ["POST", "/v1/runs/{run_id}/cancel"],
   claimTasks: ["POST", "/v1/tasks/claim"],
   completeTask: ["POST", "/v1/tasks/{execution_id}/complete"],

@@ -18,6 +18,7 @@ import type {
   StepAnswer,
   StepRequest,
 } from "./attempts/external-requests.js";
+import { type BulkAnswer, type BulkOptions, bulkRuns } from "./bulk.js";
 import type {
   ClientOptions,
   EngineOptions,
@@ -376,6 +377,25 @@ export class Engine {
   async retryRun(runId: string, options: { from?: string; force?: boolean; fresh_steps?: boolean } = {}): Promise<Run> {
     this.assertOpen();
     return writes.retryRun(this.p, runId, options);
+  }
+
+  /**
+   * One action on every run a filter matches (DESIGN §16), at most `cap` (default 1000, at most
+   * 10 000) a call: `cancel` applies to RUNNING runs, `retry` to FAILED and CANCELLED ones; only
+   * top-level runs (a child follows its parent). Each run's action is its own cancelRun or
+   * retryRun, so a run is wholly done or untouched; a run that changed since it was read is
+   * listed in `refused` with the reason. With `dry_run`, counts them and changes nothing. Call
+   * again while the answer says `more` (runs already done no longer match).
+   * @example
+   * const { matched, applied, more } = await engine.bulkRuns({
+   *   filter: { workflow_id: "content-publish", tags: { customer: "acme" } },
+   *   action: { kind: "cancel", reason: "customer left" },
+   * });
+   * @throws ValidationError for a bad filter, action or cap (nothing is done)
+   */
+  async bulkRuns(options: BulkOptions): Promise<BulkAnswer> {
+    this.assertOpen();
+    return bulkRuns(this, options);
   }
 
   /**

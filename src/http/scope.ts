@@ -38,6 +38,15 @@ export function assertRunInScope(principal: Principal | null, run: { run_id: str
 }
 
 /** Reads the run only for a scoped token. @throws NotFoundError when such a token may not see it (or it does not exist) */
+/** A scoped token's patterns resolved to the registered workflows they match; null when unscoped. */
+export async function visibleWorkflowIds(engine: Engine, principal: Principal | null): Promise<string[] | null> {
+  if (!principal?.workflows) return null;
+  return idsInScope(
+    principal,
+    (await engine.listWorkflows()).map((w) => w.id),
+  );
+}
+
 export async function checkRunScope(engine: Engine, principal: Principal | null, runId: string): Promise<void> {
   if (principal?.workflows) assertRunInScope(principal, await engine.getRun(runId));
 }

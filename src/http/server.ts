@@ -36,6 +36,7 @@ import { registerMeRoutes } from "./routes/me.js";
 import { registerMetricsRoutes } from "./routes/metrics.js";
 import { registerReviewRoutes } from "./routes/reviews.js";
 import { registerRunRoutes } from "./routes/runs.js";
+import { registerBulkRoutes } from "./routes/runs-bulk.js";
 import { registerScheduleRoutes } from "./routes/schedules.js";
 import { registerStreamRoutes } from "./routes/stream.js";
 import { registerTaskRoutes } from "./routes/tasks.js";
@@ -100,6 +101,7 @@ const ROUTE_MODULES: ((app: FastifyInstance, ctx: RouteContext) => void)[] = [
   registerMeRoutes,
   registerWorkflowRoutes,
   registerRunRoutes,
+  registerBulkRoutes,
   registerScheduleRoutes,
   registerReviewRoutes,
   registerEventRoutes,

@@ -7,7 +7,13 @@ import type { ScheduleFilter } from "./schedules.js";
 /** Which runs `listRuns` gives; a map's item runs only when `workflow_id` names their item workflow. */
 export interface RunFilter {
   status?: RunStatus;
+  /** Only runs in one of these statuses (none when empty): bulk actions' eligible runs (DESIGN §16). */
+  statuses?: readonly RunStatus[];
   workflow_id?: string;
+  /** Only runs of this version (of `workflow_id`'s workflow, when given). */
+  workflow_version?: number;
+  /** Only runs that are no other run's child (nor a map's item): what bulk actions act on. */
+  top_level?: boolean;
   /** Only runs of these workflows (none when empty): a token's workflow scope, resolved to ids. */
   workflow_ids?: readonly string[];
   limit?: number;

@@ -15,18 +15,20 @@ export type Route =
 
 /**
  * The runs list's filters as the hash keeps them, so a reload or a shared link shows the same
- * list: `id` a part of a run id, `q` text in input or output, `from`/`to` datetime-local values.
+ * list: `id` a part of a run id, `q` text in input or output, `tag` a run tag as `name:value`,
+ * `from`/`to` datetime-local values.
  */
 export interface RunsFilter {
   status?: string;
   workflow?: string;
   id?: string;
   q?: string;
+  tag?: string;
   from?: string;
   to?: string;
 }
 
-const RUNS_FILTER_KEYS = ["status", "workflow", "id", "q", "from", "to"] as const;
+const RUNS_FILTER_KEYS = ["status", "workflow", "id", "q", "tag", "from", "to"] as const;
 
 export function parseRoute(hash: string): Route {
   const [path = "", search = ""] = hash.replace(/^#/, "").split("?");

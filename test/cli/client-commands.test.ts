@@ -123,6 +123,52 @@ describe("skein start, status, list, events", () => {
     expect(json<unknown[]>(await skein(["list", "--paused", "--json", ...db], ws.dir))).toEqual([]);
   });
 
+  it("skein bulk: a dry run counts the tagged runs, cancel stops at --cap and says to run again, retry brings them back", async () => {
+    const ws = workspace();
+    const db = ["--db", ws.db];
+    await skein(["workflows", "put", ws.file("w.json", WORKFLOWS.small), ...db], ws.dir);
+    // No engine runs here: started runs stay RUNNING.
+    const start = async (...args: string[]) => (await skein(["start", "small", ...args, ...db], ws.dir)).stdout.trim();
+    const tagged = [await start("--tag", "batch=x"), await start("--tag", "batch=x"), await start("--tag", "batch=x")];
+    const other = await start();
+    const bulk = (...args: string[]) => skein(["bulk", ...args, ...db], ws.dir);
+
+    const dry = await bulk("cancel", "--tag", "batch=x", "--dry-run", "--json");
+    expect(dry.code, dry.stderr).toBe(0);
+    expect(json<{ matched: number; run_ids: string[] }>(dry)).toMatchObject({ matched: 3, applied: 0, more: false });
+    expect((await bulk("cancel", "--tag", "batch=x", "--dry-run")).stdout).toMatch(
+      /^3 runs would be cancelled, e\.g\. /,
+    );
+
+    const first = await bulk("cancel", "--tag", "batch=x", "--cap", "2", "--reason", "recall");
+    expect(first.code, first.stderr).toBe(0);
+    expect(first.stdout).toBe("2 runs cancelled\nmore runs match than the cap: run it again\n");
+    expect((await bulk("cancel", "--tag", "batch=x", "--cap", "2")).stdout).toBe("1 run cancelled\n");
+    const statuses = async () => {
+      const r = await skein(["list", "--json", ...db], ws.dir);
+      return Object.fromEntries(json<{ run_id: string; status: string }[]>(r).map((run) => [run.run_id, run.status]));
+    };
+    expect(await statuses()).toEqual({
+      ...Object.fromEntries(tagged.map((id) => [id, "CANCELLED"])),
+      [other]: "RUNNING",
+    });
+
+    const retried = await bulk("retry", "--tag", "batch=x", "--workflow", "small", "--workflow-version", "1", "--json");
+    expect(json(retried)).toMatchObject({ matched: 3, applied: 3, refused: [] });
+    expect(Object.values(await statuses())).toEqual(Array(4).fill("RUNNING"));
+
+    // Usage errors and refused calls exit 2.
+    const usage = [
+      ["cancel", "--cap", "0"],
+      ["explode"],
+      ["cancel", "--workflow-version", "1"],
+      ["cancel", "--since", "soon"],
+    ];
+    const refused = await Promise.all(usage.map((args) => bulk(...args)));
+    expect(refused.map((r) => r.code)).toEqual([2, 2, 2, 2]);
+    expect(refused[2]?.stderr).toContain("filter.workflow_version");
+  }, 90_000);
+
   it("starts a run without an engine, and reads it back", async () => {
     const ws = workspace();
     const db = ["--db", ws.db];

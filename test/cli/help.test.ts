@@ -18,6 +18,7 @@ const COMMANDS = [
   "review",
   "cancel",
   "retry",
+  "bulk",
   "send",
   "workflows",
   "schedules",

@@ -50,6 +50,7 @@ describe("GET /v1/openapi.json", () => {
         "POST /v1/workflows/validate",
         "POST /v1/runs",
         "GET /v1/runs",
+        "POST /v1/runs/bulk",
         "GET /v1/runs/{run_id}",
         "POST /v1/runs/{run_id}/cancel",
         "POST /v1/runs/{run_id}/retry",

@@ -33,9 +33,9 @@ import {
   checkRunScope,
   childrenOutOfScope,
   hideRuns,
-  idsInScope,
   inScope,
   runForReader,
+  visibleWorkflowIds,
 } from "../scope.js";
 
 const StartBody = z
@@ -645,15 +645,6 @@ async function listedRun(engine: Engine, principal: Principal | null, run: Run):
   const found = await engine.getRun(child).catch(() => null);
   const hidden = found && inScope(principal, found.workflow_id) ? [] : [child];
   return hideRuns(runForReader(principal, run), hidden);
-}
-
-/** A scoped token's patterns resolved to the registered workflows they match; null when unscoped. */
-async function visibleWorkflowIds(engine: Engine, principal: Principal | null): Promise<string[] | null> {
-  if (!principal?.workflows) return null;
-  return idsInScope(
-    principal,
-    (await engine.listWorkflows()).map((w) => w.id),
-  );
 }
 
 /** The caller's traceparent when valid; else one in the request's trace, so logs and run share the trace id. */

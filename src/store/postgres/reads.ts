@@ -96,6 +96,9 @@ export function postgresReads(read: Read, clock: { now(): number } | undefined):
         return `$${values.length}`;
       };
       if (filter.status) where.push(`status = ${param(filter.status)}`);
+      if (filter.statuses) where.push(`status = ANY(${param(filter.statuses)}::text[])`);
+      if (filter.workflow_version !== undefined) where.push(`workflow_version = ${param(filter.workflow_version)}`);
+      if (filter.top_level) where.push("parent IS NULL");
       if (filter.workflow_id) where.push(`workflow_id = ${param(filter.workflow_id)}`);
       else where.push("strpos(workflow_id, '/') = 0"); // not a map's item runs, unless asked for by id
       if (filter.workflow_ids) where.push(`workflow_id = ANY(${param(filter.workflow_ids)}::text[])`);

@@ -94,6 +94,15 @@ export function sqliteReads(read: Read): StoreReads {
         where.push("status = ?");
         params.push(filter.status);
       }
+      if (filter.statuses) {
+        where.push(filter.statuses.length === 0 ? "0" : `status IN (${filter.statuses.map(() => "?").join(", ")})`);
+        params.push(...filter.statuses);
+      }
+      if (filter.workflow_version !== undefined) {
+        where.push("workflow_version = ?");
+        params.push(filter.workflow_version);
+      }
+      if (filter.top_level) where.push("parent IS NULL");
       if (filter.workflow_id) {
         where.push("workflow_id = ?");
         params.push(filter.workflow_id);

@@ -1,73 +1,188 @@
 /**
- * Bulk actions of the runs list: cancel the selected RUNNING runs, or retry the selected FAILED
- * and CANCELLED ones, behind one confirmation that says how many and which. Each run is its own
- * request (POST /v1/runs/{id}/cancel or /retry); the ones refused are listed with the reason.
+ * Bulk actions of the runs list (DESIGN §16): cancel or retry every run the CURRENT FILTER
+ * matches, not the rows of one page. The bar shows how many runs each action would apply to (a
+ * dry run of POST /v1/runs/bulk, counted up to COUNT_CAP); the dialog repeats it, then applies
+ * it to at most APPLY_CAP runs a confirmation, and says how many were done, which were refused
+ * and why, and whether more runs still match (confirm again to go on).
  */
 import { useState } from "preact/hooks";
 import { api, messageOf } from "../api.js";
-import { ConfirmDialog } from "../components.js";
+import { ConfirmDialog, ErrorNote } from "../components.js";
 import { shortId } from "../format.js";
-import type { Run } from "../types.js";
+import { useLiveEvents, useLoad } from "../hooks.js";
 
 export type BulkAction = "cancel" | "retry";
 
-/** Which runs an action applies to: only RUNNING runs are cancelled, only FAILED or CANCELLED ones retried. */
-export function eligible(action: BulkAction, run: Run): boolean {
-  return action === "cancel" ? run.status === "RUNNING" : run.status === "FAILED" || run.status === "CANCELLED";
+/** The filter of POST /v1/runs/bulk, as the list's filter gives it. */
+export interface BulkFilter {
+  status?: string;
+  /** Only paused runs (the status filter's "paused"). */
+  paused?: boolean;
+  workflow_id?: string;
+  id_contains?: string;
+  q?: string;
+  tags?: Record<string, string>;
+  created_after?: number;
+  created_before?: number;
 }
 
-export function BulkDialog(props: { action: BulkAction; runs: Run[]; onClose: () => void; onDone: () => void }) {
-  const { action, runs } = props;
+interface BulkAnswer {
+  matched: number;
+  applied: number;
+  refused: { run_id: string; reason: string }[];
+  more: boolean;
+  dry_run: boolean;
+  run_ids: string[];
+}
+
+/** Runs a count reads at most (the server's cap); past it the bar says "10,000+". */
+const COUNT_CAP = 10_000;
+/** Runs one confirmation acts on at most (the server's default cap). */
+const APPLY_CAP = 1000;
+
+const VERB: Record<BulkAction, string> = { cancel: "Cancel", retry: "Retry" };
+
+function bulk(filter: BulkFilter, action: BulkAction, options: { dry_run: boolean; cap: number }) {
+  return api<BulkAnswer>("POST", "/v1/runs/bulk", { filter, action: { kind: action }, ...options });
+}
+
+/** "1,234 matching runs" (or "10,000+"). */
+function matching(count: BulkAnswer): string {
+  const n = `${count.matched.toLocaleString("en-US")}${count.more ? "+" : ""}`;
+  return `${n} matching run${count.matched === 1 && !count.more ? "" : "s"}`;
+}
+
+/**
+ * The bar over the list: per action, the count of runs the filter matches that it applies to, and
+ * its button. The counts follow the runs as events start, end or change them.
+ */
+export function BulkBar(props: { filter: BulkFilter }) {
+  const counts = useLoad(
+    () =>
+      Promise.all([
+        bulk(props.filter, "cancel", { dry_run: true, cap: COUNT_CAP }),
+        bulk(props.filter, "retry", { dry_run: true, cap: COUNT_CAP }),
+      ]),
+    JSON.stringify(props.filter),
+  );
+  useLiveEvents((event) => {
+    if (event === null || event.type.startsWith("run.")) counts.reload();
+  });
+  const [open, setOpen] = useState<BulkAction | null>(null);
+  const [cancel, retry] = counts.data ?? [];
+  const button = (action: BulkAction, count: BulkAnswer | undefined) => (
+    <button
+      type="button"
+      class={action === "cancel" ? "danger" : ""}
+      disabled={!count || count.matched === 0}
+      onClick={() => setOpen(action)}
+    >
+      {VERB[action]} {count ? matching(count) : "matching runs"}…
+    </button>
+  );
+  const current = open === "cancel" ? cancel : retry;
+  return (
+    <section class="bulk-bar" aria-label="act on every matching run">
+      <span class="muted">Every run the filter matches, on every page:</span>
+      {button("cancel", cancel)}
+      {button("retry", retry)}
+      <ErrorNote error={counts.error} prefix="Could not count the matching runs" />
+      {open && current && (
+        <BulkDialog
+          action={open}
+          filter={props.filter}
+          count={current}
+          onClose={() => setOpen(null)}
+          onDone={counts.reload}
+        />
+      )}
+    </section>
+  );
+}
+
+function BulkDialog(props: {
+  action: BulkAction;
+  filter: BulkFilter;
+  count: BulkAnswer;
+  onClose: () => void;
+  onDone: () => void;
+}) {
+  const { action, count } = props;
   const [busy, setBusy] = useState(false);
-  const [result, setResult] = useState<{ done: number; failures: { run: Run; message: string }[] } | null>(null);
+  const [result, setResult] = useState<BulkAnswer | null>(null);
+  const [error, setError] = useState<string | null>(null);
   const confirm = async () => {
     setBusy(true);
-    const outcomes = await Promise.allSettled(
-      runs.map((run) => api("POST", `/v1/runs/${encodeURIComponent(run.run_id)}/${action}`, {})),
-    );
-    const failures = outcomes.flatMap((o, i) => {
-      const run = runs[i];
-      return o.status === "rejected" && run ? [{ run, message: messageOf(o.reason) }] : [];
-    });
-    props.onDone();
-    if (failures.length === 0) props.onClose();
-    else setResult({ done: runs.length - failures.length, failures });
+    setError(null);
+    try {
+      const answer = await bulk(props.filter, action, { dry_run: false, cap: APPLY_CAP });
+      props.onDone();
+      if (answer.refused.length === 0 && !answer.more) props.onClose();
+      else setResult(answer);
+    } catch (e) {
+      setError(messageOf(e));
+    } finally {
+      setBusy(false);
+    }
   };
-  const verb = action === "cancel" ? "Cancel" : "Retry";
-  const count = `${runs.length} run${runs.length === 1 ? "" : "s"}`;
+  const verb = VERB[action];
+  const capped = count.matched > APPLY_CAP || count.more;
   return (
     <ConfirmDialog
-      title={`${verb} ${count}?`}
-      confirmLabel={`${verb} ${count}`}
+      title={`${verb} ${matching(count)}?`}
+      confirmLabel={
+        capped
+          ? `${verb} ${APPLY_CAP.toLocaleString("en-US")} of them`
+          : `${verb} ${matching(count).replace(" matching", "")}`
+      }
       danger={action === "cancel"}
-      busy={busy}
+      busy={busy || count.matched === 0}
       onConfirm={() => void confirm()}
       onClose={props.onClose}
     >
       <p>
         {action === "cancel"
-          ? "Their active nodes are cancelled and late results ignored; each can be retried later."
-          : "Each runs again what failed or was cancelled, and everything downstream."}
+          ? "Every RUNNING run the filter matches: their active nodes are cancelled and late results ignored; each can be retried later."
+          : "Every FAILED or CANCELLED run the filter matches runs again what failed or was cancelled, and everything downstream."}{" "}
+        Runs started by another run follow it.
       </p>
-      <ul class="bulk-runs" aria-label={`runs to ${action}`}>
-        {runs.map((run) => (
-          <li key={run.run_id}>
-            <code title={run.run_id}>{shortId(run.run_id)}</code> {run.workflow_id}
-          </li>
+      {capped && (
+        <p>
+          At most {APPLY_CAP.toLocaleString("en-US")} runs are {action === "cancel" ? "cancelled" : "retried"} at a
+          time: confirm again for the rest.
+        </p>
+      )}
+      <p class="muted">
+        For example{" "}
+        {count.run_ids.slice(0, 5).map((id, i) => (
+          <span key={id}>
+            {i > 0 && ", "}
+            <code title={id}>{shortId(id)}</code>
+          </span>
         ))}
-      </ul>
-      {result && (
+        .
+      </p>
+      {error && (
         <div class="error-note" role="alert">
+          {error}
+        </div>
+      )}
+      {result && (
+        <div class={result.refused.length > 0 ? "error-note" : "note"} role="status" aria-label="bulk result">
           <p>
-            {result.done} done; {result.failures.length} refused:
+            {result.applied.toLocaleString("en-US")} {action === "cancel" ? "cancelled" : "retried"}
+            {result.refused.length > 0 ? `; ${result.refused.length} refused:` : "."}
+            {result.more ? " More runs match: confirm again to go on." : ""}
           </p>
-          <ul aria-label="refused runs">
-            {result.failures.map((f) => (
-              <li key={f.run.run_id}>
-                <code title={f.run.run_id}>{shortId(f.run.run_id)}</code>: {f.message}
-              </li>
-            ))}
-          </ul>
+          {result.refused.length > 0 && (
+            <ul aria-label="refused runs">
+              {result.refused.map((r) => (
+                <li key={r.run_id}>
+                  <code title={r.run_id}>{shortId(r.run_id)}</code>: {r.reason}
+                </li>
+              ))}
+            </ul>
+          )}
         </div>
       )}
     </ConfirmDialog>

@@ -1,7 +1,7 @@
 /**
  * The runs, newest first: filtered by status, workflow, a part of the run id, text in input or output
- * and creation time (all in the URL hash), live as events arrive, more on demand; rows can be
- * selected for bulk cancel and retry (runs-bulk.tsx).
+ * a tag and creation time (all in the URL hash), live as events arrive, more on demand; every run
+ * the filter matches can be cancelled or retried at once (runs-bulk.tsx).
  */
 import { useEffect, useRef, useState } from "preact/hooks";
 import { api, query } from "../api.js";
@@ -9,8 +9,8 @@ import { Badge, ErrorNote, Tags, Time } from "../components.js";
 import { elapsed, reasonTone, shortId } from "../format.js";
 import { useLiveEvents, useLoad, useNow } from "../hooks.js";
 import { href, navigate, type RunsFilter } from "../route.js";
-import { type PendingReview, RUN_STATUSES, type Run, type WorkflowSummary } from "../types.js";
-import { type BulkAction, BulkDialog, eligible } from "./runs-bulk.js";
+import { type Me, type PendingReview, RUN_STATUSES, type Run, type WorkflowSummary } from "../types.js";
+import { BulkBar, type BulkFilter } from "./runs-bulk.js";
 import "./runs.css";
 
 const PAGE = 50;
@@ -41,26 +41,38 @@ function epochOf(value: string | undefined): number | undefined {
 /** The status filter's choice for paused runs (RUNNING ones whose attempts are held). */
 const PAUSED = "PAUSED";
 
+/** A tag as the search field and the hash hold it, `name:value`, as the tags filter; undefined when not one. */
+function tagOf(tag: string | undefined): Record<string, string> | undefined {
+  const at = tag?.indexOf(":") ?? -1;
+  return tag && at > 0 ? { [tag.slice(0, at)]: tag.slice(at + 1) } : undefined;
+}
+
 export function RunsPage(props: { filter: RunsFilter }) {
-  const { status, workflow, id, q, from, to } = props.filter;
+  const { status, workflow, id, q, tag, from, to } = props.filter;
   // How many runs to show: a page, plus any the user asked for with "Show more".
   const [limit, setLimit] = useState(PAGE);
-  const params = {
+  // What the list and the bulk actions both filter by.
+  const matching: BulkFilter = {
     // PAUSED is no status (a paused run is RUNNING) but a filter of its own.
-    ...(status === PAUSED ? { paused: "true" } : { status }),
+    ...(status === PAUSED ? { paused: true } : { status }),
     workflow_id: workflow,
     // Any part of the id: the list shows its end (a UUIDv7's start is a timestamp, alike in every recent run).
     id_contains: id,
     q: q && q.length >= Q_MIN ? q : undefined,
+    tags: tagOf(tag),
     created_after: epochOf(from),
     created_before: epochOf(to),
-    limit,
   };
+  const { tags, paused, ...rest } = matching;
+  const params = { ...rest, paused: paused ? "true" : undefined, tag: tags ? tag : undefined, limit };
   const runs = useLoad(
     () => api<{ runs: Run[]; next_cursor: string | null }>("GET", `/v1/runs${query(params)}`),
     JSON.stringify(params),
   );
   const workflows = useLoad(() => api<{ workflows: WorkflowSummary[] }>("GET", "/v1/workflows"), "workflows");
+  // Bulk actions are an admin's (or anyone's, on an API without tokens).
+  const me = useLoad(() => api<Me>("GET", "/v1/me"), "me");
+  const mayAct = me.data !== undefined && (me.data.role === "admin" || me.data.role === null);
   // The waiting reviews of the runs shown only: the inbox may hold thousands.
   const shownIds = (runs.data?.runs ?? []).map((r) => r.run_id);
   const reviews = useLoad(() => reviewsOf(shownIds), `reviews ${shownIds.join(",")}`);
@@ -73,22 +85,10 @@ export function RunsPage(props: { filter: RunsFilter }) {
   const waiting = new Map<string, number>();
   for (const r of reviews.data ?? []) waiting.set(r.run_id, (waiting.get(r.run_id) ?? 0) + 1);
 
-  const [selected, setSelected] = useState<ReadonlySet<string>>(new Set());
-  const [bulk, setBulk] = useState<BulkAction | null>(null);
   const shown = runs.data?.runs ?? [];
-  const chosen = shown.filter((r) => selected.has(r.run_id));
-  const toCancel = chosen.filter((r) => eligible("cancel", r));
-  const toRetry = chosen.filter((r) => eligible("retry", r));
-  const allChecked = shown.length > 0 && shown.every((r) => selected.has(r.run_id));
-  const toggle = (runId: string, on: boolean) => {
-    const next = new Set(selected);
-    if (on) next.add(runId);
-    else next.delete(runId);
-    setSelected(next);
-  };
 
   const filter = (change: RunsFilter) => navigate({ page: "runs", ...props.filter, ...change });
-  const filtered = Boolean(status || workflow || id || q || from || to);
+  const filtered = Boolean(status || workflow || id || q || tag || from || to);
 
   return (
     <section>
@@ -134,118 +134,77 @@ export function RunsPage(props: { filter: RunsFilter }) {
       <SearchForm filter={props.filter} onSearch={filter} />
       <ErrorNote error={runs.error} prefix="Could not load the runs" />
       {runs.data && shown.length === 0 && <p class="muted">No runs{filtered ? " match" : " yet"}.</p>}
+      {mayAct && runs.data && <BulkBar filter={matching} />}
       {shown.length > 0 && (
-        <>
-          <div class="bulk-bar">
-            <span class="muted" aria-live="polite">
-              {chosen.length} selected
-            </span>
-            <button type="button" class="danger" disabled={toCancel.length === 0} onClick={() => setBulk("cancel")}>
-              Cancel selected…{toCancel.length > 0 ? ` (${toCancel.length})` : ""}
-            </button>
-            <button type="button" disabled={toRetry.length === 0} onClick={() => setBulk("retry")}>
-              Retry selected…{toRetry.length > 0 ? ` (${toRetry.length})` : ""}
-            </button>
-          </div>
-          <table class="runs" aria-label="runs">
-            <thead>
-              <tr>
-                <th>
-                  <input
-                    type="checkbox"
-                    aria-label="select all runs shown"
-                    checked={allChecked}
-                    onChange={(e) =>
-                      setSelected(e.currentTarget.checked ? new Set(shown.map((r) => r.run_id)) : new Set())
-                    }
-                  />
-                </th>
-                <th>Run</th>
-                <th>Workflow</th>
-                <th>Status</th>
-                <th>Waiting reviews</th>
-                <th>Error reason</th>
-                <th>Started</th>
-                <th>Duration</th>
+        <table class="runs" aria-label="runs">
+          <thead>
+            <tr>
+              <th>Run</th>
+              <th>Workflow</th>
+              <th>Status</th>
+              <th>Waiting reviews</th>
+              <th>Error reason</th>
+              <th>Started</th>
+              <th>Duration</th>
+            </tr>
+          </thead>
+          <tbody>
+            {shown.map((run) => (
+              <tr key={run.run_id} data-run-id={run.run_id} data-status={run.status}>
+                <td>
+                  <a href={href({ page: "run", runId: run.run_id })} title={run.run_id}>
+                    <code>{shortId(run.run_id)}</code>
+                  </a>
+                </td>
+                <td>
+                  <a href={href({ page: "workflows", workflowId: run.workflow_id, version: run.workflow_version })}>
+                    {run.workflow_id}
+                  </a>{" "}
+                  <span class="muted">v{run.workflow_version}</span>
+                  <Tags tags={run.tags} />
+                </td>
+                <td>
+                  <Badge state={run.status} />
+                  {run.needs_attention && <span class="attention"> needs attention</span>}
+                  {run.paused && <span class="attention"> paused</span>}
+                </td>
+                <td class="reviews-cell">{waiting.get(run.run_id) ?? ""}</td>
+                <td class="reason-cell">
+                  {run.error && (
+                    <span
+                      class={`reason ${reasonTone({ state: run.status, reason: run.error.reason, error: run.error })}`}
+                      title={run.error.message}
+                    >
+                      {run.error.reason}
+                    </span>
+                  )}
+                </td>
+                <td>
+                  <Time at={run.created_at} />
+                </td>
+                <td>{elapsed(run.created_at, run.ended_at, now)}</td>
               </tr>
-            </thead>
-            <tbody>
-              {shown.map((run) => (
-                <tr key={run.run_id} data-run-id={run.run_id} data-status={run.status}>
-                  <td>
-                    <input
-                      type="checkbox"
-                      aria-label={`select run ${shortId(run.run_id)}`}
-                      checked={selected.has(run.run_id)}
-                      onChange={(e) => toggle(run.run_id, e.currentTarget.checked)}
-                    />
-                  </td>
-                  <td>
-                    <a href={href({ page: "run", runId: run.run_id })} title={run.run_id}>
-                      <code>{shortId(run.run_id)}</code>
-                    </a>
-                  </td>
-                  <td>
-                    <a href={href({ page: "workflows", workflowId: run.workflow_id, version: run.workflow_version })}>
-                      {run.workflow_id}
-                    </a>{" "}
-                    <span class="muted">v{run.workflow_version}</span>
-                    <Tags tags={run.tags} />
-                  </td>
-                  <td>
-                    <Badge state={run.status} />
-                    {run.needs_attention && <span class="attention"> needs attention</span>}
-                    {run.paused && <span class="attention"> paused</span>}
-                  </td>
-                  <td class="reviews-cell">{waiting.get(run.run_id) ?? ""}</td>
-                  <td class="reason-cell">
-                    {run.error && (
-                      <span
-                        class={`reason ${reasonTone({ state: run.status, reason: run.error.reason, error: run.error })}`}
-                        title={run.error.message}
-                      >
-                        {run.error.reason}
-                      </span>
-                    )}
-                  </td>
-                  <td>
-                    <Time at={run.created_at} />
-                  </td>
-                  <td>{elapsed(run.created_at, run.ended_at, now)}</td>
-                </tr>
-              ))}
-            </tbody>
-          </table>
-        </>
+            ))}
+          </tbody>
+        </table>
       )}
       {runs.data?.next_cursor && limit < 1000 && (
         <button type="button" onClick={() => setLimit(Math.min(1000, limit + PAGE))}>
           Show more
         </button>
       )}
-      {bulk && (
-        <BulkDialog
-          action={bulk}
-          runs={bulk === "cancel" ? toCancel : toRetry}
-          onClose={() => setBulk(null)}
-          onDone={() => {
-            setSelected(new Set());
-            runs.reload();
-          }}
-        />
-      )}
     </section>
   );
 }
 
 /** The search fields a filter fills ("" where it has none). */
-function fieldsOf(f: Pick<RunsFilter, "id" | "q" | "from" | "to">) {
-  return { id: f.id ?? "", q: f.q ?? "", from: f.from ?? "", to: f.to ?? "" };
+function fieldsOf(f: Pick<RunsFilter, "id" | "q" | "tag" | "from" | "to">) {
+  return { id: f.id ?? "", q: f.q ?? "", tag: f.tag ?? "", from: f.from ?? "", to: f.to ?? "" };
 }
 
 /** A part of the run id, text and time range: applied together on submit (the hash changes, so a reload keeps them). */
 function SearchForm(props: { filter: RunsFilter; onSearch: (change: RunsFilter) => void }) {
-  const { id, q, from, to } = props.filter;
+  const { id, q, tag, from, to } = props.filter;
   const inHash = fieldsOf(props.filter);
   const [fields, setFields] = useState(inHash);
   // The hash this form last asked for: its change arrives after the click, maybe after more typing.
@@ -256,7 +215,7 @@ function SearchForm(props: { filter: RunsFilter; onSearch: (change: RunsFilter) 
     const own = asked.current === JSON.stringify(inHash);
     asked.current = null;
     if (!own) setFields(inHash);
-  }, [id, q, from, to]);
+  }, [id, q, tag, from, to]);
   const set = (name: keyof typeof fields) => (e: { currentTarget: HTMLInputElement }) => {
     const typed = e.currentTarget.value;
     setFields((f) => ({ ...f, [name]: typed }));
@@ -264,7 +223,7 @@ function SearchForm(props: { filter: RunsFilter; onSearch: (change: RunsFilter) 
   const value = (v: string) => v.trim() || undefined;
   // An id copied as the list shows it starts with "…": the part is what follows.
   const idPart = (v: string) => value(v.trim().replace(/^…+/, ""));
-  const search = (change: Pick<RunsFilter, "id" | "q" | "from" | "to">) => {
+  const search = (change: Pick<RunsFilter, "id" | "q" | "tag" | "from" | "to">) => {
     const next = fieldsOf(change);
     // Unchanged, the hash does not change and the effect does not run to forget it.
     if (JSON.stringify(next) !== JSON.stringify(inHash)) asked.current = JSON.stringify(next);
@@ -276,7 +235,13 @@ function SearchForm(props: { filter: RunsFilter; onSearch: (change: RunsFilter) 
         class="run-search"
         onSubmit={(e) => {
           e.preventDefault();
-          search({ id: idPart(fields.id), q: value(fields.q), from: value(fields.from), to: value(fields.to) });
+          search({
+            id: idPart(fields.id),
+            q: value(fields.q),
+            tag: value(fields.tag),
+            from: value(fields.from),
+            to: value(fields.to),
+          });
         }}
       >
         <label>
@@ -296,6 +261,18 @@ function SearchForm(props: { filter: RunsFilter; onSearch: (change: RunsFilter) 
           />
         </label>
         <label>
+          Tag
+          <input
+            name="tag"
+            value={fields.tag}
+            maxLength={400}
+            spellcheck={false}
+            placeholder="name:value"
+            pattern="[A-Za-z0-9_.:\-]+:.*"
+            onInput={set("tag")}
+          />
+        </label>
+        <label>
           Created from
           <input name="from" type="datetime-local" step="1" value={fields.from} onInput={set("from")} />
         </label>
@@ -310,7 +287,7 @@ function SearchForm(props: { filter: RunsFilter; onSearch: (change: RunsFilter) 
           type="button"
           onClick={() => {
             setFields(fieldsOf({}));
-            search({ id: undefined, q: undefined, from: undefined, to: undefined });
+            search({ id: undefined, q: undefined, tag: undefined, from: undefined, to: undefined });
           }}
         >
           Clear
