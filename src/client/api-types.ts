@@ -416,7 +416,7 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Cancel or retry every run a filter matches (top-level runs; cancel: RUNNING, retry: FAILED and CANCELLED), at most cap a call, each run wholly or not at all; dry_run counts them
+         * Cancel, retry, pause or resume every run a filter matches (top-level runs; cancel and pause: RUNNING, retry: FAILED and CANCELLED, resume: paused), at most cap a call, each run wholly or not at all; dry_run counts them
          * @description Roles: admin.
          */
         post: operations["bulkRuns"];
@@ -3608,6 +3608,8 @@ export interface operations {
                         q?: string;
                         /** @description only runs whose run_id contains this, in any case */
                         id_contains?: string;
+                        /** @description only paused runs (true), or only runs not paused (false) */
+                        paused?: boolean;
                         /** @description only runs created before this run: a previous answer's next_before */
                         before?: string;
                     };
@@ -3632,6 +3634,19 @@ export interface operations {
                         force?: boolean;
                         /** @description new visits start without the failed visits' durable steps */
                         fresh_steps?: boolean;
+                    } | {
+                        /**
+                         * @description RUNNING runs not paused
+                         * @constant
+                         */
+                        kind: "pause";
+                        reason?: string;
+                    } | {
+                        /**
+                         * @description paused runs
+                         * @constant
+                         */
+                        kind: "resume";
                     };
                     /** @description count the runs the action applies to and change nothing */
                     dry_run?: boolean;

@@ -12,6 +12,7 @@ import type { RunStatus } from "../core/states.js";
 import type { Run } from "../core/types.js";
 import { type Problem, ValidationError } from "../errors.js";
 import type { RunFilter } from "../store/store.js";
+import type { OperatorOptions } from "./engine-options.js";
 import { refuseNul } from "./identifiers.js";
 
 /** Which runs a bulk action looks at, before the action's own rule (BulkActionRow.statuses). */
@@ -31,6 +32,8 @@ export interface BulkFilter {
   q?: string;
   /** Only runs whose id contains this, in any case. */
   id_contains?: string;
+  /** Only paused runs (true), or only runs not paused (false). */
+  paused?: boolean;
   /** Only runs created before this run: a previous answer's `next_before`, to go on past the runs it refused. */
   before?: string;
   /** Only runs of these workflows (none when empty): a token's workflow scope, resolved to ids. */
@@ -40,7 +43,9 @@ export interface BulkFilter {
 /** What to do to each run: one row of BULK_ACTIONS. */
 export type BulkAction =
   | { kind: "cancel"; reason?: string; compensate?: boolean }
-  | { kind: "retry"; from?: string; force?: boolean; fresh_steps?: boolean };
+  | { kind: "retry"; from?: string; force?: boolean; fresh_steps?: boolean }
+  | { kind: "pause"; reason?: string; by?: string }
+  | { kind: "resume"; by?: string };
 
 export interface BulkOptions {
   filter: BulkFilter;
@@ -72,12 +77,22 @@ export interface BulkEngine {
   listRuns(filter: RunFilter): Promise<Run[]>;
   cancelRun(runId: string, options: { reason?: string; compensate?: boolean }): Promise<Run>;
   retryRun(runId: string, options: { from?: string; force?: boolean; fresh_steps?: boolean }): Promise<Run>;
+  pauseRun(runId: string, options: OperatorOptions): Promise<Run>;
+  resumeRun(runId: string, options: OperatorOptions): Promise<Run>;
 }
 
 /** One bulk action: the runs it applies to and the call made for each. */
 export interface BulkActionRow<A> {
   /** The statuses of the runs it applies to (read by the store's index, with the filter). */
   statuses: readonly RunStatus[];
+  /**
+   * Child runs too (they carry their root's tags): a pause holds one run, so pausing a tree is
+   * pausing each of its runs. Otherwise top-level runs only (a child follows its parent: it is
+   * cancelled with it, and redriven by redriving it).
+   */
+  childRuns?: true;
+  /** What else the runs it applies to match, read with the filter (a field the filter sets itself wins). */
+  where?: Pick<RunFilter, "paused">;
   /** Of those, the ones it applies to (default: all), for a rule the status alone does not tell. */
   applies?: (run: Run, action: A) => boolean;
   /** The action on one run: one engine call, one dispatcher input, one transaction. */
@@ -104,6 +119,19 @@ export const BULK_ACTIONS: Rows = {
         ...(force === undefined ? {} : { force }),
         ...(fresh_steps === undefined ? {} : { fresh_steps }),
       }),
+  },
+  pause: {
+    statuses: ["RUNNING"],
+    childRuns: true,
+    where: { paused: false },
+    apply: (engine, run, { reason, by }) =>
+      engine.pauseRun(run.run_id, { ...(reason === undefined ? {} : { reason }), ...(by === undefined ? {} : { by }) }),
+  },
+  resume: {
+    statuses: ["RUNNING"],
+    childRuns: true,
+    where: { paused: true },
+    apply: (engine, run, { by }) => engine.resumeRun(run.run_id, by === undefined ? {} : { by }),
   },
 };
 
@@ -151,9 +179,10 @@ export async function bulkRuns(engine: BulkEngine, options: BulkOptions): Promis
     paging: for (;;) {
       const limit = Math.min(PAGE, cap - answer.matched + 1);
       const page = await engine.listRuns({
+        ...row.where,
         ...rest,
         statuses,
-        top_level: true,
+        ...(row.childRuns ? {} : { top_level: true }),
         limit,
         ...(before === undefined ? {} : { before }),
       });
@@ -204,7 +233,8 @@ function checkOptions(options: BulkOptions, cap: number): BulkActionRow<never> {
     id_contains: filter.id_contains,
     before: filter.before,
     ...(action?.kind === "retry" ? { from: action.from } : {}),
-    ...(action?.kind === "cancel" ? { reason: action.reason } : {}),
+    ...(action?.kind === "cancel" || action?.kind === "pause" ? { reason: action.reason } : {}),
+    ...(action?.kind === "pause" || action?.kind === "resume" ? { by: action.by } : {}),
   });
   const problems: Problem[] = [];
   const row = Object.hasOwn(BULK_ACTIONS, action?.kind) ? BULK_ACTIONS[action.kind] : undefined;

@@ -71,6 +71,35 @@ describe("bulkRuns", () => {
     expect(await engine.bulkRuns({ filter, action: { kind: "cancel" } })).toMatchObject({ matched: 0, applied: 0 });
   });
 
+  it("pauses and resumes by tag, child runs with their parents; a dry run counts only what is not paused yet", async () => {
+    const { engine } = await setUp();
+    await engine.registerWorkflow({
+      id: "parent",
+      nodes: [{ node_id: "sub", agent_type: "workflow", payload: { workflow_id: "waits" } }],
+    });
+    const childStarted = nextEvent(engine, (e) => e.type === "child.started");
+    const parent = await engine.startRun("parent", { tags: { batch: "p1" } });
+    const child = (await childStarted).data.run_id as string;
+    const tagged = await start(engine, "waits", 3, { batch: "p1" });
+    const other = await start(engine, "waits", 2, { batch: "p2" });
+    const filter = { tags: { batch: "p1" } };
+
+    expect(await engine.bulkRuns({ filter, action: { kind: "pause" }, dry_run: true })).toMatchObject({ matched: 5 });
+    const paused = await engine.bulkRuns({ filter, action: { kind: "pause", reason: "outage", by: "ops" } });
+    expect(paused).toMatchObject({ matched: 5, applied: 5, refused: [] });
+    const pausedIds = (await engine.listRuns({ paused: true })).map((r) => r.run_id).sort();
+    expect(pausedIds).toEqual([parent.run_id, child, ...ids(tagged)].sort());
+    expect((await engine.getRun(child)).paused).toMatchObject({ by: "ops", reason: "outage" });
+    expect(await engine.bulkRuns({ filter, action: { kind: "pause" }, dry_run: true })).toMatchObject({ matched: 0 });
+    expect((await engine.getRun(other[0]?.run_id as string)).paused).toBeNull();
+
+    expect(await engine.bulkRuns({ filter: { paused: true }, action: { kind: "resume" } })).toMatchObject({
+      matched: 5,
+      applied: 5,
+    });
+    expect(await engine.listRuns({ paused: true })).toEqual([]);
+  });
+
   it("acts on top-level runs only: a child run carrying its parent's tags follows its parent", async () => {
     const { engine } = await setUp();
     await engine.registerWorkflow({
@@ -175,6 +204,8 @@ describe("bulkRuns", () => {
       },
       cancelRun: engine.cancelRun.bind(engine),
       retryRun: engine.retryRun.bind(engine),
+      pauseRun: engine.pauseRun.bind(engine),
+      resumeRun: engine.resumeRun.bind(engine),
     };
     const answer = await bulkRuns(racing, { filter: { workflow_id: "waits" }, action: { kind: "cancel" } });
     expect(answer).toMatchObject({ matched: 4, applied: 3 });

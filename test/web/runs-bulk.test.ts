@@ -67,6 +67,19 @@ describe("bulk actions on the runs list", { timeout: 90_000 }, () => {
     await retry.waitFor({ state: "detached" });
     await rowsAre(page, all(tagged, "RUNNING"));
     await expectAccessible(page, "the runs list with its bulk actions");
+
+    // Pause them all, then resume them: the counts follow (paused runs are no longer pausable).
+    await bar.getByRole("button", { name: "Pause 3 matching runs…" }).click();
+    const pause = page.getByRole("dialog", { name: "Pause 3 matching runs?" });
+    await pause.getByRole("button", { name: "Pause 3 runs" }).click();
+    await pause.waitFor({ state: "detached" });
+    await bar.getByRole("button", { name: "Resume 3 matching runs…" }).waitFor();
+    expect(await bar.getByRole("button", { name: "Pause 0 matching runs…" }).isDisabled()).toBe(true);
+    for (const id of tagged) expect((await s.api<{ paused: unknown }>("GET", `/v1/runs/${id}`)).paused).not.toBeNull();
+    await bar.getByRole("button", { name: "Resume 3 matching runs…" }).click();
+    const resume = page.getByRole("dialog", { name: "Resume 3 matching runs?" });
+    await resume.getByRole("button", { name: "Resume 3 runs" }).click();
+    await bar.getByRole("button", { name: "Pause 3 matching runs…" }).waitFor();
   });
 
   it("offers no bulk action to a reviewer", async () => {

@@ -1,4 +1,4 @@
-/** `skein bulk <cancel|retry>`: one action on every run a filter matches (DESIGN §16), engine.bulkRuns. */
+/** `skein bulk <cancel|retry|pause|resume>`: one action on every run a filter matches (DESIGN §16), engine.bulkRuns. */
 import { Argument, type Command, InvalidArgumentError, Option } from "commander";
 import { parseDuration } from "../../engine/retention.js";
 import type { BulkAction, BulkAnswer, BulkFilter } from "../../index.js";
@@ -7,7 +7,7 @@ import { collectTag, dbOf, examples } from "../options.js";
 import { printJson, println } from "../output.js";
 
 const STATUSES = ["RUNNING", "COMPENSATING", "SUCCEEDED", "FAILED", "CANCELLED"] as const;
-const ACTIONS = ["cancel", "retry"] as const;
+const ACTIONS = ["cancel", "retry", "pause", "resume"] as const;
 
 interface BulkOptions {
   workflow?: string;
@@ -25,15 +25,16 @@ interface BulkOptions {
   from?: string;
   force?: boolean;
   freshSteps?: boolean;
+  by?: string;
   json?: boolean;
 }
 
 export function registerBulk(program: Command): void {
   program
     .command("bulk")
-    .summary("cancel or retry every run a filter matches")
+    .summary("cancel, retry, pause or resume every run a filter matches")
     .description(
-      "cancel (RUNNING runs) or retry (FAILED and CANCELLED runs) every top-level run the filter matches, at most --cap a call (default 1000); each run is cancelled or retried whole, and one that changed meanwhile is listed as refused. --dry-run counts them first and changes nothing. When more runs match than the cap, it says so: run it again",
+      "cancel (RUNNING runs) or retry (FAILED and CANCELLED runs) every top-level run the filter matches, or pause (RUNNING runs not paused) or resume (paused runs) every run it matches, child runs included; at most --cap a call (default 1000); each run is acted on whole, and one that changed meanwhile is listed as refused. --dry-run counts them first and changes nothing. When more runs match than the cap, it says so: run it again",
     )
     .addArgument(new Argument("<action>", "what to do to each run").choices(ACTIONS))
     .option("--workflow <workflow_id>", "only runs of this workflow")
@@ -51,7 +52,8 @@ export function registerBulk(program: Command): void {
     .option("--id <text>", "only runs whose run_id contains this")
     .option("--dry-run", "count the runs and show the first few; change nothing")
     .option("--cap <n>", "at most this many runs (1 to 10000, default 1000)", positiveInt("the cap"))
-    .option("--reason <text>", "cancel: why, recorded as each run's error")
+    .option("--reason <text>", "cancel: why, recorded as each run's error; pause: why, in each run's history")
+    .option("--by <name>", "pause, resume: who, recorded in each run's history")
     .option("--compensate", "cancel: undo what each run did first")
     .option("--from <node_id>", "retry: also run this node again, and everything downstream")
     .option("--force", "retry: runs that need attention too")
@@ -93,6 +95,9 @@ function filterOf(o: BulkOptions): BulkFilter {
 }
 
 function actionOf(kind: (typeof ACTIONS)[number], o: BulkOptions): BulkAction {
+  const by = o.by === undefined ? {} : { by: o.by };
+  if (kind === "pause") return { kind, ...(o.reason === undefined ? {} : { reason: o.reason }), ...by };
+  if (kind === "resume") return { kind, ...by };
   if (kind === "cancel") {
     return {
       kind,
@@ -111,7 +116,7 @@ function actionOf(kind: (typeof ACTIONS)[number], o: BulkOptions): BulkAction {
 /** What a person reads: how many, which were refused and why, and whether to run it again. */
 function summary(kind: (typeof ACTIONS)[number], a: BulkAnswer): string {
   const runs = (n: number) => `${n.toLocaleString("en-US")} run${n === 1 ? "" : "s"}`;
-  const done = kind === "cancel" ? "cancelled" : "retried";
+  const done = { cancel: "cancelled", retry: "retried", pause: "paused", resume: "resumed" }[kind];
   const lines = a.dry_run
     ? [
         `${runs(a.matched)}${a.more ? " (or more)" : ""} would be ${done}${a.matched > 0 ? `, e.g. ${a.run_ids.slice(0, 3).join(", ")}` : ""}`,

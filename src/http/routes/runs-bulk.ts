@@ -33,6 +33,7 @@ const BulkFilterSchema = z
       .optional()
       .describe("only runs whose input or output contains this text, case-insensitively"),
     id_contains: z.string().min(1).max(200).optional().describe("only runs whose run_id contains this, in any case"),
+    paused: z.boolean().optional().describe("only paused runs (true), or only runs not paused (false)"),
     before: z
       .string()
       .min(1)
@@ -59,10 +60,19 @@ const RetryAction = z
   })
   .strict();
 
+const PauseAction = z
+  .object({
+    kind: z.literal("pause").describe("RUNNING runs not paused"),
+    reason: z.string().max(1000).optional(),
+  })
+  .strict();
+
+const ResumeAction = z.object({ kind: z.literal("resume").describe("paused runs") }).strict();
+
 const BulkBody = z
   .object({
     filter: BulkFilterSchema,
-    action: z.discriminatedUnion("kind", [CancelAction, RetryAction]),
+    action: z.discriminatedUnion("kind", [CancelAction, RetryAction, PauseAction, ResumeAction]),
     dry_run: z.boolean().optional().describe("count the runs the action applies to and change nothing"),
     cap: z
       .number()
@@ -98,7 +108,7 @@ export function registerBulkRoutes(app: FastifyInstance, { engine, rates }: Rout
         operationId: "bulkRuns",
         tags: ["runs"],
         summary:
-          "Cancel or retry every run a filter matches (top-level runs; cancel: RUNNING, retry: FAILED and CANCELLED), at most cap a call, each run wholly or not at all; dry_run counts them",
+          "Cancel, retry, pause or resume every run a filter matches (top-level runs; cancel and pause: RUNNING, retry: FAILED and CANCELLED, resume: paused), at most cap a call, each run wholly or not at all; dry_run counts them",
         body: BulkBody,
         response: { ...errorResponses(429, 503), 200: BulkAnswerSchema },
       },
@@ -109,9 +119,12 @@ export function registerBulkRoutes(app: FastifyInstance, { engine, rates }: Rout
       if (action.kind === "retry" && dry_run !== true) rates.starts.take(request.principal?.name);
       // A scoped token acts on the runs of its workflows only, as it lists them.
       const scope = await visibleWorkflowIds(engine, request.principal);
+      // Pausing and resuming record who: the token's name.
+      const who = request.principal?.name;
       return engine.bulkRuns({
         filter: { ...filter, ...(scope === null ? {} : { workflow_ids: scope }) },
-        action,
+        action:
+          (action.kind === "pause" || action.kind === "resume") && who !== undefined ? { ...action, by: who } : action,
         cap,
         ...(dry_run === undefined ? {} : { dry_run }),
       });

@@ -1,5 +1,5 @@
 /**
- * Bulk actions of the runs list (DESIGN §16): cancel or retry every run the CURRENT FILTER
+ * Bulk actions of the runs list (DESIGN §16): cancel, retry, pause or resume every run the CURRENT FILTER
  * matches, not the rows of one page. The bar shows how many runs each action would apply to (a
  * dry run of POST /v1/runs/bulk, counted up to COUNT_CAP); the dialog repeats it, then applies
  * it to at most APPLY_CAP runs a confirmation, and says how many were done, which were refused
@@ -11,7 +11,7 @@ import { ConfirmDialog, ErrorNote } from "../components.js";
 import { shortId } from "../format.js";
 import { useLiveEvents, useLoad } from "../hooks.js";
 
-export type BulkAction = "cancel" | "retry";
+export type BulkAction = "cancel" | "retry" | "pause" | "resume";
 
 /** The filter of POST /v1/runs/bulk, as the list's filter gives it. */
 export interface BulkFilter {
@@ -40,7 +40,19 @@ const COUNT_CAP = 10_000;
 /** Runs one confirmation acts on at most (the server's default cap). */
 const APPLY_CAP = 1000;
 
-const VERB: Record<BulkAction, string> = { cancel: "Cancel", retry: "Retry" };
+const VERB: Record<BulkAction, string> = { cancel: "Cancel", retry: "Retry", pause: "Pause", resume: "Resume" };
+const ACTIONS: readonly BulkAction[] = ["cancel", "retry", "pause", "resume"];
+const DONE: Record<BulkAction, string> = { cancel: "cancelled", retry: "retried", pause: "paused", resume: "resumed" };
+/** What an action does to the runs it applies to, as its dialog says it. */
+const WHAT: Record<BulkAction, string> = {
+  cancel:
+    "Every RUNNING run the filter matches: their active nodes are cancelled and late results ignored; each can be retried later. Runs started by another run follow it.",
+  retry:
+    "Every FAILED or CANCELLED run the filter matches runs again what failed or was cancelled, and everything downstream. Runs started by another run follow it.",
+  pause:
+    "Every RUNNING run the filter matches that is not paused, child runs included: none of their attempts starts until they are resumed; running ones finish.",
+  resume: "Every paused run the filter matches, child runs included: their ready nodes start.",
+};
 
 function bulk(filter: BulkFilter, action: BulkAction, options: { dry_run: boolean; cap: number }) {
   return api<BulkAnswer>("POST", "/v1/runs/bulk", { filter, action: { kind: action }, ...options });
@@ -58,34 +70,30 @@ function matching(count: BulkAnswer): string {
  */
 export function BulkBar(props: { filter: BulkFilter }) {
   const counts = useLoad(
-    () =>
-      Promise.all([
-        bulk(props.filter, "cancel", { dry_run: true, cap: COUNT_CAP }),
-        bulk(props.filter, "retry", { dry_run: true, cap: COUNT_CAP }),
-      ]),
+    () => Promise.all(ACTIONS.map((action) => bulk(props.filter, action, { dry_run: true, cap: COUNT_CAP }))),
     JSON.stringify(props.filter),
   );
   useLiveEvents((event) => {
     if (event === null || event.type.startsWith("run.")) counts.reload();
   });
   const [open, setOpen] = useState<BulkAction | null>(null);
-  const [cancel, retry] = counts.data ?? [];
-  const button = (action: BulkAction, count: BulkAnswer | undefined) => (
+  const count = (action: BulkAction) => counts.data?.[ACTIONS.indexOf(action)];
+  const button = (action: BulkAction, n: BulkAnswer | undefined) => (
     <button
+      key={action}
       type="button"
       class={action === "cancel" ? "danger" : ""}
-      disabled={!count || count.matched === 0}
+      disabled={!n || n.matched === 0}
       onClick={() => setOpen(action)}
     >
-      {VERB[action]} {count ? matching(count) : "matching runs"}…
+      {VERB[action]} {n ? matching(n) : "matching runs"}…
     </button>
   );
-  const current = open === "cancel" ? cancel : retry;
+  const current = open ? count(open) : undefined;
   return (
     <section class="bulk-bar" aria-label="act on every matching run">
       <span class="muted">Every run the filter matches, on every page:</span>
-      {button("cancel", cancel)}
-      {button("retry", retry)}
+      {ACTIONS.map((action) => button(action, count(action)))}
       <ErrorNote error={counts.error} prefix="Could not count the matching runs" />
       {open && current && (
         <BulkDialog
@@ -140,16 +148,10 @@ function BulkDialog(props: {
       onConfirm={() => void confirm()}
       onClose={props.onClose}
     >
-      <p>
-        {action === "cancel"
-          ? "Every RUNNING run the filter matches: their active nodes are cancelled and late results ignored; each can be retried later."
-          : "Every FAILED or CANCELLED run the filter matches runs again what failed or was cancelled, and everything downstream."}{" "}
-        Runs started by another run follow it.
-      </p>
+      <p>{WHAT[action]}</p>
       {capped && (
         <p>
-          At most {APPLY_CAP.toLocaleString("en-US")} runs are {action === "cancel" ? "cancelled" : "retried"} at a
-          time: confirm again for the rest.
+          At most {APPLY_CAP.toLocaleString("en-US")} runs are {DONE[action]} at a time: confirm again for the rest.
         </p>
       )}
       <p class="muted">
@@ -170,7 +172,7 @@ function BulkDialog(props: {
       {result && (
         <div class={result.refused.length > 0 ? "error-note" : "note"} role="status" aria-label="bulk result">
           <p>
-            {result.applied.toLocaleString("en-US")} {action === "cancel" ? "cancelled" : "retried"}
+            {result.applied.toLocaleString("en-US")} {DONE[action]}
             {result.refused.length > 0 ? `; ${result.refused.length} refused:` : "."}
             {result.more ? " More runs match: confirm again to go on." : ""}
           </p>
