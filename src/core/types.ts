@@ -113,6 +113,17 @@ export interface Run<O = Json> {
    * and map items; listRuns filters by them. {} when none.
    */
   tags: RunTags;
+  /**
+   * The run and node it was forked from (DESIGN §16, `forkRun`): it kept that run's visits before
+   * the node and ran the node and everything after it again; null for a run started otherwise.
+   */
+  forked_from: RunFork | null;
+}
+
+/** Where a forked run came from: the source run and the node it ran again from. */
+export interface RunFork {
+  run_id: string;
+  node_id: string;
 }
 
 /** A run's tags: names to values, both strings. */
@@ -304,6 +315,7 @@ export type EventType =
   | "event.delivered"
   | "run.needs_attention"
   | "run.retried"
+  | "run.forked"
   | "item.retrying"
   | "item.failed"
   | "item.interrupted"

@@ -87,6 +87,7 @@ export function makeRun(extra: Partial<Run> = {}): Run {
     scope: null,
     reserved: null,
     tags: {},
+    forked_from: null,
     ...extra,
   };
 }

@@ -57,6 +57,8 @@ const STEPS_BEFORE_022 = "DROP TABLE steps;";
 const TAGS_BEFORE_024 = onPostgres
   ? "DROP INDEX runs_by_tags; ALTER TABLE runs DROP COLUMN tags;"
   : "DROP TABLE run_tags; ALTER TABLE runs DROP COLUMN tags;";
+/** What migration 026 added: a forked run's source. */
+const FORKED_FROM_BEFORE_026 = "ALTER TABLE runs DROP COLUMN forked_from;";
 
 /** The newest migration before 014 on this store (PostgreSQL has no 013). */
 const BEFORE = onPostgres ? 12 : 13;
@@ -218,6 +220,7 @@ describe("upgrading to engine keys under skein: (migration 014)", () => {
        ${ITEM_ATTEMPTS_BEFORE_021}
        ${STEPS_BEFORE_022}
        ${TAGS_BEFORE_024}
+       ${FORKED_FROM_BEFORE_026}
        DELETE FROM skein_migrations WHERE version > ${BEFORE};
        UPDATE schedules SET next_fire_at = last_slot_at WHERE schedule_id = 'nightly';`,
     );

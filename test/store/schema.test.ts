@@ -59,6 +59,7 @@ describeStore("sqlite")("SQLite schema", () => {
       { version: 22, name: "steps" },
       { version: 23, name: "thread_steps" },
       { version: 24, name: "run_tags" },
+      { version: 26, name: "run_forked_from" },
     ]);
     db.close();
   });

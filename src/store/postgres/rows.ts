@@ -72,6 +72,7 @@ export const RUN_COLUMNS: Columns<Run> = {
   scope: "json",
   reserved: "json",
   tags: "json!",
+  forked_from: "json",
 };
 
 export const VISIT_COLUMNS: Columns<Visit> = {

@@ -9,6 +9,7 @@ import type {
   Reservations,
   Run,
   RunEvent,
+  RunFork,
   RunParent,
   RunTags,
   RunUsage,
@@ -42,6 +43,7 @@ export interface DbRun {
   scope: string | null;
   reserved: string | null;
   tags: string;
+  forked_from: string | null;
   /** Not part of a Run: how many times the run's rows were written (LoadedRun). */
   revision?: number;
 }
@@ -118,6 +120,7 @@ export function runFromDb({ revision: _, ...r }: DbRun): Run {
     scope: parse<string[]>(r.scope),
     reserved: parse<Reservations>(r.reserved),
     tags: JSON.parse(r.tags) as RunTags,
+    forked_from: parse<RunFork>(r.forked_from),
   };
 }
 
@@ -134,6 +137,7 @@ export function runToDb(r: Run): DbRun {
     scope: text(r.scope),
     reserved: text(r.reserved),
     tags: JSON.stringify(r.tags),
+    forked_from: text(r.forked_from),
   };
 }
 

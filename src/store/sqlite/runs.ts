@@ -257,6 +257,7 @@ const runColumns: (keyof DbRun)[] = [
   "scope",
   "reserved",
   "tags",
+  "forked_from",
 ];
 
 const compensationColumns: (keyof DbCompensation)[] = [
