@@ -22,6 +22,7 @@ import type {
   ClientOptions,
   EngineOptions,
   EventListener,
+  ForkRunOptions,
   PendingReview,
   PruneOptions,
   PutScheduleOptions,
@@ -32,6 +33,7 @@ import type {
 } from "./engine-options.js";
 import { createParts, type EngineParts } from "./engine-parts.js";
 import type { PublishEventOptions, SendEventOptions } from "./events.js";
+import { forkRun } from "./fork-run.js";
 import { refuseNul } from "./identifiers.js";
 import { closeEngine, Heartbeat, startEngine } from "./lifecycle.js";
 import { type ListMapItemsOptions, listMapItems, type MapItemPage } from "./map-items.js";
@@ -337,6 +339,22 @@ export class Engine {
   async retryRun(runId: string, options: { from?: string; force?: boolean; fresh_steps?: boolean } = {}): Promise<Run> {
     this.assertOpen();
     return writes.retryRun(this.p, runId, options);
+  }
+
+  /**
+   * Forks a run (DESIGN §16): starts a new run of its workflow (`forked_from: { run_id, node_id }`)
+   * that keeps, without running them again, the outputs of the source's visits before `from`
+   * (and their durable steps), and runs `from` and everything downstream of it with the fork's
+   * input and `payloads`. The source, finished or still running, is not changed. Its history
+   * starts with `run.started` and `run.forked`, which names what was kept.
+   * @example const fork = await engine.forkRun(run.run_id, { from: "draft", payloads: { draft: { tone: "formal" } } });
+   * @throws NotFoundError for an unknown run; ConflictError for a child run or a map item run
+   * (fork its root); ValidationError for a `from` the workflow has not, an input not of its
+   * input_schema, a payload of a node kept or unknown, or kept nodes `version` has not.
+   */
+  async forkRun(runId: string, options: ForkRunOptions): Promise<Run> {
+    this.assertOpen();
+    return forkRun(this.p, runId, options);
   }
 
   /**
