@@ -131,6 +131,12 @@ export const RunSchema = z
     tags: z
       .record(z.string(), z.string())
       .describe("its tags: startRun's name/value pairs, inherited by child runs ({} when none)"),
+    forked_from: z
+      .object({ run_id: z.string(), node_id: z.string() })
+      .nullable()
+      .describe(
+        "the run this one was forked from and the node it ran again from (POST /v1/runs/{run_id}/fork); null for a run started otherwise",
+      ),
   })
   .meta({ id: "Run", description: "A run of a workflow version" });
 
