@@ -10,6 +10,7 @@ import { registerCancel } from "./commands/cancel.js";
 import { registerCompletion } from "./commands/completion.js";
 import { registerEngine } from "./commands/engine.js";
 import { registerEvents } from "./commands/events.js";
+import { registerFork } from "./commands/fork.js";
 import { registerGraph } from "./commands/graph.js";
 import { registerList } from "./commands/list.js";
 import { registerMcp } from "./commands/mcp.js";
@@ -76,6 +77,7 @@ export function buildProgram(): Command {
     registerReview,
     registerCancel,
     registerRetry,
+    registerFork,
     registerPrune,
     registerSend,
     registerWorkflows,

@@ -11,6 +11,7 @@ export const OPERATIONS = {
   decideReview: ["POST", "/v1/runs/{run_id}/nodes/{node_id}/review"],
   deleteSchedule: ["DELETE", "/v1/schedules/{schedule_id}"],
   failTask: ["POST", "/v1/tasks/{execution_id}/fail"],
+  forkRun: ["POST", "/v1/runs/{run_id}/fork"],
   getHealth: ["GET", "/v1/health"],
   getMe: ["GET", "/v1/me"],
   getOpenApiDocument: ["GET", "/v1/openapi.json"],
