@@ -16,7 +16,7 @@ import { openStream } from "../stream.js";
 import { RunTimeline } from "../timeline/timeline-view.js";
 import type { ProgressEvent, RunEvent, RunWithNodes, Visit, Workflow } from "../types.js";
 import { EventTable, NodeDetails } from "./node-details.js";
-import { CancelDialog, RetryDialog } from "./run-actions.js";
+import { CancelDialog, ForkDialog, RetryDialog } from "./run-actions.js";
 import { awaitedEvents, SendEventDialog } from "./send-event.js";
 
 export function RunPage(props: { runId: string; node?: string | undefined }) {
@@ -34,7 +34,7 @@ export function RunPage(props: { runId: string; node?: string | undefined }) {
   const { events, progress } = useRunEvents(runId, run.reload);
   useMapProgress(data, run.reload);
   const now = useNow();
-  const [dialog, setDialog] = useState<"cancel" | "retry" | "event" | null>(null);
+  const [dialog, setDialog] = useState<"cancel" | "retry" | "event" | "fork" | null>(null);
 
   if (!data) {
     return (
@@ -97,6 +97,17 @@ export function RunPage(props: { runId: string; node?: string | undefined }) {
               </a>{" "}
               (node {data.parent.node_id}, visit {data.parent.visit}, attempt {data.parent.attempt}
               {data.parent.item === undefined ? "" : `, item ${data.parent.item}`})
+            </dd>
+          </>
+        )}
+        {data.forked_from && (
+          <>
+            <dt>Forked from</dt>
+            <dd class="forked-from">
+              <a href={href({ page: "run", runId: data.forked_from.run_id, node: data.forked_from.node_id })}>
+                {data.forked_from.run_id}
+              </a>{" "}
+              (from node {data.forked_from.node_id})
             </dd>
           </>
         )}
@@ -168,6 +179,8 @@ export function RunPage(props: { runId: string; node?: string | undefined }) {
               children={(data.children ?? []).filter((c) => c.node_id === selected.node_id)}
               progress={liveProgress}
               now={now}
+              // A child run or map item is forked through its root (the server refuses it).
+              onFork={data.parent ? undefined : () => setDialog("fork")}
             />
           ) : (
             <p class="muted">Select a node in the graph or the table for its attempts, payload, output and events.</p>
@@ -266,6 +279,7 @@ export function RunPage(props: { runId: string; node?: string | undefined }) {
       )}
       {dialog === "event" && <SendEventDialog run={data} onClose={() => setDialog(null)} onDone={() => run.reload()} />}
       {dialog === "retry" && <RetryDialog run={data} onClose={() => setDialog(null)} onDone={() => run.reload()} />}
+      {dialog === "fork" && selected && <ForkDialog run={data} node={selected} onClose={() => setDialog(null)} />}
     </section>
   );
 }
