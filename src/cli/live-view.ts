@@ -313,6 +313,8 @@ function describe(e: RunEvent): string {
       return `${d.decision} by ${d.by ?? "a reviewer"}${typeof d.comment === "string" ? `: ${oneLine(d.comment, 80)}` : ""}`;
     case "run.retried":
       return `runs again: ${list(d.nodes)}${typeof d.from === "string" ? ` (from ${d.from})` : ""}`;
+    case "run.forked":
+      return `from ${d.from_node_id} of run ${d.from_run_id}; kept: ${list(d.copied) || "-"}`;
     case "run.needs_attention":
       return String(d.message ?? "");
     case "run.paused":

@@ -12,6 +12,7 @@ import { registerCompletion } from "./commands/completion.js";
 import { registerEngine } from "./commands/engine.js";
 import { registerEvents } from "./commands/events.js";
 import { registerFailNode } from "./commands/fail-node.js";
+import { registerFork } from "./commands/fork.js";
 import { registerGraph } from "./commands/graph.js";
 import { registerList } from "./commands/list.js";
 import { registerMcp } from "./commands/mcp.js";
@@ -82,6 +83,7 @@ export function buildProgram(): Command {
     registerFailNode,
     registerRetry,
     registerBulk,
+    registerFork,
     registerPrune,
     registerSend,
     registerWorkflows,

@@ -362,6 +362,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/runs/{run_id}/fork": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Fork a run (finished or not): a new run keeps what it did before a node and runs the node and what follows with an edited input and payloads
+         * @description Roles: admin.
+         */
+        post: operations["forkRun"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/runs/{run_id}/events": {
         parameters: {
             query?: never;
@@ -979,6 +999,11 @@ export interface components {
                 node_id?: string;
                 visit?: number;
             } | null;
+            /** @description the run this one was forked from and the node it ran again from (POST /v1/runs/{run_id}/fork); null for a run started otherwise */
+            forked_from: {
+                run_id: string;
+                node_id: string;
+            } | null;
         };
         /** @description Why a visit, an attempt or a run failed */
         VisitError: {
@@ -1068,6 +1093,11 @@ export interface components {
                 /** @description the node whose retries ran out (on_exhausted: pause) */
                 node_id?: string;
                 visit?: number;
+            } | null;
+            /** @description the run this one was forked from and the node it ran again from (POST /v1/runs/{run_id}/fork); null for a run started otherwise */
+            forked_from: {
+                run_id: string;
+                node_id: string;
             } | null;
             /** @description the current visit of each node, in document order */
             nodes: components["schemas"]["Visit"][];
@@ -3178,6 +3208,137 @@ export interface operations {
         responses: {
             /** @description OK */
             200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Run"];
+                };
+            };
+            /** @description invalid request: details.problems lists every problem with its path */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing or unknown bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the token's role or workflow scope does not allow this (startRun: also a scoped token's budget that would raise the workflow's, naming the field); on an API without tokens: a Host or Origin that is not loopback */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description no such run, workflow, node or task */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the current state refuses it (the summary says when) */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the request body is over the server's limit (details.limit_bytes) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the request body is not application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description too many requests or streams for this token: retry after Retry-After seconds */
+            429: {
+                headers: {
+                    /** @description seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description unavailable: storage is failing, the engine is stopping or a server-wide limit is reached; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description any other error: 500 internal (the server log has it); 408, 414 or 431 for a request refused before any route saw it */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    forkRun: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                run_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description the node to run again from: it and everything downstream run; what the source did before it is kept */
+                    from: string;
+                    /** @description the fork's input (default the source's), checked against the workflow's input_schema */
+                    input?: unknown;
+                    /** @description payloads by node id, each replacing the resolved payload of that node's first visit; only nodes the fork runs */
+                    payloads?: {
+                        [key: string]: unknown;
+                    };
+                    /** @description the workflow version the fork runs (default the source's) */
+                    version?: number;
+                };
+            };
+        };
+        responses: {
+            /** @description Created */
+            201: {
                 headers: {
                     [name: string]: unknown;
                 };

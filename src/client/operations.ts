@@ -13,6 +13,7 @@ export const OPERATIONS = {
   deleteSchedule: ["DELETE", "/v1/schedules/{schedule_id}"],
   failTask: ["POST", "/v1/tasks/{execution_id}/fail"],
   failVisit: ["POST", "/v1/runs/{run_id}/nodes/{node_id}/fail"],
+  forkRun: ["POST", "/v1/runs/{run_id}/fork"],
   getHealth: ["GET", "/v1/health"],
   getMe: ["GET", "/v1/me"],
   getOpenApiDocument: ["GET", "/v1/openapi.json"],

@@ -118,6 +118,11 @@ export interface Run<O = Json> {
    * `pauseRun` sets it, and a node with `on_exhausted: "pause"` whose retries ran out.
    */
   paused: RunPause | null;
+  /**
+   * The run and node it was forked from (DESIGN §16, `forkRun`): it kept that run's visits before
+   * the node and ran the node and everything after it again; null for a run started otherwise.
+   */
+  forked_from: RunFork | null;
 }
 
 /**
@@ -131,6 +136,12 @@ export interface RunPause {
   reason: string | null;
   node_id?: string;
   visit?: number;
+}
+
+/** Where a forked run came from: the source run and the node it ran again from. */
+export interface RunFork {
+  run_id: string;
+  node_id: string;
 }
 
 /** A run's tags: names to values, both strings. */
@@ -324,6 +335,7 @@ export type EventType =
   | "run.retried"
   | "run.paused"
   | "run.resumed"
+  | "run.forked"
   | "item.retrying"
   | "item.failed"
   | "item.interrupted"

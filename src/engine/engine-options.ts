@@ -235,6 +235,37 @@ export interface StartRunOptions {
   onEvent?: (event: RunEvent) => void;
 }
 
+/** forkRun's options (DESIGN §16). */
+export interface ForkRunOptions {
+  /**
+   * The node the fork runs again from: it and every node downstream of it run; what the source
+   * did before it (visits that succeeded, were skipped by branching, or failed with their
+   * failure edges taken) is kept without running again.
+   */
+  from: string;
+  /**
+   * The fork's input, checked against the input_schema as startRun checks it.
+   * @defaultValue the source's input
+   */
+  input?: unknown;
+  /**
+   * Payloads by node id, each replacing the resolved payload of that node's first visit in the
+   * fork (its templates are not resolved). Only nodes the fork runs: a kept node, or one the
+   * workflow has not, is a ValidationError naming it.
+   */
+  payloads?: Record<string, unknown>;
+  /**
+   * The version the fork runs; every kept node must be in it with the same agent_type.
+   * @defaultValue the source's version
+   */
+  version?: number;
+  /**
+   * The fork's scope (StartRunOptions.scope); the HTTP API sets it to a scoped token's `workflows`.
+   * @defaultValue the source's
+   */
+  scope?: readonly string[];
+}
+
 /** putSchedule's options. */
 export interface PutScheduleOptions {
   /**

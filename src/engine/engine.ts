@@ -23,6 +23,7 @@ import type {
   ClientOptions,
   EngineOptions,
   EventListener,
+  ForkRunOptions,
   OperatorOptions,
   PendingReview,
   PruneOptions,
@@ -34,6 +35,7 @@ import type {
 } from "./engine-options.js";
 import { createParts, type EngineParts } from "./engine-parts.js";
 import type { PublishEventOptions, SendEventOptions } from "./events.js";
+import { forkRun } from "./fork-run.js";
 import { refuseNul } from "./identifiers.js";
 import { closeEngine, Heartbeat, startEngine } from "./lifecycle.js";
 import { type ListMapItemsOptions, listMapItems, type MapItemPage } from "./map-items.js";
@@ -381,9 +383,10 @@ export class Engine {
 
   /**
    * One action on every run a filter matches (DESIGN §16), at most `cap` (default 1000, at most
-   * 10 000) a call: `cancel` applies to RUNNING runs, `retry` to FAILED and CANCELLED ones; only
-   * top-level runs (a child follows its parent). Each run's action is its own cancelRun or
-   * retryRun, so a run is wholly done or untouched; a run that changed since it was read is
+   * 10 000) a call: `cancel` applies to RUNNING runs, `retry` to FAILED and CANCELLED ones, both
+   * to top-level runs only (a child follows its parent); `pause` to RUNNING runs not paused and
+   * `resume` to paused ones, child runs included (a pause holds one run). Each run's action is
+   * its own call (cancelRun, retryRun, pauseRun, resumeRun), so a run is wholly done or untouched; a run that changed since it was read is
    * listed in `refused` with the reason. With `dry_run`, counts them and changes nothing. Call
    * again while the answer says `more` (runs already done no longer match).
    * @example
@@ -396,6 +399,22 @@ export class Engine {
   async bulkRuns(options: BulkOptions): Promise<BulkAnswer> {
     this.assertOpen();
     return bulkRuns(this, options);
+  }
+
+  /**
+   * Forks a run (DESIGN §16): starts a new run of its workflow (`forked_from: { run_id, node_id }`)
+   * that keeps, without running them again, the outputs of the source's visits before `from`
+   * (and their durable steps), and runs `from` and everything downstream of it with the fork's
+   * input and `payloads`. The source, finished or still running, is not changed. Its history
+   * starts with `run.started` and `run.forked`, which names what was kept.
+   * @example const fork = await engine.forkRun(run.run_id, { from: "draft", payloads: { draft: { tone: "formal" } } });
+   * @throws NotFoundError for an unknown run; ConflictError for a child run or a map item run
+   * (fork its root); ValidationError for a `from` the workflow has not, an input not of its
+   * input_schema, a payload of a node kept or unknown, or kept nodes `version` has not.
+   */
+  async forkRun(runId: string, options: ForkRunOptions): Promise<Run> {
+    this.assertOpen();
+    return forkRun(this.p, runId, options);
   }
 
   /**

@@ -4,7 +4,7 @@
  */
 import { budgetOf, budgetProblem, NO_USAGE } from "../core/budget.js";
 import { scopeAllows } from "../core/scope.js";
-import type { Budget, Json, Run, RunTags } from "../core/types.js";
+import type { Budget, Json, Run, RunFork, RunTags } from "../core/types.js";
 import { ValidationError } from "../errors.js";
 import { uuidv7 } from "../ids.js";
 import type { StartRunOptions } from "./engine-options.js";
@@ -120,6 +120,8 @@ export function runRow(
     scope: string[] | null;
     /** Its tags: startRun's, or those of the run that started it. */
     tags: RunTags;
+    /** The run and node it was forked from (forkRun); null otherwise. */
+    forked_from?: RunFork | null;
   },
 ): Run {
   return {
@@ -148,5 +150,6 @@ export function runRow(
     reserved: null,
     tags: o.tags,
     paused: null,
+    forked_from: o.forked_from ?? null,
   };
 }

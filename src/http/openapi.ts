@@ -19,7 +19,7 @@ const TAGS = [
   { name: "health", description: "Liveness, readiness and this document: public, no token" },
   { name: "tokens", description: "The caller's token" },
   { name: "workflows", description: "Workflow definitions by id and version" },
-  { name: "runs", description: "Runs: start, read, list, cancel, retry" },
+  { name: "runs", description: "Runs: start, read, list, cancel, retry, fork" },
   { name: "schedules", description: "Workflows started on a cron expression, each slot once" },
   { name: "reviews", description: "Nodes waiting for a person's decision" },
   { name: "events", description: "Events sent to runs, and the event log (history and live stream)" },

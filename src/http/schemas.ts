@@ -141,6 +141,12 @@ export const RunSchema = z
       })
       .nullable()
       .describe("set while the run is paused: none of its attempts starts until it is resumed; null when it is not"),
+    forked_from: z
+      .object({ run_id: z.string(), node_id: z.string() })
+      .nullable()
+      .describe(
+        "the run this one was forked from and the node it ran again from (POST /v1/runs/{run_id}/fork); null for a run started otherwise",
+      ),
   })
   .meta({ id: "Run", description: "A run of a workflow version" });
 

@@ -25,7 +25,10 @@ export interface StepsTx {
    * row now recorded under its key: itself, or the one recorded before (the first record wins).
    */
   recordSteps(rows: StepRow[]): Promise<StepRow[]>;
-  /** Copies the steps of visit `from` to visit `to` of the same node (a redrive's new visit starts with them). */
+  /**
+   * Copies the steps of visit `from` to visit `to` of the same node, of its run or another (a
+   * redrive's new visit starts with them; a fork's kept visit keeps them). `to`'s run must exist.
+   */
   copySteps(from: VisitKey, to: VisitKey): Promise<void>;
 }
 

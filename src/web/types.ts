@@ -64,6 +64,8 @@ export interface Run {
   usage?: { tokens_in: number; tokens_out: number; cost: number };
   /** Its own budget; null: none (absent from an older server). */
   budget?: { max_tokens?: number; max_cost?: number } | null;
+  /** The run and node it was forked from; null: started otherwise (absent from an older server). */
+  forked_from?: { run_id: string; node_id: string } | null;
 }
 
 /** A child run of a workflow node, as its parent lists it. */

@@ -1,6 +1,6 @@
 /**
  * The commands that read and write through a client (no engine): workflows, workflows put,
- * start, status, list, events. Their exit codes and --json outputs.
+ * start, status, list, events, fork. Their exit codes and --json outputs.
  */
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
@@ -168,6 +168,36 @@ describe("skein start, status, list, events", () => {
     expect(refused.map((r) => r.code)).toEqual([2, 2, 2, 2]);
     expect(refused[2]?.stderr).toContain("filter.workflow_version");
   }, 90_000);
+
+  it("forks a run from a node with an edited input and payload (no engine runs either); an unknown node exits 2", async () => {
+    const ws = workspace();
+    const db = ["--db", ws.db];
+    await skein(["workflows", "put", ws.file("w.json", WORKFLOWS.small), ...db], ws.dir);
+    const source = (await skein(["start", "small", "--input", '{"n":1}', ...db], ws.dir)).stdout.trim();
+    const forked = await skein(
+      ["fork", source, "--from", "b", "--input", '{"n":2}', "--payload", 'b={"fail_times":0}', "--json", ...db],
+      ws.dir,
+    );
+    expect(forked.code, forked.stderr).toBe(0);
+    const run = json<{ run_id: string; input: unknown; forked_from: unknown }>(forked);
+    expect(run).toMatchObject({ input: { n: 2 }, forked_from: { run_id: source, node_id: "b" } });
+    const status = json<{ nodes: { node_id: string; payload: unknown }[] }>(
+      await skein(["status", run.run_id, "--json", ...db], ws.dir),
+    );
+    expect(status.nodes.find((n) => n.node_id === "b")?.payload).toEqual({ fail_times: 0 });
+    const events = lines(await skein(["events", run.run_id, "--json", ...db], ws.dir)) as { type: string }[];
+    expect(events.map((e) => e.type).slice(0, 2)).toEqual(["run.started", "run.forked"]);
+
+    const plain = await skein(["fork", source, "--from", "a", ...db], ws.dir);
+    expect(plain.code, plain.stderr).toBe(0);
+    expect(plain.stdout.trim()).toMatch(/^[0-9a-f-]{36}$/);
+    const bad = await skein(["fork", source, "--from", "nope", ...db], ws.dir);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain('has no node "nope"');
+    const badPayload = await skein(["fork", source, "--from", "a", "--payload", "b", ...db], ws.dir);
+    expect(badPayload.code).toBe(2);
+    expect(badPayload.stderr).toContain("expected node_id=json");
+  });
 
   it("starts a run without an engine, and reads it back", async () => {
     const ws = workspace();

@@ -88,6 +88,7 @@ export function makeRun(extra: Partial<Run> = {}): Run {
     reserved: null,
     tags: {},
     paused: null,
+    forked_from: null,
     ...extra,
   };
 }

@@ -59,6 +59,8 @@ const TAGS_BEFORE_024 = onPostgres
   : "DROP TABLE run_tags; ALTER TABLE runs DROP COLUMN tags;";
 /** What migration 025 added: paused runs. */
 const PAUSE_BEFORE_025 = "DROP INDEX runs_paused; ALTER TABLE runs DROP COLUMN paused;";
+/** What migration 026 added: a forked run's source. */
+const FORKED_FROM_BEFORE_026 = "ALTER TABLE runs DROP COLUMN forked_from;";
 
 /** The newest migration before 014 on this store (PostgreSQL has no 013). */
 const BEFORE = onPostgres ? 12 : 13;
@@ -221,6 +223,7 @@ describe("upgrading to engine keys under skein: (migration 014)", () => {
        ${STEPS_BEFORE_022}
        ${TAGS_BEFORE_024}
        ${PAUSE_BEFORE_025}
+       ${FORKED_FROM_BEFORE_026}
        DELETE FROM skein_migrations WHERE version > ${BEFORE};
        UPDATE schedules SET next_fire_at = last_slot_at WHERE schedule_id = 'nightly';`,
     );

@@ -57,6 +57,7 @@ describe("GET /v1/openapi.json", () => {
         "POST /v1/runs/{run_id}/pause",
         "POST /v1/runs/{run_id}/resume",
         "POST /v1/runs/{run_id}/nodes/{node_id}/fail",
+        "POST /v1/runs/{run_id}/fork",
         "GET /v1/runs/{run_id}/events",
         "GET /v1/runs/{run_id}/graph",
         "GET /v1/runs/{run_id}/progress",
@@ -143,6 +144,7 @@ describe("GET /v1/openapi.json", () => {
     // Rates per token (DESIGN §13.1): starting runs, sending and publishing events, posting progress.
     for (const [path, method] of [
       ["/v1/runs/{run_id}/retry", "post"],
+      ["/v1/runs/{run_id}/fork", "post"],
       ["/v1/runs/{run_id}/events", "post"],
       ["/v1/events", "post"],
       ["/v1/tasks/{execution_id}/progress", "post"],

@@ -137,6 +137,7 @@ function newRun(run_id: string, overrides: Partial<Run> = {}): Run {
     reserved: null,
     tags: {},
     paused: null,
+    forked_from: null,
     ...overrides,
   };
 }
@@ -189,7 +190,7 @@ describeStore("postgres")("PostgresStore", () => {
       await (await open(schema)).close();
       await open(schema);
       expect(await versions(schema)).toEqual([
-        1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14, 15, 16, 17, 18, 19, 21, 22, 23, 24, 25,
+        1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14, 15, 16, 17, 18, 19, 21, 22, 23, 24, 25, 26,
       ]);
     });
 
@@ -197,7 +198,7 @@ describeStore("postgres")("PostgresStore", () => {
       const schema = freshSchema();
       await Promise.all([open(schema), open(schema)]);
       expect(await versions(schema)).toEqual([
-        1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14, 15, 16, 17, 18, 19, 21, 22, 23, 24, 25,
+        1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14, 15, 16, 17, 18, 19, 21, 22, 23, 24, 25, 26,
       ]);
     });
 
@@ -230,7 +231,7 @@ describeStore("postgres")("PostgresStore", () => {
       await store.putWorkflow("wf", "hash-1", WORKFLOW, NOW);
       expect((await store.getWorkflow("wf"))?.version).toBe(1);
       expect(await versions(schema)).toEqual([
-        1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14, 15, 16, 17, 18, 19, 21, 22, 23, 24, 25,
+        1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14, 15, 16, 17, 18, 19, 21, 22, 23, 24, 25, 26,
       ]);
     });
   });

@@ -60,6 +60,7 @@ describeStore("sqlite")("SQLite schema", () => {
       { version: 23, name: "thread_steps" },
       { version: 24, name: "run_tags" },
       { version: 25, name: "run_pause" },
+      { version: 26, name: "run_forked_from" },
     ]);
     db.close();
   });

@@ -85,6 +85,8 @@ export interface FlushContext {
    * cache after the commit (a run a caller or a schedule started); without it, read again.
    */
   addRun(rs: RunState, revision?: number): void;
+  /** Steps to copy from visit `from` to visit `to` once the runs are written (a fork's run is inserted with them). */
+  copySteps(from: VisitKey, to: VisitKey): void;
   /** A step to record with the rest of the write; `done` hears the row recorded under its name, once committed. */
   recordStep(row: StepRow, done: Callback<StepRow>): void;
   /** Resolves a caller with the run as this transaction leaves it, once committed. */

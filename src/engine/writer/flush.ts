@@ -23,13 +23,14 @@ import type { Compensation, InboxEvent, MapItem, NewEvent, Run, Visit } from "..
 import type { CompiledNode } from "../../definition/graph.js";
 import { MAX_CHILD_DEPTH } from "../../definition/kinds/workflow.js";
 import { NotFoundError } from "../../errors.js";
-import type { ItemKey, ReadyNotice, RunRead, StepRow, StoreTx } from "../../store/store.js";
+import type { ItemKey, ReadyNotice, RunRead, StepRow, StoreTx, VisitKey } from "../../store/store.js";
 import { itemWorkflowId } from "../registry.js";
 import { WorkBounds } from "./bounded-work.js";
 import { addRunUsage, Budget } from "./budget.js";
 import { Claims } from "./claims.js";
 import type { FlushContext, FlushOutcome } from "./context.js";
 import type { DispatcherOptions } from "./dispatcher-options.js";
+import { fork } from "./fork.js";
 import { type AttemptRef, type Callback, type Input, itemsOf, runsToLock } from "./inputs.js";
 import { Events } from "./kinds/events.js";
 import { type KindSteps, kindSteps } from "./kinds/index.js";
@@ -58,6 +59,8 @@ export class Flush implements FlushContext {
   private readonly itemNodes = new Map<string, CompiledNode>();
   /** Steps attempts recorded (`recordStep`), written by `persist`. */
   private readonly steps: { row: StepRow; done: Callback<StepRow> }[] = [];
+  /** Steps to copy once the runs are written (copySteps). */
+  private readonly stepCopies: [VisitKey, VisitKey][] = [];
   /** The earliest future due time among the rows this transaction wrote. */
   private dueSoon: number | null = null;
   readonly out: FlushOutcome = {
@@ -298,6 +301,8 @@ export class Flush implements FlushContext {
       }
       case "retry":
         return retry(this, input);
+      case "fork":
+        return fork(this, input);
       case "continue_map":
         return this.kinds.maps.resume(input);
       case "tool_run":
@@ -425,6 +430,10 @@ export class Flush implements FlushContext {
     return this.out;
   }
 
+  copySteps(from: VisitKey, to: VisitKey): void {
+    this.stepCopies.push([from, to]);
+  }
+
   recordStep(row: StepRow, done: Callback<StepRow>): void {
     this.steps.push({ row, done });
   }
@@ -527,10 +536,13 @@ export class Flush implements FlushContext {
       events,
       notify: this.notify,
     };
-    const written = await this.tx.write(batch, { last: last && inbox.length === 0 });
+    const copies = this.stepCopies.splice(0);
+    const written = await this.tx.write(batch, { last: last && inbox.length === 0 && copies.length === 0 });
     for (const [runId, revision] of written.revisions) this.revisions.set(runId, revision);
     // After the runs they belong to are written. Rare: only events sent or delivered.
     if (inbox.length > 0) await this.tx.writeInbox(inbox);
+    // After the runs they are copied to (a fork's). Rare: only forks copy steps here.
+    for (const [from, to] of copies) await this.tx.copySteps(from, to);
     this.out.events.push(...written.events);
   }
 }

@@ -1,6 +1,6 @@
 /**
  * What the dispatcher queues for a flush: one variant per kind of input (results, reports,
- * claims, decisions, cancels, redrives, starts), and the task a claim answers with.
+ * claims, decisions, cancels, redrives, forks, starts), and the task a claim answers with.
  */
 import type { Task } from "../../agents/task.js";
 import { itemKeyOf, runOfExecution } from "../../core/attempt.js";
@@ -74,6 +74,20 @@ export type Input =
     }
   /** A redrive; `fresh_steps`: the new visits start without the durable steps of those they replace. */
   | { kind: "retry"; run_id: string; from: string | null; force: boolean; fresh_steps: boolean; done: Callback<Run> }
+  /**
+   * A fork (DESIGN §16): `run`, a new run of the workflow (checked and built by the engine,
+   * `forked_from` set), keeps what source run `run_id` did before `from` and runs the rest with
+   * `payloads`. The source is read, never changed.
+   */
+  | {
+      kind: "fork";
+      run_id: string;
+      from: string;
+      run: Run;
+      payloads: Record<string, Json>;
+      input_edited: boolean;
+      done: Callback<Run>;
+    }
   /**
    * A held map visit a flush left work for (bounded-work.ts): its next items to write and start
    * (`advance`), or, once it ended, its running items still to cancel (`cancel`).

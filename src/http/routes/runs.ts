@@ -1,4 +1,4 @@
-/** Runs: start, read, list (paged), cancel, retry, their events and their graph. */
+/** Runs: start, read, list (paged), cancel, retry, fork, their events and their graph. */
 import { randomBytes } from "node:crypto";
 import type { FastifyInstance } from "fastify";
 import { z } from "zod";
@@ -148,6 +148,27 @@ const RetryBody = z
       .boolean()
       .optional()
       .describe("new visits start without the durable steps of the failed visits they replace (task.step)"),
+  })
+  .strict();
+
+const ForkBody = z
+  .object({
+    from: z
+      .string()
+      .min(1)
+      .max(200)
+      .describe("the node to run again from: it and everything downstream run; what the source did before it is kept"),
+    input: z
+      .unknown()
+      .optional()
+      .describe("the fork's input (default the source's), checked against the workflow's input_schema"),
+    payloads: z
+      .record(z.string(), z.unknown())
+      .optional()
+      .describe(
+        "payloads by node id, each replacing the resolved payload of that node's first visit; only nodes the fork runs",
+      ),
+    version: z.number().int().min(1).optional().describe("the workflow version the fork runs (default the source's)"),
   })
   .strict();
 
@@ -567,6 +588,36 @@ export function registerRunRoutes(app: FastifyInstance, { engine, rates }: Route
         runForReader(request.principal, run),
         await childrenOutOfScope(engine, request.principal, run.run_id),
       );
+    },
+  );
+
+  app.post<{ Params: Params; Body: z.output<typeof ForkBody> }>(
+    "/v1/runs/:run_id/fork",
+    {
+      config: { access: ADMINS, scoped: true },
+      schema: {
+        operationId: "forkRun",
+        tags: ["runs"],
+        summary:
+          "Fork a run (finished or not): a new run keeps what it did before a node and runs the node and what follows with an edited input and payloads",
+        params: RunParams,
+        body: ForkBody,
+        response: { ...errorResponses(404, 409, 429, 503), 201: RunSchema },
+      },
+    },
+    async (request, reply) => {
+      const { from, input, payloads, version } = request.body;
+      rates.starts.take(request.principal?.name);
+      // The fork is a run of the source's workflow: a token that may start it may fork (DESIGN §13.1).
+      await checkRunScope(engine, request.principal, request.params.run_id);
+      const run = await engine.forkRun(request.params.run_id, {
+        from,
+        ...(input === undefined ? {} : { input }),
+        ...(payloads === undefined ? {} : { payloads }),
+        ...(version === undefined ? {} : { version }),
+        ...(request.principal?.workflows ? { scope: request.principal.workflows.patterns } : {}),
+      });
+      return reply.code(201).send(run);
     },
   );
 

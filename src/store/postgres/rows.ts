@@ -73,6 +73,7 @@ export const RUN_COLUMNS: Columns<Run> = {
   reserved: "json",
   tags: "json!",
   paused: "json",
+  forked_from: "json",
 };
 
 export const VISIT_COLUMNS: Columns<Visit> = {

@@ -27,7 +27,7 @@ const RECORD = `WITH given AS (
    ORDER BY g.n`;
 
 const COPY = `INSERT INTO steps (${COLUMNS})
-  SELECT $2, name, run_id, node_id, $3, attempt, output, size, recorded_at FROM steps WHERE execution_id = $1 ORDER BY seq
+  SELECT $2, name, $4, node_id, $3, attempt, output, size, recorded_at FROM steps WHERE execution_id = $1 ORDER BY seq
   ON CONFLICT (execution_id, name) DO NOTHING`;
 
 type Recorded = StepRow & { n: number; inserted: boolean };
@@ -56,6 +56,7 @@ export function postgresSteps(q: Query): StepsTx {
         executionId(from.run_id, from.node_id, from.visit),
         executionId(to.run_id, to.node_id, to.visit),
         to.visit,
+        to.run_id,
       ]);
     },
   };

@@ -9,6 +9,7 @@ import type {
   Reservations,
   Run,
   RunEvent,
+  RunFork,
   RunParent,
   RunPause,
   RunTags,
@@ -44,6 +45,7 @@ export interface DbRun {
   reserved: string | null;
   tags: string;
   paused: string | null;
+  forked_from: string | null;
   /** Not part of a Run: how many times the run's rows were written (LoadedRun). */
   revision?: number;
 }
@@ -121,6 +123,7 @@ export function runFromDb({ revision: _, ...r }: DbRun): Run {
     reserved: parse<Reservations>(r.reserved),
     tags: JSON.parse(r.tags) as RunTags,
     paused: parse<RunPause>(r.paused),
+    forked_from: parse<RunFork>(r.forked_from),
   };
 }
 
@@ -138,6 +141,7 @@ export function runToDb(r: Run): DbRun {
     reserved: text(r.reserved),
     tags: JSON.stringify(r.tags),
     paused: text(r.paused),
+    forked_from: text(r.forked_from),
   };
 }
 

@@ -258,6 +258,7 @@ const runColumns: (keyof DbRun)[] = [
   "reserved",
   "tags",
   "paused",
+  "forked_from",
 ];
 
 const compensationColumns: (keyof DbCompensation)[] = [

@@ -29,7 +29,7 @@ export function sqliteSteps(db: Database.Database): StepsTx {
     one: db.prepare(`SELECT ${COLUMNS} FROM steps WHERE execution_id = ? AND name = ?`),
     copy: db.prepare(
       `INSERT INTO steps (${COLUMNS})
-       SELECT @to, name, run_id, node_id, @visit, attempt, output, size, recorded_at FROM steps
+       SELECT @to, name, @run_id, node_id, @visit, attempt, output, size, recorded_at FROM steps
         WHERE execution_id = @from ORDER BY seq
        ON CONFLICT (execution_id, name) DO NOTHING`,
     ),
@@ -44,6 +44,7 @@ export function sqliteSteps(db: Database.Database): StepsTx {
       s.copy.run({
         from: executionId(from.run_id, from.node_id, from.visit),
         to: executionId(to.run_id, to.node_id, to.visit),
+        run_id: to.run_id,
         visit: to.visit,
       });
     },

@@ -29,6 +29,8 @@ export function NodeDetails(props: {
   /** What the visit's latest attempt streamed (its text so far, or its latest value), if anything. */
   progress?: ProgressEvent | undefined;
   now: number;
+  /** Opens the fork dialog from this node; absent where a run cannot be forked (a child run). */
+  onFork?: (() => void) | undefined;
 }) {
   const { visit: v, events, now } = props;
   const children = props.children ?? [];
@@ -36,6 +38,11 @@ export function NodeDetails(props: {
     <article class="node-details" aria-label={`node ${v.node_id}`}>
       <h3>
         <span class="node-name">{v.node_id}</span> <Badge state={v.state} />
+        {props.onFork && (
+          <button type="button" class="fork-from" onClick={props.onFork}>
+            Fork from here…
+          </button>
+        )}
       </h3>
       <dl class="facts">
         <dt>Agent type</dt>

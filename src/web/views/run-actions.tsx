@@ -1,13 +1,16 @@
 /**
  * The run page's actions, each behind a confirmation: cancel (with a reason, optionally
  * compensating first), retry (optionally from a chosen node; forced when the run needs
- * attention), pause and resume (DESIGN §16), and failing a node that waits for an attempt. A
- * refusal (409: the run already ended, or is not FAILED or CANCELLED) is shown in the dialog.
+ * attention), pause and resume (DESIGN §16), failing a node that waits for an attempt, and fork
+ * from a node (its run input and the node's payload editable as JSON; the page then shows the
+ * new run). A refusal (409: the run already ended, or is not FAILED or CANCELLED; 400: a fork's
+ * JSON or input) is shown in the dialog.
  */
 import { useState } from "preact/hooks";
-import { api } from "../api.js";
+import { ApiError, api } from "../api.js";
 import { ConfirmDialog, ErrorNote } from "../components.js";
-import type { Run, RunWithNodes } from "../types.js";
+import { navigate } from "../route.js";
+import type { Run, RunWithNodes, Visit } from "../types.js";
 
 /**
  * A dialog's one action: busy while it runs; when it succeeds, `onDone` then `onClose`; when it
@@ -182,4 +185,62 @@ export function FailNodeDialog(props: { runId: string; nodeId: string; onClose: 
       <ErrorNote error={error} prefix="Not failed" />
     </ConfirmDialog>
   );
+}
+
+/** JSON as the fork dialog shows it: indented, "" for a payload not resolved yet. */
+const jsonText = (value: unknown) => (value === null || value === undefined ? "" : JSON.stringify(value, null, 2));
+
+/**
+ * Fork the run from `node` (DESIGN §16): a new run keeps what this one did before the node and
+ * runs the node and what follows. Only what was edited is sent (the run input, the node's
+ * payload), so the fork's `run.forked` event says what changed.
+ */
+export function ForkDialog(props: { run: RunWithNodes; node: Visit; onClose: () => void }) {
+  const { run, node } = props;
+  const [input, setInput] = useState(jsonText(run.input));
+  const [payload, setPayload] = useState(jsonText(node.payload));
+  const { busy, error, confirm } = useAction(
+    async () => {
+      const editedInput = input !== jsonText(run.input);
+      const editedPayload = payload.trim() !== "" && payload !== jsonText(node.payload);
+      const fork = await api<Run>("POST", `/v1/runs/${encodeURIComponent(run.run_id)}/fork`, {
+        from: node.node_id,
+        ...(editedInput ? { input: parseJson(input, "input") } : {}),
+        ...(editedPayload ? { payloads: { [node.node_id]: parseJson(payload, `payloads.${node.node_id}`) } } : {}),
+      });
+      navigate({ page: "run", runId: fork.run_id, node: node.node_id });
+    },
+    { onClose: props.onClose, onDone: () => {} },
+  );
+  return (
+    <ConfirmDialog
+      title={`Fork from ${node.node_id}?`}
+      confirmLabel="Fork the run"
+      busy={busy}
+      onConfirm={() => void confirm()}
+      onClose={props.onClose}
+    >
+      <p>
+        A new run keeps what this one did before {node.node_id} without running it again, and runs {node.node_id} and
+        everything after it with the input and payload below. This run is not changed.
+      </p>
+      <label class="field">
+        Run input (JSON)
+        <textarea name="input" rows={6} value={input} onInput={(e) => setInput(e.currentTarget.value)} />
+      </label>
+      <label class="field">
+        Payload of {node.node_id} (JSON; empty: resolved from the workflow)
+        <textarea name="payload" rows={6} value={payload} onInput={(e) => setPayload(e.currentTarget.value)} />
+      </label>
+      <ErrorNote error={error} prefix="Not forked" />
+    </ConfirmDialog>
+  );
+}
+
+function parseJson(source: string, path: string): unknown {
+  try {
+    return JSON.parse(source) as unknown;
+  } catch (e) {
+    throw new ApiError(400, "validation", `The ${path} is not JSON`, [{ path, message: (e as Error).message }]);
+  }
 }

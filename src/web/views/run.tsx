@@ -16,7 +16,7 @@ import { openStream } from "../stream.js";
 import { RunTimeline } from "../timeline/timeline-view.js";
 import type { ProgressEvent, RunEvent, RunWithNodes, Visit, Workflow } from "../types.js";
 import { EventTable, NodeDetails } from "./node-details.js";
-import { CancelDialog, FailNodeDialog, PauseDialog, RetryDialog } from "./run-actions.js";
+import { CancelDialog, FailNodeDialog, ForkDialog, PauseDialog, RetryDialog } from "./run-actions.js";
 import { awaitedEvents, SendEventDialog } from "./send-event.js";
 
 export function RunPage(props: { runId: string; node?: string | undefined }) {
@@ -34,7 +34,7 @@ export function RunPage(props: { runId: string; node?: string | undefined }) {
   const { events, progress } = useRunEvents(runId, run.reload);
   useMapProgress(data, run.reload);
   const now = useNow();
-  const [dialog, setDialog] = useState<"cancel" | "retry" | "event" | "pause" | "fail" | null>(null);
+  const [dialog, setDialog] = useState<"cancel" | "retry" | "event" | "pause" | "fail" | "fork" | null>(null);
 
   if (!data) {
     return (
@@ -119,6 +119,17 @@ export function RunPage(props: { runId: string; node?: string | undefined }) {
             </dd>
           </>
         )}
+        {data.forked_from && (
+          <>
+            <dt>Forked from</dt>
+            <dd class="forked-from">
+              <a href={href({ page: "run", runId: data.forked_from.run_id, node: data.forked_from.node_id })}>
+                {data.forked_from.run_id}
+              </a>{" "}
+              (from node {data.forked_from.node_id})
+            </dd>
+          </>
+        )}
         {data.schedule_id && (
           <>
             <dt>Schedule</dt>
@@ -194,6 +205,8 @@ export function RunPage(props: { runId: string; node?: string | undefined }) {
               children={(data.children ?? []).filter((c) => c.node_id === selected.node_id)}
               progress={liveProgress}
               now={now}
+              // A child run or map item is forked through its root (the server refuses it).
+              onFork={data.parent ? undefined : () => setDialog("fork")}
             />
           ) : (
             <p class="muted">Select a node in the graph or the table for its attempts, payload, output and events.</p>
@@ -301,6 +314,7 @@ export function RunPage(props: { runId: string; node?: string | undefined }) {
           onDone={() => run.reload()}
         />
       )}
+      {dialog === "fork" && selected && <ForkDialog run={data} node={selected} onClose={() => setDialog(null)} />}
     </section>
   );
 }
