@@ -210,7 +210,7 @@ describeStore("postgres")("PostgresStore", () => {
       );
       const opening = open(schema);
       await expect(opening).rejects.toThrow(DatabaseError);
-      await expect(opening).rejects.toThrow(/schema version 99, newer than this Skein knows \(25\); upgrade Skein/);
+      await expect(opening).rejects.toThrow(/schema version 99, newer than this Skein knows \(26\); upgrade Skein/);
     });
 
     it("refuses a schema that holds someone else's tables", async () => {
