@@ -304,6 +304,7 @@ export type EventType =
   | "event.delivered"
   | "run.needs_attention"
   | "run.retried"
+  | "run.migrated"
   | "item.retrying"
   | "item.failed"
   | "item.interrupted"
