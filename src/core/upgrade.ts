@@ -21,7 +21,32 @@ import { map as mapKind } from "../definition/kinds/map.js";
 import { workflow as workflowKind } from "../definition/kinds/workflow.js";
 import { event, newVisit, type RunState } from "./run-state.js";
 import { settle } from "./scheduler.js";
-import type { Visit } from "./types.js";
+import type { Run, Visit } from "./types.js";
+
+/** What a migration asks for (`migrateRuns`): runs of `workflow_id` to `to_version`, from `from_version` only when given. */
+export interface MigrationRequest {
+  workflow_id: string;
+  to_version: number;
+  from_version: number | null;
+}
+
+/**
+ * Why the run is not one the request moves, or null: only top-level runs of the workflow (a
+ * child run of it is its parent's business; a map's items follow their parent's version), of an
+ * older version than the target, and of `from_version` when given.
+ */
+export function requestRefusal(run: Run, request: MigrationRequest): string | null {
+  if (run.workflow_id !== request.workflow_id) return `the run is of workflow "${run.workflow_id}"`;
+  if (run.parent !== null) return `the run is a child run of run ${run.parent.run_id}: only top-level runs move`;
+  const v = run.workflow_version;
+  if (v === request.to_version) return `the run is at version ${v} already`;
+  if (v > request.to_version)
+    return `the run is at version ${v}, newer than ${request.to_version}: runs move to a newer version only`;
+  if (request.from_version !== null && v !== request.from_version) {
+    return `the run is at version ${v}, not ${request.from_version}`;
+  }
+  return null;
+}
 
 /** What the rule reads of a run: its status, its current visits, and the graph of its version. */
 export type UpgradeSubject = Pick<RunState, "run" | "current" | "graph">;

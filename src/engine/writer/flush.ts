@@ -25,6 +25,7 @@ import { type AttemptRef, type Callback, type Input, itemsOf, runsToLock } from 
 import { Events } from "./kinds/events.js";
 import { type KindSteps, kindSteps } from "./kinds/index.js";
 import { ClaimLimits, freedLimitedTypes } from "./limits.js";
+import { migrate } from "./migrate.js";
 import { planCompensations } from "./plan-compensations.js";
 import { applyResult, heartbeat, recordProgress, recordStep, retry, review, workerHeartbeat } from "./results.js";
 import type { RunCache } from "./run-cache.js";
@@ -270,6 +271,8 @@ export class Flush implements FlushContext {
       }
       case "retry":
         return retry(this, input);
+      case "migrate":
+        return migrate(this, input);
       case "continue_map":
         return this.kinds.maps.resume(input);
       case "tool_run":
