@@ -13,6 +13,7 @@ import { registerEvents } from "./commands/events.js";
 import { registerGraph } from "./commands/graph.js";
 import { registerList } from "./commands/list.js";
 import { registerMcp } from "./commands/mcp.js";
+import { registerMigrate } from "./commands/migrate.js";
 import { registerPrune } from "./commands/prune.js";
 import { registerResume } from "./commands/resume.js";
 import { registerRetry } from "./commands/retry.js";
@@ -76,6 +77,7 @@ export function buildProgram(): Command {
     registerReview,
     registerCancel,
     registerRetry,
+    registerMigrate,
     registerPrune,
     registerSend,
     registerWorkflows,

@@ -56,6 +56,17 @@ describe("upgradeRefusals", () => {
     ]);
   });
 
+  it("refuses rewiring the edge that led to a waiting review (docs/concepts.md's third example)", () => {
+    const v4 = graphOf([
+      { node_id: "draft", next_on_success: "check" },
+      { node_id: "check", next_on_success: "review" },
+      REVIEW,
+    ]);
+    expect(upgradeRefusals(waitingInReview(), v4)).toEqual([
+      'node "draft" fired the edge draft → review (next_on_success), which the new version no longer has',
+    ]);
+  });
+
   it("refuses a node whose agent_type changed, saying when its kind changed too", () => {
     const rs = runOf([{ node_id: "a" }, { node_id: "b" }], [visit("a", "SUCCEEDED", { fired: [] }), visit("b")]);
     const v2 = graphOf([
