@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from "vitest";
 import type { Engine, NodeInput, RunEvent } from "../../src/index.js";
-import { NotFoundError, ValidationError } from "../../src/index.js";
+import { ConflictError, NotFoundError, ValidationError } from "../../src/index.js";
 import { testEngine } from "../helpers.js";
 
 const REVIEW = { node_id: "review", agent_type: "human_review", payload: { title: "ok?" } };
@@ -195,6 +195,42 @@ describe("migrateRuns", () => {
     await engine.review(busy.run_id, "hold", { decision: "approve" });
     const done = await engine.getRun((await engine.waitForRun(busy.run_id)).run_id);
     expect(done.nodes.find((n) => n.node_id === "extra")?.state).toBe("SUCCEEDED");
+  });
+
+  it("refuses an approval whose edges were worked out against the version the run had before it moved", async () => {
+    let moveFirst: (() => Promise<unknown>) | null = null;
+    const { engine } = await testEngine({
+      agents: { draft: () => ({ text: "hello" }), publish: () => ({ published: true }) },
+      // Runs between working out the approval's edges and applying them: the run moves then.
+      decideHooks: {
+        route: async () => {
+          const move = moveFirst;
+          moveFirst = null;
+          if (move) await move();
+          return ["publish"];
+        },
+      },
+    });
+    const review = { ...REVIEW, decide: "route" };
+    const nodes = (next: string[]) => [
+      { node_id: "draft", agent_type: "draft", next_on_success: "review" },
+      { ...review, next_on_success: next },
+      { node_id: "publish", agent_type: "publish" },
+      { node_id: "archive", agent_type: "publish" },
+    ];
+    await engine.registerWorkflow({ id: "post", nodes: nodes(["publish"]) });
+    const waiting = events(engine, 1, (e) => e.type === "review.requested");
+    const run = await engine.startRun("post");
+    await waiting;
+    await engine.registerWorkflow({ id: "post", nodes: nodes(["publish", "archive"]) });
+    moveFirst = () => engine.migrateRuns({ workflow_id: "post", to_version: 2 });
+    const refused = await engine.review(run.run_id, "review", { decision: "approve" }).catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(ConflictError);
+    expect((refused as Error).message).toContain("moved to version 2 of its workflow while the decision was made");
+    expect((await shape(engine, run.run_id)).nodes).toContainEqual(["review", 1, "IN_REVIEW"]);
+    // Decided again, against version 2.
+    await engine.review(run.run_id, "review", { decision: "approve" });
+    expect(await engine.waitForRun(run.run_id)).toMatchObject({ status: "SUCCEEDED", workflow_version: 2 });
   });
 
   it("refuses bad options, an unknown version and a run of another workflow", async () => {
