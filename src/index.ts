@@ -99,6 +99,7 @@ export type {
 export type { PublishEventOptions, SendEventOptions } from "./engine/events.js";
 export type { ListMapItemsOptions, MapItemPage, MapProgress } from "./engine/map-items.js";
 export type { ConversationMessage, ListMessagesOptions, MessagePage } from "./engine/messages.js";
+export type { MigrateRunsAnswer, MigrateRunsOptions, Upgradable } from "./engine/migrate.js";
 export type { ProgressStream } from "./engine/progress-read.js";
 export type { RegisteredWorkflow, WorkflowCheck } from "./engine/registry.js";
 export type { Duration, RetentionOptions } from "./engine/retention.js";

@@ -112,6 +112,12 @@ export class RunProgress {
       this.endedAt = null;
       return;
     }
+    if (e.type === "run.migrated") {
+      // The nodes new in the run's new version got visits (no event of their own unless they become ready).
+      const added = Array.isArray(e.data.added) ? e.data.added.filter((x) => typeof x === "string") : [];
+      for (const id of added) if (!this.rows.has(id)) this.rows.set(id, freshRow(id, 1));
+      return;
+    }
     if (e.type === "loop.reset") {
       // The region's nodes get new visits (no event of their own) unless still PENDING.
       const region = Array.isArray(e.data.region) ? e.data.region.filter((x) => typeof x === "string") : [];
@@ -315,6 +321,8 @@ function describe(e: RunEvent): string {
       return `runs again: ${list(d.nodes)}${typeof d.from === "string" ? ` (from ${d.from})` : ""}`;
     case "run.forked":
       return `from ${d.from_node_id} of run ${d.from_run_id}; kept: ${list(d.copied) || "-"}`;
+    case "run.migrated":
+      return `moved to version ${d.to_version} from ${d.from_version}${list(d.added) ? `; new nodes: ${list(d.added)}` : ""}`;
     case "run.needs_attention":
       return String(d.message ?? "");
     case "run.paused":

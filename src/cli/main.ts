@@ -16,6 +16,7 @@ import { registerFork } from "./commands/fork.js";
 import { registerGraph } from "./commands/graph.js";
 import { registerList } from "./commands/list.js";
 import { registerMcp } from "./commands/mcp.js";
+import { registerMigrate } from "./commands/migrate.js";
 import { registerPause } from "./commands/pause.js";
 import { registerPrune } from "./commands/prune.js";
 import { registerResume } from "./commands/resume.js";
@@ -84,6 +85,7 @@ export function buildProgram(): Command {
     registerRetry,
     registerBulk,
     registerFork,
+    registerMigrate,
     registerPrune,
     registerSend,
     registerWorkflows,

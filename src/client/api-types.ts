@@ -138,6 +138,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/workflows/{id}/migrate": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Move running runs of older versions to a newer version: those the rule allows move, the others are answered with every reason (dry_run: move nothing)
+         * @description Roles: admin.
+         */
+        post: operations["migrateRuns"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/runs": {
         parameters: {
             query?: never;
@@ -1987,6 +2007,15 @@ export interface operations {
                         /** @description false: the same content was already registered as this version */
                         created: boolean;
                         warnings: components["schemas"]["Problem"][];
+                        /** @description runs of older versions that POST /v1/workflows/{id}/migrate could move to this version */
+                        upgradable: {
+                            /** @description active (RUNNING) top-level runs of older versions, counted up to 10 000 */
+                            active: number;
+                            /** @description how many of them were checked against the rule: the newest 1000 */
+                            checked: number;
+                            /** @description how many of those checked could move to this version now */
+                            compatible: number;
+                        };
                     };
                 };
             };
@@ -2002,6 +2031,15 @@ export interface operations {
                         /** @description false: the same content was already registered as this version */
                         created: boolean;
                         warnings: components["schemas"]["Problem"][];
+                        /** @description runs of older versions that POST /v1/workflows/{id}/migrate could move to this version */
+                        upgradable: {
+                            /** @description active (RUNNING) top-level runs of older versions, counted up to 10 000 */
+                            active: number;
+                            /** @description how many of them were checked against the rule: the newest 1000 */
+                            checked: number;
+                            /** @description how many of those checked could move to this version now */
+                            compatible: number;
+                        };
                     };
                 };
             };
@@ -2025,6 +2063,128 @@ export interface operations {
             };
             /** @description the token's role or workflow scope does not allow this (startRun: also a scoped token's budget that would raise the workflow's, naming the field); on an API without tokens: a Host or Origin that is not loopback */
             403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the request body is over the server's limit (details.limit_bytes) */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the request body is not application/json */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description unavailable: storage is failing, the engine is stopping or a server-wide limit is reached; retry after Retry-After seconds */
+            503: {
+                headers: {
+                    /** @description seconds to wait before trying again */
+                    "Retry-After"?: number;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description any other error: 500 internal (the server log has it); 408, 414 or 431 for a request refused before any route saw it */
+            default: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+        };
+    };
+    migrateRuns: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": {
+                    /** @description the version to move runs to: newer than theirs */
+                    to_version: number;
+                    /** @description only runs of this version; default: every older one */
+                    from_version?: number;
+                    /** @description only these runs, each of the workflow (404 otherwise); default: every active run of an older version */
+                    run_ids?: string[];
+                    /** @description move nothing: answer what would move (default false) */
+                    dry_run?: boolean;
+                };
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": {
+                        /** @description the runs moved (with dry_run: that would move), each with the version it had */
+                        moved: {
+                            run_id: string;
+                            from_version: number;
+                        }[];
+                        /** @description the runs left as they are, each with every reason (docs/concepts.md, Upgrading runs in flight) */
+                        incompatible: {
+                            run_id: string;
+                            from_version: number;
+                            reasons: string[];
+                        }[];
+                        dry_run: boolean;
+                    };
+                };
+            };
+            /** @description invalid request: details.problems lists every problem with its path */
+            400: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description missing or unknown bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description the token's role or workflow scope does not allow this (startRun: also a scoped token's budget that would raise the workflow's, naming the field); on an API without tokens: a Host or Origin that is not loopback */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Error"];
+                };
+            };
+            /** @description no such run, workflow, node or task */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };

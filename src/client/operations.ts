@@ -32,6 +32,7 @@ export const OPERATIONS = {
   listSchedules: ["GET", "/v1/schedules"],
   listSteps: ["GET", "/v1/runs/{run_id}/nodes/{node_id}/steps"],
   listWorkflows: ["GET", "/v1/workflows"],
+  migrateRuns: ["POST", "/v1/workflows/{id}/migrate"],
   pauseRun: ["POST", "/v1/runs/{run_id}/pause"],
   pauseSchedule: ["POST", "/v1/schedules/{schedule_id}/pause"],
   progressTask: ["POST", "/v1/tasks/{execution_id}/progress"],

@@ -336,6 +336,7 @@ export type EventType =
   | "run.paused"
   | "run.resumed"
   | "run.forked"
+  | "run.migrated"
   | "item.retrying"
   | "item.failed"
   | "item.interrupted"

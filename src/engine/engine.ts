@@ -40,6 +40,7 @@ import { refuseNul } from "./identifiers.js";
 import { closeEngine, Heartbeat, startEngine } from "./lifecycle.js";
 import { type ListMapItemsOptions, listMapItems, type MapItemPage } from "./map-items.js";
 import { type ListMessagesOptions, listMessages, type MessagePage } from "./messages.js";
+import { type MigrateRunsAnswer, type MigrateRunsOptions, migrateRuns, upgradable } from "./migrate.js";
 import { openStore } from "./open-store.js";
 import { listProgress, type ProgressStream } from "./progress-read.js";
 import type { RegisteredWorkflow, WorkflowCheck } from "./registry.js";
@@ -134,12 +135,32 @@ export class Engine {
    * Validates a definition and stores it as a new version (the same content keeps its version).
    * Takes a `defineWorkflow` result (whose literal is checked node by node, built-in kinds'
    * payloads included), any WorkflowInput, or a document read from JSON (`JSON.parse` gives
-   * `any`); either way every rule is checked here.
+   * `any`); either way every rule is checked here. The answer's `upgradable` says how many
+   * active runs of older versions there are and how many could move to this one (migrateRuns):
+   * counted up to 10 000, the newest 1000 checked.
    * @throws ValidationError listing every problem; nothing is stored.
    */
   async registerWorkflow(definition: WorkflowInput): Promise<RegisteredWorkflow> {
     this.assertOpen();
-    return this.p.registry.register(definition, this.p.clock.now());
+    const registered = await this.p.registry.register(definition, this.p.clock.now());
+    return { ...registered, upgradable: await upgradable(this.p, registered.id, registered.version) };
+  }
+
+  /**
+   * Moves active (RUNNING) top-level runs of older versions of a workflow to `to_version`
+   * (DESIGN §16): each whose every visited node exists in the new version with the same
+   * agent_type, whose decided visits keep the edges they fired, and with no attempt running
+   * (docs/concepts.md, "Upgrading runs in flight"). A moved run's nodes new in that version get
+   * visits, and it records `run.migrated`; the others are left unchanged, each with every reason.
+   * With `dry_run`, moves nothing and answers what would move.
+   * @throws ValidationError for bad options, NotFoundError for an unknown version or a named run
+   * that is not one of the workflow's.
+   * @example
+   * const { moved, incompatible } = await engine.migrateRuns({ workflow_id: "publish", to_version: 2 });
+   */
+  async migrateRuns(options: MigrateRunsOptions): Promise<MigrateRunsAnswer> {
+    this.assertOpen();
+    return migrateRuns(this.p, options);
   }
 
   /**

@@ -15,6 +15,7 @@ import { NotFoundError, type Problem, ValidationError } from "../errors.js";
 import type { Store } from "../store/store.js";
 import { refuseNul } from "./identifiers.js";
 import { canonicalJson, sha256 } from "./json.js";
+import type { Upgradable } from "./migrate.js";
 
 export interface LoadedWorkflow {
   id: string;
@@ -34,6 +35,8 @@ export interface RegisteredWorkflow {
   /** False when the same content was already registered (its version is returned). */
   created: boolean;
   warnings: Problem[];
+  /** The active runs of older versions, and how many could move to this one (Engine.migrateRuns). */
+  upgradable: Upgradable;
 }
 
 /** What registering a definition would say, without storing it. */
@@ -67,7 +70,8 @@ export class WorkflowRegistry {
     },
   ) {}
 
-  async register(json: unknown, now: number): Promise<RegisteredWorkflow> {
+  /** Stores the definition; the engine adds `upgradable` (engine/migrate.ts). */
+  async register(json: unknown, now: number): Promise<Omit<RegisteredWorkflow, "upgradable">> {
     const { workflow, graph, warnings } = parseWorkflowOrThrow(json, await this.validateOptions());
     const refused = this.options.engineProblems?.(workflow, graph) ?? [];
     if (refused.length > 0) throw new ValidationError("Workflow definition is invalid", refused);

@@ -53,6 +53,7 @@ export async function reviewInput(
     ...(options.execution_id !== undefined ? { execution_id: options.execution_id } : {}),
     decision,
     next: "decision" in next ? next.decision : next,
+    workflow_version: run.workflow_version,
   };
 }
 

@@ -18,8 +18,12 @@ type JsonSchema = Record<string, unknown>;
 const TAGS = [
   { name: "health", description: "Liveness, readiness and this document: public, no token" },
   { name: "tokens", description: "The caller's token" },
-  { name: "workflows", description: "Workflow definitions by id and version" },
-  { name: "runs", description: "Runs: start, read, list, cancel, retry, fork" },
+  {
+    name: "workflows",
+    description:
+      'Workflow definitions by id and version; moving running runs of older versions to a newer one (migrate, see concepts.md "Upgrading runs in flight"); PUT answers `upgradable`: how many could move',
+  },
+  { name: "runs", description: "Runs: start, read, list, cancel, retry, pause, resume, fork, bulk actions" },
   { name: "schedules", description: "Workflows started on a cron expression, each slot once" },
   { name: "reviews", description: "Nodes waiting for a person's decision" },
   { name: "events", description: "Events sent to runs, and the event log (history and live stream)" },

@@ -512,3 +512,35 @@ export const ScheduleParams = z
     schedule_id: z.string().regex(/^[A-Za-z0-9_.:-]{1,128}$/, "must be 1-128 of A-Z, a-z, 0-9, '_', '.', ':', '-'"),
   })
   .strict();
+
+/** What registering a version says of the runs of older versions (Engine.registerWorkflow's `upgradable`). */
+export const UpgradableSchema = z
+  .object({
+    active: z.number().int().describe("active (RUNNING) top-level runs of older versions, counted up to 10 000"),
+    checked: z.number().int().describe("how many of them were checked against the rule: the newest 1000"),
+    compatible: z.number().int().describe("how many of those checked could move to this version now"),
+  })
+  .describe("runs of older versions that POST /v1/workflows/{id}/migrate could move to this version");
+
+export const MigrateBodySchema = z
+  .object({
+    to_version: z.number().int().min(1).describe("the version to move runs to: newer than theirs"),
+    from_version: z.number().int().min(1).optional().describe("only runs of this version; default: every older one"),
+    run_ids: z
+      .array(z.string().min(1).max(200))
+      .max(1000)
+      .optional()
+      .describe("only these runs, each of the workflow (404 otherwise); default: every active run of an older version"),
+    dry_run: z.boolean().optional().describe("move nothing: answer what would move (default false)"),
+  })
+  .strict();
+
+export const MigrateAnswerSchema = z.object({
+  moved: z
+    .array(z.object({ run_id: z.string(), from_version: z.number().int() }))
+    .describe("the runs moved (with dry_run: that would move), each with the version it had"),
+  incompatible: z
+    .array(z.object({ run_id: z.string(), from_version: z.number().int(), reasons: z.array(z.string()) }))
+    .describe("the runs left as they are, each with every reason (docs/concepts.md, Upgrading runs in flight)"),
+  dry_run: z.boolean(),
+});

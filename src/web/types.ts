@@ -263,6 +263,15 @@ export interface Registered {
   version: number;
   created: boolean;
   warnings: Problem[];
+  /** Running runs of older versions, and how many could move to this one (POST /v1/workflows/{id}/migrate). */
+  upgradable: { active: number; checked: number; compatible: number };
+}
+
+/** What POST /v1/workflows/{id}/migrate did, or with dry_run would do. */
+export interface MigrateAnswer {
+  moved: { run_id: string; from_version: number }[];
+  incompatible: { run_id: string; from_version: number; reasons: string[] }[];
+  dry_run: boolean;
 }
 
 /** A schedule, as GET /v1/schedules lists it. */

@@ -32,7 +32,13 @@ describe("skein workflows", () => {
     expect(first.code, first.stderr).toBe(0);
     expect(first.stdout).toBe("small v1 created\n");
     const again = await skein(["workflows", "put", file, "--json", ...db], ws.dir);
-    expect(json(again)).toEqual({ id: "small", version: 1, created: false, warnings: [] });
+    expect(json(again)).toEqual({
+      id: "small",
+      version: 1,
+      created: false,
+      warnings: [],
+      upgradable: { active: 0, checked: 0, compatible: 0 },
+    });
     ws.file("small.json", { ...WORKFLOWS.small, description: "changed" });
     expect((await skein(["workflows", "put", file, ...db], ws.dir)).stdout).toBe("small v2 created\n");
     await skein(["workflows", "put", ws.file("f.json", WORKFLOWS.failing), ...db], ws.dir);
@@ -70,6 +76,53 @@ describe("skein workflows", () => {
     expect(r.code).toBe(2);
     expect(r.stderr).toContain('nodes[0].depends_on[0]: unknown node "zz"');
     expect(r.stderr).toContain("nothing was registered");
+  });
+});
+
+describe("skein migrate", () => {
+  it("moves running runs to a newer version, prints each refused run with its reasons, and moves nothing with --dry-run", async () => {
+    const ws = workspace();
+    const db = ["--db", ws.db];
+    const put = (nodes: object[]) => skein(["workflows", "put", ws.file("m.json", { id: "m", nodes }), ...db], ws.dir);
+    await put([{ node_id: "a", agent_type: "echo" }]);
+    // Started without an engine: a's visit is ready, no attempt runs.
+    const started = { run_id: (await skein(["start", "m", ...db], ws.dir)).stdout.trim() };
+    await put([
+      { node_id: "a", agent_type: "echo" },
+      { node_id: "b", agent_type: "echo", depends_on: ["a"] },
+    ]);
+    await put([{ node_id: "z", agent_type: "echo" }]);
+
+    const refused = await skein(["migrate", "m", "--to", "3", ...db], ws.dir);
+    expect(refused.code, refused.stderr).toBe(0);
+    expect(refused.stdout).toBe(
+      [
+        "moved 0 runs of m to version 3",
+        "1 run stays as it is:",
+        `  ${started.run_id}  version 1`,
+        '    - node "a" has a visit (PENDING) but the new version has no such node',
+        "",
+      ].join("\n"),
+    );
+    const dry = await skein(
+      ["migrate", "m", "--to", "2", "--run", started.run_id, "--dry-run", "--json", ...db],
+      ws.dir,
+    );
+    expect(json(dry)).toEqual({
+      moved: [{ run_id: started.run_id, from_version: 1 }],
+      incompatible: [],
+      dry_run: true,
+    });
+    const moved = await skein(["migrate", "m", "--to", "2", "--from", "1", ...db], ws.dir);
+    expect(moved.stdout).toBe(`moved 1 run of m to version 2\n  ${started.run_id}  from version 1\n`);
+    const status = json<RunJson & { workflow_version: number }>(
+      await skein(["status", started.run_id, "--json", ...db], ws.dir),
+    );
+    expect(status.workflow_version).toBe(2);
+    expect(status.nodes.map((n) => n.node_id).sort()).toEqual(["a", "b"]);
+    const bad = await skein(["migrate", "m", "--to", "2", "--from", "2", ...db], ws.dir);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain("from_version: must be older than to_version (2)");
   });
 });
 

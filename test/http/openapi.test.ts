@@ -48,6 +48,7 @@ describe("GET /v1/openapi.json", () => {
         "GET /v1/workflows/{id}",
         "PUT /v1/workflows/{id}",
         "POST /v1/workflows/validate",
+        "POST /v1/workflows/{id}/migrate",
         "POST /v1/runs",
         "GET /v1/runs",
         "POST /v1/runs/bulk",

@@ -12,7 +12,13 @@ describe("workflows", () => {
 
     const first = await put(WORKFLOWS.simple);
     expect(first.statusCode).toBe(201);
-    expect(first.json()).toEqual({ id: "simple", version: 1, created: true, warnings: [] });
+    expect(first.json()).toEqual({
+      id: "simple",
+      version: 1,
+      created: true,
+      warnings: [],
+      upgradable: { active: 0, checked: 0, compatible: 0 },
+    });
 
     const again = await put(WORKFLOWS.simple);
     expect(again.statusCode).toBe(200);

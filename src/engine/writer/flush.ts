@@ -35,6 +35,7 @@ import { type AttemptRef, type Callback, type Input, itemsOf, runsToLock } from 
 import { Events } from "./kinds/events.js";
 import { type KindSteps, kindSteps } from "./kinds/index.js";
 import { ClaimLimits, freedLimitedTypes } from "./limits.js";
+import { migrate } from "./migrate.js";
 import { planCompensations } from "./plan-compensations.js";
 import { applyResult, heartbeat, recordProgress, recordStep, retry, review, workerHeartbeat } from "./results.js";
 import type { RunCache } from "./run-cache.js";
@@ -303,6 +304,8 @@ export class Flush implements FlushContext {
         return retry(this, input);
       case "fork":
         return fork(this, input);
+      case "migrate":
+        return migrate(this, input);
       case "continue_map":
         return this.kinds.maps.resume(input);
       case "tool_run":

@@ -7,6 +7,7 @@ import { itemKeyOf, runOfExecution } from "../../core/attempt.js";
 import type { ApprovalRequest } from "../../core/kinds/agent.js";
 import type { Decision, ReviewDecision } from "../../core/scheduler.js";
 import type { InboxEvent, Json, NewEvent, Run, RunUsage, Usage, Visit, VisitError } from "../../core/types.js";
+import type { MigrationRequest } from "../../core/upgrade.js";
 import type { ItemKey, StepRow, VisitKey } from "../../store/store.js";
 
 /** A task as claimed in the transaction: the agent's task without its signal and callbacks. */
@@ -47,6 +48,8 @@ export type Input =
       decision: ReviewDecision;
       /** The edges an approval fires, worked out beforehand (JSONata is async), or why that failed. */
       next: Decision | { reason: string; message: string };
+      /** The run's workflow version `next` was worked out against: a run moved since (migrateRuns) is decided again. */
+      workflow_version: number;
       done: Callback<Visit>;
     }
   /** An event sent to a run (DESIGN §11.2): delivered to its oldest waiting wait_event, else kept in its inbox. */
@@ -87,6 +90,17 @@ export type Input =
       payloads: Record<string, Json>;
       input_edited: boolean;
       done: Callback<Run>;
+    }
+  /**
+   * Runs moved to another version of their workflow (DESIGN §16, migrateRuns): each checked again
+   * under its lock, as it is now (core/upgrade.ts), and moved, or answered with every reason and
+   * left unchanged. `version`: the run's version as the caller read it (answered for a run gone since).
+   */
+  | {
+      kind: "migrate";
+      runs: { run_id: string; version: number }[];
+      request: MigrationRequest;
+      done: Callback<MigrateAnswer>;
     }
   /**
    * A held map visit a flush left work for (bounded-work.ts): its next items to write and start
@@ -208,6 +222,12 @@ export interface SendEventAnswer {
   duplicate: boolean;
 }
 
+/** What a `migrate` input did: the runs it moved, and those it left, each with its reasons. */
+export interface MigrateAnswer {
+  moved: { run_id: string; from_version: number }[];
+  incompatible: { run_id: string; from_version: number; reasons: string[] }[];
+}
+
 /** What publishing an event by key did: the waits it reached (DESIGN §11.3). */
 export interface PublishEventAnswer {
   event_id: string;
@@ -249,6 +269,7 @@ export function runsToLock(inputs: Input[], lost: readonly AttemptRef[] | null):
       if (runId !== null) ids.add(runId);
     } else if (input.kind === "event") ids.add(input.event.run_id);
     else if (input.kind === "publish_event") for (const id of input.run_ids) ids.add(id);
+    else if (input.kind === "migrate") for (const r of input.runs) ids.add(r.run_id);
   }
   return [...ids].sort();
 }

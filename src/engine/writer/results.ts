@@ -210,6 +210,14 @@ export async function review(f: FlushContext, input: Extract<Input, { kind: "rev
   const refused =
     reviewRoundRefusal(round, run_id, input.execution_id) ?? assigneeRefusal(node_id, assignees, decision);
   if (refused) return done.reject(refused);
+  if (!approval && decision.decision === "approve" && rs.run.workflow_version !== input.workflow_version) {
+    // Its edges were worked out against the version the run had (migrateRuns moved it since).
+    return done.reject(
+      new ConflictError(
+        `run ${run_id} moved to version ${rs.run.workflow_version} of its workflow while the decision was made; decide again`,
+      ),
+    );
+  }
   // An admin deciding as itself is recorded as itself alone.
   const recorded = decision.admin === decision.by ? { ...decision, admin: null } : decision;
   if (approval) {

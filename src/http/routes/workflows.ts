@@ -1,11 +1,14 @@
-/** Workflows: list, read a version, check a definition without storing it, register (PUT the definition). */
+/**
+ * Workflows: list, read a version, check a definition without storing it, register (PUT the
+ * definition), and move running runs of older versions to a newer one (migrate).
+ */
 import type { FastifyInstance } from "fastify";
 import { z } from "zod";
 import type { WorkflowInput } from "../../definition/workflow-input.js";
 import { ForbiddenError, NotFoundError, ValidationError } from "../../errors.js";
 import { ADMINS, READERS } from "../auth.js";
 import type { RouteContext } from "../context.js";
-import { errorResponses, ProblemSchema } from "../schemas.js";
+import { errorResponses, MigrateAnswerSchema, MigrateBodySchema, ProblemSchema, UpgradableSchema } from "../schemas.js";
 import { inScope, type WorkflowScope } from "../scope.js";
 
 const Id = z.object({ id: z.string().min(1).max(200) }).strict();
@@ -24,6 +27,7 @@ const Registered = z.object({
   version: z.number().int(),
   created: z.boolean().describe("false: the same content was already registered as this version"),
   warnings: z.array(ProblemSchema),
+  upgradable: UpgradableSchema,
 });
 
 const Checked = z.object({
@@ -121,6 +125,38 @@ export function registerWorkflowRoutes(app: FastifyInstance, { engine }: RouteCo
       if (request.principal?.workflows) assertStartsInScope(request.principal.workflows, request.body);
       const registered = await engine.registerWorkflow(request.body as WorkflowInput); // checked there, as any JSON
       return reply.code(registered.created ? 201 : 200).send(registered);
+    },
+  );
+
+  app.post<{ Params: z.output<typeof Id>; Body: z.output<typeof MigrateBodySchema> }>(
+    "/v1/workflows/:id/migrate",
+    {
+      config: { access: ADMINS, scoped: true },
+      schema: {
+        operationId: "migrateRuns",
+        tags: ["workflows"],
+        summary:
+          "Move running runs of older versions to a newer version: those the rule allows move, the others are answered with every reason (dry_run: move nothing)",
+        params: Id,
+        body: MigrateBodySchema,
+        response: { ...errorResponses(404, 503), 200: MigrateAnswerSchema },
+      },
+    },
+    async (request) => {
+      const { id } = request.params;
+      if (!inScope(request.principal, id)) {
+        throw new NotFoundError(
+          `workflow "${id}" is not registered; register it first with registerWorkflow (or skein workflows put)`,
+        );
+      }
+      const { to_version, from_version, run_ids, dry_run } = request.body;
+      return engine.migrateRuns({
+        workflow_id: id,
+        to_version,
+        ...(from_version === undefined ? {} : { from_version }),
+        ...(run_ids === undefined ? {} : { run_ids }),
+        ...(dry_run === undefined ? {} : { dry_run }),
+      });
     },
   );
 }

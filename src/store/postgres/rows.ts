@@ -135,6 +135,7 @@ export const RUN_UPDATE_COLUMNS: Columns<
   Pick<
     Run,
     | "run_id"
+    | "workflow_version"
     | "status"
     | "output"
     | "error"
@@ -149,6 +150,8 @@ export const RUN_UPDATE_COLUMNS: Columns<
   >
 > = {
   run_id: "text",
+  // Changed only by migrateRuns (DESIGN §16): a run moved to another version of its workflow.
+  workflow_version: "integer",
   status: "text",
   output: "json",
   error: "json",

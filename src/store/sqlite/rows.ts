@@ -150,6 +150,8 @@ export function runToDb(r: Run): DbRun {
  * these only, so its input, parent, budget and scope are not serialised again.
  */
 const RUN_UPDATES: Readonly<Record<string, (r: Run) => unknown>> = {
+  // Changed only by migrateRuns (DESIGN §16): a run moved to another version of its workflow.
+  workflow_version: (r) => r.workflow_version,
   status: (r) => r.status,
   output: (r) => text(r.output),
   error: (r) => text(r.error),

@@ -7,6 +7,7 @@ import { href, navigate } from "../route.js";
 import type { Registered, Workflow, WorkflowSummary } from "../types.js";
 import { Editor } from "./editor.js";
 import { StartRunForm } from "./start-run.js";
+import { UpgradeRuns } from "./upgrade-runs.js";
 
 /** What "New workflow" starts from: valid, and showing the main fields. */
 const TEMPLATE = {
@@ -75,6 +76,8 @@ export function WorkflowsPage(props: {
               {lastSaved.created
                 ? `Saved ${lastSaved.id} as version ${lastSaved.version}.`
                 : `No change: this is already ${lastSaved.id} version ${lastSaved.version}.`}
+              {lastSaved.upgradable.active > 0 &&
+                ` ${lastSaved.upgradable.compatible} of the ${lastSaved.upgradable.checked} running runs of older versions checked could move to it (Upgrade runs).`}
             </p>
           )}
           {props.creating ? (
@@ -142,6 +145,12 @@ function WorkflowDetail(props: {
         <summary>Start a run</summary>
         <StartRunForm workflowId={w.id} latestVersion={latest} definition={w.definition} />
       </details>
+      {w.version > 1 && (
+        <details class="panel">
+          <summary>Upgrade runs</summary>
+          <UpgradeRuns workflowId={w.id} version={w.version} />
+        </details>
+      )}
       <details class="panel" open>
         <summary>Edit, then save as a new version</summary>
         <Editor initial={JSON.stringify(content, null, 2)} onSaved={props.onSaved} />
