@@ -67,8 +67,10 @@ export function planCompensation(rs: RunState, history: PastVisit[], now: number
     .filter(({ visit: v }) => v.state === "CANCELLED" && v.started_at !== null && !isFailing(v) && undoable(v))
     .sort((a, b) => (b.visit.started_at ?? 0) - (a.visit.started_at ?? 0))
     .map((p) => p.visit);
+  // Only successes this run recorded: a fork's kept visits (copied, without a node.succeeded of
+  // the fork's) were its source's doing, which a failed fork must not undo.
   const succeeded = history
-    .filter(({ visit: v }) => v.state === "SUCCEEDED" && undoable(v))
+    .filter(({ visit: v, successSeq }) => v.state === "SUCCEEDED" && successSeq !== null && undoable(v))
     .sort((a, b) => (b.successSeq ?? 0) - (a.successSeq ?? 0))
     .map((p) => p.visit);
   const order = [...(failing && undoable(failing) ? [failing] : []), ...cancelled, ...succeeded];

@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from "vitest";
 import type { Engine, Json, Task } from "../../src/index.js";
-import { ConflictError, NotFoundError, ValidationError } from "../../src/index.js";
+import { ConflictError, NonRetryableError, NotFoundError, ValidationError } from "../../src/index.js";
 import { nextEvent, testEngine } from "../helpers.js";
 
 type Input = { topic: string };
@@ -242,3 +242,47 @@ async function waitForReview(engine: Engine, runId: string): Promise<string | un
   if ((await state()) !== "IN_REVIEW") await asked;
   return state();
 }
+
+describe("a fork that fails", () => {
+  it("undoes only what it did itself: the visits it kept were its source's doing", async () => {
+    const undone: string[] = [];
+    let failPublish = false;
+    const { engine } = await testEngine({
+      agents: {
+        charge: (task: Task) => ({ charged: task.run_id }),
+        refund: (task: Task) => {
+          undone.push(`${task.node_id}@${task.run_id}`);
+          return { refunded: true };
+        },
+        ship: (task: Task) => {
+          if (failPublish) throw new NonRetryableError("warehouse closed");
+          return { shipped: task.run_id };
+        },
+      },
+    });
+    await engine.registerWorkflow({
+      id: "order",
+      nodes: [
+        { node_id: "charge", agent_type: "charge", compensation: { agent_type: "refund" } },
+        { node_id: "ship", agent_type: "ship", depends_on: ["charge"], compensation: { agent_type: "refund" } },
+      ],
+    });
+    const source = await engine.startRun("order");
+    expect((await engine.waitForRun(source.run_id)).status).toBe("SUCCEEDED");
+
+    failPublish = true;
+    const fork = await engine.forkRun(source.run_id, { from: "ship" });
+    expect((await engine.waitForRun(fork.run_id)).status).toBe("FAILED");
+    // The source's charge was kept, not made by the fork: only the fork's own failing ship is undone.
+    expect(undone).toEqual([`ship@${fork.run_id}`]);
+    const planned = (await engine.listEvents(fork.run_id)).find((e) => e.type === "compensation.planned");
+    expect((planned?.data.compensations as { node_id: string }[]).map((c) => c.node_id)).toEqual(["ship"]);
+    expect((await engine.getRun(source.run_id)).status).toBe("SUCCEEDED");
+
+    // A run that charged itself and then failed is refunded, as before.
+    undone.length = 0;
+    const own = await engine.startRun("order");
+    expect((await engine.waitForRun(own.run_id)).status).toBe("FAILED");
+    expect(undone).toEqual([`ship@${own.run_id}`, `charge@${own.run_id}`]);
+  });
+});
