@@ -456,7 +456,7 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Cancel, retry, pause or resume every run a filter matches (top-level runs; cancel and pause: RUNNING, retry: FAILED and CANCELLED, resume: paused), at most cap a call, each run wholly or not at all; dry_run counts them
+         * Cancel, retry, pause, resume, fork or migrate every run a filter matches (cancel: RUNNING, retry: FAILED and CANCELLED, fork: any, migrate: RUNNING of an older version, all top-level runs; pause: RUNNING and resume: paused, child runs too), at most cap a call, each run wholly or not at all; dry_run counts them
          * @description Roles: admin.
          */
         post: operations["bulkRuns"];
@@ -3968,6 +3968,30 @@ export interface operations {
                          * @constant
                          */
                         kind: "resume";
+                    } | {
+                        /** @description the node to run again from: it and everything downstream run; what the source did before it is kept */
+                        from: string;
+                        /** @description the fork's input (default the source's), checked against the workflow's input_schema */
+                        input?: unknown;
+                        /** @description payloads by node id, each replacing the resolved payload of that node's first visit; only nodes the fork runs */
+                        payloads?: {
+                            [key: string]: unknown;
+                        };
+                        /** @description the workflow version the fork runs (default the source's) */
+                        version?: number;
+                        /**
+                         * @description top-level runs, finished or running
+                         * @constant
+                         */
+                        kind: "fork";
+                    } | {
+                        /**
+                         * @description RUNNING top-level runs of filter.workflow_id older than to_version
+                         * @constant
+                         */
+                        kind: "migrate";
+                        /** @description the version to move them to; a run the rule refuses is refused with its reasons */
+                        to_version: number;
                     };
                     /** @description count the runs the action applies to and change nothing */
                     dry_run?: boolean;

@@ -10,10 +10,11 @@
  */
 import type { RunStatus } from "../core/states.js";
 import type { Run } from "../core/types.js";
-import { type Problem, ValidationError } from "../errors.js";
+import { ConflictError, type Problem, ValidationError } from "../errors.js";
 import type { RunFilter } from "../store/store.js";
-import type { OperatorOptions } from "./engine-options.js";
+import type { ForkRunOptions, OperatorOptions } from "./engine-options.js";
 import { refuseNul } from "./identifiers.js";
+import type { MigrateRunsAnswer, MigrateRunsOptions } from "./migrate.js";
 
 /** Which runs a bulk action looks at, before the action's own rule (BulkActionRow.statuses). */
 export interface BulkFilter {
@@ -45,7 +46,11 @@ export type BulkAction =
   | { kind: "cancel"; reason?: string; compensate?: boolean }
   | { kind: "retry"; from?: string; force?: boolean; fresh_steps?: boolean }
   | { kind: "pause"; reason?: string; by?: string }
-  | { kind: "resume"; by?: string };
+  | { kind: "resume"; by?: string }
+  /** A fork of each run (forkRun): the same `from` and edits for every one. */
+  | ({ kind: "fork" } & ForkRunOptions)
+  /** Each run moved to `to_version` of its workflow (migrateRuns); one the rule refuses is refused with its reasons. */
+  | { kind: "migrate"; to_version: number };
 
 export interface BulkOptions {
   filter: BulkFilter;
@@ -79,6 +84,8 @@ export interface BulkEngine {
   retryRun(runId: string, options: { from?: string; force?: boolean; fresh_steps?: boolean }): Promise<Run>;
   pauseRun(runId: string, options: OperatorOptions): Promise<Run>;
   resumeRun(runId: string, options: OperatorOptions): Promise<Run>;
+  forkRun(runId: string, options: ForkRunOptions): Promise<Run>;
+  migrateRuns(options: MigrateRunsOptions): Promise<MigrateRunsAnswer>;
 }
 
 /** One bulk action: the runs it applies to and the call made for each. */
@@ -132,6 +139,21 @@ export const BULK_ACTIONS: Rows = {
     childRuns: true,
     where: { paused: true },
     apply: (engine, run, { by }) => engine.resumeRun(run.run_id, by === undefined ? {} : { by }),
+  },
+  // A fork of a finished run or a running one (the source is not changed); of roots only.
+  fork: {
+    statuses: ["RUNNING", "SUCCEEDED", "FAILED", "CANCELLED"],
+    apply: (engine, run, { kind: _, ...options }) => engine.forkRun(run.run_id, options),
+  },
+  // Runs of older versions only; the rule's reasons (core/upgrade.ts) are the run's refusal.
+  migrate: {
+    statuses: ["RUNNING"],
+    applies: (run, { to_version }) => run.workflow_version < to_version,
+    apply: async (engine, run, { to_version }) => {
+      const answer = await engine.migrateRuns({ workflow_id: run.workflow_id, to_version, run_ids: [run.run_id] });
+      const refused = answer.incompatible[0];
+      if (refused) throw new ConflictError(refused.reasons.join("; "));
+    },
   },
 };
 
@@ -232,7 +254,7 @@ function checkOptions(options: BulkOptions, cap: number): BulkActionRow<never> {
     q: filter.q,
     id_contains: filter.id_contains,
     before: filter.before,
-    ...(action?.kind === "retry" ? { from: action.from } : {}),
+    ...(action?.kind === "retry" || action?.kind === "fork" ? { from: action.from } : {}),
     ...(action?.kind === "cancel" || action?.kind === "pause" ? { reason: action.reason } : {}),
     ...(action?.kind === "pause" || action?.kind === "resume" ? { by: action.by } : {}),
   });
@@ -246,6 +268,9 @@ function checkOptions(options: BulkOptions, cap: number): BulkActionRow<never> {
       path: "cap",
       message: `is a whole number from 1 to ${BULK_MAX_CAP} (got ${cap}); call again while the answer says more: true`,
     });
+  }
+  if (action?.kind === "migrate" && filter.workflow_id === undefined) {
+    problems.push({ path: "filter.workflow_id", message: "is needed to migrate: versions are numbered per workflow" });
   }
   const version = filter.workflow_version;
   if (version !== undefined && (!Number.isInteger(version) || version < 1)) {

@@ -170,6 +170,11 @@ describe("skein start, status, list, events", () => {
     expect(refused.code).toBe(2);
     expect(refused.stderr).toContain("node b of run");
     expect(refused.stderr).toContain("it has not been reached yet");
+    const bulkPaused = await skein(["bulk", "pause", "--workflow", "small", "--reason", "outage", ...db], ws.dir);
+    expect(bulkPaused.stdout).toBe("0 runs paused\n"); // paused already
+    const forkNeedsFrom = await skein(["bulk", "fork", "--workflow", "small", ...db], ws.dir);
+    expect(forkNeedsFrom.code).toBe(2);
+    expect(forkNeedsFrom.stderr).toContain("skein bulk fork needs --from <node_id>");
     const unpaused = await skein(["unpause", runId, "--json", ...db], ws.dir);
     expect(unpaused.code, unpaused.stderr).toBe(0);
     expect(json<{ paused: unknown }>(unpaused).paused).toBeNull();

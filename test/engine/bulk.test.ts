@@ -206,6 +206,8 @@ describe("bulkRuns", () => {
       retryRun: engine.retryRun.bind(engine),
       pauseRun: engine.pauseRun.bind(engine),
       resumeRun: engine.resumeRun.bind(engine),
+      forkRun: engine.forkRun.bind(engine),
+      migrateRuns: engine.migrateRuns.bind(engine),
     };
     const answer = await bulkRuns(racing, { filter: { workflow_id: "waits" }, action: { kind: "cancel" } });
     expect(answer).toMatchObject({ matched: 4, applied: 3 });
@@ -223,5 +225,77 @@ describe("bulkRuns", () => {
     expect(retried.refused[0]?.reason).toMatch(/"f"/);
     expect(await statuses(engine, flaky)).not.toEqual(["FAILED"]);
     expect(await statuses(engine, other)).toEqual(["FAILED"]);
+  });
+});
+
+describe("bulkRuns: fork and migrate", () => {
+  it("forks every run a filter matches from one node, and moves the runs of an old version, refusing each incompatible one with its reasons", async () => {
+    const { engine } = await testEngine({ agents: { step: (t) => ({ n: t.node_id }) } });
+    const v1 = {
+      id: "flow",
+      nodes: [
+        { node_id: "a", agent_type: "step", next_on_success: "gate" },
+        { node_id: "gate", agent_type: "human_review", payload: { title: "ok?" } },
+      ],
+    };
+    await engine.registerWorkflow(v1);
+    let requested = 0;
+    const reviewing = new Promise<void>((resolve) => {
+      const off = engine.subscribe((e) => {
+        if (e.type === "review.requested" && ++requested === 3) {
+          off();
+          resolve();
+        }
+      });
+    });
+    const waiting = await start(engine, "flow", 3, { batch: "m" });
+    await reviewing;
+
+    const forks = await engine.bulkRuns({
+      filter: { tags: { batch: "m" } },
+      action: { kind: "fork", from: "a", input: { again: true } },
+    });
+    expect(forks).toMatchObject({ matched: 3, applied: 3, refused: [] });
+    const forked = (await engine.listRuns({ workflow_id: "flow" })).filter((r) => r.forked_from !== null);
+    expect(forked.map((r) => r.forked_from?.run_id).sort()).toEqual(ids(waiting).sort());
+    expect(forked.every((r) => JSON.stringify(r.input) === '{"again":true}')).toBe(true);
+
+    // v2 adds a node after the review: every waiting run of v1 can move. One run of v1 is moved
+    // first by hand; the bulk call then moves the rest and skips what is on v2 already.
+    const { version } = await engine.registerWorkflow({
+      ...v1,
+      nodes: [
+        { node_id: "a", agent_type: "step", next_on_success: "gate" },
+        { node_id: "gate", agent_type: "human_review", payload: { title: "ok?" }, next_on_success: "after" },
+        { node_id: "after", agent_type: "step" },
+      ],
+    });
+    const missing = await engine
+      .bulkRuns({ filter: {}, action: { kind: "migrate", to_version: version } })
+      .catch((e) => e);
+    expect(missing).toBeInstanceOf(ValidationError);
+    const dry = await engine.bulkRuns({
+      filter: { workflow_id: "flow", tags: { batch: "m" } },
+      action: { kind: "migrate", to_version: version },
+      dry_run: true,
+    });
+    expect(dry.matched).toBe(6); // the three runs and their three forks, all RUNNING on v1
+    const moved = await engine.bulkRuns({
+      filter: { workflow_id: "flow", tags: { batch: "m" } },
+      action: { kind: "migrate", to_version: version },
+    });
+    expect(moved).toMatchObject({ matched: 6, applied: 6, refused: [] });
+    for (const r of waiting) expect((await engine.getRun(r.run_id)).workflow_version).toBe(version);
+
+    // v3 removes the review: each run still waiting in it is refused with the reason.
+    const v3 = await engine.registerWorkflow({ ...v1, nodes: [{ node_id: "a", agent_type: "step" }] });
+    const refused = await engine.bulkRuns({
+      filter: { workflow_id: "flow", tags: { batch: "m" } },
+      action: { kind: "migrate", to_version: v3.version },
+    });
+    expect(refused).toMatchObject({ matched: 6, applied: 0 });
+    expect(refused.refused[0]?.reason).toMatch(
+      /node "gate" has a visit \(IN_REVIEW\) but the new version has no such node/,
+    );
   });
 });

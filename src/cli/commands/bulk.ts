@@ -1,13 +1,14 @@
-/** `skein bulk <cancel|retry|pause|resume>`: one action on every run a filter matches (DESIGN §16), engine.bulkRuns. */
+/** `skein bulk <cancel|retry|pause|resume|fork|migrate>`: one action on every run a filter matches (DESIGN §16), engine.bulkRuns. */
 import { Argument, type Command, InvalidArgumentError, Option } from "commander";
 import { parseDuration } from "../../engine/retention.js";
 import type { BulkAction, BulkAnswer, BulkFilter } from "../../index.js";
 import { withClient } from "../database.js";
+import { parseJsonOption } from "../input.js";
 import { collectTag, dbOf, examples } from "../options.js";
-import { printJson, println } from "../output.js";
+import { CliError, printJson, println } from "../output.js";
 
 const STATUSES = ["RUNNING", "COMPENSATING", "SUCCEEDED", "FAILED", "CANCELLED"] as const;
-const ACTIONS = ["cancel", "retry", "pause", "resume"] as const;
+const ACTIONS = ["cancel", "retry", "pause", "resume", "fork", "migrate"] as const;
 
 interface BulkOptions {
   workflow?: string;
@@ -26,15 +27,17 @@ interface BulkOptions {
   force?: boolean;
   freshSteps?: boolean;
   by?: string;
+  input?: string;
+  to?: number;
   json?: boolean;
 }
 
 export function registerBulk(program: Command): void {
   program
     .command("bulk")
-    .summary("cancel, retry, pause or resume every run a filter matches")
+    .summary("cancel, retry, pause, resume, fork or migrate every run a filter matches")
     .description(
-      "cancel (RUNNING runs) or retry (FAILED and CANCELLED runs) every top-level run the filter matches, or pause (RUNNING runs not paused) or resume (paused runs) every run it matches, child runs included; at most --cap a call (default 1000); each run is acted on whole, and one that changed meanwhile is listed as refused. --dry-run counts them first and changes nothing. When more runs match than the cap, it says so: run it again",
+      "cancel (RUNNING runs), retry (FAILED and CANCELLED runs), fork (any, from --from) or migrate (RUNNING runs of --workflow older than --to) every top-level run the filter matches, or pause (RUNNING runs not paused) or resume (paused runs) every run it matches, child runs included; at most --cap a call (default 1000); each run is acted on whole, and one that changed meanwhile is listed as refused. --dry-run counts them first and changes nothing. When more runs match than the cap, it says so: run it again",
     )
     .addArgument(new Argument("<action>", "what to do to each run").choices(ACTIONS))
     .option("--workflow <workflow_id>", "only runs of this workflow")
@@ -55,7 +58,16 @@ export function registerBulk(program: Command): void {
     .option("--reason <text>", "cancel: why, recorded as each run's error; pause: why, in each run's history")
     .option("--by <name>", "pause, resume: who, recorded in each run's history")
     .option("--compensate", "cancel: undo what each run did first")
-    .option("--from <node_id>", "retry: also run this node again, and everything downstream")
+    .option(
+      "--from <node_id>",
+      "retry: also run this node again, and everything downstream; fork (needed): the node each fork runs again from",
+    )
+    .option("--input <json>", "fork: the forks' input (default each source's)")
+    .option(
+      "--to <version>",
+      "migrate (needed, with --workflow): the version to move runs to",
+      positiveInt("a version"),
+    )
     .option("--force", "retry: runs that need attention too")
     .option("--fresh-steps", "retry: new visits start without the failed visits' durable steps")
     .option("--json", "print the answer as JSON")
@@ -65,6 +77,8 @@ export function registerBulk(program: Command): void {
         "skein bulk cancel --tag customer=acme --dry-run",
         'skein bulk cancel --workflow content-publish --workflow-version 3 --reason "bad prompt in v3"',
         "skein bulk retry --workflow content-publish --status FAILED --since 12h --cap 5000",
+        'skein bulk pause --tag provider=openai --reason "provider outage"',
+        "skein bulk migrate --workflow content-publish --to 4 --dry-run",
       ),
     )
     .action(async (kind: (typeof ACTIONS)[number], options: BulkOptions, command: Command) => {
@@ -98,6 +112,15 @@ function actionOf(kind: (typeof ACTIONS)[number], o: BulkOptions): BulkAction {
   const by = o.by === undefined ? {} : { by: o.by };
   if (kind === "pause") return { kind, ...(o.reason === undefined ? {} : { reason: o.reason }), ...by };
   if (kind === "resume") return { kind, ...by };
+  if (kind === "fork") {
+    if (o.from === undefined)
+      throw new CliError("skein bulk fork needs --from <node_id>: the node each fork runs again from");
+    return { kind, from: o.from, ...(o.input === undefined ? {} : { input: parseJsonOption(o.input, "--input") }) };
+  }
+  if (kind === "migrate") {
+    if (o.to === undefined) throw new CliError("skein bulk migrate needs --to <version> (and --workflow)");
+    return { kind, to_version: o.to };
+  }
   if (kind === "cancel") {
     return {
       kind,
@@ -116,7 +139,14 @@ function actionOf(kind: (typeof ACTIONS)[number], o: BulkOptions): BulkAction {
 /** What a person reads: how many, which were refused and why, and whether to run it again. */
 function summary(kind: (typeof ACTIONS)[number], a: BulkAnswer): string {
   const runs = (n: number) => `${n.toLocaleString("en-US")} run${n === 1 ? "" : "s"}`;
-  const done = { cancel: "cancelled", retry: "retried", pause: "paused", resume: "resumed" }[kind];
+  const done = {
+    cancel: "cancelled",
+    retry: "retried",
+    pause: "paused",
+    resume: "resumed",
+    fork: "forked",
+    migrate: "migrated",
+  }[kind];
   const lines = a.dry_run
     ? [
         `${runs(a.matched)}${a.more ? " (or more)" : ""} would be ${done}${a.matched > 0 ? `, e.g. ${a.run_ids.slice(0, 3).join(", ")}` : ""}`,

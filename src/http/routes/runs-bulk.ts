@@ -7,6 +7,7 @@ import { ADMINS } from "../auth.js";
 import type { RouteContext } from "../context.js";
 import { errorResponses, RUN_STATUSES } from "../schemas.js";
 import { visibleWorkflowIds } from "../scope.js";
+import { ForkBody } from "./runs.js";
 
 const EpochMs = z.number().int().min(0).max(8.64e15);
 
@@ -69,10 +70,32 @@ const PauseAction = z
 
 const ResumeAction = z.object({ kind: z.literal("resume").describe("paused runs") }).strict();
 
+const ForkAction = ForkBody.extend({
+  kind: z.literal("fork").describe("top-level runs, finished or running"),
+}).strict();
+
+const MigrateAction = z
+  .object({
+    kind: z.literal("migrate").describe("RUNNING top-level runs of filter.workflow_id older than to_version"),
+    to_version: z
+      .number()
+      .int()
+      .min(1)
+      .describe("the version to move them to; a run the rule refuses is refused with its reasons"),
+  })
+  .strict();
+
 const BulkBody = z
   .object({
     filter: BulkFilterSchema,
-    action: z.discriminatedUnion("kind", [CancelAction, RetryAction, PauseAction, ResumeAction]),
+    action: z.discriminatedUnion("kind", [
+      CancelAction,
+      RetryAction,
+      PauseAction,
+      ResumeAction,
+      ForkAction,
+      MigrateAction,
+    ]),
     dry_run: z.boolean().optional().describe("count the runs the action applies to and change nothing"),
     cap: z
       .number()
@@ -108,15 +131,16 @@ export function registerBulkRoutes(app: FastifyInstance, { engine, rates }: Rout
         operationId: "bulkRuns",
         tags: ["runs"],
         summary:
-          "Cancel, retry, pause or resume every run a filter matches (top-level runs; cancel and pause: RUNNING, retry: FAILED and CANCELLED, resume: paused), at most cap a call, each run wholly or not at all; dry_run counts them",
+          "Cancel, retry, pause, resume, fork or migrate every run a filter matches (cancel: RUNNING, retry: FAILED and CANCELLED, fork: any, migrate: RUNNING of an older version, all top-level runs; pause: RUNNING and resume: paused, child runs too), at most cap a call, each run wholly or not at all; dry_run counts them",
         body: BulkBody,
         response: { ...errorResponses(429, 503), 200: BulkAnswerSchema },
       },
     },
     async (request) => {
       const { filter, action, dry_run, cap } = request.body;
-      // A bulk retry starts runs again: one call counts as one start against the token's rate.
-      if (action.kind === "retry" && dry_run !== true) rates.starts.take(request.principal?.name);
+      // A bulk retry or fork starts runs: one call counts as one start against the token's rate.
+      if ((action.kind === "retry" || action.kind === "fork") && dry_run !== true)
+        rates.starts.take(request.principal?.name);
       // A scoped token acts on the runs of its workflows only, as it lists them.
       const scope = await visibleWorkflowIds(engine, request.principal);
       // Pausing and resuming record who: the token's name.

@@ -151,7 +151,7 @@ const RetryBody = z
   })
   .strict();
 
-const ForkBody = z
+export const ForkBody = z
   .object({
     from: z
       .string()
