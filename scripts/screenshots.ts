@@ -1,7 +1,8 @@
 /**
  * Screenshots of the admin page for the README: `npm run screenshots` (builds first) writes
  * docs/runs.png, docs/run-graph.png, docs/inbox.png, docs/run-dark.png (the run page in the dark
- * theme) and docs/run-phone.png (the run page 390 px wide). It serves the two examples
+ * theme), docs/run-phone.png (the run page 390 px wide), and the operating actions:
+ * docs/run-paused.png, docs/run-fork.png and docs/upgrade-runs.png. It serves the two examples
  * (content-publish and order-approval, with their agents) from a temporary SQLite file, makes a
  * few runs of each (two orders left waiting for approval, one rejected and compensated), and
  * photographs the page in Debian's chromium. It also prints how long the page took to show the
@@ -101,8 +102,35 @@ try {
     await page.locator("article.review").nth(1).waitFor();
     await page.screenshot({ path: join(DOCS, "inbox.png") });
 
+    // Operating runs (DESIGN §16): a paused run, a fork from a node, and moving runs to a new version.
+    const paused = ordered[0]?.run_id as string;
+    await engine.pauseRun(paused, { by: "ops", reason: "card processor outage: holding the orders" });
+    await page.setViewportSize({ width: 1360, height: 760 });
+    await page.goto(`${url}/#/runs/${paused}?node=approval`);
+    await page.getByRole("status").filter({ hasText: "Paused by ops" }).waitFor();
+    await page.getByRole("button", { name: "Resume run…" }).waitFor();
+    await page.screenshot({ path: join(DOCS, "run-paused.png") });
+
+    await page.goto(`${url}/#/runs/${graphRun}?node=publish_a`);
+    await page.getByRole("button", { name: "Fork from here…" }).click();
+    await page.getByRole("dialog", { name: "Fork from publish_a?" }).waitFor();
+    await page.screenshot({ path: join(DOCS, "run-fork.png") });
+
+    // Version 2 sends a receipt after shipping: the orders waiting for approval can move to it.
+    const v1 = workflow("order-approval");
+    await engine.registerWorkflow({
+      ...v1,
+      nodes: [...v1.nodes, { node_id: "receipt", agent_type: "shipping", depends_on: ["ship"], payload: {} }],
+    });
+    await page.goto(`${url}/#/workflows/order-approval?version=2`);
+    await page.getByText("Upgrade runs").click();
+    await page.getByRole("button", { name: "Check runs" }).click();
+    await page.getByRole("region", { name: "upgrade" }).getByRole("status").waitFor();
+    // The panel itself: it sits below the run form.
+    await page.locator("details", { hasText: "Upgrade runs" }).screenshot({ path: join(DOCS, "upgrade-runs.png") });
+
     console.log(
-      `wrote docs/runs.png, docs/run-graph.png, docs/inbox.png, docs/run-dark.png, docs/run-phone.png (runs list shown ${loadedMs} ms after a cold load)`,
+      `wrote docs/runs.png, docs/run-graph.png, docs/inbox.png, docs/run-dark.png, docs/run-phone.png, docs/run-paused.png, docs/run-fork.png, docs/upgrade-runs.png (runs list shown ${loadedMs} ms after a cold load)`,
     );
   } finally {
     await browser.close();
