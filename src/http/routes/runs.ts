@@ -99,6 +99,11 @@ const ListQuery = z
   })
   .strict();
 
+/** A run as an action answers it: what the caller may read of it, its children out of scope hidden. */
+async function actionAnswer(engine: Engine, principal: Principal | null, run: Run) {
+  return hideRuns(runForReader(principal, run), await childrenOutOfScope(engine, principal, run.run_id));
+}
+
 /** Who acts, as a run's history records it: the token's name when there is one, else what the body says. */
 function operator(principal: Principal | null, body: { by?: string; reason?: string }): OperatorOptions {
   const by = principal?.name ?? body.by;
@@ -494,10 +499,7 @@ export function registerRunRoutes(app: FastifyInstance, { engine, rates }: Route
         ...(reason === undefined ? {} : { reason }),
         ...(compensate === undefined ? {} : { compensate }),
       });
-      return hideRuns(
-        runForReader(request.principal, run),
-        await childrenOutOfScope(engine, request.principal, run.run_id),
-      );
+      return actionAnswer(engine, request.principal, run);
     },
   );
 
@@ -526,10 +528,7 @@ export function registerRunRoutes(app: FastifyInstance, { engine, rates }: Route
           request.params.run_id,
           who,
         );
-        return hideRuns(
-          runForReader(request.principal, run),
-          await childrenOutOfScope(engine, request.principal, run.run_id),
-        );
+        return actionAnswer(engine, request.principal, run);
       },
     );
   }
@@ -555,10 +554,7 @@ export function registerRunRoutes(app: FastifyInstance, { engine, rates }: Route
         request.params.node_id,
         operator(request.principal, request.body),
       );
-      return hideRuns(
-        runForReader(request.principal, run),
-        await childrenOutOfScope(engine, request.principal, run.run_id),
-      );
+      return actionAnswer(engine, request.principal, run);
     },
   );
 
@@ -584,10 +580,7 @@ export function registerRunRoutes(app: FastifyInstance, { engine, rates }: Route
         ...(force === undefined ? {} : { force }),
         ...(fresh_steps === undefined ? {} : { fresh_steps }),
       });
-      return hideRuns(
-        runForReader(request.principal, run),
-        await childrenOutOfScope(engine, request.principal, run.run_id),
-      );
+      return actionAnswer(engine, request.principal, run);
     },
   );
 
