@@ -82,6 +82,37 @@ describe("bulk actions on the runs list", { timeout: 90_000 }, () => {
     await bar.getByRole("button", { name: "Pause 3 matching runs…" }).waitFor();
   });
 
+  it("forks every run of the chosen workflow from a node picked in the dialog", async () => {
+    const s = await serve();
+    await s.api("PUT", "/v1/workflows/publish", PUBLISH);
+    const sources = [];
+    for (let i = 0; i < 2; i++) {
+      sources.push(
+        (await s.api<RunBody>("POST", "/v1/runs", { workflow_id: "publish", input: { topic: `t${i}` } })).run_id,
+      );
+    }
+    await signIn(s);
+    const { page } = s;
+    await rowsAre(page, all(sources, "RUNNING"));
+    const bar = page.getByRole("region", { name: "act on every matching run" });
+    // Forking needs one workflow's nodes: no fork button before the filter names one.
+    await bar.getByRole("button", { name: "Cancel 2 matching runs…" }).waitFor();
+    expect(await bar.getByRole("button", { name: /^Fork/ }).count()).toBe(0);
+    await page.getByLabel("Workflow").selectOption("publish");
+    await bar.getByRole("button", { name: "Fork 2 matching runs…" }).click();
+    const fork = page.getByRole("dialog", { name: "Fork 2 matching runs?" });
+    await fork.getByLabel("From node").selectOption("draft");
+    await expectAccessible(page, "the bulk fork dialog");
+    await fork.getByRole("button", { name: "Fork 2 runs" }).click();
+    await fork.waitFor({ state: "detached" });
+    const { runs } = await s.api<{
+      runs: { run_id: string; forked_from: { run_id: string; node_id: string } | null }[];
+    }>("GET", "/v1/runs?workflow_id=publish");
+    const forks = runs.filter((r) => r.forked_from !== null);
+    expect(forks.map((r) => r.forked_from?.run_id).sort()).toEqual([...sources].sort());
+    expect(forks.every((r) => r.forked_from?.node_id === "draft")).toBe(true);
+  });
+
   it("offers no bulk action to a reviewer", async () => {
     const s = await serve();
     await s.api("PUT", "/v1/workflows/publish", PUBLISH);

@@ -1,5 +1,5 @@
 /**
- * Bulk actions of the runs list (DESIGN §16): cancel, retry, pause or resume every run the CURRENT FILTER
+ * Bulk actions of the runs list (DESIGN §16): cancel, retry, pause, resume or fork every run the CURRENT FILTER
  * matches, not the rows of one page. The bar shows how many runs each action would apply to (a
  * dry run of POST /v1/runs/bulk, counted up to COUNT_CAP); the dialog repeats it, then applies
  * it to at most APPLY_CAP runs a confirmation, and says how many were done, which were refused
@@ -10,8 +10,9 @@ import { api, messageOf } from "../api.js";
 import { ConfirmDialog, ErrorNote } from "../components.js";
 import { shortId } from "../format.js";
 import { useLiveEvents, useLoad } from "../hooks.js";
+import type { Workflow } from "../types.js";
 
-export type BulkAction = "cancel" | "retry" | "pause" | "resume";
+export type BulkAction = "cancel" | "retry" | "pause" | "resume" | "fork";
 
 /** The filter of POST /v1/runs/bulk, as the list's filter gives it. */
 export interface BulkFilter {
@@ -40,9 +41,20 @@ const COUNT_CAP = 10_000;
 /** Runs one confirmation acts on at most (the server's default cap). */
 const APPLY_CAP = 1000;
 
-const VERB: Record<BulkAction, string> = { cancel: "Cancel", retry: "Retry", pause: "Pause", resume: "Resume" };
-const ACTIONS: readonly BulkAction[] = ["cancel", "retry", "pause", "resume"];
-const DONE: Record<BulkAction, string> = { cancel: "cancelled", retry: "retried", pause: "paused", resume: "resumed" };
+const VERB: Record<BulkAction, string> = {
+  cancel: "Cancel",
+  retry: "Retry",
+  pause: "Pause",
+  resume: "Resume",
+  fork: "Fork",
+};
+const DONE: Record<BulkAction, string> = {
+  cancel: "cancelled",
+  retry: "retried",
+  pause: "paused",
+  resume: "resumed",
+  fork: "forked",
+};
 /** What an action does to the runs it applies to, as its dialog says it. */
 const WHAT: Record<BulkAction, string> = {
   cancel:
@@ -52,10 +64,26 @@ const WHAT: Record<BulkAction, string> = {
   pause:
     "Every RUNNING run the filter matches that is not paused, child runs included: none of their attempts starts until they are resumed; running ones finish.",
   resume: "Every paused run the filter matches, child runs included: their ready nodes start.",
+  fork: "Every run the filter matches, finished or running, gets a fork: a new run that keeps what it did before the node chosen below and runs that node and what follows again. The runs themselves are not changed.",
 };
 
-function bulk(filter: BulkFilter, action: BulkAction, options: { dry_run: boolean; cap: number }) {
-  return api<BulkAnswer>("POST", "/v1/runs/bulk", { filter, action: { kind: action }, ...options });
+/** `from`: the node a fork runs again from (the fork action only). */
+function bulk(filter: BulkFilter, action: BulkAction, options: { dry_run: boolean; cap: number }, from?: string) {
+  const body = { kind: action, ...(action === "fork" ? { from } : {}) };
+  return api<BulkAnswer>("POST", "/v1/runs/bulk", { filter, action: body, ...options });
+}
+
+/** The node ids of the filter's workflow (its latest version), which a fork may run again from; [] without one. */
+function useForkNodes(workflowId: string | undefined): string[] {
+  const workflow = useLoad(
+    () =>
+      workflowId === undefined
+        ? Promise.resolve(undefined)
+        : api<Workflow>("GET", `/v1/workflows/${encodeURIComponent(workflowId)}`),
+    workflowId ?? "",
+  );
+  const nodes = (workflow.data?.definition as { nodes?: { node_id: string }[] } | undefined)?.nodes ?? [];
+  return nodes.map((n) => n.node_id);
 }
 
 /** "1,234 matching runs" (or "10,000+"). */
@@ -69,15 +97,25 @@ function matching(count: BulkAnswer): string {
  * its button. The counts follow the runs as events start, end or change them.
  */
 export function BulkBar(props: { filter: BulkFilter }) {
+  // Forking many runs needs one workflow's nodes to choose from: offered once the filter names it.
+  const forkNodes = useForkNodes(props.filter.workflow_id);
+  const actions: BulkAction[] = [
+    "cancel",
+    "retry",
+    "pause",
+    "resume",
+    ...(forkNodes.length > 0 ? ["fork" as const] : []),
+  ];
   const counts = useLoad(
-    () => Promise.all(ACTIONS.map((action) => bulk(props.filter, action, { dry_run: true, cap: COUNT_CAP }))),
-    JSON.stringify(props.filter),
+    () =>
+      Promise.all(actions.map((action) => bulk(props.filter, action, { dry_run: true, cap: COUNT_CAP }, forkNodes[0]))),
+    `${JSON.stringify(props.filter)} ${forkNodes[0] ?? ""}`,
   );
   useLiveEvents((event) => {
     if (event === null || event.type.startsWith("run.")) counts.reload();
   });
   const [open, setOpen] = useState<BulkAction | null>(null);
-  const count = (action: BulkAction) => counts.data?.[ACTIONS.indexOf(action)];
+  const count = (action: BulkAction) => counts.data?.[actions.indexOf(action)];
   const button = (action: BulkAction, n: BulkAnswer | undefined) => (
     <button
       key={action}
@@ -93,13 +131,14 @@ export function BulkBar(props: { filter: BulkFilter }) {
   return (
     <section class="bulk-bar" aria-label="act on every matching run">
       <span class="muted">Every run the filter matches, on every page:</span>
-      {ACTIONS.map((action) => button(action, count(action)))}
+      {actions.map((action) => button(action, count(action)))}
       <ErrorNote error={counts.error} prefix="Could not count the matching runs" />
       {open && current && (
         <BulkDialog
           action={open}
           filter={props.filter}
           count={current}
+          forkNodes={forkNodes}
           onClose={() => setOpen(null)}
           onDone={counts.reload}
         />
@@ -112,10 +151,12 @@ function BulkDialog(props: {
   action: BulkAction;
   filter: BulkFilter;
   count: BulkAnswer;
+  forkNodes: string[];
   onClose: () => void;
   onDone: () => void;
 }) {
   const { action, count } = props;
+  const [from, setFrom] = useState(props.forkNodes[0] ?? "");
   const [busy, setBusy] = useState(false);
   const [result, setResult] = useState<BulkAnswer | null>(null);
   const [error, setError] = useState<string | null>(null);
@@ -123,7 +164,7 @@ function BulkDialog(props: {
     setBusy(true);
     setError(null);
     try {
-      const answer = await bulk(props.filter, action, { dry_run: false, cap: APPLY_CAP });
+      const answer = await bulk(props.filter, action, { dry_run: false, cap: APPLY_CAP }, from);
       props.onDone();
       if (answer.refused.length === 0 && !answer.more) props.onClose();
       else setResult(answer);
@@ -149,6 +190,18 @@ function BulkDialog(props: {
       onClose={props.onClose}
     >
       <p>{WHAT[action]}</p>
+      {action === "fork" && (
+        <label class="field">
+          From node
+          <select name="from" value={from} onChange={(e) => setFrom(e.currentTarget.value)}>
+            {props.forkNodes.map((id) => (
+              <option key={id} value={id}>
+                {id}
+              </option>
+            ))}
+          </select>
+        </label>
+      )}
       {capped && (
         <p>
           At most {APPLY_CAP.toLocaleString("en-US")} runs are {DONE[action]} at a time: confirm again for the rest.
