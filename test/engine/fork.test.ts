@@ -276,7 +276,7 @@ describe("a fork that fails", () => {
     // The source's charge was kept, not made by the fork: only the fork's own failing ship is undone.
     expect(undone).toEqual([`ship@${fork.run_id}`]);
     const planned = (await engine.listEvents(fork.run_id)).find((e) => e.type === "compensation.planned");
-    expect((planned?.data.compensations as { node_id: string }[]).map((c) => c.node_id)).toEqual(["ship"]);
+    expect(((planned?.data.compensations ?? []) as { node_id: string }[]).map((c) => c.node_id)).toEqual(["ship"]);
     expect((await engine.getRun(source.run_id)).status).toBe("SUCCEEDED");
 
     // A run that charged itself and then failed is refunded, as before.
