@@ -27,7 +27,7 @@ function complete(words: string[][]): string[] {
 async function helpCommands(): Promise<string[]> {
   const help = (await skein(["--help"], workspace().dir)).stdout;
   const section = help.slice(help.indexOf("Commands:"));
-  return [...section.matchAll(/^ {2}([a-z]+)\b/gm)].map((m) => m[1] as string).filter((c) => c !== "help");
+  return [...section.matchAll(/^ {2}([a-z][a-z-]*)\b/gm)].map((m) => m[1] as string).filter((c) => c !== "help");
 }
 
 describe("skein completion", () => {
