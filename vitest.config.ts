@@ -46,6 +46,7 @@ export default defineConfig({
           include: ["test/engine/**/*.test.ts", "test/cli/**/*.test.ts", "test/http/steps.test.ts"],
           exclude: [
             "test/cli/client-commands.test.ts",
+            "test/cli/operate-commands.test.ts",
             "test/cli/review-commands.test.ts",
             "test/cli/run-ids.test.ts",
             "test/cli/schedules.test.ts",
