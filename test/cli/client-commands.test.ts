@@ -4,24 +4,9 @@
  */
 import { join } from "node:path";
 import { describe, expect, it } from "vitest";
-import { AGENTS, json, type Result, requireBuiltCli, Skein, skein, WORKFLOWS, workspace } from "./helpers.js";
+import { AGENTS, json, lines, type RunJson, requireBuiltCli, Skein, skein, WORKFLOWS, workspace } from "./helpers.js";
 
 requireBuiltCli();
-
-interface RunJson {
-  run_id: string;
-  workflow_id: string;
-  status: string;
-  input: unknown;
-  nodes: { node_id: string; state: string }[];
-}
-
-function lines(r: Result): unknown[] {
-  return r.stdout
-    .trim()
-    .split("\n")
-    .map((l) => JSON.parse(l) as unknown);
-}
 
 describe("skein workflows", () => {
   it("puts a workflow (created, then unchanged, then a new version) and lists the latest versions", async () => {

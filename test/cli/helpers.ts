@@ -193,6 +193,23 @@ export async function until<T>(
 }
 
 /** Parses stdout as one JSON value, with the output in the error when it is not JSON. */
+/** A run as `skein status --json` prints it (the fields the tests read). */
+export interface RunJson {
+  run_id: string;
+  workflow_id: string;
+  status: string;
+  input: unknown;
+  nodes: { node_id: string; state: string }[];
+}
+
+/** Output of one JSON object a line (`skein events --json`), parsed. */
+export function lines(r: Result): unknown[] {
+  return r.stdout
+    .trim()
+    .split("\n")
+    .map((l) => JSON.parse(l) as unknown);
+}
+
 export function json<T = unknown>(r: Result): T {
   try {
     return JSON.parse(r.stdout) as T;

@@ -4,24 +4,9 @@
  * run side by side.
  */
 import { describe, expect, it } from "vitest";
-import { json, type Result, requireBuiltCli, skein, WORKFLOWS, workspace } from "./helpers.js";
+import { json, lines, type RunJson, requireBuiltCli, skein, WORKFLOWS, workspace } from "./helpers.js";
 
 requireBuiltCli();
-
-interface RunJson {
-  run_id: string;
-  workflow_id: string;
-  status: string;
-  input: unknown;
-  nodes: { node_id: string; state: string }[];
-}
-
-function lines(r: Result): unknown[] {
-  return r.stdout
-    .trim()
-    .split("\n")
-    .map((l) => JSON.parse(l) as unknown);
-}
 
 describe("skein pause, unpause, fail-node, bulk, fork", () => {
   it("pauses a run, lists it with --paused, shows why in status, unpauses it; fail-node refuses a node not reached", async () => {
