@@ -48,6 +48,7 @@ export function endRun(
   run.ended_at = now;
   run.updated_at = now;
   run.paused = null; // nothing left to hold: compensations run, the run reaches its status
+  run.queued = null; // a QUEUED run that ends (cancelled, past its TTL) never began
   rs.changes.runUpdated = true;
   rs.changes.ended = true;
   const undo = cause === "failed" || cause === "ttl" || (cause === "cancelled" && options.compensate === true);

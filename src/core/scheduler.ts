@@ -85,11 +85,26 @@ export function deliver(rs: RunState, v: Visit, e: InboxEvent, now: number): voi
  * database's, so an engine whose clock is off starts runs with the right TTL (DESIGN §7).
  */
 export function startRunState(run: Run, graph: WorkflowGraph, now: number): RunState {
-  const rs = runState({ ...run, created_at: now, updated_at: now, deadline_at: now + graph.timeout * 1000 }, graph, []);
+  const rs = runState({ ...run, created_at: now, updated_at: now }, graph, []);
+  beginRun(rs, now);
+  return rs;
+}
+
+/**
+ * A run begins: its first visits are made and its start nodes readied, its TTL counted from
+ * now. A QUEUED run (DESIGN §17) begins so once it may: it had no visits until then.
+ */
+export function beginRun(rs: RunState, now: number): void {
+  const { run, graph } = rs;
+  const queued = run.queued !== null;
+  run.status = "RUNNING";
+  run.queued = null;
+  run.updated_at = now;
+  run.deadline_at = now + graph.timeout * 1000;
+  if (queued) rs.changes.runUpdated = true;
   event(rs, "run.started", null, now, { workflow_id: run.workflow_id, workflow_version: run.workflow_version });
   for (const id of graph.order) newVisit(rs, id, 1, 0, now);
   settle(rs, graph.order, now);
-  return rs;
 }
 
 export interface ReviewDecision {

@@ -16,7 +16,12 @@ export const VISIT_STATES = [
 ] as const;
 export type VisitState = (typeof VISIT_STATES)[number];
 
-export type RunStatus = "RUNNING" | "COMPENSATING" | "SUCCEEDED" | "FAILED" | "CANCELLED";
+/**
+ * QUEUED: started with a key (DESIGN §17) and held back before its first node, behind the active
+ * run of its key or until its debounce window passes; it has no visits until it begins.
+ */
+export const RUN_STATUSES = ["QUEUED", "RUNNING", "COMPENSATING", "SUCCEEDED", "FAILED", "CANCELLED"] as const;
+export type RunStatus = (typeof RUN_STATUSES)[number];
 
 /** Why a run ended early; none while it runs or when it simply finished. */
 export type EndCause = "failed" | "cancelled" | "ttl" | "end";

@@ -123,6 +123,39 @@ export interface Run<O = Json> {
    * the node and ran the node and everything after it again; null for a run started otherwise.
    */
   forked_from: RunFork | null;
+  /**
+   * Its key (DESIGN §17, `startRun({ key })`): at most one run of a workflow and key is active
+   * (RUNNING) at a time; the others wait QUEUED. null for a run started without one.
+   */
+  key: string | null;
+  /** Why a QUEUED run waits and what it does when it may begin; null once it began (or never queued). */
+  queued: RunQueued | null;
+}
+
+/** What a run started with a key does when another run of its key is active (DESIGN §17). */
+export type OnActive = "queue" | "reject" | "cancel_active" | "skip";
+
+/** How a start with a key treats an active run of its key, and its debounce window (DESIGN §17). */
+export interface StartFlow {
+  on_active: OnActive;
+  /** null: no debounce. */
+  debounce_ms: number | null;
+}
+
+/**
+ * A QUEUED run: `key`, behind the active run of its key (in `position` order); `debounce`, until
+ * its window passes (`until`; a start of the same key within it replaces its input and moves it).
+ */
+export interface RunQueued {
+  reason: "key" | "debounce";
+  /** When it was queued (a debounced run: its first start). */
+  since: number;
+  /** Its place in its key's queue: the runs of a key begin in this order. */
+  position: number;
+  /** A debounced run: when its window passes and it begins (or queues behind the active run). */
+  until?: number;
+  /** What it does, once its window passed, when a run of its key is active: wait for it, or cancel it. */
+  on_active: "queue" | "cancel_active";
 }
 
 /**
@@ -336,6 +369,7 @@ export type EventType =
   | "run.paused"
   | "run.resumed"
   | "run.forked"
+  | "run.queued"
   | "run.migrated"
   | "item.retrying"
   | "item.failed"

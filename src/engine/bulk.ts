@@ -111,7 +111,7 @@ type Rows = { [K in BulkAction["kind"]]: BulkActionRow<Extract<BulkAction, { kin
 /** The bulk actions by kind. */
 export const BULK_ACTIONS: Rows = {
   cancel: {
-    statuses: ["RUNNING"],
+    statuses: ["QUEUED", "RUNNING"],
     apply: (engine, run, { reason, compensate }) =>
       engine.cancelRun(run.run_id, {
         ...(reason === undefined ? {} : { reason }),

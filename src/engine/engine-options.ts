@@ -7,7 +7,7 @@ import type { EgressOptions } from "../calls/egress.js";
 import type { LlmOptions } from "../calls/llm/providers.js";
 import type { McpOptions } from "../calls/mcp.js";
 import type { Clock } from "../clock.js";
-import type { Budget, Compensation, Json, LiveEvent, Run, RunEvent, RunTags, Visit } from "../core/types.js";
+import type { Budget, Compensation, Json, LiveEvent, OnActive, Run, RunEvent, RunTags, Visit } from "../core/types.js";
 import type { ChildRun } from "../store/store.js";
 import type { SecretOption } from "./attempts/secrets.js";
 import type { TaskLimits } from "./attempts/task-limits.js";
@@ -226,6 +226,28 @@ export interface StartRunOptions {
    * @example engine.startRun("support", { input, tags: { customer: "acme", channel: "email" } })
    */
   tags?: RunTags;
+  /**
+   * The run's key (DESIGN §17): at most one run of the workflow with this key is active at a
+   * time, across every engine of the database; `on_active` says what a start does while one is.
+   * 1 to 256 characters (a user, a conversation, a document id).
+   * @example engine.startRun("chat", { input, key: `thread:${threadId}`, on_active: "cancel_active" })
+   */
+  key?: string;
+  /**
+   * What this start does while a run of its key is active: `queue` (begin when it and those
+   * queued before it ended, in order), `reject` (a ConflictError naming the active run),
+   * `cancel_active` (cancel it and begin now: the new message replaces the old run), or `skip`
+   * (start nothing and answer the active run). Needs `key`.
+   * @defaultValue "queue"
+   */
+  on_active?: OnActive;
+  /**
+   * Debounce (DESIGN §17): starts of this key within the window make one run, with the last
+   * input, which begins once `debounce_seconds` passed without another start. Each start answers
+   * that run (QUEUED until then). Needs `key`; with `on_active` only `queue` or `cancel_active`,
+   * applied when the window passes.
+   */
+  debounce_seconds?: number;
   /**
    * Hears every event of the run from its first (`run.started`), exactly once, until the run
    * ends (its run.succeeded, run.failed or run.cancelled event is the last), or the engine

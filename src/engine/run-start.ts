@@ -4,7 +4,7 @@
  */
 import { budgetOf, budgetProblem, NO_USAGE } from "../core/budget.js";
 import { scopeAllows } from "../core/scope.js";
-import type { Budget, Json, Run, RunFork, RunTags } from "../core/types.js";
+import type { Budget, Json, OnActive, Run, RunFork, RunTags, StartFlow } from "../core/types.js";
 import { ValidationError } from "../errors.js";
 import { uuidv7 } from "../ids.js";
 import type { StartRunOptions } from "./engine-options.js";
@@ -51,8 +51,10 @@ export function newRun(
     const bad = budgetProblem(options.budget);
     if (bad) throw new ValidationError("Run budget is not valid", [{ path: "budget", message: bad }]);
   }
+  const key = keyOf(options);
   return runRow(workflow, text, {
     run_id: uuidv7(now),
+    key,
     traceparent,
     idempotency_key: options.idempotency_key ?? null,
     parent: null,
@@ -62,6 +64,66 @@ export function newRun(
     tags,
     now,
   });
+}
+
+const ON_ACTIVE: readonly OnActive[] = ["queue", "reject", "cancel_active", "skip"];
+/** The longest key, in characters. */
+export const MAX_KEY_LENGTH = 256;
+/** The longest debounce window: a day (a longer wait is a schedule's job). */
+export const MAX_DEBOUNCE_SECONDS = 86_400;
+
+/** startRun's key, checked; null without one. */
+function keyOf(options: StartRunOptions): string | null {
+  const { key } = options;
+  if (key === undefined) return null;
+  if (typeof key !== "string" || key.length === 0 || key.length > MAX_KEY_LENGTH) {
+    throw new ValidationError("Run key is not valid", [
+      { path: "key", message: `must be a string of 1 to ${MAX_KEY_LENGTH} characters` },
+    ]);
+  }
+  return key;
+}
+
+/**
+ * startRun's `on_active` and `debounce_seconds`, checked; null for a start without a key.
+ * @throws ValidationError naming the option that is not valid, or given without a key
+ */
+export function flowOf(options: StartRunOptions): StartFlow | null {
+  const { key, on_active, debounce_seconds } = options;
+  const problems: { path: string; message: string }[] = [];
+  if (key === undefined) {
+    if (on_active !== undefined) problems.push({ path: "on_active", message: "needs a key: give key as well" });
+    if (debounce_seconds !== undefined) {
+      problems.push({ path: "debounce_seconds", message: "needs a key: the runs of one key are debounced together" });
+    }
+  }
+  if (on_active !== undefined && !ON_ACTIVE.includes(on_active)) {
+    problems.push({ path: "on_active", message: `must be one of ${ON_ACTIVE.join(", ")}` });
+  }
+  if (debounce_seconds !== undefined) {
+    if (
+      typeof debounce_seconds !== "number" ||
+      !Number.isFinite(debounce_seconds) ||
+      debounce_seconds <= 0 ||
+      debounce_seconds > MAX_DEBOUNCE_SECONDS
+    ) {
+      problems.push({
+        path: "debounce_seconds",
+        message: `must be a number of seconds above 0 and at most ${MAX_DEBOUNCE_SECONDS}`,
+      });
+    } else if (on_active === "reject" || on_active === "skip") {
+      problems.push({
+        path: "on_active",
+        message: `a debounced start answers before its window passes, so it cannot ${on_active}: use queue or cancel_active`,
+      });
+    }
+  }
+  if (problems.length > 0) throw new ValidationError("Run key options are not valid", problems);
+  if (key === undefined) return null;
+  return {
+    on_active: on_active ?? "queue",
+    debounce_ms: debounce_seconds === undefined ? null : Math.round(debounce_seconds * 1000),
+  };
 }
 
 /** The most tags a run carries. */
@@ -112,6 +174,8 @@ export function runRow(
   workflow: LoadedWorkflow,
   text: string,
   o: Pick<Run, "run_id" | "traceparent" | "idempotency_key" | "parent"> & {
+    /** Its key (startRun's); child runs and items have none. */
+    key?: string | null;
     now: number;
     schedule_id?: string | null;
     /** The run's own budget (a map's item runs have none: the map's run holds the item workflow's). */
@@ -151,5 +215,7 @@ export function runRow(
     tags: o.tags,
     paused: null,
     forked_from: o.forked_from ?? null,
+    key: o.key ?? null,
+    queued: null,
   };
 }

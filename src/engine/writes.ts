@@ -10,7 +10,7 @@ import { newEvent, type PublishEventOptions, type SendEventOptions } from "./eve
 import { refuseNul } from "./identifiers.js";
 import { ITEM_SEPARATOR } from "./registry.js";
 import { reviewInput } from "./reviews.js";
-import { newRun } from "./run-start.js";
+import { flowOf, newRun } from "./run-start.js";
 import { scopeProblem } from "./scope.js";
 import { inRunStartSpan } from "./telemetry/tracing.js";
 import type { PublishEventAnswer, SendEventAnswer } from "./writer/inputs.js";
@@ -35,10 +35,11 @@ export async function startRun(p: EngineParts, workflowId: string, options: Star
   try {
     answer = await inRunStartSpan(workflow.id, start.traceparent, (traceparent) => {
       const run = newRun(workflow, start, p.clock.now(), p.maxPayloadBytes, traceparent);
+      const flow = flowOf(start);
       // Listening before the run exists: none of its events can be published unheard.
       if (onEvent) Object.assign(listening, { stop: followRun(p, run.run_id, onEvent), runId: run.run_id });
       return new Promise<Run>((resolve, reject) =>
-        p.dispatcher.push({ kind: "start", run, done: { resolve, reject } }),
+        p.dispatcher.push({ kind: "start", run, flow, done: { resolve, reject } }),
       );
     });
   } catch (e) {

@@ -6,15 +6,15 @@
  * generated clients get one named model for it.
  */
 import { z } from "zod";
-import { VISIT_STATES } from "../core/states.js";
+import { RUN_STATUSES, VISIT_STATES } from "../core/states.js";
 import { ERROR_CODES } from "./errors.js";
+
+export { RUN_STATUSES };
 
 /** Any JSON value. */
 const json = () => z.unknown().describe("any JSON value");
 const time = () => z.number().int().describe("epoch milliseconds");
 const nullableTime = () => time().nullable();
-
-export const RUN_STATUSES = ["RUNNING", "COMPENSATING", "SUCCEEDED", "FAILED", "CANCELLED"] as const;
 
 export const ErrorSchema = z
   .object({

@@ -10,10 +10,9 @@
  */
 import type { ToolAnnotations } from "@modelcontextprotocol/sdk/types.js";
 import { z } from "zod";
+import { RUN_STATUSES } from "../core/states.js";
 import type { Json } from "../core/types.js";
 import type { SkeinApi } from "./skein-api.js";
-
-const RUN_STATUSES = ["RUNNING", "COMPENSATING", "SUCCEEDED", "FAILED", "CANCELLED"] as const;
 
 const Id = z.string().min(1).max(200);
 const RunId = Id.describe("the run's full run_id (list_runs shows it)");

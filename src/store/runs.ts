@@ -80,6 +80,9 @@ export interface Written {
   revisions: Map<string, number>;
 }
 
+/** A keyed run that has not ended, as keyedRuns reads it. */
+export type KeyedRun = Pick<Run, "run_id" | "status" | "queued" | "created_at">;
+
 /**
  * Runs, visits, compensation rows and events inside a write transaction. Locks are PostgreSQL's
  * (SQLite has one writer); a failure of the database throws DatabaseError and rolls back.
@@ -91,6 +94,12 @@ export interface RunsTx {
   write(batch: WriteBatch, options?: { last?: boolean }): Promise<Written>;
   /** The run under this idempotency key, or null. No lock. */
   runByIdempotencyKey(key: string): Promise<Run | null>;
+  /**
+   * The runs of a workflow and key (DESIGN §17) that have not ended, oldest first, at most
+   * `limit`; on PostgreSQL under the limits lock, which no other engine's keyed start or end
+   * passes until this transaction commits (two engines never both begin a run of one key).
+   */
+  keyedRuns(workflowId: string, key: string, limit: number): Promise<KeyedRun[]>;
   /** The runs under any of these idempotency keys (a map's item keys, a window at a time). No lock. */
   runsByIdempotencyKeys(keys: string[]): Promise<Run[]>;
   /** Adds `runs` to the tree's count unless it would pass `limit` (then null, nothing changes); locks the counter row until commit. */

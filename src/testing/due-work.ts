@@ -83,11 +83,11 @@ function timeWaitOf(
   }
 }
 
-/** Every RUNNING or COMPENSATING run, top-level, child and map item alike. */
+/** Every QUEUED, RUNNING or COMPENSATING run, top-level, child and map item alike. */
 async function unfinishedRuns(engine: Engine): Promise<string[]> {
   const ids = new Set<string>();
   const queue: string[] = [];
-  for (const status of ["RUNNING", "COMPENSATING"] as const) {
+  for (const status of ["QUEUED", "RUNNING", "COMPENSATING"] as const) {
     for (const run of await allRuns(engine, status)) queue.push(run.run_id);
   }
   while (queue.length > 0) {

@@ -3,7 +3,7 @@
  * the fields the page uses). Times are epoch milliseconds, data is snake_case, as the API sends.
  */
 
-export const RUN_STATUSES = ["RUNNING", "COMPENSATING", "SUCCEEDED", "FAILED", "CANCELLED"] as const;
+export const RUN_STATUSES = ["QUEUED", "RUNNING", "COMPENSATING", "SUCCEEDED", "FAILED", "CANCELLED"] as const;
 export type RunStatus = (typeof RUN_STATUSES)[number];
 
 export type VisitState =

@@ -89,6 +89,8 @@ export function makeRun(extra: Partial<Run> = {}): Run {
     tags: {},
     paused: null,
     forked_from: null,
+    key: null,
+    queued: null,
     ...extra,
   };
 }

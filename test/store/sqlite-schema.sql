@@ -149,7 +149,7 @@ CREATE TABLE runs (
   created_at        INTEGER NOT NULL,
   updated_at        INTEGER NOT NULL,
   deadline_at       INTEGER NOT NULL,  -- the run's TTL
-  ended_at          INTEGER, parent TEXT, revision INTEGER NOT NULL DEFAULT 0, schedule_id TEXT, usage TEXT NOT NULL DEFAULT '{"tokens_in":0,"tokens_out":0,"cost":0}', budget TEXT, scope TEXT, reserved TEXT, tags TEXT NOT NULL DEFAULT '{}', paused TEXT, forked_from TEXT,
+  ended_at          INTEGER, parent TEXT, revision INTEGER NOT NULL DEFAULT 0, schedule_id TEXT, usage TEXT NOT NULL DEFAULT '{"tokens_in":0,"tokens_out":0,"cost":0}', budget TEXT, scope TEXT, reserved TEXT, tags TEXT NOT NULL DEFAULT '{}', paused TEXT, forked_from TEXT, key TEXT, queued TEXT,
   FOREIGN KEY (workflow_id, workflow_version) REFERENCES workflows (id, version)
 );
 
@@ -261,6 +261,8 @@ CREATE INDEX runs_active_by_schedule ON runs (schedule_id) WHERE schedule_id IS 
 CREATE INDEX runs_active_children ON runs (created_at) WHERE parent IS NOT NULL AND ended_at IS NULL;
 
 CREATE INDEX runs_by_deadline ON runs (deadline_at) WHERE ended_at IS NULL;
+
+CREATE INDEX runs_by_key ON runs (workflow_id, key) WHERE key IS NOT NULL AND ended_at IS NULL;
 
 CREATE INDEX runs_by_parent ON runs (json_extract(parent, '$.run_id'))
   WHERE parent IS NOT NULL AND json_extract(parent, '$.item') IS NULL;

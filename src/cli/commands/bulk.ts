@@ -1,5 +1,6 @@
 /** `skein bulk <cancel|retry|pause|resume|fork|migrate>`: one action on every run a filter matches (DESIGN §16), engine.bulkRuns. */
 import { Argument, type Command, InvalidArgumentError, Option } from "commander";
+import { RUN_STATUSES } from "../../core/states.js";
 import { parseDuration } from "../../engine/retention.js";
 import type { BulkAction, BulkAnswer, BulkFilter } from "../../index.js";
 import { withClient } from "../database.js";
@@ -7,13 +8,12 @@ import { parseJsonOption } from "../input.js";
 import { collectTag, dbOf, examples } from "../options.js";
 import { CliError, printJson, println } from "../output.js";
 
-const STATUSES = ["RUNNING", "COMPENSATING", "SUCCEEDED", "FAILED", "CANCELLED"] as const;
 const ACTIONS = ["cancel", "retry", "pause", "resume", "fork", "migrate"] as const;
 
 interface BulkOptions {
   workflow?: string;
   workflowVersion?: number;
-  status?: (typeof STATUSES)[number];
+  status?: (typeof RUN_STATUSES)[number];
   tag?: Record<string, string>;
   since?: number;
   until?: number;
@@ -43,7 +43,7 @@ export function registerBulk(program: Command): void {
     .option("--workflow <workflow_id>", "only runs of this workflow")
     // Not --version: that is the program's own, whichever command it follows.
     .option("--workflow-version <n>", "only runs of this version of --workflow", positiveInt("a version"))
-    .addOption(new Option("--status <status>", "only runs in this status").choices(STATUSES))
+    .addOption(new Option("--status <status>", "only runs in this status").choices(RUN_STATUSES))
     .option("--tag <name=value>", "only runs carrying this tag (repeat: runs carrying every one)", collectTag)
     .option(
       "--since <time>",

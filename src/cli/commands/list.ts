@@ -1,14 +1,13 @@
 /** `skein list`: runs, newest first. */
 import { type Command, InvalidArgumentError, Option } from "commander";
+import { RUN_STATUSES } from "../../core/states.js";
 import { parseDuration } from "../../engine/retention.js";
 import { withClient } from "../database.js";
 import { collectTag, dbOf, examples } from "../options.js";
 import { formatMs, formatTime, printJson, println, table } from "../output.js";
 
-const STATUSES = ["RUNNING", "COMPENSATING", "SUCCEEDED", "FAILED", "CANCELLED"] as const;
-
 interface ListOptions {
-  status?: (typeof STATUSES)[number];
+  status?: (typeof RUN_STATUSES)[number];
   workflow?: string;
   schedule?: string;
   search?: string;
@@ -25,7 +24,7 @@ export function registerList(program: Command): void {
     .command("list")
     .summary("list runs, newest first")
     .description("list runs, newest first")
-    .addOption(new Option("--status <status>", "only runs with this status").choices(STATUSES))
+    .addOption(new Option("--status <status>", "only runs with this status").choices(RUN_STATUSES))
     .option("--workflow <workflow_id>", "only runs of this workflow")
     .option("--schedule <schedule_id>", "only runs this schedule started")
     .option("--search <text>", "only runs whose input or output contains this text, any case (3 characters or more)")

@@ -39,6 +39,7 @@ import { migrate } from "./migrate.js";
 import { planCompensations } from "./plan-compensations.js";
 import { applyResult, heartbeat, recordProgress, recordStep, retry, review, workerHeartbeat } from "./results.js";
 import type { RunCache } from "./run-cache.js";
+import { RunKeys } from "./run-keys.js";
 import { startRun } from "./start-run.js";
 import { Sweep } from "./sweep.js";
 
@@ -84,6 +85,7 @@ export class Flush implements FlushContext {
   private readonly claims: Claims;
   private readonly events: Events;
   private readonly sweeps: Sweep;
+  private readonly keys: RunKeys;
   /** The steps of the kinds the engine starts, by kind name (kinds/index.ts). */
   private readonly kinds: KindSteps;
 
@@ -103,7 +105,8 @@ export class Flush implements FlushContext {
     this.events = new Events(this);
     this.kinds = kindSteps(this, this.budget);
     this.claims = new Claims(this, this.limits, this.budget, this.kinds.steps);
-    this.sweeps = new Sweep(this, this.kinds.children, this.kinds.steps);
+    this.keys = new RunKeys(this);
+    this.sweeps = new Sweep(this, this.kinds.children, this.kinds.steps, this.keys);
   }
 
   /** The attempts this flush claimed so far (to give back if its commit's outcome is lost). */
@@ -179,6 +182,8 @@ export class Flush implements FlushContext {
     for (let round = 0; round <= MAX_CHILD_DEPTH * 2 + 2; round++) {
       let changed = false;
       for (const step of steps.values()) if (step.round && (await step.round())) changed = true;
+      // Keyed runs that ended: the next run queued for each key begins (DESIGN §17).
+      if (await this.keys.release()) changed = true;
       if (this.claiming && (await this.startAsked())) changed = true;
       if (this.claiming) for (const step of steps.values()) if (step.undo && (await step.undo())) changed = true;
       if (!changed) return;
@@ -243,7 +248,7 @@ export class Flush implements FlushContext {
   private async apply(input: Input): Promise<unknown> {
     switch (input.kind) {
       case "start":
-        return startRun(this, input.run, input.done);
+        return startRun(this, input.run, input.flow, this.keys, input.done);
       // An attempt's result, in process or a worker's report: one call (writer/results.ts).
       case "success":
       case "failure":

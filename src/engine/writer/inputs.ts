@@ -6,7 +6,17 @@ import type { Task } from "../../agents/task.js";
 import { itemKeyOf, runOfExecution } from "../../core/attempt.js";
 import type { ApprovalRequest } from "../../core/kinds/agent.js";
 import type { Decision, ReviewDecision } from "../../core/scheduler.js";
-import type { InboxEvent, Json, NewEvent, Run, RunUsage, Usage, Visit, VisitError } from "../../core/types.js";
+import type {
+  InboxEvent,
+  Json,
+  NewEvent,
+  Run,
+  RunUsage,
+  StartFlow,
+  Usage,
+  Visit,
+  VisitError,
+} from "../../core/types.js";
 import type { MigrationRequest } from "../../core/upgrade.js";
 import type { ItemKey, StepRow, VisitKey } from "../../store/store.js";
 
@@ -26,7 +36,8 @@ export type ClaimedTask = Omit<
 };
 
 export type Input =
-  | { kind: "start"; run: Run; done: Callback<Run> }
+  /** `flow`: a start with a key (DESIGN §17), null without one. */
+  | { kind: "start"; run: Run; flow: StartFlow | null; done: Callback<Run> }
   /** An in-process attempt's result (the runner's outcome of its handler). */
   | AttemptResult
   /** A visit's resolved payload, and the value of its node's `concurrency.key` (null without one). */

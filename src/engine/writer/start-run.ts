@@ -4,13 +4,20 @@
  * again after a commit whose outcome was lost, it answers the run that commit may have written.
  */
 import { startRunState } from "../../core/scheduler.js";
-import type { Run } from "../../core/types.js";
+import type { Run, StartFlow } from "../../core/types.js";
 import { ConflictError } from "../../errors.js";
 import type { FlushContext } from "./context.js";
 import type { Callback } from "./inputs.js";
+import type { RunKeys } from "./run-keys.js";
 
 /** Starts `run` (or finds it) and answers `done` once the transaction commits. */
-export async function startRun(f: FlushContext, run: Run, done: Callback<Run>): Promise<void> {
+export async function startRun(
+  f: FlushContext,
+  run: Run,
+  flow: StartFlow | null,
+  keys: RunKeys,
+  done: Callback<Run>,
+): Promise<void> {
   // Applied again after a commit whose outcome was lost: the run may exist already.
   const committed = f.lost ? await f.load(run.run_id) : undefined;
   if (committed) {
@@ -38,6 +45,7 @@ export async function startRun(f: FlushContext, run: Run, done: Callback<Run>): 
       return;
     }
   }
+  if (flow) return keys.start(run, flow, done);
   const { graph } = await f.o.registry.get(run.workflow_id, run.workflow_version);
   const rs = startRunState(run, graph, f.now);
   f.addRun(rs, 0);

@@ -13,6 +13,7 @@ import type { ItemKey } from "../../store/store.js";
 import type { FlushContext } from "./context.js";
 import { SWEEP_BATCH } from "./inputs.js";
 import type { ChildRuns, KindStep } from "./kinds/step.js";
+import type { RunKeys } from "./run-keys.js";
 import { fireSchedules } from "./schedules.js";
 
 /** The flush's sweep step: what fell due, and what dead engines and a lost commit left. */
@@ -23,6 +24,8 @@ export class Sweep {
     private readonly children: ChildRuns,
     /** The steps of the kinds the engine starts: each sweeps its own. */
     private readonly steps: ReadonlyMap<string, KindStep>,
+    /** Keyed runs (DESIGN §17): a QUEUED run's deadline is its debounce window's end, or its TTL. */
+    private readonly keys: RunKeys,
   ) {}
 
   /** Attempts held by in-process agents of dead engines go back to RETRYING (DESIGN §7). */
@@ -139,6 +142,10 @@ export class Sweep {
     for (const runId of await f.tx.expiredRuns(f.now, SWEEP_BATCH)) {
       const rs = await f.load(runId);
       if (!rs || rs.run.ended_at !== null) continue;
+      if (rs.run.status === "QUEUED") {
+        await this.keys.due(rs);
+        continue;
+      }
       endRun(rs, "ttl", { message: "the run passed its timeout (the workflow's TTL)", reason: "run_timeout" }, f.now);
     }
     for (const runId of await f.tx.compensatingRuns(SWEEP_BATCH)) {

@@ -81,6 +81,11 @@ export function claimable(
   return tx.q<VisitKey>(SQL.claimable, [agentType, now, limit, ...skipped]);
 }
 
+/** Takes the limits lock (held until the transaction ends); send it with the statement that needs it. */
+export function lockLimits(tx: TxQuery, channel: string): Promise<unknown> {
+  return tx.q(SQL.limitsLock, [LIMITS_LOCK, channel]);
+}
+
 export async function claimableCompensations(
   tx: TxQuery,
   agentType: string,

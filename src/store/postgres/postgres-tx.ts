@@ -11,7 +11,7 @@ import type { ConcurrencyGroup, RateBucket } from "../claims.js";
 import type { InboxTx } from "../inbox.js";
 import type { MapTx } from "../map-items.js";
 import type { PruneTx } from "../prune.js";
-import type { KnownRevisions, RunRead, VisitKey, WriteBatch, Written } from "../runs.js";
+import type { KeyedRun, KnownRevisions, RunRead, VisitKey, WriteBatch, Written } from "../runs.js";
 import type { ScheduleTx } from "../schedules.js";
 import type { StepsTx } from "../steps.js";
 import type { StoreTx } from "../store.js";
@@ -124,6 +124,9 @@ export class PostgresTx implements StoreTx, TxWrite, engines.EngineWatch {
   }
   runByIdempotencyKey(key: string): Promise<Run | null> {
     return runs.runByIdempotencyKey(this, key);
+  }
+  keyedRuns(workflowId: string, key: string, limit: number): Promise<KeyedRun[]> {
+    return runs.keyedRuns(this, this.channel, workflowId, key, limit);
   }
   runsByIdempotencyKeys(keys: string[]): Promise<Run[]> {
     return runs.runsByIdempotencyKeys(this, keys);

@@ -74,6 +74,8 @@ export const RUN_COLUMNS: Columns<Run> = {
   tags: "json!",
   paused: "json",
   forked_from: "json",
+  key: "text",
+  queued: "json",
 };
 
 export const VISIT_COLUMNS: Columns<Visit> = {
@@ -147,6 +149,9 @@ export const RUN_UPDATE_COLUMNS: Columns<
     | "usage"
     | "reserved"
     | "paused"
+    | "queued"
+    | "input"
+    | "input_hash"
   >
 > = {
   run_id: "text",
@@ -163,7 +168,28 @@ export const RUN_UPDATE_COLUMNS: Columns<
   usage: "json!",
   reserved: "json",
   paused: "json",
+  queued: "json",
+  // A debounced run's input is replaced by each start of its window (DESIGN §17): sent for it
+  // only (runUpdateArrays); NULL keeps what is stored (write.ts assigns COALESCE).
+  input: "json",
+  input_hash: "text",
 };
+/** Columns of RUN_UPDATE_COLUMNS whose NULL keeps what is stored. */
+export const RUN_KEPT_UNLESS_GIVEN: ReadonlySet<string> = new Set(["input", "input_hash"]);
+
+/** RUN_UPDATE_COLUMNS' arrays for `runs`: the input only of a debounced run, NULL for the others. */
+export function runUpdateArrays(runs: readonly Run[]): unknown[][] {
+  const arrays = columnArrays(RUN_UPDATE_COLUMNS, runs);
+  const names = Object.keys(RUN_UPDATE_COLUMNS);
+  const input = arrays[names.indexOf("input")] as unknown[];
+  const hash = arrays[names.indexOf("input_hash")] as unknown[];
+  runs.forEach((r, i) => {
+    if (r.queued?.reason === "debounce") return;
+    input[i] = null;
+    hash[i] = null;
+  });
+  return arrays;
+}
 
 export const EVENT_COLUMNS: Columns<NewEvent> = {
   run_id: "text",

@@ -4,8 +4,10 @@
  * its caller knows: its lock must come before the snapshot that reads the visits), each prepared
  * once per connection (`name`).
  */
-import type { Run, Visit } from "../../core/types.js";
-import type { KnownRevisions, RunRead, VisitKey } from "../runs.js";
+import type { RunStatus } from "../../core/states.js";
+import type { Run, RunQueued, Visit } from "../../core/types.js";
+import type { KeyedRun, KnownRevisions, RunRead, VisitKey } from "../runs.js";
+import { lockLimits } from "./claims.js";
 import {
   COMPENSATION_COLUMNS,
   compensationFromDb,
@@ -99,6 +101,12 @@ const SQL = {
                         AND e.node_id = v.node_id AND e.visit = v.visit) AS success_seq
              FROM visits v WHERE v.run_id = $1`,
   },
+  keyedRuns: {
+    name: "skein_keyed_runs",
+    text: `SELECT run_id, status, queued, created_at FROM runs
+            WHERE workflow_id = $1 AND key = $2 AND key IS NOT NULL AND ended_at IS NULL
+            ORDER BY created_at, run_id LIMIT $3`,
+  },
   compensatingRuns: {
     name: "skein_compensating_runs",
     text: "SELECT run_id FROM runs WHERE status = 'COMPENSATING' ORDER BY created_at LIMIT $1",
@@ -112,6 +120,26 @@ const SQL = {
 export async function runByIdempotencyKey(tx: TxQuery, key: string): Promise<Run | null> {
   const [row] = await tx.q<DbRun>(SQL.runByKey, [key]);
   return row ? runFromDb(row) : null;
+}
+
+/** `channel`: the NOTIFY channel, which names the schema the limits lock is keyed by. */
+export async function keyedRuns(
+  tx: TxQuery,
+  channel: string,
+  workflowId: string,
+  key: string,
+  limit: number,
+): Promise<KeyedRun[]> {
+  // Sent together (pipeline mode): the read runs once the lock is granted.
+  const [, rows] = await Promise.all([
+    lockLimits(tx, channel),
+    tx.q<{ run_id: string; status: string; queued: RunQueued | null; created_at: string | number }>(SQL.keyedRuns, [
+      workflowId,
+      key,
+      limit,
+    ]),
+  ]);
+  return rows.map((r) => ({ ...r, status: r.status as RunStatus, created_at: Number(r.created_at) }));
 }
 
 export async function runsByIdempotencyKeys(tx: TxQuery, keys: string[]): Promise<Run[]> {

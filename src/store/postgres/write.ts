@@ -13,7 +13,9 @@ import {
   IMMUTABLE_COLUMNS,
   names,
   RUN_COLUMNS,
+  RUN_KEPT_UNLESS_GIVEN,
   RUN_UPDATE_COLUMNS,
+  runUpdateArrays,
   unnestSql,
   VISIT_COLUMNS,
 } from "./rows.js";
@@ -29,7 +31,9 @@ export interface TxWrite extends TxQuery {
 function assignments<T>(columns: Columns<T>, source: string): string {
   return names(columns)
     .filter((c) => !IMMUTABLE_COLUMNS.has(c.slice(1, -1)))
-    .map((c) => `${c} = ${source}.${c}`)
+    .map((c) =>
+      RUN_KEPT_UNLESS_GIVEN.has(c.slice(1, -1)) ? `${c} = coalesce(${source}.${c}, r.${c})` : `${c} = ${source}.${c}`,
+    )
     .join(", ");
 }
 
@@ -146,7 +150,7 @@ export async function write(tx: TxWrite, channel: string, batch: WriteBatch, las
   );
   const rows = {
     insertRuns: columnArrays(RUN_COLUMNS, batch.insertRuns),
-    updateRuns: columnArrays(RUN_UPDATE_COLUMNS, updateRuns),
+    updateRuns: runUpdateArrays(updateRuns),
     touchRuns: [[...touched]],
     updateVisits: columnArrays(VISIT_COLUMNS, distinct(batch.updateVisits, visitKey)),
     insertVisits: columnArrays(VISIT_COLUMNS, batch.insertVisits),

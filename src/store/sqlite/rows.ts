@@ -12,6 +12,7 @@ import type {
   RunFork,
   RunParent,
   RunPause,
+  RunQueued,
   RunTags,
   RunUsage,
   Visit,
@@ -46,6 +47,8 @@ export interface DbRun {
   tags: string;
   paused: string | null;
   forked_from: string | null;
+  key: string | null;
+  queued: string | null;
   /** Not part of a Run: how many times the run's rows were written (LoadedRun). */
   revision?: number;
 }
@@ -124,6 +127,7 @@ export function runFromDb({ revision: _, ...r }: DbRun): Run {
     tags: JSON.parse(r.tags) as RunTags,
     paused: parse<RunPause>(r.paused),
     forked_from: parse<RunFork>(r.forked_from),
+    queued: parse<RunQueued>(r.queued),
   };
 }
 
@@ -142,6 +146,7 @@ export function runToDb(r: Run): DbRun {
     tags: JSON.stringify(r.tags),
     paused: text(r.paused),
     forked_from: text(r.forked_from),
+    queued: text(r.queued),
   };
 }
 
@@ -163,7 +168,14 @@ const RUN_UPDATES: Readonly<Record<string, (r: Run) => unknown>> = {
   usage: (r) => JSON.stringify(r.usage),
   reserved: (r) => text(r.reserved),
   paused: (r) => text(r.paused),
+  queued: (r) => text(r.queued),
+  // A debounced run's input is replaced by each start of its window (DESIGN §17); every other
+  // update passes NULL and keeps the stored input (the UPDATE reads COALESCE(?, input)).
+  input: (r) => (r.queued?.reason === "debounce" ? frozenJsonText(r.input) : null),
+  input_hash: (r) => (r.queued?.reason === "debounce" ? r.input_hash : null),
 };
+/** Columns whose NULL update keeps what is stored. */
+export const RUN_KEPT_UNLESS_GIVEN: ReadonlySet<string> = new Set(["input", "input_hash"]);
 export const RUN_UPDATE_COLUMNS = Object.keys(RUN_UPDATES);
 const runUpdateValues = Object.values(RUN_UPDATES);
 

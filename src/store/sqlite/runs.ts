@@ -4,14 +4,16 @@
  * compensation rows raises its revision in the same transaction.
  */
 import type Database from "better-sqlite3";
+import type { RunStatus } from "../../core/states.js";
 import type { Budget, NewEvent, Run, RunEvent, RunUsage, Visit } from "../../core/types.js";
-import type { RunRead, RunsTx, WriteBatch } from "../runs.js";
+import type { KeyedRun, RunRead, RunsTx, WriteBatch } from "../runs.js";
 import {
   compensationFromDb,
   compensationToDb,
   type DbCompensation,
   type DbRun,
   type DbVisit,
+  RUN_KEPT_UNLESS_GIVEN,
   RUN_UPDATE_COLUMNS,
   runFromDb,
   runToDb,
@@ -130,6 +132,10 @@ export function sqliteRuns(db: Database.Database, kept: KeptRuns): RunsTx {
       const row = s.runByKey.get(key) as DbRun | undefined;
       return row ? runFromDb(row) : null;
     },
+    keyedRuns: async (workflowId, key, limit) =>
+      (s.keyedRuns.all(workflowId, key, limit) as (Omit<KeyedRun, "queued"> & { queued: string | null })[]).map(
+        (r) => ({ ...r, status: r.status as RunStatus, queued: r.queued === null ? null : JSON.parse(r.queued) }),
+      ),
     runsByIdempotencyKeys: async (keys) => (s.runsByKeys.all(JSON.stringify(keys)) as DbRun[]).map(runFromDb),
     raiseTreeRuns: async (root, runs, limit) =>
       (s.raiseTreeRuns.get({ root, runs, limit }) as number | undefined) ?? null,
@@ -182,10 +188,14 @@ function prepare(db: Database.Database) {
     ),
     // A run's tags, one row each: what listRuns' tag filter looks up (migration 024).
     insertTag: db.prepare("INSERT OR IGNORE INTO run_tags (name, value, run_id) VALUES (?, ?, ?)"),
+    keyedRuns: db.prepare(
+      `SELECT run_id, status, queued, created_at FROM runs INDEXED BY runs_by_key
+        WHERE workflow_id = ? AND key = ? AND key IS NOT NULL AND ended_at IS NULL ORDER BY created_at, run_id LIMIT ?`,
+    ),
     // Positional, in runUpdateParams' order.
     updateRun: db
       .prepare(
-        `UPDATE runs SET ${RUN_UPDATE_COLUMNS.map((c) => `${c} = ?`).join(", ")}, revision = revision + 1
+        `UPDATE runs SET ${RUN_UPDATE_COLUMNS.map((c) => (RUN_KEPT_UNLESS_GIVEN.has(c) ? `${c} = coalesce(?, ${c})` : `${c} = ?`)).join(", ")}, revision = revision + 1
          WHERE run_id = ? RETURNING revision`,
       )
       .pluck(),
@@ -259,6 +269,8 @@ const runColumns: (keyof DbRun)[] = [
   "tags",
   "paused",
   "forked_from",
+  "key",
+  "queued",
 ];
 
 const compensationColumns: (keyof DbCompensation)[] = [
