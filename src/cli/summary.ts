@@ -42,6 +42,13 @@ export function runReport(
       `needs attention: a compensation failed for good; undo its effect by hand, then skein retry ${run.run_id} --force`,
     );
   }
+  if (run.queued) {
+    lines.push(
+      run.queued.reason === "debounce"
+        ? `queued: debounced until ${formatTime(run.queued.until ?? null)} (a start of key "${run.key}" before then moves it)`
+        : `queued behind the running run of key "${run.key}": it begins when that one and those queued before it end`,
+    );
+  }
   if (run.paused) {
     const p = run.paused;
     lines.push(

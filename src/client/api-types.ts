@@ -951,7 +951,7 @@ export interface components {
             workflow_id: string;
             workflow_version: number;
             /** @enum {string} */
-            status: "RUNNING" | "COMPENSATING" | "SUCCEEDED" | "FAILED" | "CANCELLED";
+            status: "QUEUED" | "RUNNING" | "COMPENSATING" | "SUCCEEDED" | "FAILED" | "CANCELLED";
             /** @description any JSON value */
             input: unknown;
             output: unknown | null;
@@ -1023,6 +1023,24 @@ export interface components {
             forked_from: {
                 run_id: string;
                 node_id: string;
+            } | null;
+            /** @description its key: at most one run of its workflow and key is RUNNING at a time; null for a run started without one */
+            key: string | null;
+            /** @description why a QUEUED run waits; null once it began */
+            queued: {
+                /**
+                 * @description key: behind the active run of its key; debounce: until its window passes
+                 * @enum {string}
+                 */
+                reason: "key" | "debounce";
+                /** @description epoch milliseconds */
+                since: number;
+                /** @description its place in its key's queue */
+                position: number;
+                /** @description a debounced run: when its window passes */
+                until?: number;
+                /** @enum {string} */
+                on_active: "queue" | "cancel_active";
             } | null;
         };
         /** @description Why a visit, an attempt or a run failed */
@@ -1046,7 +1064,7 @@ export interface components {
             workflow_id: string;
             workflow_version: number;
             /** @enum {string} */
-            status: "RUNNING" | "COMPENSATING" | "SUCCEEDED" | "FAILED" | "CANCELLED";
+            status: "QUEUED" | "RUNNING" | "COMPENSATING" | "SUCCEEDED" | "FAILED" | "CANCELLED";
             /** @description any JSON value */
             input: unknown;
             output: unknown | null;
@@ -1119,6 +1137,24 @@ export interface components {
                 run_id: string;
                 node_id: string;
             } | null;
+            /** @description its key: at most one run of its workflow and key is RUNNING at a time; null for a run started without one */
+            key: string | null;
+            /** @description why a QUEUED run waits; null once it began */
+            queued: {
+                /**
+                 * @description key: behind the active run of its key; debounce: until its window passes
+                 * @enum {string}
+                 */
+                reason: "key" | "debounce";
+                /** @description epoch milliseconds */
+                since: number;
+                /** @description its place in its key's queue */
+                position: number;
+                /** @description a debounced run: when its window passes */
+                until?: number;
+                /** @enum {string} */
+                on_active: "queue" | "cancel_active";
+            } | null;
             /** @description the current visit of each node, in document order */
             nodes: components["schemas"]["Visit"][];
             waiting_reviews: number;
@@ -1131,7 +1167,7 @@ export interface components {
                 run_id: string;
                 workflow_id: string;
                 /** @enum {string} */
-                status: "RUNNING" | "COMPENSATING" | "SUCCEEDED" | "FAILED" | "CANCELLED";
+                status: "QUEUED" | "RUNNING" | "COMPENSATING" | "SUCCEEDED" | "FAILED" | "CANCELLED";
             }[];
         };
         /** @description One visit of a node: its attempts, payload, output or error */
@@ -2235,7 +2271,7 @@ export interface operations {
     listRuns: {
         parameters: {
             query?: {
-                status?: "RUNNING" | "COMPENSATING" | "SUCCEEDED" | "FAILED" | "CANCELLED";
+                status?: "QUEUED" | "RUNNING" | "COMPENSATING" | "SUCCEEDED" | "FAILED" | "CANCELLED";
                 workflow_id?: string;
                 /** @description only the runs this schedule started */
                 schedule_id?: string;
@@ -2346,6 +2382,15 @@ export interface operations {
                     tags?: {
                         [key: string]: string;
                     };
+                    /** @description at most one run of the workflow with this key is RUNNING at a time (a user, a conversation) */
+                    key?: string;
+                    /**
+                     * @description while a run of the key is active: queue (default; begin after it, in order), reject (409 naming it), cancel_active (replace it), skip (answer it)
+                     * @enum {string}
+                     */
+                    on_active?: "queue" | "reject" | "cancel_active" | "skip";
+                    /** @description starts of the key within this window make one run with the last input, begun when the window passes */
+                    debounce_seconds?: number;
                 };
             };
         };
@@ -3916,7 +3961,7 @@ export interface operations {
                          * @description only runs in this status; one the action does not apply to matches none
                          * @enum {string}
                          */
-                        status?: "RUNNING" | "COMPENSATING" | "SUCCEEDED" | "FAILED" | "CANCELLED";
+                        status?: "QUEUED" | "RUNNING" | "COMPENSATING" | "SUCCEEDED" | "FAILED" | "CANCELLED";
                         /** @description only runs created at or after this time (ms since the epoch) */
                         created_after?: number;
                         /** @description only runs created before this time (ms since the epoch) */

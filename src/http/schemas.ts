@@ -147,6 +147,24 @@ export const RunSchema = z
       .describe(
         "the run this one was forked from and the node it ran again from (POST /v1/runs/{run_id}/fork); null for a run started otherwise",
       ),
+    key: z
+      .string()
+      .nullable()
+      .describe(
+        "its key: at most one run of its workflow and key is RUNNING at a time; null for a run started without one",
+      ),
+    queued: z
+      .object({
+        reason: z
+          .enum(["key", "debounce"])
+          .describe("key: behind the active run of its key; debounce: until its window passes"),
+        since: time(),
+        position: z.number().int().describe("its place in its key's queue"),
+        until: time().optional().describe("a debounced run: when its window passes"),
+        on_active: z.enum(["queue", "cancel_active"]),
+      })
+      .nullable()
+      .describe("why a QUEUED run waits; null once it began"),
   })
   .meta({ id: "Run", description: "A run of a workflow version" });
 

@@ -52,6 +52,10 @@ export interface Run {
   tags?: Record<string, string>;
   /** Set while it is paused (no attempt starts); `node_id`: a node whose retries ran out (on_exhausted: pause). */
   paused?: RunPause | null;
+  /** Its key (DESIGN §17): one run of its workflow and key runs at a time; null without one. */
+  key?: string | null;
+  /** Why a QUEUED run waits: behind the running run of its key, or until its debounce window passes. */
+  queued?: { reason: "key" | "debounce"; since: number; position: number; until?: number } | null;
   created_at: number;
   updated_at: number;
   deadline_at: number;

@@ -37,6 +37,31 @@ describe("skein pause, unpause, fail-node, bulk, fork", () => {
     expect(json<unknown[]>(await skein(["list", "--paused", "--json", ...db], ws.dir))).toEqual([]);
   });
 
+  it("skein start --key queues a second start behind the running one; status and list --status QUEUED show it", async () => {
+    const ws = workspace();
+    const db = ["--db", ws.db];
+    await skein(["workflows", "put", ws.file("w.json", WORKFLOWS.small), ...db], ws.dir);
+    const first = await skein(["start", "small", "--key", "thread-1", ...db], ws.dir);
+    expect(first.code, first.stderr).toBe(0);
+    expect(first.stderr).toBe("");
+    const second = await skein(["start", "small", "--key", "thread-1", ...db], ws.dir);
+    const queuedId = second.stdout.trim();
+    expect(second.stderr).toContain('queued behind the running run of key "thread-1"');
+    const rejected = await skein(["start", "small", "--key", "thread-1", "--on-active", "reject", ...db], ws.dir);
+    expect(rejected.code).toBe(2);
+    expect(rejected.stderr).toContain(first.stdout.trim());
+    const listed = await skein(["list", "--status", "QUEUED", "--json", ...db], ws.dir);
+    expect(json<RunJson[]>(listed).map((r) => r.run_id)).toEqual([queuedId]);
+    const status = await skein(["status", queuedId, ...db], ws.dir);
+    expect(status.stdout).toContain("QUEUED");
+    expect(status.stdout).toContain('queued behind the running run of key "thread-1"');
+    const debounced = await skein(["start", "small", "--key", "doc", "--debounce", "30", ...db], ws.dir);
+    expect(debounced.stderr).toContain("queued: debounced until");
+    const badDebounce = await skein(["start", "small", "--key", "doc", "--debounce", "soon", ...db], ws.dir);
+    expect(badDebounce.code).not.toBe(0);
+    expect(badDebounce.stderr).toContain("give a number of seconds above 0");
+  });
+
   it("skein bulk: a dry run counts the tagged runs, cancel stops at --cap and says to run again, retry brings them back", async () => {
     const ws = workspace();
     const db = ["--db", ws.db];

@@ -55,6 +55,24 @@ const StartBody = z
       .describe(
         "at most 16 name/value pairs (names of A-Z a-z 0-9 _ . : -), inherited by child runs; GET /v1/runs?tag=name:value finds them",
       ),
+    key: z
+      .string()
+      .min(1)
+      .max(256)
+      .optional()
+      .describe("at most one run of the workflow with this key is RUNNING at a time (a user, a conversation)"),
+    on_active: z
+      .enum(["queue", "reject", "cancel_active", "skip"])
+      .optional()
+      .describe(
+        "while a run of the key is active: queue (default; begin after it, in order), reject (409 naming it), cancel_active (replace it), skip (answer it)",
+      ),
+    debounce_seconds: z
+      .number()
+      .positive()
+      .max(86_400)
+      .optional()
+      .describe("starts of the key within this window make one run with the last input, begun when the window passes"),
   })
   .strict();
 
@@ -241,7 +259,7 @@ export function registerRunRoutes(app: FastifyInstance, { engine, rates }: Route
       },
     },
     async (request, reply) => {
-      const { workflow_id, input, idempotency_key, budget, tags } = request.body;
+      const { workflow_id, input, idempotency_key, budget, tags, key, on_active, debounce_seconds } = request.body;
       rates.starts.take(request.principal?.name);
       if (!inScope(request.principal, workflow_id)) {
         throw new ForbiddenError(
@@ -263,6 +281,9 @@ export function registerRunRoutes(app: FastifyInstance, { engine, rates }: Route
           ...(idempotency_key === undefined ? {} : { idempotency_key }),
           ...(budget === undefined ? {} : { budget }),
           ...(tags === undefined ? {} : { tags }),
+          ...(key === undefined ? {} : { key }),
+          ...(on_active === undefined ? {} : { on_active }),
+          ...(debounce_seconds === undefined ? {} : { debounce_seconds }),
           // The run and its children may start only what the token may (DESIGN §13.1).
           ...(request.principal?.workflows ? { scope: request.principal.workflows.patterns } : {}),
           traceparent: traceparentOf(request.headers.traceparent, request.id),

@@ -62,6 +62,21 @@ export function RunPage(props: { runId: string; node?: string | undefined }) {
           {data.paused && <span class="attention"> paused</span>}
         </h2>
         <Tags tags={data.tags} />
+        {data.queued && (
+          <p class="queued-note" role="status">
+            {data.queued.reason === "debounce" ? (
+              <>
+                Debounced: it begins <Time at={data.queued.until ?? null} /> unless another start of key{" "}
+                <code>{data.key}</code> comes first and moves the window.
+              </>
+            ) : (
+              <>
+                Queued since <Time at={data.queued.since} />: it begins when the running run of key{" "}
+                <code>{data.key}</code> and those queued before it have ended.
+              </>
+            )}
+          </p>
+        )}
         {data.paused && (
           <p class="paused-note" role="status">
             Paused{data.paused.by ? ` by ${data.paused.by}` : ""} <Time at={data.paused.at} />
@@ -86,7 +101,7 @@ export function RunPage(props: { runId: string; node?: string | undefined }) {
               {data.paused ? "Resume run…" : "Pause run…"}
             </button>
           )}
-          {data.status === "RUNNING" && (
+          {(data.status === "RUNNING" || data.status === "QUEUED") && (
             <button type="button" class="danger" onClick={() => setDialog("cancel")}>
               Cancel run…
             </button>
