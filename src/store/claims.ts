@@ -42,7 +42,7 @@ export interface ClaimsTx {
   rateBuckets(agentTypes: string[]): Promise<Map<string, RateBucket>>;
   /** Inserts or replaces these buckets (all but `held_until`), under the limits lock the transaction holds. Idempotent. */
   writeRateBuckets(buckets: Map<string, RateBucket>): Promise<void>;
-  /** Holds the type until `until`, or later if it is held longer (a row is made for it); no lock needed: the later time wins. */
+  /** Holds the type until `until`, or later if it is held longer (a row is made for it), under the limits lock. */
   holdAgentType(agentType: string, until: number): Promise<void>;
   /** Agent types held past `now`, with when each hold ends. */
   rateHolds(now: number): Promise<Map<string, number>>;

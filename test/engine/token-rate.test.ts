@@ -10,6 +10,7 @@
  * database outlives its engine instead.
  */
 import { afterEach, beforeEach, describe, expect, it } from "vitest";
+import { prometheusMetrics, prometheusText } from "../../src/http/metrics.js";
 import type { Engine, EngineOptions, ManualClock, RateLimitState, Task } from "../../src/index.js";
 import { within } from "../fixtures/child.js";
 import { COMPLETIONS_PATH, type OpenAIServer, startOpenAIServer } from "../fixtures/openai-server.js";
@@ -413,6 +414,31 @@ describe("external workers", () => {
         error: { message: "429", rate_limited: "yes" as unknown as boolean },
       }),
     ).rejects.toThrow(/error\.rate_limited: must be true \(the service answered 429\) or false, got "yes"/);
+  });
+});
+
+describe("seen from outside", () => {
+  it("the metrics count holds and show each limited type's tokens left and hold", async () => {
+    const metrics = prometheusMetrics();
+    const { engine } = await testEngine({
+      ...NO_SWEEP,
+      meterProvider: metrics.meterProvider,
+      rateLimits: { chat: { tokens_per_minute: 1000 } },
+    });
+    await engine.registerWorkflow(ONE_CHAT);
+    await engine.startRun(ONE_CHAT.id);
+    const [task] = await engine.claimTasks({ agent_types: ["chat"], worker_id: "w" });
+    await engine.failTask(task?.execution_id as string, {
+      worker_id: "w",
+      attempt: 1,
+      error: { message: "429", retry_after_ms: 20_000, rate_limited: true },
+      usage: { tokens_in: 150, tokens_out: 50 },
+    });
+    const text = await prometheusText(metrics.reader);
+    expect(text).toMatch(/^skein_rate_limit_holds_total\{agent_type="chat"\} 1$/m);
+    // The probe took the window and gave back all but the 200 it used.
+    expect(text).toMatch(/^skein_rate_limit_tokens_left\{agent_type="chat"\} 800$/m);
+    expect(text).toMatch(/^skein_rate_limit_held_seconds\{agent_type="chat"\} 20$/m);
   });
 });
 

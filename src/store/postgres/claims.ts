@@ -184,8 +184,12 @@ export async function writeRateBuckets(tx: TxQuery, buckets: Map<string, RateBuc
   ]);
 }
 
-export async function holdAgentType(tx: TxQuery, agentType: string, until: number): Promise<void> {
-  await tx.q(SQL.hold, [agentType, until]);
+/**
+ * Under the limits lock, as every other write of these rows: a row locked before it would
+ * deadlock with a transaction that holds the lock and writes the row.
+ */
+export async function holdAgentType(tx: TxQuery, channel: string, agentType: string, until: number): Promise<void> {
+  await Promise.all([tx.q(SQL.limitsLock, [LIMITS_LOCK, channel]), tx.q(SQL.hold, [agentType, until])]);
 }
 
 export async function rateHolds(tx: TxQuery, now: number): Promise<Map<string, number>> {

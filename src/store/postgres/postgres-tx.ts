@@ -171,7 +171,7 @@ export class PostgresTx implements StoreTx, TxWrite, engines.EngineWatch {
     return claims.writeRateBuckets(this, buckets);
   }
   holdAgentType(agentType: string, until: number): Promise<void> {
-    return claims.holdAgentType(this, agentType, until);
+    return claims.holdAgentType(this, this.channel, agentType, until);
   }
   rateHolds(now: number): Promise<Map<string, number>> {
     return claims.rateHolds(this, now);
