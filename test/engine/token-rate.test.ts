@@ -328,6 +328,45 @@ describe("a provider's 429 with Retry-After", () => {
     },
   );
 
+  it.skipIf(!onPostgres)(
+    "a running engine without limits for the type learns of another's hold from its notice",
+    async () => {
+      server.reply(rateLimited);
+      const llm = { providers: { default: { base_url: server.baseUrl } } };
+      const { engine: a, clock, database } = await testEngine({ ...NO_SWEEP, llm });
+      // B also runs `other`, which A does not: A's notice of an `other` visit follows its notice
+      // of the hold on B's one connection, so once B has run it, B has heard of the hold.
+      const heard = deferred();
+      const { engine: b } = await testEngine({
+        ...NO_SWEEP,
+        llm,
+        database,
+        clock,
+        agents: { other: () => (heard.resolve(), { ok: true }) },
+      });
+      clockOf = () => clock.now();
+      const t0 = clock.now();
+      await a.registerWorkflow(ASK);
+      await a.registerWorkflow({ id: "other", nodes: [{ node_id: "o", agent_type: "other" }] });
+      const retrying = nextEvent(a, (e) => e.type === "node.retrying");
+      const first = await a.startRun(ASK.id);
+      await retrying;
+      await a.startRun("other");
+      await within(10_000, "B ran the other visit", heard.promise);
+
+      const second = await b.startRun(ASK.id);
+      expect((await b.getRun(second.run_id)).nodes[0]).toMatchObject({ state: "PENDING", attempt: 0 });
+      expect(server.requestsTo(COMPLETIONS_PATH)).toHaveLength(1);
+
+      const done = succeededRuns([a, b]);
+      server.reply({ text: "fine" }, { text: "fine" });
+      await advance(clock, [a, b], 30_000);
+      await done.reach(2);
+      for (const run of [first, second]) expect((await b.getRun(run.run_id)).status).toBe("SUCCEEDED");
+      expect(arrivals.slice(1).every((at) => at >= t0 + 30_000)).toBe(true);
+    },
+  );
+
   it("the agent node's model turn reports it too: the agent type is held", async () => {
     server.reply(rateLimited);
     const { engine, clock } = await testEngine({
