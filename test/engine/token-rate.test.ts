@@ -342,7 +342,12 @@ describe("a provider's 429 with Retry-After", () => {
         llm,
         database,
         clock,
-        agents: { other: () => (heard.resolve(), { ok: true }) },
+        agents: {
+          other: () => {
+            heard.resolve();
+            return { ok: true };
+          },
+        },
       });
       clockOf = () => clock.now();
       const t0 = clock.now();
