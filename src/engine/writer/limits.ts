@@ -8,6 +8,9 @@
  * The count is taken once per flush, at its first claim of a limited type, under the store's
  * limits lock (`countRunningForLimits`), which no other engine's limited claim passes until this
  * transaction commits; claims made after it are added as they are made.
+ *
+ * Rate limits (requests and tokens) and provider holds are rates.ts's: `room`, `admits` and
+ * `took` ask it too.
  */
 import type { Attempt } from "../../core/attempt.js";
 import { nodeOf, type RunState } from "../../core/scheduler.js";

@@ -347,9 +347,9 @@ const RATE_FIELDS = ["per_second", "per_minute", "burst", "tokens_per_minute"];
 
 /**
  * The engine's `rateLimits`, checked: each type's request rate, token rate, or both.
- * @throws ValidationError naming every problem: a field that is not one, both or neither of
- *   per_second and per_minute beside no tokens_per_minute, a rate that is not a number above 0, a
- *   burst below 1 or without a request rate
+ * @throws ValidationError naming every problem with its path: an unknown field; per_second and
+ *   per_minute both given, or no rate at all; a rate that is not a number above 0; a burst that is
+ *   not a whole number of 1 or more, or given without a request rate
  */
 export function rateLimitsOf(limits: Readonly<Record<string, RateLimit>>): Map<string, TypeRate> {
   const out = new Map<string, TypeRate>();
