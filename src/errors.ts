@@ -127,17 +127,23 @@ export class NonRetryableError extends SkeinError {
  * Thrown by an agent to fail its attempt for now, retried as the node's retry settings allow.
  * `retryAfterMs` (a service's `Retry-After`) replaces the backoff delay of the retry, capped by
  * the node's `retry_max_interval`. Any other error is retried too; this one says when.
- * @example throw new RetryableError("rate limited", { retryAfterMs: 30_000 })
+ * `rateLimited`: the service answered 429 (too many requests); with `retryAfterMs`, no attempt of
+ * the agent type starts on any engine of the database for that long (DESIGN §17), and the visit's
+ * error has reason `rate_limited`. The `llm` and `agent` nodes say so of their provider's 429s.
+ * @example throw new RetryableError("rate limited", { retryAfterMs: 30_000, rateLimited: true })
  */
 export class RetryableError extends SkeinError {
   override readonly name = "RetryableError";
   readonly code = "retryable";
   /** When to try again, in milliseconds (a non-negative integer), or undefined for the backoff delay. */
   readonly retryAfterMs: number | undefined;
-  constructor(message: string, options: { retryAfterMs?: number; cause?: unknown } = {}) {
+  /** The service answered 429: it holds its agent type for `retryAfterMs`. */
+  readonly rateLimited: boolean;
+  constructor(message: string, options: { retryAfterMs?: number; rateLimited?: boolean; cause?: unknown } = {}) {
     super(message, options.cause === undefined ? undefined : { cause: options.cause });
     const ms = options.retryAfterMs;
     this.retryAfterMs = ms === undefined || !Number.isFinite(ms) || ms < 0 ? undefined : Math.round(ms);
+    this.rateLimited = options.rateLimited === true;
   }
 }
 

@@ -101,6 +101,7 @@ export type { ListMapItemsOptions, MapItemPage, MapProgress } from "./engine/map
 export type { ConversationMessage, ListMessagesOptions, MessagePage } from "./engine/messages.js";
 export type { MigrateRunsAnswer, MigrateRunsOptions, Upgradable } from "./engine/migrate.js";
 export type { ProgressStream } from "./engine/progress-read.js";
+export type { RateLimitState } from "./engine/rate-states.js";
 export type { RegisteredWorkflow, WorkflowCheck } from "./engine/registry.js";
 export type { Duration, RetentionOptions } from "./engine/retention.js";
 export type { ScheduleWithTimes } from "./engine/schedules.js";

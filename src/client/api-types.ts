@@ -5699,6 +5699,8 @@ export interface operations {
                         message: string;
                         /** @description wait this long before the retry instead of the backoff delay (at most retry_max_interval) */
                         retry_after_ms?: number;
+                        /** @description the service the agent called answered 429 (too many requests): with retry_after_ms, no attempt of this agent type starts on any engine until then (the visit's error has reason rate_limited) */
+                        rate_limited?: boolean;
                     } & {
                         [key: string]: unknown;
                     };

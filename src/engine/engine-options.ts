@@ -19,12 +19,21 @@ export type { PruneOptions } from "./retention.js";
 import type { NodeWaiting } from "./served-types.js";
 import type { NotifyOptions } from "./telemetry/notifier.js";
 
-/** A rate limit of one agent type: `per_second` or `per_minute` (one of them), and how many tokens may gather. */
+/**
+ * A rate limit of one agent type (DESIGN §17): of requests (`per_second` or `per_minute`, one of
+ * them, and how many may gather), of tokens (`tokens_per_minute`), or both.
+ */
 export interface RateLimit {
   per_second?: number;
   per_minute?: number;
-  /** The most claims at once after a quiet time. @defaultValue 1 */
+  /** The most claims at once after a quiet time (with `per_second` or `per_minute`). @defaultValue 1 */
   burst?: number;
+  /**
+   * Tokens of reported usage (`tokens_in + tokens_out`) per minute across the database: an
+   * attempt starts when the window holds its expected tokens (its payload's `max_tokens`, or the
+   * tokens the type's last attempt used, whichever is larger) and is charged what it used.
+   */
+  tokens_per_minute?: number;
 }
 
 export interface EngineOptions {
@@ -67,9 +76,13 @@ export interface EngineOptions {
   agentConcurrency?: Record<string, number>;
   /**
    * Most claims per second or per minute per agent_type across the whole database, e.g.
-   * `{ llm: { per_minute: 600, burst: 20 } }`: a token bucket in the database per type, shared by
-   * every engine (give them all the same limits) and the workers they serve. A visit over the
-   * rate waits ready; the engine wakes when the next token is due. `burst` @defaultValue 1
+   * `{ llm: { per_minute: 600, burst: 20 } }`, and most tokens of reported usage per minute, e.g.
+   * `{ llm: { tokens_per_minute: 90_000 } }` (either or both): buckets in the database per type,
+   * shared by every engine (give them all the same limits) and the workers they serve. A visit
+   * over the rate waits ready; the engine wakes when the bucket has room. `burst` @defaultValue 1
+   *
+   * Whatever the limits, a provider's 429 with `Retry-After` (an `llm` or `agent` node's call, or
+   * an agent's `RetryableError` with `rateLimited`) holds its agent type on every engine for that long.
    */
   rateLimits?: Record<string, RateLimit>;
   /**

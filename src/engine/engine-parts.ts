@@ -37,7 +37,7 @@ import { Notifier } from "./telemetry/notifier.js";
 import { DEFAULT_MAX_RUNS_PER_TREE } from "./writer/bounded-work.js";
 import { Dispatcher } from "./writer/dispatcher.js";
 import type { Submit } from "./writer/inputs.js";
-import { rateLimitsOf } from "./writer/limits.js";
+import { HeldTypes, rateLimitsOf, type TypeRate } from "./writer/rates.js";
 
 /** What an Engine is made of: its methods and its lifecycle (lifecycle.ts) use these. */
 export interface EngineParts extends PartsContext {
@@ -76,6 +76,8 @@ export interface PartsContext {
   mcp: McpClients | null;
   /** Whether the engine was closed (waiting external claims then return empty). */
   closed: () => boolean;
+  /** The `rateLimits` option, checked. */
+  rateLimits: ReadonlyMap<string, TypeRate>;
 }
 
 /**
@@ -100,6 +102,7 @@ export function createParts(store: Store, options: EngineOptions, serve: boolean
   // (counting walks each commit's events; a metrics SDK registered later is not seen).
   const counting = meterProvider.getMeter("skein") !== createNoopMeter();
   const secrets = new Secrets(options.secrets ?? {});
+  const rateLimits = rateLimitsOf(options.rateLimits ?? {});
   const c: PartsContext = {
     store,
     options,
@@ -109,13 +112,22 @@ export function createParts(store: Store, options: EngineOptions, serve: boolean
     subscribers: new Subscribers(logger),
     metrics:
       serve && counting
-        ? new EngineMetrics({ meterProvider, store, engineId, clock, logger, agentTypes: () => agentTypes })
+        ? new EngineMetrics({
+            meterProvider,
+            store,
+            engineId,
+            clock,
+            logger,
+            agentTypes: () => agentTypes,
+            rateLimits,
+          })
         : null,
     maxPayloadBytes,
     secrets,
     mcp: options.mcp ? new McpClients(options.mcp, { secrets }) : null,
     egress: new Egress(options.egress),
     closed,
+    rateLimits,
   };
   const wired = wireParts(c);
   return {
@@ -261,7 +273,8 @@ function wireParts(c: PartsContext) {
     maxConcurrency: options.maxConcurrency ?? 100,
     maxOutputBytes: c.maxPayloadBytes,
     agentConcurrency: options.agentConcurrency ?? {},
-    rateLimits: rateLimitsOf(options.rateLimits ?? {}),
+    rateLimits: c.rateLimits,
+    holds: new HeldTypes(),
     // Shared databases sweep twice as often: the sweep is where a dead engine is found, one
     // cheap statement in it, and a killed engine's attempts should run again within a second.
     sweepIntervalMs: options.sweepIntervalMs ?? (store.exclusive ? 1000 : 500),
@@ -284,6 +297,7 @@ function wireParts(c: PartsContext) {
         c.subscribers.publish(events);
       },
       slots: (slots) => c.metrics?.slots(slots),
+      held: (holds) => c.metrics?.held(holds),
       inFlight: () => attempts.inFlight(),
       readyWaiting: (types) => external?.readyWaiting(types),
     },

@@ -43,6 +43,7 @@ import { type ListMessagesOptions, listMessages, type MessagePage } from "./mess
 import { type MigrateRunsAnswer, type MigrateRunsOptions, migrateRuns, upgradable } from "./migrate.js";
 import { openStore } from "./open-store.js";
 import { listProgress, type ProgressStream } from "./progress-read.js";
+import { type RateLimitState, rateLimitStates } from "./rate-states.js";
 import type { RegisteredWorkflow, WorkflowCheck } from "./registry.js";
 import { pruneRuns, type Retention } from "./retention.js";
 import { pendingReviews } from "./reviews.js";
@@ -530,6 +531,15 @@ export class Engine {
   async listEvents(runId: string, options: { afterSeq?: number; limit?: number } = {}): Promise<RunEvent[]> {
     refuseNul({ run_id: runId });
     return this.store.listEvents(runId, options);
+  }
+
+  /**
+   * Where each agent type stands against its rate limits and provider holds (DESIGN §17) across
+   * the database: every type of this engine's `rateLimits`, and every type a provider's 429 holds.
+   * `limited_until` is when a ready visit of the type may start at the earliest (null: now).
+   */
+  async rateLimitStates(): Promise<RateLimitState[]> {
+    return rateLimitStates(this.store, this.p.rateLimits, this.p.clock.now());
   }
 
   listWorkflows(): Promise<{ id: string; version: number; created_at: number }[]> {

@@ -8,10 +8,20 @@ export interface ConcurrencyGroup {
   key: string;
 }
 
-/** A rate limit's token bucket: tokens left at `updated_at` (epoch ms), refilled with time from there. */
+/**
+ * An agent type's rate limits as stored (DESIGN §17): its buckets' contents at `updated_at` (epoch
+ * ms), each refilled with time from there, what its last attempt used, and its hold.
+ */
 export interface RateBucket {
+  /** Claims left under `per_second`/`per_minute`. */
   tokens: number;
   updated_at: number;
+  /** Tokens of usage left in the `tokens_per_minute` window; null: never spent (full). */
+  usage_tokens: number | null;
+  /** The tokens the type's last attempt used (its next one's expectation); null: none known. */
+  last_usage: number | null;
+  /** No attempt of the type starts before this time (a provider's Retry-After); null: never held. */
+  held_until: number | null;
 }
 
 /**
@@ -30,6 +40,10 @@ export interface ClaimsTx {
   countRunningByKey(workflowId: string, nodeId: string, key: string, except: string[]): Promise<number>;
   /** These types' token buckets as last written, under the limits lock; a type never written is left out. */
   rateBuckets(agentTypes: string[]): Promise<Map<string, RateBucket>>;
-  /** Inserts or replaces these buckets, under the limits lock the transaction holds. Idempotent. */
+  /** Inserts or replaces these buckets (all but `held_until`), under the limits lock the transaction holds. Idempotent. */
   writeRateBuckets(buckets: Map<string, RateBucket>): Promise<void>;
+  /** Holds the type until `until`, or later if it is held longer (a row is made for it), under the limits lock. */
+  holdAgentType(agentType: string, until: number): Promise<void>;
+  /** Agent types held past `now`, with when each hold ends. */
+  rateHolds(now: number): Promise<Map<string, number>>;
 }

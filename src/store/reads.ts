@@ -1,6 +1,7 @@
 /** What the API and the CLI read, outside any transaction: committed data only. */
 import type { RunStatus } from "../core/states.js";
 import type { MapItem, Run, RunEvent, Schedule, Visit } from "../core/types.js";
+import type { RateBucket } from "./claims.js";
 import type { LoadedRun, VisitKey } from "./runs.js";
 import type { ScheduleFilter } from "./schedules.js";
 
@@ -121,6 +122,8 @@ export interface StoreReads {
   listReviews(runIds?: readonly string[]): Promise<(Visit & { trace_id: string; workflow_id: string })[]>;
   /** The metrics gauges (DESIGN §9) in two statements, each answered by an index. */
   readGauges(engineId: string, now: number): Promise<StoreGauges>;
+  /** Every agent type's rate row (rate limits and holds, DESIGN §17) as last written, by agent type. */
+  readRateBuckets(): Promise<Map<string, RateBucket>>;
   /** The schedule as committed, or null. */
   getSchedule(scheduleId: string): Promise<Schedule | null>;
   /** Schedules by schedule_id, as committed. */

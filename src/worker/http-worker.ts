@@ -225,6 +225,8 @@ export class HttpWorker {
             ...(error instanceof RetryableError && error.retryAfterMs !== undefined
               ? { retry_after_ms: error.retryAfterMs }
               : {}),
+            // A service's 429 holds the agent type on every engine (DESIGN §17).
+            ...(error instanceof RetryableError && error.rateLimited ? { rate_limited: true } : {}),
           },
           retryable: error.name !== "NonRetryableError",
         },

@@ -64,6 +64,9 @@ const FORKED_FROM_BEFORE_026 = "ALTER TABLE runs DROP COLUMN forked_from;";
 /** What migration 028 added: run keys (DESIGN §17). */
 const KEYS_BEFORE_028 =
   "DROP INDEX runs_by_key; ALTER TABLE runs DROP COLUMN key; ALTER TABLE runs DROP COLUMN queued;";
+/** What migration 030 added: token windows and holds on the rate limits' rows. */
+const TOKEN_RATES_BEFORE_030 =
+  "ALTER TABLE rate_buckets DROP COLUMN usage_tokens; ALTER TABLE rate_buckets DROP COLUMN last_usage; ALTER TABLE rate_buckets DROP COLUMN held_until;";
 
 /** The newest migration before 014 on this store (PostgreSQL has no 013). */
 const BEFORE = onPostgres ? 12 : 13;
@@ -228,6 +231,7 @@ describe("upgrading to engine keys under skein: (migration 014)", () => {
        ${PAUSE_BEFORE_025}
        ${FORKED_FROM_BEFORE_026}
        ${KEYS_BEFORE_028}
+       ${TOKEN_RATES_BEFORE_030}
        DELETE FROM skein_migrations WHERE version > ${BEFORE};
        UPDATE schedules SET next_fire_at = last_slot_at WHERE schedule_id = 'nightly';`,
     );

@@ -99,7 +99,7 @@ CREATE TABLE rate_buckets (
   agent_type  TEXT    PRIMARY KEY,
   tokens      REAL    NOT NULL,
   updated_at  INTEGER NOT NULL
-);
+, usage_tokens REAL, last_usage REAL, held_until INTEGER);
 
 CREATE TABLE run_tags (
   name   TEXT NOT NULL,

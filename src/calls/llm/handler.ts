@@ -201,14 +201,16 @@ function post(
   });
 }
 
-/** 429 and 5xx are retried (after `Retry-After` when the provider sends one); other statuses are not. */
+/** 429 and 5xx are retried (after `Retry-After` when the provider sends one; a 429 says it rate-limited); other statuses are not. */
 async function statusError(response: IncomingMessage, who: string, now: number, secrets?: Secrets): Promise<Error> {
   const status = response.statusCode ?? 0;
   const text = await errorBodyStart(response);
   const message = `${who} answered ${status}: ${providerMessage(text, secrets)}`;
   if (status === 429 || status >= 500) {
     const retryAfterMs = retryAfterMsOf(response.headers, now);
-    return new RetryableError(message, retryAfterMs === undefined ? {} : { retryAfterMs });
+    // A 429 with a Retry-After holds the agent type on every engine for that long (DESIGN §17).
+    const rateLimited = status === 429;
+    return new RetryableError(message, retryAfterMs === undefined ? { rateLimited } : { retryAfterMs, rateLimited });
   }
   return new NonRetryableError(message);
 }

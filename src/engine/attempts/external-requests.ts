@@ -101,10 +101,14 @@ export type CompleteRequest = WorkerIdentity & {
   next?: string | string[];
   usage?: Usage;
 };
-/** A failure, retried unless `retryable` is false; `error.retry_after_ms` sets the retry's delay (a Retry-After); `usage` as for a success. */
+/**
+ * A failure, retried unless `retryable` is false; `error.retry_after_ms` sets the retry's delay
+ * (a Retry-After); `error.rate_limited`: the service answered 429, so with `retry_after_ms` the
+ * agent type is held on every engine for that long (DESIGN §17); `usage` as for a success.
+ */
 export type FailRequest = WorkerIdentity & {
   attempt: number;
-  error: { message: string; retry_after_ms?: number; [key: string]: unknown };
+  error: { message: string; retry_after_ms?: number; rate_limited?: boolean; [key: string]: unknown };
   retryable?: boolean;
   usage?: Usage;
 };

@@ -23,6 +23,7 @@ import { ConflictError, ForbiddenError, NotFoundError, ValidationError } from ".
 import type { StepRow, Store, VisitKey } from "../../store/store.js";
 import type { WorkflowRegistry } from "../registry.js";
 import type { AttemptResult, ClaimedTask, ReportAnswer, Submit } from "../writer/inputs.js";
+import { RATE_LIMITED } from "../writer/rates.js";
 import { AttemptHolders } from "./attempt-holders.js";
 import { ClaimWaiters } from "./claim-waiters.js";
 import {
@@ -226,7 +227,7 @@ export class ExternalWorkers {
     const { graph } = await this.o.registry.get(claimed.workflow_id, claimed.workflow_version);
     const uses = claimed.compensates ? [] : (graph.nodes.get(claimed.node_id)?.secretUses ?? []);
     const { traceparent } = this.o.attempts.spans.startAttempt(claimed, holder);
-    const { run_traceparent: _, usage_runs: __, ...task } = claimed;
+    const { run_traceparent: _, usage_runs: __, expected_tokens: ___, ...task } = claimed;
     return {
       ...task,
       traceparent,
@@ -349,12 +350,20 @@ export class ExternalWorkers {
   async fail(executionId: string, request: FailRequest): Promise<ReportAnswer> {
     const key = this.checked(executionId, request, "Report is invalid");
     await this.verify(executionId, key, request, false);
-    const { message, retry_after_ms, ...details } = request.error;
+    const { message, retry_after_ms, rate_limited, ...details } = request.error;
     if (retry_after_ms !== undefined && !(Number.isSafeInteger(retry_after_ms) && (retry_after_ms as number) >= 0)) {
       throw new ValidationError("Report is invalid", [
         {
           path: "error.retry_after_ms",
           message: `must be a non-negative integer of milliseconds (when to retry), got ${JSON.stringify(retry_after_ms)}`,
+        },
+      ]);
+    }
+    if (rate_limited !== undefined && typeof rate_limited !== "boolean") {
+      throw new ValidationError("Report is invalid", [
+        {
+          path: "error.rate_limited",
+          message: `must be true (the service answered 429) or false, got ${JSON.stringify(rate_limited)}`,
         },
       ]);
     }
@@ -364,7 +373,8 @@ export class ExternalWorkers {
       attempt: request.attempt,
       error: {
         message,
-        reason: "error",
+        // A service's 429: with retry_after_ms it holds the agent type (writer/rates.ts).
+        reason: rate_limited === true ? RATE_LIMITED : "error",
         ...(Object.keys(details).length > 0 ? { details: details as Json } : {}),
         ...(retry_after_ms === undefined ? {} : { retry_after_ms: retry_after_ms as number }),
       },
@@ -429,7 +439,12 @@ export class ExternalWorkers {
   ): Promise<ReportAnswer> {
     const usage = who.usage !== undefined && !isEmptyUsage(who.usage) ? { ...who.usage } : null;
     const runs = usage ? await this.facts.usageRunsOf(result.execution_id) : [];
-    return this.push(result, holderOf(who), who.token?.agent_types ?? null, usage, runs);
+    // For its type's token window (rates.ts): what the claim took, and what the worker says it used.
+    const tokens = {
+      expected: this.facts.expectedTokensOf(result.execution_id, result.attempt),
+      used: (usage?.tokens_in ?? 0) + (usage?.tokens_out ?? 0),
+    };
+    return this.push({ ...result, tokens }, holderOf(who), who.token?.agent_types ?? null, usage, runs);
   }
 
   private push(

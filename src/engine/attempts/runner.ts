@@ -44,6 +44,11 @@ export interface AttemptRunnerOptions {
   submit: Submit;
 }
 
+/** The tokens an attempt reported using so far (`task.reportUsage`): its result settles its type's window with them. */
+interface UsedTokens {
+  tokens: number;
+}
+
 interface Held {
   attempt: number;
   agent_type: string;
@@ -98,10 +103,13 @@ export class AttemptRunner {
     };
     this.held.set(task.execution_id, held);
     this.byType.set(task.agent_type, (this.byType.get(task.agent_type) ?? 0) + 1);
-    void this.run(task, handler, abort).then((input) => {
+    const used: UsedTokens = { tokens: 0 };
+    void this.run(task, handler, abort, used).then((input) => {
       finish();
       this.release(task.execution_id, task.attempt);
-      this.o.submit(input);
+      // Its claim took tokens of its type's window: the result settles them with what it used.
+      const expected = task.expected_tokens;
+      this.o.submit(expected === undefined ? input : { ...input, tokens: { expected, used: used.tokens } });
     });
   }
 
@@ -125,7 +133,12 @@ export class AttemptRunner {
     this.byType.set(held.agent_type, (this.byType.get(held.agent_type) ?? 1) - 1);
   }
 
-  private async run(task: ClaimedTask, handler: AgentHandler | undefined, signal: LazyAbort): Promise<AttemptResult> {
+  private async run(
+    task: ClaimedTask,
+    handler: AgentHandler | undefined,
+    signal: LazyAbort,
+    used: UsedTokens,
+  ): Promise<AttemptResult> {
     const at = { execution_id: task.execution_id, attempt: task.attempt };
     const { span, traceparent } = this.spans.startAttempt(task);
     try {
@@ -133,7 +146,7 @@ export class AttemptRunner {
       if (task.compensates) {
         const payload = await this.payloads.compensation(task);
         const value = await this.spans.within(span, () =>
-          handler(this.task({ ...task, payload }, traceparent, signal)),
+          handler(this.task({ ...task, payload }, traceparent, signal, used)),
         );
         return this.outcomes.compensationOutcome(at, this.redacted(value));
       }
@@ -152,7 +165,9 @@ export class AttemptRunner {
         (await this.o.registry.get(task.workflow_id, task.workflow_version));
       const withSecrets = this.withSecrets(task, handler, loaded.graph);
       if ("kind" in withSecrets) return withSecrets;
-      const value = await this.spans.within(span, () => handler(this.task(withSecrets.task, traceparent, signal)));
+      const value = await this.spans.within(span, () =>
+        handler(this.task(withSecrets.task, traceparent, signal, used)),
+      );
       return await this.outcomes.outcome(task, this.redacted(value));
     } catch (e) {
       // The agent node's loop ends its attempt to wait for a person (core/kinds/agent.ts).
@@ -205,7 +220,7 @@ export class AttemptRunner {
     return this.o.secrets.redact(value);
   }
 
-  private task(t: ClaimedTask, traceparent: string, abort: LazyAbort): Task {
+  private task(t: ClaimedTask, traceparent: string, abort: LazyAbort, used: UsedTokens): Task {
     const source: ProgressSource = {
       run_id: t.run_id,
       node_id: t.node_id,
@@ -252,7 +267,7 @@ export class AttemptRunner {
         }
       },
       reportUsage: (usage: Usage) => {
-        pending = this.reportUsage(t, usage, pending);
+        pending = this.reportUsage(t, usage, pending, used);
       },
       step: (name, fn) => {
         journal ??= this.journal(t, abort);
@@ -290,7 +305,7 @@ export class AttemptRunner {
    * thrown into the handler), then added to the attempt's queued usage input while no flush has
    * taken it, else queued as a new one. Returns the input later calls may add to.
    */
-  private reportUsage(t: ClaimedTask, usage: unknown, pending: UsageInput | null): UsageInput | null {
+  private reportUsage(t: ClaimedTask, usage: unknown, pending: UsageInput | null, used: UsedTokens): UsageInput | null {
     const problem = usageProblem(usage);
     if (problem) {
       this.o.logger.warn(
@@ -301,6 +316,7 @@ export class AttemptRunner {
     }
     const figures = usage as Usage;
     if (isEmptyUsage(figures)) return pending;
+    used.tokens += (figures.tokens_in ?? 0) + (figures.tokens_out ?? 0);
     if (pending && !pending.taken) {
       pending.usage = addUsage(pending.usage, figures);
       return pending;

@@ -10,8 +10,11 @@ import type { Store, VisitKey } from "../../store/store.js";
 import type { ClaimedTask } from "../writer/inputs.js";
 import type { ResultOf } from "./outcomes.js";
 
-/** What is kept of a claimed task's run. */
-type RunFacts = Pick<ClaimedTask, "run_id" | "input" | "trace_id" | "workflow_id" | "workflow_version" | "usage_runs">;
+/** What is kept of a claimed task's run, and the tokens its claim took (of which attempt). */
+type RunFacts = Pick<
+  ClaimedTask,
+  "run_id" | "input" | "trace_id" | "workflow_id" | "workflow_version" | "usage_runs" | "attempt" | "expected_tokens"
+>;
 
 /** Claimed tasks whose run facts are kept (the oldest are forgotten first; a miss reads the run). */
 const FACTS_KEPT = 10_000;
@@ -22,8 +25,10 @@ export class TaskFacts {
   constructor(private readonly store: Store) {}
 
   remember(t: ClaimedTask): void {
-    const { run_id, input, trace_id, workflow_id, workflow_version, usage_runs } = t;
-    this.facts.set(t.execution_id, { run_id, input, trace_id, workflow_id, workflow_version, usage_runs });
+    const { run_id, input, trace_id, workflow_id, workflow_version, usage_runs, attempt, expected_tokens } = t;
+    const facts: RunFacts = { run_id, input, trace_id, workflow_id, workflow_version, usage_runs, attempt };
+    if (expected_tokens !== undefined) facts.expected_tokens = expected_tokens;
+    this.facts.set(t.execution_id, facts);
     if (this.facts.size > FACTS_KEPT) this.facts.delete(this.facts.keys().next().value as string);
   }
 
@@ -42,6 +47,15 @@ export class TaskFacts {
     const runId = runOfExecution(executionId);
     const run = runId === null ? null : await this.store.getRun(runId);
     return run ? usageRuns(run) : [];
+  }
+
+  /**
+   * The tokens the claim of this attempt took of its type's window (rates.ts), when this engine
+   * made it and still keeps it; null otherwise (the report's flush works them out again).
+   */
+  expectedTokensOf(executionId: string, attempt: number): number | null {
+    const kept = this.facts.get(executionId);
+    return kept?.attempt === attempt ? (kept.expected_tokens ?? null) : null;
   }
 
   /** What deciding the edges of a result needs: the visit's run and workflow. */

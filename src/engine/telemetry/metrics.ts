@@ -24,6 +24,8 @@ import type { Clock } from "../../clock.js";
 import type { RunState } from "../../core/scheduler.js";
 import type { EventType, RunEvent } from "../../core/types.js";
 import type { Store, StoreGauges } from "../../store/store.js";
+import { type RateLimitState, rateLimitStates } from "../rate-states.js";
+import type { TypeRate } from "../writer/rates.js";
 import type { SlotOutcome } from "../writer/schedules.js";
 
 /** How long gauges read from the database are reused, ms: a scrape storm costs one read a second. */
@@ -61,6 +63,8 @@ export interface MetricsContext {
   logger: Logger;
   /** Agent types this engine runs in process: their queue depth is shown as 0 when none wait. */
   agentTypes: () => string[];
+  /** The `rateLimits` option, checked: the rate gauges show its types and the held ones. */
+  rateLimits: ReadonlyMap<string, TypeRate>;
 }
 
 export class EngineMetrics {
@@ -76,11 +80,15 @@ export class EngineMetrics {
   private readonly pendingWaits: ObservableGauge;
   private readonly pausedRuns: ObservableGauge;
   private readonly heartbeatAge: ObservableGauge;
+  private readonly rateHolds: Counter;
+  private readonly rateTokensLeft: ObservableGauge;
+  private readonly rateHeld: ObservableGauge;
   private readonly gauges: ObservableGauge[];
   private readonly meter: Meter;
   /** When each attempt this engine committed the start of began (event time), by run, then `node#visit`. */
   private readonly starts = new Map<string, Map<string, { attempt: number; at: number }>>();
   private cached: { at: number; read: Promise<StoreGauges | null> } | null = null;
+  private cachedRates: { at: number; read: Promise<RateLimitState[] | null> } | null = null;
   private readonly observe: BatchObservableCallback;
 
   constructor(private readonly c: MetricsContext) {
@@ -130,6 +138,19 @@ export class EngineMetrics {
       description: "Time since this engine's last heartbeat as the database holds it",
       unit: "s",
     });
+    this.rateHolds = meter.createCounter("skein_rate_limit_holds", {
+      description:
+        "Holds this engine wrote after a provider's 429 with Retry-After, by agent_type: no attempt of the type starts on any engine meanwhile",
+    });
+    this.rateTokensLeft = meter.createObservableGauge("skein_rate_limit_tokens_left", {
+      description:
+        "Tokens left in the tokens_per_minute window of each agent type with one, across the database (below 0 after attempts used more than they expected)",
+    });
+    this.rateHeld = meter.createObservableGauge("skein_rate_limit_held_seconds", {
+      description:
+        "Time until a held agent type's hold (a provider's Retry-After) ends, by agent_type; 0 when not held",
+      unit: "s",
+    });
     this.gauges = [
       this.readyVisits,
       this.oldestReady,
@@ -137,6 +158,8 @@ export class EngineMetrics {
       this.pendingWaits,
       this.pausedRuns,
       this.heartbeatAge,
+      this.rateTokensLeft,
+      this.rateHeld,
     ];
     this.observe = async (result) => {
       const now = this.c.clock.now();
@@ -157,6 +180,11 @@ export class EngineMetrics {
       result.observe(this.pendingWaits, g.pending_waits);
       result.observe(this.pausedRuns, g.paused_runs);
       if (g.heartbeat_age_ms !== null) result.observe(this.heartbeatAge, Math.max(0, g.heartbeat_age_ms) / 1000);
+      for (const r of (await this.readRates(now)) ?? []) {
+        const labels = { agent_type: r.agent_type };
+        if (r.tokens_left !== null) result.observe(this.rateTokensLeft, Math.floor(r.tokens_left), labels);
+        result.observe(this.rateHeld, r.held_until === null ? 0 : Math.max(0, r.held_until - now) / 1000, labels);
+      }
     };
     meter.addBatchObservableCallback(this.observe, this.gauges);
   }
@@ -177,6 +205,15 @@ export class EngineMetrics {
       for (const s of slots) this.scheduleSlots.add(1, { schedule: s.schedule_id, outcome: s.outcome });
     } catch (err) {
       this.c.logger.error({ err }, "skein: metrics: schedule slots could not be counted");
+    }
+  }
+
+  /** Holds a committed flush wrote (a provider's 429). Never throws. */
+  held(holds: readonly { agent_type: string }[]): void {
+    try {
+      for (const h of holds) this.rateHolds.add(1, { agent_type: h.agent_type });
+    } catch (err) {
+      this.c.logger.error({ err }, "skein: metrics: holds could not be counted");
     }
   }
 
@@ -230,6 +267,18 @@ export class EngineMetrics {
       this.starts.set(runId, found);
     }
     return found;
+  }
+
+  /** The rate limits' states (rate-states.ts), shared by scrapes as the gauges are; null when the read fails (logged). */
+  private readRates(now: number): Promise<RateLimitState[] | null> {
+    const c = this.cachedRates;
+    if (c && now >= c.at && now - c.at < GAUGE_CACHE_MS) return c.read;
+    const read = rateLimitStates(this.c.store, this.c.rateLimits, now).catch((err: unknown) => {
+      this.c.logger.warn({ err }, "skein: metrics: the rate limits could not be read from the database");
+      return null;
+    });
+    this.cachedRates = { at: now, read };
+    return read;
   }
 
   /** The gauges from the database, shared by scrapes within GAUGE_CACHE_MS; null when it fails (logged). */

@@ -121,6 +121,8 @@ export class Claims {
     for (const a of this.itemsInHand()) add(a.agentType, null);
     // A limited type's attempt ended: a visit over the limit may now be claimed, by any engine or worker.
     for (const type of freedLimitedTypes(f)) add(type, null);
+    // Tokens an attempt did not use went back to its type's window: a visit waiting for them may start.
+    for (const type of this.limits.rates.freed) add(type, null);
     f.out.waiting = [...ready.keys()].filter((t) => t !== "*");
     if (!f.o.store.exclusive) {
       f.notify = [...ready].map(([agentType, runs]) => ({ agentType, runIds: runs ? [...runs] : [] }));
@@ -143,8 +145,12 @@ export class Claims {
     const take = async (c: ClaimInput, a: Attempt) => {
       a.claim(c.holder, f.now);
       a.row.lease_expires_at = Math.min(a.row.lease_expires_at ?? Number.POSITIVE_INFINITY, f.now + c.lease_ms);
-      this.limits.took(a);
-      tasks.get(c)?.push(await taskOf(f, a));
+      const tokens = this.limits.took(a);
+      tasks.get(c)?.push(withTokens(await taskOf(f, a), tokens));
+    };
+    // Within its type's token window (the first that does not fit stops its type for this flush).
+    const takeIfAdmitted = async (c: ClaimInput, a: Attempt) => {
+      if (await this.limits.admits(a)) await take(c, a);
     };
     // The first claim with room that asked for the type, while the type's limit leaves room.
     const taker = async (agentType: string) => {
@@ -154,9 +160,14 @@ export class Claims {
     // A visit its node's `concurrency` holds back waits ready (its node's key is full); one a budget stops fails.
     const takeVisit = async (c: ClaimInput, rs: RunState, v: Visit) => {
       if (await this.budget.stops(rs, v)) return;
+      const a = visitAttempt(rs, v);
       // Held for its budget (reserved by attempts in flight): looked for again when one ends.
-      if ((await this.limits.nodeAllows(rs, v)) && (await this.budget.reserveFor(rs, v)))
-        await take(c, visitAttempt(rs, v));
+      if (
+        (await this.limits.nodeAllows(rs, v)) &&
+        (await this.limits.admits(a)) &&
+        (await this.budget.reserveFor(rs, v))
+      )
+        await take(c, a);
     };
     for (const [rs, v] of this.inHand()) {
       const c = isClaimable(v, f.now) ? await taker(v.agent_type) : undefined;
@@ -164,12 +175,12 @@ export class Claims {
     }
     for (const a of this.itemsInHand()) {
       const c = await taker(a.agentType);
-      if (c) await take(c, a);
+      if (c) await takeIfAdmitted(c, a);
     }
     for (const rs of f.states.values()) {
       const row = claimableCompensation(rs, f.now);
       const c = row ? await taker(row.agent_type) : undefined;
-      if (row && c) await take(c, compensationAttempt(rs, row));
+      if (row && c) await takeIfAdmitted(c, compensationAttempt(rs, row));
     }
     const wanted = async (type: string) => {
       const asked = claims.reduce((n, c) => n + (c.agent_types.includes(type) ? Math.max(0, room(c)) : 0), 0);
@@ -189,7 +200,7 @@ export class Claims {
         () => wanted(type),
         async (a) => {
           const c = await taker(a.agentType);
-          if (c) await take(c, a);
+          if (c) await takeIfAdmitted(c, a);
         },
       );
       // Then what failed runs have to undo with this agent type, one row per run at a time.
@@ -201,7 +212,7 @@ export class Claims {
         const rs = await f.load(runId);
         const row = rs ? claimableCompensation(rs, f.now) : null;
         const c = row?.agent_type === type ? await taker(type) : undefined;
-        if (rs && row && c) await take(c, compensationAttempt(rs, row));
+        if (rs && row && c) await takeIfAdmitted(c, compensationAttempt(rs, row));
       }
     }
     for (const c of claims) f.out.callbacks.push(() => c.done.resolve(tasks.get(c) ?? []));
@@ -233,10 +244,15 @@ export class Claims {
     };
     const take = async (a: Attempt) => {
       a.claim(f.o.engineId, f.now);
-      this.limits.took(a);
-      f.out.claimed.push(await taskOf(f, a));
+      const tokens = this.limits.took(a);
+      f.out.claimed.push(withTokens(await taskOf(f, a), tokens));
       free -= 1;
       taken.set(a.agentType, (taken.get(a.agentType) ?? 0) + 1);
+    };
+    // Within its type's token window; one that does not fit waits, and its type's later ones with it.
+    const takeIfAdmitted = async (a: Attempt) => {
+      if (await this.limits.admits(a)) await take(a);
+      else backlog.add(a.agentType);
     };
     const ready = async (rs: RunState, v: Visit) => {
       const { kind } = nodeOf(rs, v.node_id);
@@ -246,21 +262,27 @@ export class Claims {
         return; // failed budget_exceeded: no attempt starts
       else if (!(await this.limits.nodeAllows(rs, v)))
         f.backlog.add(v.agent_type); // its node's key is full: claimed when one of its attempts ends
-      // Held for its budget (reserved by attempts in flight): looked for again when one ends.
-      else if (await this.budget.reserveFor(rs, v)) await take(visitAttempt(rs, v));
+      else {
+        const a = visitAttempt(rs, v);
+        // Short of its type's tokens: waits for the wake-up when the window has room.
+        if (!(await this.limits.admits(a))) f.backlog.add(v.agent_type);
+        // Held for its budget (reserved by attempts in flight): looked for again when one ends.
+        else if (await this.budget.reserveFor(rs, v)) await take(a);
+      }
     };
     const types = [...f.o.agentTypes().filter((t) => !ENGINE_STARTED.includes(t)), ...ENGINE_STARTED];
     for (const type of types) {
       if (!sweep && !backlog.has(type)) continue;
       const visitsDone = await this.eachClaimable(type, () => room(type), ready);
       // Map items of an agent (never of a kind the engine starts) wait in the same backlog.
-      const itemsDone = kindOf(type).start === "engine" || (await this.eachClaimableItem(type, () => room(type), take));
+      const itemsDone =
+        kindOf(type).start === "engine" || (await this.eachClaimableItem(type, () => room(type), takeIfAdmitted));
       if (visitsDone && itemsDone) backlog.delete(type);
       else backlog.add(type);
     }
     for (const a of this.itemsInHand()) {
       if (!types.includes(a.agentType)) continue;
-      if ((await room(a.agentType)) > 0) await take(a);
+      if ((await room(a.agentType)) > 0) await takeIfAdmitted(a);
       else backlog.add(a.agentType);
     }
     for (const [rs, v] of this.inHand()) {
@@ -274,7 +296,7 @@ export class Claims {
       const c = claimableCompensation(rs, f.now);
       const byAgent = c !== null && kindOf(c.agent_type).start === "agent";
       if (c && byAgent && types.includes(c.agent_type) && (await room(c.agent_type)) > 0)
-        await take(compensationAttempt(rs, c));
+        await takeIfAdmitted(compensationAttempt(rs, c));
     }
   }
 
@@ -337,6 +359,12 @@ export class Claims {
 /** Ready and due (in memory, which may be ahead of the database), as `isClaimable` says of a visit. */
 function isItemClaimable(row: MapItem, now: number): boolean {
   return (row.state === "PENDING" || row.state === "RETRYING") && row.ready_at !== null && row.ready_at <= now;
+}
+
+/** The task with the tokens its claim took of its type's window (rates.ts), which its result settles. */
+function withTokens(task: ClaimedTask, tokens: number | null): ClaimedTask {
+  if (tokens !== null) task.expected_tokens = tokens;
+  return task;
 }
 
 /** The task a claimed attempt is handed. */

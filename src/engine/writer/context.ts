@@ -30,6 +30,8 @@ export interface FlushOutcome {
   waiting: string[];
   /** What became of each schedule slot this flush handled (engine/writer/schedules.ts), for the metrics. */
   slots: SlotOutcome[];
+  /** Agent types this flush held after a provider's 429 (rates.ts), and until when, for the metrics. */
+  holds: { agent_type: string; until: number }[];
   /**
    * Work this flush left over for the next (bounded-work.ts): inputs to apply then, and whether
    * ready `workflow`/`map` visits wait unstarted. The dispatcher flushes again on the next turn of

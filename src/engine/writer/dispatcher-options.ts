@@ -7,6 +7,7 @@ import type { Store, VisitKey } from "../../store/store.js";
 import type { WorkflowRegistry } from "../registry.js";
 import type { RunSpans } from "../telemetry/run-spans.js";
 import type { ClaimedTask } from "./inputs.js";
+import type { HeldTypes, TypeRate } from "./rates.js";
 
 /** What resolving a visit's payload needs of its run (none of it changes while the run lives). */
 export type RunRef = Pick<Run, "run_id" | "workflow_id" | "workflow_version" | "trace_id" | "input" | "parent">;
@@ -36,6 +37,8 @@ export interface DispatcherHooks {
   published(events: RunEvent[], runs: ReadonlyMap<string, RunState>, seconds: number): void;
   /** Schedule slots a committed sweep handled (started, skipped, not started). */
   slots?(slots: readonly SlotOutcome[]): void;
+  /** Agent types a committed flush held after a provider's 429, and until when. */
+  held?(holds: readonly { agent_type: string; until: number }[]): void;
   /** Agent types with ready visits a flush left unclaimed (external workers may be waiting). */
   readyWaiting(agentTypes: string[]): void;
   /** In-process attempts now held, per agent type (for the limits). */
@@ -55,8 +58,10 @@ export interface DispatcherOptions {
   agentTypes: () => string[];
   maxConcurrency: number;
   agentConcurrency: Readonly<Record<string, number>>;
-  /** Token buckets per agent type, checked (`rateLimitsOf`): tokens per ms, and the most that gather. */
-  rateLimits: ReadonlyMap<string, { perMs: number; burst: number }>;
+  /** Rate limits per agent type, checked (`rateLimitsOf`): of requests, of tokens, or both. */
+  rateLimits: ReadonlyMap<string, TypeRate>;
+  /** The agent types a provider's Retry-After holds, as this engine knows them (rates.ts). */
+  holds: HeldTypes;
   sweepIntervalMs: number;
   random: () => number;
   /** How many in-progress runs to keep in memory between transactions (run-cache.ts). */

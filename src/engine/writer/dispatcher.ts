@@ -16,6 +16,7 @@ import type { FlushOutcome } from "./context.js";
 import type { DispatcherOptions } from "./dispatcher-options.js";
 import { Flush } from "./flush.js";
 import { type AttemptRef, type Input, runsToLock } from "./inputs.js";
+import { HOLDS_NOTICE } from "./rates.js";
 import { type Failure, isolate, isTransient, type Refusing } from "./refused.js";
 import { RunCache } from "./run-cache.js";
 import { takeoverLine } from "./sweep.js";
@@ -100,6 +101,9 @@ export class Dispatcher {
     this.takeOver = true;
     // Another engine made visits ready (or started runs): look for them now, not at the sweep.
     this.o.store.onReady(({ agentType, runIds }) => {
+      // Another engine held an agent type, or notices may have been lost: the next claim reads the holds.
+      if (agentType === HOLDS_NOTICE || agentType === "*") this.o.holds.stale = true;
+      if (agentType === HOLDS_NOTICE) return;
       const served = ENGINE_STARTED.includes(agentType) || this.o.agentTypes().includes(agentType);
       if (agentType === "*") this.sweepDue = true;
       else if (!served)
@@ -433,6 +437,7 @@ export class Dispatcher {
     for (const t of out.tookOver) this.o.logger.warn(t, takeoverLine(t));
     h.published(out.events, states, seconds);
     if (out.slots.length > 0) h.slots?.(out.slots);
+    if (out.holds.length > 0) h.held?.(out.holds);
     if (out.waiting.length > 0) h.readyWaiting(out.waiting);
     for (const [executionId, reason] of out.aborted) h.abort(executionId, reason);
     for (const done of out.callbacks) done();

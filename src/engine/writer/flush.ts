@@ -77,6 +77,7 @@ export class Flush implements FlushContext {
     tookOver: [],
     waiting: [],
     slots: [],
+    holds: [],
     more: { inputs: [], flush: false },
   };
   /** What the concurrency limits leave room for, across engines (counted at the first limited claim). */
@@ -150,6 +151,8 @@ export class Flush implements FlushContext {
     await planCompensations(this);
     // A limited type's attempt that ended may leave room for a visit waiting in the database.
     for (const type of freedLimitedTypes(this)) this.backlog.add(type);
+    // So may tokens an attempt took and did not use, given back to its type's window.
+    for (const type of this.limits.rates.freed) this.backlog.add(type);
     await budget.release(); // attempts that ended leave room under their budgets
     if (this.claiming) await claims.claimReady(sweep);
     await this.rounds();
@@ -158,16 +161,18 @@ export class Flush implements FlushContext {
     for (const step of this.kinds.steps.values()) if (step.leftOver) more.push(...step.leftOver());
     this.out.more = { inputs: more, flush: this.work.startsLeft <= 0 || more.length > 0 };
     claims.notifyOthers();
-    // Waiting workers may claim what a rate limit lets through now (a sweep: the timer of its next token).
-    if (sweep) this.out.waiting.push(...this.limits.withTokens().filter((t) => !this.out.waiting.includes(t)));
-    await this.limits.save();
+    // Waiting workers may claim what a rate limit or an ended hold lets through now (a sweep: the timer of its room).
+    const { rates } = this.limits;
+    if (sweep) this.out.waiting.push(...rates.withRoom().filter((t) => !this.out.waiting.includes(t)));
+    await rates.save();
     // A sweep reads the next due time after its write; any other flush ends with its write.
     await this.persist(!sweep);
     // A sweep asks the database for the next due time; other flushes only add due times, those
-    // of the rows they wrote (an earlier one is armed already); a rate limit's next token too.
+    // of the rows they wrote (an earlier one is armed already); when a rate-limited or held type has room too.
     const due = sweep ? await tx.nextDue(this.now) : this.dueSoon;
-    const token = this.limits.nextToken;
-    this.out.nextDue = due === null ? token : token === null ? due : Math.min(due, token);
+    if (this.claiming) rates.armWaiting(this.backlog);
+    const room = rates.nextRoom;
+    this.out.nextDue = due === null ? room : room === null ? due : Math.min(due, room);
     return this.out;
   }
 
@@ -254,9 +259,9 @@ export class Flush implements FlushContext {
       case "failure":
       case "fail_visit":
       case "await_approval":
-        return applyResult(this, input);
+        return applyResult(this, this.limits.rates, input);
       case "report":
-        return applyResult(this, input.result, input);
+        return applyResult(this, this.limits.rates, input.result, input);
       case "usage": {
         // Later calls of the attempt make a new input from now on: this one's figures are final.
         input.taken = true;

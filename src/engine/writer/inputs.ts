@@ -33,6 +33,8 @@ export type ClaimedTask = Omit<
   lease_expires_at: number | null;
   /** The runs its usage reports add to: its run, then every run above it (DESIGN §12). */
   usage_runs: string[];
+  /** The tokens its claim took of its agent type's `tokens_per_minute` window (absent without one): its result settles them. */
+  expected_tokens?: number;
 };
 
 export type Input =
@@ -205,12 +207,20 @@ export type Input =
  * because the attempt had already ended (DESIGN §13: a `when` is evaluated only for the holder
  * of a running attempt): such a result is never applied.
  */
-export type AttemptResult =
+export type AttemptResult = (
   | { kind: "success"; execution_id: string; attempt: number; output: Json; decision: Decision | null }
   | { kind: "failure"; execution_id: string; attempt: number; error: VisitError; retryable: boolean }
   | { kind: "fail_visit"; execution_id: string; attempt: number; reason: string; error: VisitError }
   /** An agent's tool call waits for a person (core/kinds/agent.ts): the visit is IN_REVIEW, the attempt ends. */
-  | { kind: "await_approval"; execution_id: string; attempt: number; request: ApprovalRequest };
+  | { kind: "await_approval"; execution_id: string; attempt: number; request: ApprovalRequest }
+) & {
+  /**
+   * Of an attempt of a type with a `tokens_per_minute` window (writer/rates.ts): the tokens its
+   * claim took (null when the engine applying it does not know: worked out again) and the tokens
+   * it reported using, settled with the window when the result is applied.
+   */
+  tokens?: { expected: number | null; used: number };
+};
 
 /**
  * The port through which the attempt runner and the external workers hand the writer what they

@@ -8,14 +8,16 @@
  * The count is taken once per flush, at its first claim of a limited type, under the store's
  * limits lock (`countRunningForLimits`), which no other engine's limited claim passes until this
  * transaction commits; claims made after it are added as they are made.
+ *
+ * Rate limits (requests and tokens) and provider holds are rates.ts's: `room`, `admits` and
+ * `took` ask it too.
  */
 import type { Attempt } from "../../core/attempt.js";
 import { nodeOf, type RunState } from "../../core/scheduler.js";
 import type { Visit } from "../../core/types.js";
-import { ValidationError } from "../../errors.js";
-import type { ConcurrencyGroup, RateBucket } from "../../store/store.js";
-import type { RateLimit } from "../engine-options.js";
+import type { ConcurrencyGroup } from "../../store/store.js";
 import type { FlushContext } from "./context.js";
+import { Rates } from "./rates.js";
 
 export class ClaimLimits {
   /** Attempts running per limited type: the database's, this flush's changes included; null until counted. */
@@ -24,68 +26,25 @@ export class ClaimLimits {
   private readonly byKey = new Map<string, number>();
   /** The groups among them found full: their waiting visits are left out of later claim queries. */
   private readonly full = new Map<string, ConcurrencyGroup>();
-  /** Rate-limited types' token buckets, refilled to this flush's time; null until read. */
-  private buckets: Map<string, RateBucket> | null = null;
-  /** Buckets this flush took tokens from: written back before the flush's other writes. */
-  private readonly spent = new Set<string>();
-  /** When the next token of a type this flush found empty is due (to arm the wake-up timer), or null. */
-  nextToken: number | null = null;
+  /** Rate limits and provider holds (rates.ts). */
+  readonly rates: Rates;
 
-  constructor(private readonly f: FlushContext) {}
+  constructor(private readonly f: FlushContext) {
+    this.rates = new Rates(f);
+  }
 
   /** The limit of an agent type across the database, or undefined when it has none. */
   limitOf(agentType: string): number | undefined {
     return limitOf(this.f.o.agentConcurrency, agentType);
   }
 
-  /** How many more attempts of the type may be claimed now (Infinity when it has no limit). */
+  /** How many more attempts of the type may be claimed now (Infinity when it has no limit and is not held). */
   async room(agentType: string): Promise<number> {
-    const byRate = await this.tokens(agentType);
+    const byRate = await this.rates.room(agentType);
     const limit = this.limitOf(agentType);
-    if (limit === undefined) return byRate;
+    if (limit === undefined || byRate <= 0) return byRate;
     const running = await this.count();
     return Math.min(byRate, limit - (running.get(agentType) ?? 0));
-  }
-
-  /** Whole tokens left in the type's bucket (Infinity without a rate limit); notes when an empty one refills. */
-  private async tokens(agentType: string): Promise<number> {
-    const rate = this.f.o.rateLimits.get(agentType);
-    if (!rate) return Number.POSITIVE_INFINITY;
-    const buckets = await this.readBuckets();
-    const bucket = buckets.get(agentType) ?? { tokens: rate.burst, updated_at: this.f.now };
-    if (bucket.tokens < 1) {
-      const due = this.f.now + Math.ceil((1 - bucket.tokens) / rate.perMs);
-      if (this.nextToken === null || due < this.nextToken) this.nextToken = due;
-    }
-    return Math.floor(bucket.tokens);
-  }
-
-  private async readBuckets(): Promise<Map<string, RateBucket>> {
-    if (this.buckets) return this.buckets;
-    const rates = this.f.o.rateLimits;
-    const stored = await this.f.tx.rateBuckets([...rates.keys()]);
-    const now = this.f.now;
-    const buckets = new Map<string, RateBucket>();
-    for (const [type, rate] of rates) {
-      const b = stored.get(type);
-      // A bucket never written is full; time never runs backwards for it (another engine's clock).
-      const tokens = b ? Math.min(rate.burst, b.tokens + Math.max(0, now - b.updated_at) * rate.perMs) : rate.burst;
-      buckets.set(type, { tokens, updated_at: now });
-    }
-    this.buckets = buckets;
-    return buckets;
-  }
-
-  /** Rate-limited types with a whole token left, once this flush has looked (waiting workers may claim). */
-  withTokens(): string[] {
-    return [...(this.buckets ?? [])].filter(([, b]) => b.tokens >= 1).map(([type]) => type);
-  }
-
-  /** Writes back the buckets this flush took tokens from. */
-  async save(): Promise<void> {
-    if (!this.buckets || this.spent.size === 0) return;
-    const changed = new Map([...this.buckets].filter(([type]) => this.spent.has(type)));
-    await this.f.tx.writeRateBuckets(changed);
   }
 
   /**
@@ -117,23 +76,31 @@ export class ClaimLimits {
     return [...this.full.values()];
   }
 
-  /** Records a claim of this flush (after `room` and `nodeAllows` said there was room). */
-  took(a: Attempt): void {
+  /**
+   * Whether the attempt's own expectation fits its type's token window (rates.ts `admits`):
+   * asked right before a claim, after `room` (and a visit's `nodeAllows`).
+   */
+  admits(a: Attempt): Promise<boolean> {
+    return this.rates.admits(a);
+  }
+
+  /**
+   * Records a claim of this flush (after `room`, `nodeAllows` and `admits` said there was room);
+   * returns the tokens it took of its type's window, which its result settles (null: no token rate).
+   */
+  took(a: Attempt): number | null {
     const type = a.agentType;
     if (this.running && this.limitOf(type) !== undefined) {
       this.running.set(type, (this.running.get(type) ?? 0) + 1);
     }
-    const bucket = this.buckets?.get(type);
-    if (bucket && this.f.o.rateLimits.has(type)) {
-      bucket.tokens -= 1;
-      this.spent.add(type);
-    }
+    const tokens = this.rates.took(a);
     // Only a visit's node has a concurrency key (a map's items have their map's max_concurrency).
     if (a.kind === "visit" && a.row.concurrency_key) {
       const group = JSON.stringify([a.rs.run.workflow_id, a.row.node_id, a.row.concurrency_key]);
       const running = this.byKey.get(group);
       if (running !== undefined) this.byKey.set(group, running + 1);
     }
+    return tokens;
   }
 
   /**
@@ -181,34 +148,4 @@ export function freedLimitedTypes(f: FlushContext): Set<string> {
 /** The limit an engine's `agentConcurrency` sets for an agent type (own keys only: `constructor` is an agent type too). */
 export function limitOf(limits: Readonly<Record<string, number>>, agentType: string): number | undefined {
   return Object.hasOwn(limits, agentType) ? limits[agentType] : undefined;
-}
-
-/**
- * The engine's `rateLimits`, checked: each type's rate as tokens per ms and its burst.
- * @throws ValidationError naming every rate that is not one positive `per_second` or `per_minute`, or a burst below 1
- */
-export function rateLimitsOf(
-  limits: Readonly<Record<string, RateLimit>>,
-): Map<string, { perMs: number; burst: number }> {
-  const out = new Map<string, { perMs: number; burst: number }>();
-  const problems: { path: string; message: string }[] = [];
-  const positive = (n: unknown) => typeof n === "number" && Number.isFinite(n) && n > 0;
-  for (const [type, limit] of Object.entries(limits)) {
-    const path = `rateLimits.${type}`;
-    const { per_second, per_minute, burst = 1 } = limit ?? {};
-    if ((per_second === undefined) === (per_minute === undefined)) {
-      problems.push({ path, message: "give one of per_second or per_minute" });
-      continue;
-    }
-    const perSecond = per_second ?? (per_minute as number) / 60;
-    if (!positive(per_second ?? per_minute)) {
-      problems.push({ path, message: "the rate must be a number above 0" });
-    } else if (!Number.isInteger(burst) || burst < 1) {
-      problems.push({ path: `${path}.burst`, message: "must be a whole number, 1 or more" });
-    } else {
-      out.set(type, { perMs: perSecond / 1000, burst });
-    }
-  }
-  if (problems.length > 0) throw new ValidationError("rateLimits is invalid", problems);
-  return out;
 }

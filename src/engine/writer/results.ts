@@ -24,6 +24,7 @@ import { ConflictError, ForbiddenError, NotFoundError } from "../../errors.js";
 import { addRunUsage } from "./budget.js";
 import type { FlushContext } from "./context.js";
 import type { AttemptRef, AttemptResult, Input, ReportAnswer } from "./inputs.js";
+import { RATE_LIMITED, type Rates } from "./rates.js";
 
 type ReportInput = Extract<Input, { kind: "report" }>;
 type WorkerHeartbeat = Extract<Input, { kind: "worker_heartbeat" }>;
@@ -40,12 +41,17 @@ type Sender = Pick<ReportInput, "holder" | "agent_types">;
  * the answer: `accepted`; `duplicate` for the same report sent again; else a conflict. Who held
  * an attempt that has ended is checked before the report is queued (ExternalWorkers.verify).
  */
-export async function applyResult(f: FlushContext, r: AttemptResult, sent?: ReportInput): Promise<void> {
+export async function applyResult(f: FlushContext, rates: Rates, r: AttemptResult, sent?: ReportInput): Promise<void> {
   const rs = await f.loadExecution(r.execution_id);
   const a = rs ? attemptOf(rs, r.execution_id) : undefined;
   if (sent === undefined) {
-    if (a && holds(a, r.attempt)) return settle(f, a, r);
+    if (a && holds(a, r.attempt)) {
+      settle(f, a, r);
+      return settleRates(rates, a, r);
+    }
     if (a?.current) a.returned(r.attempt, f.now);
+    // Fenced, but the tokens it reported were spent all the same.
+    if (a && r.tokens) await rates.charge(a, r.tokens.expected, r.tokens.used, r.tokens.used > 0);
     if (rs) {
       const key = a?.key ?? parseExecutionId(undoneExecutionId(r.execution_id) ?? r.execution_id);
       fenced(f, rs, key, r, fenceReason(a, r.attempt));
@@ -62,6 +68,7 @@ export async function applyResult(f: FlushContext, r: AttemptResult, sent?: Repo
     // The attempt's usage counts with its accepted report (DESIGN §12), before it ends.
     if (sent.usage) await addRunUsage(f, sent.usage_runs, sent.usage, r.execution_id);
     settle(f, a, r);
+    await settleRates(rates, a, r);
     return answer(f, a, done, "accepted");
   }
   if (a.row.attempt === r.attempt && sameReport(a.row, r)) return answer(f, a, done, "duplicate");
@@ -142,6 +149,17 @@ function settle(f: FlushContext, a: Attempt, r: AttemptResult): void {
   } else if (r.kind === "failure") a.fail(r.error, r.retryable, f.now, f.o.random);
   else if (r.kind === "await_approval") a.awaitApproval(r.request, f.now, f.o.random);
   else a.failForGood(r.reason, r.error, f.now, f.o.random);
+}
+
+/**
+ * What a held attempt's result does to its type's rate limits (rates.ts): the tokens it took at
+ * its claim are settled with what it used (which, when it succeeded or reported any, is the
+ * type's next expectation), and a provider's 429 with a Retry-After holds its type on every engine.
+ */
+async function settleRates(rates: Rates, a: Attempt, r: AttemptResult): Promise<void> {
+  if (r.tokens) await rates.charge(a, r.tokens.expected, r.tokens.used, r.kind === "success" || r.tokens.used > 0);
+  const wait = r.kind === "failure" && r.error.reason === RATE_LIMITED ? (r.error.retry_after_ms ?? 0) : 0;
+  if (wait > 0) await rates.hold(a.agentType, wait);
 }
 
 /**

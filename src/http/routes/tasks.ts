@@ -138,6 +138,12 @@ const FailBody = z
           .min(0)
           .optional()
           .describe("wait this long before the retry instead of the backoff delay (at most retry_max_interval)"),
+        rate_limited: z
+          .boolean()
+          .optional()
+          .describe(
+            "the service the agent called answered 429 (too many requests): with retry_after_ms, no attempt of this agent type starts on any engine until then (the visit's error has reason rate_limited)",
+          ),
       })
       .catchall(z.unknown()),
     retryable: z.boolean().default(true).describe("false fails the visit at once, without retries"),

@@ -10,6 +10,9 @@ import type { TxQuery } from "./tx-query.js";
 /** The advisory lock class of claims that concern a concurrency limit ("sklm"), keyed by schema. */
 const LIMITS_LOCK = 0x736b6c6d;
 
+/** The columns of a rate_buckets row but its agent type (`RateBucket`). */
+export const RATE_COLUMNS = "tokens, updated_at, usage_tokens, last_usage, held_until";
+
 const SQL = {
   // The run's lock, not the visit's: a run is changed only under its lock. MATERIALIZED keeps
   // the LIMIT with the locking scan, so the claim never returns more than asked.
@@ -60,15 +63,52 @@ const SQL = {
   },
   rateBuckets: {
     name: "skein_rate_buckets",
-    text: "SELECT agent_type, tokens, updated_at FROM rate_buckets WHERE agent_type = ANY($1::text[])",
+    text: `SELECT agent_type, ${RATE_COLUMNS} FROM rate_buckets WHERE agent_type = ANY($1::text[])`,
   },
   writeRateBuckets: {
     name: "skein_write_rate_buckets",
-    text: `INSERT INTO rate_buckets (agent_type, tokens, updated_at)
-             SELECT * FROM unnest($1::text[], $2::float8[], $3::int8[])
-           ON CONFLICT (agent_type) DO UPDATE SET tokens = excluded.tokens, updated_at = excluded.updated_at`,
+    text: `INSERT INTO rate_buckets (agent_type, tokens, updated_at, usage_tokens, last_usage)
+             SELECT * FROM unnest($1::text[], $2::float8[], $3::int8[], $4::float8[], $5::float8[])
+           ON CONFLICT (agent_type) DO UPDATE SET tokens = excluded.tokens, updated_at = excluded.updated_at,
+             usage_tokens = excluded.usage_tokens, last_usage = excluded.last_usage`,
+  },
+  // A new row's buckets were written at time 0: full by now, as a row never written.
+  hold: {
+    name: "skein_hold_agent_type",
+    text: `INSERT INTO rate_buckets (agent_type, tokens, updated_at, held_until) VALUES ($1, 0, 0, $2)
+           ON CONFLICT (agent_type) DO UPDATE
+             SET held_until = greatest(rate_buckets.held_until, excluded.held_until)`,
+  },
+  holds: {
+    name: "skein_rate_holds",
+    text: "SELECT agent_type, held_until FROM rate_buckets WHERE held_until > $1",
   },
 } as const;
+
+export type RateRow = {
+  agent_type: string;
+  tokens: number;
+  updated_at: string | number;
+  usage_tokens: number | null;
+  last_usage: number | null;
+  held_until: string | number | null;
+};
+
+/** Rate rows by agent type (bigint columns come as text). */
+export function rateBucketsOf(rows: RateRow[]): Map<string, RateBucket> {
+  return new Map(
+    rows.map((r) => [
+      r.agent_type,
+      {
+        tokens: r.tokens,
+        updated_at: Number(r.updated_at),
+        usage_tokens: r.usage_tokens,
+        last_usage: r.last_usage,
+        held_until: r.held_until === null ? null : Number(r.held_until),
+      },
+    ]),
+  );
+}
 
 export function claimable(
   tx: TxQuery,
@@ -133,9 +173,9 @@ export async function rateBuckets(
 ): Promise<Map<string, RateBucket>> {
   const [, rows] = await Promise.all([
     tx.q(SQL.limitsLock, [LIMITS_LOCK, channel]),
-    tx.q<{ agent_type: string; tokens: number; updated_at: string | number }>(SQL.rateBuckets, [agentTypes]),
+    tx.q<RateRow>(SQL.rateBuckets, [agentTypes]),
   ]);
-  return new Map(rows.map((r) => [r.agent_type, { tokens: r.tokens, updated_at: Number(r.updated_at) }]));
+  return rateBucketsOf(rows);
 }
 
 export async function writeRateBuckets(tx: TxQuery, buckets: Map<string, RateBucket>): Promise<void> {
@@ -144,5 +184,20 @@ export async function writeRateBuckets(tx: TxQuery, buckets: Map<string, RateBuc
     rows.map(([type]) => type),
     rows.map(([, b]) => b.tokens),
     rows.map(([, b]) => b.updated_at),
+    rows.map(([, b]) => b.usage_tokens),
+    rows.map(([, b]) => b.last_usage),
   ]);
+}
+
+/**
+ * Under the limits lock, as every other write of these rows: a row locked before it would
+ * deadlock with a transaction that holds the lock and writes the row.
+ */
+export async function holdAgentType(tx: TxQuery, channel: string, agentType: string, until: number): Promise<void> {
+  await Promise.all([tx.q(SQL.limitsLock, [LIMITS_LOCK, channel]), tx.q(SQL.hold, [agentType, until])]);
+}
+
+export async function rateHolds(tx: TxQuery, now: number): Promise<Map<string, number>> {
+  const rows = await tx.q<{ agent_type: string; held_until: string | number }>(SQL.holds, [now]);
+  return new Map(rows.map((r) => [r.agent_type, Number(r.held_until)]));
 }

@@ -209,6 +209,7 @@ export class PostgresStore implements Store {
     this.reads.runsWaitingOnKey(name, key, limit);
   readonly listReviews: Store["listReviews"] = (runIds) => this.reads.listReviews(runIds);
   readonly readGauges: Store["readGauges"] = (engineId, now) => this.reads.readGauges(engineId, now);
+  readonly readRateBuckets: Store["readRateBuckets"] = () => this.reads.readRateBuckets();
   readonly getSchedule: Store["getSchedule"] = (scheduleId) => this.reads.getSchedule(scheduleId);
   readonly listSchedules: Store["listSchedules"] = (filter) => this.reads.listSchedules(filter);
   readonly putWorkflow: Store["putWorkflow"] = (id, hash, definition, now) =>

@@ -173,6 +173,12 @@ export class PostgresTx implements StoreTx, TxWrite, engines.EngineWatch {
   writeRateBuckets(buckets: Map<string, RateBucket>): Promise<void> {
     return claims.writeRateBuckets(this, buckets);
   }
+  holdAgentType(agentType: string, until: number): Promise<void> {
+    return claims.holdAgentType(this, this.channel, agentType, until);
+  }
+  rateHolds(now: number): Promise<Map<string, number>> {
+    return claims.rateHolds(this, now);
+  }
   unresolved(now: number, limit: number): Promise<VisitKey[]> {
     return due.unresolved(this, now, limit);
   }

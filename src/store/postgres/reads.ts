@@ -1,6 +1,7 @@
 /** The PostgreSQL store's reads outside transactions (StoreReads), each on any free pooled connection. */
 import type pg from "pg";
 import type { MapItem, Run, RunEvent, Schedule, Visit } from "../../core/types.js";
+import type { RateBucket } from "../claims.js";
 import {
   type ChildRun,
   likeLiteral,
@@ -11,6 +12,7 @@ import {
 } from "../reads.js";
 import type { LoadedRun, VisitKey } from "../runs.js";
 import type { ScheduleFilter } from "../schedules.js";
+import { RATE_COLUMNS, type RateRow, rateBucketsOf } from "./claims.js";
 import { gaugeStatements } from "./gauges.js";
 import { RUNS_WAITING_ON_KEY } from "./inbox.js";
 import { type DbMapItem, LIST_MAP_ITEMS, mapItemFromDb } from "./map-items.js";
@@ -196,6 +198,10 @@ export function postgresReads(read: Read, clock: { now(): number } | undefined):
         read<Omit<StoreGauges, "ready">>({ ...GAUGES.pending, values: [at, engineId] }),
       ]);
       return { ready, ...(rest as Omit<StoreGauges, "ready">) };
+    },
+
+    async readRateBuckets(): Promise<Map<string, RateBucket>> {
+      return rateBucketsOf(await read<RateRow>({ text: `SELECT agent_type, ${RATE_COLUMNS} FROM rate_buckets` }));
     },
 
     async getSchedule(scheduleId: string): Promise<Schedule | null> {

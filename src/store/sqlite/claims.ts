@@ -9,6 +9,16 @@ import type { VisitKey } from "../runs.js";
  */
 export const PAUSED_RUNS = "SELECT run_id FROM runs INDEXED BY runs_paused WHERE paused IS NOT NULL";
 
+/** The columns of a rate_buckets row but its agent type (`RateBucket`). */
+export const RATE_COLUMNS = "tokens, updated_at, usage_tokens, last_usage, held_until";
+
+export type RateRow = { agent_type: string } & RateBucket;
+
+/** Rate rows by agent type. */
+export function rateBucketsOf(rows: RateRow[]): Map<string, RateBucket> {
+  return new Map(rows.map(({ agent_type, ...bucket }) => [agent_type, bucket]));
+}
+
 export function sqliteClaims(db: Database.Database): ClaimsTx {
   const s = {
     claimable: db.prepare(
@@ -55,12 +65,20 @@ export function sqliteClaims(db: Database.Database): ClaimsTx {
           AND v.run_id NOT IN (SELECT value FROM json_each(@except))`,
     ),
     rateBuckets: db.prepare(
-      "SELECT agent_type, tokens, updated_at FROM rate_buckets WHERE agent_type IN (SELECT value FROM json_each(?))",
+      `SELECT agent_type, ${RATE_COLUMNS} FROM rate_buckets WHERE agent_type IN (SELECT value FROM json_each(?))`,
     ),
     writeRateBucket: db.prepare(
-      `INSERT INTO rate_buckets (agent_type, tokens, updated_at) VALUES (?, ?, ?)
-         ON CONFLICT (agent_type) DO UPDATE SET tokens = excluded.tokens, updated_at = excluded.updated_at`,
+      `INSERT INTO rate_buckets (agent_type, tokens, updated_at, usage_tokens, last_usage)
+         VALUES (@agent_type, @tokens, @updated_at, @usage_tokens, @last_usage)
+         ON CONFLICT (agent_type) DO UPDATE SET tokens = excluded.tokens, updated_at = excluded.updated_at,
+           usage_tokens = excluded.usage_tokens, last_usage = excluded.last_usage`,
     ),
+    // A new row's buckets were written at time 0: full by now, as a row never written.
+    hold: db.prepare(
+      `INSERT INTO rate_buckets (agent_type, tokens, updated_at, held_until) VALUES (?, 0, 0, ?)
+         ON CONFLICT (agent_type) DO UPDATE SET held_until = max(coalesce(held_until, 0), excluded.held_until)`,
+    ),
+    holds: db.prepare("SELECT agent_type, held_until FROM rate_buckets WHERE held_until > ?"),
   };
   return {
     claimable: async (agentType, now, limit, skip = []) =>
@@ -80,12 +98,19 @@ export function sqliteClaims(db: Database.Database): ClaimsTx {
       const row = s.runningByKey.get({ workflowId, nodeId, key, except: JSON.stringify(except) }) as { n: number };
       return row.n;
     },
-    rateBuckets: async (agentTypes) => {
-      const rows = s.rateBuckets.all(JSON.stringify(agentTypes)) as ({ agent_type: string } & RateBucket)[];
-      return new Map(rows.map((r) => [r.agent_type, { tokens: r.tokens, updated_at: r.updated_at }]));
-    },
+    rateBuckets: async (agentTypes) => rateBucketsOf(s.rateBuckets.all(JSON.stringify(agentTypes)) as RateRow[]),
     writeRateBuckets: async (buckets) => {
-      for (const [type, b] of buckets) s.writeRateBucket.run(type, b.tokens, b.updated_at);
+      for (const [agent_type, b] of buckets) {
+        const { tokens, updated_at, usage_tokens, last_usage } = b;
+        s.writeRateBucket.run({ agent_type, tokens, updated_at, usage_tokens, last_usage });
+      }
+    },
+    holdAgentType: async (agentType, until) => {
+      s.hold.run(agentType, until);
+    },
+    rateHolds: async (now) => {
+      const rows = s.holds.all(now) as { agent_type: string; held_until: number }[];
+      return new Map(rows.map((r) => [r.agent_type, r.held_until]));
     },
   };
 }

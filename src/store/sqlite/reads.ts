@@ -5,6 +5,7 @@
 import type Database from "better-sqlite3";
 import type { Compensation, Visit } from "../../core/types.js";
 import { likeLiteral, type StoreGauges, type StoreReads, searchTextOf } from "../reads.js";
+import { RATE_COLUMNS, type RateRow, rateBucketsOf } from "./claims.js";
 import { PENDING_AND_HEARTBEAT, READY_BY_AGENT_TYPE } from "./gauges.js";
 import { RUNS_WAITING_ON_KEY } from "./inbox.js";
 import { type DbMapItem, LIST_MAP_ITEMS, mapItemFromDb } from "./map-items.js";
@@ -213,6 +214,8 @@ export function sqliteReads(read: Read): StoreReads {
       const rest = read(PENDING_AND_HEARTBEAT).get({ now, engineId }) as Omit<StoreGauges, "ready">;
       return { ready, ...rest };
     },
+    readRateBuckets: async () =>
+      rateBucketsOf(read(`SELECT agent_type, ${RATE_COLUMNS} FROM rate_buckets`).all() as RateRow[]),
     getSchedule: async (scheduleId) => {
       const row = read(SCHEDULE_BY_ID).get(scheduleId) as DbSchedule | undefined;
       return row ? scheduleFromDb(row) : null;
