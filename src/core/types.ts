@@ -123,6 +123,22 @@ export interface Run<O = Json> {
    * the node and ran the node and everything after it again; null for a run started otherwise.
    */
   forked_from: RunFork | null;
+  /**
+   * The published event whose trigger started it (DESIGN §17, a workflow's `triggers`); null for
+   * a run started otherwise.
+   */
+  triggered_by: RunTrigger | null;
+}
+
+/**
+ * The event that started a run through a trigger of its workflow: its name and key, its id, and
+ * the publisher's idempotency key (else the event's id), under which the trigger starts one run.
+ */
+export interface RunTrigger {
+  event: string;
+  key: string;
+  event_id: string;
+  idempotency_key: string;
 }
 
 /**

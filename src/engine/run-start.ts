@@ -4,7 +4,7 @@
  */
 import { budgetOf, budgetProblem, NO_USAGE } from "../core/budget.js";
 import { scopeAllows } from "../core/scope.js";
-import type { Budget, Json, Run, RunFork, RunTags } from "../core/types.js";
+import type { Budget, Json, Run, RunFork, RunTags, RunTrigger } from "../core/types.js";
 import { ValidationError } from "../errors.js";
 import { uuidv7 } from "../ids.js";
 import type { StartRunOptions } from "./engine-options.js";
@@ -122,6 +122,8 @@ export function runRow(
     tags: RunTags;
     /** The run and node it was forked from (forkRun); null otherwise. */
     forked_from?: RunFork | null;
+    /** The published event whose trigger started it (engine/triggers.ts); null otherwise. */
+    triggered_by?: RunTrigger | null;
   },
 ): Run {
   return {
@@ -151,5 +153,6 @@ export function runRow(
     tags: o.tags,
     paused: null,
     forked_from: o.forked_from ?? null,
+    triggered_by: o.triggered_by ?? null,
   };
 }

@@ -147,6 +147,19 @@ export const RunSchema = z
       .describe(
         "the run this one was forked from and the node it ran again from (POST /v1/runs/{run_id}/fork); null for a run started otherwise",
       ),
+    triggered_by: z
+      .object({
+        event: z.string().describe("the event's name"),
+        key: z.string().describe("the key it was published with"),
+        event_id: z.string(),
+        idempotency_key: z
+          .string()
+          .describe("the publisher's idempotency key (else the event's id): the trigger starts one run per key"),
+      })
+      .nullable()
+      .describe(
+        "the published event (POST /v1/events) whose trigger in the workflow's triggers started this run; null for a run started otherwise",
+      ),
   })
   .meta({ id: "Run", description: "A run of a workflow version" });
 

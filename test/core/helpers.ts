@@ -89,6 +89,7 @@ export function makeRun(extra: Partial<Run> = {}): Run {
     tags: {},
     paused: null,
     forked_from: null,
+    triggered_by: null,
     ...extra,
   };
 }

@@ -61,6 +61,8 @@ const TAGS_BEFORE_024 = onPostgres
 const PAUSE_BEFORE_025 = "DROP INDEX runs_paused; ALTER TABLE runs DROP COLUMN paused;";
 /** What migration 026 added: a forked run's source. */
 const FORKED_FROM_BEFORE_026 = "ALTER TABLE runs DROP COLUMN forked_from;";
+/** What migration 029 added: event triggers, and the event that started a run. */
+const TRIGGERS_BEFORE_029 = "DROP TABLE workflow_triggers; ALTER TABLE runs DROP COLUMN triggered_by;";
 
 /** The newest migration before 014 on this store (PostgreSQL has no 013). */
 const BEFORE = onPostgres ? 12 : 13;
@@ -224,6 +226,7 @@ describe("upgrading to engine keys under skein: (migration 014)", () => {
        ${TAGS_BEFORE_024}
        ${PAUSE_BEFORE_025}
        ${FORKED_FROM_BEFORE_026}
+       ${TRIGGERS_BEFORE_029}
        DELETE FROM skein_migrations WHERE version > ${BEFORE};
        UPDATE schedules SET next_fire_at = last_slot_at WHERE schedule_id = 'nightly';`,
     );

@@ -74,6 +74,7 @@ export const RUN_COLUMNS: Columns<Run> = {
   tags: "json!",
   paused: "json",
   forked_from: "json",
+  triggered_by: "json",
 };
 
 export const VISIT_COLUMNS: Columns<Visit> = {

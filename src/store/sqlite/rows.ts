@@ -13,6 +13,7 @@ import type {
   RunParent,
   RunPause,
   RunTags,
+  RunTrigger,
   RunUsage,
   Visit,
   VisitError,
@@ -46,6 +47,7 @@ export interface DbRun {
   tags: string;
   paused: string | null;
   forked_from: string | null;
+  triggered_by: string | null;
   /** Not part of a Run: how many times the run's rows were written (LoadedRun). */
   revision?: number;
 }
@@ -124,6 +126,7 @@ export function runFromDb({ revision: _, ...r }: DbRun): Run {
     tags: JSON.parse(r.tags) as RunTags,
     paused: parse<RunPause>(r.paused),
     forked_from: parse<RunFork>(r.forked_from),
+    triggered_by: parse<RunTrigger>(r.triggered_by),
   };
 }
 
@@ -142,6 +145,7 @@ export function runToDb(r: Run): DbRun {
     tags: JSON.stringify(r.tags),
     paused: text(r.paused),
     forked_from: text(r.forked_from),
+    triggered_by: text(r.triggered_by),
   };
 }
 

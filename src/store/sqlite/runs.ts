@@ -259,6 +259,7 @@ const runColumns: (keyof DbRun)[] = [
   "tags",
   "paused",
   "forked_from",
+  "triggered_by",
 ];
 
 const compensationColumns: (keyof DbCompensation)[] = [
