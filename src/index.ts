@@ -38,6 +38,7 @@ export type {
   RunParent,
   RunPause,
   RunTags,
+  RunTrigger,
   RunUsage,
   Schedule,
   ScheduleInput,
@@ -107,7 +108,7 @@ export type { Duration, RetentionOptions } from "./engine/retention.js";
 export type { ScheduleWithTimes } from "./engine/schedules.js";
 export type { NodeWaiting } from "./engine/served-types.js";
 export type { Notification, NotifyOptions } from "./engine/telemetry/notifier.js";
-export type { PublishEventAnswer, ReportAnswer, SendEventAnswer } from "./engine/writer/inputs.js";
+export type { PublishEventAnswer, ReportAnswer, SendEventAnswer, TriggerRefusal } from "./engine/writer/inputs.js";
 export {
   ConflictError,
   DatabaseError,

@@ -40,6 +40,17 @@ export function workflowFormatReference(): string {
     const sub = node.properties?.[name];
     if (sub?.properties) out.push(`## \`${name}\``, "", sub.description ?? "", "", fieldTable(sub), "");
   }
+  const trigger = props.triggers?.items;
+  if (trigger?.properties) {
+    out.push(
+      "## `triggers`",
+      "",
+      `Each element of \`triggers\`. ${trigger.description ?? ""}`,
+      "",
+      fieldTable(trigger),
+      "",
+    );
+  }
   return out.join("\n");
 }
 

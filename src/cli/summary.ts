@@ -34,6 +34,11 @@ export function runReport(
     const item = p.item === undefined ? "" : `, item ${p.item}`;
     lines.push(`child of run ${p.run_id} (node ${p.node_id}, visit ${p.visit}, attempt ${p.attempt}${item})`);
   }
+  if (run.triggered_by) {
+    const t = run.triggered_by;
+    const once = t.idempotency_key === t.event_id ? "" : `, idempotency key ${t.idempotency_key}`;
+    lines.push(`triggered by event ${t.event} (key ${t.key}, event ${t.event_id}${once})`);
+  }
   if (run.error) lines.push(`error: ${run.error.message}`);
   const usage = usageLine(run);
   if (usage) lines.push(usage);

@@ -604,7 +604,7 @@ export interface paths {
         get?: never;
         put?: never;
         /**
-         * Publish an event by key: every run waiting on that name and key receives it
+         * Publish an event by key: every run waiting on that name and key receives it, and each workflow whose triggers declare it starts a run (once per idempotency key)
          * @description Roles: admin.
          */
         post: operations["publishEvent"];
@@ -820,6 +820,15 @@ export interface components {
                 /** @description Most cost the run and its child runs may report. */
                 max_cost?: number;
             };
+            /** @description Events that start a run: publishEvent starts one run of the workflow's latest version per event, at most once per event idempotency key, with the first trigger that matches the event's name and key. */
+            triggers?: {
+                /** @description The name of the events that start a run, as publishEvent (POST /v1/events) gives it. */
+                event: string;
+                /** @description Only events published with this key start a run. Default: any key. */
+                key?: string;
+                /** @description The run's input: JSON whose strings may hold JSONata templates over event (its name, key, payload, idempotency_key and event_id), e.g. { "order_id": "{{ event.key }}", "total": "{{ event.payload.total }}" }, or "{{ event.payload.order }}". Default: the event's payload. */
+                input?: unknown;
+            }[];
             /** @description The steps, in document order. */
             nodes: {
                 /** @description Unique id of the node in the workflow: [A-Za-z0-9_-]{1,64}, not __proto__, constructor or prototype. */
@@ -1042,6 +1051,16 @@ export interface components {
                 /** @enum {string} */
                 on_active: "queue" | "cancel_active";
             } | null;
+            /** @description the published event (POST /v1/events) whose trigger in the workflow's triggers started this run; null for a run started otherwise */
+            triggered_by: {
+                /** @description the event's name */
+                event: string;
+                /** @description the key it was published with */
+                key: string;
+                event_id: string;
+                /** @description the publisher's idempotency key (else the event's id): the trigger starts one run per key */
+                idempotency_key: string;
+            } | null;
         };
         /** @description Why a visit, an attempt or a run failed */
         VisitError: {
@@ -1154,6 +1173,16 @@ export interface components {
                 until?: number;
                 /** @enum {string} */
                 on_active: "queue" | "cancel_active";
+            } | null;
+            /** @description the published event (POST /v1/events) whose trigger in the workflow's triggers started this run; null for a run started otherwise */
+            triggered_by: {
+                /** @description the event's name */
+                event: string;
+                /** @description the key it was published with */
+                key: string;
+                event_id: string;
+                /** @description the publisher's idempotency key (else the event's id): the trigger starts one run per key */
+                idempotency_key: string;
             } | null;
             /** @description the current visit of each node, in document order */
             nodes: components["schemas"]["Visit"][];
@@ -4870,7 +4899,28 @@ export interface operations {
                             visit: number;
                             run_id: string;
                         }[];
+                        /** @description the event was published before under its idempotency key: nothing changed; started lists what it started then */
                         duplicate: boolean;
+                        /** @description the runs the workflows' triggers started: one per workflow whose latest version declares the event (and its key, if the trigger names one) that the token's scope covers; a run started for the same event before (same name, key and idempotency key) is listed, not started again */
+                        started: {
+                            workflow_id: string;
+                            workflow_version: number;
+                            run_id: string;
+                        }[];
+                        /** @description triggers that matched but started no run, with why: the other workflows and the waiting runs are not held back */
+                        not_started: {
+                            workflow_id: string;
+                            workflow_version: number;
+                            /** @description the trigger's index in the workflow's triggers */
+                            trigger: number;
+                            /**
+                             * @description input_failed: a template of the trigger's input failed; input_invalid: the input it made does not match the workflow's input_schema (or is not JSON, or too large); idempotency_key_taken: a run the engine did not start holds the trigger's key
+                             * @enum {string}
+                             */
+                            reason: "input_failed" | "input_invalid" | "idempotency_key_taken";
+                            message: string;
+                            problems: components["schemas"]["Problem"][];
+                        }[];
                     };
                 };
             };

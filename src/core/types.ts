@@ -130,6 +130,22 @@ export interface Run<O = Json> {
   key: string | null;
   /** Why a QUEUED run waits and what it does when it may begin; null once it began (or never queued). */
   queued: RunQueued | null;
+  /**
+   * The published event whose trigger started it (DESIGN §17, a workflow's `triggers`); null for
+   * a run started otherwise.
+   */
+  triggered_by: RunTrigger | null;
+}
+
+/**
+ * The event that started a run through a trigger of its workflow: its name and key, its id, and
+ * the publisher's idempotency key (else the event's id), under which the trigger starts one run.
+ */
+export interface RunTrigger {
+  event: string;
+  key: string;
+  event_id: string;
+  idempotency_key: string;
 }
 
 /** What a run started with a key does when another run of its key is active (DESIGN §17). */

@@ -49,6 +49,8 @@ export interface ExpressionContext {
   index?: number;
   /** In an agent tool's payload: the model's arguments of the call. */
   args?: unknown;
+  /** In a trigger's input (definition/triggers.ts): the published event that starts the run. */
+  event?: unknown;
 }
 
 /** Where a template reads `nodes.<id>`, for the "reads a node that is not an ancestor" warning. */

@@ -193,6 +193,31 @@ const defaults = z
   })
   .describe("Values for nodes that do not set these fields.");
 
+/** The longest event name or key a trigger names: publishEvent's limit. */
+export const MAX_EVENT_NAME = 200;
+
+const trigger = z
+  .strictObject({
+    event: z
+      .string()
+      .min(1)
+      .max(MAX_EVENT_NAME)
+      .describe("The name of the events that start a run, as publishEvent (POST /v1/events) gives it."),
+    key: z
+      .string()
+      .min(1)
+      .max(MAX_EVENT_NAME)
+      .describe("Only events published with this key start a run. Default: any key.")
+      .optional(),
+    input: z
+      .unknown()
+      .describe(
+        'The run\'s input: JSON whose strings may hold JSONata templates over event (its name, key, payload, idempotency_key and event_id), e.g. { "order_id": "{{ event.key }}", "total": "{{ event.payload.total }}" }, or "{{ event.payload.order }}". Default: the event\'s payload.',
+      )
+      .optional(),
+  })
+  .describe("An event that starts a run of the workflow's latest version.");
+
 export const WorkflowSchema = z
   .strictObject({
     // Lets editors find the JSON Schema from the document itself.
@@ -221,6 +246,12 @@ export const WorkflowSchema = z
         "Usage at which no further attempt of the run (or of its child runs) starts: the visit fails budget_exceeded. startRun's budget replaces it.",
       )
       .optional(),
+    triggers: z
+      .array(trigger)
+      .describe(
+        "Events that start a run: publishEvent starts one run of the workflow's latest version per event, at most once per event idempotency key, with the first trigger that matches the event's name and key.",
+      )
+      .optional(),
     nodes: z.array(NodeSchema).min(1).describe("The steps, in document order."),
   })
   .describe("A Skein workflow definition.");
@@ -232,5 +263,7 @@ export type NodeDefinition = WorkflowDefinition["nodes"][number];
 // The type of a definition as written is workflow-input.ts's WorkflowInput (z.input with the built-in kinds' payloads).
 /** The `defaults` block of a parsed definition. */
 export type WorkflowDefaults = WorkflowDefinition["defaults"];
+/** One parsed trigger of a workflow definition. */
+export type TriggerDefinition = NonNullable<WorkflowDefinition["triggers"]>[number];
 /** One `{when, to}` case of `next_on_success`. */
 export type SuccessCase = z.output<typeof caseSchema>;

@@ -22,6 +22,7 @@ import {
   successCases,
   type Topology,
 } from "./topology.js";
+import { triggerProblems } from "./triggers.js";
 import { issuesToProblems } from "./zod-issues.js";
 
 export interface ValidateOptions {
@@ -110,6 +111,7 @@ function checkDefinition(
   });
   checkStructure(def, topo, errors);
   checkDefaultsTimeout(ctx);
+  errors.push(...triggerProblems(def));
   return { errors, warnings: dedupe(warnings) };
 }
 

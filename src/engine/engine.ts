@@ -332,7 +332,12 @@ export class Engine {
 
   /**
    * Publishes an event by key (DESIGN §11.3): every run WAITING in a `wait_event` on (`name`,
-   * `key`) receives it, and waits on that key that start within their `buffer_seconds` too.
+   * `key`) receives it, and waits on that key that start within their `buffer_seconds` too. Each
+   * workflow whose latest version's `triggers` declare the event (and its key) starts a run
+   * (DESIGN §17), once per event idempotency key: the answer's `started`, and in `not_started`
+   * the triggers whose input was refused.
+   * @example
+   * const { started } = await engine.publishEvent("order.paid", "A-1", { total: 12 }, { idempotency_key: "pay-771" });
    * @throws ValidationError for a bad name, key or payload
    */
   async publishEvent(name: string, key: string, payload: Json = null, options: PublishEventOptions = {}) {

@@ -18,7 +18,8 @@ export interface PublishEventOptions extends SendEventOptions {
   /**
    * The publisher's scope (DESIGN §13.1): only runs of the workflows these patterns cover
    * receive the event, and it is not kept for waits that start later (a buffered event would
-   * reach whichever run waits next). The HTTP API sets it to a scoped token's `workflows`.
+   * reach whichever run waits next); only those workflows' triggers start runs, which record
+   * this scope. The HTTP API sets it to a scoped token's `workflows`.
    * @defaultValue every workflow
    */
   scope?: readonly string[];

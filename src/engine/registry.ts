@@ -9,6 +9,7 @@ import { kindOf } from "../definition/kinds/index.js";
 import { ITEM_SEPARATOR, type MapPayload, map as mapKind } from "../definition/kinds/map.js";
 import { workflow as workflowKind } from "../definition/kinds/workflow.js";
 import type { WorkflowDefinition } from "../definition/schema.js";
+import { type CompiledTrigger, compileTriggers, triggerEvents } from "../definition/triggers.js";
 import { parseWorkflowOrThrow, type ValidateOptions, validateWorkflow } from "../definition/validate.js";
 import type { WorkflowInput } from "../definition/workflow-input.js";
 import { NotFoundError, type Problem, ValidationError } from "../errors.js";
@@ -27,6 +28,8 @@ export interface LoadedWorkflow {
   graph: WorkflowGraph;
   /** Problems of a run input against `input_schema` (none when there is no schema). */
   checkInput(input: unknown): Problem[];
+  /** Its `triggers` (DESIGN §17), compiled; empty when it declares none. */
+  triggers: CompiledTrigger[];
 }
 
 export interface RegisteredWorkflow {
@@ -76,6 +79,8 @@ export class WorkflowRegistry {
     const refused = this.options.engineProblems?.(workflow, graph) ?? [];
     if (refused.length > 0) throw new ValidationError("Workflow definition is invalid", refused);
     const checkInput = await this.compileInputSchema(workflow);
+    const literal = literalInputProblems(workflow, checkInput);
+    if (literal.length > 0) throw new ValidationError("Workflow definition is invalid", literal);
     // The version is the registry's to assign: content without it decides identity.
     const { version: _ignored, ...content } = json as Record<string, unknown>;
     // Stored in the author's key order (the editor and `skein workflows get` show it back as
@@ -83,7 +88,7 @@ export class WorkflowRegistry {
     // is the same version, kept as first written.
     const text = JSON.stringify(content);
     const hash = sha256(canonicalJson(content));
-    const { version, created } = await this.store.putWorkflow(workflow.id, hash, text, now);
+    const { version, created } = await this.store.putWorkflow(workflow.id, hash, text, now, triggerEvents(workflow));
     await this.putItemWorkflows(graph, workflow.id, version, now);
     // Content already registered keeps its first text: `get` reads that one when it is asked for.
     if (created) {
@@ -94,6 +99,7 @@ export class WorkflowRegistry {
         definition: workflow,
         graph,
         checkInput,
+        triggers: compileTriggers(workflow),
       });
     }
     return { id: workflow.id, version, created, warnings: [...warnings, ...(await this.childWarnings(workflow))] };
@@ -125,12 +131,15 @@ export class WorkflowRegistry {
     if (!result.ok) return { ok: false, errors: result.errors, warnings: result.warnings };
     const refused = this.options.engineProblems?.(result.workflow, result.graph) ?? [];
     if (refused.length > 0) return { ok: false, errors: refused, warnings: result.warnings };
+    let checkInput: (input: unknown) => Problem[];
     try {
-      await this.compileInputSchema(result.workflow);
+      checkInput = await this.compileInputSchema(result.workflow);
     } catch (e) {
       if (!(e instanceof ValidationError)) throw e;
       return { ok: false, errors: e.problems, warnings: result.warnings };
     }
+    const literal = literalInputProblems(result.workflow, checkInput);
+    if (literal.length > 0) return { ok: false, errors: literal, warnings: result.warnings };
     return { ok: true, errors: [], warnings: result.warnings };
   }
 
@@ -185,6 +194,7 @@ export class WorkflowRegistry {
       definition: workflow,
       graph,
       checkInput: await this.compileInputSchema(workflow),
+      triggers: compileTriggers(workflow),
     };
     this.cache.set(key(id, stored.version), loaded);
     return loaded;
@@ -227,6 +237,7 @@ export class WorkflowRegistry {
       definition: workflow,
       graph,
       checkInput: () => [],
+      triggers: [],
     };
     this.cache.set(key(id, version), loaded);
     return loaded;
@@ -284,6 +295,21 @@ export class WorkflowRegistry {
       }));
     };
   }
+}
+
+/**
+ * A trigger whose input holds no template makes the same input of every event: one the
+ * input_schema refuses would refuse every run, so it is refused at registration, at its path.
+ */
+function literalInputProblems(workflow: WorkflowDefinition, checkInput: (input: unknown) => Problem[]): Problem[] {
+  return compileTriggers(workflow).flatMap((t) =>
+    t.template === null && t.literal !== undefined
+      ? checkInput(t.literal).map((p) => ({
+          path: `triggers[${t.index}].${p.path}`,
+          message: `${p.message}: the workflow's input_schema refuses this input, so the trigger could never start a run`,
+        }))
+      : [],
+  );
 }
 
 /** An agent node's tools whose calls may be served by an external worker: not MCP's, not `workflow` (a run of its own). */

@@ -4,7 +4,7 @@
  */
 import { budgetOf, budgetProblem, NO_USAGE } from "../core/budget.js";
 import { scopeAllows } from "../core/scope.js";
-import type { Budget, Json, OnActive, Run, RunFork, RunTags, StartFlow } from "../core/types.js";
+import type { Budget, Json, OnActive, Run, RunFork, RunTags, RunTrigger, StartFlow } from "../core/types.js";
 import { ValidationError } from "../errors.js";
 import { uuidv7 } from "../ids.js";
 import type { StartRunOptions } from "./engine-options.js";
@@ -186,6 +186,8 @@ export function runRow(
     tags: RunTags;
     /** The run and node it was forked from (forkRun); null otherwise. */
     forked_from?: RunFork | null;
+    /** The published event whose trigger started it (engine/triggers.ts); null otherwise. */
+    triggered_by?: RunTrigger | null;
   },
 ): Run {
   return {
@@ -217,5 +219,6 @@ export function runRow(
     forked_from: o.forked_from ?? null,
     key: o.key ?? null,
     queued: null,
+    triggered_by: o.triggered_by ?? null,
   };
 }

@@ -13,6 +13,7 @@ import { reviewInput } from "./reviews.js";
 import { flowOf, newRun } from "./run-start.js";
 import { scopeProblem } from "./scope.js";
 import { inRunStartSpan } from "./telemetry/tracing.js";
+import { prepareTriggers } from "./triggers.js";
 import type { PublishEventAnswer, SendEventAnswer } from "./writer/inputs.js";
 
 /** The events that end a run (a redrive starts it again, with run.retried). */
@@ -131,12 +132,17 @@ export async function publishEvent(
   );
   // The waiting runs are found first, so that the flush locks them as it begins (in order).
   const run_ids = await p.store.runsWaitingOnKey(name, key, 10_000);
+  const scope = options.scope ? [...options.scope] : null;
+  // The runs the workflows' triggers start, their inputs made here (JSONata is async), started in the flush.
+  const { runs: triggered, refused } = await prepareTriggers(p, event, scope);
   return new Promise<PublishEventAnswer>((resolve, reject) =>
     p.dispatcher.push({
       kind: "publish_event",
       run_ids,
       event,
-      scope: options.scope ? [...options.scope] : null,
+      scope,
+      triggered,
+      refused,
       done: { resolve, reject },
     }),
   );

@@ -165,6 +165,19 @@ export const RunSchema = z
       })
       .nullable()
       .describe("why a QUEUED run waits; null once it began"),
+    triggered_by: z
+      .object({
+        event: z.string().describe("the event's name"),
+        key: z.string().describe("the key it was published with"),
+        event_id: z.string(),
+        idempotency_key: z
+          .string()
+          .describe("the publisher's idempotency key (else the event's id): the trigger starts one run per key"),
+      })
+      .nullable()
+      .describe(
+        "the published event (POST /v1/events) whose trigger in the workflow's triggers started this run; null for a run started otherwise",
+      ),
   })
   .meta({ id: "Run", description: "A run of a workflow version" });
 

@@ -11,12 +11,17 @@ export interface StoredWorkflow {
 
 /** Workflow definitions, outside the caller's transactions; DatabaseError on a failure of the database. */
 export interface WorkflowStore {
-  /** Stores the definition under the next version unless one with the same hash exists. Idempotent (serialised per id). */
+  /**
+   * Stores the definition under the next version unless one with the same hash exists, with the
+   * event names its triggers declare (`workflowsTriggeredBy`), in one transaction. Idempotent
+   * (serialised per id).
+   */
   putWorkflow(
     id: string,
     hash: string,
     definition: string,
     now: number,
+    events?: readonly string[],
   ): Promise<{ version: number; created: boolean }>;
   /** Stores the definition under the caller's version unless it exists (a map's item workflow, at its parent's). Idempotent. */
   putWorkflowVersion(id: string, version: number, hash: string, definition: string, now: number): Promise<void>;
@@ -26,4 +31,6 @@ export interface WorkflowStore {
   latestWorkflowVersion(id: string): Promise<number | null>;
   /** Workflows by id with their latest version; not map nodes' item workflows (their ids hold a `/`). Reads only. */
   listWorkflows(): Promise<{ id: string; version: number; created_at: number }[]>;
+  /** The workflows whose latest version's triggers declare `event` (DESIGN §17), by id, with that version. Reads only. */
+  workflowsTriggeredBy(event: string): Promise<{ id: string; version: number }[]>;
 }

@@ -70,6 +70,15 @@ export interface Run {
   budget?: { max_tokens?: number; max_cost?: number } | null;
   /** The run and node it was forked from; null: started otherwise (absent from an older server). */
   forked_from?: { run_id: string; node_id: string } | null;
+  /** The published event whose trigger started it; null: started otherwise (absent from an older server). */
+  triggered_by?: { event: string; key: string; event_id: string; idempotency_key: string } | null;
+}
+
+/** One of a workflow's `triggers`: the events by key that start a run of it. */
+export interface Trigger {
+  event: string;
+  key?: string;
+  input?: unknown;
 }
 
 /** A child run of a workflow node, as its parent lists it. */

@@ -91,6 +91,7 @@ export function makeRun(extra: Partial<Run> = {}): Run {
     forked_from: null,
     key: null,
     queued: null,
+    triggered_by: null,
     ...extra,
   };
 }

@@ -118,6 +118,35 @@ describe.skipIf(!onPostgres)("a commit whose outcome was lost (PostgreSQL)", () 
     }
   });
 
+  it("starts a trigger's run once when the publish's commit is lost", async () => {
+    const target = new URL(PG_URL);
+    const cutter = new CommitCutter(target);
+    proxies.push(cutter);
+    const port = await cutter.listen();
+    const schema = `skein_t_lost_trigger_${process.pid}_${Date.now()}`;
+    const url = `postgres://${target.username}@127.0.0.1:${port}${target.pathname}?schema=${schema}`;
+    const { engine } = await testEngine({ database: url, agents: { work: (t) => ({ done: t.attempt }) } });
+    await engine.registerWorkflow({
+      id: "one",
+      triggers: [{ event: "paid" }],
+      nodes: [{ node_id: "a", agent_type: "work", timeout: 3600 }],
+    });
+    try {
+      await engine.waitForRun((await engine.startRun("one")).run_id);
+      cutter.armed = true; // the publish's transaction inserts the trigger's run and claims `a`: its COMMIT is cut
+      const answer = await engine.publishEvent("paid", "o-1", { n: 1 });
+      expect(cutter.cut).toBe(1);
+      // Applied again, the event is found (it committed) and so is the run its trigger started.
+      expect(answer.started).toHaveLength(1);
+      const run = await engine.waitForRun(answer.started[0]?.run_id as string);
+      expect(run).toMatchObject({ status: "SUCCEEDED", triggered_by: { event: "paid", key: "o-1" } });
+      expect(await engine.listRuns({ workflow_id: "one" })).toHaveLength(2);
+    } finally {
+      await engine.close();
+      await dropSchema(schema);
+    }
+  });
+
   it("gives back an attempt it claimed for a run another transaction holds as it tries again", async () => {
     const target = new URL(PG_URL);
     const cutter = new CommitCutter(target);

@@ -67,6 +67,8 @@ const KEYS_BEFORE_028 =
 /** What migration 030 added: token windows and holds on the rate limits' rows. */
 const TOKEN_RATES_BEFORE_030 =
   "ALTER TABLE rate_buckets DROP COLUMN usage_tokens; ALTER TABLE rate_buckets DROP COLUMN last_usage; ALTER TABLE rate_buckets DROP COLUMN held_until;";
+/** What migration 029 added: event triggers, and the event that started a run. */
+const TRIGGERS_BEFORE_029 = "DROP TABLE workflow_triggers; ALTER TABLE runs DROP COLUMN triggered_by;";
 
 /** The newest migration before 014 on this store (PostgreSQL has no 013). */
 const BEFORE = onPostgres ? 12 : 13;
@@ -232,6 +234,7 @@ describe("upgrading to engine keys under skein: (migration 014)", () => {
        ${FORKED_FROM_BEFORE_026}
        ${KEYS_BEFORE_028}
        ${TOKEN_RATES_BEFORE_030}
+       ${TRIGGERS_BEFORE_029}
        DELETE FROM skein_migrations WHERE version > ${BEFORE};
        UPDATE schedules SET next_fire_at = last_slot_at WHERE schedule_id = 'nightly';`,
     );

@@ -92,4 +92,49 @@ describe("POST /v1/events", () => {
     expect((await engine.waitForRun(run.run_id)).output).toEqual({ paid: 7 });
     expect((await post(TOKENS.admin, "/v1/events", { name: "paid" })).statusCode).toBe(400);
   });
+
+  it("answers the runs the workflows' triggers started, and those that did not start; a scoped token starts only its workflows", async () => {
+    const { engine, post, app } = await waitingRun("order-eu");
+    const triggered = (id: string, input: unknown) => ({
+      id,
+      input_schema: { type: "object", required: ["total"] },
+      triggers: [{ event: "paid", input }],
+      nodes: [{ node_id: "w", agent_type: "wait_event", payload: { event: "never" } }],
+    });
+    await engine.registerWorkflow(triggered("order-invoice", { total: "{{ event.payload.total }}" }));
+    await engine.registerWorkflow(triggered("order-audit", { amount: "{{ event.payload.total }}" }));
+    await engine.registerWorkflow(triggered("payroll-sync", { total: "{{ event.payload.total }}" }));
+
+    const body = { name: "paid", key: "o-1", payload: { total: 7 }, idempotency_key: "pay-1" };
+    const res = await post(SCOPED_ADMIN, "/v1/events", body);
+    expect(res.statusCode).toBe(200);
+    const answer = res.json();
+    expect(answer).toMatchObject({ duplicate: false, delivered_to: [{ node_id: "paid" }] });
+    // payroll-sync is outside the token's scope: neither started nor named.
+    expect(answer.started).toEqual([{ workflow_id: "order-invoice", workflow_version: 1, run_id: expect.any(String) }]);
+    expect(answer.not_started).toEqual([
+      {
+        workflow_id: "order-audit",
+        workflow_version: 1,
+        trigger: 0,
+        reason: "input_invalid",
+        message: expect.stringContaining("does not match the input_schema of order-audit"),
+        problems: [{ path: "input", message: "must have required property 'total'" }],
+      },
+    ]);
+    const run = await app.inject({
+      method: "GET",
+      url: `/v1/runs/${answer.started[0].run_id}`,
+      headers: bearer(SCOPED_ADMIN),
+    });
+    expect(run.json()).toMatchObject({
+      input: { total: 7 },
+      scope: ["order-*"],
+      triggered_by: { event: "paid", key: "o-1", event_id: answer.event_id, idempotency_key: "pay-1" },
+    });
+    // The same event again: a duplicate, answered with the same run.
+    const again = await post(SCOPED_ADMIN, "/v1/events", body);
+    expect(again.json()).toMatchObject({ duplicate: true, started: answer.started, not_started: [] });
+    expect(await engine.listRuns({ workflow_id: "payroll-sync" })).toEqual([]);
+  });
 });

@@ -140,6 +140,7 @@ function newRun(run_id: string, overrides: Partial<Run> = {}): Run {
     forked_from: null,
     key: null,
     queued: null,
+    triggered_by: null,
     ...overrides,
   };
 }
@@ -192,7 +193,7 @@ describeStore("postgres")("PostgresStore", () => {
       await (await open(schema)).close();
       await open(schema);
       expect(await versions(schema)).toEqual([
-        1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14, 15, 16, 17, 18, 19, 21, 22, 23, 24, 25, 26, 28, 30,
+        1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14, 15, 16, 17, 18, 19, 21, 22, 23, 24, 25, 26, 28, 29, 30,
       ]);
     });
 
@@ -200,7 +201,7 @@ describeStore("postgres")("PostgresStore", () => {
       const schema = freshSchema();
       await Promise.all([open(schema), open(schema)]);
       expect(await versions(schema)).toEqual([
-        1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14, 15, 16, 17, 18, 19, 21, 22, 23, 24, 25, 26, 28, 30,
+        1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14, 15, 16, 17, 18, 19, 21, 22, 23, 24, 25, 26, 28, 29, 30,
       ]);
     });
 
@@ -233,7 +234,7 @@ describeStore("postgres")("PostgresStore", () => {
       await store.putWorkflow("wf", "hash-1", WORKFLOW, NOW);
       expect((await store.getWorkflow("wf"))?.version).toBe(1);
       expect(await versions(schema)).toEqual([
-        1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14, 15, 16, 17, 18, 19, 21, 22, 23, 24, 25, 26, 28, 30,
+        1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14, 15, 16, 17, 18, 19, 21, 22, 23, 24, 25, 26, 28, 29, 30,
       ]);
     });
   });

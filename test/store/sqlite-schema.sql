@@ -149,7 +149,7 @@ CREATE TABLE runs (
   created_at        INTEGER NOT NULL,
   updated_at        INTEGER NOT NULL,
   deadline_at       INTEGER NOT NULL,  -- the run's TTL
-  ended_at          INTEGER, parent TEXT, revision INTEGER NOT NULL DEFAULT 0, schedule_id TEXT, usage TEXT NOT NULL DEFAULT '{"tokens_in":0,"tokens_out":0,"cost":0}', budget TEXT, scope TEXT, reserved TEXT, tags TEXT NOT NULL DEFAULT '{}', paused TEXT, forked_from TEXT, key TEXT, queued TEXT,
+  ended_at          INTEGER, parent TEXT, revision INTEGER NOT NULL DEFAULT 0, schedule_id TEXT, usage TEXT NOT NULL DEFAULT '{"tokens_in":0,"tokens_out":0,"cost":0}', budget TEXT, scope TEXT, reserved TEXT, tags TEXT NOT NULL DEFAULT '{}', paused TEXT, forked_from TEXT, key TEXT, queued TEXT, triggered_by TEXT,
   FOREIGN KEY (workflow_id, workflow_version) REFERENCES workflows (id, version)
 );
 
@@ -215,6 +215,13 @@ CREATE TABLE visits (
   ended_at        INTEGER, items TEXT, concurrency_key TEXT,
   PRIMARY KEY (run_id, node_id, visit)
 );
+
+CREATE TABLE workflow_triggers (
+  event        TEXT    NOT NULL,
+  workflow_id  TEXT    NOT NULL,
+  version      INTEGER NOT NULL,
+  PRIMARY KEY (event, workflow_id, version)
+) WITHOUT ROWID;
 
 CREATE TABLE workflows (
   id          TEXT    NOT NULL,

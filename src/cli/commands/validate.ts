@@ -29,8 +29,11 @@ export function registerValidate(program: Command): void {
       } else {
         for (const p of result.errors) println(problemLine(p));
         for (const p of result.warnings) println(`warning: ${problemLine(p)}`);
-        if (result.ok)
-          println(`${file}: valid workflow "${result.workflow.id}" (${result.workflow.nodes.length} nodes)`);
+        if (result.ok) {
+          const { id, nodes, triggers = [] } = result.workflow;
+          const started = triggers.length === 0 ? "" : `; triggers: ${triggersText(triggers)}`;
+          println(`${file}: valid workflow "${id}" (${nodes.length} nodes${started})`);
+        }
       }
       if (!result.ok) {
         const count = result.errors.length;
@@ -42,4 +45,10 @@ export function registerValidate(program: Command): void {
 /** `nodes[4].depends_on[1]: unknown node "fetch_x"`. */
 export function problemLine(p: Problem): string {
   return `${p.path || "(document)"}: ${p.message}`;
+}
+
+/** `order.paid (key vip), order.paid`: the events a workflow's triggers start runs on, in their order; `-` for none. */
+export function triggersText(triggers: readonly { event: string; key?: string }[]): string {
+  if (triggers.length === 0) return "-";
+  return triggers.map((t) => (t.key === undefined ? t.event : `${t.event} (key ${t.key})`)).join(", ");
 }

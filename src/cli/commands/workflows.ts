@@ -1,4 +1,7 @@
-/** `skein workflows` (registered ids and latest versions) and `skein workflows put <file>`. */
+/**
+ * `skein workflows` (registered ids, latest versions, and the events their triggers start runs
+ * on) and `skein workflows put <file>`.
+ */
 import type { Command } from "commander";
 import type { WorkflowInput } from "../../definition/workflow-input.js";
 import { loadAgents } from "../agents-module.js";
@@ -6,24 +9,33 @@ import { library, withClient } from "../database.js";
 import { readJsonFile } from "../input.js";
 import { dbOf, examples } from "../options.js";
 import { CliError, formatTime, printJson, println, table, warn } from "../output.js";
-import { problemLine } from "./validate.js";
+import { problemLine, triggersText } from "./validate.js";
 
 export function registerWorkflows(program: Command): void {
   const workflows = program
     .command("workflows")
     .summary("list registered workflows; put registers one")
-    .description("list registered workflows with their latest versions; `workflows put <file>` registers one")
+    .description(
+      "list registered workflows with their latest versions and the events their triggers start runs on; `workflows put <file>` registers one",
+    )
     // Also put's: commander hands an option after `put <file>` to this, the parent command.
-    .option("--json", "print as JSON: the list ([{ id, version, created_at }]), or put's result")
+    .option("--json", "print as JSON: the list ([{ id, version, created_at, triggers }]), or put's result")
     .addHelpText("after", examples("skein workflows", "skein workflows put content-publish.json"))
     .action(async (options: { json?: boolean }, command: Command) => {
-      const list = await withClient(dbOf(command), (client) => client.listWorkflows());
+      const list = await withClient(dbOf(command), async (client) =>
+        Promise.all(
+          (await client.listWorkflows()).map(async (w) => {
+            const { definition } = await client.getWorkflow(w.id, w.version);
+            return { ...w, triggers: definition.triggers ?? [] };
+          }),
+        ),
+      );
       if (options.json) return printJson(list);
       if (list.length === 0) return println("no workflows; register one with skein workflows put <file>");
       println(
         table(
-          ["id", "version", "registered"],
-          list.map((w) => [w.id, String(w.version), formatTime(w.created_at)]),
+          ["id", "version", "registered", "triggers"],
+          list.map((w) => [w.id, String(w.version), formatTime(w.created_at), triggersText(w.triggers)]),
         ),
       );
     });

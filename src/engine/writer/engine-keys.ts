@@ -1,12 +1,13 @@
 /**
- * The idempotency keys the engine makes (DESIGN §13.1): a child run's, a map item's and a
- * schedule slot's, all under the reserved prefix `skein:`, which clients may not use (startRun
+ * The idempotency keys the engine makes (DESIGN §13.1): a child run's, a map item's, a
+ * schedule slot's and an event trigger's, all under the reserved prefix `skein:`, which clients may not use (startRun
  * refuses it), so nobody can take a key before the engine does. Before binding a visit or a
  * slot to a run found under one of these keys, the engine checks it is the run it would have
  * started (`ownRunProblem`); migration 014 moved the keys older versions made under the prefix.
  */
-import { ENGINE_KEY_PREFIX, type Run, type RunParent, type Visit } from "../../core/types.js";
+import { ENGINE_KEY_PREFIX, type Run, type RunParent, type RunTrigger, type Visit } from "../../core/types.js";
 import { ValidationError } from "../../errors.js";
+import { sha256 } from "../json.js";
 
 export { ENGINE_KEY_PREFIX };
 
@@ -26,6 +27,37 @@ export function itemKey(v: Pick<Visit, "execution_id" | "attempt">, index: numbe
 /** The key of the child run that is tool call `<turn>:<index>` of an `agent` visit (any of its attempts). */
 export function toolCallKey(v: Pick<Visit, "execution_id">, call: string): string {
   return `${ENGINE_KEY_PREFIX}${v.execution_id}:tool:${call}`;
+}
+
+/**
+ * The key of the run a trigger of `workflowId` starts for a published event (DESIGN §17): one per
+ * workflow and (name, key, idempotency key), the event's identity (the inbox's unique index), so
+ * the same event published again starts nothing, even after the inbox pruned it. The event's
+ * fields are hashed: three 200-character names would make a key too long to index well.
+ */
+export function triggerKey(workflowId: string, event: Omit<RunTrigger, "event_id">): string {
+  return `${ENGINE_KEY_PREFIX}trigger:${workflowId}:${sha256(`${event.event}\n${event.key}\n${event.idempotency_key}`)}`;
+}
+
+/**
+ * Why a run found under a trigger's key is not the one the trigger would have started (a
+ * top-level run of `workflowId` triggered by that event), or null when it is.
+ */
+export function ownTriggerRunProblem(
+  found: Run,
+  key: string,
+  expected: { workflow_id: string; event: Omit<RunTrigger, "event_id"> },
+): string | null {
+  const t = found.triggered_by;
+  const same =
+    found.parent === null &&
+    found.workflow_id === expected.workflow_id &&
+    t !== null &&
+    t.event === expected.event.event &&
+    t.key === expected.event.key &&
+    t.idempotency_key === expected.event.idempotency_key;
+  if (same) return null;
+  return `the engine's idempotency key ${key} is held by run ${found.run_id} (of ${found.workflow_id}), which is not the run a trigger of ${expected.workflow_id} started for event "${expected.event.event}" (key "${expected.event.key}"): it was not started by this engine (written to the database directly); cancel or prune run ${found.run_id}, then publish the event again`;
 }
 
 /**
@@ -64,7 +96,7 @@ export function checkClientKey(key: string | undefined, path = "idempotency_key"
     throw new ValidationError("The idempotency key is reserved", [
       {
         path,
-        message: `may not start with "${ENGINE_KEY_PREFIX}": keys with that prefix are the engine's own (child runs, map items, schedule slots); choose another key`,
+        message: `may not start with "${ENGINE_KEY_PREFIX}": keys with that prefix are the engine's own (child runs, map items, schedule slots, event triggers); choose another key`,
       },
     ]);
   }

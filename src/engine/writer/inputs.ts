@@ -18,6 +18,7 @@ import type {
   VisitError,
 } from "../../core/types.js";
 import type { MigrationRequest } from "../../core/upgrade.js";
+import type { Problem } from "../../errors.js";
 import type { ItemKey, StepRow, VisitKey } from "../../store/store.js";
 
 /** A task as claimed in the transaction: the agent's task without its signal and callbacks. */
@@ -74,6 +75,10 @@ export type Input =
       event: InboxEvent;
       /** The publisher's scope (DESIGN §13.1): only runs of workflows it covers receive it; null: every run. */
       scope: string[] | null;
+      /** The runs its triggers start (DESIGN §17, engine/triggers.ts), each unless its key holds one already. */
+      triggered: TriggeredRun[];
+      /** The triggers that matched but cannot start a run: answered, and logged, unless the event is a duplicate. */
+      refused: TriggerRefusal[];
       done: Callback<PublishEventAnswer>;
     }
   | { kind: "cancel"; run_id: string; reason?: string; compensate: boolean; done: Callback<Run> }
@@ -249,11 +254,45 @@ export interface MigrateAnswer {
   incompatible: { run_id: string; from_version: number; reasons: string[] }[];
 }
 
-/** What publishing an event by key did: the waits it reached (DESIGN §11.3). */
+/** What publishing an event by key did: the waits it reached (DESIGN §11.3) and the runs its triggers started (§17). */
 export interface PublishEventAnswer {
   event_id: string;
   delivered_to: { run_id: string; node_id: string; visit: number }[];
+  /** The event was published before under its idempotency key: nothing changed, and `started` lists the runs it started then. */
   duplicate: boolean;
+  /**
+   * The runs the workflows' triggers started: one per workflow whose latest version declares the
+   * event (and its key, if the trigger names one) that the publisher's scope covers. A run that
+   * a trigger started for the same event before (same name, key and idempotency key) is listed,
+   * not started again.
+   */
+  started: { workflow_id: string; workflow_version: number; run_id: string }[];
+  /** The triggers that matched but started no run, with why; the other triggers and the waits are not held back by them. */
+  not_started: TriggerRefusal[];
+}
+
+/** A run a trigger starts, unless one was started under its key before (the run's `idempotency_key`). */
+export interface TriggeredRun {
+  run: Run;
+  /** The trigger's place in its workflow's `triggers`. */
+  trigger: number;
+}
+
+/** A trigger that matched an event but started no run, and why (the publish answers it; it is logged). */
+export interface TriggerRefusal {
+  workflow_id: string;
+  workflow_version: number;
+  /** The trigger's place in its workflow's `triggers`. */
+  trigger: number;
+  /**
+   * `input_failed`: a template of the trigger's input failed; `input_invalid`: the input it made
+   * is not JSON, too large, or not of the workflow's input_schema; `idempotency_key_taken`: a run
+   * the engine did not start holds the trigger's key.
+   */
+  reason: "input_failed" | "input_invalid" | "idempotency_key_taken";
+  message: string;
+  /** Each problem with its path: a template's (`triggers[0].input.total`) or the input's (`input.total`). */
+  problems: Problem[];
 }
 
 export type Callback<T> = { resolve(value: T): void; reject(error: unknown): void };

@@ -212,13 +212,14 @@ export class PostgresStore implements Store {
   readonly readRateBuckets: Store["readRateBuckets"] = () => this.reads.readRateBuckets();
   readonly getSchedule: Store["getSchedule"] = (scheduleId) => this.reads.getSchedule(scheduleId);
   readonly listSchedules: Store["listSchedules"] = (filter) => this.reads.listSchedules(filter);
-  readonly putWorkflow: Store["putWorkflow"] = (id, hash, definition, now) =>
-    this.workflows.putWorkflow(id, hash, definition, now);
+  readonly putWorkflow: Store["putWorkflow"] = (id, hash, definition, now, events) =>
+    this.workflows.putWorkflow(id, hash, definition, now, events);
   readonly putWorkflowVersion: Store["putWorkflowVersion"] = (id, version, hash, definition, now) =>
     this.workflows.putWorkflowVersion(id, version, hash, definition, now);
   readonly getWorkflow: Store["getWorkflow"] = (id, version) => this.workflows.getWorkflow(id, version);
   readonly latestWorkflowVersion: Store["latestWorkflowVersion"] = (id) => this.workflows.latestWorkflowVersion(id);
   readonly listWorkflows: Store["listWorkflows"] = () => this.workflows.listWorkflows();
+  readonly workflowsTriggeredBy: Store["workflowsTriggeredBy"] = (event) => this.workflows.workflowsTriggeredBy(event);
 
   async registerEngine(engine: EngineRow, staleBefore: number): Promise<string[]> {
     // The liveness lock first: once the row is committed another engine's sweep may look, and

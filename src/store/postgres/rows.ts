@@ -76,6 +76,7 @@ export const RUN_COLUMNS: Columns<Run> = {
   forked_from: "json",
   key: "text",
   queued: "json",
+  triggered_by: "json",
 };
 
 export const VISIT_COLUMNS: Columns<Visit> = {

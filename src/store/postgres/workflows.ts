@@ -20,7 +20,7 @@ export function postgresWorkflows(
   schemaSql: string,
 ): WorkflowStore {
   return {
-    async putWorkflow(id: string, hash: string, definition: string, now: number) {
+    async putWorkflow(id: string, hash: string, definition: string, now: number, events: readonly string[] = []) {
       const [known] = await read<{ version: number }>({
         name: "skein_workflow_by_hash",
         text: "SELECT version FROM workflows WHERE id = $1 AND hash = $2",
@@ -47,7 +47,15 @@ export function postgresWorkflows(
                  ON CONFLICT DO NOTHING`,
           values: [id, version, hash, stored, now],
         });
-        if (inserted.rowCount === 1) return { version, created: true };
+        if (inserted.rowCount === 1) {
+          if (events.length > 0) {
+            await session.query({
+              text: "INSERT INTO workflow_triggers (event, workflow_id, version) SELECT unnest($1::text[]), $2, $3",
+              values: [events, id, version],
+            });
+          }
+          return { version, created: true };
+        }
         const again = await session.query<{ version: number }>({
           text: "SELECT version FROM workflows WHERE id = $1 AND hash = $2",
           values: [id, hash],
@@ -96,6 +104,16 @@ export function postgresWorkflows(
     async listWorkflows(): Promise<{ id: string; version: number; created_at: number }[]> {
       return read({
         text: "SELECT id, max(version) AS version, max(created_at) AS created_at FROM workflows WHERE strpos(id, '/') = 0 GROUP BY id ORDER BY id",
+      });
+    },
+
+    async workflowsTriggeredBy(event: string): Promise<{ id: string; version: number }[]> {
+      return read({
+        name: "skein_workflows_triggered_by",
+        text: `SELECT t.workflow_id AS id, t.version FROM workflow_triggers t
+                 WHERE t.event = $1 AND t.version = (SELECT max(w.version) FROM workflows w WHERE w.id = t.workflow_id)
+                 ORDER BY t.workflow_id`,
+        values: [event],
       });
     },
   };

@@ -14,6 +14,7 @@ import type {
   RunPause,
   RunQueued,
   RunTags,
+  RunTrigger,
   RunUsage,
   Visit,
   VisitError,
@@ -49,6 +50,7 @@ export interface DbRun {
   forked_from: string | null;
   key: string | null;
   queued: string | null;
+  triggered_by: string | null;
   /** Not part of a Run: how many times the run's rows were written (LoadedRun). */
   revision?: number;
 }
@@ -128,6 +130,7 @@ export function runFromDb({ revision: _, ...r }: DbRun): Run {
     paused: parse<RunPause>(r.paused),
     forked_from: parse<RunFork>(r.forked_from),
     queued: parse<RunQueued>(r.queued),
+    triggered_by: parse<RunTrigger>(r.triggered_by),
   };
 }
 
@@ -147,6 +150,7 @@ export function runToDb(r: Run): DbRun {
     paused: text(r.paused),
     forked_from: text(r.forked_from),
     queued: text(r.queued),
+    triggered_by: text(r.triggered_by),
   };
 }
 

@@ -271,6 +271,7 @@ const runColumns: (keyof DbRun)[] = [
   "forked_from",
   "key",
   "queued",
+  "triggered_by",
 ];
 
 const compensationColumns: (keyof DbCompensation)[] = [

@@ -157,13 +157,14 @@ export class SqliteStore implements Store {
   readonly readRateBuckets: Store["readRateBuckets"] = () => this.reads.readRateBuckets();
   readonly getSchedule: Store["getSchedule"] = (scheduleId) => this.reads.getSchedule(scheduleId);
   readonly listSchedules: Store["listSchedules"] = (filter) => this.reads.listSchedules(filter);
-  readonly putWorkflow: Store["putWorkflow"] = (id, hash, definition, now) =>
-    this.workflows.putWorkflow(id, hash, definition, now);
+  readonly putWorkflow: Store["putWorkflow"] = (id, hash, definition, now, events) =>
+    this.workflows.putWorkflow(id, hash, definition, now, events);
   readonly putWorkflowVersion: Store["putWorkflowVersion"] = (id, version, hash, definition, now) =>
     this.workflows.putWorkflowVersion(id, version, hash, definition, now);
   readonly getWorkflow: Store["getWorkflow"] = (id, version) => this.workflows.getWorkflow(id, version);
   readonly latestWorkflowVersion: Store["latestWorkflowVersion"] = (id) => this.workflows.latestWorkflowVersion(id);
   readonly listWorkflows: Store["listWorkflows"] = () => this.workflows.listWorkflows();
+  readonly workflowsTriggeredBy: Store["workflowsTriggeredBy"] = (event) => this.workflows.workflowsTriggeredBy(event);
 
   /**
    * Takes the file's engine lock (refused at once while another engine process, running or

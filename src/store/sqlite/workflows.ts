@@ -3,6 +3,11 @@ import type Database from "better-sqlite3";
 import type { StoredWorkflow, WorkflowStore } from "../workflows.js";
 import type { Read } from "./reads.js";
 
+/** The workflows whose latest version declares a trigger on the event (a version's rows are written with it). */
+const TRIGGERED_BY = `SELECT t.workflow_id AS id, t.version FROM workflow_triggers t
+  WHERE t.event = ? AND t.version = (SELECT max(w.version) FROM workflows w WHERE w.id = t.workflow_id)
+  ORDER BY t.workflow_id`;
+
 /** `inTransaction`: runs its function in a write transaction of the store (SqliteStore.transaction). */
 export function sqliteWorkflows(
   db: Database.Database,
@@ -13,12 +18,13 @@ export function sqliteWorkflows(
     byHash: db.prepare("SELECT version FROM workflows WHERE id = ? AND hash = ?"),
     latest: db.prepare("SELECT max(version) AS latest FROM workflows WHERE id = ?"),
     insert: db.prepare("INSERT INTO workflows (id, version, hash, definition, created_at) VALUES (?, ?, ?, ?, ?)"),
+    insertTrigger: db.prepare("INSERT INTO workflow_triggers (event, workflow_id, version) VALUES (?, ?, ?)"),
     insertOrIgnore: db.prepare(
       "INSERT OR IGNORE INTO workflows (id, version, hash, definition, created_at) VALUES (?, ?, ?, ?, ?)",
     ),
   };
   return {
-    putWorkflow: (id, hash, definition, now) =>
+    putWorkflow: (id, hash, definition, now, events = []) =>
       inTransaction(() => {
         const same = s.byHash.get(id, hash) as { version: number } | undefined;
         if (same) return { version: same.version, created: false };
@@ -26,6 +32,7 @@ export function sqliteWorkflows(
         const version = (latest ?? 0) + 1;
         const stored = JSON.stringify({ ...JSON.parse(definition), version });
         s.insert.run(id, version, hash, stored, now);
+        for (const event of events) s.insertTrigger.run(event, id, version);
         return { version, created: true };
       }),
     putWorkflowVersion: async (id, version, hash, definition, now) => {
@@ -50,5 +57,6 @@ export function sqliteWorkflows(
       read(
         "SELECT id, max(version) AS version, max(created_at) AS created_at FROM workflows WHERE instr(id, '/') = 0 GROUP BY id ORDER BY id",
       ).all() as { id: string; version: number; created_at: number }[],
+    workflowsTriggeredBy: async (event) => read(TRIGGERED_BY).all(event) as { id: string; version: number }[],
   };
 }

@@ -145,6 +145,19 @@ export function RunPage(props: { runId: string; node?: string | undefined }) {
             </dd>
           </>
         )}
+        {data.triggered_by && (
+          <>
+            <dt>Triggered by</dt>
+            <dd class="triggered-by">
+              event <code>{data.triggered_by.event}</code>, key <code>{data.triggered_by.key}</code>
+              {data.triggered_by.idempotency_key !== data.triggered_by.event_id && (
+                <>
+                  , idempotency key <code>{data.triggered_by.idempotency_key}</code>
+                </>
+              )}
+            </dd>
+          </>
+        )}
         {data.schedule_id && (
           <>
             <dt>Schedule</dt>

@@ -4,7 +4,7 @@ import { api } from "../api.js";
 import { ErrorNote, Time } from "../components.js";
 import { useLoad } from "../hooks.js";
 import { href, navigate } from "../route.js";
-import type { Registered, Workflow, WorkflowSummary } from "../types.js";
+import type { Registered, Trigger, Workflow, WorkflowSummary } from "../types.js";
 import { Editor } from "./editor.js";
 import { StartRunForm } from "./start-run.js";
 import { UpgradeRuns } from "./upgrade-runs.js";
@@ -145,6 +145,9 @@ function WorkflowDetail(props: {
         <summary>Start a run</summary>
         <StartRunForm workflowId={w.id} latestVersion={latest} definition={w.definition} />
       </details>
+      {Array.isArray(content.triggers) && content.triggers.length > 0 && (
+        <Triggers triggers={content.triggers as Trigger[]} />
+      )}
       {w.version > 1 && (
         <details class="panel">
           <summary>Upgrade runs</summary>
@@ -156,5 +159,45 @@ function WorkflowDetail(props: {
         <Editor initial={JSON.stringify(content, null, 2)} onSaved={props.onSaved} />
       </details>
     </div>
+  );
+}
+
+/** The events that start a run of this version (publishEvent, POST /v1/events): the first trigger that matches an event makes the run. */
+function Triggers(props: { triggers: Trigger[] }) {
+  return (
+    <details class="panel triggers" open>
+      <summary>Triggers</summary>
+      <p class="muted">
+        Publishing one of these events starts a run of the latest version, once per event idempotency key, with the
+        first trigger that matches.
+      </p>
+      <table aria-label="triggers">
+        <thead>
+          <tr>
+            <th>Event</th>
+            <th>Key</th>
+            <th>Input</th>
+          </tr>
+        </thead>
+        <tbody>
+          {props.triggers.map((t, i) => (
+            // Triggers are matched in their order: the index is what names one (triggers[i]).
+            <tr key={i} data-trigger={i}>
+              <td>
+                <code>{t.event}</code>
+              </td>
+              <td>{t.key === undefined ? <span class="muted">any</span> : <code>{t.key}</code>}</td>
+              <td>
+                {t.input === undefined ? (
+                  <span class="muted">the event's payload</span>
+                ) : (
+                  <code class="trigger-input">{JSON.stringify(t.input)}</code>
+                )}
+              </td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </details>
   );
 }

@@ -316,6 +316,8 @@ describe("events by key (publishEvent)", () => {
       event_id: once.event_id,
       delivered_to: [],
       duplicate: true,
+      started: [],
+      not_started: [],
     });
     expect((await engine.waitForRun(c.run_id)).output).toEqual({ paid: { total: 6 } });
     // A run's own event reaches a keyed wait too.

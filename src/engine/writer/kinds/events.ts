@@ -3,7 +3,9 @@
  * wait_event for that name, else into its inbox for the next wait; an event by key goes to every
  * run waiting on (name, key) and is kept for waits that buffer it. The run is locked, as for a
  * review, so a wait that begins in another transaction sees the event either waiting or taken.
- * `Events` is the flush's step for them: it keeps the events published by key until the write.
+ * An event by key also starts the runs of the workflows whose triggers declare it (DESIGN §17,
+ * writer/triggers.ts), in the same transaction. `Events` is the flush's step for them: it keeps
+ * the events published by key until the write.
  */
 import { oldestWaiting } from "../../../core/kinds/wait-event.js";
 import { eventRefusal } from "../../../core/preconditions.js";
@@ -14,6 +16,7 @@ import { MAX_BUFFER_SECONDS } from "../../../definition/kinds/wait-event.js";
 import { LimitError, NotFoundError } from "../../../errors.js";
 import type { FlushContext } from "../context.js";
 import type { Input, SendEventAnswer } from "../inputs.js";
+import { startedBefore, startTriggered } from "../triggers.js";
 
 /** A run's inbox holds at most this many events no wait_event took yet (DESIGN §13.1), */
 export const MAX_INBOX_EVENTS = 1000;
@@ -90,7 +93,8 @@ export class Events {
       this.keyed.find((x) => x.name === e.name && x.key === key && x.idempotency_key === e.idempotency_key) ??
       (await f.tx.inboxByIdempotencyKey({ run_id: null, name: e.name, key }, e.idempotency_key));
     if (seen) {
-      const answer = { event_id: seen.event_id, delivered_to: [], duplicate: true };
+      const started = await startedBefore(f, input);
+      const answer = { event_id: seen.event_id, delivered_to: [], duplicate: true, started, not_started: [] };
       f.out.callbacks.push(() => done.resolve(answer));
       return;
     }
@@ -110,7 +114,7 @@ export class Events {
     // Kept for waits that start within their buffer_seconds: with a scoped publisher's scope, so
     // that only its own workflows' runs take it (wait-event.ts).
     this.keyed.push(input.scope === null ? e : { ...e, scope: input.scope });
-    const answer = { event_id: e.event_id, delivered_to, duplicate: false };
+    const answer = { event_id: e.event_id, delivered_to, duplicate: false, ...(await startTriggered(f, input)) };
     f.out.callbacks.push(() => done.resolve(answer));
   }
 }
