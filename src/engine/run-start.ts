@@ -4,7 +4,7 @@
  */
 import { budgetOf, budgetProblem, NO_USAGE } from "../core/budget.js";
 import { scopeAllows } from "../core/scope.js";
-import type { Budget, Json, Run, RunFork, RunTags } from "../core/types.js";
+import { type Budget, DEFAULT_PRIORITY, type Json, type Run, type RunFork, type RunTags } from "../core/types.js";
 import { ValidationError } from "../errors.js";
 import { uuidv7 } from "../ids.js";
 import type { StartRunOptions } from "./engine-options.js";
@@ -47,6 +47,7 @@ export function newRun(
     }
   }
   const tags = tagsOf(options.tags);
+  const priority = priorityOf(options.priority);
   if (options.budget !== undefined) {
     const bad = budgetProblem(options.budget);
     if (bad) throw new ValidationError("Run budget is not valid", [{ path: "budget", message: bad }]);
@@ -60,8 +61,36 @@ export function newRun(
     budget: budgetOf(options.budget ?? workflow.definition.budget),
     scope: options.scope ? [...options.scope] : null,
     tags,
+    priority,
     now,
   });
+}
+
+/** The most urgent priority (claimed first) and the least (claimed last). */
+export const PRIORITIES = { first: 0, last: 9 } as const;
+
+/**
+ * startRun's priority, checked (DEFAULT_PRIORITY when none): a whole number from 0, claimed
+ * first, to 9, claimed last.
+ * @throws ValidationError at `priority` for anything else
+ */
+export function priorityOf(priority: unknown): number {
+  if (priority === undefined) return DEFAULT_PRIORITY;
+  if (
+    typeof priority === "number" &&
+    Number.isInteger(priority) &&
+    priority >= PRIORITIES.first &&
+    priority <= PRIORITIES.last
+  ) {
+    return priority;
+  }
+  const got = typeof priority === "number" ? String(priority) : (JSON.stringify(priority) ?? typeof priority);
+  throw new ValidationError("Run priority is not valid", [
+    {
+      path: "priority",
+      message: `must be a whole number from ${PRIORITIES.first} (claimed first) to ${PRIORITIES.last} (claimed last), default ${DEFAULT_PRIORITY}; got ${got}`,
+    },
+  ]);
 }
 
 /** The most tags a run carries. */
@@ -120,6 +149,8 @@ export function runRow(
     scope: string[] | null;
     /** Its tags: startRun's, or those of the run that started it. */
     tags: RunTags;
+    /** Its priority (DESIGN §17): startRun's, or that of the run that started it. */
+    priority: number;
     /** The run and node it was forked from (forkRun); null otherwise. */
     forked_from?: RunFork | null;
   },
@@ -151,5 +182,6 @@ export function runRow(
     tags: o.tags,
     paused: null,
     forked_from: o.forked_from ?? null,
+    priority: o.priority,
   };
 }

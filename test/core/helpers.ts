@@ -56,6 +56,7 @@ export function visit(node_id: string, state: VisitState = "PENDING", extra: Par
     ended_at: null,
     items: null,
     concurrency_key: null,
+    priority: 5,
     ...extra,
   };
 }
@@ -89,6 +90,7 @@ export function makeRun(extra: Partial<Run> = {}): Run {
     tags: {},
     paused: null,
     forked_from: null,
+    priority: 5,
     ...extra,
   };
 }

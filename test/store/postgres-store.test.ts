@@ -138,6 +138,7 @@ function newRun(run_id: string, overrides: Partial<Run> = {}): Run {
     tags: {},
     paused: null,
     forked_from: null,
+    priority: 5,
     ...overrides,
   };
 }
@@ -190,7 +191,7 @@ describeStore("postgres")("PostgresStore", () => {
       await (await open(schema)).close();
       await open(schema);
       expect(await versions(schema)).toEqual([
-        1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14, 15, 16, 17, 18, 19, 21, 22, 23, 24, 25, 26,
+        1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14, 15, 16, 17, 18, 19, 21, 22, 23, 24, 25, 26, 27,
       ]);
     });
 
@@ -198,7 +199,7 @@ describeStore("postgres")("PostgresStore", () => {
       const schema = freshSchema();
       await Promise.all([open(schema), open(schema)]);
       expect(await versions(schema)).toEqual([
-        1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14, 15, 16, 17, 18, 19, 21, 22, 23, 24, 25, 26,
+        1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14, 15, 16, 17, 18, 19, 21, 22, 23, 24, 25, 26, 27,
       ]);
     });
 
@@ -210,7 +211,7 @@ describeStore("postgres")("PostgresStore", () => {
       );
       const opening = open(schema);
       await expect(opening).rejects.toThrow(DatabaseError);
-      await expect(opening).rejects.toThrow(/schema version 99, newer than this Skein knows \(26\); upgrade Skein/);
+      await expect(opening).rejects.toThrow(/schema version 99, newer than this Skein knows \(27\); upgrade Skein/);
     });
 
     it("refuses a schema that holds someone else's tables", async () => {
@@ -231,7 +232,7 @@ describeStore("postgres")("PostgresStore", () => {
       await store.putWorkflow("wf", "hash-1", WORKFLOW, NOW);
       expect((await store.getWorkflow("wf"))?.version).toBe(1);
       expect(await versions(schema)).toEqual([
-        1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14, 15, 16, 17, 18, 19, 21, 22, 23, 24, 25, 26,
+        1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14, 15, 16, 17, 18, 19, 21, 22, 23, 24, 25, 26, 27,
       ]);
     });
   });

@@ -61,6 +61,7 @@ describeStore("sqlite")("SQLite schema", () => {
       { version: 24, name: "run_tags" },
       { version: 25, name: "run_pause" },
       { version: 26, name: "run_forked_from" },
+      { version: 27, name: "priority" },
     ]);
     db.close();
   });

@@ -74,6 +74,7 @@ export const RUN_COLUMNS: Columns<Run> = {
   tags: "json!",
   paused: "json",
   forked_from: "json",
+  priority: "integer",
 };
 
 export const VISIT_COLUMNS: Columns<Visit> = {
@@ -105,6 +106,7 @@ export const VISIT_COLUMNS: Columns<Visit> = {
   ended_at: "bigint",
   items: "json",
   concurrency_key: "text",
+  priority: "integer",
 };
 
 export const COMPENSATION_COLUMNS: Columns<Compensation> = {
@@ -186,7 +188,7 @@ export const WORKFLOW_COLUMNS: Columns<StoredWorkflow> = {
   created_at: "bigint",
 };
 
-/** What an UPDATE of a visit or a compensation writes: every column but its identity and creation. */
+/** What an UPDATE of a visit or a compensation writes: every column but its identity, creation and priority (its run's, fixed). */
 export const IMMUTABLE_COLUMNS = new Set([
   "run_id",
   "node_id",
@@ -195,6 +197,7 @@ export const IMMUTABLE_COLUMNS = new Set([
   "execution_id",
   "agent_type",
   "created_at",
+  "priority",
 ]);
 
 /** Column names, quoted (some, like `trigger` and `at`, are SQL keywords). */

@@ -46,6 +46,7 @@ export interface DbRun {
   tags: string;
   paused: string | null;
   forked_from: string | null;
+  priority: number;
   /** Not part of a Run: how many times the run's rows were written (LoadedRun). */
   revision?: number;
 }
@@ -79,6 +80,7 @@ export interface DbVisit {
   ended_at: number | null;
   items: string | null;
   concurrency_key: string | null;
+  priority: number;
 }
 
 export interface DbCompensation {
