@@ -1024,6 +1024,8 @@ export interface components {
                 run_id: string;
                 node_id: string;
             } | null;
+            /** @description 0 to 9, lower first (default 5): the run's ready work is claimed by priority, then by age; inherited by its child runs and map items */
+            priority: number;
         };
         /** @description Why a visit, an attempt or a run failed */
         VisitError: {
@@ -1119,6 +1121,8 @@ export interface components {
                 run_id: string;
                 node_id: string;
             } | null;
+            /** @description 0 to 9, lower first (default 5): the run's ready work is claimed by priority, then by age; inherited by its child runs and map items */
+            priority: number;
             /** @description the current visit of each node, in document order */
             nodes: components["schemas"]["Visit"][];
             waiting_reviews: number;
@@ -2346,6 +2350,8 @@ export interface operations {
                     tags?: {
                         [key: string]: string;
                     };
+                    /** @description 0 to 9, lower first (default 5): the run's ready work is claimed by priority, then by age; inherited by its child runs and map items */
+                    priority?: number;
                 };
             };
         };

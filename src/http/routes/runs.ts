@@ -22,6 +22,7 @@ import {
   errorResponses,
   MapItemSchema,
   MessageSchema,
+  PrioritySchema,
   RUN_STATUSES,
   RunParams,
   RunSchema,
@@ -55,6 +56,7 @@ const StartBody = z
       .describe(
         "at most 16 name/value pairs (names of A-Z a-z 0-9 _ . : -), inherited by child runs; GET /v1/runs?tag=name:value finds them",
       ),
+    priority: PrioritySchema.optional(),
   })
   .strict();
 
@@ -241,7 +243,7 @@ export function registerRunRoutes(app: FastifyInstance, { engine, rates }: Route
       },
     },
     async (request, reply) => {
-      const { workflow_id, input, idempotency_key, budget, tags } = request.body;
+      const { workflow_id, input, idempotency_key, budget, tags, priority } = request.body;
       rates.starts.take(request.principal?.name);
       if (!inScope(request.principal, workflow_id)) {
         throw new ForbiddenError(
@@ -263,6 +265,7 @@ export function registerRunRoutes(app: FastifyInstance, { engine, rates }: Route
           ...(idempotency_key === undefined ? {} : { idempotency_key }),
           ...(budget === undefined ? {} : { budget }),
           ...(tags === undefined ? {} : { tags }),
+          ...(priority === undefined ? {} : { priority }),
           // The run and its children may start only what the token may (DESIGN §13.1).
           ...(request.principal?.workflows ? { scope: request.principal.workflows.patterns } : {}),
           traceparent: traceparentOf(request.headers.traceparent, request.id),
