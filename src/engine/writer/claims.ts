@@ -115,6 +115,17 @@ export class Claims {
     for (const hint of this.hinted) if (hint[0].run.paused === null) yield hint;
   }
 
+  /**
+   * How much this flush has made ready or been told of so far (visits, items, hints): it only
+   * grows, so a claims pass that made it grow made more ready in hand (a visit its budget stops
+   * fails, and its failure edge readies the next node), to be offered in another pass.
+   */
+  private handSize(): number {
+    let n = this.hinted.length;
+    for (const rs of this.f.states.values()) n += rs.changes.readied.length + (rs.changes.items?.readied.length ?? 0);
+    return n;
+  }
+
   /** The ready visits and map items in hand (`inHand`, `itemsInHand`), by agent type. */
   private handByType(): Map<string, Ready[]> {
     const byType = new Map<string, Ready[]>();
@@ -199,19 +210,22 @@ export class Claims {
       const asked = claims.reduce((n, c) => n + (c.agent_types.includes(type) ? Math.max(0, room(c)) : 0), 0);
       return asked === 0 ? 0 : Math.min(asked, Math.max(0, await this.limits.room(type)));
     };
-    const hand = this.handByType();
-    for (const type of new Set(claims.flatMap((c) => c.agent_types))) {
-      await this.claimInOrder(
-        type,
-        true,
-        hand.get(type) ?? [],
-        () => wanted(type),
-        async (r) => {
-          const c = await taker(type);
-          if (c && "item" in r) await take(c, r.item);
-          else if (c && "v" in r) await takeVisit(c, r.rs, r.v);
-        },
-      );
+    const types = new Set(claims.flatMap((c) => c.agent_types));
+    const claim = async (r: Ready) => {
+      const c = await taker("v" in r ? r.v.agent_type : r.item.agentType);
+      if (c && "item" in r) await take(c, r.item);
+      else if (c && "v" in r) await takeVisit(c, r.rs, r.v);
+    };
+    // The database is asked in the first pass; what claims make ready in hand is offered in
+    // another, until they make nothing more ready.
+    for (let size = -1, pass = 0; size !== this.handSize(); pass++) {
+      size = this.handSize();
+      const hand = this.handByType();
+      for (const type of types) {
+        await this.claimInOrder(type, pass === 0, hand.get(type) ?? [], () => wanted(type), claim);
+      }
+    }
+    for (const type of types) {
       // Then what failed runs have to undo with this agent type: a row in hand, then the
       // database's, one row per run at a time.
       for (const rs of f.states.values()) {
@@ -279,13 +293,19 @@ export class Claims {
       else if (await this.budget.reserveFor(rs, v)) await take(visitAttempt(rs, v));
     };
     const types = [...f.o.agentTypes().filter((t) => !ENGINE_STARTED.includes(t)), ...ENGINE_STARTED];
-    const hand = this.handByType();
-    for (const type of types) {
-      const inHand = hand.get(type) ?? [];
-      const ask = sweep || backlog.has(type);
-      if (!ask && inHand.length === 0) continue;
-      if (await this.claimInOrder(type, ask, inHand, () => room(type), claim)) backlog.delete(type);
-      else backlog.add(type);
+    // The database is asked in the first pass; what claims make ready in hand is offered in
+    // another, until they make nothing more ready.
+    for (let size = -1, pass = 0; size !== this.handSize(); pass++) {
+      size = this.handSize();
+      const hand = this.handByType();
+      for (const type of types) {
+        const inHand = hand.get(type) ?? [];
+        const ask = pass === 0 && (sweep || backlog.has(type));
+        if (!ask && inHand.length === 0) continue;
+        const done = await this.claimInOrder(type, ask, inHand, () => room(type), claim);
+        if (!done) backlog.add(type);
+        else if (ask) backlog.delete(type); // none waits in the database
+      }
     }
     for (const rs of f.states.values()) {
       // A compensating run's next row; one left over a limit is found again by the sweep.
