@@ -149,6 +149,7 @@ describe("priority inherited", () => {
       expect((await engine.waitForRun(run.run_id)).status).toBe("SUCCEEDED");
     const childOf = async (runId: string) => (await engine.getRun(runId)).children[0]?.run_id as string;
     expect((await engine.getRun(await childOf(parent.run_id))).priority).toBe(1);
+    expect((await engine.listMapItems(fan.run_id, "each")).items.map((i) => i.priority)).toEqual([2]);
     const [item] = (await engine.listMapItems(fanRuns.run_id, "each")).items;
     expect((await engine.getRun(item?.child_run_id as string)).priority).toBe(3);
     expect((await engine.getRun(parent.run_id)).nodes[0]?.priority).toBe(1);

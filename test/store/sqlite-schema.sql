@@ -91,7 +91,7 @@ CREATE TABLE map_items (
   output        TEXT,              -- the child's output once SUCCEEDED
   error         TEXT,              -- the child's error once FAILED or CANCELLED
   started_at    INTEGER,
-  ended_at      INTEGER, agent_type TEXT, attempt INTEGER NOT NULL DEFAULT 0, failures INTEGER NOT NULL DEFAULT 0, interruptions INTEGER NOT NULL DEFAULT 0, ready_at INTEGER, deadline_at INTEGER, lease_expires_at INTEGER, holder TEXT, priority INTEGER NOT NULL DEFAULT 5,
+  ended_at      INTEGER, agent_type TEXT, attempt INTEGER NOT NULL DEFAULT 0, failures INTEGER NOT NULL DEFAULT 0, interruptions INTEGER NOT NULL DEFAULT 0, ready_at INTEGER, deadline_at INTEGER, lease_expires_at INTEGER, holder TEXT, priority INTEGER NOT NULL DEFAULT 5 CHECK (priority BETWEEN 0 AND 9),
   PRIMARY KEY (run_id, node_id, visit, idx)
 );
 
@@ -212,7 +212,7 @@ CREATE TABLE visits (
   holder          TEXT,                        -- engine id (or worker id) holding the attempt
   created_at      INTEGER NOT NULL,
   started_at      INTEGER,
-  ended_at        INTEGER, items TEXT, concurrency_key TEXT, priority INTEGER NOT NULL DEFAULT 5,
+  ended_at        INTEGER, items TEXT, concurrency_key TEXT, priority INTEGER NOT NULL DEFAULT 5 CHECK (priority BETWEEN 0 AND 9),
   PRIMARY KEY (run_id, node_id, visit)
 );
 

@@ -4,8 +4,8 @@
 -- never changed, so the claim queries order ready work by (priority, ready_at) from one index
 -- before they lock the runs they take.
 ALTER TABLE runs ADD COLUMN priority integer NOT NULL DEFAULT 5 CHECK (priority BETWEEN 0 AND 9);
-ALTER TABLE visits ADD COLUMN priority integer NOT NULL DEFAULT 5;
-ALTER TABLE map_items ADD COLUMN priority integer NOT NULL DEFAULT 5;
+ALTER TABLE visits ADD COLUMN priority integer NOT NULL DEFAULT 5 CHECK (priority BETWEEN 0 AND 9);
+ALTER TABLE map_items ADD COLUMN priority integer NOT NULL DEFAULT 5 CHECK (priority BETWEEN 0 AND 9);
 DROP INDEX visits_ready;
 CREATE INDEX visits_ready ON visits (agent_type, priority, ready_at) WHERE ready_at IS NOT NULL;
 DROP INDEX map_items_ready;

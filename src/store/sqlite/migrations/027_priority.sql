@@ -3,8 +3,8 @@
 -- the row and never changed (a run's priority never changes): the claim queries order ready work
 -- by (priority, ready_at) from one index, without reading runs.
 ALTER TABLE runs ADD COLUMN priority INTEGER NOT NULL DEFAULT 5 CHECK (priority BETWEEN 0 AND 9);
-ALTER TABLE visits ADD COLUMN priority INTEGER NOT NULL DEFAULT 5;
-ALTER TABLE map_items ADD COLUMN priority INTEGER NOT NULL DEFAULT 5;
+ALTER TABLE visits ADD COLUMN priority INTEGER NOT NULL DEFAULT 5 CHECK (priority BETWEEN 0 AND 9);
+ALTER TABLE map_items ADD COLUMN priority INTEGER NOT NULL DEFAULT 5 CHECK (priority BETWEEN 0 AND 9);
 -- The ready visits of an agent type in claim order: the claim (INDEXED BY visits_ready) reads
 -- them in order and stops at its limit, with no sort. nextDue scans the same partial index, as
 -- it did before (only ready rows are in it).
