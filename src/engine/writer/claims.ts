@@ -348,7 +348,8 @@ export class Claims {
         break;
       }
       const skip = this.limits.fullKeys();
-      const seen = new Set(offer.map(rowOf)); // a hinted visit is in hand and in the database
+      // A hinted visit is in hand and in the database: offered once.
+      const seen = visitsLeft || itemsLeft ? new Set(offer.map(rowOf)) : null;
       if (visitsLeft) {
         const keys = await f.tx.claimable(type, f.now, n, skip);
         visitsLeft = keys.length >= n;
@@ -357,7 +358,7 @@ export class Claims {
           const rs = await f.load(key.run_id);
           const v = rs?.current.get(key.node_id);
           // The database may not know yet that this flush paused the run.
-          if (rs && v && v.visit === key.visit && !seen.has(v) && stillReady({ rs, v }, f.now)) offer.push({ rs, v });
+          if (rs && v && v.visit === key.visit && !seen?.has(v) && stillReady({ rs, v }, f.now)) offer.push({ rs, v });
         }
       }
       // Items have no keys to leave out: asked once.
@@ -368,7 +369,7 @@ export class Claims {
         for (const { rs, item } of await f.loadItems(keys)) {
           const map = rs.current.get(item.row.node_id);
           const r = map ? { item: itemAttempt(rs, item, map) } : undefined;
-          if (r && !seen.has(item.row) && stillReady(r, f.now)) offer.push(r);
+          if (r && !seen?.has(item.row) && stillReady(r, f.now)) offer.push(r);
         }
       }
       offer.sort(claimOrder);
