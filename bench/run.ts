@@ -20,6 +20,7 @@ import { Worker } from "node:worker_threads";
 import { benchAgentTurn } from "./agent-turn.js";
 import { benchChildRun } from "./child-run.js";
 import { killChildren } from "./children.js";
+import { benchClaims } from "./claims.js";
 import { benchCli } from "./cli.js";
 import { benchDag8, benchDag8Serial } from "./dag8.js";
 import { benchDag8OneMillion } from "./dag8-1m.js";
@@ -111,6 +112,8 @@ const TARGETS: Record<string, { text: string; ok(v: number, all: Record<string, 
   map10k_items_per_s: { text: ">= 20000", ok: (v) => v >= 20_000 },
   map10k_rss_mb: { text: "< 250", ok: (v) => v < 250 },
   schedules10k_sweep_ms: { text: "< 20", ok: (v) => v < 20 },
+  // Issue 40: claiming by priority costs what claiming by age did (claims.ts).
+  claim_cpu_priorities_ratio: { text: "<= 1.1", ok: (v) => v <= 1.1 },
   progress_msgs_per_s: { text: ">= 20000", ok: (v) => v >= 20_000 },
   progress_kept_msgs_per_s: { text: ">= 20000", ok: (v) => v >= 20_000 },
   dag8_with_progress_ratio: { text: ">= 0.8", ok: (v) => v >= 0.8 },
@@ -213,6 +216,7 @@ const MEASUREMENTS: [string, () => Promise<Measured>, Section?, number?][] = [
   ["child_run", () => benchChildRun()],
   ["map10k", () => benchMap()],
   ["schedules10k_sweep", () => benchSchedules()],
+  ["claims", () => benchClaims()],
   ["progress", () => benchProgress()],
   ["cli", () => benchCli(), "cli"],
   // PostgreSQL: parked10k, waiting10k, child_run, map10k's rss and cli are SQLite-only; recovery is

@@ -77,3 +77,16 @@ export function collectTag(pair: string, tags: Record<string, string> = {}): Rec
   if (at <= 0) throw new InvalidArgumentError("expected name=value, e.g. --tag customer=acme.");
   return { ...tags, [pair.slice(0, at)]: pair.slice(at + 1) };
 }
+
+/**
+ * `--priority N` (DESIGN §17): a whole number from 0, claimed first, to 9, claimed last. Checked
+ * here so that a typo is told as the flag it came from, not as the engine's `priority`.
+ */
+export function parsePriority(text: string): number {
+  if (!/^[0-9]$/.test(text.trim())) {
+    throw new InvalidArgumentError(
+      "expected a whole number from 0 (claimed first) to 9 (claimed last), e.g. --priority 1.",
+    );
+  }
+  return Number(text);
+}

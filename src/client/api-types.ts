@@ -1061,6 +1061,8 @@ export interface components {
                 /** @description the publisher's idempotency key (else the event's id): the trigger starts one run per key */
                 idempotency_key: string;
             } | null;
+            /** @description 0 to 9, lower first (default 5): the run's ready work is claimed by priority, then by age; inherited by its child runs and map items */
+            priority: number;
         };
         /** @description Why a visit, an attempt or a run failed */
         VisitError: {
@@ -1184,6 +1186,8 @@ export interface components {
                 /** @description the publisher's idempotency key (else the event's id): the trigger starts one run per key */
                 idempotency_key: string;
             } | null;
+            /** @description 0 to 9, lower first (default 5): the run's ready work is claimed by priority, then by age; inherited by its child runs and map items */
+            priority: number;
             /** @description the current visit of each node, in document order */
             nodes: components["schemas"]["Visit"][];
             waiting_reviews: number;
@@ -2420,6 +2424,8 @@ export interface operations {
                     on_active?: "queue" | "reject" | "cancel_active" | "skip";
                     /** @description starts of the key within this window make one run with the last input, begun when the window passes */
                     debounce_seconds?: number;
+                    /** @description 0 to 9, lower first (default 5): the run's ready work is claimed by priority, then by age; inherited by its child runs and map items */
+                    priority?: number;
                 };
             };
         };

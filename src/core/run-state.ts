@@ -252,6 +252,7 @@ export function newVisit(rs: RunState, nodeId: string, visitNo: number, priorSta
     prior_starts: priorStarts,
     items: null,
     concurrency_key: null,
+    priority: rs.run.priority,
   };
   rs.current.set(nodeId, v);
   rs.changes.inserted.add(v);

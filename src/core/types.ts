@@ -54,6 +54,8 @@ export interface Visit {
   items: MapCounts | null;
   /** The value of its node's `concurrency.key`, resolved with the payload; null without one. */
   concurrency_key: string | null;
+  /** Its run's `priority`, copied when the visit is made: claims order ready visits by it, then by `ready_at`. */
+  priority: number;
   ready_at: number | null;
   deadline_at: number | null;
   lease_expires_at: number | null;
@@ -124,6 +126,11 @@ export interface Run<O = Json> {
    */
   forked_from: RunFork | null;
   /**
+   * Its priority (DESIGN §17), 0 to 9, lower first: ready work of an agent type is claimed by
+   * priority, then by age. startRun's (default 5), inherited by its child runs and map items.
+   */
+  priority: number;
+  /**
    * Its key (DESIGN §17, `startRun({ key })`): at most one run of a workflow and key is active
    * (RUNNING) at a time; the others wait QUEUED. null for a run started without one.
    */
@@ -173,6 +180,9 @@ export interface RunQueued {
   /** What it does, once its window passed, when a run of its key is active: wait for it, or cancel it. */
   on_active: "queue" | "cancel_active";
 }
+
+/** A run's priority when startRun gives none: the middle of 0 (claimed first) to 9 (claimed last). */
+export const DEFAULT_PRIORITY = 5;
 
 /**
  * Why and by whom a run is paused. `node_id` and `visit`: the visit whose retries ran out
@@ -314,6 +324,8 @@ export interface MapItem {
   failures: number;
   /** Deaths of the engine holding an attempt: the third fails the item (a poison task). */
   interruptions: number;
+  /** Its run's `priority`, copied when the row is written: claims order ready items by it, then by `ready_at`. */
+  priority: number;
   /** Set while it may be claimed: PENDING once its map started it, RETRYING at its retry time. */
   ready_at: number | null;
   /** The running attempt's hard cap (the map node's timeout). */

@@ -262,6 +262,16 @@ export interface StartRunOptions {
    */
   debounce_seconds?: number;
   /**
+   * Its priority (DESIGN §17): a whole number from 0 to 9, LOWER FIRST. Ready work of an agent
+   * type is claimed by priority, then by age (oldest first), by this engine's agents, other
+   * engines and external workers alike; it matters where work waits, under `agentConcurrency`,
+   * `rateLimits` or `maxConcurrency`. Inherited by the run's child runs and map items; a fork
+   * keeps its source's. Anything else is a ValidationError at `priority`.
+   * @example engine.startRun("support", { input, priority: 1 }) // ahead of the default 5
+   * @defaultValue 5
+   */
+  priority?: number;
+  /**
    * Hears every event of the run from its first (`run.started`), exactly once, until the run
    * ends (its run.succeeded, run.failed or run.cancelled event is the last), or the engine
    * closes. A run an idempotency key returns is replayed from its first event too. Progress

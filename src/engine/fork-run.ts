@@ -52,6 +52,7 @@ export async function forkRun(p: EngineParts, runId: string, options: ForkRunOpt
           scope: scope ?? source.scope ?? undefined,
           budget: source.budget ?? undefined,
           tags: source.tags,
+          priority: source.priority,
         },
         p.clock.now(),
         p.maxPayloadBytes,

@@ -5,6 +5,7 @@
 import { budgetOf, budgetProblem, NO_USAGE } from "../core/budget.js";
 import { scopeAllows } from "../core/scope.js";
 import type { Budget, Json, OnActive, Run, RunFork, RunTags, RunTrigger, StartFlow } from "../core/types.js";
+import { DEFAULT_PRIORITY } from "../core/types.js";
 import { ValidationError } from "../errors.js";
 import { uuidv7 } from "../ids.js";
 import type { StartRunOptions } from "./engine-options.js";
@@ -47,6 +48,7 @@ export function newRun(
     }
   }
   const tags = tagsOf(options.tags);
+  const priority = priorityOf(options.priority);
   if (options.budget !== undefined) {
     const bad = budgetProblem(options.budget);
     if (bad) throw new ValidationError("Run budget is not valid", [{ path: "budget", message: bad }]);
@@ -62,6 +64,7 @@ export function newRun(
     budget: budgetOf(options.budget ?? workflow.definition.budget),
     scope: options.scope ? [...options.scope] : null,
     tags,
+    priority,
     now,
   });
 }
@@ -126,6 +129,33 @@ export function flowOf(options: StartRunOptions): StartFlow | null {
   };
 }
 
+/** The most urgent priority (claimed first) and the least (claimed last). */
+export const PRIORITIES = { first: 0, last: 9 } as const;
+
+/**
+ * startRun's priority, checked (DEFAULT_PRIORITY when none): a whole number from 0, claimed
+ * first, to 9, claimed last.
+ * @throws ValidationError at `priority` for anything else
+ */
+export function priorityOf(priority: unknown): number {
+  if (priority === undefined) return DEFAULT_PRIORITY;
+  if (
+    typeof priority === "number" &&
+    Number.isInteger(priority) &&
+    priority >= PRIORITIES.first &&
+    priority <= PRIORITIES.last
+  ) {
+    return priority;
+  }
+  const got = typeof priority === "number" ? String(priority) : (JSON.stringify(priority) ?? typeof priority);
+  throw new ValidationError("Run priority is not valid", [
+    {
+      path: "priority",
+      message: `must be a whole number from ${PRIORITIES.first} (claimed first) to ${PRIORITIES.last} (claimed last), default ${DEFAULT_PRIORITY}; got ${got}`,
+    },
+  ]);
+}
+
 /** The most tags a run carries. */
 export const MAX_TAGS = 16;
 /** A tag's name: what a filter, a URL's `tag=name:value` and a CLI's `--tag name=value` can carry. */
@@ -184,6 +214,8 @@ export function runRow(
     scope: string[] | null;
     /** Its tags: startRun's, or those of the run that started it. */
     tags: RunTags;
+    /** Its priority (DESIGN §17): startRun's, or that of the run that started it. */
+    priority: number;
     /** The run and node it was forked from (forkRun); null otherwise. */
     forked_from?: RunFork | null;
     /** The published event whose trigger started it (engine/triggers.ts); null otherwise. */
@@ -220,5 +252,6 @@ export function runRow(
     key: o.key ?? null,
     queued: null,
     triggered_by: o.triggered_by ?? null,
+    priority: o.priority,
   };
 }

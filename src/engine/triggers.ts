@@ -9,7 +9,7 @@
  */
 import { budgetOf } from "../core/budget.js";
 import { scopeAllows } from "../core/scope.js";
-import type { InboxEvent, Json, RunTrigger } from "../core/types.js";
+import { DEFAULT_PRIORITY, type InboxEvent, type Json, type RunTrigger } from "../core/types.js";
 import { ExpressionError } from "../definition/expressions.js";
 import { matchingTrigger, type TriggerEvent, triggerInput } from "../definition/triggers.js";
 import type { Problem } from "../errors.js";
@@ -106,6 +106,8 @@ async function triggeredRun(
     traceparent,
     idempotency_key: triggerKey(workflow.id, triggered_by),
     parent: null,
+    // A triggered run has the default priority (an event carries none).
+    priority: DEFAULT_PRIORITY,
     budget: budgetOf(workflow.definition.budget),
     // The publisher's scope, as startRun records its caller's (DESIGN §13.1).
     scope: scope === null ? null : [...scope],

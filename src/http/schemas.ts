@@ -68,6 +68,16 @@ export const BudgetSchema = z
     description: "Usage at which no further attempt of the run (or its child runs) starts: budget_exceeded",
   });
 
+/** A run's priority (DESIGN §17): its ready work is claimed by it, lower first, then by age. */
+export const PrioritySchema = z
+  .number()
+  .int()
+  .min(0)
+  .max(9)
+  .describe(
+    "0 to 9, lower first (default 5): the run's ready work is claimed by priority, then by age; inherited by its child runs and map items",
+  );
+
 export const RunSchema = z
   .object({
     run_id: z.string(),
@@ -178,6 +188,7 @@ export const RunSchema = z
       .describe(
         "the published event (POST /v1/events) whose trigger in the workflow's triggers started this run; null for a run started otherwise",
       ),
+    priority: PrioritySchema,
   })
   .meta({ id: "Run", description: "A run of a workflow version" });
 

@@ -30,7 +30,7 @@ export interface RateBucket {
  * transaction, so no two transactions fill the same free slot. DatabaseError on a failure.
  */
 export interface ClaimsTx {
-  /** Ready, resolved visits of the type due by `now` (not of a paused run), oldest first, at most `limit`, runs locked (held ones skipped); `skip`: full keys left out. */
+  /** Ready, resolved visits of the type due by `now` (not of a paused run), by priority (lower first) then oldest first, at most `limit`, runs locked (held ones skipped); `skip`: full keys left out. */
   claimable(agentType: string, now: number, limit: number, skip?: readonly ConcurrencyGroup[]): Promise<VisitKey[]>;
   /** Compensating runs whose next row is of this type and due by `now`, oldest first, at most `limit`, locked as `claimable`'s. */
   claimableCompensations(agentType: string, now: number, limit: number): Promise<string[]>;

@@ -39,11 +39,15 @@ export function missingMapItem(u: Pick<MapItemUpdate, "key" | "index">): Error {
  * lock guards them); DatabaseError on a failure of the database.
  */
 export interface MapTx {
-  /** Inserts items PENDING from index `offset` (default 0), carrying over a failed `visit - 1`'s same SUCCEEDED items; counts both. */
+  /**
+   * Inserts items PENDING from index `offset` (default 0), carrying over a failed `visit - 1`'s
+   * same SUCCEEDED items; counts both. `priority`: the map's run's, copied onto each row.
+   */
   insertMapItems(
     key: VisitKey,
     items: Json[],
     now: number,
+    priority: number,
     offset?: number,
   ): Promise<{ total: number; carried: number }>;
   /** PENDING items with index >= `from`, by index, at most `limit`. */
@@ -71,7 +75,7 @@ export interface MapTx {
    * the visit, by index, at most `limit`: what cancelling the map cancels.
    */
   activeMapItems(key: VisitKey, limit: number): Promise<MapItem[]>;
-  /** Items of the agent type ready by `now` (not of a paused run), oldest due first, at most `limit`, their runs locked as `claimable`'s. */
+  /** Items of the agent type ready by `now` (not of a paused run), by priority then oldest due first, at most `limit`, their runs locked as `claimable`'s. */
   claimableMapItems(agentType: string, now: number, limit: number): Promise<ItemKey[]>;
   /** Items whose RUNNING attempt's lease or deadline passed by `now`, at most `limit`. */
   expiredMapItems(now: number, limit: number): Promise<ItemKey[]>;

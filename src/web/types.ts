@@ -70,6 +70,8 @@ export interface Run {
   budget?: { max_tokens?: number; max_cost?: number } | null;
   /** The run and node it was forked from; null: started otherwise (absent from an older server). */
   forked_from?: { run_id: string; node_id: string } | null;
+  /** Its priority, 0 (claimed first) to 9 (last) (absent from an older server). */
+  priority?: number;
   /** The published event whose trigger started it; null: started otherwise (absent from an older server). */
   triggered_by?: { event: string; key: string; event_id: string; idempotency_key: string } | null;
 }
@@ -80,6 +82,9 @@ export interface Trigger {
   key?: string;
   input?: unknown;
 }
+
+/** A run's priority when it was started without one: the page shows only others. */
+export const DEFAULT_PRIORITY = 5;
 
 /** A child run of a workflow node, as its parent lists it. */
 export interface ChildRun {

@@ -91,6 +91,22 @@ describe("skein start, status, list, events", () => {
     expect(bad.stderr).toContain("expected name=value");
   });
 
+  it("starts a run with --priority, which list --json shows; one not 0 to 9 exits 2 naming the flag", async () => {
+    const ws = workspace();
+    const db = ["--db", ws.db];
+    await skein(["workflows", "put", ws.file("w.json", WORKFLOWS.small), ...db], ws.dir);
+    const started = await skein(["start", "small", "--priority", "1", ...db], ws.dir);
+    expect(started.code, started.stderr).toBe(0);
+    const listed = await skein(["list", "--json", ...db], ws.dir);
+    expect(json<{ run_id: string; priority: number }[]>(listed)).toEqual([
+      expect.objectContaining({ run_id: started.stdout.trim(), priority: 1 }),
+    ]);
+    const bad = await skein(["start", "small", "--priority", "12", ...db], ws.dir);
+    expect(bad.code).toBe(2);
+    expect(bad.stderr).toContain("--priority");
+    expect(bad.stderr).toContain("expected a whole number from 0 (claimed first) to 9 (claimed last)");
+  });
+
   it("starts a run without an engine, and reads it back", async () => {
     const ws = workspace();
     const db = ["--db", ws.db];

@@ -56,6 +56,7 @@ export function visit(node_id: string, state: VisitState = "PENDING", extra: Par
     ended_at: null,
     items: null,
     concurrency_key: null,
+    priority: 5,
     ...extra,
   };
 }
@@ -92,6 +93,7 @@ export function makeRun(extra: Partial<Run> = {}): Run {
     key: null,
     queued: null,
     triggered_by: null,
+    priority: 5,
     ...extra,
   };
 }

@@ -69,6 +69,15 @@ const TOKEN_RATES_BEFORE_030 =
   "ALTER TABLE rate_buckets DROP COLUMN usage_tokens; ALTER TABLE rate_buckets DROP COLUMN last_usage; ALTER TABLE rate_buckets DROP COLUMN held_until;";
 /** What migration 029 added: event triggers, and the event that started a run. */
 const TRIGGERS_BEFORE_029 = "DROP TABLE workflow_triggers; ALTER TABLE runs DROP COLUMN triggered_by;";
+/** What migration 027 added: run priority, copied onto visits and map items, and the ready indexes in its order. */
+const PRIORITY_BEFORE_027 = `
+  DROP INDEX visits_ready;
+  CREATE INDEX visits_ready ON visits (agent_type, ready_at) WHERE ready_at IS NOT NULL;
+  DROP INDEX map_items_ready;
+  CREATE INDEX map_items_ready ON map_items (ready_at) WHERE ready_at IS NOT NULL;
+  ALTER TABLE runs DROP COLUMN priority;
+  ALTER TABLE visits DROP COLUMN priority;
+  ALTER TABLE map_items DROP COLUMN priority;`;
 
 /** The newest migration before 014 on this store (PostgreSQL has no 013). */
 const BEFORE = onPostgres ? 12 : 13;
@@ -227,6 +236,7 @@ describe("upgrading to engine keys under skein: (migration 014)", () => {
        ALTER TABLE inbox DROP COLUMN scope;
        ALTER TABLE engines DROP COLUMN served_types;
        ${onPostgres ? "" : EVENTS_BEFORE_020}
+       ${PRIORITY_BEFORE_027}
        ${ITEM_ATTEMPTS_BEFORE_021}
        ${STEPS_BEFORE_022}
        ${TAGS_BEFORE_024}

@@ -115,6 +115,56 @@ describe("runs", () => {
     expect(unknown.statusCode).toBe(404);
   });
 
+  it("POST takes a priority, which a worker's claims go by (lower first); one not 0 to 9 is a 400 naming it", async () => {
+    const { app, engine, clock } = await withWorkflows();
+    await engine.registerWorkflow({ id: "remote", nodes: [{ node_id: "n", agent_type: "ext" }] });
+    const start = (body: object) =>
+      app.inject({ method: "POST", url: "/v1/runs", headers: admin, payload: { workflow_id: "remote", ...body } });
+    const started: Record<string, string> = {};
+    for (const [label, priority] of [
+      ["later", 8],
+      ["plain", undefined],
+      ["urgent", 0],
+    ] as const) {
+      await clock.advance(1);
+      const res = await start({ input: { label }, ...(priority === undefined ? {} : { priority }) });
+      expect(res.statusCode, res.body).toBe(201);
+      const run = RunSchema.parse(res.json());
+      expect(run.priority).toBe(priority ?? 5);
+      started[label] = run.run_id;
+    }
+    const order: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      const res = await app.inject({
+        method: "POST",
+        url: "/v1/tasks/claim",
+        headers: admin,
+        payload: { worker_id: "w", agent_types: ["ext"], max_tasks: 1 },
+      });
+      expect(res.statusCode, res.body).toBe(200);
+      order.push(...(res.json().tasks as { input: { label: string } }[]).map((t) => t.input.label));
+    }
+    expect(order).toEqual(["urgent", "plain", "later"]);
+    const read = await app.inject({ url: `/v1/runs/${started.urgent}`, headers: admin });
+    expect(RunWithNodesSchema.parse(read.json()).priority).toBe(0);
+
+    const refusals: Record<string, string> = {};
+    for (const priority of [10, -1, 2.5, "high"]) {
+      const bad = await start({ priority });
+      expect(bad.statusCode, bad.body).toBe(400);
+      const [problem, ...more] = bad.json().error.details.problems as { path: string; message: string }[];
+      expect(more).toEqual([]);
+      expect(problem?.path).toBe("body.priority");
+      refusals[String(priority)] = problem?.message ?? "";
+    }
+    expect(refusals).toEqual({
+      "10": "must be <= 9, got 10",
+      "-1": "must be >= 0, got -1",
+      "2.5": "expected an integer, got 2.5",
+      high: 'expected a number, got "high"',
+    });
+  });
+
   it("POST answers 400 for an input that does not match the workflow's input_schema, with the input's paths", async () => {
     const { app, engine } = await withWorkflows();
     await engine.registerWorkflow({

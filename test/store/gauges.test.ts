@@ -66,7 +66,7 @@ for (const { name: kind, open: openStore } of STORES) {
       const store = await open([at("a", "PENDING", { agent_type: "writer", ready_at: NOW - 1000, payload: {} })]);
       const key = { run_id: "r1", node_id: "fan", visit: 1 };
       await store.transaction(async (tx) => {
-        await tx.insertMapItems(key, ["x", "y", "z", "w"], NOW);
+        await tx.insertMapItems(key, ["x", "y", "z", "w"], NOW, 5);
         const [x, y, z, w] = await tx.loadMapItems([0, 1, 2, 3].map((index) => ({ ...key, index })));
         const ready = { agent_type: "writer", state: "PENDING" as const };
         // Ready (two), ready later, and never started (no ready_at): the first two count.

@@ -56,6 +56,7 @@ const NO_ATTEMPTS = {
   attempt: 0,
   failures: 0,
   interruptions: 0,
+  priority: 5,
   ready_at: null,
   deadline_at: null,
   lease_expires_at: null,
@@ -121,7 +122,7 @@ for (const { name: kind, open: openStore } of STORES) {
     }
 
     async function insert(store: Store, at: VisitKey, items: Json[]) {
-      return store.transaction((tx) => tx.insertMapItems(at, items, NOW));
+      return store.transaction((tx) => tx.insertMapItems(at, items, NOW, 5));
     }
 
     async function update(store: Store, updates: Omit<MapItemUpdate, "key">[], at = key("r1")) {

@@ -141,6 +141,7 @@ function newRun(run_id: string, overrides: Partial<Run> = {}): Run {
     key: null,
     queued: null,
     triggered_by: null,
+    priority: 5,
     ...overrides,
   };
 }
@@ -193,7 +194,7 @@ describeStore("postgres")("PostgresStore", () => {
       await (await open(schema)).close();
       await open(schema);
       expect(await versions(schema)).toEqual([
-        1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14, 15, 16, 17, 18, 19, 21, 22, 23, 24, 25, 26, 28, 29, 30,
+        1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14, 15, 16, 17, 18, 19, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30,
       ]);
     });
 
@@ -201,7 +202,7 @@ describeStore("postgres")("PostgresStore", () => {
       const schema = freshSchema();
       await Promise.all([open(schema), open(schema)]);
       expect(await versions(schema)).toEqual([
-        1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14, 15, 16, 17, 18, 19, 21, 22, 23, 24, 25, 26, 28, 29, 30,
+        1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14, 15, 16, 17, 18, 19, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30,
       ]);
     });
 
@@ -234,7 +235,7 @@ describeStore("postgres")("PostgresStore", () => {
       await store.putWorkflow("wf", "hash-1", WORKFLOW, NOW);
       expect((await store.getWorkflow("wf"))?.version).toBe(1);
       expect(await versions(schema)).toEqual([
-        1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14, 15, 16, 17, 18, 19, 21, 22, 23, 24, 25, 26, 28, 29, 30,
+        1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 14, 15, 16, 17, 18, 19, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30,
       ]);
     });
   });

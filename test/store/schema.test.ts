@@ -61,6 +61,7 @@ describeStore("sqlite")("SQLite schema", () => {
       { version: 24, name: "run_tags" },
       { version: 25, name: "run_pause" },
       { version: 26, name: "run_forked_from" },
+      { version: 27, name: "priority" },
       { version: 28, name: "run_keys" },
       { version: 29, name: "triggers" },
       { version: 30, name: "token_rates" },

@@ -91,7 +91,7 @@ CREATE TABLE map_items (
   output        TEXT,              -- the child's output once SUCCEEDED
   error         TEXT,              -- the child's error once FAILED or CANCELLED
   started_at    INTEGER,
-  ended_at      INTEGER, agent_type TEXT, attempt INTEGER NOT NULL DEFAULT 0, failures INTEGER NOT NULL DEFAULT 0, interruptions INTEGER NOT NULL DEFAULT 0, ready_at INTEGER, deadline_at INTEGER, lease_expires_at INTEGER, holder TEXT,
+  ended_at      INTEGER, agent_type TEXT, attempt INTEGER NOT NULL DEFAULT 0, failures INTEGER NOT NULL DEFAULT 0, interruptions INTEGER NOT NULL DEFAULT 0, ready_at INTEGER, deadline_at INTEGER, lease_expires_at INTEGER, holder TEXT, priority INTEGER NOT NULL DEFAULT 5 CHECK (priority BETWEEN 0 AND 9),
   PRIMARY KEY (run_id, node_id, visit, idx)
 );
 
@@ -149,7 +149,7 @@ CREATE TABLE runs (
   created_at        INTEGER NOT NULL,
   updated_at        INTEGER NOT NULL,
   deadline_at       INTEGER NOT NULL,  -- the run's TTL
-  ended_at          INTEGER, parent TEXT, revision INTEGER NOT NULL DEFAULT 0, schedule_id TEXT, usage TEXT NOT NULL DEFAULT '{"tokens_in":0,"tokens_out":0,"cost":0}', budget TEXT, scope TEXT, reserved TEXT, tags TEXT NOT NULL DEFAULT '{}', paused TEXT, forked_from TEXT, key TEXT, queued TEXT, triggered_by TEXT,
+  ended_at          INTEGER, parent TEXT, revision INTEGER NOT NULL DEFAULT 0, schedule_id TEXT, usage TEXT NOT NULL DEFAULT '{"tokens_in":0,"tokens_out":0,"cost":0}', budget TEXT, scope TEXT, reserved TEXT, tags TEXT NOT NULL DEFAULT '{}', paused TEXT, forked_from TEXT, priority INTEGER NOT NULL DEFAULT 5 CHECK (priority BETWEEN 0 AND 9), key TEXT, queued TEXT, triggered_by TEXT,
   FOREIGN KEY (workflow_id, workflow_version) REFERENCES workflows (id, version)
 );
 
@@ -212,7 +212,7 @@ CREATE TABLE visits (
   holder          TEXT,                        -- engine id (or worker id) holding the attempt
   created_at      INTEGER NOT NULL,
   started_at      INTEGER,
-  ended_at        INTEGER, items TEXT, concurrency_key TEXT,
+  ended_at        INTEGER, items TEXT, concurrency_key TEXT, priority INTEGER NOT NULL DEFAULT 5 CHECK (priority BETWEEN 0 AND 9),
   PRIMARY KEY (run_id, node_id, visit)
 );
 
@@ -255,7 +255,7 @@ CREATE INDEX map_items_leased ON map_items (lease_expires_at) WHERE state = 'RUN
 
 CREATE INDEX map_items_pending ON map_items (run_id, node_id, visit, idx) WHERE state = 'PENDING';
 
-CREATE INDEX map_items_ready ON map_items (ready_at) WHERE ready_at IS NOT NULL;
+CREATE INDEX map_items_ready ON map_items (agent_type, priority, ready_at) WHERE ready_at IS NOT NULL;
 
 CREATE INDEX map_items_running ON map_items (run_id, node_id, visit, idx) WHERE state = 'RUNNING';
 
@@ -300,7 +300,7 @@ CREATE INDEX visits_held_by_map ON visits (run_id) WHERE holder = 'map';
 
 CREATE INDEX visits_in_review ON visits (lease_expires_at) WHERE state = 'IN_REVIEW';
 
-CREATE INDEX visits_ready ON visits (agent_type, ready_at) WHERE ready_at IS NOT NULL;
+CREATE INDEX visits_ready ON visits (agent_type, priority, ready_at) WHERE ready_at IS NOT NULL;
 
 CREATE INDEX visits_running ON visits (lease_expires_at) WHERE state = 'RUNNING';
 

@@ -3,7 +3,7 @@ import { type Command, InvalidArgumentError, Option } from "commander";
 import type { Budget, OnActive } from "../../core/types.js";
 import { withClient } from "../database.js";
 import { parseInputOption, parseJsonOption } from "../input.js";
-import { collectTag, dbOf, examples } from "../options.js";
+import { collectTag, dbOf, examples, parsePriority } from "../options.js";
 import { formatTime, println, warn } from "../output.js";
 
 /** `--debounce 30`: seconds, a number above 0. */
@@ -37,11 +37,17 @@ export function registerStart(program: Command): void {
       "starts of the key within this window make one run, with the last input, begun when it passes",
       seconds,
     )
+    .option(
+      "--priority <0-9>",
+      "claimed before runs of a higher number (0 first, 9 last; default 5), inherited by its child runs",
+      parsePriority,
+    )
     .addHelpText(
       "after",
       examples(
         `skein start content-publish --input '{"topic":"agents"}'`,
         "skein start support --tag customer=acme --tag channel=email",
+        "skein start triage --priority 1",
         `skein start research --budget '{"max_tokens":100000}'`,
         `skein start chat --key thread-42 --on-active cancel_active --input '{"message":"hi"}'`,
         "skein start reindex --key doc-7 --debounce 30",
@@ -58,6 +64,7 @@ export function registerStart(program: Command): void {
           key?: string;
           onActive?: OnActive;
           debounce?: number;
+          priority?: number;
         },
         command: Command,
       ) => {
@@ -73,6 +80,7 @@ export function registerStart(program: Command): void {
             ...(options.key === undefined ? {} : { key: options.key }),
             ...(options.onActive === undefined ? {} : { on_active: options.onActive }),
             ...(options.debounce === undefined ? {} : { debounce_seconds: options.debounce }),
+            ...(options.priority === undefined ? {} : { priority: options.priority }),
           }),
         );
         println(run.run_id);

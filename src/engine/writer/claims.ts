@@ -1,8 +1,9 @@
 /**
- * Claims, in the flush's transaction: ready visits and compensation rows for this engine's
- * agents within its limits (`claimReady`), for external workers (`claimForWorkers`), and the
- * tasks they are handed. Kinds the engine starts itself (a review, a wait) begin here too.
- * Every claim goes through the one attempt lifecycle (core/attempt.ts).
+ * Claims, in the flush's transaction: ready visits, map items and compensation rows for this
+ * engine's agents within its limits (`claimReady`), for external workers (`claimForWorkers`), and
+ * the tasks they are handed, each agent type's work by priority, then age (`claimInOrder`).
+ * Kinds the engine starts itself (a review, a wait) begin here too. Every claim goes through the
+ * one attempt lifecycle (core/attempt.ts).
  */
 import { type Attempt, compensationAttempt, isClaimable, itemAttempt, visitAttempt } from "../../core/attempt.js";
 import { usageRuns } from "../../core/budget.js";
@@ -20,6 +21,28 @@ import { type ClaimLimits, freedLimitedTypes, limitOf } from "./limits.js";
 
 /** Claim queries per agent type in one flush: each after the first skips the keys the one before found full. */
 const CLAIM_ROUNDS = 4;
+
+/** Ready work a claim of one agent type chooses among: a visit of a run, or a map item's attempt. */
+type Ready = { rs: RunState; v: Visit } | { item: Attempt };
+
+const rowOf = (r: Ready): Visit | MapItem => ("v" in r ? r.v : (r.item.row as MapItem));
+
+/**
+ * Claim order (DESIGN §17): lower priority first, then the longest ready; what the claim queries'
+ * ORDER BY priority, ready_at gives, so work in hand and the database's interleave.
+ */
+function claimOrder(x: Ready, y: Ready): number {
+  const a = rowOf(x);
+  const b = rowOf(y);
+  return a.priority - b.priority || (a.ready_at ?? 0) - (b.ready_at ?? 0);
+}
+
+/** Still ready to claim (in memory, which may be ahead of the database): not claimed since, its run not paused. */
+function stillReady(r: Ready, now: number): boolean {
+  if ("item" in r)
+    return r.item.current && r.item.rs.run.paused === null && isItemClaimable(r.item.row as MapItem, now);
+  return r.rs.run.paused === null && isClaimable(r.v, now);
+}
 
 /** The flush's claims step: the ready visits other engines told of, and external workers' claims, until they are taken. */
 export class Claims {
@@ -93,6 +116,30 @@ export class Claims {
   }
 
   /**
+   * How much this flush has made ready or been told of so far (visits, items, hints): it only
+   * grows, so a claims pass that made it grow made more ready in hand (a visit its budget stops
+   * fails, and its failure edge readies the next node), to be offered in another pass.
+   */
+  private handSize(): number {
+    let n = this.hinted.length;
+    for (const rs of this.f.states.values()) n += rs.changes.readied.length + (rs.changes.items?.readied.length ?? 0);
+    return n;
+  }
+
+  /** The ready visits and map items in hand (`inHand`, `itemsInHand`), by agent type. */
+  private handByType(): Map<string, Ready[]> {
+    const byType = new Map<string, Ready[]>();
+    const add = (type: string, r: Ready) => {
+      const list = byType.get(type);
+      if (list) list.push(r);
+      else byType.set(type, [r]);
+    };
+    for (const [rs, v] of this.inHand()) if (isClaimable(v, this.f.now)) add(v.agent_type, { rs, v });
+    for (const a of this.itemsInHand()) add(a.agentType, { item: a });
+    return byType;
+  }
+
+  /**
    * Ready visits this engine leaves waiting (no handler here, or over its limits) and new runs
    * of a client: external workers waiting for those types hear of them after commit, and other
    * engines at once (PostgreSQL NOTIFY).
@@ -130,9 +177,10 @@ export class Claims {
   }
 
   /**
-   * External workers' claims, all at once after the flush's other inputs: visits this flush
-   * made ready first (not written yet), then the database's, oldest first, with one query per
-   * agent type for every claim of the flush. Each claim takes up to its `max`, in the order the
+   * External workers' claims, all at once after the flush's other inputs, with one query of each
+   * kind per agent type for every claim of the flush: each type's ready work in claim order
+   * (`claimInOrder`: what this flush holds, not written yet, merged with the database's), then
+   * what failed runs have to undo with it. Each claim takes up to its `max`, in the order the
    * claims arrived; the lease is the worker's, never past the deadline.
    */
   async claimForWorkers(): Promise<void> {
@@ -169,41 +217,33 @@ export class Claims {
       )
         await take(c, a);
     };
-    for (const [rs, v] of this.inHand()) {
-      const c = isClaimable(v, f.now) ? await taker(v.agent_type) : undefined;
-      if (c) await takeVisit(c, rs, v);
-    }
-    for (const a of this.itemsInHand()) {
-      const c = await taker(a.agentType);
-      if (c) await takeIfAdmitted(c, a);
-    }
-    for (const rs of f.states.values()) {
-      const row = claimableCompensation(rs, f.now);
-      const c = row ? await taker(row.agent_type) : undefined;
-      if (row && c) await takeIfAdmitted(c, compensationAttempt(rs, row));
-    }
     const wanted = async (type: string) => {
       const asked = claims.reduce((n, c) => n + (c.agent_types.includes(type) ? Math.max(0, room(c)) : 0), 0);
       return asked === 0 ? 0 : Math.min(asked, Math.max(0, await this.limits.room(type)));
     };
-    for (const type of new Set(claims.flatMap((c) => c.agent_types))) {
-      await this.eachClaimable(
-        type,
-        () => wanted(type),
-        async (rs, v) => {
-          const c = await taker(v.agent_type);
-          if (c) await takeVisit(c, rs, v);
-        },
-      );
-      await this.eachClaimableItem(
-        type,
-        () => wanted(type),
-        async (a) => {
-          const c = await taker(a.agentType);
-          if (c) await takeIfAdmitted(c, a);
-        },
-      );
-      // Then what failed runs have to undo with this agent type, one row per run at a time.
+    const types = new Set(claims.flatMap((c) => c.agent_types));
+    const claim = async (r: Ready) => {
+      const c = await taker("v" in r ? r.v.agent_type : r.item.agentType);
+      if (c && "item" in r) await takeIfAdmitted(c, r.item);
+      else if (c && "v" in r) await takeVisit(c, r.rs, r.v);
+    };
+    // The database is asked in the first pass; what claims make ready in hand is offered in
+    // another, until they make nothing more ready.
+    for (let size = -1, pass = 0; size !== this.handSize(); pass++) {
+      size = this.handSize();
+      const hand = this.handByType();
+      for (const type of types) {
+        await this.claimInOrder(type, pass === 0, hand.get(type) ?? [], () => wanted(type), claim);
+      }
+    }
+    for (const type of types) {
+      // Then what failed runs have to undo with this agent type: a row in hand, then the
+      // database's, one row per run at a time.
+      for (const rs of f.states.values()) {
+        const row = claimableCompensation(rs, f.now);
+        const c = row?.agent_type === type ? await taker(type) : undefined;
+        if (row && c) await takeIfAdmitted(c, compensationAttempt(rs, row));
+      }
       const more = await wanted(type);
       if (more === 0) continue;
       const runIds = await f.tx.claimableCompensations(type, f.now, more);
@@ -219,9 +259,10 @@ export class Claims {
   }
 
   /**
-   * Claims ready visits for this engine's agents within the concurrency limits: first those
-   * already waiting in the database (oldest first), then those this flush made ready, which are
-   * not written yet; everything is written once, claimed, by the persist that follows.
+   * Claims ready work for this engine's agents within the concurrency limits, each agent type's
+   * in claim order (`claimInOrder`): the visits and map items this flush made ready, not written
+   * yet, merged with those already waiting in the database; everything is written once,
+   * claimed, by the persist that follows. Then compensating runs' next rows.
    *
    * The database is asked only for agent types in the backlog (ready visits left waiting by an
    * earlier flush), or for every type on a sweep, which also catches retries that fell due.
@@ -249,46 +290,44 @@ export class Claims {
       free -= 1;
       taken.set(a.agentType, (taken.get(a.agentType) ?? 0) + 1);
     };
-    // Within its type's token window; one that does not fit waits, and its type's later ones with it.
+    // Within its type's token window; one that does not fit waits (for the wake-up when the
+    // window has room), and its type's later ones with it.
+    const refused = new Set<string>();
     const takeIfAdmitted = async (a: Attempt) => {
       if (await this.limits.admits(a)) await take(a);
-      else backlog.add(a.agentType);
+      else refused.add(a.agentType);
     };
-    const ready = async (rs: RunState, v: Visit) => {
+    const claim = async (r: Ready) => {
+      if ("item" in r) return takeIfAdmitted(r.item);
+      const { rs, v } = r;
       const { kind } = nodeOf(rs, v.node_id);
       // A kind the engine starts itself (a review, a wait) holds no attempt and takes no room.
       if (kind.start === "engine") await beginVisit(rs, v, f.now, f.tx);
       else if (await this.budget.stops(rs, v))
         return; // failed budget_exceeded: no attempt starts
       else if (!(await this.limits.nodeAllows(rs, v)))
-        f.backlog.add(v.agent_type); // its node's key is full: claimed when one of its attempts ends
+        return; // its node's key is full: claimed when one of its attempts ends (freedLimitedTypes)
       else {
         const a = visitAttempt(rs, v);
-        // Short of its type's tokens: waits for the wake-up when the window has room.
-        if (!(await this.limits.admits(a))) f.backlog.add(v.agent_type);
+        if (!(await this.limits.admits(a))) refused.add(v.agent_type);
         // Held for its budget (reserved by attempts in flight): looked for again when one ends.
         else if (await this.budget.reserveFor(rs, v)) await take(a);
       }
     };
     const types = [...f.o.agentTypes().filter((t) => !ENGINE_STARTED.includes(t)), ...ENGINE_STARTED];
-    for (const type of types) {
-      if (!sweep && !backlog.has(type)) continue;
-      const visitsDone = await this.eachClaimable(type, () => room(type), ready);
-      // Map items of an agent (never of a kind the engine starts) wait in the same backlog.
-      const itemsDone =
-        kindOf(type).start === "engine" || (await this.eachClaimableItem(type, () => room(type), takeIfAdmitted));
-      if (visitsDone && itemsDone) backlog.delete(type);
-      else backlog.add(type);
-    }
-    for (const a of this.itemsInHand()) {
-      if (!types.includes(a.agentType)) continue;
-      if ((await room(a.agentType)) > 0) await takeIfAdmitted(a);
-      else backlog.add(a.agentType);
-    }
-    for (const [rs, v] of this.inHand()) {
-      if (!isClaimable(v, f.now) || !types.includes(v.agent_type)) continue;
-      if ((await room(v.agent_type)) > 0) await ready(rs, v);
-      else backlog.add(v.agent_type);
+    // The database is asked in the first pass; what claims make ready in hand is offered in
+    // another, until they make nothing more ready.
+    for (let size = -1, pass = 0; size !== this.handSize(); pass++) {
+      size = this.handSize();
+      const hand = this.handByType();
+      for (const type of types) {
+        const inHand = hand.get(type) ?? [];
+        const ask = pass === 0 && (sweep || backlog.has(type));
+        if (!ask && inHand.length === 0) continue;
+        const done = await this.claimInOrder(type, ask, inHand, () => room(type), claim);
+        if (!done || refused.has(type)) backlog.add(type);
+        else if (ask) backlog.delete(type); // none waits in the database
+      }
     }
     for (const rs of f.states.values()) {
       // A compensating run's next row; one left over a limit is found again by the sweep.
@@ -298,61 +337,75 @@ export class Claims {
       if (c && byAgent && types.includes(c.agent_type) && (await room(c.agent_type)) > 0)
         await takeIfAdmitted(compensationAttempt(rs, c));
     }
+    for (const type of refused) backlog.add(type);
   }
 
   /**
-   * Calls `visit` for the database's claimable visits of `type`, oldest first, as many as `room`
-   * says (asked again before each query). A visit its node's `concurrency` holds back waits; a
-   * query after one that met such visits leaves their keys out, so one tenant's backlog does not
-   * hold up another's visits behind it. True when no more visits of the type are waiting
-   * (a query returned fewer than asked), false when room ran out first.
+   * Offers the ready work of `type` to `claim` in claim order (DESIGN §17: priority, lower
+   * first, then age), while `room` (asked before each) says there is room: `hand`, what this
+   * flush holds ready, merged when `ask` with the database's ready visits and map items, the
+   * first `room` of each by the same order (the claim queries' ORDER BY), so a visit in hand
+   * never goes ahead of more urgent work waiting in the database, nor the other way round.
+   *
+   * A visit its node's `concurrency` holds back waits; a query after one that met such visits
+   * leaves their keys out, so one tenant's backlog does not hold up another's visits behind it.
+   * True when nothing of the type is left waiting: all of `hand` offered, and the database's
+   * queries returned fewer than asked; false when room ran out first.
    */
-  private async eachClaimable(
+  private async claimInOrder(
     type: string,
+    ask: boolean,
+    hand: Ready[],
     room: () => Promise<number>,
-    visit: (rs: RunState, v: Visit) => Promise<void>,
+    claim: (r: Ready) => Promise<void>,
   ): Promise<boolean> {
     const f = this.f;
+    let visitsLeft = ask; // the database may hold more ready visits of the type than it returned
+    let itemsLeft = ask && kindOf(type).start === "agent"; // items are only ever an agent's
+    let offer = [...hand];
+    let roomLeft = true;
     for (let round = 0; round < CLAIM_ROUNDS; round++) {
       const n = await room();
-      if (n <= 0) return false;
-      const skip = this.limits.fullKeys();
-      const keys = await f.tx.claimable(type, f.now, n, skip);
-      await f.preload([...new Set(keys.map((k) => k.run_id))]); // locked by the claim: one read for all
-      for (const key of keys) {
-        const rs = await f.load(key.run_id);
-        const v = rs?.current.get(key.node_id);
-        // The database may not know yet that this flush paused the run.
-        if (rs && v && v.visit === key.visit && rs.run.paused === null && isClaimable(v, f.now)) await visit(rs, v);
+      if (n <= 0) {
+        roomLeft = false;
+        break;
       }
-      if (keys.length < n) return true;
-      // No key newly full: the visits were taken, or the type's own limits stopped them.
-      if (this.limits.fullKeys().length === skip.length) return false;
+      const skip = this.limits.fullKeys();
+      // A hinted visit is in hand and in the database: offered once.
+      const seen = visitsLeft || itemsLeft ? new Set(offer.map(rowOf)) : null;
+      if (visitsLeft) {
+        const keys = await f.tx.claimable(type, f.now, n, skip);
+        visitsLeft = keys.length >= n;
+        await f.preload([...new Set(keys.map((k) => k.run_id))]); // locked by the claim: one read for all
+        for (const key of keys) {
+          const rs = await f.load(key.run_id);
+          const v = rs?.current.get(key.node_id);
+          // The database may not know yet that this flush paused the run.
+          if (rs && v && v.visit === key.visit && !seen?.has(v) && stillReady({ rs, v }, f.now)) offer.push({ rs, v });
+        }
+      }
+      // Items have no keys to leave out: asked once.
+      if (itemsLeft && round === 0) {
+        const keys = await f.tx.claimableMapItems(type, f.now, n);
+        itemsLeft = keys.length >= n;
+        if (keys.length > 0) await f.preload([...new Set(keys.map((k) => k.run_id))]);
+        for (const { rs, item } of await f.loadItems(keys)) {
+          const map = rs.current.get(item.row.node_id);
+          const r = map ? { item: itemAttempt(rs, item, map) } : undefined;
+          if (r && !seen?.has(item.row) && stillReady(r, f.now)) offer.push(r);
+        }
+      }
+      offer.sort(claimOrder);
+      for (const r of offer) {
+        if (!stillReady(r, f.now)) continue; // claimed already (it was in hand and found again)
+        if ((await room()) > 0) await claim(r);
+        else roomLeft = false;
+      }
+      offer = [];
+      // Ask again only for visits past keys this round found full.
+      if (!roomLeft || !visitsLeft || this.limits.fullKeys().length === skip.length) break;
     }
-    return false;
-  }
-
-  /**
-   * Calls `take` for the database's claimable map items of `type` (their runs locked, their rows
-   * read), oldest due first, as many as `room` says; true when no more are waiting.
-   */
-  private async eachClaimableItem(
-    type: string,
-    room: () => Promise<number>,
-    take: (a: Attempt) => Promise<void>,
-  ): Promise<boolean> {
-    const f = this.f;
-    const n = await room();
-    if (n <= 0) return false;
-    const keys = await f.tx.claimableMapItems(type, f.now, n);
-    if (keys.length === 0) return true;
-    await f.preload([...new Set(keys.map((k) => k.run_id))]);
-    for (const { rs, item } of await f.loadItems(keys)) {
-      const map = rs.current.get(item.row.node_id);
-      const a = map ? itemAttempt(rs, item, map) : undefined;
-      if (a?.current && rs.run.paused === null && isItemClaimable(item.row, f.now) && (await room()) > 0) await take(a);
-    }
-    return keys.length < n;
+    return roomLeft && !visitsLeft && !itemsLeft;
   }
 }
 

@@ -10,7 +10,7 @@
 import { budgetOf } from "../../core/budget.js";
 import { dueSlots, parseCron, slotKey } from "../../core/schedule-slots.js";
 import { endRun, startRunState } from "../../core/scheduler.js";
-import type { Json, Schedule } from "../../core/types.js";
+import { DEFAULT_PRIORITY, type Json, type Schedule } from "../../core/types.js";
 import { NotFoundError } from "../../errors.js";
 import { uuidv7 } from "../../ids.js";
 import { canonicalJson } from "../json.js";
@@ -121,6 +121,7 @@ async function fireSlot(f: FlushContext, s: Schedule, slot: number): Promise<Han
     budget: budgetOf(workflow.definition.budget),
     scope: s.scope, // the scope of the token that put the schedule (DESIGN §13.1)
     tags: {},
+    priority: DEFAULT_PRIORITY, // a schedule takes none: its runs are claimed as any run started without one
     now: f.now,
     schedule_id: s.schedule_id,
   });

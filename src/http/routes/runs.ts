@@ -22,6 +22,7 @@ import {
   errorResponses,
   MapItemSchema,
   MessageSchema,
+  PrioritySchema,
   RUN_STATUSES,
   RunParams,
   RunSchema,
@@ -73,6 +74,7 @@ const StartBody = z
       .max(86_400)
       .optional()
       .describe("starts of the key within this window make one run with the last input, begun when the window passes"),
+    priority: PrioritySchema.optional(),
   })
   .strict();
 
@@ -259,7 +261,8 @@ export function registerRunRoutes(app: FastifyInstance, { engine, rates }: Route
       },
     },
     async (request, reply) => {
-      const { workflow_id, input, idempotency_key, budget, tags, key, on_active, debounce_seconds } = request.body;
+      const { workflow_id, input, idempotency_key, budget, tags, key, on_active, debounce_seconds, priority } =
+        request.body;
       rates.starts.take(request.principal?.name);
       if (!inScope(request.principal, workflow_id)) {
         throw new ForbiddenError(
@@ -284,6 +287,7 @@ export function registerRunRoutes(app: FastifyInstance, { engine, rates }: Route
           ...(key === undefined ? {} : { key }),
           ...(on_active === undefined ? {} : { on_active }),
           ...(debounce_seconds === undefined ? {} : { debounce_seconds }),
+          ...(priority === undefined ? {} : { priority }),
           // The run and its children may start only what the token may (DESIGN §13.1).
           ...(request.principal?.workflows ? { scope: request.principal.workflows.patterns } : {}),
           traceparent: traceparentOf(request.headers.traceparent, request.id),

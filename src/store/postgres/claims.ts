@@ -15,7 +15,8 @@ export const RATE_COLUMNS = "tokens, updated_at, usage_tokens, last_usage, held_
 
 const SQL = {
   // The run's lock, not the visit's: a run is changed only under its lock. MATERIALIZED keeps
-  // the LIMIT with the locking scan, so the claim never returns more than asked.
+  // the LIMIT with the locking scan, so the claim never returns more than asked. By priority,
+  // then age: the order of visits_ready (migration 027), the visit's own copy of its run's priority.
   claimable: {
     name: "skein_claimable",
     text: `WITH c AS MATERIALIZED (
@@ -26,7 +27,7 @@ const SQL = {
                   SELECT 1 FROM unnest($4::text[], $5::text[], $6::text[]) AS full_key(workflow_id, node_id, key)
                    WHERE full_key.workflow_id = r.workflow_id AND full_key.node_id = v.node_id
                      AND full_key.key = v.concurrency_key))
-              ORDER BY v.ready_at LIMIT $3
+              ORDER BY v.priority, v.ready_at LIMIT $3
                 FOR UPDATE OF r SKIP LOCKED)
            SELECT run_id, node_id, visit FROM c`,
   },

@@ -16,7 +16,7 @@ export const mapItemFromDb = ({ idx, state, ...r }: DbMapItem): MapItem => ({
 
 const COLUMNS =
   "run_id, node_id, visit, idx, item, state, child_run_id, output, error, started_at, ended_at, " +
-  "agent_type, attempt, failures, interruptions, ready_at, deadline_at, lease_expires_at, holder";
+  "agent_type, attempt, failures, interruptions, ready_at, deadline_at, lease_expires_at, holder, priority";
 const OF_VISIT = "run_id = $1 AND node_id = $2 AND visit = $3";
 /** COLUMNS of `map_items m`. */
 const COLUMNS_OF_M = COLUMNS.split(", ")
@@ -31,7 +31,7 @@ export const LIST_MAP_ITEMS = {
 };
 
 const SQL = {
-  // $4: the items, one JSON array, $5 the index of its first. The visit before this one ($3 - 1) did not succeed (a
+  // $4: the items, one JSON array, $5 the index of its first, $6 the priority of the map's run. The visit before this one ($3 - 1) did not succeed (a
   // redrive): its SUCCEEDED items of the same index and value (jsonb equality: key order aside)
   // are carried over. The texts are compared first, so equal items are never parsed as jsonb.
   insert: {
@@ -52,10 +52,10 @@ const SQL = {
                  ON (SELECT yes FROM redriven) AND d.run_id = $1 AND d.node_id = $2 AND d.visit = $3 - 1
                 AND d.idx = l.idx AND d.state = 'SUCCEEDED'),
            inserted AS (
-             INSERT INTO map_items (run_id, node_id, visit, idx, item, state, child_run_id, output, started_at, ended_at)
+             INSERT INTO map_items (run_id, node_id, visit, idx, item, state, child_run_id, output, started_at, ended_at, priority)
              SELECT $1, $2, $3, idx, item, CASE WHEN carried THEN 'SUCCEEDED' ELSE 'PENDING' END,
                     CASE WHEN carried THEN child_run_id END, CASE WHEN carried THEN output END,
-                    CASE WHEN carried THEN started_at END, CASE WHEN carried THEN ended_at END
+                    CASE WHEN carried THEN started_at END, CASE WHEN carried THEN ended_at END, $6::int
                FROM matched
              RETURNING state)
            SELECT count(*)::int AS total, (count(*) FILTER (WHERE state = 'SUCCEEDED'))::int AS carried FROM inserted`,
@@ -165,7 +165,7 @@ const SQL = {
     text: `WITH c AS MATERIALIZED (
              SELECT m.run_id, m.node_id, m.visit, m.idx FROM map_items m JOIN runs r ON r.run_id = m.run_id
               WHERE m.agent_type = $1 AND m.ready_at IS NOT NULL AND m.ready_at <= $2 AND r.paused IS NULL
-              ORDER BY m.ready_at LIMIT $3
+              ORDER BY m.priority, m.ready_at LIMIT $3
                 FOR UPDATE OF r SKIP LOCKED)
            SELECT run_id, node_id, visit, idx AS "index" FROM c`,
   },
@@ -265,13 +265,14 @@ export function postgresMapItems(q: Query): MapTx {
     claimableMapItems: (agentType, now, limit) => q<ItemKey>(SQL.claimable, [agentType, now, limit]),
     expiredMapItems: (now, limit) => q<ItemKey>(SQL.expired, [now, limit]),
     mapItemsHeldBy: async (holders, limit) => (holders.length === 0 ? [] : q<ItemKey>(SQL.heldBy, [holders, limit])),
-    insertMapItems: async (key, items, _now, offset = 0) => {
+    insertMapItems: async (key, items, _now, priority, offset = 0) => {
       const [row] = await q<{ total: number; carried: number }>(SQL.insert, [
         key.run_id,
         key.node_id,
         key.visit,
         JSON.stringify(items),
         offset,
+        priority,
       ]);
       return { total: row?.total ?? 0, carried: row?.carried ?? 0 };
     },

@@ -42,8 +42,8 @@ export class PostgresTx implements StoreTx, TxWrite, engines.EngineWatch {
   readonly recordSteps: StepsTx["recordSteps"] = (rows) => this.stepRows.recordSteps(rows);
   readonly copySteps: StepsTx["copySteps"] = (from, to) => this.stepRows.copySteps(from, to);
   private readonly items: MapTx = postgresMapItems((config, values) => this.q(config, values));
-  readonly insertMapItems: MapTx["insertMapItems"] = (key, items, now, offset) =>
-    this.items.insertMapItems(key, items, now, offset);
+  readonly insertMapItems: MapTx["insertMapItems"] = (key, items, now, priority, offset) =>
+    this.items.insertMapItems(key, items, now, priority, offset);
   readonly pendingMapItems: MapTx["pendingMapItems"] = (key, from, limit) =>
     this.items.pendingMapItems(key, from, limit);
   readonly updateMapItems: MapTx["updateMapItems"] = (updates) => this.items.updateMapItems(updates);

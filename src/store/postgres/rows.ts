@@ -77,6 +77,7 @@ export const RUN_COLUMNS: Columns<Run> = {
   key: "text",
   queued: "json",
   triggered_by: "json",
+  priority: "integer",
 };
 
 export const VISIT_COLUMNS: Columns<Visit> = {
@@ -108,6 +109,7 @@ export const VISIT_COLUMNS: Columns<Visit> = {
   ended_at: "bigint",
   items: "json",
   concurrency_key: "text",
+  priority: "integer",
 };
 
 export const COMPENSATION_COLUMNS: Columns<Compensation> = {
@@ -213,7 +215,7 @@ export const WORKFLOW_COLUMNS: Columns<StoredWorkflow> = {
   created_at: "bigint",
 };
 
-/** What an UPDATE of a visit or a compensation writes: every column but its identity and creation. */
+/** What an UPDATE of a visit or a compensation writes: every column but its identity, creation and priority (its run's, fixed). */
 export const IMMUTABLE_COLUMNS = new Set([
   "run_id",
   "node_id",
@@ -222,6 +224,7 @@ export const IMMUTABLE_COLUMNS = new Set([
   "execution_id",
   "agent_type",
   "created_at",
+  "priority",
 ]);
 
 /** Column names, quoted (some, like `trigger` and `at`, are SQL keywords). */

@@ -21,11 +21,13 @@ export function rateBucketsOf(rows: RateRow[]): Map<string, RateBucket> {
 
 export function sqliteClaims(db: Database.Database): ClaimsTx {
   const s = {
+    // By priority, then age, as visits_ready orders them (migration 027): the claim reads the
+    // index in order and stops at its limit, however many visits wait.
     claimable: db.prepare(
       `SELECT run_id, node_id, visit FROM visits INDEXED BY visits_ready
          WHERE agent_type = ? AND ready_at IS NOT NULL AND ready_at <= ? AND payload IS NOT NULL
            AND run_id NOT IN (${PAUSED_RUNS})
-         ORDER BY ready_at LIMIT ?`,
+         ORDER BY priority, ready_at LIMIT ?`,
     ),
     // The same, leaving out the visits of node concurrency keys found full (@skip: a JSON list of groups).
     claimableSkipping: db.prepare(
@@ -36,7 +38,7 @@ export function sqliteClaims(db: Database.Database): ClaimsTx {
              SELECT 1 FROM json_each(@skip) AS g
               WHERE g.value ->> 'node_id' = v.node_id AND g.value ->> 'key' = v.concurrency_key
                 AND g.value ->> 'workflow_id' = (SELECT workflow_id FROM runs WHERE run_id = v.run_id)))
-         ORDER BY ready_at LIMIT @limit`,
+         ORDER BY priority, ready_at LIMIT @limit`,
     ),
     claimableCompensations: db.prepare(
       `SELECT c.run_id FROM compensations c JOIN runs r ON r.run_id = c.run_id

@@ -86,8 +86,8 @@ export function sqliteMapItems(db: Database.Database): MapTx {
         WHERE ${OF_VISIT} AND idx = ? AND state = 'SUCCEEDED'`,
     ),
     insert: db.prepare(
-      `INSERT INTO map_items (run_id, node_id, visit, idx, item, state, child_run_id, output, started_at, ended_at)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+      `INSERT INTO map_items (run_id, node_id, visit, idx, item, state, child_run_id, output, started_at, ended_at, priority)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
     ),
     pending: db.prepare(
       `SELECT idx, item FROM map_items WHERE ${OF_VISIT} AND state = 'PENDING' AND idx >= ? ORDER BY idx LIMIT ?`,
@@ -162,10 +162,11 @@ export function sqliteMapItems(db: Database.Database): MapTx {
           AND (state IN ('RUNNING', 'RETRYING') OR (state = 'PENDING' AND ready_at IS NOT NULL))
         ORDER BY idx LIMIT ?`,
     ),
+    // Ordered as the index is (migration 027): no sort however many items wait.
     claimable: db.prepare(
       `${ITEM_KEYS} INDEXED BY map_items_ready WHERE agent_type = ? AND ready_at IS NOT NULL AND ready_at <= ?
           AND run_id NOT IN (${PAUSED_RUNS})
-        ORDER BY ready_at LIMIT ?`,
+        ORDER BY priority, ready_at LIMIT ?`,
     ),
     expired: db.prepare(
       `${ITEM_KEYS} INDEXED BY map_items_leased
@@ -196,7 +197,7 @@ export function sqliteMapItems(db: Database.Database): MapTx {
     expiredMapItems: async (now, limit) => attempts.expired.all(now, limit) as ItemKey[],
     mapItemsHeldBy: async (holders, limit) =>
       holders.length === 0 ? [] : (attempts.heldBy.all(JSON.stringify(holders), limit) as ItemKey[]),
-    insertMapItems: async (key, items, _now, offset = 0) => {
+    insertMapItems: async (key, items, _now, priority, offset = 0) => {
       const [runId, nodeId, visit] = keyParams(key);
       // A redrive's new visit keeps what the visit before it (which did not succeed) finished.
       const previousState = s.visitState.get(runId, nodeId, key.visit - 1) as string | undefined;
@@ -223,9 +224,10 @@ export function sqliteMapItems(db: Database.Database): MapTx {
             done.output,
             done.started_at,
             done.ended_at,
+            priority,
           );
         } else {
-          s.insert.run(runId, nodeId, visit, idx, text, "PENDING", null, null, null, null);
+          s.insert.run(runId, nodeId, visit, idx, text, "PENDING", null, null, null, null, priority);
         }
       });
       return { total: items.length, carried };

@@ -51,6 +51,7 @@ export interface DbRun {
   key: string | null;
   queued: string | null;
   triggered_by: string | null;
+  priority: number;
   /** Not part of a Run: how many times the run's rows were written (LoadedRun). */
   revision?: number;
 }
@@ -84,6 +85,7 @@ export interface DbVisit {
   ended_at: number | null;
   items: string | null;
   concurrency_key: string | null;
+  priority: number;
 }
 
 export interface DbCompensation {

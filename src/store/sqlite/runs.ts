@@ -272,6 +272,7 @@ const runColumns: (keyof DbRun)[] = [
   "key",
   "queued",
   "triggered_by",
+  "priority",
 ];
 
 const compensationColumns: (keyof DbCompensation)[] = [
@@ -327,12 +328,13 @@ const visitRowShape: Record<keyof DbVisit, true> = {
   ended_at: true,
   items: true,
   concurrency_key: true,
+  priority: true,
 };
 
 /** What a visit's INSERT writes, in this order. */
 const VISIT_COLUMNS = Object.keys(visitRowShape) as (keyof DbVisit)[];
 
-/** What a visit's UPDATE writes: every column but its identity and creation time. */
+/** What a visit's UPDATE writes: every column but its identity, creation time and priority (its run's, fixed). */
 const MUTABLE_VISIT_COLUMNS = VISIT_COLUMNS.filter(
-  (c) => !["run_id", "node_id", "visit", "execution_id", "agent_type", "created_at"].includes(c),
+  (c) => !["run_id", "node_id", "visit", "execution_id", "agent_type", "created_at", "priority"].includes(c),
 );

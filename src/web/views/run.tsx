@@ -14,7 +14,14 @@ import { useLoad, useNow } from "../hooks.js";
 import { href, navigate } from "../route.js";
 import { openStream } from "../stream.js";
 import { RunTimeline } from "../timeline/timeline-view.js";
-import type { ProgressEvent, RunEvent, RunWithNodes, Visit, Workflow } from "../types.js";
+import {
+  DEFAULT_PRIORITY,
+  type ProgressEvent,
+  type RunEvent,
+  type RunWithNodes,
+  type Visit,
+  type Workflow,
+} from "../types.js";
 import { EventTable, NodeDetails } from "./node-details.js";
 import { CancelDialog, FailNodeDialog, ForkDialog, PauseDialog, RetryDialog } from "./run-actions.js";
 import { awaitedEvents, SendEventDialog } from "./send-event.js";
@@ -122,6 +129,14 @@ export function RunPage(props: { runId: string; node?: string | undefined }) {
           </a>{" "}
           v{data.workflow_version}
         </dd>
+        {data.priority !== undefined && data.priority !== DEFAULT_PRIORITY && (
+          <>
+            <dt>Priority</dt>
+            <dd class="priority">
+              {data.priority} <span class="muted">(0 claimed first, 9 last; default {DEFAULT_PRIORITY})</span>
+            </dd>
+          </>
+        )}
         {data.parent && (
           <>
             <dt>Parent run</dt>

@@ -206,6 +206,7 @@ export class Children implements KindStep, ChildRuns {
       budget: budgetOf(workflow.definition.budget),
       scope: rs.run.scope, // the root's, inherited
       tags: rs.run.tags,
+      priority: rs.run.priority, // inherited, as its tags
       now: f.now,
     });
     f.addRun(startRunState(run, workflow.graph, f.now));

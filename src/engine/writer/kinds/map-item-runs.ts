@@ -47,6 +47,7 @@ export async function itemRunMaker(f: FlushContext, rs: RunState, v: Visit): Pro
     parent: parentLink(rs.run, v, index),
     scope: rs.run.scope, // the root's, inherited
     tags: rs.run.tags,
+    priority: rs.run.priority, // inherited, as its tags
     now: f.now,
   });
   if (!("workflow_id" in mapPayload(v.payload).each)) {

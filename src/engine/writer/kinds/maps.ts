@@ -113,7 +113,7 @@ export class Maps implements KindStep {
     const n = Math.min(c.total - written, Math.max(f.work.rowsLeft, c.running === 0 ? 1 : 0));
     if (n <= 0) return;
     const items = mapPayload(v.payload).items.slice(written, written + n);
-    const { carried } = await f.tx.insertMapItems(keyOf(v), items, f.now, written);
+    const { carried } = await f.tx.insertMapItems(keyOf(v), items, f.now, v.priority, written);
     f.work.rowsLeft -= n;
     c.written = written + n;
     c.succeeded += carried;
@@ -497,6 +497,7 @@ function pendingItem(v: Visit, index: number, item: Json): MapItem {
     attempt: 0,
     failures: 0,
     interruptions: 0,
+    priority: v.priority,
     ready_at: null,
     deadline_at: null,
     lease_expires_at: null,
