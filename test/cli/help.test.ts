@@ -66,7 +66,7 @@ describe("skein help and usage", () => {
     expect(argument.code).toBe(2);
     expect(argument.stderr).toMatch(/^skein: missing required argument 'file'/);
     expect(choice.code).toBe(2);
-    expect(choice.stderr).toContain("Allowed choices are RUNNING");
+    expect(choice.stderr).toContain("Allowed choices are QUEUED, RUNNING");
   });
 
   it("prints the package version", async () => {
