@@ -108,8 +108,8 @@ export type { RateLimitState } from "./engine/rate-states.js";
 export type { RegisteredWorkflow, WorkflowCheck } from "./engine/registry.js";
 export type { Duration, RetentionOptions } from "./engine/retention.js";
 export type { ScheduleWithTimes } from "./engine/schedules.js";
-export type { NodeWaiting } from "./engine/served-types.js";
 export type { Notification, NotifyOptions } from "./engine/telemetry/notifier.js";
+export type { NodeWaiting } from "./engine/waiting.js";
 export type { PublishEventAnswer, ReportAnswer, SendEventAnswer, TriggerRefusal } from "./engine/writer/inputs.js";
 export {
   ConflictError,

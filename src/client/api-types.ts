@@ -1227,7 +1227,7 @@ export interface components {
             prior_starts: number;
             /** @description a map node's item counts; null for other kinds, and before a map begins */
             items: components["schemas"]["MapCounts"] | null;
-            /** @description getRun only, when a ready node waits for something worth saying: an agent nothing serves (it would wait until the run's timeout) */
+            /** @description getRun only, when a ready node waits for something worth saying: an agent nothing serves (it would wait until the run's timeout), a rate limit, or more urgent work */
             waiting?: components["schemas"]["NodeWaiting"];
             failures: number;
             attempt: number;
@@ -1266,10 +1266,14 @@ export interface components {
         /** @description What a node ready to run waits for */
         NodeWaiting: {
             /**
-             * @description no_agent: no engine has a handler for its agent type and no worker claimed it lately
+             * @description no_agent: no engine has a handler for its agent type and no worker claimed it lately; rate_limited: its agent type's rate limits or a provider's 429 hold it until `until`; priority: `ahead` ready visits of its agent type with a more urgent priority are claimed first
              * @enum {string}
              */
-            reason: "no_agent";
+            reason: "no_agent" | "rate_limited" | "priority";
+            /** @description rate_limited: when an attempt of its type may start, epoch ms */
+            until?: number;
+            /** @description priority: the ready visits and map items claimed before it */
+            ahead?: number;
             /** @description what it waits for and what to do, in words */
             message: string;
         };

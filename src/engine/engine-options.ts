@@ -16,8 +16,8 @@ import type { RetentionOptions } from "./retention.js";
 
 export type { PruneOptions } from "./retention.js";
 
-import type { NodeWaiting } from "./served-types.js";
 import type { NotifyOptions } from "./telemetry/notifier.js";
+import type { NodeWaiting } from "./waiting.js";
 
 /**
  * A rate limit of one agent type (DESIGN §17): of requests (`per_second` or `per_minute`, one of
@@ -349,10 +349,11 @@ export interface RunWithNodes<O = Json> extends Run<O> {
 export interface NodeVisit extends Visit {
   items: MapProgress | null;
   /**
-   * What a node ready to run waits for, when that is worth saying; absent otherwise.
-   * `{ reason: "no_agent", message }`: no engine has a handler for its agent type and no worker
-   * claimed it lately, so it waits until the run's timeout (the message names the type, and the
-   * nearest served one when it looks like a typo).
+   * What a node ready to run waits for, when that is worth saying (waiting.ts); absent otherwise:
+   * `no_agent` (no engine has a handler for its agent type and no worker claimed it lately, so it
+   * waits until the run's timeout; the message names the nearest served type when it looks like
+   * a typo), `rate_limited` (its type may start nothing before `until`: its rate limits, or a
+   * provider's 429), `priority` (`ahead` ready visits of its type with a more urgent priority go first).
    */
   waiting?: NodeWaiting;
 }

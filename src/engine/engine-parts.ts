@@ -120,6 +120,8 @@ export function createParts(store: Store, options: EngineOptions, serve: boolean
             logger,
             agentTypes: () => agentTypes,
             rateLimits,
+            // Made with the parts below; a scrape comes after.
+            servedTypes: () => (wired ? wired.served.all() : Promise.resolve(new Set<string>())),
           })
         : null,
     maxPayloadBytes,
@@ -129,7 +131,8 @@ export function createParts(store: Store, options: EngineOptions, serve: boolean
     closed,
     rateLimits,
   };
-  const wired = wireParts(c);
+  let wired: ReturnType<typeof wireParts> | null = null;
+  wired = wireParts(c);
   return {
     ...c,
     ...wired,
@@ -211,7 +214,16 @@ function wireParts(c: PartsContext) {
           store,
           registry: { storeDerived: (id, version) => registry.storeDerived(id, version) },
           submit: (input) => submit(input),
-          reads: () => ({ store, registry, served, clock, options, closed: c.closed, subscribers: c.subscribers }),
+          reads: () => ({
+            store,
+            registry,
+            served,
+            clock,
+            options,
+            closed: c.closed,
+            subscribers: c.subscribers,
+            rateLimits: c.rateLimits,
+          }),
         }),
         // A call's record holds its result and a few fields more.
         maxResultBytes: Math.max(0, c.maxPayloadBytes - 1024),

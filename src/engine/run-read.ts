@@ -14,23 +14,24 @@ import type { EngineParts } from "./engine-parts.js";
 import { refuseNul } from "./identifiers.js";
 import { mapProgress } from "./map-items.js";
 import { tagsProblems } from "./run-start.js";
+import { waitingOf } from "./waiting.js";
 
 /** What reading and waiting for a run use of the engine's parts. */
 export type RunReadParts = Pick<
   EngineParts,
-  "store" | "registry" | "served" | "clock" | "options" | "closed" | "subscribers"
+  "store" | "registry" | "served" | "clock" | "options" | "closed" | "subscribers" | "rateLimits"
 >;
 
 /** @throws NotFoundError for an unknown run */
 export async function readRunWithNodes(p: RunReadParts, runId: string): Promise<RunWithNodes> {
   refuseNul({ run_id: runId });
-  const { store, registry, served } = p;
+  const { store, registry } = p;
   const read = await store.readRun(runId);
   if (!read) throw new NotFoundError(`run ${runId} does not exist; check the run id and the database`);
   const { run, compensations } = read;
   // A map visit's counts as shown, with its items not started yet (the store keeps no such count).
-  // A ready visit of an agent type nothing serves says so (it would wait in silence until the TTL).
-  const waiting = await served.waitingOf(run.ended_at === null ? read.visits : []);
+  // A ready visit held back says why (waiting.ts): an agent type nothing serves, rate-limited, behind priority.
+  const waiting = await waitingOf(p, run.ended_at === null && run.paused === null ? read.visits : []);
   const nodes = read.visits.map((v) => {
     const why = waiting.get(v.node_id);
     return { ...v, items: mapProgress(v.items), ...(why ? { waiting: why } : {}) };

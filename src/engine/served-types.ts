@@ -9,20 +9,12 @@
  */
 import type { Logger } from "pino";
 import type { Clock } from "../clock.js";
-import type { Visit } from "../core/types.js";
 import { kindOf } from "../definition/kinds/index.js";
 import { nearest } from "../definition/suggest.js";
-import type { Store } from "../store/store.js";
+import type { Store, StoreGauges } from "../store/store.js";
 
 /** A worker that claimed, heartbeated or reported a type within this long still serves it, ms. */
 export const WORKER_SEEN_MS = 60_000;
-
-/** What a node waits for, when getRun has something to say about it (`NodeVisit.waiting`). */
-export interface NodeWaiting {
-  /** `no_agent`: no engine's handler and no recent worker serves its agent type. */
-  reason: "no_agent";
-  message: string;
-}
 
 export class ServedTypes {
   /** Types this engine's external workers used, with when they last did (this engine's clock). */
@@ -79,7 +71,7 @@ export class ServedTypes {
    */
   async check(engineId: string): Promise<void> {
     const { ready } = await this.o.store.readGauges(engineId, this.o.clock.now());
-    const waiting = ready.filter((r) => needsAgent(r.agent_type));
+    const waiting = readyByType(ready).filter((r) => needsAgent(r.agent_type));
     if (waiting.length === 0) return;
     const served = await this.all();
     for (const type of this.warned) if (served.has(type)) this.warned.delete(type);
@@ -88,43 +80,40 @@ export class ServedTypes {
       this.warned.add(r.agent_type);
       this.o.logger.warn(
         { agent_type: r.agent_type, visits: r.visits, oldest_age_ms: r.oldest_age_ms },
-        `skein: ${r.visits} ready visit${r.visits === 1 ? "" : "s"}: ${noAgent(r.agent_type, served)}; ${WHAT_TO_DO}`,
+        `skein: ${r.visits} ready visit${r.visits === 1 ? "" : "s"}: ${noAgent(r.agent_type, served)}`,
       );
     }
   }
-
-  /** What each of these visits waits for, by node_id, when it waits for an agent nobody serves. */
-  async waitingOf(visits: readonly Visit[]): Promise<Map<string, NodeWaiting>> {
-    const candidates = visits.filter(waitsForAgent);
-    const found = new Map<string, NodeWaiting>();
-    if (candidates.length === 0) return found;
-    const served = await this.all();
-    for (const v of candidates) {
-      if (!served.has(v.agent_type)) {
-        found.set(v.node_id, { reason: "no_agent", message: `${noAgent(v.agent_type, served)}; ${WHAT_TO_DO}` });
-      }
-    }
-    return found;
-  }
-}
-
-/** A visit that waits for an agent to claim it: ready (or retrying) and of a kind agents run. */
-function waitsForAgent(v: Visit): boolean {
-  return (v.state === "PENDING" || v.state === "RETRYING") && v.ready_at !== null && needsAgent(v.agent_type);
 }
 
 /** Types whose visits an agent claims; the engine's own kinds (sleep, review, map, ...) wait for no agent. */
-function needsAgent(agentType: string): boolean {
+export function needsAgent(agentType: string): boolean {
   return kindOf(agentType).start === "agent";
 }
 
-/** Why nothing claims visits of `type` (with the nearest served type: likely a typo), first: a CLI note keeps the start. */
-function noAgent(type: string, served: ReadonlySet<string>): string {
+/** Why nothing claims visits of `type` (with the nearest served type: likely a typo) and what to do; why first: a CLI note keeps the start. */
+export function noAgent(type: string, served: ReadonlySet<string>): string {
   const near = nearest(type, served);
   const hint = near === undefined ? "" : ` (did you mean "${near}"?)`;
-  return `no engine or worker serves agent_type "${type}"${hint}: its visits wait until their run's timeout`;
+  return `no engine or worker serves agent_type "${type}"${hint}: its visits wait until their run's timeout; ${WHAT_TO_DO}`;
 }
 
 const WHAT_TO_DO =
   "give an engine an agent for it, or start a worker that claims it " +
   `(a worker counts for ${WORKER_SEEN_MS / 1000} s after its last claim, heartbeat or report)`;
+
+/** The gauges' ready rows (by type and priority) summed by type: visits, and the oldest one's age. */
+export function readyByType(
+  ready: StoreGauges["ready"],
+): { agent_type: string; visits: number; oldest_age_ms: number }[] {
+  const byType = new Map<string, { agent_type: string; visits: number; oldest_age_ms: number }>();
+  for (const r of ready) {
+    const t = byType.get(r.agent_type);
+    if (!t) byType.set(r.agent_type, { agent_type: r.agent_type, visits: r.visits, oldest_age_ms: r.oldest_age_ms });
+    else {
+      t.visits += r.visits;
+      t.oldest_age_ms = Math.max(t.oldest_age_ms, r.oldest_age_ms);
+    }
+  }
+  return [...byType.values()];
+}

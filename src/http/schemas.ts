@@ -272,12 +272,16 @@ export const MapItemSchema = z
       "One item of a map visit: an item of an agent holds its own attempts; an item of a workflow (or one that undoes) is run by a child run",
   });
 
-/** What a node ready to run waits for, when that is worth saying (engine/served-types.ts). */
+/** What a node ready to run waits for, when that is worth saying (engine/waiting.ts). */
 const NodeWaitingSchema = z
   .object({
     reason: z
-      .enum(["no_agent"])
-      .describe("no_agent: no engine has a handler for its agent type and no worker claimed it lately"),
+      .enum(["no_agent", "rate_limited", "priority"])
+      .describe(
+        "no_agent: no engine has a handler for its agent type and no worker claimed it lately; rate_limited: its agent type's rate limits or a provider's 429 hold it until `until`; priority: `ahead` ready visits of its agent type with a more urgent priority are claimed first",
+      ),
+    until: z.number().int().optional().describe("rate_limited: when an attempt of its type may start, epoch ms"),
+    ahead: z.number().int().optional().describe("priority: the ready visits and map items claimed before it"),
     message: z.string().describe("what it waits for and what to do, in words"),
   })
   .meta({ id: "NodeWaiting", description: "What a node ready to run waits for" });
@@ -304,7 +308,7 @@ export const VisitSchema = z
       "a map node's item counts; null for other kinds, and before a map begins",
     ),
     waiting: NodeWaitingSchema.optional().describe(
-      "getRun only, when a ready node waits for something worth saying: an agent nothing serves (it would wait until the run's timeout)",
+      "getRun only, when a ready node waits for something worth saying: an agent nothing serves (it would wait until the run's timeout), a rate limit, or more urgent work",
     ),
     ...attemptFields,
   })

@@ -81,8 +81,10 @@ export interface ChildRun {
  * one; SQLite: the `now` passed), the time its due times are written in.
  */
 export interface StoreGauges {
-  /** Per agent type with any: visits ready (payload resolved) that nobody claimed, and the oldest one's age. */
-  ready: { agent_type: string; visits: number; oldest_age_ms: number }[];
+  /** Per agent type and priority with any: visits ready (payload resolved) that nobody claimed, and the oldest one's age. */
+  ready: { agent_type: string; priority: number; visits: number; oldest_age_ms: number }[];
+  /** Runs QUEUED (DESIGN §17) by why: `key` (behind an active run of their key) or `debounce`. */
+  queued: { reason: string; runs: number }[];
   /** Visits IN_REVIEW (waiting for a person). */
   pending_reviews: number;
   /** Visits WAITING (a sleep, an event). */
@@ -122,6 +124,11 @@ export interface StoreReads {
   listReviews(runIds?: readonly string[]): Promise<(Visit & { trace_id: string; workflow_id: string })[]>;
   /** The metrics gauges (DESIGN §9) in two statements, each answered by an index. */
   readGauges(engineId: string, now: number): Promise<StoreGauges>;
+  /**
+   * How much ready work (visits and map items, not of paused runs) of `agentType` is claimed
+   * before work of `priority`: that of a more urgent (lower) priority.
+   */
+  readyAhead(agentType: string, priority: number, now: number): Promise<number>;
   /** Every agent type's rate row (rate limits and holds, DESIGN §17) as last written, by agent type. */
   readRateBuckets(): Promise<Map<string, RateBucket>>;
   /** The schedule as committed, or null. */

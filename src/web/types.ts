@@ -121,7 +121,8 @@ export interface Visit {
   /** A map node's item counts; null (or absent, from an older server) for other kinds. */
   items?: MapCounts | null;
   /** What a ready node waits for, when the server has something to say (an agent nothing serves). */
-  waiting?: { reason: string; message: string };
+  /** Why a ready node is held back (getRun): `no_agent`, `rate_limited` (until), `priority` (ahead). */
+  waiting?: { reason: string; message: string; until?: number; ahead?: number };
 }
 
 /** A map visit's items by state. */

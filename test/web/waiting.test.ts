@@ -1,6 +1,7 @@
 /**
  * A node ready for an agent type nothing serves says so on the run page; once a worker claims the
- * type, the editor's check no longer warns that no agent is registered for it.
+ * type, the editor's check no longer warns that no agent is registered for it, and a node behind
+ * more urgent ready work of its type says that in the run's nodes table.
  */
 import { describe, expect, it } from "vitest";
 import { nodeInState, serve, signIn, TOKENS } from "./helpers.js";
@@ -38,5 +39,13 @@ describe("a node waiting for an agent", { timeout: 90_000 }, () => {
     await nodeInState(page, "draft", "RUNNING");
     expect(await details.getByText("no engine or worker serves").count()).toBe(0);
     expect((await s.api<Check>("POST", "/v1/workflows/validate", ONE)).warnings).toEqual([]);
+
+    // Served now, a ready node waits behind more urgent ready work of its type, and says so.
+    await s.api("POST", "/v1/runs", { workflow_id: "one", input: {}, priority: 1 });
+    const low = await s.api<{ run_id: string }>("POST", "/v1/runs", { workflow_id: "one", input: {}, priority: 8 });
+    await page.goto(`${s.url}/#/runs/${low.run_id}`);
+    await nodeInState(page, "draft", "PENDING");
+    const row = page.getByRole("table", { name: "nodes" }).getByRole("row").filter({ hasText: "draft" });
+    await row.getByText('behind 1 ready visit of agent type "writer" of a more urgent priority').waitFor();
   });
 });

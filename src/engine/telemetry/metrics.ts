@@ -25,6 +25,8 @@ import type { RunState } from "../../core/scheduler.js";
 import type { EventType, RunEvent } from "../../core/types.js";
 import type { Store, StoreGauges } from "../../store/store.js";
 import { type RateLimitState, rateLimitStates } from "../rate-states.js";
+import { readyByType } from "../served-types.js";
+import { waitingCounts } from "../waiting.js";
 import type { TypeRate } from "../writer/rates.js";
 import type { SlotOutcome } from "../writer/schedules.js";
 
@@ -65,6 +67,8 @@ export interface MetricsContext {
   agentTypes: () => string[];
   /** The `rateLimits` option, checked: the rate gauges show its types and the held ones. */
   rateLimits: ReadonlyMap<string, TypeRate>;
+  /** The agent types any engine or recent worker serves (served-types.ts): ready work of others waits for `no_agent`. */
+  servedTypes: () => Promise<ReadonlySet<string>>;
 }
 
 export class EngineMetrics {
@@ -83,6 +87,7 @@ export class EngineMetrics {
   private readonly rateHolds: Counter;
   private readonly rateTokensLeft: ObservableGauge;
   private readonly rateHeld: ObservableGauge;
+  private readonly waiting: ObservableGauge;
   private readonly gauges: ObservableGauge[];
   private readonly meter: Meter;
   /** When each attempt this engine committed the start of began (event time), by run, then `node#visit`. */
@@ -151,7 +156,12 @@ export class EngineMetrics {
         "Time until a held agent type's hold (a provider's Retry-After) ends, by agent_type; 0 when not held",
       unit: "s",
     });
+    this.waiting = meter.createObservableGauge("skein_waiting", {
+      description:
+        "Work waiting, by reason (waiting.ts): runs QUEUED behind an active run of their key (key) or in a debounce window (debounce); ready visits and map items of an agent type nothing serves (no_agent), rate-limited or held (rate_limited), or behind more urgent ready work of their type (priority)",
+    });
     this.gauges = [
+      this.waiting,
       this.readyVisits,
       this.oldestReady,
       this.pendingReviews,
@@ -166,7 +176,7 @@ export class EngineMetrics {
       const g = await this.readGauges(now);
       if (!g) return;
       const seen = new Set<string>();
-      for (const r of g.ready) {
+      for (const r of readyByType(g.ready)) {
         seen.add(r.agent_type);
         result.observe(this.readyVisits, r.visits, { agent_type: r.agent_type });
         result.observe(this.oldestReady, Math.max(0, r.oldest_age_ms) / 1000, { agent_type: r.agent_type });
@@ -180,10 +190,15 @@ export class EngineMetrics {
       result.observe(this.pendingWaits, g.pending_waits);
       result.observe(this.pausedRuns, g.paused_runs);
       if (g.heartbeat_age_ms !== null) result.observe(this.heartbeatAge, Math.max(0, g.heartbeat_age_ms) / 1000);
-      for (const r of (await this.readRates(now)) ?? []) {
+      const rates = await this.readRates(now);
+      for (const r of rates ?? []) {
         const labels = { agent_type: r.agent_type };
         if (r.tokens_left !== null) result.observe(this.rateTokensLeft, Math.floor(r.tokens_left), labels);
         result.observe(this.rateHeld, r.held_until === null ? 0 : Math.max(0, r.held_until - now) / 1000, labels);
+      }
+      const served = await this.c.servedTypes().catch(() => null);
+      if (rates && served) {
+        for (const [reason, n] of waitingCounts(g, served, rates, now)) result.observe(this.waiting, n, { reason });
       }
     };
     meter.addBatchObservableCallback(this.observe, this.gauges);

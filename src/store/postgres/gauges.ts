@@ -12,14 +12,29 @@ export function gaugeStatements(dbNow: string) {
   return {
     ready: {
       name: "skein_gauges_ready",
-      text: `SELECT agent_type, count(*) AS visits, t.now - min(ready_at) AS oldest_age_ms FROM (
-                SELECT agent_type, ready_at FROM visits, ${now} t
+      text: `SELECT agent_type, priority, count(*) AS visits, t.now - min(ready_at) AS oldest_age_ms FROM (
+                SELECT agent_type, priority, ready_at FROM visits, ${now} t
                  WHERE ready_at IS NOT NULL AND ready_at <= t.now AND payload IS NOT NULL AND run_id NOT IN (${PAUSED})
                 UNION ALL
-                SELECT agent_type, ready_at FROM map_items, ${now} t
+                SELECT agent_type, priority, ready_at FROM map_items, ${now} t
                  WHERE ready_at IS NOT NULL AND ready_at <= t.now AND agent_type IS NOT NULL AND run_id NOT IN (${PAUSED})
               ) ready, ${now} t
-              GROUP BY agent_type, t.now ORDER BY agent_type`,
+              GROUP BY agent_type, priority, t.now ORDER BY agent_type, priority`,
+    },
+    // The ready work of type $2 claimed before priority $3 (Store.readyAhead), by the same indexes.
+    ahead: {
+      name: "skein_ready_ahead",
+      text: `SELECT
+        (SELECT count(*) FROM visits, ${now} t WHERE agent_type = $2 AND ready_at IS NOT NULL AND priority < $3
+           AND ready_at <= t.now AND payload IS NOT NULL AND run_id NOT IN (${PAUSED}))
+        + (SELECT count(*) FROM map_items, ${now} t WHERE agent_type = $2 AND ready_at IS NOT NULL AND priority < $3
+           AND ready_at <= t.now AND run_id NOT IN (${PAUSED})) AS ahead`,
+    },
+    // QUEUED runs by why (runs_by_key holds them all).
+    queued: {
+      name: "skein_gauges_queued",
+      text: `SELECT queued->>'reason' AS reason, count(*) AS runs FROM runs
+              WHERE key IS NOT NULL AND ended_at IS NULL AND queued IS NOT NULL GROUP BY 1 ORDER BY 1`,
     },
     // Reviews, waits and paused runs by their partial indexes (visits_in_review, visits_waiting, runs_paused); the engine by its key.
     pending: {

@@ -210,6 +210,8 @@ export class PostgresStore implements Store {
   readonly listReviews: Store["listReviews"] = (runIds) => this.reads.listReviews(runIds);
   readonly readGauges: Store["readGauges"] = (engineId, now) => this.reads.readGauges(engineId, now);
   readonly readRateBuckets: Store["readRateBuckets"] = () => this.reads.readRateBuckets();
+  readonly readyAhead: Store["readyAhead"] = (agentType, priority, now) =>
+    this.reads.readyAhead(agentType, priority, now);
   readonly getSchedule: Store["getSchedule"] = (scheduleId) => this.reads.getSchedule(scheduleId);
   readonly listSchedules: Store["listSchedules"] = (filter) => this.reads.listSchedules(filter);
   readonly putWorkflow: Store["putWorkflow"] = (id, hash, definition, now, events) =>

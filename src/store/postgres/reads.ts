@@ -193,11 +193,20 @@ export function postgresReads(read: Read, clock: { now(): number } | undefined):
 
     async readGauges(engineId: string, now: number): Promise<StoreGauges> {
       const at = clock ? now : null;
-      const [ready, [rest]] = await Promise.all([
+      const [ready, queued, [rest]] = await Promise.all([
         read<StoreGauges["ready"][number]>({ ...GAUGES.ready, values: [at] }),
-        read<Omit<StoreGauges, "ready">>({ ...GAUGES.pending, values: [at, engineId] }),
+        read<StoreGauges["queued"][number]>(GAUGES.queued),
+        read<Omit<StoreGauges, "ready" | "queued">>({ ...GAUGES.pending, values: [at, engineId] }),
       ]);
-      return { ready, ...(rest as Omit<StoreGauges, "ready">) };
+      return { ready, queued, ...(rest as Omit<StoreGauges, "ready" | "queued">) };
+    },
+
+    async readyAhead(agentType: string, priority: number, now: number): Promise<number> {
+      const [row] = await read<{ ahead: number }>({
+        ...GAUGES.ahead,
+        values: [clock ? now : null, agentType, priority],
+      });
+      return Number(row?.ahead ?? 0);
     },
 
     async readRateBuckets(): Promise<Map<string, RateBucket>> {

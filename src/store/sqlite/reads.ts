@@ -6,7 +6,7 @@ import type Database from "better-sqlite3";
 import type { Compensation, Visit } from "../../core/types.js";
 import { likeLiteral, type StoreGauges, type StoreReads, searchTextOf } from "../reads.js";
 import { RATE_COLUMNS, type RateRow, rateBucketsOf } from "./claims.js";
-import { PENDING_AND_HEARTBEAT, READY_BY_AGENT_TYPE } from "./gauges.js";
+import { PENDING_AND_HEARTBEAT, QUEUED_BY_REASON, READY_AHEAD, READY_BY_AGENT_TYPE } from "./gauges.js";
 import { RUNS_WAITING_ON_KEY } from "./inbox.js";
 import { type DbMapItem, LIST_MAP_ITEMS, mapItemFromDb } from "./map-items.js";
 import {
@@ -211,9 +211,12 @@ export function sqliteReads(read: Read): StoreReads {
     },
     readGauges: async (engineId, now) => {
       const ready = read(READY_BY_AGENT_TYPE).all({ now }) as StoreGauges["ready"];
-      const rest = read(PENDING_AND_HEARTBEAT).get({ now, engineId }) as Omit<StoreGauges, "ready">;
-      return { ready, ...rest };
+      const queued = read(QUEUED_BY_REASON).all() as StoreGauges["queued"];
+      const rest = read(PENDING_AND_HEARTBEAT).get({ now, engineId }) as Omit<StoreGauges, "ready" | "queued">;
+      return { ready, queued, ...rest };
     },
+    readyAhead: async (type, priority, now) =>
+      (read(READY_AHEAD).get({ type, priority, now }) as { ahead: number }).ahead,
     readRateBuckets: async () =>
       rateBucketsOf(read(`SELECT agent_type, ${RATE_COLUMNS} FROM rate_buckets`).all() as RateRow[]),
     getSchedule: async (scheduleId) => {

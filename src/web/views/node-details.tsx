@@ -12,7 +12,7 @@ import { Steps } from "./steps.js";
 /** The agent_type of the agent node kind (DESIGN §14.2): a tool-calling loop whose conversation is shown. */
 const AGENT = "agent";
 
-/** What the node waits for, in words: an agent nothing serves (the server says), an event, or its wake-up time. */
+/** What the node waits for, in words: what getRun says holds it (an agent nothing serves, a rate limit, priority), an event, or its wake-up time. */
 function waitingFor(v: Visit): string | null {
   if (v.waiting) return v.waiting.message;
   if (v.state !== "WAITING") return null;
@@ -63,7 +63,7 @@ export function NodeDetails(props: {
         {waitingFor(v) !== null && (
           <>
             <dt>Waiting for</dt>
-            <dd class={`waiting-for${v.waiting ? " reason danger" : ""}`}>{waitingFor(v)}</dd>
+            <dd class={`waiting-for${v.waiting?.reason === "no_agent" ? " reason danger" : ""}`}>{waitingFor(v)}</dd>
           </>
         )}
         <dt>Created</dt>

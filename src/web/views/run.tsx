@@ -286,7 +286,14 @@ export function RunPage(props: { runId: string; node?: string | undefined }) {
                 <Time at={v.started_at} />
               </td>
               <td>{elapsed(v.started_at, v.ended_at, now)}</td>
-              <td class={`reason ${reasonTone(v)}`}>{v.error ? v.error.message : (v.reason ?? "")}</td>
+              {v.waiting && !v.error && v.reason === null ? (
+                // A ready node held back says why (getRun's waiting): nothing serves its type is the one to fix.
+                <td class={`reason waiting ${v.waiting.reason === "no_agent" ? "danger" : "muted"}`}>
+                  {v.waiting.message}
+                </td>
+              ) : (
+                <td class={`reason ${reasonTone(v)}`}>{v.error ? v.error.message : (v.reason ?? "")}</td>
+              )}
             </tr>
           ))}
         </tbody>
