@@ -13,8 +13,8 @@
  * `claim_cpu_<variant>_ratio` is a variant's over the first's (the baseline, `default`).
  *
  * A variant is its startRun options per run and, if it needs one, a setup of the engine that
- * parks the runs (registering more workflows, say): `keys` can join CLAIM_VARIANTS as one row.
- * The priorities variant is checked too: its attempts must start in priority order.
+ * parks the runs (registering more workflows, say). The variants with priorities are checked
+ * too: their attempts must start in priority order.
  */
 import { createEngine, type Engine, type StartRunOptions } from "../src/index.js";
 import { deferred, type Measured, progress, tempDb, within } from "./lib.js";
@@ -36,19 +36,24 @@ export const CLAIM_WORKFLOW = { id: "bench-claims", nodes: [{ node_id: "work", a
 
 const PRIORITIES = 10;
 
+/** Attempts must start in priority order (runs started with priority `i % PRIORITIES`). */
+function inPriorityOrder(started: number[]): string | null {
+  const priorities = started.map((i) => i % PRIORITIES);
+  const back = priorities.findIndex((p, k) => k > 0 && p < (priorities[k - 1] as number));
+  return back < 0
+    ? null
+    : `attempt ${back} started at priority ${priorities[back]} after one at ${priorities[back - 1]}`;
+}
+
+/**
+ * The baseline, then priorities, keys (each run its own key: every end of a keyed run looks for
+ * a run queued behind it, which is what keys add to the claims' commits), and both.
+ */
 export const CLAIM_VARIANTS: ClaimVariant[] = [
   { name: "default", start: () => ({}) },
-  {
-    name: "priorities",
-    start: (i) => ({ priority: i % PRIORITIES }),
-    check: (started) => {
-      const priorities = started.map((i) => i % PRIORITIES);
-      const back = priorities.findIndex((p, k) => k > 0 && p < (priorities[k - 1] as number));
-      return back < 0
-        ? null
-        : `attempt ${back} started at priority ${priorities[back]} after one at ${priorities[back - 1]}`;
-    },
-  },
+  { name: "priorities", start: (i) => ({ priority: i % PRIORITIES }), check: inPriorityOrder },
+  { name: "keys", start: (i) => ({ key: `k${i}` }) },
+  { name: "priorities_keys", start: (i) => ({ priority: i % PRIORITIES, key: `k${i}` }), check: inPriorityOrder },
 ];
 
 const RUNS = 2000;
