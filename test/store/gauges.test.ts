@@ -39,7 +39,7 @@ for (const { name: kind, open: openStore } of STORES) {
     it("counts ready, resolved, unclaimed visits per agent type with the oldest, and what waits", async () => {
       const store = await open([
         at("a", "PENDING", { agent_type: "writer", ready_at: NOW - 5000, payload: {} }),
-        at("b", "RETRYING", { agent_type: "writer", ready_at: NOW - 1000, payload: { n: 1 } }),
+        at("b", "RETRYING", { agent_type: "writer", ready_at: NOW - 1000, payload: { n: 1 }, priority: 2 }),
         at("c", "PENDING", { agent_type: "editor", ready_at: NOW - 2000, payload: {} }),
         // Not ready yet (a retry due later), not resolved (no payload), claimed (no ready_at): not counted.
         at("d", "RETRYING", { agent_type: "editor", ready_at: NOW + 60_000, payload: {} }),
@@ -52,14 +52,20 @@ for (const { name: kind, open: openStore } of STORES) {
       const gauges = await store.readGauges("nobody", NOW);
       expect(gauges).toEqual({
         ready: [
-          { agent_type: "editor", visits: 1, oldest_age_ms: 2000 },
-          { agent_type: "writer", visits: 2, oldest_age_ms: 5000 },
+          { agent_type: "editor", priority: 5, visits: 1, oldest_age_ms: 2000 },
+          { agent_type: "writer", priority: 2, visits: 1, oldest_age_ms: 1000 },
+          { agent_type: "writer", priority: 5, visits: 1, oldest_age_ms: 5000 },
         ],
+        queued: [],
         pending_reviews: 1,
         pending_waits: 2,
         paused_runs: 0,
         heartbeat_age_ms: null,
       });
+      // What is claimed before work of a priority: that of a more urgent one, ready and resolved.
+      expect(await store.readyAhead("writer", 5, NOW)).toBe(1);
+      expect(await store.readyAhead("writer", 2, NOW)).toBe(0);
+      expect(await store.readyAhead("editor", 9, NOW)).toBe(1);
     });
 
     it("counts ready map items of an agent with the visits of their agent type", async () => {
@@ -78,7 +84,8 @@ for (const { name: kind, open: openStore } of STORES) {
         ]);
       });
       const gauges = await store.readGauges("nobody", NOW);
-      expect(gauges.ready).toEqual([{ agent_type: "writer", visits: 3, oldest_age_ms: 3000 }]);
+      expect(gauges.ready).toEqual([{ agent_type: "writer", priority: 5, visits: 3, oldest_age_ms: 3000 }]);
+      expect(await store.readyAhead("writer", 6, NOW)).toBe(3);
     });
 
     it("reads the engine's last heartbeat from its row", async () => {
@@ -91,6 +98,7 @@ for (const { name: kind, open: openStore } of STORES) {
       const gauges = await store.readGauges("e1", NOW + 2000);
       expect(gauges).toEqual({
         ready: [],
+        queued: [],
         pending_reviews: 0,
         pending_waits: 0,
         paused_runs: 0,
