@@ -100,6 +100,8 @@ export interface RunsTx {
    * passes until this transaction commits (two engines never both begin a run of one key).
    */
   keyedRuns(workflowId: string, key: string, limit: number): Promise<KeyedRun[]>;
+  /** Whether any run is QUEUED (of any key); on PostgreSQL under the limits lock, as keyedRuns. */
+  anyQueued(): Promise<boolean>;
   /** The runs under any of these idempotency keys (a map's item keys, a window at a time). No lock. */
   runsByIdempotencyKeys(keys: string[]): Promise<Run[]>;
   /** Adds `runs` to the tree's count unless it would pass `limit` (then null, nothing changes); locks the counter row until commit. */

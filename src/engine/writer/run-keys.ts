@@ -37,6 +37,8 @@ interface KeyView {
 export class RunKeys {
   /** Keys whose end this flush has handed over already, by run id of the run that ended. */
   private readonly handedOver = new Set<string>();
+  /** Whether the database held a QUEUED run when this flush first looked (null: not looked yet). */
+  private queuedInDb: boolean | null = null;
 
   constructor(private readonly f: FlushContext) {}
 
@@ -107,9 +109,21 @@ export class RunKeys {
       this.handedOver.add(run.run_id);
       ended.push(run);
     }
+    if (ended.length === 0 || !(await this.anyQueued())) return false;
     let began = false;
     for (const run of ended) if (await this.beginNext(run.workflow_id, run.key as string)) began = true;
     return began;
+  }
+
+  /**
+   * Whether any run waits QUEUED: in this flush, or in the database (read once per flush, under
+   * the limits lock on PostgreSQL, so no other engine queues one until this flush commits). Most
+   * ends of keyed runs have none to hand over: one look instead of a read of each key's runs.
+   */
+  private async anyQueued(): Promise<boolean> {
+    for (const rs of this.f.states.values()) if (rs.run.status === "QUEUED") return true;
+    this.queuedInDb ??= await this.f.tx.anyQueued();
+    return this.queuedInDb;
   }
 
   /**

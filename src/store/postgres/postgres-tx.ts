@@ -128,6 +128,10 @@ export class PostgresTx implements StoreTx, TxWrite, engines.EngineWatch {
   keyedRuns(workflowId: string, key: string, limit: number): Promise<KeyedRun[]> {
     return runs.keyedRuns(this, this.channel, workflowId, key, limit);
   }
+
+  anyQueued(): Promise<boolean> {
+    return runs.anyQueued(this, this.channel);
+  }
   runsByIdempotencyKeys(keys: string[]): Promise<Run[]> {
     return runs.runsByIdempotencyKeys(this, keys);
   }

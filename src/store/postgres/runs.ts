@@ -107,6 +107,10 @@ const SQL = {
             WHERE workflow_id = $1 AND key = $2 AND key IS NOT NULL AND ended_at IS NULL
             ORDER BY created_at, run_id LIMIT $3`,
   },
+  anyQueued: {
+    name: "skein_any_queued",
+    text: "SELECT EXISTS (SELECT 1 FROM runs WHERE status = 'QUEUED') AS queued",
+  },
   compensatingRuns: {
     name: "skein_compensating_runs",
     text: "SELECT run_id FROM runs WHERE status = 'COMPENSATING' ORDER BY created_at LIMIT $1",
@@ -207,4 +211,10 @@ export async function compensatingRuns(tx: TxQuery, limit: number): Promise<stri
 export async function getVisit(tx: TxQuery, key: VisitKey): Promise<Visit | null> {
   const [row] = await tx.q<DbVisit>(SQL.getVisit, [key.run_id, key.node_id, key.visit]);
   return row ? visitFromDb(row) : null;
+}
+
+/** Whether any run is QUEUED, read once the limits lock is granted (as keyedRuns). */
+export async function anyQueued(tx: TxQuery, channel: string): Promise<boolean> {
+  const [, rows] = await Promise.all([lockLimits(tx, channel), tx.q<{ queued: boolean }>(SQL.anyQueued, [])]);
+  return rows[0]?.queued === true;
 }

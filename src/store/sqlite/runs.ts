@@ -136,6 +136,7 @@ export function sqliteRuns(db: Database.Database, kept: KeptRuns): RunsTx {
       (s.keyedRuns.all(workflowId, key, limit) as (Omit<KeyedRun, "queued"> & { queued: string | null })[]).map(
         (r) => ({ ...r, status: r.status as RunStatus, queued: r.queued === null ? null : JSON.parse(r.queued) }),
       ),
+    anyQueued: async () => s.anyQueued.get() !== undefined,
     runsByIdempotencyKeys: async (keys) => (s.runsByKeys.all(JSON.stringify(keys)) as DbRun[]).map(runFromDb),
     raiseTreeRuns: async (root, runs, limit) =>
       (s.raiseTreeRuns.get({ root, runs, limit }) as number | undefined) ?? null,
@@ -188,6 +189,7 @@ function prepare(db: Database.Database) {
     ),
     // A run's tags, one row each: what listRuns' tag filter looks up (migration 024).
     insertTag: db.prepare("INSERT OR IGNORE INTO run_tags (name, value, run_id) VALUES (?, ?, ?)"),
+    anyQueued: db.prepare("SELECT 1 FROM runs INDEXED BY runs_by_status WHERE status = 'QUEUED' LIMIT 1"),
     keyedRuns: db.prepare(
       `SELECT run_id, status, queued, created_at FROM runs INDEXED BY runs_by_key
         WHERE workflow_id = ? AND key = ? AND key IS NOT NULL AND ended_at IS NULL ORDER BY created_at, run_id LIMIT ?`,
