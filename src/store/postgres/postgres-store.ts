@@ -183,7 +183,7 @@ export class PostgresStore implements Store {
       ),
     );
     try {
-      // Through the pooler too: each migration is one transaction, under a transaction-level lock.
+      // Through the pooler too: the migrations are one transaction, under a transaction-level lock.
       await migrate(pool, { schema, schemaSql: settings.schemaSql, target: settings.target });
     } catch (e) {
       await pool.end().catch(() => undefined);
