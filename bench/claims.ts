@@ -48,11 +48,20 @@ function inPriorityOrder(started: number[]): string | null {
 
 /**
  * The baseline, then priorities, keys (each run its own key: every end of a keyed run looks for
- * a run queued behind it, which is what keys add to the claims' commits), and both.
+ * a run queued behind it, which is what keys add to the claims' commits), and both. Priorities
+ * interleaved (run i has priority i mod 10) are claimed in another order than they were parked,
+ * so each commit touches rows on more pages than the baseline's; `priorities_parked_in_order`
+ * (runs parked a priority after another: claimed in the order they were written) measures the
+ * claims' own cost of priorities without that, to tell the two apart.
  */
 export const CLAIM_VARIANTS: ClaimVariant[] = [
   { name: "default", start: () => ({}) },
   { name: "priorities", start: (i) => ({ priority: i % PRIORITIES }), check: inPriorityOrder },
+  {
+    name: "priorities_parked_in_order",
+    start: (i) => ({ priority: Math.floor((i * PRIORITIES) / RUNS) }),
+    check: (started) => inPriorityOrder(started.map((i) => Math.floor((i * PRIORITIES) / RUNS))),
+  },
   { name: "keys", start: (i) => ({ key: `k${i}` }) },
   { name: "priorities_keys", start: (i) => ({ priority: i % PRIORITIES, key: `k${i}` }), check: inPriorityOrder },
 ];
