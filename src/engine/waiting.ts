@@ -57,6 +57,8 @@ export async function waitingOf(p: WaitingParts, visits: readonly Visit[]): Prom
   const now = p.clock.now();
   const served = await p.served.all();
   let limits: Map<string, RateLimitState> | null = null;
+  // Visits of one type and priority have the same work ahead: counted once.
+  const aheadOf = new Map<string, Promise<number>>();
   for (const v of candidates) {
     if (!served.has(v.agent_type)) {
       found.set(v.node_id, { reason: "no_agent", message: noAgent(v.agent_type, served) });
@@ -69,7 +71,9 @@ export async function waitingOf(p: WaitingParts, visits: readonly Visit[]): Prom
       found.set(v.node_id, rateLimited(limited, limited.limited_until));
       continue;
     }
-    const ahead = v.priority > 0 ? await p.store.readyAhead(v.agent_type, v.priority, now) : 0;
+    const key = `${v.priority}:${v.agent_type}`;
+    if (v.priority > 0 && !aheadOf.has(key)) aheadOf.set(key, p.store.readyAhead(v.agent_type, v.priority, now));
+    const ahead = (await aheadOf.get(key)) ?? 0;
     if (ahead > 0) {
       const what = `${ahead} ready visit${ahead === 1 ? "" : "s"} of agent type "${v.agent_type}"`;
       found.set(v.node_id, {
