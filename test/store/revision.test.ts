@@ -1,6 +1,7 @@
 /**
  * Run revisions on both stores (a real SQLite file, a fresh PostgreSQL schema): every write of a
- * run's row, visits or compensation rows raises it, and a load of a run still at the revision
+ * run's row, visits or compensation rows raises it (but an SQLite dispatcher's own writes of
+ * visits, whose copies are the only ones), and a load of a run still at the revision
  * the caller knows reads nothing more. This is what lets an engine keep a run in memory between
  * transactions and still see every other writer's change.
  */
@@ -109,6 +110,30 @@ for (const { name: kind, open: openStore } of STORES) {
       // And a run's revision is never part of the run itself.
       expect(Object.keys(one.run)).not.toContain("revision");
       expect(Object.keys((await store.getRun("r1")) ?? {})).not.toContain("revision");
+    });
+
+    it("is left alone by an SQLite dispatcher's own writes of visits, raised by any other's and by every write on PostgreSQL", async () => {
+      const store = await open();
+      await store.transaction((tx) =>
+        tx.write({ ...EMPTY_BATCH, insertRuns: [run("r1")], insertVisits: [visitOf("r1")] }),
+      );
+      const known = await revisionOf(store, "r1");
+      // The dispatcher's transaction (it passes what it knows). On SQLite one engine holds the
+      // file and its copy is the one it wrote; on PostgreSQL other engines may hold copies.
+      const claimed = await store.transaction(
+        (tx) => tx.write({ ...EMPTY_BATCH, updateVisits: [visitOf("r1", { state: "RUNNING", attempt: 1 })] }),
+        { lock: ["r1"], known: new Map([["r1", known]]) },
+      );
+      const afterClaim = store.exclusive ? known : known + 1;
+      expect(claimed.revisions.get("r1") ?? known).toBe(afterClaim);
+      expect(await revisionOf(store, "r1")).toBe(afterClaim);
+      // A client's: the dispatcher's copy may be older, so it must read the run again.
+      await store.transaction((tx) =>
+        writeRows(tx, { updateVisits: [visitOf("r1", { state: "SUCCEEDED", attempt: 1 })] }),
+      );
+      const read = (await store.transaction((tx) => tx.loadRun("r1", { known: afterClaim }))) as LoadedRun;
+      expect(read.revision).toBe(afterClaim + 1);
+      expect(read.visits.map((v) => v.state)).toEqual(["SUCCEEDED"]);
     });
   });
 }

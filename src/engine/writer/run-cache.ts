@@ -4,7 +4,7 @@ import { HELD_STATES, isTerminal } from "../../core/states.js";
 /**
  * Run states kept between transactions, so a busy run's visits are not re-read from the
  * database for every result: a step then costs the same in a workflow of 10 nodes or 1,000.
- * Each is kept with the run's revision (LoadedRun), which every write of the run raises; a
+ * Each is kept with the run's revision (LoadedRun), which every write of the run by another raises; a
  * transaction uses a kept state only if the database still has that revision, so another
  * engine's or a client's write is never missed. Runs touched by a transaction that rolled back
  * are forgotten, finished runs and runs that only wait (a sleep, a review: rows with a due time)

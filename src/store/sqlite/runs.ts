@@ -1,7 +1,8 @@
 /**
  * Runs, visits, compensation rows and events on SQLite (RunsTx): the dispatcher's every flush.
- * Statements are prepared once, on the write connection; every write of a run's row, visits or
- * compensation rows raises its revision in the same transaction.
+ * Statements are prepared once, on the write connection; a write of a run's row raises its
+ * revision in the same statement, and so does a write of its visits or compensation rows but in
+ * the dispatcher's own transactions (see `write`).
  */
 import type Database from "better-sqlite3";
 import type { RunStatus } from "../../core/states.js";
@@ -50,8 +51,8 @@ export function sqliteRuns(db: Database.Database, kept: KeptRuns): RunsTx {
       compensations: (s.compensations.all(runId) as DbCompensation[]).map(compensationFromDb),
     };
   };
-  // Every write of a run's row, visits or compensation rows raises its revision (LoadedRun), once
-  // per batch: the run's own update raises it in its statement, the others' runs after their rows.
+  // A write of a run's row raises its revision (LoadedRun) in its statement; a write of only its
+  // visits or compensation rows raises it after them, once per batch, unless `write` says not.
   const revised = new Map<string, number>();
   const touch = (runIds: Iterable<string>) => {
     for (const runId of runIds) {
@@ -158,7 +159,12 @@ export function sqliteRuns(db: Database.Database, kept: KeptRuns): RunsTx {
       updateVisits(batch.updateVisits, touched);
       insertVisits(batch.insertVisits, touched);
       writeCompensations(batch.compensations, touched);
-      touch(touched);
+      // One engine holds the file (EngineLock), and the only copies of runs kept in memory are its
+      // dispatcher's, which its own transactions (trusted) leave as they wrote them: their writes
+      // of visits alone need not raise the revision, which saves rewriting the run's row (another
+      // page of the commit when work is claimed out of the order it was written, by priority say).
+      // Any other transaction raises it, so that the dispatcher reads the run again.
+      if (!kept.trusted) touch(touched);
       const events = insertEvents(batch.events);
       return { events, revisions: new Map(revised) };
     },
