@@ -72,6 +72,12 @@ export interface Visit {
  */
 export const ENGINE_KEY_PREFIX = "skein:";
 
+/**
+ * The prefix of the keys of runs triggers start (DESIGN §17): the only engine keys two engines
+ * may write at once, when one event is published on both.
+ */
+export const TRIGGER_KEY_PREFIX = `${ENGINE_KEY_PREFIX}trigger:`;
+
 export interface Run<O = Json> {
   run_id: string;
   workflow_id: string;

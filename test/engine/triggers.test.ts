@@ -7,7 +7,7 @@
 import { describe, expect, it } from "vitest";
 import { triggerKey } from "../../src/engine/writer/engine-keys.js";
 import { type Engine, type RunEvent, ValidationError, type WorkflowInput } from "../../src/index.js";
-import { capturedLogger, nextEvent, sqlOn, testEngine } from "../helpers.js";
+import { capturedLogger, nextEvent, onPostgres, sqlOn, testEngine } from "../helpers.js";
 
 const DAY = 86_400_000;
 /** Timers at a pace that days of ManualClock time do not fire a million times (as test/engine/prune.test.ts). */
@@ -281,5 +281,35 @@ describe("event triggers", () => {
       { path: "triggers[0].event" },
     ]);
     await expect(engine.getWorkflow("bad")).rejects.toThrow(/not registered/);
+  });
+});
+
+describe.skipIf(!onPostgres)("event triggers across engines sharing a PostgreSQL database", () => {
+  it("two engines publishing the same event at once start each workflow once, and both are answered", async () => {
+    const log = capturedLogger();
+    const a = await testEngine({ agents: { echo }, logger: log.logger });
+    const b = await testEngine({ agents: { echo }, database: a.database, clock: a.clock, logger: log.logger });
+    await a.engine.registerWorkflow(triggered("invoice", [{ event: "order.paid" }]));
+    await a.engine.registerWorkflow(triggered("thank-you", [{ event: "order.paid" }]));
+    for (let n = 0; n < 5; n++) {
+      const publish = (e: Engine) => e.publishEvent("order.paid", `o-${n}`, { n }, { idempotency_key: `pay-${n}` });
+      const answers = await Promise.all([publish(a.engine), publish(b.engine), publish(a.engine), publish(b.engine)]);
+      // One publish is the event's; the others are duplicates of it, answered with its runs.
+      expect(answers.filter((x) => !x.duplicate)).toHaveLength(1);
+      const runs = answers.map((x) => byWorkflow(x.started).map((s) => s.run_id));
+      for (const r of runs) expect(r).toEqual(runs[0]);
+      expect(runs[0]).toHaveLength(2);
+    }
+    for (const id of ["invoice", "thank-you"]) expect(await runsOf(a.engine, id)).toHaveLength(5);
+    // An event no workflow declares is kept once too.
+    const answers = await Promise.all(
+      [a, b, a, b].map(({ engine }) =>
+        engine.publishEvent("order.shipped", "o-1", null, { idempotency_key: "ship-1" }),
+      ),
+    );
+    expect(answers.filter((x) => !x.duplicate)).toHaveLength(1);
+    expect(new Set(answers.map((x) => x.event_id)).size).toBe(1);
+    // A race the engines expect (tried again, quietly), not a statement that failed.
+    expect(log.lines.filter((l) => l.level >= 50)).toEqual([]);
   });
 });

@@ -5,7 +5,14 @@
  * slot to a run found under one of these keys, the engine checks it is the run it would have
  * started (`ownRunProblem`); migration 014 moved the keys older versions made under the prefix.
  */
-import { ENGINE_KEY_PREFIX, type Run, type RunParent, type RunTrigger, type Visit } from "../../core/types.js";
+import {
+  ENGINE_KEY_PREFIX,
+  type Run,
+  type RunParent,
+  type RunTrigger,
+  TRIGGER_KEY_PREFIX,
+  type Visit,
+} from "../../core/types.js";
 import { ValidationError } from "../../errors.js";
 import { sha256 } from "../json.js";
 
@@ -36,7 +43,7 @@ export function toolCallKey(v: Pick<Visit, "execution_id">, call: string): strin
  * fields are hashed: three 200-character names would make a key too long to index well.
  */
 export function triggerKey(workflowId: string, event: Omit<RunTrigger, "event_id">): string {
-  return `${ENGINE_KEY_PREFIX}trigger:${workflowId}:${sha256(`${event.event}\n${event.key}\n${event.idempotency_key}`)}`;
+  return `${TRIGGER_KEY_PREFIX}${workflowId}:${sha256(`${event.event}\n${event.key}\n${event.idempotency_key}`)}`;
 }
 
 /**

@@ -6,7 +6,7 @@
  * idempotency key.
  */
 import pg from "pg";
-import { ENGINE_KEY_PREFIX } from "../../core/types.js";
+import { ENGINE_KEY_PREFIX, TRIGGER_KEY_PREFIX } from "../../core/types.js";
 import { DatabaseError, ValidationError } from "../../errors.js";
 import { StaleRunsError } from "../runs.js";
 
@@ -59,6 +59,8 @@ const LOST: Record<Phase, (target: string, message: string) => string> = {
 
 /** The runs' unique idempotency key (migrations/001_init.sql). */
 const IDEMPOTENCY_CONSTRAINT = "runs_idempotency_key";
+/** Events published by key, one per (name, key, idempotency key) (migrations/005_inbox.sql). */
+const PUBLISHED_CONSTRAINT = "inbox_key_idempotency";
 
 /** The SQLSTATE of an error the server answered (none for a failed socket). */
 export function sqlState(e: unknown): string | undefined {
@@ -169,14 +171,20 @@ export function statementError(e: unknown, target: string, context: { broken: bo
   // Two clients' starts under one key race: trying again finds the other's run. A key of the
   // engine's (`skein:`) is different: every transaction that writes it again would fail the same,
   // so it is refused like any statement, the dispatcher isolates the input, everyone else commits.
-  if (
-    state === "23505" &&
-    (e as pg.DatabaseError).constraint === IDEMPOTENCY_CONSTRAINT &&
-    !(e as pg.DatabaseError).detail?.includes(`=(${ENGINE_KEY_PREFIX}`)
-  ) {
+  // But a trigger's: two engines published one event at once, and trying again finds the other's
+  // event and runs (DESIGN §17), as it finds the event itself when the inbox's key is the one hit.
+  const { constraint, detail } = e as pg.DatabaseError;
+  const engineKey = detail?.includes(`=(${ENGINE_KEY_PREFIX}`) && !detail.includes(`=(${TRIGGER_KEY_PREFIX}`);
+  if (state === "23505" && constraint === IDEMPOTENCY_CONSTRAINT && !engineKey) {
     return new DatabaseError(
       `another engine started a run with the same idempotency key at the same time (${message}); ` +
         "trying again finds that run",
+      { cause: e, transient: true },
+    );
+  }
+  if (state === "23505" && constraint === PUBLISHED_CONSTRAINT) {
+    return new DatabaseError(
+      `another engine published the same event at the same time (${message}); trying again finds that event`,
       { cause: e, transient: true },
     );
   }
