@@ -137,6 +137,41 @@ describe("startRun with a key", () => {
     expect(g.seen).toEqual([1, 2]);
   });
 
+  it("a retry of a run of the key is refused while another run of the key is active or queued, and makes it the active one after", async () => {
+    const g = gate();
+    const { engine } = await testEngine({ agents: { model: g.handler } });
+    await engine.registerWorkflow(CHAT);
+    const a = await engine.startRun("chat", { input: { n: 1 }, key: "k" });
+    await holding(engine, g, 1);
+    const b = await engine.startRun("chat", { input: { n: 2 }, key: "k", on_active: "cancel_active" });
+    const c = await engine.startRun("chat", { input: { n: 3 }, key: "k" });
+    expect(c.status).toBe("QUEUED");
+    const whileActive = await engine.retryRun(a.run_id).catch((e) => e);
+    expect(whileActive).toBeInstanceOf(ConflictError);
+    expect(whileActive.message).toContain(`run ${b.run_id} of key "k" of workflow chat is active`);
+    await holding(engine, g, 2);
+    g.release(); // a's attempt, cancelled: its result is not taken
+    g.release(); // b's: c begins
+    expect((await engine.waitForRun(b.run_id)).status).toBe("SUCCEEDED");
+    expect((await engine.getRun(a.run_id)).status).toBe("CANCELLED");
+    await holding(engine, g, 1);
+    expect((await engine.retryRun(a.run_id).catch((e) => e)).message).toContain(`run ${c.run_id} of key "k"`);
+    g.release();
+    expect((await engine.waitForRun(c.run_id)).status).toBe("SUCCEEDED");
+    // The key is free: the retried run is its active run, and a start queues behind it.
+    expect((await engine.retryRun(a.run_id)).status).toBe("RUNNING");
+    const d = await engine.startRun("chat", { input: { n: 4 }, key: "k" });
+    expect(d.status).toBe("QUEUED");
+    await holding(engine, g, 1);
+    g.release();
+    expect((await engine.waitForRun(a.run_id)).status).toBe("SUCCEEDED");
+    await holding(engine, g, 1);
+    g.release();
+    expect((await engine.waitForRun(d.run_id)).status).toBe("SUCCEEDED");
+    expect(g.seen).toEqual([1, 2, 3, 1, 4]);
+    expect(g.most()).toBe(2); // a's cancelled attempt and b's, never two of the key's active runs
+  });
+
   it("a QUEUED run can be cancelled, and one that waits past its timeout fails", async () => {
     const g = gate();
     const { engine, clock } = await testEngine({ agents: { model: g.handler } });

@@ -311,7 +311,7 @@ export class Flush implements FlushContext {
         return this.answer(rs, input.done);
       }
       case "retry":
-        return retry(this, input);
+        return retry(this, input, this.keys);
       case "fork":
         return fork(this, input);
       case "migrate":

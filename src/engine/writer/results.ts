@@ -25,6 +25,7 @@ import { addRunUsage } from "./budget.js";
 import type { FlushContext } from "./context.js";
 import type { AttemptRef, AttemptResult, Input, ReportAnswer } from "./inputs.js";
 import { RATE_LIMITED, type Rates } from "./rates.js";
+import type { RunKeys } from "./run-keys.js";
 
 type ReportInput = Extract<Input, { kind: "report" }>;
 type WorkerHeartbeat = Extract<Input, { kind: "worker_heartbeat" }>;
@@ -250,10 +251,10 @@ export async function review(f: FlushContext, input: Extract<Input, { kind: "rev
 }
 
 /** A redrive (DESIGN §6): only a FAILED or CANCELLED run, and with `force` one that needs attention. */
-export async function retry(f: FlushContext, input: Extract<Input, { kind: "retry" }>): Promise<void> {
+export async function retry(f: FlushContext, input: Extract<Input, { kind: "retry" }>, keys: RunKeys): Promise<void> {
   const rs = await f.load(input.run_id);
   if (!rs) return input.done.reject(new NotFoundError(`run ${input.run_id} does not exist`));
-  const refused = retryRefusal(rs.run, input, (id) => rs.graph.nodes.has(id));
+  const refused = retryRefusal(rs.run, input, (id) => rs.graph.nodes.has(id)) ?? (await keys.retryConflict(rs.run));
   if (refused) return input.done.reject(refused);
   const before = new Map([...rs.current].map(([id, v]) => [id, { visit: v.visit, state: v.state }]));
   const again = redrive(rs, { from: input.from, force: input.force }, f.now);

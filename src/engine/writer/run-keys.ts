@@ -97,6 +97,22 @@ export class RunKeys {
   }
 
   /**
+   * Why an ended run of a key may not run again now (a retry), or null: another run of its key
+   * is active or waits queued, and two active runs of one key are what keys exist to prevent.
+   */
+  async retryConflict(run: Run): Promise<ConflictError | null> {
+    const key = run.key;
+    if (key === null) return null;
+    const view = await this.view(run.workflow_id, key);
+    const other = view.active ?? view.queue[0];
+    if (!other) return null;
+    const what = view.active ? "is active" : "waits queued";
+    return new ConflictError(
+      `run ${other.run_id} of key "${key}" of workflow ${run.workflow_id} ${what}, and a key has one active run at a time; retry run ${run.run_id} when its key's runs have ended, or cancel them`,
+    );
+  }
+
+  /**
    * Keys whose active run ended in this flush: the first run queued behind it begins. True when
    * one did (its first visits are ready for the claims that follow).
    */
