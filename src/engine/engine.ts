@@ -400,8 +400,9 @@ export class Engine {
    * success a compensation undid; other successes are kept. The run gets a fresh TTL. A new
    * visit of a node whose visit did not succeed starts with that visit's durable steps
    * (DESIGN §14.1) unless `fresh_steps`; a node that succeeded and runs again starts with none.
-   * @throws ConflictError for a run that is not FAILED or CANCELLED, or that needs attention
-   * without `force`; NotFoundError for an unknown run or `from` node.
+   * @throws ConflictError for a run that is not FAILED or CANCELLED, that needs attention
+   * without `force`, or whose key (DESIGN §17) another run is running or queued under;
+   * NotFoundError for an unknown run or `from` node.
    */
   async retryRun(runId: string, options: { from?: string; force?: boolean; fresh_steps?: boolean } = {}): Promise<Run> {
     this.assertOpen();
