@@ -1,24 +1,30 @@
 /**
  * claims (issue 40, DESIGN §17): what claiming costs when runs carry flow control, against the
- * same work without. Each window parks RUNS one-node runs ready on a fresh SQLite file (an engine
- * that serves no handler for their agent type starts them, so nothing claims them), then opens
- * an engine whose handler for that type returns at once under `agentConcurrency` of LIMIT: every
- * attempt is claimed from the database's backlog by the claim query, a few at a time as slots
- * free, which is where priorities and keys change the work. The figure
- * (`claim_cpu_us_<variant>`) is this process's user + system CPU from the moment the handler is
- * let go (the first LIMIT attempts, claimed as the engine opened, wait for it) to the last run's
- * end, divided by the attempts: the claim with the result, the dispatch and the commits that go
- * with it, the same in every variant but for the start options. Windows alternate the variants,
- * each window starting with the next one, after a window that is not counted (noise on a shared
- * machine, the JIT's warming and the garbage of earlier windows fall on each alike); each figure is the median of WINDOWS, and
- * `claim_cpu_<variant>_ratio` the median of a variant's over the first's (the baseline, `default`) window by window.
+ * same work without. A window parks RUNS one-node runs ready on a fresh SQLite file per variant
+ * (an engine that serves no handler for their agent type starts them, so nothing claims them),
+ * then opens an engine on each file whose handler for that type returns at once under
+ * `agentConcurrency` of LIMIT: every attempt is claimed from the database's backlog by the claim
+ * query, a few at a time as slots free, which is where priorities and keys change the work.
+ *
+ * The engines take turns of CHUNK attempts, one variant after another in a round (each round
+ * starting with the next one), the others idle meanwhile: a turn's figure is the CPU of the
+ * engine's threads (the main thread, and the engine's checkpoint thread: /proc's schedstat) from
+ * letting CHUNK attempts return to their runs' ends, over CHUNK. The claim with the result, the
+ * dispatch and the commits with their pages, the same in every variant but for the start options.
+ * V8's compiler and collector helper threads are left out: their work swings by a third between
+ * identical windows (the process's CPU is kept in `meta` for comparison). Rounds take a fraction
+ * of a second, so a variant's turn and the baseline's (`default`) see the same machine: the
+ * ratio `claim_cpu_<variant>_ratio` is the median over rounds of the variant's turn over the
+ * baseline's in the same round, `claim_cpu_us_<variant>` the median of its turns. A first window
+ * is not counted (the JIT's warming).
  *
  * A variant is its startRun options per run and, if it needs one, a setup of the engine that
  * parks the runs (registering more workflows, say). The variants with priorities are checked
  * too: their attempts must start in priority order.
  */
+
 import { createEngine, type Engine, type StartRunOptions } from "../src/index.js";
-import { deferred, type Measured, progress, tempDb, within } from "./lib.js";
+import { type BenchDb, deferred, type Measured, progress, tempDb, threadIds, threadsCpuUs, within } from "./lib.js";
 
 /** One way to start the same runs, measured against the others. */
 export interface ClaimVariant {
@@ -68,99 +74,174 @@ export const CLAIM_VARIANTS: ClaimVariant[] = [
 
 const RUNS = 2000;
 const LIMIT = 4;
-const WINDOWS = 10;
+/** Attempts a lane runs at a turn: the unit whose CPU is measured. */
+const CHUNK = 100;
+/** Windows: each parks every variant's runs afresh and takes RUNS / CHUNK turns of each. */
+const WINDOWS = 3;
 /** Runs started at once while parking them (the start flushes take them in batches). */
 const START_BATCH = 200;
 
-/** One window of a variant: its CPU per attempt, and a problem with its order if it has one. */
-async function window(variant: ClaimVariant): Promise<{ usPerAttempt: number; problem: string | null }> {
+/** A variant's runs parked ready in a fresh SQLite file, for one window to claim. */
+async function park(variant: ClaimVariant): Promise<BenchDb> {
   const db = tempDb(`claims-${variant.name}`);
+  // Parked: no handler for `work` here, so every run's visit waits ready in the file.
+  const parking = await createEngine({ database: db.url });
   try {
-    // Parked: no handler for `work` here, so every run's visit waits ready in the file.
-    const parking = await createEngine({ database: db.url });
-    try {
-      await parking.registerWorkflow(CLAIM_WORKFLOW);
-      await variant.setup?.(parking);
-      for (let i = 0; i < RUNS; i += START_BATCH) {
-        const batch = Array.from({ length: Math.min(START_BATCH, RUNS - i) }, (_, k) => i + k);
-        await Promise.all(
-          batch.map((n) => parking.startRun(CLAIM_WORKFLOW.id, { input: { i: n }, ...variant.start(n) })),
-        );
-      }
-    } finally {
-      await parking.close();
-    }
-    const go = deferred();
-    const held = deferred();
-    const ended = deferred();
-    const started: number[] = [];
-    let ends = 0;
-    const engine = await createEngine({
-      database: db.url,
-      agentConcurrency: { work: LIMIT },
-      agents: {
-        work: async (task) => {
-          if (started.push((task.input as { i: number }).i) === LIMIT) held.resolve();
-          await go.promise;
-          return { ok: true };
-        },
-      },
-    });
-    try {
-      engine.subscribe((e) => {
-        if (e.type === "run.succeeded" && ++ends === RUNS) ended.resolve();
-      });
-      // The first LIMIT attempts, claimed as the engine opened, wait for `go`: the measure starts with them.
-      await within(held.promise, 30_000, `claims: ${variant.name}'s first ${LIMIT} attempts`);
-      const before = process.cpuUsage();
-      go.resolve();
-      await within(ended.promise, 120_000, `claims: ${variant.name}'s ${RUNS} runs`);
-      const used = process.cpuUsage(before);
-      return { usPerAttempt: (used.user + used.system) / RUNS, problem: variant.check?.(started) ?? null };
-    } finally {
-      await engine.close();
+    await parking.registerWorkflow(CLAIM_WORKFLOW);
+    await variant.setup?.(parking);
+    for (let i = 0; i < RUNS; i += START_BATCH) {
+      const batch = Array.from({ length: Math.min(START_BATCH, RUNS - i) }, (_, k) => i + k);
+      await Promise.all(
+        batch.map((n) => parking.startRun(CLAIM_WORKFLOW.id, { input: { i: n }, ...variant.start(n) })),
+      );
     }
   } finally {
-    await db.cleanup();
+    await parking.close();
   }
+  return db;
+}
+
+/**
+ * A variant's engine on the file `park` made, whose handler lets attempts return only as far as
+ * its turns allow: `turn` lets CHUNK more go and resolves once their runs have ended, with the
+ * CPU that took (the main thread's, and the engine's own threads': its checkpoints).
+ */
+interface Lane {
+  variant: ClaimVariant;
+  turn(): Promise<{ engineUs: number | null; processUs: number }>;
+  /** The runs' `i` in the order their attempts started. */
+  started: number[];
+  close(): Promise<void>;
+}
+
+async function openLane(variant: ClaimVariant, db: BenchDb): Promise<Lane> {
+  const started: number[] = [];
+  let allowed = 0;
+  let ends = 0;
+  let letGo = deferred();
+  let ended = deferred();
+  const before = threadIds();
+  const engine = await createEngine({
+    database: db.url,
+    agentConcurrency: { work: LIMIT },
+    agents: {
+      work: async (task) => {
+        const n = started.push((task.input as { i: number }).i);
+        while (n > allowed) await letGo.promise;
+        return { ok: true };
+      },
+    },
+  });
+  // The threads the engine started (its checkpoints'); the main thread is counted always.
+  const own = new Set([...threadIds()].filter((tid) => !before.has(tid)));
+  const others = new Set([...threadIds()].filter((tid) => !own.has(tid)));
+  engine.subscribe((e) => {
+    if (e.type === "run.succeeded" && ++ends === allowed) ended.resolve();
+  });
+  return {
+    variant,
+    started,
+    async turn() {
+      const cpu = { engine: threadsCpuUs(others), process: process.cpuUsage() };
+      allowed = Math.min(RUNS, allowed + CHUNK);
+      ended = deferred();
+      const go = letGo;
+      letGo = deferred();
+      go.resolve();
+      await within(ended.promise, 60_000, `claims: ${variant.name}'s attempts up to ${allowed}`);
+      const engineUs = threadsCpuUs(others);
+      const used = process.cpuUsage(cpu.process);
+      return {
+        engineUs: engineUs === null || cpu.engine === null ? null : engineUs - cpu.engine,
+        processUs: used.user + used.system,
+      };
+    },
+    async close() {
+      await engine.close();
+      await db.cleanup();
+    },
+  };
+}
+
+/** Figures of a variant: CPU per attempt of each of its turns, and the same over its baseline turn's. */
+interface Figures {
+  engine: number[];
+  process: number[];
+  ratios: number[];
 }
 
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] as number;
 
+/**
+ * One window: every variant's lane open at once, taking turns of CHUNK attempts in a round (each
+ * round starting with another lane), so that each variant's turn is measured next to the
+ * baseline's: the machine's state, which swings by a third within seconds on a shared host, is
+ * then alike for both, and a round's ratio compares like with like.
+ */
+async function measureWindow(variants: ClaimVariant[], figures: Map<string, Figures>, failures: string[]) {
+  const dbs: BenchDb[] = [];
+  for (const variant of variants) dbs.push(await park(variant));
+  const lanes: Lane[] = [];
+  try {
+    for (const [k, variant] of variants.entries()) lanes.push(await openLane(variant, dbs[k] as BenchDb));
+    for (let round = 0; round < RUNS / CHUNK; round++) {
+      const usPerAttempt = new Map<string, number>();
+      for (const lane of [...lanes.slice(round % lanes.length), ...lanes.slice(0, round % lanes.length)]) {
+        const { engineUs, processUs } = await lane.turn();
+        const f = figures.get(lane.variant.name) as Figures;
+        f.process.push(processUs / CHUNK);
+        f.engine.push((engineUs ?? processUs) / CHUNK);
+        usPerAttempt.set(lane.variant.name, (engineUs ?? processUs) / CHUNK);
+      }
+      const baseline = usPerAttempt.get(variants[0]?.name as string) as number;
+      for (const [name, us] of usPerAttempt) figures.get(name)?.ratios.push(us / baseline);
+    }
+    for (const lane of lanes) {
+      const problem = lane.variant.check?.(lane.started.slice(0, RUNS));
+      if (problem) failures.push(`claims: ${lane.variant.name}: ${problem}`);
+    }
+  } finally {
+    for (const lane of lanes) await lane.close();
+    for (const db of dbs.slice(lanes.length)) await db.cleanup();
+  }
+}
+
 /** The claims measurement over `variants` (the first is the baseline of the ratios). */
 export async function benchClaims(variants: ClaimVariant[] = CLAIM_VARIANTS): Promise<Measured> {
-  const figures = new Map(variants.map((v) => [v.name, [] as number[]]));
   const failures: string[] = [];
+  const fresh = () => new Map(variants.map((v) => [v.name, { engine: [], process: [], ratios: [] } as Figures]));
   // A first window, not counted, warms the JIT and the page cache: otherwise the first variant pays for it.
-  await window({ ...(variants[0] as ClaimVariant), name: "warm-up" });
+  await measureWindow(variants, fresh(), []);
+  const figures = fresh();
   for (let w = 0; w < WINDOWS; w++) {
-    // Each window starts with another variant: garbage the ones before leave falls on each alike.
-    for (const variant of [...variants.slice(w % variants.length), ...variants.slice(0, w % variants.length)]) {
-      const { usPerAttempt, problem } = await window(variant);
-      figures.get(variant.name)?.push(usPerAttempt);
-      if (problem) failures.push(`claims: ${variant.name}: ${problem}`);
-      progress(`claims: ${variant.name}, window ${w + 1}: ${usPerAttempt.toFixed(0)} µs of CPU per attempt`);
-    }
+    await measureWindow(variants, figures, failures);
+    const line = [...figures].map(([name, f]) => `${name} ${median(f.engine).toFixed(0)}`).join(", ");
+    progress(`claims: window ${w + 1} of ${WINDOWS}, µs of the engine's CPU per attempt so far: ${line}`);
   }
   const metrics: Record<string, number> = {};
-  const baseline = figures.get(variants[0]?.name ?? "") ?? [];
-  for (const [name, xs] of figures) {
-    metrics[`claim_cpu_us_${name}`] = median(xs);
-    // Paired: each window's variant over the same window's baseline, run next to it (the machine's
-    // state, which swings by half on a shared host, is then the same for both), the median of those.
-    if (name !== variants[0]?.name) {
-      metrics[`claim_cpu_${name}_ratio`] = median(xs.map((x, w) => x / (baseline[w] as number)));
-    }
+  for (const [name, f] of figures) {
+    metrics[`claim_cpu_us_${name}`] = median(f.engine);
+    if (name !== variants[0]?.name) metrics[`claim_cpu_${name}_ratio`] = median(f.ratios);
   }
+  const range = (xs: number[]) => ({ min: Math.min(...xs), max: Math.max(...xs) });
   return {
     metrics,
     meta: {
       claims: {
         runs: RUNS,
         agent_concurrency: LIMIT,
+        chunk: CHUNK,
         windows: WINDOWS,
         variants: Object.fromEntries(
-          [...figures].map(([name, xs]) => [name, { min: Math.min(...xs), max: Math.max(...xs) }]),
+          [...figures].map(([name, f]) => [
+            name,
+            {
+              engine: range(f.engine),
+              // The process's CPU too (V8's compiler and collector helpers with the engine's), for comparison.
+              process: { median: median(f.process), ...range(f.process) },
+              ratio: range(f.ratios),
+            },
+          ]),
         ),
       },
     },

@@ -1,5 +1,5 @@
 /** Small helpers shared by the bench measurements: temp databases, percentiles, clocks, progress. */
-import { mkdtempSync, rmSync } from "node:fs";
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
@@ -77,4 +77,32 @@ export async function within<T>(promise: Promise<T>, ms: number, what: string): 
   } finally {
     clearTimeout(timer);
   }
+}
+
+/** This process's threads (their ids), from /proc: empty where there is none (not Linux). */
+export function threadIds(): Set<string> {
+  try {
+    return new Set(readdirSync("/proc/self/task"));
+  } catch {
+    return new Set();
+  }
+}
+
+/**
+ * CPU time in µs of this process's main thread and of its threads not in `others` (those that
+ * were there before what is measured started them: V8's compiler and collector helpers, whose
+ * work swings by a third between identical runs), from each thread's /proc schedstat; null
+ * where there is none (not Linux). A thread that ended in between is not counted.
+ */
+export function threadsCpuUs(others: ReadonlySet<string>): number | null {
+  let ns = 0;
+  try {
+    for (const tid of readdirSync("/proc/self/task")) {
+      if (others.has(tid) && tid !== String(process.pid)) continue;
+      ns += Number(readFileSync(`/proc/self/task/${tid}/schedstat`, "utf8").split(" ")[0]);
+    }
+  } catch {
+    return null;
+  }
+  return ns / 1000;
 }
