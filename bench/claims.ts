@@ -132,9 +132,9 @@ async function openLane(variant: ClaimVariant, db: BenchDb): Promise<Lane> {
       },
     },
   });
-  // The threads the engine started (its checkpoints'); the main thread is counted always.
+  // The threads the engine started (its checkpoints'), counted with the main thread; not those
+  // of the other variants' engines, opened later.
   const own = new Set([...threadIds()].filter((tid) => !before.has(tid)));
-  const others = new Set([...threadIds()].filter((tid) => !own.has(tid)));
   engine.subscribe((e) => {
     if (e.type === "run.succeeded" && ++ends === allowed) ended.resolve();
   });
@@ -142,14 +142,14 @@ async function openLane(variant: ClaimVariant, db: BenchDb): Promise<Lane> {
     variant,
     started,
     async turn() {
-      const cpu = { engine: threadsCpuUs(others), process: process.cpuUsage() };
+      const cpu = { engine: threadsCpuUs(own), process: process.cpuUsage() };
       allowed = Math.min(RUNS, allowed + CHUNK);
       ended = deferred();
       const go = letGo;
       letGo = deferred();
       go.resolve();
       await within(ended.promise, 60_000, `claims: ${variant.name}'s attempts up to ${allowed}`);
-      const engineUs = threadsCpuUs(others);
+      const engineUs = threadsCpuUs(own);
       const used = process.cpuUsage(cpu.process);
       return {
         engineUs: engineUs === null || cpu.engine === null ? null : engineUs - cpu.engine,

@@ -89,16 +89,16 @@ export function threadIds(): Set<string> {
 }
 
 /**
- * CPU time in µs of this process's main thread and of its threads not in `others` (those that
- * were there before what is measured started them: V8's compiler and collector helpers, whose
- * work swings by a third between identical runs), from each thread's /proc schedstat; null
- * where there is none (not Linux). A thread that ended in between is not counted.
+ * CPU time in µs of this process's main thread and of the threads `own` names (threads started
+ * by what is measured, such as an engine's checkpoint thread; not V8's compiler and collector
+ * helpers, whose work swings by a third between identical runs), from each thread's /proc
+ * schedstat; null where there is none (not Linux). A thread that ended in between is not counted.
  */
-export function threadsCpuUs(others: ReadonlySet<string>): number | null {
+export function threadsCpuUs(own: ReadonlySet<string>): number | null {
   let ns = 0;
   try {
     for (const tid of readdirSync("/proc/self/task")) {
-      if (others.has(tid) && tid !== String(process.pid)) continue;
+      if (!own.has(tid) && tid !== String(process.pid)) continue;
       ns += Number(readFileSync(`/proc/self/task/${tid}/schedstat`, "utf8").split(" ")[0]);
     }
   } catch {
