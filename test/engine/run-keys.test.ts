@@ -38,6 +38,17 @@ async function holding(engine: Engine, g: ReturnType<typeof gate>, n: number): P
   while (g.waiting() < n) await nextEvent(engine, (e) => e.type === "node.started");
 }
 
+/** Run a of key "k" holds an attempt in the gate; b, started with cancel_active, replaced it. */
+async function replaced() {
+  const g = gate();
+  const { engine } = await testEngine({ agents: { model: g.handler } });
+  await engine.registerWorkflow(CHAT);
+  const a = await engine.startRun("chat", { input: { n: 1 }, key: "k" });
+  await holding(engine, g, 1);
+  const b = await engine.startRun("chat", { input: { n: 2 }, key: "k", on_active: "cancel_active" });
+  return { g, engine, a, b };
+}
+
 describe("startRun with a key", () => {
   it("queues starts behind the active run and begins them in order as each ends, across a restart", async () => {
     const g = gate();
@@ -119,12 +130,7 @@ describe("startRun with a key", () => {
   });
 
   it("cancel_active cancels the active run and begins the new one now", async () => {
-    const g = gate();
-    const { engine } = await testEngine({ agents: { model: g.handler } });
-    await engine.registerWorkflow(CHAT);
-    const a = await engine.startRun("chat", { input: { n: 1 }, key: "k" });
-    await holding(engine, g, 1);
-    const b = await engine.startRun("chat", { input: { n: 2 }, key: "k", on_active: "cancel_active" });
+    const { g, engine, a, b } = await replaced();
     expect(b.status).toBe("RUNNING");
     const cancelled = await engine.getRun(a.run_id);
     expect(cancelled.status).toBe("CANCELLED");
@@ -138,12 +144,7 @@ describe("startRun with a key", () => {
   });
 
   it("a retry of a run of the key is refused while another run of the key is active or queued, and makes it the active one after", async () => {
-    const g = gate();
-    const { engine } = await testEngine({ agents: { model: g.handler } });
-    await engine.registerWorkflow(CHAT);
-    const a = await engine.startRun("chat", { input: { n: 1 }, key: "k" });
-    await holding(engine, g, 1);
-    const b = await engine.startRun("chat", { input: { n: 2 }, key: "k", on_active: "cancel_active" });
+    const { g, engine, a, b } = await replaced();
     const c = await engine.startRun("chat", { input: { n: 3 }, key: "k" });
     expect(c.status).toBe("QUEUED");
     const whileActive = await engine.retryRun(a.run_id).catch((e) => e);
