@@ -76,8 +76,8 @@ const RUNS = 2000;
 const LIMIT = 4;
 /** Attempts a lane runs at a turn: the unit whose CPU is measured. */
 const CHUNK = 100;
-/** Windows: each parks every variant's runs afresh and takes RUNS / CHUNK turns of each. */
-const WINDOWS = 3;
+/** Windows: each parks every variant's runs afresh and takes RUNS / CHUNK turns of each (a multiple of the variants' count). */
+const WINDOWS = 5;
 /** Runs started at once while parking them (the start flushes take them in batches). */
 const START_BATCH = 200;
 
@@ -103,12 +103,13 @@ async function park(variant: ClaimVariant): Promise<BenchDb> {
 
 /**
  * A variant's engine on the file `park` made, whose handler lets attempts return only as far as
- * its turns allow: `turn` lets CHUNK more go and resolves once their runs have ended, with the
- * CPU that took (the main thread's, and the engine's own threads': its checkpoints).
+ * its turns allow: `turn` lets CHUNK more go and resolves once their runs have ended.
  */
 interface Lane {
   variant: ClaimVariant;
-  turn(): Promise<{ engineUs: number | null; processUs: number }>;
+  turn(): Promise<void>;
+  /** The CPU its turns took so far, µs: the main thread's during them, and all its own threads' (its checkpoints, whenever they ran); the process's during them, for comparison. */
+  used(): { engineUs: number | null; processUs: number };
   /** The runs' `i` in the order their attempts started. */
   started: number[];
   close(): Promise<void>;
@@ -132,9 +133,12 @@ async function openLane(variant: ClaimVariant, db: BenchDb): Promise<Lane> {
       },
     },
   });
-  // The threads the engine started (its checkpoints'), counted with the main thread; not those
-  // of the other variants' engines, opened later.
+  // The threads the engine started (its checkpoints'): not those of the engines opened after it.
   const own = new Set([...threadIds()].filter((tid) => !before.has(tid)));
+  const main = new Set([String(process.pid)]);
+  const ownAtStart = threadsCpuUs(own);
+  let mainUs: number | null = 0;
+  let processUs = 0;
   engine.subscribe((e) => {
     if (e.type === "run.succeeded" && ++ends === allowed) ended.resolve();
   });
@@ -142,19 +146,22 @@ async function openLane(variant: ClaimVariant, db: BenchDb): Promise<Lane> {
     variant,
     started,
     async turn() {
-      const cpu = { engine: threadsCpuUs(own), process: process.cpuUsage() };
+      const cpu = { main: threadsCpuUs(main), process: process.cpuUsage() };
       allowed = Math.min(RUNS, allowed + CHUNK);
       ended = deferred();
       const go = letGo;
       letGo = deferred();
       go.resolve();
       await within(ended.promise, 60_000, `claims: ${variant.name}'s attempts up to ${allowed}`);
-      const engineUs = threadsCpuUs(own);
+      const mainNow = threadsCpuUs(main);
       const used = process.cpuUsage(cpu.process);
-      return {
-        engineUs: engineUs === null || cpu.engine === null ? null : engineUs - cpu.engine,
-        processUs: used.user + used.system,
-      };
+      mainUs = mainUs === null || mainNow === null || cpu.main === null ? null : mainUs + mainNow - cpu.main;
+      processUs += used.user + used.system;
+    },
+    used() {
+      const ownNow = threadsCpuUs(own);
+      const ownUs = ownNow === null || ownAtStart === null ? null : ownNow - ownAtStart;
+      return { engineUs: mainUs === null || ownUs === null ? null : mainUs + ownUs, processUs };
     },
     async close() {
       await engine.close();
@@ -163,7 +170,7 @@ async function openLane(variant: ClaimVariant, db: BenchDb): Promise<Lane> {
   };
 }
 
-/** Figures of a variant: CPU per attempt of each of its turns, and the same over its baseline turn's. */
+/** Figures of a variant, a window each: CPU per attempt, and the same over the baseline's. */
 interface Figures {
   engine: number[];
   process: number[];
@@ -174,32 +181,38 @@ const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.len
 
 /**
  * One window: every variant's lane open at once, taking turns of CHUNK attempts in a round (each
- * round starting with another lane), so that each variant's turn is measured next to the
- * baseline's: the machine's state, which swings by a third within seconds on a shared host, is
- * then alike for both, and a round's ratio compares like with like.
+ * round starting with another lane), so that each variant's attempts run beside the baseline's,
+ * a round a fraction of a second: the machine's state, which swings by a third within seconds on
+ * a shared host, is then alike for all, and the window's ratio compares like with like.
  */
-async function measureWindow(variants: ClaimVariant[], figures: Map<string, Figures>, failures: string[]) {
+async function measureWindow(
+  variants: ClaimVariant[],
+  baseline: string,
+  figures: Map<string, Figures>,
+  failures: string[],
+) {
   const dbs: BenchDb[] = [];
   for (const variant of variants) dbs.push(await park(variant));
   const lanes: Lane[] = [];
   try {
     for (const [k, variant] of variants.entries()) lanes.push(await openLane(variant, dbs[k] as BenchDb));
     for (let round = 0; round < RUNS / CHUNK; round++) {
-      const usPerAttempt = new Map<string, number>();
       for (const lane of [...lanes.slice(round % lanes.length), ...lanes.slice(0, round % lanes.length)]) {
-        const { engineUs, processUs } = await lane.turn();
-        const f = figures.get(lane.variant.name) as Figures;
-        f.process.push(processUs / CHUNK);
-        f.engine.push((engineUs ?? processUs) / CHUNK);
-        usPerAttempt.set(lane.variant.name, (engineUs ?? processUs) / CHUNK);
+        await lane.turn();
       }
-      const baseline = usPerAttempt.get(variants[0]?.name as string) as number;
-      for (const [name, us] of usPerAttempt) figures.get(name)?.ratios.push(us / baseline);
     }
+    const perAttempt = new Map<string, number>();
     for (const lane of lanes) {
+      const { engineUs, processUs } = lane.used();
+      const f = figures.get(lane.variant.name) as Figures;
+      f.process.push(processUs / RUNS);
+      f.engine.push((engineUs ?? processUs) / RUNS);
+      perAttempt.set(lane.variant.name, (engineUs ?? processUs) / RUNS);
       const problem = lane.variant.check?.(lane.started.slice(0, RUNS));
       if (problem) failures.push(`claims: ${lane.variant.name}: ${problem}`);
     }
+    const base = perAttempt.get(baseline) as number;
+    for (const [name, us] of perAttempt) figures.get(name)?.ratios.push(us / base);
   } finally {
     for (const lane of lanes) await lane.close();
     for (const db of dbs.slice(lanes.length)) await db.cleanup();
@@ -210,18 +223,24 @@ async function measureWindow(variants: ClaimVariant[], figures: Map<string, Figu
 export async function benchClaims(variants: ClaimVariant[] = CLAIM_VARIANTS): Promise<Measured> {
   const failures: string[] = [];
   const fresh = () => new Map(variants.map((v) => [v.name, { engine: [], process: [], ratios: [] } as Figures]));
+  const baseline = variants[0]?.name as string;
   // A first window, not counted, warms the JIT and the page cache: otherwise the first variant pays for it.
-  await measureWindow(variants, fresh(), []);
+  await measureWindow(variants, baseline, fresh(), []);
   const figures = fresh();
   for (let w = 0; w < WINDOWS; w++) {
-    await measureWindow(variants, figures, failures);
-    const line = [...figures].map(([name, f]) => `${name} ${median(f.engine).toFixed(0)}`).join(", ");
-    progress(`claims: window ${w + 1} of ${WINDOWS}, µs of the engine's CPU per attempt so far: ${line}`);
+    // The engines opened first cost a few percent more, the same work (a baseline beside
+    // copies of itself read 1.00, 0.97, 0.94 by the order they were opened in): each window opens
+    // them in another order, each variant first once in every `variants.length` windows.
+    const order = [...variants.slice(w % variants.length), ...variants.slice(0, w % variants.length)];
+    await measureWindow(order, baseline, figures, failures);
+    const line = [...figures].map(([name, f]) => `${name} ${f.engine.at(-1)?.toFixed(0)}`).join(", ");
+    progress(`claims: window ${w + 1} of ${WINDOWS}, µs of the engine's CPU per attempt: ${line}`);
   }
   const metrics: Record<string, number> = {};
   for (const [name, f] of figures) {
     metrics[`claim_cpu_us_${name}`] = median(f.engine);
-    if (name !== variants[0]?.name) metrics[`claim_cpu_${name}_ratio`] = median(f.ratios);
+    // The mean over windows, not the median: the windows' orders balance each other only together.
+    if (name !== baseline) metrics[`claim_cpu_${name}_ratio`] = f.ratios.reduce((a, b) => a + b, 0) / f.ratios.length;
   }
   const range = (xs: number[]) => ({ min: Math.min(...xs), max: Math.max(...xs) });
   return {

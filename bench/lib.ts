@@ -89,17 +89,17 @@ export function threadIds(): Set<string> {
 }
 
 /**
- * CPU time in µs of this process's main thread and of the threads `own` names (threads started
- * by what is measured, such as an engine's checkpoint thread; not V8's compiler and collector
- * helpers, whose work swings by a third between identical runs), from each thread's /proc
+ * CPU time in µs of the threads `tids` names (this process's main thread is `String(process.pid)`;
+ * an engine's own are those it started, such as its checkpoint thread), from each thread's /proc
  * schedstat; null where there is none (not Linux). A thread that ended in between is not counted.
+ * Measuring threads, not the process, leaves out V8's compiler and collector helpers, whose work
+ * swings by a third between identical runs.
  */
-export function threadsCpuUs(own: ReadonlySet<string>): number | null {
+export function threadsCpuUs(tids: ReadonlySet<string>): number | null {
   let ns = 0;
   try {
     for (const tid of readdirSync("/proc/self/task")) {
-      if (!own.has(tid) && tid !== String(process.pid)) continue;
-      ns += Number(readFileSync(`/proc/self/task/${tid}/schedstat`, "utf8").split(" ")[0]);
+      if (tids.has(tid)) ns += Number(readFileSync(`/proc/self/task/${tid}/schedstat`, "utf8").split(" ")[0]);
     }
   } catch {
     return null;
