@@ -7,16 +7,18 @@
  * query, a few at a time as slots free, which is where priorities and keys change the work.
  *
  * The engines take turns of CHUNK attempts, one variant after another in a round (each round
- * starting with the next one), the others idle meanwhile: a turn's figure is the CPU of the
- * engine's threads (the main thread, and the engine's checkpoint thread: /proc's schedstat) from
- * letting CHUNK attempts return to their runs' ends, over CHUNK. The claim with the result, the
- * dispatch and the commits with their pages, the same in every variant but for the start options.
- * V8's compiler and collector helper threads are left out: their work swings by a third between
- * identical windows (the process's CPU is kept in `meta` for comparison). Rounds take a fraction
- * of a second, so a variant's turn and the baseline's (`default`) see the same machine: the
- * ratio `claim_cpu_<variant>_ratio` is the median over rounds of the variant's turn over the
- * baseline's in the same round, `claim_cpu_us_<variant>` the median of its turns. A first window
- * is not counted (the JIT's warming).
+ * starting with the next one), the others idle meanwhile: a round takes a fraction of a second,
+ * so every variant's attempts run on the same machine as the baseline's (`default`), whose state
+ * swings by a third within seconds on a shared host. A variant's figure for a window is the CPU
+ * of its engine's threads over its attempts: the main thread's during its turns (the claim with
+ * the result, the dispatch and the commits, the same in every variant but for the start
+ * options) and its checkpoint thread's over the window (the WAL pages those commits wrote),
+ * from /proc's schedstat. V8's compiler and collector helper threads are left out: their work
+ * swings by a third between identical windows (the process's CPU is kept in `meta`).
+ * `claim_cpu_us_<variant>` is the median over WINDOWS, `claim_cpu_<variant>_ratio` the mean over
+ * them of the variant's figure over the baseline's, each window opening the engines in another
+ * order (the first opened cost a few percent more). A first window is not counted (the JIT's
+ * warming).
  *
  * A variant is its startRun options per run and, if it needs one, a setup of the engine that
  * parks the runs (registering more workflows, say). The variants with priorities are checked
