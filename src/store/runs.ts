@@ -63,7 +63,8 @@ export const EMPTY_BATCH: Readonly<WriteBatch> = Object.freeze({
  * A run as a transaction reads it: the run, its current visits, its compensation rows, and its
  * revision, which every write of any of them raises (so that a copy held in memory can be
  * checked in one comparison). On SQLite, where one engine holds the file, its dispatcher's own
- * writes of visits and compensation rows do not: the copies it keeps are the ones it wrote.
+ * writes of visits and compensation rows do not: the copies it keeps are the ones it wrote (a
+ * client's store, beside it, reads a run's visits whatever its revision says).
  */
 export interface LoadedRun {
   run: Run;

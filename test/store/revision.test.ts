@@ -7,13 +7,16 @@
  */
 import { afterEach, describe, expect, it } from "vitest";
 import type { Run, Visit } from "../../src/core/types.js";
+import { openStore } from "../../src/engine/open-store.js";
 import { ManualClock } from "../../src/index.js";
 import { EMPTY_BATCH, type LoadedRun, StaleRunsError, type Store } from "../../src/store/store.js";
 import { makeRun, visit } from "../core/helpers.js";
-import { STORES, writeRows } from "./stores.js";
+import { tempDb } from "../helpers.js";
+import { describeStore, STORES, writeRows } from "./stores.js";
 
 const NOW = Date.UTC(2026, 0, 1);
 const WORKFLOW = JSON.stringify({ id: "wf", nodes: [{ node_id: "a", agent_type: "step" }] });
+const ENGINE = { engine_id: "e1", host: "h", pid: process.pid, started_at: NOW, heartbeat_at: NOW };
 
 const run = (run_id: string, overrides: Partial<Run> = {}): Run =>
   makeRun({
@@ -38,6 +41,8 @@ for (const { name: kind, open: openStore } of STORES) {
     async function open(): Promise<Store> {
       const store = await openStore({ clock: new ManualClock(NOW) });
       stores.push(store);
+      // As an engine opens it (on SQLite, the one holding the file's engine lock).
+      await store.registerEngine(ENGINE, NOW - 30_000);
       await store.putWorkflow("wf", "hash-1", WORKFLOW, NOW);
       return store;
     }
@@ -112,7 +117,7 @@ for (const { name: kind, open: openStore } of STORES) {
       expect(Object.keys((await store.getRun("r1")) ?? {})).not.toContain("revision");
     });
 
-    it("is left alone by an SQLite dispatcher's own writes of visits, raised by any other's and by every write on PostgreSQL", async () => {
+    it("is left alone by an SQLite engine's dispatcher's own writes of visits, raised by any other's and by every write on PostgreSQL", async () => {
       const store = await open();
       await store.transaction((tx) =>
         tx.write({ ...EMPTY_BATCH, insertRuns: [run("r1")], insertVisits: [visitOf("r1")] }),
@@ -137,3 +142,40 @@ for (const { name: kind, open: openStore } of STORES) {
     });
   });
 }
+
+describeStore("sqlite")("run revisions with a client beside the engine (SQLite)", () => {
+  it("a client reads visits the engine wrote without raising the revision, and its own writes raise it", async () => {
+    const url = tempDb("sqlite");
+    const engine = await openStore(url, { clock: new ManualClock(NOW) });
+    const client = await openStore(url, { clock: new ManualClock(NOW) });
+    try {
+      await engine.registerEngine(ENGINE, NOW - 30_000);
+      await engine.putWorkflow("wf", "hash-1", WORKFLOW, NOW);
+      await engine.transaction((tx) =>
+        tx.write({ ...EMPTY_BATCH, insertRuns: [run("r1")], insertVisits: [visitOf("r1")] }),
+      );
+      // The client keeps r1 as its dispatcher does (it passes what it knows).
+      const known = ((await client.transaction((tx) => tx.loadRun("r1"))) as LoadedRun).revision;
+      const trusting = { lock: ["r1"], known: new Map([["r1", known]]) };
+      // The engine's dispatcher claims the visit: the revision stays.
+      await engine.transaction(
+        (tx) => tx.write({ ...EMPTY_BATCH, updateVisits: [visitOf("r1", { state: "RUNNING", attempt: 1 })] }),
+        { lock: ["r1"], known: new Map([["r1", known]]) },
+      );
+      const [seen] = (await client.transaction((tx) => tx.loadRuns(["r1"], trusting.known), trusting)) as LoadedRun[];
+      expect(seen?.visits.map((v) => v.state)).toEqual(["RUNNING"]);
+
+      // The client's dispatcher writes a visit: the engine must read the run again.
+      const written = await client.transaction(
+        (tx) => tx.write({ ...EMPTY_BATCH, updateVisits: [visitOf("r1", { state: "SUCCEEDED", attempt: 1 })] }),
+        trusting,
+      );
+      expect(written.revisions.get("r1")).toBe(known + 1);
+      const [again] = (await engine.transaction((tx) => tx.loadRuns(["r1"], trusting.known), trusting)) as LoadedRun[];
+      expect(again?.visits.map((v) => v.state)).toEqual(["SUCCEEDED"]);
+    } finally {
+      await client.close();
+      await engine.close();
+    }
+  });
+});

@@ -31,6 +31,12 @@ import {
 export interface KeptRuns {
   readonly runs: Set<string>;
   trusted: boolean;
+  /**
+   * This store holds the file's engine lock: its dispatcher's own writes of visits leave the
+   * revision alone (see `write`), and every other writer raises it. A client's store (false)
+   * raises it always, and cannot tell the engine's visit writes by the revision: it reads them.
+   */
+  engine: boolean;
 }
 
 export function sqliteRuns(db: Database.Database, kept: KeptRuns): RunsTx {
@@ -43,7 +49,7 @@ export function sqliteRuns(db: Database.Database, kept: KeptRuns): RunsTx {
     if (!row) return null;
     kept.runs.add(runId);
     const revision = row.revision ?? 0;
-    if (revision === known) return { run_id: runId, unchanged: true };
+    if (revision === known && kept.engine) return { run_id: runId, unchanged: true };
     return {
       run: runFromDb(row),
       revision,
@@ -159,12 +165,13 @@ export function sqliteRuns(db: Database.Database, kept: KeptRuns): RunsTx {
       updateVisits(batch.updateVisits, touched);
       insertVisits(batch.insertVisits, touched);
       writeCompensations(batch.compensations, touched);
-      // One engine holds the file (EngineLock), and the only copies of runs kept in memory are its
+      // One engine holds the file (EngineLock), and the copies of runs it keeps are its
       // dispatcher's, which its own transactions (trusted) leave as they wrote them: their writes
       // of visits alone need not raise the revision, which saves rewriting the run's row (another
       // page of the commit when work is claimed out of the order it was written, by priority say).
-      // Any other transaction raises it, so that the dispatcher reads the run again.
-      if (!kept.trusted) touch(touched);
+      // Any other transaction raises it, a client's too, so that the engine reads the run again;
+      // a client does not trust the revision for visits (`load`).
+      if (!(kept.trusted && kept.engine)) touch(touched);
       const events = insertEvents(batch.events);
       return { events, revisions: new Map(revised) };
     },

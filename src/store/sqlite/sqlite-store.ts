@@ -69,7 +69,7 @@ export class SqliteStore implements Store {
   /** The engine this store serves, while it serves; its row is checked when another connection wrote. */
   private engineId: string | null = null;
   /** Runs whose kept copies are what the file holds (runs.ts); cleared whenever that may no longer be so. */
-  private readonly kept: KeptRuns = { runs: new Set(), trusted: false };
+  private readonly kept: KeptRuns = { runs: new Set(), trusted: false, engine: false };
   /** When the text queue was last indexed (real time: a batching interval, not a due time). */
   private textIndexedAt = 0;
   /** Set when another engine took the file over: nothing is written any more. */
@@ -180,6 +180,7 @@ export class SqliteStore implements Store {
       if (!lock) throw this.inUse();
       this.engineLock = lock;
     }
+    this.kept.engine = true;
     return this.transaction(async () => {
       this.engines.stopAll.run(engine.started_at);
       this.engines.insert.run({
