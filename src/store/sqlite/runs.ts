@@ -2,7 +2,7 @@
  * Runs, visits, compensation rows and events on SQLite (RunsTx): the dispatcher's every flush.
  * Statements are prepared once, on the write connection; a write of a run's row raises its
  * revision in the same statement, and so does a write of its visits or compensation rows but in
- * the dispatcher's own transactions (see `write`).
+ * the own transactions of the dispatcher of the engine holding the file (see `write`).
  */
 import type Database from "better-sqlite3";
 import type { RunStatus } from "../../core/states.js";
